@@ -1,0 +1,71 @@
+#pragma once
+/// @file batch.hpp
+/// A batch handed to the consumer: owns its slot until released.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include <cuda_runtime_api.h>
+#include <dlpack/dlpack.h>
+
+#include "pinfeed/runtime/tensor.hpp"
+
+namespace pinfeed {
+
+namespace detail {
+struct slot_lease;
+}
+
+/// One batch: every field as a [n, shape...] tensor in one slot, host memory (CPU-only runs) or
+/// device memory. Move-only; destroying or release()-ing it returns the slot to the loader. A batch
+/// may outlive its loader.
+///
+/// On a GPU the loader's consumer stream already waits on ready_event() when next() returns, so
+/// work queued on stream() sees the data; work on another stream must wait on ready_event() first.
+/// Release records an event on stream(): the slot is rewritten only after work queued there before
+/// the release has finished. Not thread-safe: one thread uses a batch at a time.
+class batch {
+ public:
+  batch() = default;
+  explicit batch(std::shared_ptr<detail::slot_lease> lease) noexcept;
+  batch(batch&&) noexcept = default;
+  batch& operator=(batch&&) noexcept = default;
+  batch(const batch&) = delete;
+  batch& operator=(const batch&) = delete;
+  ~batch() = default;
+
+  [[nodiscard]] explicit operator bool() const noexcept { return lease_ != nullptr; }
+  /// Index of this batch in its epoch.
+  [[nodiscard]] std::uint64_t index() const;
+  [[nodiscard]] std::uint32_t epoch() const;
+  /// Number of samples (batch_size except for a last partial batch).
+  [[nodiscard]] std::size_t size() const;
+  /// The dataset indices of the samples, in batch order.
+  [[nodiscard]] std::span<const std::uint64_t> indices() const;
+  [[nodiscard]] std::size_t field_count() const;
+  /// The declaration of field i (name, type, per-sample shape).
+  [[nodiscard]] const field_spec& spec(std::size_t i) const;
+  /// Field i as a [size(), shape...] tensor. Throws std::out_of_range for a bad index.
+  [[nodiscard]] tensor_view field(std::size_t i) const;
+  /// Field by name. Throws std::out_of_range naming the field if absent.
+  [[nodiscard]] tensor_view field(std::string_view name) const;
+  [[nodiscard]] memory_location location() const;
+  /// The event recorded after the host-to-device copy (null on the CPU path).
+  [[nodiscard]] cudaEvent_t ready_event() const;
+  /// The loader's consumer stream (null on the CPU path).
+  [[nodiscard]] cudaStream_t stream() const;
+  /// A DLPack view of field `name` that keeps the slot alive until its deleter runs, even after
+  /// this batch is released. Device type: kDLCUDA, kDLCUDAHost (pinned) or kDLCPU.
+  [[nodiscard]] DLManagedTensor* to_dlpack(std::string_view name) const;
+  /// Returns the slot (unless DLPack views still hold it). The batch is empty afterwards.
+  void release() noexcept { lease_.reset(); }
+
+ private:
+  const detail::slot_lease& lease() const;
+  std::shared_ptr<detail::slot_lease> lease_;
+};
+
+}  // namespace pinfeed

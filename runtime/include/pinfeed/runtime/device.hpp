@@ -1,0 +1,55 @@
+#pragma once
+/// @file device.hpp
+/// CUDA device discovery and device selection. A machine with no driver or no device is a normal
+/// state: pinfeed then runs every stage on the host.
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pinfeed {
+
+struct device_properties {
+  int index = 0;
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  std::size_t total_memory = 0;
+  int async_engines = 0;  ///< copy engines: >= 1 lets copies overlap kernels
+  int multiprocessors = 0;
+};
+
+/// What the CUDA runtime reports on this machine.
+struct cuda_status {
+  bool usable = false;       ///< at least one device can be used
+  std::string reason;        ///< why not, when !usable (e.g. CUDA's "insufficient driver" message)
+  int runtime_version = 0;   ///< e.g. 13000
+  int driver_version = 0;    ///< 0 when no driver is installed
+  std::vector<device_properties> devices;
+};
+
+/// Discovers devices once per process (thread-safe) and logs the outcome once at info level.
+/// Never throws: a failure to find a device is reported in the result.
+[[nodiscard]] const cuda_status& cuda_devices();
+
+/// Which device a loader runs on.
+struct device_choice {
+  enum class kind { cpu, cuda } where = kind::cpu;
+  int index = -1;
+  [[nodiscard]] bool is_cuda() const noexcept { return where == kind::cuda; }
+  [[nodiscard]] std::string to_string() const;
+};
+
+/// Resolves a device request against what cuda_devices() found:
+///   "auto"       - CUDA device LOCAL_RANK (or 0) if any device is usable, else the CPU;
+///   "cpu"        - the CPU;
+///   "cuda"       - CUDA device 0;   "cuda:N" - CUDA device N;
+///   "local_rank" - CUDA device $LOCAL_RANK (then OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID).
+/// Throws std::invalid_argument for an unknown spelling and std::runtime_error when a CUDA device
+/// is requested that does not exist (naming the index and CUDA's reason).
+[[nodiscard]] device_choice resolve_device(std::string_view request);
+
+/// The local rank from the launcher's environment (torchrun, Open MPI, Slurm), or -1 if unset.
+[[nodiscard]] int local_rank_from_env();
+
+}  // namespace pinfeed

@@ -1,0 +1,83 @@
+#pragma once
+/// @file error.hpp
+/// pinfeed's exceptions and the CUDA error-checking macros.
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+namespace pinfeed {
+
+/// A CUDA runtime call failed. Carries the call text, the source location and CUDA's error name
+/// and message.
+class cuda_error : public std::runtime_error {
+ public:
+  cuda_error(cudaError_t code, const char* call, const char* file, int line);
+  [[nodiscard]] cudaError_t code() const noexcept { return code_; }
+  [[nodiscard]] const std::string& call() const noexcept { return call_; }
+  [[nodiscard]] const std::string& file() const noexcept { return file_; }
+  [[nodiscard]] int line() const noexcept { return line_; }
+
+ private:
+  cudaError_t code_;
+  std::string call_;
+  std::string file_;
+  int line_;
+};
+
+/// Producing one sample failed. Names the sample index, the stage that failed and, where the
+/// sample came from a file, its path; `what()` includes all of these and the original message.
+class sample_error : public std::runtime_error {
+ public:
+  sample_error(std::uint64_t index, std::string stage, std::string path, const std::string& message);
+  [[nodiscard]] std::uint64_t index() const noexcept { return index_; }
+  [[nodiscard]] const std::string& stage() const noexcept { return stage_; }
+  [[nodiscard]] const std::string& path() const noexcept { return path_; }
+  /// The message of the original exception, without pinfeed's context.
+  [[nodiscard]] const std::string& message() const noexcept { return message_; }
+
+ private:
+  std::uint64_t index_;
+  std::string stage_;
+  std::string path_;
+  std::string message_;
+};
+
+/// The loader was closed (destroyed or restarted) while a call was waiting on it.
+class loader_closed : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+[[noreturn]] void throw_cuda_error(cudaError_t code, const char* call, const char* file, int line);
+/// Logs a failed CUDA call made from a destructor; tolerates cudaErrorCudartUnloading.
+void report_cuda_error_nothrow(cudaError_t code, const char* call, const char* file, int line) noexcept;
+}  // namespace detail
+
+}  // namespace pinfeed
+
+/// Evaluates a CUDA runtime call and throws pinfeed::cuda_error if it did not return cudaSuccess.
+#define PINFEED_CUDA_TRY(call)                                                   \
+  do {                                                                           \
+    const cudaError_t pinfeed_err_ = (call);                                     \
+    if (pinfeed_err_ != cudaSuccess) {                                           \
+      (void)cudaGetLastError();                                                  \
+      ::pinfeed::detail::throw_cuda_error(pinfeed_err_, #call, __FILE__, __LINE__); \
+    }                                                                            \
+  } while (0)
+
+/// For destructors and other noexcept paths: logs a failure instead of throwing.
+#define PINFEED_CUDA_TRY_NOTHROW(call)                                                       \
+  do {                                                                                       \
+    const cudaError_t pinfeed_err_ = (call);                                                 \
+    if (pinfeed_err_ != cudaSuccess) {                                                       \
+      (void)cudaGetLastError();                                                              \
+      ::pinfeed::detail::report_cuda_error_nothrow(pinfeed_err_, #call, __FILE__, __LINE__); \
+    }                                                                                        \
+  } while (0)
+
+/// After a kernel launch: surfaces launch-configuration errors without synchronising.
+#define PINFEED_CHECK_LAUNCH() PINFEED_CUDA_TRY(cudaPeekAtLastError())

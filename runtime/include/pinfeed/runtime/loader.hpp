@@ -1,0 +1,97 @@
+#pragma once
+/// @file loader.hpp
+/// The Loader: runs a Source on a TBB worker pool into pinned batch slots, copies finished slots
+/// to the GPU on a dedicated stream, and hands batches to the consumer in order.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "pinfeed/runtime/batch.hpp"
+#include "pinfeed/runtime/device.hpp"
+#include "pinfeed/runtime/source.hpp"
+#include "pinfeed/runtime/stats.hpp"
+
+namespace pinfeed {
+
+struct loader_options {
+  std::size_t batch_size = 32;
+  std::size_t workers = 0;             ///< worker threads; 0 = one per hardware thread
+  std::size_t prefetch = 2;            ///< batches produced ahead of the consumer
+  std::size_t max_batches_in_use = 1;  ///< batches the consumer may hold at once (slots = prefetch + this)
+  std::string device = "auto";         ///< see resolve_device(): auto, cpu, cuda, cuda:N, local_rank
+  bool drop_last = false;              ///< drop a last partial batch
+  std::uint64_t seed = 0;              ///< with (epoch, index), fixes every sample's random stream
+  std::uint32_t epoch = 0;             ///< the epoch next() starts with
+  /// The consumer's stream. Unset: the loader creates a non-blocking stream on its device.
+  std::optional<cudaStream_t> stream;
+  bool trace = false;                  ///< record stage spans for a Chrome trace
+  std::size_t trace_max_events = 1u << 20;
+};
+
+/// Throws std::invalid_argument naming the option and value when `o` is unusable.
+void validate(const loader_options& o);
+
+/// Loads batches from a source. Delivery is strictly in order; batch contents are a pure function
+/// of (source, seed, epoch, batch index), whatever the worker count or timing.
+///
+/// Threads: next(), start_epoch() and the destructor are called from one consumer thread at a time.
+/// Errors: if producing sample i throws, next() throws pinfeed::sample_error (naming i and the
+/// original message) when it reaches the batch holding i; that batch is dropped and the loader stays
+/// usable: the following next() yields the batch after it. Destroying the loader mid-epoch cancels
+/// queued work, waits for running samples and in-flight copies, and joins every thread.
+class loader {
+ public:
+  /// Allocates every slot (host: pinned when a GPU is used; device: one slot each) and starts no
+  /// work yet. Throws std::invalid_argument for bad options or fields, cuda_error on CUDA failures.
+  loader(std::shared_ptr<source> src, loader_options options);
+  loader(loader&&) noexcept;
+  loader& operator=(loader&&) noexcept;
+  loader(const loader&) = delete;
+  loader& operator=(const loader&) = delete;
+  ~loader();
+
+  /// The next batch of the current epoch, or nullopt at its end (then start_epoch() begins another).
+  /// Starts the epoch of the options on first use. Blocks only while the batch is not produced yet
+  /// (counted as consumer wait); never waits for the GPU. Throws sample_error as described above.
+  [[nodiscard]] std::optional<batch> next();
+  /// Cancels the current epoch (in-flight work is discarded; batches the consumer holds stay valid)
+  /// and starts `epoch` from its first batch.
+  void start_epoch(std::uint32_t epoch);
+  /// Like start_epoch() but starting at batch `first_batch` of the epoch (for resuming).
+  void start_epoch(std::uint32_t epoch, std::uint64_t first_batch);
+
+  [[nodiscard]] std::uint32_t epoch() const noexcept;
+  /// Index of the batch next() returns next.
+  [[nodiscard]] std::uint64_t next_batch() const noexcept;
+  [[nodiscard]] std::uint64_t batches_per_epoch() const noexcept;
+  [[nodiscard]] const std::vector<field_spec>& fields() const noexcept;
+  [[nodiscard]] const loader_options& options() const noexcept;
+  [[nodiscard]] device_choice device() const noexcept;
+  /// The consumer stream (null on the CPU path).
+  [[nodiscard]] cudaStream_t stream() const noexcept;
+  [[nodiscard]] std::size_t slots() const noexcept;
+  [[nodiscard]] std::size_t slot_bytes() const noexcept;
+  /// Host memory held by the slot arena: slots() * slot_bytes(), fixed at construction.
+  [[nodiscard]] std::size_t host_bytes() const noexcept;
+  [[nodiscard]] std::size_t device_bytes() const noexcept;
+  [[nodiscard]] std::size_t workers() const noexcept;
+
+  [[nodiscard]] stats_snapshot stats() const;
+  void reset_stats();
+  /// The trace recorder, or null when options().trace is false.
+  [[nodiscard]] const trace_recorder* trace() const noexcept;
+  /// Writes the Chrome trace; throws std::logic_error when tracing is off.
+  void write_trace(const std::string& path) const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace pinfeed

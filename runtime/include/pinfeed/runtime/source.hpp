@@ -1,0 +1,112 @@
+#pragma once
+/// @file source.hpp
+/// What a loader loads from: a Source produces sample i into buffers the loader hands it (the
+/// sample's place in a pinned batch slot, so collation costs no copy).
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pinfeed/runtime/philox.hpp"
+#include "pinfeed/runtime/stats.hpp"
+#include "pinfeed/runtime/tensor.hpp"
+
+namespace pinfeed {
+
+/// One sample being produced: its identity, its random stream and its output buffers.
+/// Handed to Source::produce on a worker thread; valid only during that call.
+class sample {
+ public:
+  sample(std::uint64_t index, std::uint32_t epoch, std::uint64_t seed, std::span<const field_spec> specs,
+         std::span<std::byte* const> buffers, stage_stats* stats = nullptr, trace_recorder* trace = nullptr)
+      : index_(index), epoch_(epoch), seed_(seed), specs_(specs), buffers_(buffers), stats_(stats),
+        trace_(trace) {}
+
+  /// The dataset index of this sample.
+  [[nodiscard]] std::uint64_t index() const noexcept { return index_; }
+  [[nodiscard]] std::uint32_t epoch() const noexcept { return epoch_; }
+  [[nodiscard]] std::uint64_t seed() const noexcept { return seed_; }
+  /// The sample's random stream: a pure function of (seed, epoch, index, substream).
+  [[nodiscard]] philox_stream rng(std::uint32_t substream = 0) const noexcept {
+    return philox_stream(seed_, epoch_, index_, substream);
+  }
+
+  [[nodiscard]] std::size_t field_count() const noexcept { return specs_.size(); }
+  [[nodiscard]] const field_spec& spec(std::size_t i) const { return specs_[checked(i)]; }
+  /// The output bytes of field i (exactly spec(i).bytes() long).
+  [[nodiscard]] std::span<std::byte> bytes(std::size_t i) const {
+    return {buffers_[checked(i)], specs_[i].bytes()};
+  }
+  /// The output bytes of the field called `name`; throws std::out_of_range naming it if absent.
+  [[nodiscard]] std::span<std::byte> bytes(std::string_view name) const { return bytes(find(name)); }
+  /// Field i as elements of T; throws std::invalid_argument if sizeof(T) differs from the element size.
+  template <class T>
+  [[nodiscard]] std::span<T> as(std::size_t i) const {
+    const auto b = bytes(i);
+    if (sizeof(T) != dtype_size(specs_[i].type))
+      throw std::invalid_argument("field '" + specs_[i].name + "' has element type " +
+                                  std::string(dtype_name(specs_[i].type)) + ", not one of " +
+                                  std::to_string(sizeof(T)) + " bytes");
+    return {reinterpret_cast<T*>(b.data()), b.size() / sizeof(T)};
+  }
+  template <class T>
+  [[nodiscard]] std::span<T> as(std::string_view name) const { return as<T>(find(name)); }
+  [[nodiscard]] std::size_t find(std::string_view name) const {
+    for (std::size_t i = 0; i < specs_.size(); ++i)
+      if (specs_[i].name == name) return i;
+    throw std::out_of_range("sample has no field '" + std::string(name) + "'");
+  }
+
+  /// Where the sample came from (a file path), for error messages. Optional.
+  void set_origin(std::string origin) { origin_ = std::move(origin); }
+  [[nodiscard]] const std::string& origin() const noexcept { return origin_; }
+
+  /// The loader's counters and trace, for sources that time their own sub-stages (may be null).
+  [[nodiscard]] stage_stats* stats() const noexcept { return stats_; }
+  [[nodiscard]] trace_recorder* trace() const noexcept { return trace_; }
+
+ private:
+  std::size_t checked(std::size_t i) const {
+    if (i >= specs_.size())
+      throw std::out_of_range("field " + std::to_string(i) + " out of range (sample has " +
+                              std::to_string(specs_.size()) + ")");
+    return i;
+  }
+  std::uint64_t index_;
+  std::uint32_t epoch_;
+  std::uint64_t seed_;
+  std::span<const field_spec> specs_;
+  std::span<std::byte* const> buffers_;
+  stage_stats* stats_;
+  trace_recorder* trace_;
+  std::string origin_;
+};
+
+/// A dataset of `size()` samples with the fields `fields()`.
+class source {
+ public:
+  virtual ~source() = default;
+  /// Number of samples. Must stay constant while a loader uses the source.
+  [[nodiscard]] virtual std::uint64_t size() const = 0;
+  /// The fields every sample has, declared up front.
+  [[nodiscard]] virtual std::vector<field_spec> fields() const = 0;
+  /// Writes sample `s.index()` into `s`'s buffers. Called concurrently from worker threads, each
+  /// call for a different sample; must be thread-safe. Throwing marks the sample as failed: the
+  /// consumer gets a sample_error naming the index at the batch that holds it.
+  virtual void produce(sample& s) = 0;
+  /// A short description for logs and reports.
+  [[nodiscard]] virtual std::string name() const { return "source"; }
+};
+
+/// Wraps any callable `void(sample&)` as a source of `size` samples with `fields`.
+[[nodiscard]] std::shared_ptr<source> make_source(std::uint64_t size, std::vector<field_spec> fields,
+                                                  std::function<void(sample&)> produce,
+                                                  std::string name = "callable");
+
+}  // namespace pinfeed

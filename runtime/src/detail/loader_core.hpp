@@ -1,0 +1,81 @@
+#pragma once
+// Shared state of a loader and the batches it handed out: slots, memory, events, counters.
+// Batches hold it through slot_lease, so memory outlives the loader while a batch is alive.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "pinfeed/runtime/device.hpp"
+#include "pinfeed/runtime/host_memory.hpp"
+#include "pinfeed/runtime/loader.hpp"
+#include "pinfeed/runtime/slot_ring.hpp"
+#include "pinfeed/runtime/stats.hpp"
+
+namespace pinfeed::detail {
+
+struct slot_meta {
+  std::uint32_t epoch = 0;
+  std::uint64_t batch = 0;
+  std::size_t count = 0;                 // samples in this batch
+  std::vector<std::uint64_t> indices;    // capacity batch_size, fixed
+  std::atomic<std::size_t> remaining{0}; // chunks still running
+  std::mutex error_mutex;                // taken only when a sample fails
+  std::exception_ptr error;              // of the lowest failing index
+  std::uint64_t error_index = 0;
+  std::size_t error_count = 0;
+  cudaEvent_t copy_event = nullptr;      // recorded on the copy stream after the H2D copy
+  cudaEvent_t release_event = nullptr;   // recorded on the consumer stream at release
+  bool copy_recorded = false;
+  bool release_recorded = false;
+};
+
+struct loader_core {
+  loader_core(const loader_options& o, std::vector<field_spec> f, device_choice d);
+  ~loader_core();
+  loader_core(const loader_core&) = delete;
+  loader_core& operator=(const loader_core&) = delete;
+
+  [[nodiscard]] std::byte* host_slot(std::size_t s) const { return host.data() + s * slot_bytes; }
+  [[nodiscard]] std::byte* device_slot(std::size_t s) const { return device.data() + s * slot_bytes; }
+  /// Bytes of a slot holding `n` samples that must reach the device (up to the last field's end).
+  [[nodiscard]] std::size_t used_bytes(std::size_t n) const;
+  /// Returns a slot from the consumer: records the release event (GPU) and frees it.
+  void release_slot(std::size_t slot) noexcept;
+
+  loader_options options;
+  std::vector<field_spec> fields;
+  std::vector<std::size_t> field_offset;  // per field, within a slot
+  std::size_t slot_bytes = 0;
+  device_choice dev;
+  slot_ring ring;
+  host_buffer host;
+  device_buffer device;
+  std::unique_ptr<slot_meta[]> meta;
+  cudaStream_t copy_stream = nullptr;
+  cudaStream_t consumer_stream = nullptr;
+  bool own_consumer_stream = false;
+  stage_stats stats;
+  std::unique_ptr<trace_recorder> trace;
+  std::atomic<std::uint64_t> first_take_ns{0};
+};
+
+/// Keeps one slot in use; the last owner (batch or DLPack view) returns it.
+struct slot_lease {
+  slot_lease(std::shared_ptr<loader_core> c, std::size_t s) noexcept : core(std::move(c)), slot(s) {}
+  ~slot_lease() { core->release_slot(slot); }
+  slot_lease(const slot_lease&) = delete;
+  slot_lease& operator=(const slot_lease&) = delete;
+
+  std::shared_ptr<loader_core> core;
+  std::size_t slot;
+};
+
+}  // namespace pinfeed::detail

@@ -1,0 +1,410 @@
+#include "pinfeed/runtime/loader.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <stdexcept>
+#include <thread>
+
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include "detail/loader_core.hpp"
+#include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/log.hpp"
+
+namespace pinfeed {
+namespace {
+
+constexpr std::size_t kFieldAlign = 256;  // every field starts on a 256-byte boundary (coalesced loads)
+
+std::size_t round_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }
+
+/// Makes `device` current on this thread for a scope and restores the previous device.
+class device_guard {
+ public:
+  explicit device_guard(int device) {
+    PINFEED_CUDA_TRY(cudaGetDevice(&previous_));
+    if (previous_ != device) PINFEED_CUDA_TRY(cudaSetDevice(device));
+    else previous_ = -1;
+  }
+  ~device_guard() {
+    if (previous_ >= 0) PINFEED_CUDA_TRY_NOTHROW(cudaSetDevice(previous_));
+  }
+  device_guard(const device_guard&) = delete;
+  device_guard& operator=(const device_guard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+}  // namespace
+
+void validate(const loader_options& o) {
+  if (o.batch_size == 0) throw std::invalid_argument("loader option batch_size must be positive, got 0");
+  if (o.prefetch == 0) throw std::invalid_argument("loader option prefetch must be at least 1, got 0");
+  if (o.max_batches_in_use == 0)
+    throw std::invalid_argument("loader option max_batches_in_use must be at least 1, got 0");
+  if (o.workers > 1024)
+    throw std::invalid_argument("loader option workers must be at most 1024, got " + std::to_string(o.workers));
+  if (o.prefetch + o.max_batches_in_use > 4096)
+    throw std::invalid_argument("loader options prefetch + max_batches_in_use must be at most 4096, got " +
+                                std::to_string(o.prefetch + o.max_batches_in_use));
+}
+
+namespace detail {
+
+loader_core::loader_core(const loader_options& o, std::vector<field_spec> f, device_choice d)
+    : options(o), fields(std::move(f)), dev(d), ring(o.prefetch + o.max_batches_in_use) {
+  std::size_t offset = 0;
+  for (const auto& field : fields) {
+    offset = round_up(offset, kFieldAlign);
+    field_offset.push_back(offset);
+    offset += field.bytes() * o.batch_size;
+  }
+  slot_bytes = round_up(std::max<std::size_t>(offset, 1), page_size());
+  const std::size_t slots = ring.size();
+  meta.reset(new slot_meta[slots]);
+  for (std::size_t s = 0; s < slots; ++s) meta[s].indices.resize(o.batch_size);
+  if (o.trace) trace = std::make_unique<trace_recorder>(o.trace_max_events);
+
+  if (!dev.is_cuda()) {
+    host = host_buffer(slots * slot_bytes, /*pinned=*/false);
+    return;
+  }
+  device_guard guard(dev.index);
+  host = host_buffer(slots * slot_bytes, /*pinned=*/true);
+  device = device_buffer(slots * slot_bytes);
+  PINFEED_CUDA_TRY(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking));
+  if (o.stream) {
+    consumer_stream = *o.stream;
+  } else {
+    PINFEED_CUDA_TRY(cudaStreamCreateWithFlags(&consumer_stream, cudaStreamNonBlocking));
+    own_consumer_stream = true;
+  }
+  for (std::size_t s = 0; s < slots; ++s) {
+    PINFEED_CUDA_TRY(cudaEventCreateWithFlags(&meta[s].copy_event, cudaEventDisableTiming));
+    PINFEED_CUDA_TRY(cudaEventCreateWithFlags(&meta[s].release_event, cudaEventDisableTiming));
+  }
+}
+
+loader_core::~loader_core() {
+  if (!dev.is_cuda()) return;
+  int previous = -1;
+  PINFEED_CUDA_TRY_NOTHROW(cudaGetDevice(&previous));
+  PINFEED_CUDA_TRY_NOTHROW(cudaSetDevice(dev.index));
+  // Copies and consumer work may still read or write the slots: finish them before freeing.
+  if (copy_stream != nullptr) PINFEED_CUDA_TRY_NOTHROW(cudaStreamSynchronize(copy_stream));
+  if (consumer_stream != nullptr) PINFEED_CUDA_TRY_NOTHROW(cudaStreamSynchronize(consumer_stream));
+  for (std::size_t s = 0; s < ring.size(); ++s) {
+    if (meta[s].copy_event) PINFEED_CUDA_TRY_NOTHROW(cudaEventDestroy(meta[s].copy_event));
+    if (meta[s].release_event) PINFEED_CUDA_TRY_NOTHROW(cudaEventDestroy(meta[s].release_event));
+  }
+  if (copy_stream != nullptr) PINFEED_CUDA_TRY_NOTHROW(cudaStreamDestroy(copy_stream));
+  if (own_consumer_stream) PINFEED_CUDA_TRY_NOTHROW(cudaStreamDestroy(consumer_stream));
+  host = host_buffer();
+  device = device_buffer();
+  if (previous >= 0) PINFEED_CUDA_TRY_NOTHROW(cudaSetDevice(previous));
+}
+
+std::size_t loader_core::used_bytes(std::size_t n) const {
+  std::size_t end = 0;
+  for (std::size_t i = 0; i < fields.size(); ++i) end = std::max(end, field_offset[i] + fields[i].bytes() * n);
+  return end;
+}
+
+void loader_core::release_slot(std::size_t slot) noexcept {
+  if (dev.is_cuda()) {
+    try {
+      device_guard guard(dev.index);
+      PINFEED_CUDA_TRY(cudaEventRecord(meta[slot].release_event, consumer_stream));
+      meta[slot].release_recorded = true;
+    } catch (const std::exception& e) {
+      log(log_level::error, std::string("releasing a batch slot: ") + e.what());
+    }
+  }
+  ring.release(slot);
+}
+
+}  // namespace detail
+
+struct loader::impl {
+  impl(std::shared_ptr<source> s, loader_options o);
+  ~impl() { cancel(); }
+
+  void start(std::uint32_t epoch, std::uint64_t first_batch);
+  void cancel() noexcept;
+  void feed(std::uint32_t epoch, std::uint64_t first_batch, std::uint64_t seq_base);
+  void run_chunk(std::size_t slot, std::size_t begin, std::size_t end);
+  void finish_slot(std::size_t slot);
+  void task_done() noexcept;
+  std::optional<batch> next();
+
+  std::shared_ptr<source> src;
+  std::uint64_t dataset_size;
+  std::uint64_t batches;
+  std::size_t worker_count;
+  std::shared_ptr<detail::loader_core> core;
+  std::unique_ptr<tbb::global_control> thread_limit;
+  tbb::task_arena arena;
+
+  std::thread feeder;
+  std::atomic<bool> stopping{false};
+  std::atomic<std::int64_t> outstanding{0};
+  std::mutex idle_mutex;
+  std::condition_variable idle_cv;
+
+  bool started = false;
+  std::uint32_t epoch = 0;
+  std::uint64_t next_batch = 0;
+  std::uint64_t seq_base = 0;  // ring sequence number of batch 0 of the current epoch
+  std::uint64_t next_seq = 0;  // never reused, so a held batch of an old epoch never matches
+};
+
+namespace {
+std::size_t default_workers(std::size_t requested) {
+  if (requested != 0) return requested;
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+}  // namespace
+
+loader::impl::impl(std::shared_ptr<source> s, loader_options o)
+    : src(std::move(s)), dataset_size(0), batches(0), worker_count(default_workers(o.workers)),
+      arena(static_cast<int>(default_workers(o.workers)), 0) {
+  if (!src) throw std::invalid_argument("loader needs a source, got a null pointer");
+  validate(o);
+  dataset_size = src->size();
+  if (dataset_size == 0) throw std::invalid_argument("source '" + src->name() + "' has no samples");
+  auto fields = src->fields();
+  validate_fields(fields);
+  batches = o.drop_last ? dataset_size / o.batch_size : (dataset_size + o.batch_size - 1) / o.batch_size;
+  if (batches == 0)
+    throw std::invalid_argument("source '" + src->name() + "' has " + std::to_string(dataset_size) +
+                                " samples, fewer than batch_size " + std::to_string(o.batch_size) +
+                                " with drop_last set: an epoch would be empty");
+  const device_choice dev = resolve_device(o.device);
+  core = std::make_shared<detail::loader_core>(o, std::move(fields), dev);
+  // TBB caps threads at the hardware count unless told otherwise; the arena needs worker_count.
+  if (worker_count + 1 > std::thread::hardware_concurrency())
+    thread_limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
+                                                         worker_count + 1);
+  arena.initialize();
+  epoch = o.epoch;
+}
+
+void loader::impl::task_done() noexcept {
+  if (outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    std::lock_guard lock(idle_mutex);
+    idle_cv.notify_all();
+  }
+}
+
+void loader::impl::cancel() noexcept {
+  if (!started) return;
+  stopping.store(true, std::memory_order_release);
+  core->ring.close();
+  if (feeder.joinable()) feeder.join();
+  {
+    std::unique_lock lock(idle_mutex);
+    idle_cv.wait(lock, [&] { return outstanding.load(std::memory_order_acquire) == 0; });
+  }
+  if (core->dev.is_cuda()) {
+    try {
+      device_guard guard(core->dev.index);
+      PINFEED_CUDA_TRY(cudaStreamSynchronize(core->copy_stream));
+    } catch (const std::exception& e) {
+      log(log_level::error, std::string("cancelling copies: ") + e.what());
+    }
+  }
+  core->ring.reopen();
+  stopping.store(false, std::memory_order_release);
+  started = false;
+}
+
+void loader::impl::start(std::uint32_t e, std::uint64_t first_batch) {
+  if (first_batch > batches)
+    throw std::out_of_range("start batch " + std::to_string(first_batch) + " is past the epoch's " +
+                            std::to_string(batches) + " batches");
+  cancel();
+  epoch = e;
+  next_batch = first_batch;
+  seq_base = next_seq;
+  next_seq += batches;
+  started = true;
+  feeder = std::thread([this, e, first_batch, base = seq_base] { feed(e, first_batch, base); });
+}
+
+void loader::impl::feed(std::uint32_t e, std::uint64_t first_batch, std::uint64_t base) {
+  auto& c = *core;
+  const std::size_t B = c.options.batch_size;
+  for (std::uint64_t b = first_batch; b < batches; ++b) {
+    if (stopping.load(std::memory_order_acquire)) return;
+    std::optional<std::size_t> slot;
+    std::exception_ptr failure;
+    {
+      stage_timer t(stage::wait_slot, &c.stats, c.trace.get(), b);
+      slot = c.ring.acquire(base + b);
+      if (!slot) return;
+      auto& m = c.meta[*slot];
+      // The host slot is rewritten only once its previous copy has completed.
+      if (c.dev.is_cuda() && m.copy_recorded) {
+        try {
+          PINFEED_CUDA_TRY(cudaEventSynchronize(m.copy_event));
+        } catch (...) {
+          failure = std::current_exception();
+        }
+      }
+    }
+    auto& m = c.meta[*slot];
+    m.epoch = e;
+    m.batch = b;
+    m.count = static_cast<std::size_t>(std::min<std::uint64_t>(B, dataset_size - b * B));
+    for (std::size_t j = 0; j < m.count; ++j) m.indices[j] = b * B + j;
+    m.error = failure;
+    m.error_index = failure ? m.indices[0] : 0;
+    m.error_count = 0;
+    const std::size_t chunks = std::min(m.count, worker_count * 4);
+    m.remaining.store(chunks, std::memory_order_release);
+    for (std::size_t k = 0; k < chunks; ++k) {
+      const std::size_t begin = m.count * k / chunks, end = m.count * (k + 1) / chunks;
+      outstanding.fetch_add(1, std::memory_order_acq_rel);
+      arena.enqueue([this, s = *slot, begin, end] { run_chunk(s, begin, end); });
+    }
+  }
+}
+
+void loader::impl::run_chunk(std::size_t slot, std::size_t begin, std::size_t end) {
+  auto& c = *core;
+  auto& m = c.meta[slot];
+  if (!stopping.load(std::memory_order_acquire)) {
+    std::vector<std::byte*> buffers(c.fields.size());
+    std::byte* base = c.host_slot(slot);
+    for (std::size_t j = begin; j < end; ++j) {
+      for (std::size_t f = 0; f < c.fields.size(); ++f)
+        buffers[f] = base + c.field_offset[f] + j * c.fields[f].bytes();
+      sample s(m.indices[j], m.epoch, c.options.seed, c.fields, buffers, &c.stats, c.trace.get());
+      std::exception_ptr err;
+      try {
+        stage_timer t(stage::produce, &c.stats, c.trace.get(), s.index());
+        src->produce(s);
+      } catch (const sample_error&) {
+        err = std::current_exception();
+      } catch (const std::exception& ex) {
+        err = std::make_exception_ptr(sample_error(s.index(), "produce", s.origin(), ex.what()));
+      } catch (...) {
+        err = std::make_exception_ptr(sample_error(s.index(), "produce", s.origin(), "unknown exception"));
+      }
+      if (err) {
+        c.stats.add_error();
+        std::lock_guard lock(m.error_mutex);
+        ++m.error_count;
+        if (!m.error || s.index() < m.error_index) {
+          m.error = err;
+          m.error_index = s.index();
+        }
+      }
+    }
+  }
+  if (m.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) finish_slot(slot);
+  task_done();
+}
+
+void loader::impl::finish_slot(std::size_t slot) {
+  auto& c = *core;
+  if (stopping.load(std::memory_order_acquire)) return;  // cancel() resets the slot
+  auto& m = c.meta[slot];
+  c.ring.advance(slot, slot_state::filling, slot_state::filled);
+  if (!c.dev.is_cuda() || m.error) {
+    c.ring.publish(slot, slot_state::filled);
+    return;
+  }
+  c.ring.advance(slot, slot_state::filled, slot_state::copying);
+  try {
+    stage_timer t(stage::copy, &c.stats, c.trace.get(), m.batch);
+    device_guard guard(c.dev.index);
+    // The device slot may still be read by consumer work queued before its last release.
+    if (m.release_recorded) PINFEED_CUDA_TRY(cudaStreamWaitEvent(c.copy_stream, m.release_event, 0));
+    PINFEED_CUDA_TRY(cudaMemcpyAsync(c.device_slot(slot), c.host_slot(slot), c.used_bytes(m.count),
+                                     cudaMemcpyHostToDevice, c.copy_stream));
+    PINFEED_CUDA_TRY(cudaEventRecord(m.copy_event, c.copy_stream));
+    m.copy_recorded = true;
+  } catch (...) {
+    std::lock_guard lock(m.error_mutex);
+    m.error = std::current_exception();
+    m.error_index = m.indices[0];
+  }
+  c.ring.publish(slot, slot_state::copying);
+}
+
+std::optional<batch> loader::impl::next() {
+  if (!started) start(epoch, next_batch);
+  if (next_batch >= batches) return std::nullopt;
+  auto& c = *core;
+  std::uint64_t expected = 0;
+  c.first_take_ns.compare_exchange_strong(expected, now_ns());
+  std::optional<std::size_t> slot;
+  {
+    stage_timer t(stage::consumer_wait, &c.stats, c.trace.get(), next_batch);
+    slot = c.ring.take(seq_base + next_batch);
+  }
+  if (!slot) throw loader_closed("loader was closed while waiting for batch " + std::to_string(next_batch));
+  ++next_batch;
+  auto lease = std::make_shared<detail::slot_lease>(core, *slot);
+  auto& m = c.meta[*slot];
+  if (m.error) {
+    const std::exception_ptr err = m.error;
+    lease.reset();  // the failed batch is dropped; its slot goes back to the ring
+    std::rethrow_exception(err);
+  }
+  if (c.dev.is_cuda()) {
+    device_guard guard(c.dev.index);
+    PINFEED_CUDA_TRY(cudaStreamWaitEvent(c.consumer_stream, m.copy_event, 0));
+  }
+  c.stats.add_batch(m.count, c.used_bytes(m.count));
+  return batch(std::move(lease));
+}
+
+loader::loader(std::shared_ptr<source> src, loader_options options)
+    : impl_(std::make_unique<impl>(std::move(src), std::move(options))) {}
+loader::loader(loader&&) noexcept = default;
+loader& loader::operator=(loader&&) noexcept = default;
+loader::~loader() = default;
+
+std::optional<batch> loader::next() { return impl_->next(); }
+void loader::start_epoch(std::uint32_t epoch) { impl_->start(epoch, 0); }
+void loader::start_epoch(std::uint32_t epoch, std::uint64_t first_batch) { impl_->start(epoch, first_batch); }
+std::uint32_t loader::epoch() const noexcept { return impl_->epoch; }
+std::uint64_t loader::next_batch() const noexcept { return impl_->next_batch; }
+std::uint64_t loader::batches_per_epoch() const noexcept { return impl_->batches; }
+const std::vector<field_spec>& loader::fields() const noexcept { return impl_->core->fields; }
+const loader_options& loader::options() const noexcept { return impl_->core->options; }
+device_choice loader::device() const noexcept { return impl_->core->dev; }
+cudaStream_t loader::stream() const noexcept { return impl_->core->consumer_stream; }
+std::size_t loader::slots() const noexcept { return impl_->core->ring.size(); }
+std::size_t loader::slot_bytes() const noexcept { return impl_->core->slot_bytes; }
+std::size_t loader::host_bytes() const noexcept { return impl_->core->host.size(); }
+std::size_t loader::device_bytes() const noexcept { return impl_->core->device.size(); }
+std::size_t loader::workers() const noexcept { return impl_->worker_count; }
+
+stats_snapshot loader::stats() const {
+  const auto& c = *impl_->core;
+  stats_snapshot s = c.stats.snapshot();
+  const std::uint64_t first = c.first_take_ns.load();
+  s.wall_ns = first ? now_ns() - first : 0;
+  s.host_bytes = c.host.size();
+  s.device_bytes = c.device.size();
+  return s;
+}
+
+void loader::reset_stats() {
+  impl_->core->stats.reset();
+  impl_->core->first_take_ns.store(0);
+}
+
+const trace_recorder* loader::trace() const noexcept { return impl_->core->trace.get(); }
+
+void loader::write_trace(const std::string& path) const {
+  if (!impl_->core->trace) throw std::logic_error("tracing is off: set loader_options::trace to record one");
+  impl_->core->trace->write(path);
+}
+
+}  // namespace pinfeed

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the dependencies and builds pinfeed out of tree.
+# Usage: scripts/build.sh [--sanitize address|thread] [--build-dir DIR] [--arch "80;90"] [--debug]
+# Environment: PINFEED_CUDA_ARCHS overrides the CUDA architectures (default "80;90").
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+sanitize="" build_dir="" archs=${PINFEED_CUDA_ARCHS:-"80;90"} build_type=Release
+while (($#)); do
+  case $1 in
+    --sanitize) sanitize=$2; shift 2 ;;
+    --build-dir) build_dir=$2; shift 2 ;;
+    --arch) archs=$2; shift 2 ;;
+    --debug) build_type=Debug; shift ;;
+    *) echo "build.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+if [[ -z $build_dir ]]; then
+  build_dir=$root/build${sanitize:+-$sanitize}
+fi
+if ! command -v nvcc >/dev/null 2>&1; then
+  for d in /usr/local/cuda/bin /usr/local/cuda-13.0/bin; do [[ -x $d/nvcc ]] && export PATH=$d:$PATH && break; done
+fi
+bash "$root/scripts/install-deps.sh"
+if [[ -n $sanitize ]]; then build_type=RelWithDebInfo; fi
+cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=$build_type \
+  -DCMAKE_CUDA_ARCHITECTURES="$archs" -DPINFEED_SANITIZE="$sanitize" >/dev/null
+cmake --build "$build_dir" -j "$(nproc)"
+echo "build.sh: built $build_dir ($build_type${sanitize:+, sanitize=$sanitize}, CUDA archs $archs)"

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs pinfeed's build and test dependencies on Debian 12 (idempotent; apt-get only).
+# The CUDA 13 toolkit (nvcc, CCCL, NVTX) is expected on PATH already; it is not a Debian package.
+set -euo pipefail
+
+packages=(
+  cmake g++ make ninja-build pkg-config
+  libtbb-dev            # worker pool (task arena)
+  doctest-dev           # test framework
+  libcli11-dev          # command line of the pinfeed tool
+  nlohmann-json3-dev    # JSON (stats, trace, bench output)
+  libdlpack-dev         # DLPack view of batches
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  sudo_cmd=()
+  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "install-deps: all packages present"
+fi
+
+if ! command -v nvcc >/dev/null 2>&1; then
+  for d in /usr/local/cuda/bin /usr/local/cuda-13.0/bin; do
+    [[ -x $d/nvcc ]] && { echo "install-deps: nvcc found at $d (add it to PATH)"; exit 0; }
+  done
+  echo "install-deps: nvcc (CUDA 13 toolkit) not found on PATH; pinfeed needs it to build" >&2
+  exit 1
+fi

@@ -1,0 +1,170 @@
+// GPU cases of the loader: device batches, copy/compute overlap, slot reuse ordered by events.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/host_memory.hpp"
+#include "pinfeed/runtime/loader.hpp"
+#include "pinfeed/runtime/random.hpp"
+#include "test_util.hpp"
+
+using namespace pinfeed;
+
+namespace {
+
+constexpr std::int64_t kBytes = 1 << 16;
+
+__device__ std::uint64_t global_ns() {
+  std::uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+/// Spins for `ns` nanoseconds, then sums the batch's bytes into *out (one block).
+__global__ void spin_then_sum(const std::uint8_t* data, std::size_t n, std::uint64_t ns, unsigned long long* out) {
+  const std::uint64_t start = global_ns();
+  while (global_ns() - start < ns) {
+  }
+  unsigned long long local = 0;
+  for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) local += data[i];
+  atomicAdd(out, local);
+}
+
+std::shared_ptr<source> random_source(std::uint64_t n) {
+  return make_source(n, {{"data", dtype::u8, {kBytes}}}, [](sample& s) { fill_random_bytes(s.rng(), s.bytes(0)); });
+}
+
+unsigned long long reference_sum(std::uint64_t seed, std::uint64_t first, std::size_t count) {
+  std::vector<std::byte> buf(kBytes);
+  unsigned long long sum = 0;
+  for (std::uint64_t i = first; i < first + count; ++i) {
+    fill_random_bytes(philox_stream(seed, 0, i), buf);
+    for (auto b : buf) sum += static_cast<unsigned>(b);
+  }
+  return sum;
+}
+
+loader_options gpu_options(std::size_t batch, std::size_t prefetch) {
+  loader_options o;
+  o.batch_size = batch;
+  o.workers = 2;
+  o.prefetch = prefetch;
+  o.device = "cuda";
+  o.seed = 77;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("gpu.loader.device_batches_equal_host_reference" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("loader on a GPU")) return;
+  loader l(random_source(100), gpu_options(8, 3));
+  CHECK(l.device().is_cuda());
+  CHECK(l.device_bytes() == l.host_bytes());
+  std::vector<std::byte> back(8 * kBytes), expect(kBytes);
+  std::size_t seen = 0;
+  while (auto b = l.next()) {
+    const auto v = b->field("data");
+    REQUIRE(v.location.is_cuda());
+    REQUIRE(b->ready_event() != nullptr);
+    PINFEED_CUDA_TRY(cudaMemcpyAsync(back.data(), v.data, v.bytes(), cudaMemcpyDeviceToHost, b->stream()));
+    PINFEED_CUDA_TRY(cudaStreamSynchronize(b->stream()));
+    for (std::size_t j = 0; j < b->size(); ++j) {
+      fill_random_bytes(philox_stream(77, 0, b->indices()[j]), expect);
+      REQUIRE(std::memcmp(back.data() + j * kBytes, expect.data(), kBytes) == 0);
+    }
+    DLManagedTensor* dl = b->to_dlpack("data");
+    CHECK(dl->dl_tensor.device.device_type == kDLCUDA);
+    CHECK(dl->dl_tensor.data == v.data);
+    dl->deleter(dl);
+    seen += b->size();
+  }
+  CHECK(seen == 100);
+  const auto st = l.stats();
+  CHECK(st[stage::copy].count == 13);
+  CHECK(st.device_bytes == l.device_bytes());
+}
+
+TEST_CASE("gpu.loader.slot_reuse_waits_for_consumer_work" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("slot reuse ordering")) return;
+  // 2 slots; each batch is released right after a 5 ms kernel that reads it is queued. If a copy
+  // overwrote a slot before the kernel finished, the sums would be wrong.
+  constexpr std::size_t kBatch = 4, kBatches = 24;
+  loader l(random_source(kBatch * kBatches), gpu_options(kBatch, 1));
+  PINFEED_CUDA_TRY(cudaSetDevice(l.device().index));
+  device_buffer sums(kBatches * sizeof(unsigned long long));
+  PINFEED_CUDA_TRY(cudaMemsetAsync(sums.data(), 0, sums.size(), l.stream()));
+  auto* d_sums = reinterpret_cast<unsigned long long*>(sums.data());
+  while (auto b = l.next()) {
+    const auto v = b->field("data");
+    spin_then_sum<<<1, 256, 0, b->stream()>>>(static_cast<const std::uint8_t*>(v.data), v.bytes(), 5'000'000,
+                                              d_sums + b->index());
+    PINFEED_CHECK_LAUNCH();
+  }
+  std::vector<unsigned long long> got(kBatches);
+  PINFEED_CUDA_TRY(cudaMemcpyAsync(got.data(), sums.data(), sums.size(), cudaMemcpyDeviceToHost, l.stream()));
+  PINFEED_CUDA_TRY(cudaStreamSynchronize(l.stream()));
+  for (std::size_t b = 0; b < kBatches; ++b) {
+    CAPTURE(b);
+    CHECK(got[b] == reference_sum(77, b * kBatch, kBatch));
+  }
+}
+
+TEST_CASE("gpu.loader.copy_overlaps_consumer_kernel_and_host_never_blocks" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("copy/compute overlap")) return;
+  loader l(random_source(64), gpu_options(8, 2));
+  PINFEED_CUDA_TRY(cudaSetDevice(l.device().index));
+  device_buffer sum(sizeof(unsigned long long));
+  PINFEED_CUDA_TRY(cudaMemsetAsync(sum.data(), 0, sum.size(), l.stream()));
+  cudaEvent_t kernel_done;
+  PINFEED_CUDA_TRY(cudaEventCreateWithFlags(&kernel_done, cudaEventDisableTiming));
+  auto b0 = l.next();
+  REQUIRE(b0);
+  const auto v = b0->field("data");
+  // 500 ms on the consumer stream: long enough that everything below happens while it runs.
+  spin_then_sum<<<1, 256, 0, l.stream()>>>(static_cast<const std::uint8_t*>(v.data), v.bytes(), 500'000'000,
+                                           reinterpret_cast<unsigned long long*>(sum.data()));
+  PINFEED_CHECK_LAUNCH();
+  PINFEED_CUDA_TRY(cudaEventRecord(kernel_done, l.stream()));
+  b0.reset();
+  auto b1 = l.next();  // must not wait for the kernel
+  REQUIRE(b1);
+  CHECK(cudaEventQuery(kernel_done) == cudaErrorNotReady);
+  // The copy of batch 1 runs on the copy stream and completes while the kernel still runs.
+  PINFEED_CUDA_TRY(cudaEventSynchronize(b1->ready_event()));
+  CHECK(cudaEventQuery(kernel_done) == cudaErrorNotReady);
+  PINFEED_CUDA_TRY(cudaEventSynchronize(kernel_done));
+  PINFEED_CUDA_TRY(cudaEventDestroy(kernel_done));
+}
+
+TEST_CASE("gpu.loader.destroy_with_copies_in_flight" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("destroy with copies in flight")) return;
+  test::run_with_timeout(std::chrono::seconds(120), [&] {
+    for (int round = 0; round < 20; ++round) {
+      loader l(random_source(4096), gpu_options(16, 1 + round % 4));
+      for (int i = 0; i < round % 3; ++i) REQUIRE(l.next());
+    }
+  }, "GPU loader destructions");
+}
+
+TEST_CASE("gpu.loader.user_stream" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("user-provided consumer stream")) return;
+  cudaStream_t s;
+  PINFEED_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  {
+    auto o = gpu_options(8, 2);
+    o.stream = s;
+    loader l(random_source(32), o);
+    CHECK(l.stream() == s);
+    std::size_t n = 0;
+    while (auto b = l.next()) {
+      CHECK(b->stream() == s);
+      n += b->size();
+    }
+    CHECK(n == 32);
+  }
+  PINFEED_CUDA_TRY(cudaStreamDestroy(s));  // the loader did not destroy a stream it does not own
+}

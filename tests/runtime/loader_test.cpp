@@ -1,0 +1,418 @@
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pinfeed/runtime/checksum.hpp"
+#include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/loader.hpp"
+#include "pinfeed/runtime/random.hpp"
+#include "test_util.hpp"
+
+using namespace pinfeed;
+
+namespace {
+
+constexpr std::int64_t kFeatures = 37;  // odd size: fields do not line up by accident
+
+/// Sample i: "data" = 37 Philox bytes of (seed, epoch, i), "id" = i, "noise" = one float from substream 1.
+void produce_reference(sample& s) {
+  fill_random_bytes(s.rng(), s.bytes("data"));
+  s.as<std::int64_t>("id")[0] = static_cast<std::int64_t>(s.index());
+  s.as<float>("noise")[0] = s.rng(1).uniform();
+}
+
+std::vector<field_spec> reference_fields() {
+  return {{"data", dtype::u8, {kFeatures}}, {"id", dtype::i64, {}}, {"noise", dtype::f32, {}}};
+}
+
+/// A source with random per-sample delays (from the sample's own stream, up to `max_delay_us`).
+std::shared_ptr<source> delayed_source(std::uint64_t n, int max_delay_us) {
+  return make_source(n, reference_fields(), [max_delay_us](sample& s) {
+    if (max_delay_us > 0) {
+      const auto us = s.rng(7).below(static_cast<std::uint32_t>(max_delay_us));
+      std::this_thread::sleep_for(std::chrono::microseconds(us));
+    }
+    produce_reference(s);
+  });
+}
+
+/// The bytes a single-threaded loop writes for sample i, laid out as the batch's fields.
+struct expected_sample {
+  std::vector<std::byte> data;
+  std::int64_t id;
+  float noise;
+};
+expected_sample reference(std::uint64_t seed, std::uint32_t epoch, std::uint64_t i) {
+  const auto fields = reference_fields();
+  expected_sample e{std::vector<std::byte>(kFeatures), 0, 0};
+  std::byte* bufs[3] = {e.data.data(), reinterpret_cast<std::byte*>(&e.id), reinterpret_cast<std::byte*>(&e.noise)};
+  sample s(i, epoch, seed, fields, bufs);
+  produce_reference(s);
+  return e;
+}
+
+void check_batch_against_reference(const batch& b, std::uint64_t seed, std::uint32_t epoch, std::size_t batch_size) {
+  REQUIRE(b.location().where == memory_location::kind::host);
+  const auto data = b.field("data");
+  const auto id = b.field("id");
+  const auto noise = b.field("noise");
+  REQUIRE(data.shape == std::vector<std::int64_t>{static_cast<std::int64_t>(b.size()), kFeatures});
+  REQUIRE(id.shape == std::vector<std::int64_t>{static_cast<std::int64_t>(b.size())});
+  for (std::size_t j = 0; j < b.size(); ++j) {
+    const std::uint64_t i = b.index() * batch_size + j;
+    REQUIRE(b.indices()[j] == i);
+    const auto e = reference(seed, epoch, i);
+    REQUIRE(std::memcmp(static_cast<std::byte*>(data.data) + j * kFeatures, e.data.data(), kFeatures) == 0);
+    REQUIRE(static_cast<std::int64_t*>(id.data)[j] == e.id);
+    float got;
+    std::memcpy(&got, static_cast<float*>(noise.data) + j, sizeof got);
+    REQUIRE(std::memcmp(&got, &e.noise, sizeof got) == 0);
+  }
+}
+
+loader_options cpu_options(std::size_t batch, std::size_t workers, std::size_t prefetch = 3) {
+  loader_options o;
+  o.batch_size = batch;
+  o.workers = workers;
+  o.prefetch = prefetch;
+  o.device = "cpu";
+  o.seed = 2024;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("loader.order.random_delays_1_2_8_workers") {
+  for (std::size_t workers : {1, 2, 8}) {
+    CAPTURE(workers);
+    loader l(delayed_source(203, 400), cpu_options(8, workers));
+    std::uint64_t expect = 0;
+    while (auto b = l.next()) {
+      REQUIRE(b->index() == expect);
+      check_batch_against_reference(*b, 2024, 0, 8);
+      ++expect;
+    }
+    CHECK(expect == 26);  // 203 = 25 * 8 + 3: the last batch is partial
+    CHECK(l.stats().samples == 203);
+  }
+}
+
+TEST_CASE("loader.contents.bit_identical_for_any_worker_count") {
+  std::vector<std::string> lines_by_workers[3];
+  int k = 0;
+  for (std::size_t workers : {1, 2, 8}) {
+    auto o = cpu_options(16, workers, 2);
+    loader l(delayed_source(100, 50), o);
+    for (std::uint32_t e = 0; e < 2; ++e) {
+      l.start_epoch(e);
+      while (auto b = l.next()) lines_by_workers[k].push_back(checksum_line(*b));
+    }
+    ++k;
+  }
+  CHECK(lines_by_workers[0].size() == 14);
+  CHECK(lines_by_workers[0] == lines_by_workers[1]);
+  CHECK(lines_by_workers[0] == lines_by_workers[2]);
+  // Epochs differ: each sample's stream depends on the epoch.
+  CHECK(lines_by_workers[0][0].substr(lines_by_workers[0][0].find(" data=")) !=
+        lines_by_workers[0][7].substr(lines_by_workers[0][7].find(" data=")));
+}
+
+TEST_CASE("loader.epochs.drop_last_partial_and_restart") {
+  SUBCASE("drop_last drops the partial batch") {
+    auto o = cpu_options(8, 2);
+    o.drop_last = true;
+    loader l(delayed_source(203, 0), o);
+    CHECK(l.batches_per_epoch() == 25);
+    std::size_t n = 0;
+    while (auto b = l.next()) {
+      CHECK(b->size() == 8);
+      ++n;
+    }
+    CHECK(n == 25);
+    CHECK_FALSE(l.next().has_value());  // stays at the end
+  }
+  SUBCASE("start_epoch mid-epoch restarts cleanly; start at a batch resumes") {
+    loader l(delayed_source(64, 100), cpu_options(4, 2));
+    auto first = l.next();
+    REQUIRE(first);
+    auto second = l.next();
+    l.start_epoch(3, 5);  // cancel epoch 0 with work in flight
+    CHECK(l.epoch() == 3);
+    auto b = l.next();
+    REQUIRE(b);
+    CHECK(b->index() == 5);
+    CHECK(b->epoch() == 3);
+    check_batch_against_reference(*b, 2024, 3, 4);
+    // Batches held from the cancelled epoch stay valid.
+    check_batch_against_reference(*first, 2024, 0, 4);
+    check_batch_against_reference(*second, 2024, 0, 4);
+  }
+}
+
+TEST_CASE("loader.errors.exception_reaches_consumer_at_its_batch") {
+  auto src = make_source(64, reference_fields(), [](sample& s) {
+    if (s.index() == 37) throw std::runtime_error("disk on fire");
+    produce_reference(s);
+  });
+  for (std::size_t workers : {1, 2}) {
+    CAPTURE(workers);
+    loader l(src, cpu_options(8, workers));
+    for (std::uint64_t b = 0; b < 4; ++b) REQUIRE(l.next()->index() == b);
+    try {
+      (void)l.next();
+      FAIL("batch 4 holds sample 37 and must throw");
+    } catch (const sample_error& e) {
+      CHECK(e.index() == 37);
+      CHECK(e.stage() == "produce");
+      CHECK(e.message() == "disk on fire");
+      CHECK(std::string(e.what()).find("sample 37") != std::string::npos);
+      CHECK(std::string(e.what()).find("disk on fire") != std::string::npos);
+    }
+    // The loader stays usable: the next batch follows.
+    auto b5 = l.next();
+    REQUIRE(b5);
+    CHECK(b5->index() == 5);
+    check_batch_against_reference(*b5, 2024, 0, 8);
+    CHECK(l.stats().errors == 1);
+  }
+}
+
+TEST_CASE("loader.errors.lowest_failing_index_is_reported_and_non_std_exceptions") {
+  auto src = make_source(16, reference_fields(), [](sample& s) {
+    if (s.index() == 13) throw 42;  // not a std::exception
+    if (s.index() == 11) throw std::invalid_argument("bad 11");
+    produce_reference(s);
+  });
+  loader l(src, cpu_options(16, 2));
+  try {
+    (void)l.next();
+    FAIL("must throw");
+  } catch (const sample_error& e) {
+    CHECK(e.index() == 11);
+    CHECK(e.message() == "bad 11");
+  }
+  CHECK(l.stats().errors == 2);
+  CHECK_FALSE(l.next().has_value());
+}
+
+TEST_CASE("loader.memory.arena_fixed_and_rss_flat_over_100k_samples") {
+  auto src = make_source(100000, reference_fields(), produce_reference);
+  auto o = cpu_options(64, 2, 4);
+  loader l(src, o);
+  const std::size_t arena = l.host_bytes();
+  CHECK(arena == l.slots() * l.slot_bytes());
+  CHECK(l.slots() == o.prefetch + o.max_batches_in_use);
+  std::size_t rss_after_warmup = 0;
+  std::uint64_t seen = 0;
+  while (auto b = l.next()) {
+    seen += b->size();
+    if (b->index() == 100) rss_after_warmup = test::rss_bytes();
+    REQUIRE(l.host_bytes() == arena);
+  }
+  CHECK(seen == 100000);
+  const std::size_t rss_end = test::rss_bytes();
+  MESSAGE("RSS after 6.4k samples: ", rss_after_warmup / 1024, " KiB; after 100k: ", rss_end / 1024, " KiB");
+  CHECK(rss_end <= rss_after_warmup + (2u << 20));  // flat: no growth with the dataset
+  const auto st = l.stats();
+  CHECK(st.samples == 100000);
+  CHECK(st[stage::produce].count == 100000);
+  CHECK(st.host_bytes == arena);
+}
+
+TEST_CASE("loader.shutdown.destroy_mid_epoch_under_load_100_times") {
+  std::atomic<int> in_flight{0};
+  std::atomic<bool> loader_alive{false};
+  std::atomic<int> calls_after_destroy{0};
+  auto src = make_source(1u << 20, reference_fields(), [&](sample& s) {
+    if (!loader_alive.load()) ++calls_after_destroy;
+    ++in_flight;
+    std::this_thread::sleep_for(std::chrono::microseconds(s.rng(3).below(300)));
+    produce_reference(s);
+    --in_flight;
+  });
+  test::run_with_timeout(std::chrono::seconds(240), [&] {
+    for (int round = 0; round < 100; ++round) {
+      {
+        loader_alive = true;
+        loader l(src, cpu_options(16, 1 + round % 4, 1 + round % 3));
+        const int take = round % 5;  // 0: destroyed before the first batch was even asked for
+        for (int i = 0; i < take; ++i) REQUIRE(l.next());
+        if (round % 2) l.start_epoch(1);  // restart with work in flight, then destroy
+      }
+      loader_alive = false;
+      REQUIRE(in_flight.load() == 0);  // the destructor waited for every running sample
+    }
+  }, "100 loader destructions");
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(calls_after_destroy.load() == 0);
+  CHECK(in_flight.load() == 0);
+}
+
+TEST_CASE("loader.batches_and_dlpack_outlive_loader") {
+  std::optional<batch> kept;
+  DLManagedTensor* dl = nullptr;
+  {
+    loader l(delayed_source(40, 0), cpu_options(8, 2, 1));
+    kept = l.next();
+    auto b1 = l.next();
+    REQUIRE(b1);
+    dl = b1->to_dlpack("data");
+    b1->release();  // the DLPack view still holds the slot
+    CHECK_FALSE(static_cast<bool>(*b1));
+    CHECK_THROWS_AS((void)b1->size(), std::logic_error);
+    // With max_batches_in_use = 1 and prefetch = 1 there are 2 slots; one is held by `kept`, one by
+    // the DLPack view: the loader stalls rather than overwrite them. Destroying it must not hang.
+  }
+  check_batch_against_reference(*kept, 2024, 0, 8);
+  REQUIRE(dl != nullptr);
+  CHECK(dl->dl_tensor.ndim == 2);
+  CHECK(dl->dl_tensor.shape[0] == 8);
+  CHECK(dl->dl_tensor.shape[1] == kFeatures);
+  CHECK(dl->dl_tensor.dtype.code == kDLUInt);
+  CHECK(dl->dl_tensor.dtype.bits == 8);
+  CHECK(dl->dl_tensor.device.device_type == kDLCPU);
+  CHECK(dl->dl_tensor.strides == nullptr);
+  const auto e = reference(2024, 0, 8);  // first sample of batch 1
+  CHECK(std::memcmp(dl->dl_tensor.data, e.data.data(), kFeatures) == 0);
+  dl->deleter(dl);
+}
+
+TEST_CASE("loader.dlpack.types_and_slot_held_until_deleter") {
+  loader l(delayed_source(64, 0), cpu_options(8, 2, 1));
+  auto b0 = l.next();
+  DLManagedTensor* id = b0->to_dlpack("id");
+  DLManagedTensor* noise = b0->to_dlpack("noise");
+  CHECK(id->dl_tensor.dtype.code == kDLInt);
+  CHECK(id->dl_tensor.dtype.bits == 64);
+  CHECK(id->dl_tensor.ndim == 1);
+  CHECK(noise->dl_tensor.dtype.code == kDLFloat);
+  CHECK(noise->dl_tensor.dtype.bits == 32);
+  CHECK_THROWS_AS((void)b0->to_dlpack("nope"), std::out_of_range);
+  b0.reset();
+  // Consume more batches through the one remaining slot: the held slot is never rewritten.
+  for (int i = 0; i < 5; ++i) REQUIRE(l.next());
+  const auto* ids = static_cast<const std::int64_t*>(id->dl_tensor.data);
+  for (int j = 0; j < 8; ++j) CHECK(ids[j] == j);
+  id->deleter(id);
+  noise->deleter(noise);
+  while (l.next()) {
+  }
+}
+
+TEST_CASE("loader.stats_and_trace") {
+  auto o = cpu_options(8, 2);
+  o.trace = true;
+  loader l(delayed_source(64, 200), o);
+  while (auto b = l.next()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto st = l.stats();
+  CHECK(st.batches == 8);
+  CHECK(st.samples == 64);
+  CHECK(st[stage::produce].count == 64);
+  CHECK(st[stage::consumer_wait].count == 8);
+  CHECK(st[stage::wait_slot].count == 8);
+  CHECK(st[stage::copy].count == 0);  // CPU path: no copy stage
+  CHECK(st.wall_ns > 0);
+  CHECK(st.consumer_wait_fraction() >= 0.0);
+  CHECK(st.consumer_wait_fraction() <= 1.0);
+  CHECK(st.bytes > 64 * (kFeatures + 8 + 4) - 1);
+  CHECK(st.to_string().find("produce") != std::string::npos);
+
+  const auto j = nlohmann::json::parse(l.trace()->to_json());
+  REQUIRE(j.contains("traceEvents"));
+  std::map<std::string, int> names;
+  for (const auto& ev : j["traceEvents"]) {
+    CHECK(ev["ph"] == "X");
+    CHECK(ev["dur"].get<double>() >= 0.0);
+    names[ev["name"].get<std::string>()]++;
+  }
+  CHECK(names["produce"] == 64);
+  CHECK(names["consumer_wait"] == 8);
+  CHECK(names["wait_slot"] == 8);
+  l.reset_stats();
+  CHECK(l.stats().samples == 0);
+
+  loader no_trace(delayed_source(8, 0), cpu_options(8, 1));
+  CHECK(no_trace.trace() == nullptr);
+  CHECK_THROWS_AS(no_trace.write_trace("/tmp/x.json"), std::logic_error);
+  CHECK_THROWS_WITH_AS(l.write_trace("/nonexistent-dir/t.json"), doctest::Contains("/nonexistent-dir/t.json"),
+                       std::runtime_error);
+}
+
+TEST_CASE("loader.bad_input") {
+  auto src = delayed_source(10, 0);
+  auto expect_invalid = [&](loader_options o, const char* needle) {
+    CAPTURE(needle);
+    CHECK_THROWS_WITH_AS(loader(src, o), doctest::Contains(needle), std::invalid_argument);
+  };
+  auto o = cpu_options(4, 1);
+  o.batch_size = 0;
+  expect_invalid(o, "batch_size");
+  o = cpu_options(4, 1);
+  o.prefetch = 0;
+  expect_invalid(o, "prefetch");
+  o = cpu_options(4, 1);
+  o.max_batches_in_use = 0;
+  expect_invalid(o, "max_batches_in_use");
+  o = cpu_options(4, 1);
+  o.workers = 5000;
+  expect_invalid(o, "5000");
+  o = cpu_options(4, 1);
+  o.device = "gpu7";
+  expect_invalid(o, "gpu7");
+  o = cpu_options(4, 1);
+  o.device = "cuda:x";
+  expect_invalid(o, "cuda:x");
+  o = cpu_options(20, 1);
+  o.drop_last = true;
+  expect_invalid(o, "fewer than batch_size 20");
+
+  CHECK_THROWS_WITH_AS(loader(nullptr, cpu_options(4, 1)), doctest::Contains("null"), std::invalid_argument);
+  auto empty = make_source(0, reference_fields(), produce_reference, "empty-set");
+  CHECK_THROWS_WITH_AS(loader(empty, cpu_options(4, 1)), doctest::Contains("empty-set"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(make_source(4, {{"a", dtype::u8, {3, 0}}}, produce_reference),
+                       doctest::Contains("extent 0"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(make_source(4, {{"a", dtype::u8, {3}}, {"a", dtype::u8, {}}}, produce_reference),
+                       doctest::Contains("'a' is declared twice"), std::invalid_argument);
+  CHECK_THROWS_AS(make_source(4, {}, produce_reference), std::invalid_argument);
+  CHECK_THROWS_AS(make_source(4, reference_fields(), nullptr), std::invalid_argument);
+
+  // Field access errors inside a source surface as sample errors naming the field.
+  auto wrong = make_source(4, reference_fields(), [](sample& s) { (void)s.as<std::int32_t>("id"); });
+  loader lw(wrong, cpu_options(4, 1));
+  CHECK_THROWS_WITH_AS((void)lw.next(), doctest::Contains("field 'id' has element type int64"), sample_error);
+  loader l(src, cpu_options(4, 1));
+  CHECK_THROWS_AS(l.start_epoch(0, 99), std::out_of_range);
+
+  if (!cuda_devices().usable) {
+    o = cpu_options(4, 1);
+    o.device = "cuda:0";
+    CHECK_THROWS_WITH_AS(loader(src, o), doctest::Contains("no CUDA device is usable"), std::runtime_error);
+  }
+}
+
+TEST_CASE("loader.cpu_only_path_end_to_end_with_auto_device") {
+  if (cuda_devices().usable) {
+    MESSAGE("a GPU is present: the auto device is CUDA, covered by the gpu suite");
+    return;
+  }
+  auto o = cpu_options(8, 2);
+  o.device = "auto";
+  loader l(delayed_source(50, 0), o);
+  CHECK_FALSE(l.device().is_cuda());
+  CHECK(l.stream() == nullptr);
+  CHECK(l.device_bytes() == 0);
+  std::size_t n = 0;
+  while (auto b = l.next()) {
+    CHECK(b->ready_event() == nullptr);
+    check_batch_against_reference(*b, 2024, 0, 8);
+    n += b->size();
+  }
+  CHECK(n == 50);
+}

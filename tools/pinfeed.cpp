@@ -1,0 +1,209 @@
+// The pinfeed command line: info, run, bench.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <dlpack/dlpack.h>
+#include <nlohmann/json.hpp>
+#include <oneapi/tbb/info.h>
+#include <oneapi/tbb/version.h>
+
+#include "h2d_bench.hpp"
+#include "pinfeed/loaders/synthetic.hpp"
+#include "pinfeed/ops/normalize.hpp"
+#include "pinfeed/runtime/checksum.hpp"
+#include "pinfeed/runtime/device.hpp"
+#include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/host_memory.hpp"
+#include "pinfeed/runtime/loader.hpp"
+#include "pinfeed/runtime/log.hpp"
+
+namespace {
+
+std::string cuda_version(int v) {
+  return v ? std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10) : "none";
+}
+
+int cmd_info() {
+  const auto& s = pinfeed::cuda_devices();
+  std::printf("pinfeed %s\n", "0.1.0");
+  std::printf("CUDA runtime      %s (built with %d.%d)\n", cuda_version(s.runtime_version).c_str(),
+              CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10);
+  std::printf("CUDA driver       %s\n", cuda_version(s.driver_version).c_str());
+  if (s.usable) {
+    std::printf("CUDA devices      %zu\n", s.devices.size());
+    for (const auto& d : s.devices)
+      std::printf("  [%d] %s, sm_%d%d, %.1f GiB, %d SMs, %d copy engine(s)\n", d.index, d.name.c_str(), d.cc_major,
+                  d.cc_minor, d.total_memory / 1073741824.0, d.multiprocessors, d.async_engines);
+  } else {
+    std::printf("CUDA devices      none (%s): CPU-only mode, batches are delivered in host memory\n",
+                s.reason.c_str());
+  }
+  bool pinned_ok = false;
+  std::string pinned_why;
+  if (s.usable) {
+    try {
+      pinfeed::host_buffer probe(1 << 20, true);
+      pinned_ok = true;
+    } catch (const std::exception& e) {
+      pinned_why = e.what();
+    }
+  } else {
+    pinned_why = "needs a CUDA device; page-aligned pageable memory is used instead";
+  }
+  std::printf("pinned memory     %s%s%s\n", pinned_ok ? "available" : "unavailable", pinned_ok ? "" : " - ",
+              pinned_why.c_str());
+  std::printf("TBB               %s, default concurrency %d threads\n", TBB_VERSION_STRING,
+              tbb::info::default_concurrency());
+  std::printf("hardware threads  %u\n", std::thread::hardware_concurrency());
+  std::printf("DLPack            %d\n", DLPACK_VERSION);
+  std::printf("nlohmann_json     %d.%d.%d\n", NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR,
+              NLOHMANN_JSON_VERSION_PATCH);
+  std::printf("CLI11             %s\n", CLI11_VERSION);
+  return 0;
+}
+
+struct run_args {
+  std::string source = "synthetic";
+  std::uint64_t samples = 2048;
+  std::int64_t height = 1024, width = 1024;
+  std::size_t batch = 32, workers = 0, prefetch = 2;
+  std::string device = "auto";
+  std::uint64_t limit = 0;
+  std::uint32_t epochs = 1;
+  std::uint64_t seed = 0;
+  std::string trace, json;
+  bool checksums = false, normalize = false;
+};
+
+int cmd_run(const run_args& a) {
+  if (a.source != "synthetic")
+    throw std::invalid_argument("unknown source '" + a.source + "' (available: synthetic)");
+  auto src = pinfeed::loaders::make_synthetic_source({a.samples, a.height, a.width, 1000});
+  pinfeed::loader_options o;
+  o.batch_size = a.batch;
+  o.workers = a.workers;
+  o.prefetch = a.prefetch;
+  o.device = a.device;
+  o.seed = a.seed;
+  o.trace = !a.trace.empty();
+  pinfeed::loader l(src, o);
+  std::fprintf(stderr, "run: %s, %llu samples, batch %zu, %zu workers, prefetch %zu, device %s, %zu slots x %.1f MiB\n",
+               src->name().c_str(), static_cast<unsigned long long>(a.samples), a.batch, l.workers(), a.prefetch,
+               l.device().to_string().c_str(), l.slots(), l.slot_bytes() / 1048576.0);
+
+  // Optional consumer work: uint8 HWC -> float CHW on the batch's device.
+  const pinfeed::ops::image_batch_shape full{a.batch, static_cast<std::size_t>(a.height), static_cast<std::size_t>(a.width)};
+  std::vector<float> host_out;
+  pinfeed::device_buffer device_out;
+  if (a.normalize) {
+    if (l.device().is_cuda()) {
+      PINFEED_CUDA_TRY(cudaSetDevice(l.device().index));
+      device_out = pinfeed::device_buffer(full.pixels() * 3 * sizeof(float));
+    } else {
+      host_out.resize(full.pixels() * 3);
+    }
+  }
+
+  std::uint64_t delivered = 0;
+  for (std::uint32_t e = 0; e < a.epochs && (a.limit == 0 || delivered < a.limit); ++e) {
+    l.start_epoch(e);
+    while (a.limit == 0 || delivered < a.limit) {
+      auto b = l.next();
+      if (!b) break;
+      ++delivered;
+      if (a.normalize) {
+        const auto img = b->field("image");
+        pinfeed::ops::image_batch_shape shape = full;
+        shape.batch = b->size();
+        if (img.location.is_cuda())
+          pinfeed::ops::normalize_hwc_to_chw_device(static_cast<const std::uint8_t*>(img.data),
+                                                    reinterpret_cast<float*>(device_out.data()), shape, {}, b->stream());
+        else
+          pinfeed::ops::normalize_hwc_to_chw(static_cast<const std::uint8_t*>(img.data), host_out.data(), shape, {});
+      }
+      if (a.checksums) std::printf("%s\n", pinfeed::checksum_line(*b).c_str());
+    }
+  }
+  if (l.device().is_cuda()) PINFEED_CUDA_TRY(cudaStreamSynchronize(l.stream()));
+  const auto st = l.stats();
+  std::fprintf(stderr, "%s", st.to_string().c_str());
+  std::printf("throughput: %.1f samples/s, %.1f MB/s, consumer wait %.1f%% (%llu batches)\n", st.samples_per_s(),
+              st.megabytes_per_s(), 100 * st.consumer_wait_fraction(), static_cast<unsigned long long>(st.batches));
+  if (!a.trace.empty()) {
+    l.write_trace(a.trace);
+    std::fprintf(stderr, "trace: %zu spans written to %s\n", l.trace()->size(), a.trace.c_str());
+  }
+  if (!a.json.empty()) {
+    nlohmann::json j{{"samples_per_s", st.samples_per_s()}, {"mb_per_s", st.megabytes_per_s()},
+                     {"consumer_wait_fraction", st.consumer_wait_fraction()}, {"batches", st.batches},
+                     {"samples", st.samples}, {"errors", st.errors}, {"wall_s", st.wall_ns / 1e9},
+                     {"host_bytes", st.host_bytes}, {"device_bytes", st.device_bytes},
+                     {"device", l.device().to_string()}, {"workers", l.workers()}};
+    for (std::size_t i = 0; i < pinfeed::kStageCount; ++i) {
+      const auto& t = st.stages[i];
+      j["stages"][std::string(pinfeed::to_string(static_cast<pinfeed::stage>(i)))] = {
+          {"count", t.count}, {"total_ms", t.total_ms()}, {"mean_ms", t.mean_ms()}, {"max_ms", t.max_ns / 1e6}};
+    }
+    std::ofstream out(a.json);
+    if (!out) throw std::runtime_error("cannot write '" + a.json + "'");
+    out << j.dump(2) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"pinfeed: keeps GPUs fed - a CUDA C++ data-loading runtime"};
+  app.require_subcommand(1);
+
+  auto* info = app.add_subcommand("info", "devices, CUDA status, pinned memory, TBB threads, library versions");
+
+  run_args ra;
+  auto* run = app.add_subcommand("run", "run a loader and print throughput and stage statistics");
+  run->add_option("--source", ra.source, "sample source")->check(CLI::IsMember({"synthetic"}));
+  run->add_option("--samples", ra.samples, "samples in the dataset")->check(CLI::PositiveNumber);
+  run->add_option("--height", ra.height, "synthetic image height")->check(CLI::PositiveNumber);
+  run->add_option("--width", ra.width, "synthetic image width")->check(CLI::PositiveNumber);
+  run->add_option("-b,--batch", ra.batch, "batch size")->check(CLI::PositiveNumber);
+  run->add_option("-w,--workers", ra.workers, "worker threads (0: one per hardware thread)");
+  run->add_option("--prefetch", ra.prefetch, "batches produced ahead")->check(CLI::PositiveNumber);
+  run->add_option("--device", ra.device, "auto, cpu, cuda, cuda:N or local_rank");
+  run->add_option("--limit", ra.limit, "stop after this many batches (0: whole epochs)");
+  run->add_option("--epochs", ra.epochs, "epochs")->check(CLI::PositiveNumber);
+  run->add_option("--seed", ra.seed, "seed of every sample's random stream");
+  run->add_option("--trace", ra.trace, "write a Chrome trace (Perfetto, chrome://tracing) to this file");
+  run->add_option("--json", ra.json, "write the statistics as JSON to this file");
+  run->add_flag("--checksums", ra.checksums, "print one digest line per batch (to compare runs exactly)");
+  run->add_flag("--normalize", ra.normalize, "consume each batch: uint8 HWC -> float32 CHW on its device");
+
+  auto* bench = app.add_subcommand("bench", "benchmarks (JSON lines on stdout)");
+  bench->require_subcommand(1);
+  pinfeed::bench::h2d_options ho;
+  auto* h2d = bench->add_subcommand("h2d", "pageable vs pinned vs ring copy bandwidth; ring overhead vs bare memcpy");
+  h2d->add_option("--batch-bytes", ho.batch_bytes, "bytes per batch")->check(CLI::PositiveNumber);
+  h2d->add_option("--sample-bytes", ho.sample_bytes, "bytes per sample")->check(CLI::PositiveNumber);
+  h2d->add_option("--batches", ho.batches, "batches per measurement")->check(CLI::PositiveNumber);
+  h2d->add_option("-w,--workers", ho.workers, "worker threads")->check(CLI::PositiveNumber);
+  h2d->add_option("--prefetch", ho.prefetch, "batches produced ahead")->check(CLI::PositiveNumber);
+  h2d->add_option("--repeats", ho.repeats, "measurements (median reported)")->check(CLI::PositiveNumber);
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (info->parsed()) return cmd_info();
+    if (run->parsed()) return cmd_run(ra);
+    if (h2d->parsed()) {
+      pinfeed::bench::run_h2d(ho, std::cout);
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pinfeed: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -7,13 +7,13 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/task_arena.h>
 
 #include "pinfeed/runtime/device.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
 #include "pinfeed/runtime/loader.hpp"
+#include "pinfeed/runtime/parallel.hpp"
 #include "pinfeed/runtime/random.hpp"
 
 namespace pinfeed::bench {
@@ -64,7 +64,7 @@ void run_h2d(const h2d_options& o, std::ostream& out) {
     threads.execute([&] {
       for (std::size_t b = 0; b < o.batches; ++b) {
         std::byte* slot = arena.data() + (b % slots) * batch_bytes;
-        tbb::parallel_for(std::size_t{0}, per_batch, [&](std::size_t j) {
+        pinfeed::parallel_for(0, per_batch, [&](std::size_t j) {
           std::memcpy(slot + j * o.sample_bytes, sample_data.data(), o.sample_bytes);
         });
       }

@@ -12,7 +12,7 @@ if ((${#build_args[@]})); then
   # Sanitized runs check the host code; the package tests rebuild pinfeed and add nothing there.
   ctest_args+=(-E '^package\.')
   export ASAN_OPTIONS=${ASAN_OPTIONS:-protect_shadow_gap=0:detect_leaks=1}
-  export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+  export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp}
 fi
 cd "$build_dir"
 ctest "${ctest_args[@]}" "$@"

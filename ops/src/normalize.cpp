@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include <oneapi/tbb/parallel_for.h>
+#include "pinfeed/runtime/parallel.hpp"
 
 namespace pinfeed::ops {
 
@@ -29,7 +29,7 @@ void normalize_hwc_to_chw(const std::uint8_t* in, float* out, image_batch_shape 
   if (shape.pixels() == 0) return;
   if (in == nullptr || out == nullptr) throw std::invalid_argument("normalize: null input or output pointer");
   const std::size_t plane = shape.height * shape.width;
-  tbb::parallel_for(std::size_t{0}, shape.batch, [&](std::size_t n) {
+  pinfeed::parallel_for(0, shape.batch, [&](std::size_t n) {
     const std::uint8_t* src = in + n * plane * 3;
     float* dst = out + n * plane * 3;
     for (std::size_t p = 0; p < plane; ++p)

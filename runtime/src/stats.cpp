@@ -33,7 +33,12 @@ std::uint32_t thread_id() noexcept {
 }
 
 namespace detail {
-void nvtx_push(stage s) noexcept { nvtxRangePushA(kStageNames[static_cast<std::size_t>(s)].data()); }
+void nvtx_push(stage s) noexcept {
+  // NVTX binds its entry points lazily without synchronisation; bind them once, before any race.
+  static const bool initialised = (nvtxInitialize(nullptr), true);
+  (void)initialised;
+  nvtxRangePushA(kStageNames[static_cast<std::size_t>(s)].data());
+}
 void nvtx_pop() noexcept { nvtxRangePop(); }
 }  // namespace detail
 

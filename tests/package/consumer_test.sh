@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs examples/trainer against pinfeed, either installed (find_package) or as a
-# subdirectory. Usage: consumer_test.sh MODE BUILD_DIR SOURCE_DIR WORK_DIR CUDA_ARCHS
+# subdirectory. Usage: consumer_test.sh MODE BUILD_DIR SOURCE_DIR WORK_DIR CUDA_ARCHS (comma-separated)
 set -euo pipefail
-mode=$1 build=$2 src=$3 work=$4 archs=$5
+mode=$1 build=$2 src=$3 work=$4 archs=${5//,/;}
 rm -rf "$work"
 mkdir -p "$work"
 gen=()

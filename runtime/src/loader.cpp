@@ -136,7 +136,6 @@ struct loader::impl {
   void feed(std::uint32_t epoch, std::uint64_t first_batch, std::uint64_t seq_base);
   void run_chunk(std::size_t slot, std::size_t begin, std::size_t end);
   void finish_slot(std::size_t slot);
-  void task_done() noexcept;
   std::optional<batch> next();
 
   std::shared_ptr<source> src;
@@ -149,9 +148,20 @@ struct loader::impl {
 
   std::thread feeder;
   std::atomic<bool> stopping{false};
-  std::atomic<std::int64_t> outstanding{0};
-  std::mutex idle_mutex;
-  std::condition_variable idle_cv;
+  /// Counts queued and running tasks. Shared with every task, so a worker that finishes the
+  /// last task can still notify after cancel() has seen the count reach zero and returned.
+  struct task_count {
+    std::atomic<std::int64_t> value{0};
+    std::mutex mutex;
+    std::condition_variable idle;
+    void done() noexcept {
+      if (value.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard lock(mutex);
+        idle.notify_all();
+      }
+    }
+  };
+  std::shared_ptr<task_count> tasks = std::make_shared<task_count>();
 
   bool started = false;
   std::uint32_t epoch = 0;
@@ -191,21 +201,14 @@ loader::impl::impl(std::shared_ptr<source> s, loader_options o)
   epoch = o.epoch;
 }
 
-void loader::impl::task_done() noexcept {
-  if (outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    std::lock_guard lock(idle_mutex);
-    idle_cv.notify_all();
-  }
-}
-
 void loader::impl::cancel() noexcept {
   if (!started) return;
   stopping.store(true, std::memory_order_release);
   core->ring.close();
   if (feeder.joinable()) feeder.join();
   {
-    std::unique_lock lock(idle_mutex);
-    idle_cv.wait(lock, [&] { return outstanding.load(std::memory_order_acquire) == 0; });
+    std::unique_lock lock(tasks->mutex);
+    tasks->idle.wait(lock, [&] { return tasks->value.load(std::memory_order_acquire) == 0; });
   }
   if (core->dev.is_cuda()) {
     try {
@@ -266,8 +269,11 @@ void loader::impl::feed(std::uint32_t e, std::uint64_t first_batch, std::uint64_
     m.remaining.store(chunks, std::memory_order_release);
     for (std::size_t k = 0; k < chunks; ++k) {
       const std::size_t begin = m.count * k / chunks, end = m.count * (k + 1) / chunks;
-      outstanding.fetch_add(1, std::memory_order_acq_rel);  // release: publishes the slot's metadata
-      arena.enqueue([this, s = *slot, begin, end] { run_chunk(s, begin, end); });
+      tasks->value.fetch_add(1, std::memory_order_acq_rel);  // release: publishes the slot's metadata
+      arena.enqueue([this, count = tasks, s = *slot, begin, end] {
+        run_chunk(s, begin, end);
+        count->done();  // the last use of the loader by this task
+      });
     }
   }
 }
@@ -275,7 +281,7 @@ void loader::impl::feed(std::uint32_t e, std::uint64_t first_batch, std::uint64_
 void loader::impl::run_chunk(std::size_t slot, std::size_t begin, std::size_t end) {
   // Pairs with the feeder's fetch_add before enqueue: TBB orders the hand-off too, but in code
   // ThreadSanitizer cannot see.
-  (void)outstanding.load(std::memory_order_acquire);
+  (void)tasks->value.load(std::memory_order_acquire);
   auto& c = *core;
   auto& m = c.meta[slot];
   if (!stopping.load(std::memory_order_acquire)) {
@@ -308,7 +314,6 @@ void loader::impl::run_chunk(std::size_t slot, std::size_t begin, std::size_t en
     }
   }
   if (m.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) finish_slot(slot);
-  task_done();
 }
 
 void loader::impl::finish_slot(std::size_t slot) {

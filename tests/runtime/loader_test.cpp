@@ -156,6 +156,22 @@ TEST_CASE("loader.epochs.drop_last_partial_and_restart") {
   }
 }
 
+TEST_CASE("loader.range_for_over_epochs") {
+  loader l(delayed_source(50, 0), cpu_options(8, 2));
+  for (std::uint32_t e = 0; e < 2; ++e) {
+    l.start_epoch(e);
+    std::uint64_t expect = 0, samples = 0;
+    for (batch& b : l) {
+      CHECK(b.index() == expect++);
+      CHECK(b.epoch() == e);
+      check_batch_against_reference(b, 2024, e, 8);
+      samples += b.size();
+    }
+    CHECK(expect == 7);
+    CHECK(samples == 50);
+  }
+}
+
 TEST_CASE("loader.errors.exception_reaches_consumer_at_its_batch") {
   auto src = make_source(64, reference_fields(), [](sample& s) {
     if (s.index() == 37) throw std::runtime_error("disk on fire");

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -65,6 +66,32 @@ class loader {
   void start_epoch(std::uint32_t epoch);
   /// Like start_epoch() but starting at batch `first_batch` of the epoch (for resuming).
   void start_epoch(std::uint32_t epoch, std::uint64_t first_batch);
+
+  /// Input iterator over the rest of the current epoch: `for (batch& b : loader) ...`. Each step
+  /// calls next() (and so may throw sample_error); the previous batch is released first.
+  class iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = batch;
+    using difference_type = std::ptrdiff_t;
+    iterator() = default;
+    explicit iterator(loader* l) : loader_(l) { ++*this; }
+    batch& operator*() const { return *current_; }
+    batch* operator->() const { return &*current_; }
+    iterator& operator++() {
+      current_.reset();
+      current_ = loader_->next();
+      return *this;
+    }
+    void operator++(int) { ++*this; }
+    friend bool operator==(const iterator& it, std::default_sentinel_t) noexcept { return !it.current_; }
+
+   private:
+    loader* loader_ = nullptr;
+    mutable std::optional<batch> current_;
+  };
+  [[nodiscard]] iterator begin() { return iterator(this); }
+  [[nodiscard]] std::default_sentinel_t end() const noexcept { return {}; }
 
   [[nodiscard]] std::uint32_t epoch() const noexcept;
   /// Index of the batch next() returns next.

@@ -271,6 +271,9 @@ void loader::impl::feed(std::uint32_t e, std::uint64_t first_batch, std::uint64_
       const std::size_t begin = m.count * k / chunks, end = m.count * (k + 1) / chunks;
       tasks->value.fetch_add(1, std::memory_order_acq_rel);  // release: publishes the slot's metadata
       arena.enqueue([this, count = tasks, s = *slot, begin, end] {
+        // Pairs with the fetch_add above: TBB orders the hand-off too, but in code ThreadSanitizer
+        // cannot see.
+        (void)count->value.load(std::memory_order_acquire);
         run_chunk(s, begin, end);
         count->done();  // the last use of the loader by this task
       });
@@ -279,9 +282,6 @@ void loader::impl::feed(std::uint32_t e, std::uint64_t first_batch, std::uint64_
 }
 
 void loader::impl::run_chunk(std::size_t slot, std::size_t begin, std::size_t end) {
-  // Pairs with the feeder's fetch_add before enqueue: TBB orders the hand-off too, but in code
-  // ThreadSanitizer cannot see.
-  (void)tasks->value.load(std::memory_order_acquire);
   auto& c = *core;
   auto& m = c.meta[slot];
   if (!stopping.load(std::memory_order_acquire)) {

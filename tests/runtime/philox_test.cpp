@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "pinfeed/runtime/philox.hpp"
@@ -84,4 +85,31 @@ TEST_CASE("philox.fill_random_bytes.layout_and_tail") {
   std::vector<std::byte> longer(200);
   pinfeed::fill_random_bytes(s, longer);
   CHECK(std::equal(out.begin(), out.end(), longer.begin()));
+}
+
+TEST_CASE("philox.simd_equals_scalar") {
+  const bool had_simd = pinfeed::philox_simd_enabled();
+  if (!had_simd) MESSAGE("this CPU has no AVX2: only the scalar generator is checked");
+  const philox_stream s(0xDEADBEEFCAFEull, 3, 77777, 2);
+  auto run = [&](bool simd) {
+    pinfeed::set_philox_simd(simd);
+    std::vector<std::uint32_t> words(4 * 123);
+    pinfeed::philox_words(s, 5, 123, words.data());
+    std::vector<std::uint32_t> elements{0, 1, 2, 3, 4, 99, 1000003, 7, 7, 4000000000u, 12, 13, 14, 15, 16, 17, 18};
+    std::vector<std::uint32_t> ew(elements.size());
+    pinfeed::philox_element_words(s, elements.data(), elements.size(), ew.data());
+    std::vector<std::byte> bytes(70001);
+    pinfeed::fill_random_bytes(s, bytes);
+    return std::make_tuple(words, ew, bytes);
+  };
+  const auto scalar = run(false);
+  const auto simd = run(true);
+  pinfeed::set_philox_simd(had_simd);
+  CHECK(std::get<0>(scalar) == std::get<0>(simd));
+  CHECK(std::get<1>(scalar) == std::get<1>(simd));
+  CHECK(std::get<2>(scalar) == std::get<2>(simd));
+  // And both equal the definition.
+  for (std::uint32_t j = 0; j < 123; ++j)
+    for (int w = 0; w < 4; ++w) REQUIRE(std::get<0>(scalar)[4 * j + w] == s.block_at(5 + j).v[w]);
+  CHECK(std::get<1>(scalar)[9] == s.word_at(4000000000u));
 }

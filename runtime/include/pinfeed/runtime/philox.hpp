@@ -52,7 +52,17 @@ class philox_stream {
 
   /// The block at position `block` of this stream (random access; does not advance).
   [[nodiscard]] PINFEED_HD philox_block block_at(std::uint32_t block) const {
-    return philox4x32_10(philox_block{{block, index_lo_, index_hi_sub_, epoch_}}, k0_, k1_);
+    return philox4x32_10(counter(block), k0_, k1_);
+  }
+  /// The Philox counter of block `block` and the two key words (for vectorised generators).
+  [[nodiscard]] PINFEED_HD philox_block counter(std::uint32_t block) const {
+    return philox_block{{block, index_lo_, index_hi_sub_, epoch_}};
+  }
+  [[nodiscard]] PINFEED_HD std::uint32_t key_lo() const { return k0_; }
+  [[nodiscard]] PINFEED_HD std::uint32_t key_hi() const { return k1_; }
+  /// Word `i & 3` of block `i >> 2`: the i-th word of the stream (element-indexed keys).
+  [[nodiscard]] PINFEED_HD std::uint32_t word_at(std::uint64_t i) const {
+    return block_at(static_cast<std::uint32_t>(i >> 2)).v[i & 3];
   }
   /// The next four words; advances by one block.
   PINFEED_HD philox_block next4() { return block_at(block_++); }

@@ -1,9 +1,10 @@
 #pragma once
 /// @file random.hpp
-/// Bulk random bytes from a sample's Philox stream, identical on host and device: byte 16*i + j of
-/// the output is byte j (little-endian words) of block i of the stream.
+/// Bulk Philox output on the host (AVX2 when the CPU has it, the same words as the scalar code)
+/// and on the device. Byte 16*i + j of a byte fill is byte j (little-endian words) of block i.
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 
 #include <cuda_runtime_api.h>
@@ -12,8 +13,22 @@
 
 namespace pinfeed {
 
+/// Words of blocks [first_block, first_block + blocks) in stream order:
+/// out[4*j + w] = word w of block first_block + j. Thread-safe.
+void philox_words(const philox_stream& stream, std::uint32_t first_block, std::size_t blocks,
+                  std::uint32_t* out) noexcept;
+
+/// Element-indexed words: out[j] = stream.word_at(elements[j]) for j < count. Thread-safe.
+void philox_element_words(const philox_stream& stream, const std::uint32_t* elements, std::size_t count,
+                          std::uint32_t* out) noexcept;
+
 /// Fills `out` on the host. Thread-safe (the stream is taken by value).
 void fill_random_bytes(philox_stream stream, std::span<std::byte> out) noexcept;
+
+/// Whether the vectorised (AVX2) generator is used; false forces the scalar one (tests compare
+/// both). Process-wide; the default is true where the CPU supports AVX2.
+void set_philox_simd(bool enabled) noexcept;
+[[nodiscard]] bool philox_simd_enabled() noexcept;
 
 /// Fills `bytes` bytes at device pointer `d_out` on `stream` with the same bytes fill_random_bytes()
 /// gives. Asynchronous: does not synchronise. Throws cuda_error if the launch fails and

@@ -1,0 +1,97 @@
+#pragma once
+/// @file sampler.hpp
+/// The balanced sampler: pick K of N items per row, a positive fraction of them positive, topped up
+/// from the other class when one is short, in a uniformly random order. Static shapes, no host
+/// synchronisation on the GPU, batched over rows.
+///
+/// Semantics (CPU and GPU give the same bits):
+///  - labels [rows, n], int32 or int64. negative_label marks negatives, ignore_label is never
+///    picked, every other value is positive. P, Nn: counts of positives and negatives in a row.
+///  - target = floor(k * positive_fraction). topup mode: num_pos = min(P, max(target, k - Nn));
+///    detectron2 mode: num_pos = min(P, target). Both: num_neg = min(Nn, k - num_pos).
+///  - Element i of row r has the selection key sel(i) = word i of Philox stream
+///    (seed, offset, r, substream 0) and the order key ord(i) = word i of substream 1
+///    (philox_stream::word_at). The num_pos positives with the smallest (sel(i), i) are taken,
+///    likewise num_neg negatives; the taken items are output in increasing (ord(i), i).
+///  - indices [rows, k]: the first valid = num_pos + num_neg entries are item indices, the rest -1.
+///    Optional: valid [rows] (int32), gathered features [rows, k, feature_bytes] (padding: zero
+///    bytes) and gathered labels [rows, k] (padding: ignore_label).
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "pinfeed/runtime/philox.hpp"
+#include "pinfeed/runtime/tensor.hpp"
+
+namespace pinfeed::ops {
+
+enum class sampler_mode : std::uint8_t { topup, detectron2 };
+
+struct sampler_params {
+  std::int64_t k = 0;
+  double positive_fraction = 0.5;
+  std::int64_t negative_label = 0;
+  std::int64_t ignore_label = -1;
+  sampler_mode mode = sampler_mode::topup;
+  std::uint64_t seed = 0;
+  std::uint32_t offset = 0;  ///< draw number: each value gives an independent draw under one seed
+};
+
+/// Pointers (host or device, as the function requires) and shapes of one call.
+struct sampler_args {
+  std::int64_t rows = 1;
+  std::int64_t n = 0;  ///< items per row, at most 2^32 - 1
+  const void* labels = nullptr;
+  dtype label_type = dtype::i64;  ///< i32 or i64
+  void* indices = nullptr;        ///< [rows, k]
+  dtype index_type = dtype::i64;  ///< i32 or i64
+  std::int32_t* valid = nullptr;  ///< optional [rows]
+  const void* features = nullptr;   ///< optional [rows, n, feature_bytes]
+  std::size_t feature_bytes = 0;    ///< bytes per item row (D * element size)
+  void* gathered_features = nullptr;  ///< [rows, k, feature_bytes]; required when features is set
+  void* gathered_labels = nullptr;    ///< optional [rows, k], label_type
+};
+
+/// How many positives and negatives a row with `positives` and `negatives` eligible items gets.
+struct class_counts {
+  std::int64_t num_pos = 0, num_neg = 0;
+};
+PINFEED_HD class_counts balanced_counts(std::int64_t positives, std::int64_t negatives, std::int64_t k,
+                                        std::int64_t target, sampler_mode mode) {
+  auto lo = [](std::int64_t a, std::int64_t b) { return a < b ? a : b; };
+  auto hi = [](std::int64_t a, std::int64_t b) { return a > b ? a : b; };
+  const std::int64_t num_pos = mode == sampler_mode::topup ? lo(positives, hi(target, k - negatives))
+                                                           : lo(positives, target);
+  return {num_pos, lo(negatives, k - num_pos)};
+}
+
+/// floor(k * positive_fraction), the number of positives aimed at.
+[[nodiscard]] std::int64_t positive_target(const sampler_params& p) noexcept;
+
+/// Checks shapes, types, pointers and parameters; throws std::invalid_argument naming the bad value.
+void validate(const sampler_args& a, const sampler_params& p);
+
+/// Host implementation (the reference): rows in parallel with TBB. Host pointers. Throws
+/// std::invalid_argument before touching any output on bad input.
+void balanced_sample_cpu(const sampler_args& a, const sampler_params& p);
+
+/// The article's first version as a per-row host loop (nonzero -> randperm -> cat -> randperm):
+/// a benchmark baseline. Its picks follow the same counts but not the same bits as the reference.
+void naive_sample_cpu(const sampler_args& a, const sampler_params& p);
+
+/// Device implementation, CUB-style two-phase: with d_temp == nullptr only sets temp_bytes; then
+/// call again with a buffer of that size. No allocation, no host synchronisation, capturable in a
+/// CUDA graph; asynchronous on `stream`. Device pointers. Throws std::invalid_argument before
+/// launching anything on bad input, cuda_error on launch failure.
+void balanced_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
+                         cudaStream_t stream);
+
+/// The article's first version on the GPU: per row, cub::DeviceSelect of positives and negatives,
+/// then the counts are copied to the host (the synchronisation the static version removes), then
+/// random permutations and a gather. Benchmark baseline; two-phase temp storage like the above.
+void naive_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
+                      cudaStream_t stream);
+
+}  // namespace pinfeed::ops

@@ -1,0 +1,419 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+#include <vector>
+
+#include "pinfeed/ops/sampler.hpp"
+#include "pinfeed/runtime/philox.hpp"
+
+using namespace pinfeed;
+using namespace pinfeed::ops;
+
+namespace {
+
+/// The contract written as directly as possible (slow): the oracle for the fast implementation.
+std::vector<std::int64_t> oracle_row(const std::vector<std::int64_t>& labels, std::uint64_t row, const sampler_params& p,
+                                     std::int32_t* valid_out) {
+  std::vector<std::uint64_t> pos, neg;
+  const philox_stream sel(p.seed, p.offset, row, 0), ord(p.seed, p.offset, row, 1);
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    const std::uint64_t composite = (static_cast<std::uint64_t>(sel.word_at(i)) << 32) | i;
+    if (labels[i] == p.negative_label) neg.push_back(composite);
+    else if (labels[i] != p.ignore_label) pos.push_back(composite);
+  }
+  std::sort(pos.begin(), pos.end());
+  std::sort(neg.begin(), neg.end());
+  const auto cc = balanced_counts(static_cast<std::int64_t>(pos.size()), static_cast<std::int64_t>(neg.size()), p.k,
+                                  positive_target(p), p.mode);
+  std::vector<std::uint64_t> taken;
+  for (std::int64_t j = 0; j < cc.num_pos; ++j) taken.push_back(pos[j] & 0xFFFFFFFFu);
+  for (std::int64_t j = 0; j < cc.num_neg; ++j) taken.push_back(neg[j] & 0xFFFFFFFFu);
+  for (auto& t : taken) t |= static_cast<std::uint64_t>(ord.word_at(t)) << 32;
+  std::sort(taken.begin(), taken.end());
+  std::vector<std::int64_t> out(static_cast<std::size_t>(p.k), -1);
+  for (std::size_t j = 0; j < taken.size(); ++j) out[j] = static_cast<std::int64_t>(taken[j] & 0xFFFFFFFFu);
+  *valid_out = static_cast<std::int32_t>(taken.size());
+  return out;
+}
+
+struct result {
+  std::vector<std::int64_t> indices;
+  std::vector<std::int32_t> valid;
+  std::vector<std::int64_t> labels;
+};
+
+result run_cpu(const std::vector<std::int64_t>& labels, std::int64_t rows, std::int64_t n, const sampler_params& p) {
+  result r{std::vector<std::int64_t>(static_cast<std::size_t>(rows * p.k)), std::vector<std::int32_t>(rows),
+           std::vector<std::int64_t>(static_cast<std::size_t>(rows * p.k))};
+  sampler_args a;
+  a.rows = rows;
+  a.n = n;
+  a.labels = labels.data();
+  a.indices = r.indices.data();
+  a.valid = r.valid.data();
+  a.gathered_labels = r.labels.data();
+  balanced_sample_cpu(a, p);
+  return r;
+}
+
+std::vector<std::int64_t> random_labels(std::int64_t count, std::uint64_t seed, int pos_pct, int ign_pct) {
+  philox_stream s(seed, 0, 0, 9);
+  std::vector<std::int64_t> v(static_cast<std::size_t>(count));
+  for (auto& x : v) {
+    const auto u = s.below(100);
+    const auto ign = static_cast<std::uint32_t>(ign_pct), pos = static_cast<std::uint32_t>(ign_pct + pos_pct);
+    x = u < ign ? std::int64_t{-1} : u < pos ? static_cast<std::int64_t>(1 + u % 3) : std::int64_t{0};
+  }
+  return v;
+}
+
+/// Checks the invariants every output must satisfy, whatever the randomness.
+void check_invariants(const std::vector<std::int64_t>& labels, std::int64_t rows, std::int64_t n, const sampler_params& p,
+                      const result& r) {
+  for (std::int64_t row = 0; row < rows; ++row) {
+    std::int64_t positives = 0, negatives = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto l = labels[row * n + i];
+      negatives += l == p.negative_label;
+      positives += l != p.negative_label && l != p.ignore_label;
+    }
+    const auto cc = balanced_counts(positives, negatives, p.k, positive_target(p), p.mode);
+    REQUIRE(r.valid[row] == cc.num_pos + cc.num_neg);
+    std::set<std::int64_t> seen;
+    std::int64_t got_pos = 0, got_neg = 0;
+    for (std::int64_t j = 0; j < p.k; ++j) {
+      const auto idx = r.indices[row * p.k + j];
+      if (j >= r.valid[row]) {
+        REQUIRE(idx == -1);
+        REQUIRE(r.labels[row * p.k + j] == p.ignore_label);
+        continue;
+      }
+      REQUIRE(idx >= 0);
+      REQUIRE(idx < n);
+      REQUIRE(seen.insert(idx).second);  // distinct
+      const auto l = labels[row * n + idx];
+      REQUIRE(l != p.ignore_label);        // ignored items are never chosen
+      REQUIRE(r.labels[row * p.k + j] == l);  // gathered labels match
+      (l == p.negative_label ? got_neg : got_pos)++;
+    }
+    REQUIRE(got_pos == cc.num_pos);
+    REQUIRE(got_neg == cc.num_neg);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("sampler.counts.topup_rule") {
+  // target = 5 of k = 10.
+  CHECK(balanced_counts(20, 30, 10, 5, sampler_mode::topup).num_pos == 5);
+  CHECK(balanced_counts(2, 30, 10, 5, sampler_mode::topup).num_neg == 8);   // positives short: negatives top up
+  CHECK(balanced_counts(20, 3, 10, 5, sampler_mode::topup).num_pos == 7);   // negatives short: positives top up
+  CHECK(balanced_counts(20, 3, 10, 5, sampler_mode::detectron2).num_pos == 5);  // detectron2: no top-up
+  CHECK(balanced_counts(20, 3, 10, 5, sampler_mode::detectron2).num_neg == 3);
+  const auto few = balanced_counts(2, 3, 10, 5, sampler_mode::topup);      // P + Nn < k
+  CHECK(few.num_pos == 2);
+  CHECK(few.num_neg == 3);
+  CHECK(balanced_counts(0, 0, 10, 5, sampler_mode::topup).num_pos == 0);
+  CHECK(balanced_counts(5, 5, 0, 0, sampler_mode::topup).num_neg == 0);   // k = 0
+}
+
+TEST_CASE("sampler.cpu_matches_contract_oracle") {
+  struct config {
+    std::int64_t rows, n, k;
+    double fraction;
+    sampler_mode mode;
+    int pos_pct, ign_pct;
+  };
+  const config configs[] = {
+      {1, 1, 1, 0.5, sampler_mode::topup, 50, 0},          // N = 1
+      {3, 10, 4, 0.5, sampler_mode::topup, 30, 20},
+      {7, 1000, 100, 0.25, sampler_mode::topup, 10, 5},    // positives short -> top-up
+      {5, 1000, 100, 0.5, sampler_mode::detectron2, 3, 5},  // detectron2: fewer than k
+      {4, 5000, 2000, 0.5, sampler_mode::topup, 50, 50},   // P + Nn < k in some rows
+      {2, 37, 50, 0.5, sampler_mode::topup, 40, 10},       // k > n
+      {2, 20000, 2000, 0.5, sampler_mode::topup, 50, 0},   // the article's shape (large enough for radix sort)
+      {1000, 16, 4, 0.5, sampler_mode::topup, 50, 10},     // B = 1000
+  };
+  for (const auto& c : configs) {
+    CAPTURE(c.rows);
+    CAPTURE(c.n);
+    CAPTURE(c.k);
+    sampler_params p;
+    p.k = c.k;
+    p.positive_fraction = c.fraction;
+    p.mode = c.mode;
+    p.seed = 1234;
+    p.offset = 7;
+    const auto labels = random_labels(c.rows * c.n, static_cast<std::uint64_t>(c.n * 31 + c.k), c.pos_pct, c.ign_pct);
+    const auto r = run_cpu(labels, c.rows, c.n, p);
+    check_invariants(labels, c.rows, c.n, p, r);
+    for (std::int64_t row = 0; row < c.rows; ++row) {
+      std::vector<std::int64_t> rl(labels.begin() + row * c.n, labels.begin() + (row + 1) * c.n);
+      std::int32_t valid = 0;
+      const auto expect = oracle_row(rl, static_cast<std::uint64_t>(row), p, &valid);
+      REQUIRE(valid == r.valid[row]);
+      REQUIRE(std::equal(expect.begin(), expect.end(), r.indices.begin() + row * c.k));
+    }
+  }
+}
+
+TEST_CASE("sampler.corners") {
+  sampler_params p;
+  p.k = 6;
+  SUBCASE("all positive") {
+    const std::vector<std::int64_t> labels(10, 1);
+    const auto r = run_cpu(labels, 1, 10, p);
+    check_invariants(labels, 1, 10, p, r);
+    CHECK(r.valid[0] == 6);  // topped up with positives
+  }
+  SUBCASE("all negative") {
+    const std::vector<std::int64_t> labels(10, 0);
+    const auto r = run_cpu(labels, 1, 10, p);
+    check_invariants(labels, 1, 10, p, r);
+    CHECK(r.valid[0] == 6);
+  }
+  SUBCASE("all ignored") {
+    const std::vector<std::int64_t> labels(10, -1);
+    const auto r = run_cpu(labels, 1, 10, p);
+    CHECK(r.valid[0] == 0);
+    CHECK(std::all_of(r.indices.begin(), r.indices.end(), [](auto x) { return x == -1; }));
+  }
+  SUBCASE("k = 0") {
+    p.k = 0;
+    const std::vector<std::int64_t> labels(10, 1);
+    const auto r = run_cpu(labels, 2, 5, p);
+    CHECK(r.valid == std::vector<std::int32_t>{0, 0});
+  }
+  SUBCASE("n = 0") {
+    const auto r = run_cpu({}, 3, 0, p);
+    CHECK(r.valid == std::vector<std::int32_t>{0, 0, 0});
+    CHECK(std::all_of(r.indices.begin(), r.indices.end(), [](auto x) { return x == -1; }));
+  }
+  SUBCASE("custom labels: negative 7, ignore 9, fraction 1") {
+    p.negative_label = 7;
+    p.ignore_label = 9;
+    p.positive_fraction = 1.0;
+    const std::vector<std::int64_t> labels{7, 9, 0, 7, 9, -1, 3, 7};
+    const auto r = run_cpu(labels, 1, 8, p);
+    check_invariants(labels, 1, 8, p, r);
+    CHECK(r.valid[0] == 6);  // 3 positives (0, -1, 3) + 3 negatives top up
+  }
+}
+
+TEST_CASE("sampler.int32_labels_and_indices_and_feature_gather") {
+  const std::int64_t rows = 3, n = 500, d = 5;
+  sampler_params p;
+  p.k = 40;
+  p.seed = 3;
+  const auto labels64 = random_labels(rows * n, 5, 30, 10);
+  std::vector<std::int32_t> labels32(labels64.begin(), labels64.end());
+  std::vector<float> features(static_cast<std::size_t>(rows * n * d));
+  std::iota(features.begin(), features.end(), 0.0f);
+  std::vector<std::int32_t> idx32(rows * p.k), valid(rows), glab(rows * p.k);
+  std::vector<float> gfeat(static_cast<std::size_t>(rows * p.k * d), -1.0f);
+  sampler_args a;
+  a.rows = rows;
+  a.n = n;
+  a.labels = labels32.data();
+  a.label_type = dtype::i32;
+  a.indices = idx32.data();
+  a.index_type = dtype::i32;
+  a.valid = valid.data();
+  a.features = features.data();
+  a.feature_bytes = d * sizeof(float);
+  a.gathered_features = gfeat.data();
+  a.gathered_labels = glab.data();
+  balanced_sample_cpu(a, p);
+  const auto r64 = run_cpu(labels64, rows, n, p);
+  for (std::int64_t j = 0; j < rows * p.k; ++j) {
+    REQUIRE(idx32[j] == r64.indices[j]);  // the label and index types do not change the draw
+    REQUIRE(glab[j] == r64.labels[j]);
+    const auto row = j / p.k;
+    for (std::int64_t q = 0; q < d; ++q) {
+      const float expect = idx32[j] >= 0 ? features[(row * n + idx32[j]) * d + q] : 0.0f;
+      REQUIRE(gfeat[j * d + q] == expect);
+    }
+  }
+}
+
+TEST_CASE("sampler.determinism_seed_offset_and_rows") {
+  sampler_params p;
+  p.k = 50;
+  p.seed = 11;
+  const auto labels = random_labels(4 * 1000, 8, 50, 0);
+  const auto a = run_cpu(labels, 4, 1000, p);
+  const auto b = run_cpu(labels, 4, 1000, p);
+  CHECK(a.indices == b.indices);
+  p.offset = 1;
+  const auto c = run_cpu(labels, 4, 1000, p);
+  CHECK(a.indices != c.indices);
+  p.offset = 0;
+  p.seed = 12;
+  CHECK(run_cpu(labels, 4, 1000, p).indices != a.indices);
+  // Row r of a batch equals row r sampled alone only through its row index: the first row of a
+  // batch equals a single-row call on the same labels.
+  p.seed = 11;
+  const std::vector<std::int64_t> first(labels.begin(), labels.begin() + 1000);
+  const auto single = run_cpu(first, 1, 1000, p);
+  CHECK(std::equal(single.indices.begin(), single.indices.end(), a.indices.begin()));
+}
+
+namespace {
+/// Chi-square statistic of observed counts against equal expectations.
+double chi_square(const std::vector<double>& observed, double expected) {
+  double chi2 = 0;
+  for (double o : observed) chi2 += (o - expected) * (o - expected) / expected;
+  return chi2;
+}
+}  // namespace
+
+TEST_CASE("sampler.statistics.uniform_selection_frequency") {
+  // One row pattern repeated over 4000 rows (each row its own random stream): 20 positives,
+  // 30 negatives, 10 ignored; k = 10 -> 5 + 5. Each positive is picked with probability 5/20 and
+  // each negative 5/30. Fixed seed, so the test is deterministic; critical values at alpha = 0.001.
+  const std::int64_t rows = 4000, n = 60;
+  std::vector<std::int64_t> pattern(n);
+  for (std::int64_t i = 0; i < n; ++i) pattern[i] = i % 6 == 5 ? -1 : (i % 2 == 0 ? 0 : 1);
+  // i%6 in {1,3} -> positive (20), {0,2,4} -> negative (30), 5 -> ignored (10).
+  std::vector<std::int64_t> labels;
+  for (std::int64_t r = 0; r < rows; ++r) labels.insert(labels.end(), pattern.begin(), pattern.end());
+  sampler_params p;
+  p.k = 10;
+  p.seed = 99;
+  const auto r = run_cpu(labels, rows, n, p);
+  std::vector<double> pos_freq, neg_freq;
+  std::vector<double> count(n, 0.0);
+  for (auto idx : r.indices) count[idx] += 1;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (pattern[i] == 1) pos_freq.push_back(count[i]);
+    else if (pattern[i] == 0) neg_freq.push_back(count[i]);
+    else REQUIRE(count[i] == 0);
+  }
+  REQUIRE(pos_freq.size() == 20);
+  REQUIRE(neg_freq.size() == 30);
+  CHECK(chi_square(pos_freq, rows * 5.0 / 20) < 43.82);  // 19 dof
+  CHECK(chi_square(neg_freq, rows * 5.0 / 30) < 58.30);  // 29 dof
+}
+
+namespace {
+/// Class frequency at each output position: positives at position j over all rows, compared with
+/// the expected num_pos / k by a chi-square over the k positions (k dof).
+double position_bias(const std::vector<std::int64_t>& indices, const std::vector<std::int64_t>& pattern,
+                     std::int64_t rows, std::int64_t k, double expected_pos_fraction) {
+  std::vector<double> pos_at(k, 0.0);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < k; ++j) pos_at[j] += pattern[indices[r * k + j]] == 1;
+  double chi2 = 0;
+  const double e = rows * expected_pos_fraction, var = rows * expected_pos_fraction * (1 - expected_pos_fraction);
+  for (double o : pos_at) chi2 += (o - e) * (o - e) / var;
+  return chi2;
+}
+}  // namespace
+
+TEST_CASE("sampler.statistics.position_class_frequency_and_the_articles_bias") {
+  const std::int64_t rows = 4000, n = 60, k = 10;
+  std::vector<std::int64_t> pattern(n);
+  for (std::int64_t i = 0; i < n; ++i) pattern[i] = i % 6 == 5 ? -1 : (i % 2 == 0 ? 0 : 1);
+  std::vector<std::int64_t> labels;
+  for (std::int64_t r = 0; r < rows; ++r) labels.insert(labels.end(), pattern.begin(), pattern.end());
+  sampler_params p;
+  p.k = k;
+  p.seed = 2025;
+  const auto r = run_cpu(labels, rows, n, p);
+  constexpr double kCritical = 29.59;  // chi-square, 10 dof, alpha = 0.001
+  CHECK(position_bias(r.indices, pattern, rows, k, 0.5) < kCritical);
+
+  // The article's static version orders the picks by the keys it selected them with. With 20
+  // positives and 30 negatives the 5 picked negatives have smaller keys than the 5 picked positives
+  // on average, so negatives crowd the front: the same test must reject that order.
+  std::vector<std::int64_t> article(r.indices.size());
+  for (std::int64_t row = 0; row < rows; ++row) {
+    const philox_stream sel(p.seed, p.offset, static_cast<std::uint64_t>(row), 0);
+    std::vector<std::pair<std::uint64_t, std::int64_t>> by_key;
+    for (std::int64_t j = 0; j < k; ++j) {
+      const auto idx = r.indices[row * k + j];
+      by_key.push_back({(static_cast<std::uint64_t>(sel.word_at(idx)) << 32) | idx, idx});
+    }
+    std::sort(by_key.begin(), by_key.end());
+    for (std::int64_t j = 0; j < k; ++j) article[row * k + j] = by_key[j].second;
+  }
+  CHECK(position_bias(article, pattern, rows, k, 0.5) > kCritical);
+}
+
+TEST_CASE("sampler.bad_input") {
+  std::vector<std::int64_t> labels(10, 1), out(10);
+  sampler_args a;
+  a.n = 10;
+  a.labels = labels.data();
+  a.indices = out.data();
+  sampler_params p;
+  p.k = 4;
+  auto expect = [&](const sampler_args& args, const sampler_params& params, const char* needle) {
+    CAPTURE(needle);
+    std::fill(out.begin(), out.end(), 42);
+    CHECK_THROWS_WITH_AS(balanced_sample_cpu(args, params), doctest::Contains(needle), std::invalid_argument);
+    CHECK(std::all_of(out.begin(), out.end(), [](auto x) { return x == 42; }));  // nothing written
+    CHECK_THROWS_AS(naive_sample_cpu(args, params), std::invalid_argument);
+  };
+  auto q = p;
+  q.k = -3;
+  expect(a, q, "k must be >= 0, got -3");
+  q = p;
+  q.positive_fraction = 1.5;
+  expect(a, q, "positive_fraction must be in [0, 1], got 1.5");
+  q.positive_fraction = -0.1;
+  expect(a, q, "positive_fraction");
+  q = p;
+  q.ignore_label = 0;
+  expect(a, q, "negative_label and ignore_label are both 0");
+  auto b = a;
+  b.labels = nullptr;
+  expect(b, p, "labels is a null pointer");
+  b = a;
+  b.indices = nullptr;
+  expect(b, p, "indices is a null pointer");
+  b = a;
+  b.label_type = dtype::f32;
+  expect(b, p, "labels must be int32 or int64, got float32");
+  b = a;
+  b.index_type = dtype::u8;
+  expect(b, p, "indices must be int32 or int64, got uint8");
+  b = a;
+  b.n = -1;
+  expect(b, p, "n must be >= 0, got -1");
+  b = a;
+  b.n = std::int64_t{1} << 33;
+  expect(b, p, "below 2^32");
+  b = a;
+  b.features = labels.data();
+  b.feature_bytes = 8;
+  expect(b, p, "gathered_features is a null pointer");
+  b.feature_bytes = 0;
+  expect(b, p, "feature_bytes = 0");
+  b = a;
+  b.label_type = dtype::i32;
+  q = p;
+  q.negative_label = std::int64_t{1} << 40;
+  expect(b, q, "do not fit int32");
+}
+
+TEST_CASE("sampler.naive_baseline_obeys_the_counts") {
+  sampler_params p;
+  p.k = 100;
+  p.seed = 1;
+  const auto labels = random_labels(3 * 2000, 4, 5, 10);
+  result r{std::vector<std::int64_t>(300), std::vector<std::int32_t>(3), std::vector<std::int64_t>(300)};
+  sampler_args a;
+  a.rows = 3;
+  a.n = 2000;
+  a.labels = labels.data();
+  a.indices = r.indices.data();
+  a.valid = r.valid.data();
+  a.gathered_labels = r.labels.data();
+  naive_sample_cpu(a, p);
+  check_invariants(labels, 3, 2000, p, r);
+}

@@ -16,7 +16,8 @@ std::int64_t positive_target(const sampler_params& p) noexcept {
   return static_cast<std::int64_t>(std::floor(static_cast<double>(p.k) * p.positive_fraction));
 }
 
-void validate(const sampler_args& a, const sampler_params& p) {
+namespace detail {
+void validate_shapes(const sampler_args& a, const sampler_params& p) {
   auto fail = [](const std::string& what) { throw std::invalid_argument("balanced sampler: " + what); };
   if (p.k < 0) fail("k must be >= 0, got " + std::to_string(p.k));
   if (!(p.positive_fraction >= 0.0 && p.positive_fraction <= 1.0))
@@ -37,10 +38,16 @@ void validate(const sampler_args& a, const sampler_params& p) {
     if (!fits(p.negative_label) || !fits(p.ignore_label))
       fail("negative_label/ignore_label do not fit int32 labels");
   }
+  if (a.features != nullptr && a.feature_bytes == 0) fail("features given with feature_bytes = 0");
+}
+}  // namespace detail
+
+void validate(const sampler_args& a, const sampler_params& p) {
+  detail::validate_shapes(a, p);
+  auto fail = [](const std::string& what) { throw std::invalid_argument("balanced sampler: " + what); };
   const bool work = a.rows > 0;
   if (work && a.n > 0 && a.labels == nullptr) fail("labels is a null pointer");
   if (work && p.k > 0 && a.indices == nullptr) fail("indices is a null pointer");
-  if (a.features != nullptr && a.feature_bytes == 0) fail("features given with feature_bytes = 0");
   if (work && p.k > 0 && a.features != nullptr && a.gathered_features == nullptr)
     fail("features given but gathered_features is a null pointer");
   if (a.features == nullptr && a.gathered_features != nullptr) fail("gathered_features given without features");

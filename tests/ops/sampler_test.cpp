@@ -9,9 +9,11 @@
 
 #include "pinfeed/ops/sampler.hpp"
 #include "pinfeed/runtime/philox.hpp"
+#include "sampler_support.hpp"
 
 using namespace pinfeed;
 using namespace pinfeed::ops;
+using pinfeed::test::random_labels;
 
 namespace {
 
@@ -58,17 +60,6 @@ result run_cpu(const std::vector<std::int64_t>& labels, std::int64_t rows, std::
   a.gathered_labels = r.labels.data();
   balanced_sample_cpu(a, p);
   return r;
-}
-
-std::vector<std::int64_t> random_labels(std::int64_t count, std::uint64_t seed, int pos_pct, int ign_pct) {
-  philox_stream s(seed, 0, 0, 9);
-  std::vector<std::int64_t> v(static_cast<std::size_t>(count));
-  for (auto& x : v) {
-    const auto u = s.below(100);
-    const auto ign = static_cast<std::uint32_t>(ign_pct), pos = static_cast<std::uint32_t>(ign_pct + pos_pct);
-    x = u < ign ? std::int64_t{-1} : u < pos ? static_cast<std::int64_t>(1 + u % 3) : std::int64_t{0};
-  }
-  return v;
 }
 
 /// Checks the invariants every output must satisfy, whatever the randomness.
@@ -416,4 +407,18 @@ TEST_CASE("sampler.naive_baseline_obeys_the_counts") {
   a.gathered_labels = r.labels.data();
   naive_sample_cpu(a, p);
   check_invariants(labels, 3, 2000, p, r);
+}
+
+TEST_CASE("sampler.tie_at_threshold_lowest_index_wins") {
+  test::tie_case t;
+  REQUIRE(test::find_tie(77, 1 << 18, t));  // about 8 tied pairs are expected among 2^18 keys
+  sampler_params p;
+  p.seed = 77;
+  p.positive_fraction = 1.0;
+  p.k = t.k;
+  const std::vector<std::int64_t> labels(static_cast<std::size_t>(t.n), 1);
+  const auto r = run_cpu(labels, 1, t.n, p);
+  CHECK(r.valid[0] == p.k);
+  CHECK(std::count(r.indices.begin(), r.indices.end(), static_cast<std::int64_t>(t.lower)) == 1);
+  CHECK(std::count(r.indices.begin(), r.indices.end(), static_cast<std::int64_t>(t.upper)) == 0);
 }

@@ -72,6 +72,10 @@ PINFEED_HD class_counts balanced_counts(std::int64_t positives, std::int64_t neg
 
 /// Checks shapes, types, pointers and parameters; throws std::invalid_argument naming the bad value.
 void validate(const sampler_args& a, const sampler_params& p);
+namespace detail {
+/// validate() without the pointer checks (for temp-storage queries).
+void validate_shapes(const sampler_args& a, const sampler_params& p);
+}  // namespace detail
 
 /// Host implementation (the reference): rows in parallel with TBB. Host pointers. Throws
 /// std::invalid_argument before touching any output on bad input.
@@ -81,8 +85,9 @@ void balanced_sample_cpu(const sampler_args& a, const sampler_params& p);
 /// a benchmark baseline. Its picks follow the same counts but not the same bits as the reference.
 void naive_sample_cpu(const sampler_args& a, const sampler_params& p);
 
-/// Device implementation, CUB-style two-phase: with d_temp == nullptr only sets temp_bytes; then
-/// call again with a buffer of that size. No allocation, no host synchronisation, capturable in a
+/// Device implementation, CUB-style two-phase: with d_temp == nullptr only sets temp_bytes (the
+/// pointers may still be null then); then call again with a buffer of that size. Limits: rows up to
+/// 65535 and rows * k below 2^31 per call. No allocation, no host synchronisation, capturable in a
 /// CUDA graph; asynchronous on `stream`. Device pointers. Throws std::invalid_argument before
 /// launching anything on bad input, cuda_error on launch failure.
 void balanced_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,

@@ -1,0 +1,736 @@
+// Device side of sampler.hpp: the sync-free batched balanced sampler (a radix select of the
+// num_pos-th and num_neg-th selection key of every row, built from CUB block primitives) and the
+// naive per-row baseline.
+//
+// Pipeline, all on one stream, no host synchronisation (capturable in a CUDA graph):
+//   count_hist      full read: P and Nn per row, histogram of key bits 31..21 per class
+//   choose<0>       one block per row: counts -> num_pos/num_neg, bucket of the k-th key
+//   filter          full read: keys below the bucket are taken, keys in it become candidates
+//                   (kept in a small buffer when they fit) and feed the histogram of bits 20..10
+//   choose<1>
+//   refine          candidates only (labels again if they did not fit): histogram of bits 9..0
+//   choose<2>       -> the exact threshold key T and how many items equal to T to take
+//   finish          candidates: keys below T are taken, ties at T too when all of them are needed
+//   ties            rare: more items tie at T than are needed -> the lowest indices win
+//   order_keys      (ord(i), i) of every taken item
+//   DeviceSegmentedRadixSort of those keys per row
+//   write           indices, -1 padding, valid counts, gathered labels and features
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_segmented_radix_sort.cuh>
+#include <cub/device/device_select.cuh>
+#include <thrust/iterator/counting_iterator.h>
+
+#include "pinfeed/ops/sampler.hpp"
+#include "pinfeed/runtime/error.hpp"
+
+namespace pinfeed::ops {
+namespace {
+
+constexpr int kThreads = 256;
+// Digits of the 32-bit key, most significant first: bits 31..21, 20..10, 9..0.
+__host__ __device__ constexpr int digit_bits(int pass) { return pass < 2 ? 11 : 10; }
+__host__ __device__ constexpr int digit_shift(int pass) { return pass == 0 ? 21 : pass == 1 ? 10 : 0; }
+constexpr std::uint32_t kMaxBins = 2048;
+constexpr std::uint32_t kCandidateCap = 8192;  // candidates per row and class kept after the first pass
+
+enum class class_mode : std::uint32_t { none = 0, all = 1, select = 2 };
+
+struct class_state {
+  std::uint32_t mode;       // class_mode
+  std::uint32_t want;       // items of this class to take
+  std::uint32_t k_rem;      // items still to take inside the current bucket
+  std::uint32_t prefix;     // digits chosen so far
+  std::uint32_t bucket;     // items in the chosen bucket (after the last pass: items equal to T)
+  std::uint32_t candidates; // items in the first bucket (candidate count)
+  std::uint32_t cand_used;  // candidates written (capped at the capacity)
+  std::uint32_t pad;
+};
+
+struct row_state {
+  unsigned long long positives, negatives;
+  std::uint32_t taken;  // items appended to the row's selection
+  std::uint32_t pad;
+  class_state cls[2];
+};
+
+struct params_dev {
+  std::int64_t rows, n, k, target;
+  std::int64_t negative_label, ignore_label;
+  std::uint64_t seed;
+  std::uint32_t offset;
+  sampler_mode mode;
+  std::uint32_t cand_cap;
+  int blocks_per_row;
+  std::int64_t chunk;  // items per block of a row, a multiple of 4
+  int index_bits;      // bits needed for an index < n
+};
+
+/// Temp storage layout: every piece 256-byte aligned.
+struct layout {
+  std::size_t state, hist, cand, selected, keys_in, keys_out, begin_off, end_off, sort_temp, sort_bytes, total;
+};
+
+std::size_t align256(std::size_t x) { return (x + 255) / 256 * 256; }
+
+__device__ __forceinline__ int item_class(std::int64_t label, std::int64_t neg, std::int64_t ign) {
+  return label == ign ? -1 : (label == neg ? 1 : 0);
+}
+
+template <class L>
+__device__ __forceinline__ std::int64_t load_label(const L* labels, std::int64_t i) {
+  return static_cast<std::int64_t>(labels[i]);
+}
+
+/// Block-aggregated append of flagged items to a row's selection (one atomic per block and round).
+template <class Scan>
+__device__ __forceinline__ void append_selected(typename Scan::TempStorage& scan_storage, std::uint32_t* s_base,
+                                                row_state* rs, std::uint32_t* selected_row, int count,
+                                                const std::uint32_t (&items)[4]) {
+  int offset, total;
+  Scan(scan_storage).ExclusiveSum(count, offset, total);
+  if (threadIdx.x == 0) *s_base = total > 0 ? atomicAdd(&rs->taken, static_cast<std::uint32_t>(total)) : 0u;
+  __syncthreads();
+  const std::uint32_t base = *s_base;
+  for (int q = 0; q < count; ++q) selected_row[base + offset + q] = items[q];
+  __syncthreads();  // s_base and the scan storage are reused by the next round
+}
+
+// ---- pass 0: counts and the histogram of the top digit ------------------------------------------
+
+template <class L>
+__global__ void count_hist_kernel(const L* __restrict__ labels, params_dev p, row_state* states,
+                                  std::uint32_t* hist) {
+  using Reduce = cub::BlockReduce<unsigned long long, kThreads>;
+  __shared__ std::uint32_t s_hist[2][kMaxBins];
+  __shared__ typename Reduce::TempStorage reduce_storage;
+  const std::int64_t row = blockIdx.y;
+  for (std::uint32_t b = threadIdx.x; b < 2 * kMaxBins; b += kThreads) (&s_hist[0][0])[b] = 0;
+  __syncthreads();
+  const L* row_labels = labels + row * p.n;
+  const philox_stream keys(p.seed, p.offset, static_cast<std::uint64_t>(row), 0);
+  const std::int64_t begin = blockIdx.x * p.chunk, end = min(p.n, begin + p.chunk);
+  unsigned long long pos = 0, neg = 0;
+  for (std::int64_t i0 = begin + 4 * threadIdx.x; i0 < end; i0 += 4 * kThreads) {
+    const philox_block kb = keys.block_at(static_cast<std::uint32_t>(i0 >> 2));
+    for (int q = 0; q < 4 && i0 + q < end; ++q) {
+      const int c = item_class(load_label(row_labels, i0 + q), p.negative_label, p.ignore_label);
+      if (c < 0) continue;
+      (c == 0 ? pos : neg)++;
+      atomicAdd(&s_hist[c][kb.v[q] >> digit_shift(0)], 1u);
+    }
+  }
+  const unsigned long long bp = Reduce(reduce_storage).Sum(pos);
+  __syncthreads();
+  const unsigned long long bn = Reduce(reduce_storage).Sum(neg);
+  if (threadIdx.x == 0) {
+    if (bp) atomicAdd(&states[row].positives, bp);
+    if (bn) atomicAdd(&states[row].negatives, bn);
+  }
+  __syncthreads();
+  std::uint32_t* row_hist = hist + row * 2 * kMaxBins;
+  for (std::uint32_t b = threadIdx.x; b < 2 * kMaxBins; b += kThreads) {
+    const std::uint32_t v = (&s_hist[0][0])[b];
+    if (v) atomicAdd(&row_hist[b], v);
+  }
+}
+
+// ---- choose: one block per row finds the bucket holding the k_rem-th smallest key ---------------
+
+template <int Pass>
+__global__ void choose_kernel(params_dev p, row_state* states, std::uint32_t* hist) {
+  using Scan = cub::BlockScan<std::uint32_t, kThreads>;
+  __shared__ typename Scan::TempStorage scan_storage;
+  __shared__ std::uint32_t s_bucket, s_below;
+  constexpr std::uint32_t kBins = 1u << digit_bits(Pass);
+  constexpr std::uint32_t kPerThread = kBins / kThreads;
+  const std::int64_t row = blockIdx.x;
+  row_state& rs = states[row];
+  if (Pass == 0 && threadIdx.x == 0) {
+    const auto positives = static_cast<std::int64_t>(rs.positives), negatives = static_cast<std::int64_t>(rs.negatives);
+    const class_counts cc = balanced_counts(positives, negatives, p.k, p.target, p.mode);
+    const std::int64_t want[2] = {cc.num_pos, cc.num_neg}, avail[2] = {positives, negatives};
+    for (int c = 0; c < 2; ++c) {
+      class_state& cs = rs.cls[c];
+      cs.want = static_cast<std::uint32_t>(want[c]);
+      cs.k_rem = cs.want;
+      cs.prefix = 0;
+      cs.mode = static_cast<std::uint32_t>(want[c] == 0 ? class_mode::none
+                                           : want[c] == avail[c] ? class_mode::all : class_mode::select);
+    }
+  }
+  __syncthreads();
+  std::uint32_t* row_hist = hist + row * 2 * kMaxBins;
+  for (int c = 0; c < 2; ++c) {
+    class_state& cs = rs.cls[c];
+    std::uint32_t* h = row_hist + c * kMaxBins;
+    if (cs.mode == static_cast<std::uint32_t>(class_mode::select)) {
+      std::uint32_t local[kPerThread], sum = 0;
+      for (std::uint32_t j = 0; j < kPerThread; ++j) sum += local[j] = h[threadIdx.x * kPerThread + j];
+      std::uint32_t running;
+      Scan(scan_storage).ExclusiveSum(sum, running);
+      const std::uint32_t k_rem = cs.k_rem;
+      for (std::uint32_t j = 0; j < kPerThread; ++j) {
+        if (running < k_rem && running + local[j] >= k_rem) {  // exactly one thread and bin match
+          s_bucket = threadIdx.x * kPerThread + j;
+          s_below = running;
+        }
+        running += local[j];
+      }
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        cs.prefix = (cs.prefix << digit_bits(Pass)) | s_bucket;
+        cs.k_rem = k_rem - s_below;
+        cs.bucket = h[s_bucket];
+        if (Pass == 0) cs.candidates = cs.bucket;
+      }
+      __syncthreads();
+    }
+    for (std::uint32_t b = threadIdx.x; b < kMaxBins; b += kThreads) h[b] = 0;  // ready for the next pass
+  }
+}
+
+// ---- filter: full read; takes keys below the first bucket, collects the bucket ------------------
+
+template <class L>
+__global__ void filter_kernel(const L* __restrict__ labels, params_dev p, row_state* states, std::uint32_t* hist,
+                              std::uint64_t* cand, std::uint32_t* selected) {
+  using Scan = cub::BlockScan<int, kThreads>;
+  __shared__ typename Scan::TempStorage scan_storage;
+  __shared__ std::uint32_t s_base;
+  __shared__ std::uint32_t s_hist[2][kMaxBins];
+  const std::int64_t row = blockIdx.y;
+  row_state* rs = states + row;
+  for (std::uint32_t b = threadIdx.x; b < 2 * kMaxBins; b += kThreads) (&s_hist[0][0])[b] = 0;
+  __syncthreads();
+  const class_state c0 = rs->cls[0], c1 = rs->cls[1];
+  const class_state cls[2] = {c0, c1};
+  const L* row_labels = labels + row * p.n;
+  const philox_stream keys(p.seed, p.offset, static_cast<std::uint64_t>(row), 0);
+  std::uint32_t* selected_row = selected + row * p.k;
+  const std::int64_t begin = blockIdx.x * p.chunk, end = min(p.n, begin + p.chunk);
+  // Every thread runs the same number of rounds so the block-wide scan stays in step.
+  for (std::int64_t r0 = begin; r0 < end; r0 += 4 * kThreads) {
+    const std::int64_t i0 = r0 + 4 * threadIdx.x;
+    std::uint32_t take[4];
+    int count = 0;
+    if (i0 < end) {
+      const philox_block kb = keys.block_at(static_cast<std::uint32_t>(i0 >> 2));
+      for (int q = 0; q < 4 && i0 + q < end; ++q) {
+        const int c = item_class(load_label(row_labels, i0 + q), p.negative_label, p.ignore_label);
+        if (c < 0) continue;
+        const class_state& cs = cls[c];
+        const std::uint32_t key = kb.v[q], idx = static_cast<std::uint32_t>(i0 + q);
+        if (cs.mode == static_cast<std::uint32_t>(class_mode::all)) {
+          take[count++] = idx;
+        } else if (cs.mode == static_cast<std::uint32_t>(class_mode::select)) {
+          const std::uint32_t d0 = key >> digit_shift(0);
+          if (d0 < cs.prefix) {
+            take[count++] = idx;
+          } else if (d0 == cs.prefix) {
+            atomicAdd(&s_hist[c][(key >> digit_shift(1)) & (kMaxBins - 1)], 1u);
+            if (cs.candidates <= p.cand_cap) {
+              const std::uint32_t slot = atomicAdd(&rs->cls[c].cand_used, 1u);
+              cand[(row * 2 + c) * p.cand_cap + slot] = (static_cast<std::uint64_t>(key) << 32) | idx;
+            }
+          }
+        }
+      }
+    }
+    append_selected<Scan>(scan_storage, &s_base, rs, selected_row, count, take);
+  }
+  std::uint32_t* row_hist = hist + row * 2 * kMaxBins;
+  for (std::uint32_t b = threadIdx.x; b < 2 * kMaxBins; b += kThreads) {
+    const std::uint32_t v = (&s_hist[0][0])[b];
+    if (v) atomicAdd(&row_hist[b], v);
+  }
+}
+
+/// Visits the items of the first bucket of every selecting class: from the candidate buffer when
+/// they fit, else by reading the row again. fn(class, key, index).
+template <class L, class Fn>
+__device__ void for_each_candidate(const L* __restrict__ labels, const params_dev& p, std::int64_t row,
+                                   const class_state (&cls)[2], const std::uint64_t* cand, Fn&& fn) {
+  const std::uint32_t stride = gridDim.x * kThreads;
+  const std::uint32_t tid = blockIdx.x * kThreads + threadIdx.x;
+  bool reread = false;
+  for (int c = 0; c < 2; ++c) {
+    if (cls[c].mode != static_cast<std::uint32_t>(class_mode::select)) continue;
+    if (cls[c].candidates > p.cand_cap) {
+      reread = true;
+      continue;
+    }
+    const std::uint64_t* list = cand + (row * 2 + c) * p.cand_cap;
+    for (std::uint32_t j = tid; j < cls[c].candidates; j += stride)
+      fn(c, static_cast<std::uint32_t>(list[j] >> 32), static_cast<std::uint32_t>(list[j]));
+  }
+  if (!reread) return;
+  const L* row_labels = labels + row * p.n;
+  const philox_stream keys(p.seed, p.offset, static_cast<std::uint64_t>(row), 0);
+  for (std::int64_t i0 = 4 * static_cast<std::int64_t>(tid); i0 < p.n; i0 += 4 * static_cast<std::int64_t>(stride)) {
+    const philox_block kb = keys.block_at(static_cast<std::uint32_t>(i0 >> 2));
+    for (int q = 0; q < 4 && i0 + q < p.n; ++q) {
+      const int c = item_class(load_label(row_labels, i0 + q), p.negative_label, p.ignore_label);
+      if (c < 0 || cls[c].mode != static_cast<std::uint32_t>(class_mode::select) || cls[c].candidates <= p.cand_cap)
+        continue;
+      if ((kb.v[q] >> digit_shift(0)) == (cls[c].prefix >> (digit_bits(1) + digit_bits(2))))
+        fn(c, kb.v[q], static_cast<std::uint32_t>(i0 + q));
+    }
+  }
+}
+
+// ---- refine: histogram of the last digit among the items of the chosen 22-bit bucket -------------
+
+template <class L>
+__global__ void refine_kernel(const L* __restrict__ labels, params_dev p, row_state* states, std::uint32_t* hist,
+                              const std::uint64_t* cand) {
+  const std::int64_t row = blockIdx.y;
+  const class_state cls[2] = {states[row].cls[0], states[row].cls[1]};
+  // After choose<1>, prefix holds 22 bits; candidates were bucketed on the top 11.
+  class_state top[2] = {cls[0], cls[1]};
+  for (int c = 0; c < 2; ++c) top[c].prefix = cls[c].prefix << digit_bits(2);  // align to for_each_candidate
+  std::uint32_t* row_hist = hist + row * 2 * kMaxBins;
+  for_each_candidate(labels, p, row, top, cand, [&](int c, std::uint32_t key, std::uint32_t) {
+    if ((key >> digit_shift(1)) == cls[c].prefix) atomicAdd(&row_hist[c * kMaxBins + (key & ((1u << digit_bits(2)) - 1))], 1u);
+  });
+}
+
+// ---- finish: take the bucket's keys below T, and the ties when every one of them is needed -------
+
+template <class L>
+__global__ void finish_kernel(const L* __restrict__ labels, params_dev p, row_state* states, const std::uint64_t* cand,
+                              std::uint32_t* selected) {
+  const std::int64_t row = blockIdx.y;
+  row_state* rs = states + row;
+  const class_state cls[2] = {rs->cls[0], rs->cls[1]};
+  std::uint32_t* selected_row = selected + row * p.k;
+  for_each_candidate(labels, p, row, cls, cand, [&](int c, std::uint32_t key, std::uint32_t idx) {
+    const std::uint32_t threshold = cls[c].prefix;  // all 32 bits after choose<2>
+    if (key < threshold || (key == threshold && cls[c].bucket == cls[c].k_rem))
+      selected_row[atomicAdd(&rs->taken, 1u)] = idx;
+  });
+}
+
+// ---- ties: more items equal T than are needed (rare): the lowest indices win --------------------
+
+template <class L>
+__global__ void ties_kernel(const L* __restrict__ labels, params_dev p, row_state* states, std::uint32_t* selected) {
+  using Scan = cub::BlockScan<std::uint32_t, kThreads>;
+  __shared__ typename Scan::TempStorage scan_storage;
+  __shared__ std::uint32_t s_done;
+  const std::int64_t row = blockIdx.x;
+  row_state* rs = states + row;
+  const L* row_labels = labels + row * p.n;
+  const philox_stream keys(p.seed, p.offset, static_cast<std::uint64_t>(row), 0);
+  for (int c = 0; c < 2; ++c) {
+    const class_state cs = rs->cls[c];
+    if (cs.mode != static_cast<std::uint32_t>(class_mode::select) || cs.bucket == cs.k_rem) continue;
+    if (threadIdx.x == 0) s_done = 0;
+    __syncthreads();
+    for (std::int64_t r0 = 0; r0 < p.n; r0 += kThreads) {
+      const std::int64_t i = r0 + threadIdx.x;
+      std::uint32_t flag = 0;
+      if (i < p.n)
+        flag = item_class(load_label(row_labels, i), p.negative_label, p.ignore_label) == c &&
+               keys.word_at(static_cast<std::uint64_t>(i)) == cs.prefix;
+      std::uint32_t rank, total;
+      Scan(scan_storage).ExclusiveSum(flag, rank, total);
+      const std::uint32_t done = s_done;
+      if (flag && done + rank < cs.k_rem) selected[row * p.k + rs->taken + done + rank] = static_cast<std::uint32_t>(i);
+      __syncthreads();
+      if (threadIdx.x == 0) s_done = done + total;
+      __syncthreads();
+      if (s_done >= cs.k_rem) break;
+    }
+    if (threadIdx.x == 0) rs->taken += cs.k_rem;
+    __syncthreads();
+  }
+}
+
+// ---- order: composite (ord(i), i) keys, segment offsets ------------------------------------------
+
+__global__ void order_keys_kernel(params_dev p, const row_state* states, const std::uint32_t* selected,
+                                  std::uint64_t* keys_out, int* begin_off, int* end_off) {
+  const std::int64_t row = blockIdx.y;
+  const std::uint32_t taken = states[row].taken;
+  const philox_stream ord(p.seed, p.offset, static_cast<std::uint64_t>(row), 1);
+  const std::int64_t j = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x;
+  if (j == 0) {
+    begin_off[row] = static_cast<int>(row * p.k);
+    end_off[row] = static_cast<int>(row * p.k + taken);
+  }
+  if (j < taken) {
+    const std::uint32_t idx = selected[row * p.k + j];
+    keys_out[row * p.k + j] = (static_cast<std::uint64_t>(ord.word_at(idx)) << p.index_bits) | idx;
+  }
+}
+
+// ---- write: indices, padding, valid counts, gathers ---------------------------------------------
+
+template <class L, class I>
+__global__ void write_kernel(params_dev p, const row_state* states, const std::uint64_t* sorted, const L* labels,
+                             I* indices, std::int32_t* valid, L* gathered_labels, const std::byte* features,
+                             std::byte* gathered_features, std::size_t feature_bytes) {
+  const std::int64_t row = blockIdx.y;
+  const std::uint32_t taken = states[row].taken;
+  const std::int64_t j = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x;
+  if (j == 0 && valid != nullptr) valid[row] = static_cast<std::int32_t>(taken);
+  if (j >= p.k) return;
+  const std::int64_t idx = j < taken ? static_cast<std::int64_t>(sorted[row * p.k + j] & ((1ull << p.index_bits) - 1)) : -1;
+  indices[row * p.k + j] = static_cast<I>(idx);
+  if (gathered_labels != nullptr)
+    gathered_labels[row * p.k + j] = idx >= 0 ? labels[row * p.n + idx] : static_cast<L>(p.ignore_label);
+  if (gathered_features != nullptr) {
+    std::byte* dst = gathered_features + (row * p.k + j) * feature_bytes;
+    const std::byte* src = idx >= 0 ? features + (row * p.n + idx) * feature_bytes : nullptr;
+    const bool words = feature_bytes % 4 == 0 && reinterpret_cast<std::uintptr_t>(dst) % 4 == 0 &&
+                       (src == nullptr || reinterpret_cast<std::uintptr_t>(src) % 4 == 0);
+    if (words) {
+      for (std::size_t b = 0; b < feature_bytes; b += 4)
+        *reinterpret_cast<std::uint32_t*>(dst + b) = src ? *reinterpret_cast<const std::uint32_t*>(src + b) : 0u;
+    } else {
+      for (std::size_t b = 0; b < feature_bytes; ++b) dst[b] = src ? src[b] : std::byte{0};
+    }
+  }
+}
+
+// ---- host side -----------------------------------------------------------------------------------
+
+int bits_for(std::int64_t n) {
+  int bits = 1;
+  while (bits < 32 && (std::int64_t{1} << bits) < n) ++bits;
+  return bits;
+}
+
+std::uint32_t candidate_cap(std::int64_t n) {
+  return static_cast<std::uint32_t>(std::max<std::int64_t>(1, std::min<std::int64_t>(n, kCandidateCap)));
+}
+
+layout make_layout(const sampler_args& a, const sampler_params& p, int index_bits) {
+  layout l{};
+  const auto rows = static_cast<std::size_t>(a.rows), k = static_cast<std::size_t>(p.k);
+  std::size_t at = 0;
+  auto take = [&](std::size_t bytes) {
+    const std::size_t here = at;
+    at += align256(bytes);
+    return here;
+  };
+  l.state = take(rows * sizeof(row_state));
+  l.hist = take(rows * 2 * kMaxBins * sizeof(std::uint32_t));
+  l.cand = take(rows * 2 * candidate_cap(a.n) * sizeof(std::uint64_t));
+  l.selected = take(rows * k * sizeof(std::uint32_t));
+  l.keys_in = take(rows * k * sizeof(std::uint64_t));
+  l.keys_out = take(rows * k * sizeof(std::uint64_t));
+  l.begin_off = take(rows * sizeof(int));
+  l.end_off = take(rows * sizeof(int));
+  l.sort_bytes = 0;
+  if (rows * k > 0) {
+    PINFEED_CUDA_TRY(cub::DeviceSegmentedRadixSort::SortKeys(
+        nullptr, l.sort_bytes, static_cast<const std::uint64_t*>(nullptr), static_cast<std::uint64_t*>(nullptr),
+        static_cast<int>(rows * k), static_cast<int>(rows), static_cast<const int*>(nullptr),
+        static_cast<const int*>(nullptr), 0, 32 + index_bits));
+  }
+  l.sort_temp = take(l.sort_bytes);
+  l.total = std::max<std::size_t>(at, 256);
+  return l;
+}
+
+void validate_gpu(const sampler_args& a, const sampler_params& p, bool running) {
+  detail::validate_shapes(a, p);
+  if (running) validate(a, p);
+  if (a.rows * std::max<std::int64_t>(p.k, 1) > 0x7FFFFFFFll)
+    throw std::invalid_argument("balanced sampler (GPU): rows * k = " + std::to_string(a.rows * p.k) +
+                                " exceeds 2^31 - 1");
+  if (a.rows > 65535)
+    throw std::invalid_argument("balanced sampler (GPU): rows = " + std::to_string(a.rows) +
+                                " exceeds 65535 per call; split the batch");
+  auto device_visible = [](const void* ptr, const char* name) {
+    if (ptr == nullptr) return;
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw std::invalid_argument(std::string("balanced sampler (GPU): cannot query pointer ") + name);
+    }
+    if (attr.type == cudaMemoryTypeUnregistered)
+      throw std::invalid_argument(std::string("balanced sampler (GPU): ") + name +
+                                  " is pageable host memory, not visible to the device");
+  };
+  if (!running) return;
+  device_visible(a.labels, "labels");
+  device_visible(a.indices, "indices");
+  device_visible(a.valid, "valid");
+  device_visible(a.features, "features");
+  device_visible(a.gathered_features, "gathered_features");
+  device_visible(a.gathered_labels, "gathered_labels");
+}
+
+int sm_count() {
+  int device = 0, sms = 0;
+  PINFEED_CUDA_TRY(cudaGetDevice(&device));
+  PINFEED_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return std::max(sms, 1);
+}
+
+template <class L, class I>
+void run_pipeline(std::byte* temp, const layout& l, const sampler_args& a, const params_dev& p, cudaStream_t stream) {
+  auto* states = reinterpret_cast<row_state*>(temp + l.state);
+  auto* hist = reinterpret_cast<std::uint32_t*>(temp + l.hist);
+  auto* cand = reinterpret_cast<std::uint64_t*>(temp + l.cand);
+  auto* selected = reinterpret_cast<std::uint32_t*>(temp + l.selected);
+  auto* keys_in = reinterpret_cast<std::uint64_t*>(temp + l.keys_in);
+  auto* keys_out = reinterpret_cast<std::uint64_t*>(temp + l.keys_out);
+  auto* begin_off = reinterpret_cast<int*>(temp + l.begin_off);
+  auto* end_off = reinterpret_cast<int*>(temp + l.end_off);
+  const auto* labels = static_cast<const L*>(a.labels);
+  const auto rows = static_cast<unsigned>(a.rows);
+
+  PINFEED_CUDA_TRY(cudaMemsetAsync(temp + l.state, 0, l.hist + rows * 2 * kMaxBins * sizeof(std::uint32_t) - l.state,
+                                   stream));
+  if (a.n > 0) {
+    const dim3 grid(static_cast<unsigned>(p.blocks_per_row), rows);
+    count_hist_kernel<L><<<grid, kThreads, 0, stream>>>(labels, p, states, hist);
+    PINFEED_CHECK_LAUNCH();
+    choose_kernel<0><<<rows, kThreads, 0, stream>>>(p, states, hist);
+    PINFEED_CHECK_LAUNCH();
+    filter_kernel<L><<<grid, kThreads, 0, stream>>>(labels, p, states, hist, cand, selected);
+    PINFEED_CHECK_LAUNCH();
+    choose_kernel<1><<<rows, kThreads, 0, stream>>>(p, states, hist);
+    PINFEED_CHECK_LAUNCH();
+    refine_kernel<L><<<grid, kThreads, 0, stream>>>(labels, p, states, hist, cand);
+    PINFEED_CHECK_LAUNCH();
+    choose_kernel<2><<<rows, kThreads, 0, stream>>>(p, states, hist);
+    PINFEED_CHECK_LAUNCH();
+    finish_kernel<L><<<grid, kThreads, 0, stream>>>(labels, p, states, cand, selected);
+    PINFEED_CHECK_LAUNCH();
+    ties_kernel<L><<<rows, kThreads, 0, stream>>>(labels, p, states, selected);
+    PINFEED_CHECK_LAUNCH();
+  }
+  if (p.k == 0) {
+    if (a.valid != nullptr) PINFEED_CUDA_TRY(cudaMemsetAsync(a.valid, 0, rows * sizeof(std::int32_t), stream));
+    return;
+  }
+  const dim3 kgrid(static_cast<unsigned>((p.k + kThreads - 1) / kThreads), rows);
+  order_keys_kernel<<<kgrid, kThreads, 0, stream>>>(p, states, selected, keys_in, begin_off, end_off);
+  PINFEED_CHECK_LAUNCH();
+  std::size_t sort_bytes = l.sort_bytes;
+  PINFEED_CUDA_TRY(cub::DeviceSegmentedRadixSort::SortKeys(temp + l.sort_temp, sort_bytes, keys_in, keys_out,
+                                                           static_cast<int>(a.rows * p.k), static_cast<int>(rows),
+                                                           begin_off, end_off, 0, 32 + p.index_bits, stream));
+  write_kernel<L, I><<<kgrid, kThreads, 0, stream>>>(
+      p, states, keys_out, labels, static_cast<I*>(a.indices), a.valid, static_cast<L*>(a.gathered_labels),
+      static_cast<const std::byte*>(a.features), static_cast<std::byte*>(a.gathered_features), a.feature_bytes);
+  PINFEED_CHECK_LAUNCH();
+}
+
+params_dev make_params(const sampler_args& a, const sampler_params& p) {
+  params_dev d{};
+  d.rows = a.rows;
+  d.n = a.n;
+  d.k = p.k;
+  d.target = positive_target(p);
+  d.negative_label = p.negative_label;
+  d.ignore_label = p.ignore_label;
+  d.seed = p.seed;
+  d.offset = p.offset;
+  d.mode = p.mode;
+  d.cand_cap = candidate_cap(a.n);
+  d.index_bits = bits_for(a.n);
+  return d;
+}
+
+}  // namespace
+
+void balanced_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
+                         cudaStream_t stream) {
+  validate_gpu(a, p, d_temp != nullptr);
+  params_dev d = make_params(a, p);
+  const layout l = make_layout(a, p, d.index_bits);
+  if (d_temp == nullptr) {
+    temp_bytes = l.total;
+    return;
+  }
+  if (temp_bytes < l.total)
+    throw std::invalid_argument("balanced sampler (GPU): temp storage of " + std::to_string(temp_bytes) +
+                                " bytes is smaller than the " + std::to_string(l.total) + " bytes queried");
+  if (a.rows == 0) return;
+  // Blocks per row: enough blocks in all to fill the device about four times over, at least 16K
+  // items per block, one block per row for short rows. Decided from shapes only, never from data.
+  const std::int64_t target_blocks = 4 * static_cast<std::int64_t>(sm_count());
+  const std::int64_t by_device = std::max<std::int64_t>(1, target_blocks / a.rows);
+  const std::int64_t by_size = std::max<std::int64_t>(1, (a.n + 16383) / 16384);
+  d.blocks_per_row = static_cast<int>(std::min<std::int64_t>({by_device, by_size, 65535}));
+  d.chunk = ((a.n + d.blocks_per_row - 1) / d.blocks_per_row + 3) / 4 * 4;
+  auto* temp = static_cast<std::byte*>(d_temp);
+  const bool l64 = a.label_type == dtype::i64, i64 = a.index_type == dtype::i64;
+  if (l64 && i64) run_pipeline<std::int64_t, std::int64_t>(temp, l, a, d, stream);
+  else if (l64) run_pipeline<std::int64_t, std::int32_t>(temp, l, a, d, stream);
+  else if (i64) run_pipeline<std::int32_t, std::int64_t>(temp, l, a, d, stream);
+  else run_pipeline<std::int32_t, std::int32_t>(temp, l, a, d, stream);
+}
+
+// ---- the naive baseline ----------------------------------------------------------------------------
+
+namespace {
+
+template <class L>
+struct is_class {
+  const L* labels;
+  std::int64_t neg, ign;
+  int cls;
+  __device__ bool operator()(std::uint32_t i) const { return item_class(labels[i], neg, ign) == cls; }
+};
+
+/// Random sort keys for positions [0, count) of a permutation draw.
+__global__ void perm_keys_kernel(std::uint64_t seed, std::uint32_t offset, std::uint64_t row, std::uint32_t sub,
+                                 std::uint32_t count, std::uint32_t* keys) {
+  const std::uint32_t j = blockIdx.x * kThreads + threadIdx.x;
+  if (j < count) keys[j] = philox_stream(seed, offset, row, sub).word_at(j);
+}
+
+template <class L, class I>
+__global__ void naive_write_kernel(const std::uint32_t* picked, std::uint32_t taken, std::int64_t k, const L* labels,
+                                   std::int64_t ignore, I* indices, L* gathered_labels, const std::byte* features,
+                                   std::byte* gathered_features, std::size_t feature_bytes) {
+  const std::int64_t j = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x;
+  if (j >= k) return;
+  const std::int64_t idx = j < taken ? static_cast<std::int64_t>(picked[j]) : std::int64_t{-1};
+  indices[j] = static_cast<I>(idx);
+  if (gathered_labels != nullptr) gathered_labels[j] = idx >= 0 ? labels[idx] : static_cast<L>(ignore);
+  if (gathered_features != nullptr)
+    for (std::size_t b = 0; b < feature_bytes; ++b)
+      gathered_features[j * feature_bytes + b] = idx >= 0 ? features[idx * feature_bytes + b] : std::byte{0};
+}
+
+struct naive_layout {
+  std::size_t pos, neg, keys_a, keys_b, vals, picked, out, counts, cub, cub_bytes, total;
+};
+
+template <class L>
+naive_layout make_naive_layout(const sampler_args& a) {
+  naive_layout l{};
+  const auto n = static_cast<std::size_t>(std::max<std::int64_t>(a.n, 1));
+  std::size_t at = 0;
+  auto take = [&](std::size_t bytes) {
+    const std::size_t here = at;
+    at += align256(bytes);
+    return here;
+  };
+  l.pos = take(n * sizeof(std::uint32_t));
+  l.neg = take(n * sizeof(std::uint32_t));
+  l.keys_a = take(n * sizeof(std::uint32_t));
+  l.keys_b = take(n * sizeof(std::uint32_t));
+  l.vals = take(n * sizeof(std::uint32_t));
+  l.picked = take(n * sizeof(std::uint32_t));
+  l.out = take(n * sizeof(std::uint32_t));
+  l.counts = take(2 * sizeof(std::int64_t));
+  std::size_t select_bytes = 0, sort_bytes = 0;
+  thrust::counting_iterator<std::uint32_t> it(0);
+  PINFEED_CUDA_TRY(cub::DeviceSelect::If(nullptr, select_bytes, it, static_cast<std::uint32_t*>(nullptr),
+                                         static_cast<std::int64_t*>(nullptr), static_cast<std::int64_t>(n),
+                                         is_class<L>{nullptr, 0, 0, 0}));
+  PINFEED_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, static_cast<const std::uint32_t*>(nullptr),
+                                                   static_cast<std::uint32_t*>(nullptr),
+                                                   static_cast<const std::uint32_t*>(nullptr),
+                                                   static_cast<std::uint32_t*>(nullptr), static_cast<int>(n)));
+  l.cub_bytes = std::max(select_bytes, sort_bytes);
+  l.cub = take(l.cub_bytes);
+  l.total = at;
+  return l;
+}
+
+template <class L, class I>
+void naive_rows(std::byte* temp, const naive_layout& l, const sampler_args& a, const sampler_params& p,
+                cudaStream_t stream) {
+  auto buffer = [&](std::size_t offset) { return reinterpret_cast<std::uint32_t*>(temp + offset); };
+  std::uint32_t* lists[2] = {buffer(l.pos), buffer(l.neg)};
+  std::uint32_t *keys_a = buffer(l.keys_a), *keys_b = buffer(l.keys_b), *vals = buffer(l.vals);
+  std::uint32_t *picked = buffer(l.picked), *out = buffer(l.out);
+  auto* counts = reinterpret_cast<std::int64_t*>(temp + l.counts);
+  void* cub_temp = temp + l.cub;
+  const std::int64_t target = positive_target(p), n = a.n;
+  for (std::int64_t row = 0; row < a.rows; ++row) {
+    const L* labels = static_cast<const L*>(a.labels) + row * n;
+    thrust::counting_iterator<std::uint32_t> it(0);
+    std::size_t bytes = 0;
+    // nonzero(labels == positive), nonzero(labels == negative)
+    for (int c = 0; c < 2; ++c) {
+      bytes = l.cub_bytes;
+      PINFEED_CUDA_TRY(cub::DeviceSelect::If(cub_temp, bytes, it, lists[c], counts + c, n,
+                                             is_class<L>{labels, p.negative_label, p.ignore_label, c}, stream));
+    }
+    // The host needs the counts to size what follows: this is the synchronisation.
+    std::int64_t h_counts[2];
+    PINFEED_CUDA_TRY(cudaMemcpyAsync(h_counts, counts, sizeof h_counts, cudaMemcpyDeviceToHost, stream));
+    PINFEED_CUDA_TRY(cudaStreamSynchronize(stream));
+    const class_counts cc = balanced_counts(h_counts[0], h_counts[1], p.k, target, p.mode);
+    // randperm(P)[:num_pos], randperm(Nn)[:num_neg]: sort each list by random keys, keep a prefix.
+    std::int64_t at = 0;
+    for (int c = 0; c < 2; ++c) {
+      const auto count = static_cast<std::uint32_t>(h_counts[c]);
+      const std::int64_t want = c == 0 ? cc.num_pos : cc.num_neg;
+      if (count == 0 || want == 0) continue;
+      perm_keys_kernel<<<(count + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+          p.seed, p.offset, static_cast<std::uint64_t>(row), 2 + c, count, keys_a);
+      PINFEED_CHECK_LAUNCH();
+      bytes = l.cub_bytes;
+      PINFEED_CUDA_TRY(cub::DeviceRadixSort::SortPairs(cub_temp, bytes, keys_a, keys_b, lists[c], vals,
+                                                       static_cast<int>(count), 0, 32, stream));
+      PINFEED_CUDA_TRY(cudaMemcpyAsync(picked + at, vals, static_cast<std::size_t>(want) * sizeof(std::uint32_t),
+                                       cudaMemcpyDeviceToDevice, stream));
+      at += want;
+    }
+    // cat, then randperm of the concatenation
+    const auto taken = static_cast<std::uint32_t>(at);
+    if (taken > 0) {
+      perm_keys_kernel<<<(taken + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+          p.seed, p.offset, static_cast<std::uint64_t>(row), 4, taken, keys_a);
+      PINFEED_CHECK_LAUNCH();
+      bytes = l.cub_bytes;
+      PINFEED_CUDA_TRY(cub::DeviceRadixSort::SortPairs(cub_temp, bytes, keys_a, keys_b, picked, out,
+                                                       static_cast<int>(taken), 0, 32, stream));
+    }
+    if (p.k > 0) {
+      naive_write_kernel<L, I><<<static_cast<unsigned>((p.k + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+          out, taken, p.k, labels, p.ignore_label, static_cast<I*>(a.indices) + row * p.k,
+          a.gathered_labels ? static_cast<L*>(a.gathered_labels) + row * p.k : nullptr,
+          a.features ? static_cast<const std::byte*>(a.features) + row * n * a.feature_bytes : nullptr,
+          a.gathered_features ? static_cast<std::byte*>(a.gathered_features) + row * p.k * a.feature_bytes : nullptr,
+          a.feature_bytes);
+      PINFEED_CHECK_LAUNCH();
+    }
+    if (a.valid != nullptr) {
+      const auto v = static_cast<std::int32_t>(taken);
+      PINFEED_CUDA_TRY(cudaMemcpyAsync(a.valid + row, &v, sizeof v, cudaMemcpyHostToDevice, stream));
+      PINFEED_CUDA_TRY(cudaStreamSynchronize(stream));  // `v` lives on this stack frame
+    }
+  }
+}
+
+}  // namespace
+
+void naive_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
+                      cudaStream_t stream) {
+  validate_gpu(a, p, d_temp != nullptr);
+  const bool l64 = a.label_type == dtype::i64, i64 = a.index_type == dtype::i64;
+  const naive_layout l = l64 ? make_naive_layout<std::int64_t>(a) : make_naive_layout<std::int32_t>(a);
+  if (d_temp == nullptr) {
+    temp_bytes = l.total;
+    return;
+  }
+  if (temp_bytes < l.total)
+    throw std::invalid_argument("naive sampler (GPU): temp storage of " + std::to_string(temp_bytes) +
+                                " bytes is smaller than the " + std::to_string(l.total) + " bytes queried");
+  auto* temp = static_cast<std::byte*>(d_temp);
+  if (l64 && i64) naive_rows<std::int64_t, std::int64_t>(temp, l, a, p, stream);
+  else if (l64) naive_rows<std::int64_t, std::int32_t>(temp, l, a, p, stream);
+  else if (i64) naive_rows<std::int32_t, std::int64_t>(temp, l, a, p, stream);
+  else naive_rows<std::int32_t, std::int32_t>(temp, l, a, p, stream);
+}
+
+}  // namespace pinfeed::ops

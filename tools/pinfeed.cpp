@@ -15,12 +15,14 @@
 #include "h2d_bench.hpp"
 #include "pinfeed/loaders/synthetic.hpp"
 #include "pinfeed/ops/normalize.hpp"
+#include "pinfeed/ops/sampler.hpp"
 #include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/device.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
 #include "pinfeed/runtime/loader.hpp"
 #include "pinfeed/runtime/log.hpp"
+#include "pinfeed/runtime/npy.hpp"
 
 namespace {
 
@@ -156,6 +158,74 @@ int cmd_run(const run_args& a) {
   return 0;
 }
 
+struct sample_args {
+  std::string labels, out, valid, mode = "topup", device = "cpu";
+  std::int64_t k = -1;
+  double fraction = 0.5;
+  std::uint64_t seed = 0;
+  std::uint32_t offset = 0;
+  std::int64_t negative_label = 0, ignore_label = -1;
+};
+
+int cmd_sample(const sample_args& s) {
+  const pinfeed::npy_array labels = pinfeed::read_npy(s.labels);
+  if (labels.type != pinfeed::dtype::i32 && labels.type != pinfeed::dtype::i64)
+    throw std::invalid_argument("labels '" + s.labels + "' have dtype " + std::string(pinfeed::dtype_name(labels.type)) +
+                                "; int32 or int64 expected");
+  if (labels.shape.size() != 1 && labels.shape.size() != 2)
+    throw std::invalid_argument("labels '" + s.labels + "' have " + std::to_string(labels.shape.size()) +
+                                " dimensions; shape [N] or [B, N] expected");
+  pinfeed::ops::sampler_params p;
+  p.k = s.k;
+  p.positive_fraction = s.fraction;
+  p.seed = s.seed;
+  p.offset = s.offset;
+  p.negative_label = s.negative_label;
+  p.ignore_label = s.ignore_label;
+  if (s.mode == "topup") p.mode = pinfeed::ops::sampler_mode::topup;
+  else if (s.mode == "detectron2") p.mode = pinfeed::ops::sampler_mode::detectron2;
+  else throw std::invalid_argument("unknown mode '" + s.mode + "' (topup or detectron2)");
+  pinfeed::ops::sampler_args a;
+  a.rows = labels.shape.size() == 2 ? labels.shape[0] : 1;
+  a.n = labels.shape.back();
+  a.label_type = labels.type;
+  pinfeed::npy_array out, valid;
+  out.type = pinfeed::dtype::i64;
+  out.shape = {a.rows, std::max<std::int64_t>(p.k, 0)};
+  valid.type = pinfeed::dtype::i32;
+  valid.shape = {a.rows};
+  pinfeed::ops::detail::validate_shapes(a, p);
+  out.data.resize(static_cast<std::size_t>(a.rows * p.k) * 8);
+  valid.data.resize(static_cast<std::size_t>(a.rows) * 4);
+  const pinfeed::device_choice dev = pinfeed::resolve_device(s.device);
+  if (!dev.is_cuda()) {
+    a.labels = labels.data.data();
+    a.indices = out.data.data();
+    a.valid = reinterpret_cast<std::int32_t*>(valid.data.data());
+    pinfeed::ops::balanced_sample_cpu(a, p);
+  } else {
+    PINFEED_CUDA_TRY(cudaSetDevice(dev.index));
+    pinfeed::device_buffer d_labels(std::max<std::size_t>(labels.data.size(), 1)),
+        d_out(std::max<std::size_t>(out.data.size(), 1)), d_valid(std::max<std::size_t>(valid.data.size(), 1));
+    PINFEED_CUDA_TRY(cudaMemcpy(d_labels.data(), labels.data.data(), labels.data.size(), cudaMemcpyHostToDevice));
+    a.labels = d_labels.data();
+    a.indices = d_out.data();
+    a.valid = reinterpret_cast<std::int32_t*>(d_valid.data());
+    std::size_t bytes = 0;
+    pinfeed::ops::balanced_sample_gpu(nullptr, bytes, a, p, nullptr);
+    pinfeed::device_buffer temp(bytes);
+    pinfeed::ops::balanced_sample_gpu(temp.data(), bytes, a, p, nullptr);
+    PINFEED_CUDA_TRY(cudaMemcpy(out.data.data(), d_out.data(), out.data.size(), cudaMemcpyDeviceToHost));
+    PINFEED_CUDA_TRY(cudaMemcpy(valid.data.data(), d_valid.data(), valid.data.size(), cudaMemcpyDeviceToHost));
+  }
+  pinfeed::write_npy(s.out, out);
+  if (!s.valid.empty()) pinfeed::write_npy(s.valid, valid);
+  std::fprintf(stderr, "sample: %lld row(s) of %lld labels -> %s [%lld, %lld] int64 (%s)\n",
+               static_cast<long long>(a.rows), static_cast<long long>(a.n), s.out.c_str(),
+               static_cast<long long>(a.rows), static_cast<long long>(p.k), dev.to_string().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -182,6 +252,20 @@ int main(int argc, char** argv) {
   run->add_flag("--checksums", ra.checksums, "print one digest line per batch (to compare runs exactly)");
   run->add_flag("--normalize", ra.normalize, "consume each batch: uint8 HWC -> float32 CHW on its device");
 
+  sample_args sa;
+  auto* sample = app.add_subcommand("sample", "balanced sampler on labels from an .npy file");
+  sample->add_option("--labels", sa.labels, "labels .npy, int32 or int64, shape [N] or [B, N]")->required();
+  sample->add_option("--k", sa.k, "items to pick per row")->required();
+  sample->add_option("--positive-fraction", sa.fraction, "fraction of positives aimed at, in [0, 1]");
+  sample->add_option("--seed", sa.seed, "seed of the selection and order keys");
+  sample->add_option("--offset", sa.offset, "draw number under the seed");
+  sample->add_option("--mode", sa.mode, "topup (fill from the other class) or detectron2");
+  sample->add_option("--negative-label", sa.negative_label, "label of negatives (default 0)");
+  sample->add_option("--ignore-label", sa.ignore_label, "label never picked (default -1)");
+  sample->add_option("--device", sa.device, "cpu, cuda, cuda:N or auto");
+  sample->add_option("--out", sa.out, "output .npy of int64 indices [B, K], -1 padded")->required();
+  sample->add_option("--valid", sa.valid, "optional output .npy of int32 valid counts [B]");
+
   auto* bench = app.add_subcommand("bench", "benchmarks (JSON lines on stdout)");
   bench->require_subcommand(1);
   pinfeed::bench::h2d_options ho;
@@ -197,6 +281,7 @@ int main(int argc, char** argv) {
   try {
     if (info->parsed()) return cmd_info();
     if (run->parsed()) return cmd_run(ra);
+    if (sample->parsed()) return cmd_sample(sa);
     if (h2d->parsed()) {
       pinfeed::bench::run_h2d(ho, std::cout);
       return 0;

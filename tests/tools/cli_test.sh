@@ -50,6 +50,59 @@ impls={r.get('impl') for r in rows}
 ok={'bare_memcpy','ring','ring_overhead'} <= impls and all(r['gb_per_s']>0 for r in rows if 'gb_per_s' in r)
 sys.exit(0 if ok else 1)"
 
+# pinfeed sample: .npy in, .npy out
+python3 - "$work" <<'PY'
+import struct, sys
+work = sys.argv[1]
+def npy(name, descr, shape, data, fortran=False, version=1):
+    d = "{'descr': '%s', 'fortran_order': %s, 'shape': %s, }" % (descr, fortran, shape)
+    while (10 + len(d) + 1) % 64: d += ' '
+    d += '\n'
+    open(work + '/' + name, 'wb').write(b'\x93NUMPY' + bytes([version, 0]) + struct.pack('<H', len(d)) + d.encode() + data)
+row = [1, 0, -1, 1, 0, 0, 1, 1, 0, 0, 2, -1]
+npy('labels.npy', '<i8', '(3, 12)', struct.pack('<36q', *(row * 3)))
+npy('labels1d.npy', '<i4', '(12,)', struct.pack('<12i', *row))
+npy('float.npy', '<f4', '(12,)', struct.pack('<12f', *row))
+npy('cube.npy', '<i8', '(1, 2, 6)', struct.pack('<12q', *row))
+npy('short.npy', '<i8', '(3, 12)', struct.pack('<30q', *(row * 3)[:30]))
+npy('fortran.npy', '<i8', '(3, 12)', struct.pack('<36q', *(row * 3)), fortran=True)
+PY
+"$pf" sample --labels "$work/labels.npy" --k 6 --seed 3 --out "$work/idx.npy" --valid "$work/valid.npy" 2>/dev/null
+check "sample writes [3, 6] indices, picks of the right classes" python3 - "$work" <<'PY'
+import struct, sys
+work = sys.argv[1]
+def load(name):
+    b = open(work + '/' + name, 'rb').read()
+    hl = struct.unpack('<H', b[8:10])[0]
+    header = b[10:10 + hl].decode()
+    return header, b[10 + hl:]
+h, data = load('idx.npy')
+assert "'descr': '<i8'" in h and "(3, 6)" in h, h
+idx = struct.unpack('<18q', data)
+row = [1, 0, -1, 1, 0, 0, 1, 1, 0, 0, 2, -1]
+for r in range(3):
+    picks = idx[6 * r: 6 * r + 6]
+    assert len(set(picks)) == 6 and all(row[i] != -1 for i in picks), picks
+    assert sum(1 for i in picks if row[i] > 0) == 3, picks
+h, data = load('valid.npy')
+assert struct.unpack('<3i', data) == (6, 6, 6)
+PY
+"$pf" sample --labels "$work/labels1d.npy" --k 20 --out "$work/idx1d.npy" --valid "$work/valid1d.npy" 2>/dev/null
+check "sample pads with -1 when the row has too few items" python3 -c "
+import struct; b=open('$work/idx1d.npy','rb').read(); v=struct.unpack('<20q', b[-160:])
+assert v[10:] == (-1,)*10 and -1 not in v[:10], v"
+"$pf" sample --labels "$work/labels.npy" --k 6 --seed 3 --out "$work/idx2.npy" 2>/dev/null
+check "sample is deterministic" cmp -s "$work/idx.npy" "$work/idx2.npy"
+expect_error "sample: float labels" "dtype float32" sample --labels "$work/float.npy" --k 2 --out "$work/x.npy"
+expect_error "sample: 3-D labels" "3 dimensions" sample --labels "$work/cube.npy" --k 2 --out "$work/x.npy"
+expect_error "sample: truncated labels" "truncated" sample --labels "$work/short.npy" --k 2 --out "$work/x.npy"
+expect_error "sample: Fortran order" "Fortran" sample --labels "$work/fortran.npy" --k 2 --out "$work/x.npy"
+expect_error "sample: missing file" "$work/none.npy" sample --labels "$work/none.npy" --k 2 --out "$work/x.npy"
+expect_error "sample: negative k" "k must be >= 0, got -2" sample --labels "$work/labels.npy" --k -2 --out "$work/x.npy"
+expect_error "sample: fraction" "positive_fraction must be in [0, 1], got 2" sample --labels "$work/labels.npy" --k 2 --positive-fraction 2 --out "$work/x.npy"
+expect_error "sample: mode" "unknown mode 'fair'" sample --labels "$work/labels.npy" --k 2 --mode fair --out "$work/x.npy"
+expect_error "sample: unwritable output" "/nonexistent/x.npy" sample --labels "$work/labels.npy" --k 2 --out /nonexistent/x.npy
+
 expect_error "unknown device" "unknown device 'tpu'" run --samples 8 --height 8 --width 8 --device tpu
 expect_error "zero batch rejected" "--batch" run --batch 0
 expect_error "unknown source" "--source" run --source imagenet

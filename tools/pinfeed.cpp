@@ -13,6 +13,7 @@
 #include <oneapi/tbb/version.h>
 
 #include "h2d_bench.hpp"
+#include "sampler_bench.hpp"
 #include "pinfeed/loaders/synthetic.hpp"
 #include "pinfeed/ops/normalize.hpp"
 #include "pinfeed/ops/sampler.hpp"
@@ -277,11 +278,25 @@ int main(int argc, char** argv) {
   h2d->add_option("--prefetch", ho.prefetch, "batches produced ahead")->check(CLI::PositiveNumber);
   h2d->add_option("--repeats", ho.repeats, "measurements (median reported)")->check(CLI::PositiveNumber);
 
+  pinfeed::bench::sampler_bench_options so;
+  auto* bsampler = bench->add_subcommand("sampler", "balanced sampler: naive loop, single, batched, graph, label-read floor");
+  bsampler->add_option("--sizes", so.sizes, "N values (K = N/10)");
+  bsampler->add_option("--max-cpu-n", so.max_cpu_n, "largest N run on the CPU");
+  bsampler->add_option("-B,--rows", so.rows, "rows of the batched runs")->check(CLI::PositiveNumber);
+  bsampler->add_option("-D,--features", so.d, "feature floats gathered per pick");
+  bsampler->add_option("--device", so.device, "cpu, cuda or all");
+  bsampler->add_option("--repeats", so.repeats, "timed samples (median, p10, p90)")->check(CLI::PositiveNumber);
+  bsampler->add_option("--min-sample-ms", so.min_sample_ms, "each timed sample lasts at least this long");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (info->parsed()) return cmd_info();
     if (run->parsed()) return cmd_run(ra);
     if (sample->parsed()) return cmd_sample(sa);
+    if (bsampler->parsed()) {
+      pinfeed::bench::run_sampler(so, std::cout);
+      return 0;
+    }
     if (h2d->parsed()) {
       pinfeed::bench::run_h2d(ho, std::cout);
       return 0;

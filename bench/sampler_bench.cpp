@@ -1,0 +1,190 @@
+#include "sampler_bench.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <oneapi/tbb/parallel_reduce.h>
+#include <oneapi/tbb/blocked_range.h>
+
+#include "pinfeed/ops/sampler.hpp"
+#include "pinfeed/runtime/device.hpp"
+#include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/host_memory.hpp"
+#include "pinfeed/runtime/philox.hpp"
+
+namespace pinfeed::bench {
+namespace {
+
+struct timing {
+  double median_ms, p10_ms, p90_ms;
+};
+
+/// Times `fn` (which must have finished its work when it returns): repeats samples, each running
+/// fn enough times to last min_sample_ms; reports per-call percentiles.
+timing measure(const sampler_bench_options& o, const std::function<void()>& fn) {
+  using clock = std::chrono::steady_clock;
+  fn();  // warm-up (and first-touch of the buffers)
+  auto t0 = clock::now();
+  fn();
+  const double once = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+  const int inner = std::max(1, static_cast<int>(o.min_sample_ms / std::max(once, 1e-3)));
+  std::vector<double> ms;
+  for (int r = 0; r < o.repeats; ++r) {
+    t0 = clock::now();
+    for (int i = 0; i < inner; ++i) fn();
+    ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count() / inner);
+  }
+  std::sort(ms.begin(), ms.end());
+  auto pct = [&](double q) { return ms[static_cast<std::size_t>(q * (ms.size() - 1) + 0.5)]; };
+  return {pct(0.5), pct(0.1), pct(0.9)};
+}
+
+void emit(std::ostream& out, const char* impl, const char* device, std::int64_t b, std::int64_t n, std::int64_t k,
+          std::int64_t d, const timing& t) {
+  out << nlohmann::json{{"op", "sampler"},           {"impl", impl},
+                        {"device", device},          {"B", b},
+                        {"N", n},                    {"K", k},
+                        {"D", d},                    {"median_ms", t.median_ms},
+                        {"p10_ms", t.p10_ms},        {"p90_ms", t.p90_ms},
+                        {"samples_per_s", b * 1000.0 / t.median_ms}}
+             .dump()
+      << std::endl;
+}
+
+/// The article's input: labels uniform in {0, 1} (int64), features [B, N, D] floats.
+std::vector<std::int64_t> make_labels(std::int64_t count) {
+  std::vector<std::int64_t> labels(static_cast<std::size_t>(count));
+  philox_stream s(2024, 0, 0, 5);
+  for (auto& l : labels) l = s.next_u32() & 1;
+  return labels;
+}
+
+struct host_case {
+  std::vector<std::int64_t> labels, indices, gathered_labels;
+  std::vector<float> features, gathered;
+  std::vector<std::int32_t> valid;
+  ops::sampler_args args(std::int64_t rows, std::int64_t n, std::int64_t d) {
+    ops::sampler_args a;
+    a.rows = rows;
+    a.n = n;
+    a.labels = labels.data();
+    a.indices = indices.data();
+    a.valid = valid.data();
+    a.features = features.data();
+    a.feature_bytes = static_cast<std::size_t>(d) * sizeof(float);
+    a.gathered_features = gathered.data();
+    a.gathered_labels = gathered_labels.data();
+    return a;
+  }
+};
+
+void run_cpu(const sampler_bench_options& o, std::int64_t n, std::ostream& out) {
+  const std::int64_t k = n / 10, d = o.d, rows = o.rows;
+  host_case c;
+  c.labels = make_labels(rows * n);
+  c.features.assign(static_cast<std::size_t>(rows * n * d), 1.0f);
+  c.indices.resize(rows * k);
+  c.gathered_labels.resize(rows * k);
+  c.gathered.resize(static_cast<std::size_t>(rows * k * d));
+  c.valid.resize(rows);
+  ops::sampler_params p;
+  p.k = k;
+  for (const std::int64_t b : {std::int64_t{1}, rows}) {
+    const auto a = c.args(b, n, d);
+    emit(out, "naive_loop", "cpu", b, n, k, d, measure(o, [&] { ops::naive_sample_cpu(a, p); }));
+    emit(out, b == 1 ? "static_single" : "batched", "cpu", b, n, k, d,
+         measure(o, [&] { ops::balanced_sample_cpu(a, p); }));
+    std::atomic<std::int64_t> sink{0};
+    emit(out, "floor", "cpu", b, n, k, d, measure(o, [&] {
+           sink += tbb::parallel_reduce(
+               tbb::blocked_range<std::size_t>(0, static_cast<std::size_t>(b * n)), std::int64_t{0},
+               [&](const tbb::blocked_range<std::size_t>& r, std::int64_t acc) {
+                 for (std::size_t i = r.begin(); i != r.end(); ++i) acc += c.labels[i];
+                 return acc;
+               },
+               std::plus<>());
+         }));
+  }
+}
+
+__attribute__((unused)) void sync(cudaStream_t s) { PINFEED_CUDA_TRY(cudaStreamSynchronize(s)); }
+
+void run_gpu(const sampler_bench_options& o, std::int64_t n, std::ostream& out) {
+  const std::int64_t k = n / 10, d = o.d, rows = o.rows;
+  const auto labels = make_labels(rows * n);
+  device_buffer d_labels(labels.size() * 8), d_features(static_cast<std::size_t>(rows * n * d) * 4),
+      d_idx(rows * k * 8), d_valid(rows * 4), d_glab(rows * k * 8), d_gathered(static_cast<std::size_t>(rows * k * d) * 4);
+  PINFEED_CUDA_TRY(cudaMemcpy(d_labels.data(), labels.data(), labels.size() * 8, cudaMemcpyHostToDevice));
+  PINFEED_CUDA_TRY(cudaMemset(d_features.data(), 0, d_features.size()));
+  cudaStream_t s;
+  PINFEED_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  ops::sampler_params p;
+  p.k = k;
+  for (const std::int64_t b : {std::int64_t{1}, rows}) {
+    ops::sampler_args a;
+    a.rows = b;
+    a.n = n;
+    a.labels = d_labels.data();
+    a.indices = d_idx.data();
+    a.valid = reinterpret_cast<std::int32_t*>(d_valid.data());
+    a.features = d_features.data();
+    a.feature_bytes = static_cast<std::size_t>(d) * 4;
+    a.gathered_features = d_gathered.data();
+    a.gathered_labels = d_glab.data();
+    std::size_t naive_bytes = 0, bytes = 0;
+    ops::naive_sample_gpu(nullptr, naive_bytes, a, p, s);
+    ops::balanced_sample_gpu(nullptr, bytes, a, p, s);
+    device_buffer naive_temp(naive_bytes), temp(bytes);
+    emit(out, "naive_loop", "cuda", b, n, k, d, measure(o, [&] {
+           ops::naive_sample_gpu(naive_temp.data(), naive_bytes, a, p, s);
+           sync(s);
+         }));
+    emit(out, b == 1 ? "static_single" : "batched", "cuda", b, n, k, d, measure(o, [&] {
+           ops::balanced_sample_gpu(temp.data(), bytes, a, p, s);
+           sync(s);
+         }));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    PINFEED_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    ops::balanced_sample_gpu(temp.data(), bytes, a, p, s);
+    PINFEED_CUDA_TRY(cudaStreamEndCapture(s, &graph));
+    PINFEED_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
+    emit(out, "graph", "cuda", b, n, k, d, measure(o, [&] {
+           PINFEED_CUDA_TRY(cudaGraphLaunch(exec, s));
+           sync(s);
+         }));
+    PINFEED_CUDA_TRY(cudaGraphExecDestroy(exec));
+    PINFEED_CUDA_TRY(cudaGraphDestroy(graph));
+    // Floor: one pass reading the labels (a device-to-device copy of them reads every byte once).
+    device_buffer scratch(static_cast<std::size_t>(b * n) * 8);
+    const timing t = measure(o, [&] {
+      PINFEED_CUDA_TRY(cudaMemcpyAsync(scratch.data(), d_labels.data(), scratch.size(), cudaMemcpyDeviceToDevice, s));
+      sync(s);
+    });
+    emit(out, "floor", "cuda", b, n, k, d, t);
+  }
+  PINFEED_CUDA_TRY(cudaStreamDestroy(s));
+}
+
+}  // namespace
+
+void run_sampler(const sampler_bench_options& o, std::ostream& out) {
+  if (o.device != "cpu" && o.device != "cuda" && o.device != "all")
+    throw std::invalid_argument("bench sampler: device must be cpu, cuda or all, got '" + o.device + "'");
+  const bool gpu = o.device != "cpu" && cuda_devices().usable;
+  if (o.device == "cuda" && !gpu)
+    throw std::runtime_error("bench sampler: --device cuda but no CUDA device is usable (" + cuda_devices().reason + ")");
+  for (const std::int64_t n : o.sizes) {
+    if (n < 10) throw std::invalid_argument("bench sampler: N must be >= 10, got " + std::to_string(n));
+    if (o.device != "cuda" && n <= o.max_cpu_n) run_cpu(o, n, out);
+    if (gpu) run_gpu(o, n, out);
+  }
+  if (o.device == "all" && !gpu)
+    out << nlohmann::json{{"op", "sampler"}, {"skipped", "cuda"}, {"reason", cuda_devices().reason}}.dump() << std::endl;
+}
+
+}  // namespace pinfeed::bench

@@ -1,0 +1,26 @@
+#pragma once
+// The balanced sampler benchmark (`pinfeed bench sampler`): the article's table.
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace pinfeed::bench {
+
+struct sampler_bench_options {
+  std::vector<std::int64_t> sizes{1000, 10000, 100000, 1000000, 10000000};  ///< N
+  std::int64_t max_cpu_n = 1000000;  ///< the CPU runs sizes up to this N
+  std::int64_t rows = 32;            ///< B of the batched runs (single-row runs use B = 1)
+  std::int64_t d = 16;               ///< feature floats gathered per pick
+  std::string device = "all";        ///< cpu, cuda or all
+  int repeats = 7;
+  double min_sample_ms = 20.0;       ///< each timed sample repeats the call until it takes this long
+};
+
+/// Writes JSON lines {op, impl, device, B, N, K, D, median_ms, p10_ms, p90_ms, samples_per_s}
+/// (samples = rows sampled) for: naive_loop, static_single (B = 1), batched (B = rows), graph
+/// (GPU: the batched call replayed from a CUDA graph) and floor (one plain pass reading the labels).
+void run_sampler(const sampler_bench_options& options, std::ostream& out);
+
+}  // namespace pinfeed::bench

@@ -1,15 +1,19 @@
-#include "pinfeed/ops/normalize.hpp"
-
+// Host side of normalize.hpp and encode.hpp.
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
+#include "pinfeed/ops/encode.hpp"
+#include "pinfeed/ops/normalize.hpp"
 #include "pinfeed/runtime/parallel.hpp"
 
 namespace pinfeed::ops {
 
 namespace detail {
 void normalize_coefficients(const normalize_params& p, float a[3], float b[3]) {
+  if (p.out != dtype::f32 && p.out != dtype::f16 && p.out != dtype::bf16)
+    throw std::invalid_argument("normalize: output type must be float32, float16 or bfloat16, got " +
+                                std::string(dtype_name(p.out)));
   for (int c = 0; c < 3; ++c) {
     if (!(p.std[c] > 0.0f) || !std::isfinite(p.std[c]))
       throw std::invalid_argument("normalize: std[" + std::to_string(c) + "] = " + std::to_string(p.std[c]) +
@@ -22,19 +26,105 @@ void normalize_coefficients(const normalize_params& p, float a[3], float b[3]) {
 }
 }  // namespace detail
 
-void normalize_hwc_to_chw(const std::uint8_t* in, float* out, image_batch_shape shape,
-                          const normalize_params& params) {
+namespace {
+
+template <class Store>
+void normalize_image(const std::uint8_t* src, std::size_t h, std::size_t w, const normalize_params& p,
+                     const float a[3], const float b[3], Store store) {
+  const std::size_t plane = h * w;
+  for (std::size_t y = 0; y < h; ++y) {
+    for (std::size_t x = 0; x < w; ++x) {
+      const std::uint8_t* px = src + 3 * (y * w + (p.hflip ? w - 1 - x : x));
+      float v[3] = {static_cast<float>(px[0]), static_cast<float>(px[1]), static_cast<float>(px[2])};
+      if (p.ycbcr) {
+        float t[3];
+        for (int c = 0; c < 3; ++c)
+          t[c] = std::fma(detail::ycbcr_matrix(c, 0), v[0],
+                          std::fma(detail::ycbcr_matrix(c, 1), v[1], std::fma(detail::ycbcr_matrix(c, 2), v[2], detail::ycbcr_offset(c))));
+        v[0] = t[0];
+        v[1] = t[1];
+        v[2] = t[2];
+      }
+      for (int c = 0; c < 3; ++c) store(c * plane + y * w + x, std::fma(v[c], a[c], b[c]));
+    }
+  }
+}
+
+}  // namespace
+
+void normalize_hwc_to_chw(const std::uint8_t* in, void* out, image_batch_shape shape, const normalize_params& params) {
   float a[3], b[3];
   detail::normalize_coefficients(params, a, b);
   if (shape.pixels() == 0) return;
   if (in == nullptr || out == nullptr) throw std::invalid_argument("normalize: null input or output pointer");
-  const std::size_t plane = shape.height * shape.width;
-  pinfeed::parallel_for(0, shape.batch, [&](std::size_t n) {
-    const std::uint8_t* src = in + n * plane * 3;
-    float* dst = out + n * plane * 3;
-    for (std::size_t p = 0; p < plane; ++p)
-      for (int c = 0; c < 3; ++c) dst[c * plane + p] = std::fma(static_cast<float>(src[3 * p + c]), a[c], b[c]);
+  const std::size_t image = shape.height * shape.width * 3;
+  parallel_for(0, shape.batch, [&](std::size_t n) {
+    const std::uint8_t* src = in + n * image;
+    if (params.out == dtype::f32) {
+      float* dst = static_cast<float*>(out) + n * image;
+      normalize_image(src, shape.height, shape.width, params, a, b, [dst](std::size_t i, float v) { dst[i] = v; });
+    } else {
+      std::uint16_t* dst = static_cast<std::uint16_t*>(out) + n * image;
+      if (params.out == dtype::f16)
+        normalize_image(src, shape.height, shape.width, params, a, b,
+                        [dst](std::size_t i, float v) { dst[i] = float_to_half(v); });
+      else
+        normalize_image(src, shape.height, shape.width, params, a, b,
+                        [dst](std::size_t i, float v) { dst[i] = float_to_bfloat16(v); });
+    }
   });
+}
+
+namespace detail {
+void validate_one_hot(const one_hot_args& a) {
+  if (a.label_type != dtype::i32 && a.label_type != dtype::i64)
+    throw std::invalid_argument("one_hot: labels must be int32 or int64, got " + std::string(dtype_name(a.label_type)));
+  if (a.out_type != dtype::u8 && a.out_type != dtype::f16 && a.out_type != dtype::bf16 && a.out_type != dtype::f32)
+    throw std::invalid_argument("one_hot: output must be uint8, float16, bfloat16 or float32, got " +
+                                std::string(dtype_name(a.out_type)));
+  if (a.classes <= 0) throw std::invalid_argument("one_hot: classes must be positive, got " + std::to_string(a.classes));
+  if (a.count > 0 && (a.labels == nullptr || a.out == nullptr))
+    throw std::invalid_argument("one_hot: null labels or output pointer");
+}
+void validate_bits(const void* in, const void* out, bit_planes_args s, const char* what) {
+  if (s.count * s.pixels > 0 && (in == nullptr || out == nullptr))
+    throw std::invalid_argument(std::string(what) + ": null input or output pointer");
+}
+}  // namespace detail
+
+void one_hot(const one_hot_args& a) {
+  detail::validate_one_hot(a);
+  const std::size_t esize = dtype_size(a.out_type);
+  const auto classes = static_cast<std::size_t>(a.classes);
+  // The bits of 1 in each output type.
+  const std::uint32_t one = a.out_type == dtype::u8 ? 1u : a.out_type == dtype::f16 ? 0x3C00u
+                            : a.out_type == dtype::bf16 ? 0x3F80u : 0x3F800000u;
+  auto* out = static_cast<std::byte*>(a.out);
+  std::memset(out, 0, a.count * classes * esize);
+  for (std::size_t i = 0; i < a.count; ++i) {
+    const std::int64_t l = a.label_type == dtype::i64 ? static_cast<const std::int64_t*>(a.labels)[i]
+                                                      : static_cast<const std::int32_t*>(a.labels)[i];
+    if (l < 0 || l >= a.classes) continue;
+    std::memcpy(out + (i * classes + static_cast<std::size_t>(l)) * esize, &one, esize);  // little-endian
+  }
+}
+
+void unpack_bits(const std::uint8_t* packed, std::uint8_t* planes, bit_planes_args s) {
+  detail::validate_bits(packed, planes, s, "unpack_bits");
+  for (std::size_t n = 0; n < s.count; ++n)
+    for (int b = 0; b < 8; ++b)
+      for (std::size_t p = 0; p < s.pixels; ++p)
+        planes[(n * 8 + b) * s.pixels + p] = (packed[n * s.pixels + p] >> b) & 1u;
+}
+
+void pack_bits(const std::uint8_t* planes, std::uint8_t* packed, bit_planes_args s) {
+  detail::validate_bits(planes, packed, s, "pack_bits");
+  for (std::size_t n = 0; n < s.count; ++n)
+    for (std::size_t p = 0; p < s.pixels; ++p) {
+      std::uint8_t v = 0;
+      for (int b = 0; b < 8; ++b) v |= static_cast<std::uint8_t>((planes[(n * 8 + b) * s.pixels + p] != 0) << b);
+      packed[n * s.pixels + p] = v;
+    }
 }
 
 }  // namespace pinfeed::ops

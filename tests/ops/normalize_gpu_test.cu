@@ -3,28 +3,69 @@
 #include <cstring>
 #include <vector>
 
+#include "pinfeed/ops/encode.hpp"
 #include "pinfeed/ops/normalize.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
 #include "pinfeed/runtime/random.hpp"
 #include "test_util.hpp"
 
+using namespace pinfeed;
 using namespace pinfeed::ops;
 
 TEST_CASE("gpu.normalize.bit_identical_to_cpu" * doctest::test_suite("gpu")) {
-  if (!pinfeed::test::gpu_available("normalize CPU == GPU")) return;
+  if (!test::gpu_available("normalize CPU == GPU")) return;
   const image_batch_shape shape{5, 67, 131};
   std::vector<std::byte> in(shape.pixels() * 3);
-  pinfeed::fill_random_bytes(pinfeed::philox_stream(3, 0, 0), in);
-  normalize_params p;
-  p.mean = {0.485f, 0.456f, 0.406f};
-  p.std = {0.229f, 0.224f, 0.225f};
-  std::vector<float> cpu(in.size()), gpu(in.size());
-  normalize_hwc_to_chw(reinterpret_cast<const std::uint8_t*>(in.data()), cpu.data(), shape, p);
-  pinfeed::device_buffer d_in(in.size()), d_out(in.size() * sizeof(float));
+  fill_random_bytes(philox_stream(3, 0, 0), in);
+  device_buffer d_in(in.size()), d_out(in.size() * 4);
   PINFEED_CUDA_TRY(cudaMemcpy(d_in.data(), in.data(), in.size(), cudaMemcpyHostToDevice));
-  normalize_hwc_to_chw_device(reinterpret_cast<const std::uint8_t*>(d_in.data()),
-                              reinterpret_cast<float*>(d_out.data()), shape, p, nullptr);
-  PINFEED_CUDA_TRY(cudaMemcpy(gpu.data(), d_out.data(), d_out.size(), cudaMemcpyDeviceToHost));
-  CHECK(std::memcmp(cpu.data(), gpu.data(), d_out.size()) == 0);
+  for (dtype t : {dtype::f32, dtype::f16, dtype::bf16})
+    for (bool ycbcr : {false, true})
+      for (bool flip : {false, true}) {
+        CAPTURE(dtype_name(t));
+        CAPTURE(ycbcr);
+        CAPTURE(flip);
+        normalize_params p;
+        p.mean = {0.485f, 0.456f, 0.406f};
+        p.std = {0.229f, 0.224f, 0.225f};
+        p.ycbcr = ycbcr;
+        p.hflip = flip;
+        p.out = t;
+        const std::size_t bytes = in.size() * dtype_size(t);
+        std::vector<std::byte> cpu(bytes), gpu(bytes);
+        normalize_hwc_to_chw(reinterpret_cast<const std::uint8_t*>(in.data()), cpu.data(), shape, p);
+        normalize_hwc_to_chw_device(reinterpret_cast<const std::uint8_t*>(d_in.data()), d_out.data(), shape, p, nullptr);
+        PINFEED_CUDA_TRY(cudaMemcpy(gpu.data(), d_out.data(), bytes, cudaMemcpyDeviceToHost));
+        CHECK(std::memcmp(cpu.data(), gpu.data(), bytes) == 0);
+      }
+}
+
+TEST_CASE("gpu.encode.one_hot_and_bits_equal_cpu" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("one-hot and bit planes CPU == GPU")) return;
+  std::vector<std::int64_t> labels(1000);
+  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>(i * 7 % 23) - 2;
+  device_buffer d_labels(labels.size() * 8), d_out(labels.size() * 20 * 4);
+  PINFEED_CUDA_TRY(cudaMemcpy(d_labels.data(), labels.data(), labels.size() * 8, cudaMemcpyHostToDevice));
+  for (dtype t : {dtype::u8, dtype::f16, dtype::bf16, dtype::f32}) {
+    const std::size_t bytes = labels.size() * 20 * dtype_size(t);
+    std::vector<std::byte> cpu(bytes), gpu(bytes);
+    one_hot({labels.data(), dtype::i64, labels.size(), 20, cpu.data(), t});
+    one_hot_device({d_labels.data(), dtype::i64, labels.size(), 20, d_out.data(), t}, nullptr);
+    PINFEED_CUDA_TRY(cudaMemcpy(gpu.data(), d_out.data(), bytes, cudaMemcpyDeviceToHost));
+    CHECK(cpu == gpu);
+  }
+  const bit_planes_args s{3, 1001};
+  std::vector<std::byte> packed(3 * 1001);
+  fill_random_bytes(philox_stream(5, 0, 0), packed);
+  std::vector<std::uint8_t> planes(3 * 8 * 1001), gpu_planes(planes.size()), repacked(packed.size());
+  unpack_bits(reinterpret_cast<const std::uint8_t*>(packed.data()), planes.data(), s);
+  device_buffer d_packed(packed.size()), d_planes(planes.size());
+  PINFEED_CUDA_TRY(cudaMemcpy(d_packed.data(), packed.data(), packed.size(), cudaMemcpyHostToDevice));
+  unpack_bits_device(reinterpret_cast<const std::uint8_t*>(d_packed.data()), reinterpret_cast<std::uint8_t*>(d_planes.data()), s, nullptr);
+  PINFEED_CUDA_TRY(cudaMemcpy(gpu_planes.data(), d_planes.data(), planes.size(), cudaMemcpyDeviceToHost));
+  CHECK(gpu_planes == planes);
+  pack_bits_device(reinterpret_cast<const std::uint8_t*>(d_planes.data()), reinterpret_cast<std::uint8_t*>(d_packed.data()), s, nullptr);
+  PINFEED_CUDA_TRY(cudaMemcpy(repacked.data(), d_packed.data(), repacked.size(), cudaMemcpyDeviceToHost));
+  CHECK(std::memcmp(repacked.data(), packed.data(), packed.size()) == 0);
 }

@@ -5,14 +5,28 @@
 #include <stdexcept>
 #include <vector>
 
+#include "pinfeed/ops/encode.hpp"
 #include "pinfeed/ops/normalize.hpp"
 
+using namespace pinfeed;
 using namespace pinfeed::ops;
+
+namespace {
+std::vector<std::uint8_t> pattern_images(const image_batch_shape& s) {
+  std::vector<std::uint8_t> in(s.pixels() * 3);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::uint8_t>((i * 37 + i / 7) % 256);
+  return in;
+}
+float bits_to_float(std::uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+}  // namespace
 
 TEST_CASE("normalize.scale_layout_hwc_to_chw") {
   const image_batch_shape shape{2, 3, 4};
-  std::vector<std::uint8_t> in(shape.pixels() * 3);
-  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::uint8_t>((i * 37) % 256);
+  const auto in = pattern_images(shape);
   std::vector<float> out(in.size(), -1.f);
   normalize_hwc_to_chw(in.data(), out.data(), shape, {});
   for (std::size_t n = 0; n < 2; ++n)
@@ -30,13 +44,97 @@ TEST_CASE("normalize.mean_std") {
   normalize_params p;
   p.mean = {0.485f, 0.456f, 0.406f};
   p.std = {0.229f, 0.224f, 0.225f};
-  const image_batch_shape shape{1, 1, 2};
   const std::uint8_t in[6] = {0, 128, 255, 10, 20, 30};
   float out[6];
-  normalize_hwc_to_chw(in, out, shape, p);
+  normalize_hwc_to_chw(in, out, {1, 1, 2}, p);
   for (int x = 0; x < 2; ++x)
     for (int c = 0; c < 3; ++c)
       CHECK(out[c * 2 + x] == doctest::Approx((in[x * 3 + c] / 255.0f - p.mean[c]) / p.std[c]).epsilon(1e-5));
+}
+
+TEST_CASE("normalize.hflip_and_ycbcr") {
+  const image_batch_shape shape{1, 2, 3};
+  const auto in = pattern_images(shape);
+  normalize_params plain, flip;
+  flip.hflip = true;
+  std::vector<float> a(in.size()), b(in.size());
+  normalize_hwc_to_chw(in.data(), a.data(), shape, plain);
+  normalize_hwc_to_chw(in.data(), b.data(), shape, flip);
+  for (std::size_t c = 0; c < 3; ++c)
+    for (std::size_t y = 0; y < 2; ++y)
+      for (std::size_t x = 0; x < 3; ++x) CHECK(b[(c * 2 + y) * 3 + x] == a[(c * 2 + y) * 3 + (2 - x)]);
+
+  // The article's ConvertColor then Scale: (A @ rgb + [0, 128, 128]) / 255.
+  normalize_params ycc;
+  ycc.ycbcr = true;
+  std::vector<float> y(in.size());
+  normalize_hwc_to_chw(in.data(), y.data(), shape, ycc);
+  const double A[3][3] = {{0.299, 0.587, 0.114}, {-0.16874, -0.33126, 0.5}, {0.5, -0.41869, -0.08131}};
+  for (std::size_t p = 0; p < 6; ++p)
+    for (int c = 0; c < 3; ++c) {
+      const double rgb[3] = {double(in[3 * p]), double(in[3 * p + 1]), double(in[3 * p + 2])};
+      const double expect = (A[c][0] * rgb[0] + A[c][1] * rgb[1] + A[c][2] * rgb[2] + (c ? 128.0 : 0.0)) / 255.0;
+      CHECK(y[c * 6 + p] == doctest::Approx(expect).epsilon(1e-5));
+    }
+  // Pure grey has no chroma: Cb = Cr = 128 -> 128/255 (up to float rounding of the matrix rows).
+  const std::uint8_t grey[3] = {90, 90, 90};
+  float g[3];
+  normalize_hwc_to_chw(grey, g, {1, 1, 1}, ycc);
+  CHECK(g[0] == doctest::Approx(90.0 / 255).epsilon(1e-5));
+  CHECK(g[1] == doctest::Approx(128.0 / 255).epsilon(1e-5));
+  CHECK(g[2] == doctest::Approx(128.0 / 255).epsilon(1e-5));
+}
+
+TEST_CASE("normalize.half_and_bfloat16_outputs_round_the_float_result") {
+  const image_batch_shape shape{3, 5, 7};
+  const auto in = pattern_images(shape);
+  normalize_params p;
+  p.mean = {0.485f, 0.456f, 0.406f};
+  p.std = {0.229f, 0.224f, 0.225f};
+  p.ycbcr = true;
+  std::vector<float> f32(in.size());
+  normalize_hwc_to_chw(in.data(), f32.data(), shape, p);
+  for (dtype t : {dtype::f16, dtype::bf16}) {
+    p.out = t;
+    std::vector<std::uint16_t> h(in.size());
+    normalize_hwc_to_chw(in.data(), h.data(), shape, p);
+    for (std::size_t i = 0; i < h.size(); ++i)
+      REQUIRE(h[i] == (t == dtype::f16 ? float_to_half(f32[i]) : float_to_bfloat16(f32[i])));
+  }
+}
+
+TEST_CASE("normalize.float_to_half_matches_the_compiler_conversion") {
+  // Every 97th float bit pattern (about 44 million values) against GCC's _Float16 (round to nearest even).
+  std::uint64_t mismatches = 0;
+  for (std::uint64_t b = 0; b <= 0xFFFFFFFFull; b += 97) {
+    const float f = bits_to_float(static_cast<std::uint32_t>(b));
+    const _Float16 ref = static_cast<_Float16>(f);
+    std::uint16_t rb;
+    std::memcpy(&rb, &ref, 2);
+    const std::uint16_t got = float_to_half(f);
+    if (std::isnan(f)) mismatches += (got & 0x7C00u) != 0x7C00u || (got & 0x3FFu) == 0;
+    else mismatches += got != rb;
+  }
+  CHECK(mismatches == 0);
+  CHECK(float_to_half(1.0f) == 0x3C00);
+  CHECK(float_to_half(65504.0f) == 0x7BFF);
+  CHECK(float_to_half(65520.0f) == 0x7C00);        // the midpoint to infinity rounds to even: inf
+  CHECK(float_to_half(std::ldexp(1.0f, -24)) == 0x0001);
+  CHECK(float_to_half(std::ldexp(1.0f, -25)) == 0x0000);   // a tie rounds to even (zero)
+  CHECK(float_to_half(std::ldexp(3.0f, -25)) == 0x0002);   // 1.5 units: tie to even (2)
+  CHECK(float_to_half(-0.0f) == 0x8000);
+}
+
+TEST_CASE("normalize.float_to_bfloat16") {
+  CHECK(float_to_bfloat16(1.0f) == 0x3F80);
+  CHECK(float_to_bfloat16(bits_to_float(0x3F808000u)) == 0x3F80);  // tie, even stays
+  CHECK(float_to_bfloat16(bits_to_float(0x3F818000u)) == 0x3F82);  // tie, odd rounds up
+  CHECK(float_to_bfloat16(bits_to_float(0x3F808001u)) == 0x3F81);
+  CHECK(float_to_bfloat16(bits_to_float(0x7F7FFFFFu)) == 0x7F80);  // max float rounds to inf
+  CHECK((float_to_bfloat16(NAN) & 0x7FC0) == 0x7FC0);
+  // bfloat16 is the top half of a float: exact values survive.
+  for (std::uint32_t top : {0x0000u, 0x4049u, 0xC2F7u, 0x0001u})
+    CHECK(float_to_bfloat16(bits_to_float(top << 16)) == top);
 }
 
 TEST_CASE("normalize.bad_input") {
@@ -44,13 +142,62 @@ TEST_CASE("normalize.bad_input") {
   p.std[1] = 0.0f;
   float out[3];
   const std::uint8_t in[3] = {1, 2, 3};
-  CHECK_THROWS_WITH_AS(normalize_hwc_to_chw(in, out, {1, 1, 1}, p), doctest::Contains("std[1]"),
-                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(normalize_hwc_to_chw(in, out, {1, 1, 1}, p), doctest::Contains("std[1]"), std::invalid_argument);
   p.std[1] = NAN;
   CHECK_THROWS_AS(normalize_hwc_to_chw(in, out, {1, 1, 1}, p), std::invalid_argument);
+  normalize_params q;
+  q.out = dtype::i32;
+  CHECK_THROWS_WITH_AS(normalize_hwc_to_chw(in, out, {1, 1, 1}, q), doctest::Contains("int32"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(normalize_hwc_to_chw(nullptr, out, {1, 1, 1}, {}), doctest::Contains("null"),
                        std::invalid_argument);
-  CHECK_NOTHROW(normalize_hwc_to_chw(nullptr, nullptr, {0, 5, 5}, {}));  // empty batch: nothing to do
+  CHECK_NOTHROW(normalize_hwc_to_chw(nullptr, nullptr, {0, 5, 5}, {}));
   // The device entry point validates before launching anything (no GPU needed to reach the throw).
   CHECK_THROWS_AS(normalize_hwc_to_chw_device(nullptr, nullptr, {1, 1, 1}, {}, nullptr), std::invalid_argument);
+}
+
+TEST_CASE("encode.one_hot") {
+  const std::int64_t labels[5] = {2, 0, -1, 4, 7};  // -1 and 7 are outside [0, 5): zero rows
+  for (dtype t : {dtype::u8, dtype::f16, dtype::bf16, dtype::f32}) {
+    std::vector<std::byte> out(5 * 5 * dtype_size(t), std::byte{0x55});
+    one_hot({labels, dtype::i64, 5, 5, out.data(), t});
+    for (int i = 0; i < 5; ++i)
+      for (int c = 0; c < 5; ++c) {
+        std::uint32_t v = 0;
+        std::memcpy(&v, out.data() + (i * 5 + c) * dtype_size(t), dtype_size(t));
+        const bool hot = labels[i] == c;
+        const std::uint32_t one = t == dtype::u8 ? 1 : t == dtype::f16 ? 0x3C00 : t == dtype::bf16 ? 0x3F80 : 0x3F800000;
+        CHECK(v == (hot ? one : 0u));
+      }
+  }
+  const std::int32_t l32[2] = {1, 0};
+  std::uint8_t o[4];
+  one_hot({l32, dtype::i32, 2, 2, o, dtype::u8});
+  CHECK(o[0] == 0);
+  CHECK(o[1] == 1);
+  CHECK(o[2] == 1);
+  CHECK_THROWS_WITH_AS(one_hot({l32, dtype::i32, 2, 0, o, dtype::u8}), doctest::Contains("classes must be positive, got 0"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(one_hot({l32, dtype::f32, 2, 2, o, dtype::u8}), doctest::Contains("float32"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(one_hot({l32, dtype::i32, 2, 2, o, dtype::i64}), doctest::Contains("int64"), std::invalid_argument);
+  CHECK_THROWS_AS(one_hot({nullptr, dtype::i32, 2, 2, o, dtype::u8}), std::invalid_argument);
+}
+
+TEST_CASE("encode.bit_planes_roundtrip") {
+  const bit_planes_args s{2, 5};
+  std::vector<std::uint8_t> packed(10);
+  for (std::size_t i = 0; i < packed.size(); ++i) packed[i] = static_cast<std::uint8_t>(i * 29 + 3);
+  std::vector<std::uint8_t> planes(2 * 8 * 5, 9);
+  unpack_bits(packed.data(), planes.data(), s);
+  for (std::size_t n = 0; n < 2; ++n)
+    for (int b = 0; b < 8; ++b)
+      for (std::size_t p = 0; p < 5; ++p) CHECK(planes[(n * 8 + b) * 5 + p] == ((packed[n * 5 + p] >> b) & 1));
+  planes[3] = 200;  // nonzero counts as set
+  std::vector<std::uint8_t> repacked(10);
+  pack_bits(planes.data(), repacked.data(), s);
+  CHECK(repacked[3] == (packed[3] | 1));
+  repacked[3] = packed[3];
+  CHECK(repacked == packed);
+  CHECK_THROWS_WITH_AS(unpack_bits(nullptr, planes.data(), s), doctest::Contains("unpack_bits"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(pack_bits(planes.data(), nullptr, s), doctest::Contains("pack_bits"), std::invalid_argument);
+  CHECK_NOTHROW(pack_bits(nullptr, nullptr, {0, 5}));
 }

@@ -1,0 +1,145 @@
+// Device side of normalize.hpp and encode.hpp: the GPU finishing ops, one thread per output pixel
+// or row, coalesced writes.
+#include <stdexcept>
+
+#include "pinfeed/ops/encode.hpp"
+#include "pinfeed/ops/normalize.hpp"
+#include "pinfeed/runtime/error.hpp"
+
+namespace pinfeed::ops {
+
+namespace detail {
+void validate_one_hot(const one_hot_args& a);
+void validate_bits(const void* in, const void* out, bit_planes_args s, const char* what);
+}  // namespace detail
+
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned grid_for(std::size_t items) {
+  return static_cast<unsigned>(std::min<std::size_t>((items + kThreads - 1) / kThreads, 1u << 20));
+}
+
+struct coefficients {
+  float a[3], b[3];
+};
+
+template <class Out>
+__global__ void normalize_kernel(const std::uint8_t* __restrict__ in, Out* __restrict__ out, std::size_t h,
+                                 std::size_t w, std::size_t total, coefficients k, bool ycbcr, bool hflip, int mode) {
+  const std::size_t plane = h * w;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const std::size_t n = i / plane, p = i % plane, y = p / w, x = p % w;
+    const std::uint8_t* px = in + 3 * (n * plane + y * w + (hflip ? w - 1 - x : x));
+    float v[3] = {static_cast<float>(px[0]), static_cast<float>(px[1]), static_cast<float>(px[2])};
+    if (ycbcr) {
+      float t[3];
+#pragma unroll
+      for (int c = 0; c < 3; ++c)
+        t[c] = __fmaf_rn(detail::ycbcr_matrix(c, 0), v[0],
+                         __fmaf_rn(detail::ycbcr_matrix(c, 1), v[1], __fmaf_rn(detail::ycbcr_matrix(c, 2), v[2], detail::ycbcr_offset(c))));
+      v[0] = t[0];
+      v[1] = t[1];
+      v[2] = t[2];
+    }
+    Out* dst = out + n * plane * 3 + p;
+#pragma unroll
+    for (int c = 0; c < 3; ++c) {
+      const float r = __fmaf_rn(v[c], k.a[c], k.b[c]);
+      if constexpr (sizeof(Out) == 4) dst[c * plane] = r;
+      else dst[c * plane] = mode == 1 ? float_to_half(r) : float_to_bfloat16(r);
+    }
+  }
+}
+
+template <class L>
+__global__ void one_hot_kernel(const L* labels, std::size_t count, std::int64_t classes, std::byte* out,
+                               std::size_t esize, std::uint32_t one) {
+  // One thread per output element: every byte is written (zeros included), coalesced.
+  const std::size_t total = count * static_cast<std::size_t>(classes);
+  for (std::size_t e = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const std::size_t i = e / static_cast<std::size_t>(classes);
+    const auto c = static_cast<std::int64_t>(e % static_cast<std::size_t>(classes));
+    const std::uint32_t v = static_cast<std::int64_t>(labels[i]) == c ? one : 0u;
+    std::byte* dst = out + e * esize;
+    if (esize == 1) *reinterpret_cast<std::uint8_t*>(dst) = static_cast<std::uint8_t>(v);
+    else if (esize == 2) *reinterpret_cast<std::uint16_t*>(dst) = static_cast<std::uint16_t>(v);
+    else *reinterpret_cast<std::uint32_t*>(dst) = v;
+  }
+}
+
+__global__ void unpack_kernel(const std::uint8_t* packed, std::uint8_t* planes, std::size_t pixels, std::size_t total) {
+  for (std::size_t e = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const std::size_t n = e / (8 * pixels), r = e % (8 * pixels), b = r / pixels, p = r % pixels;
+    planes[e] = (packed[n * pixels + p] >> b) & 1u;
+  }
+}
+
+__global__ void pack_kernel(const std::uint8_t* planes, std::uint8_t* packed, std::size_t pixels, std::size_t total) {
+  for (std::size_t e = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const std::size_t n = e / pixels, p = e % pixels;
+    std::uint8_t v = 0;
+#pragma unroll
+    for (int b = 0; b < 8; ++b) v |= static_cast<std::uint8_t>((planes[(n * 8 + b) * pixels + p] != 0) << b);
+    packed[e] = v;
+  }
+}
+
+}  // namespace
+
+void normalize_hwc_to_chw_device(const std::uint8_t* d_in, void* d_out, image_batch_shape shape,
+                                 const normalize_params& params, cudaStream_t stream) {
+  coefficients k{};
+  detail::normalize_coefficients(params, k.a, k.b);
+  if (shape.pixels() == 0) return;
+  if (d_in == nullptr || d_out == nullptr) throw std::invalid_argument("normalize: null input or output pointer");
+  const std::size_t total = shape.pixels();
+  if (params.out == dtype::f32)
+    normalize_kernel<float><<<grid_for(total), kThreads, 0, stream>>>(d_in, static_cast<float*>(d_out), shape.height,
+                                                                      shape.width, total, k, params.ycbcr, params.hflip, 0);
+  else
+    normalize_kernel<std::uint16_t><<<grid_for(total), kThreads, 0, stream>>>(
+        d_in, static_cast<std::uint16_t*>(d_out), shape.height, shape.width, total, k, params.ycbcr, params.hflip,
+        params.out == dtype::f16 ? 1 : 2);
+  PINFEED_CHECK_LAUNCH();
+}
+
+void one_hot_device(const one_hot_args& a, cudaStream_t stream) {
+  detail::validate_one_hot(a);
+  if (a.count == 0) return;
+  const std::uint32_t one = a.out_type == dtype::u8 ? 1u : a.out_type == dtype::f16 ? 0x3C00u
+                            : a.out_type == dtype::bf16 ? 0x3F80u : 0x3F800000u;
+  const std::size_t total = a.count * static_cast<std::size_t>(a.classes);
+  if (a.label_type == dtype::i64)
+    one_hot_kernel<<<grid_for(total), kThreads, 0, stream>>>(static_cast<const std::int64_t*>(a.labels), a.count,
+                                                             a.classes, static_cast<std::byte*>(a.out),
+                                                             dtype_size(a.out_type), one);
+  else
+    one_hot_kernel<<<grid_for(total), kThreads, 0, stream>>>(static_cast<const std::int32_t*>(a.labels), a.count,
+                                                             a.classes, static_cast<std::byte*>(a.out),
+                                                             dtype_size(a.out_type), one);
+  PINFEED_CHECK_LAUNCH();
+}
+
+void unpack_bits_device(const std::uint8_t* d_packed, std::uint8_t* d_planes, bit_planes_args s, cudaStream_t stream) {
+  detail::validate_bits(d_packed, d_planes, s, "unpack_bits");
+  const std::size_t total = s.count * 8 * s.pixels;
+  if (total == 0) return;
+  unpack_kernel<<<grid_for(total), kThreads, 0, stream>>>(d_packed, d_planes, s.pixels, total);
+  PINFEED_CHECK_LAUNCH();
+}
+
+void pack_bits_device(const std::uint8_t* d_planes, std::uint8_t* d_packed, bit_planes_args s, cudaStream_t stream) {
+  detail::validate_bits(d_planes, d_packed, s, "pack_bits");
+  const std::size_t total = s.count * s.pixels;
+  if (total == 0) return;
+  pack_kernel<<<grid_for(total), kThreads, 0, stream>>>(d_planes, d_packed, s.pixels, total);
+  PINFEED_CHECK_LAUNCH();
+}
+
+}  // namespace pinfeed::ops

@@ -1,16 +1,83 @@
 #include "pinfeed/runtime/random.hpp"
 
 #include <atomic>
+#include <algorithm>
 #include <cstring>
 
 #include <immintrin.h>
 
+// GCC 12's AVX-512 headers read _mm512_undefined_* values and warn about them (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 namespace pinfeed {
 namespace {
 
-std::atomic<bool>& simd_flag() {
-  static std::atomic<bool> flag{__builtin_cpu_supports("avx2") != 0};
-  return flag;
+simd_level detect() noexcept {
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq"))
+    return simd_level::avx512;
+  if (__builtin_cpu_supports("avx2")) return simd_level::avx2;
+  return simd_level::scalar;
+}
+
+std::atomic<int>& level_ref() {
+  static std::atomic<int> level{static_cast<int>(detect())};
+  return level;
+}
+
+/// Sixteen Philox4x32-10 blocks at once (AVX-512): lane l has counter {c0[l], c1, c2, c3}.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void philox_x16(
+    const std::uint32_t c0[16], std::uint32_t c1, std::uint32_t c2, std::uint32_t c3, std::uint32_t k0,
+    std::uint32_t k1, std::uint32_t out[4][16]) {
+  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(0xD2511F53u));
+  const __m512i m1 = _mm512_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  __m512i x0 = _mm512_loadu_si512(c0);
+  __m512i x1 = _mm512_set1_epi32(static_cast<int>(c1));
+  __m512i x2 = _mm512_set1_epi32(static_cast<int>(c2));
+  __m512i x3 = _mm512_set1_epi32(static_cast<int>(c3));
+  std::uint32_t ka = k0, kb = k1;
+  for (int round = 0; round < 10; ++round) {
+    const __m512i e0 = _mm512_mul_epu32(x0, m0), o0 = _mm512_mul_epu32(_mm512_srli_epi64(x0, 32), m0);
+    const __m512i e1 = _mm512_mul_epu32(x2, m1), o1 = _mm512_mul_epu32(_mm512_srli_epi64(x2, 32), m1);
+    const __m512i lo0 = _mm512_mask_blend_epi32(0xAAAA, e0, _mm512_slli_epi64(o0, 32));
+    const __m512i hi0 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e0, 32), o0);
+    const __m512i lo1 = _mm512_mask_blend_epi32(0xAAAA, e1, _mm512_slli_epi64(o1, 32));
+    const __m512i hi1 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e1, 32), o1);
+    x0 = _mm512_xor_si512(_mm512_xor_si512(hi1, x1), _mm512_set1_epi32(static_cast<int>(ka)));
+    x1 = lo1;
+    x2 = _mm512_xor_si512(_mm512_xor_si512(hi0, x3), _mm512_set1_epi32(static_cast<int>(kb)));
+    x3 = lo0;
+    ka += 0x9E3779B9u;
+    kb += 0xBB67AE85u;
+  }
+  _mm512_storeu_si512(out[0], x0);
+  _mm512_storeu_si512(out[1], x1);
+  _mm512_storeu_si512(out[2], x2);
+  _mm512_storeu_si512(out[3], x3);
+}
+
+/// Stream-order words of 16 consecutive blocks: transposes the 4 x 16 lanes into 64 words.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void philox_words_x16(
+    const philox_block& c, std::uint32_t first, std::uint32_t k0, std::uint32_t k1, std::uint32_t* out) {
+  alignas(64) std::uint32_t c0[16], w[4][16];
+  for (std::uint32_t l = 0; l < 16; ++l) c0[l] = first + l;
+  philox_x16(c0, c.v[1], c.v[2], c.v[3], k0, k1, w);
+  // 4x4 transposes of 32-bit words within each 128-bit quarter group.
+  const __m512i a = _mm512_load_si512(w[0]), b = _mm512_load_si512(w[1]);
+  const __m512i cc = _mm512_load_si512(w[2]), d = _mm512_load_si512(w[3]);
+  const __m512i ab_lo = _mm512_unpacklo_epi32(a, b), ab_hi = _mm512_unpackhi_epi32(a, b);
+  const __m512i cd_lo = _mm512_unpacklo_epi32(cc, d), cd_hi = _mm512_unpackhi_epi32(cc, d);
+  // Per 128-bit lane q (blocks 4q..4q+3): r0 = block 4q, r1 = 4q+1, r2 = 4q+2, r3 = 4q+3.
+  const __m512i r0 = _mm512_unpacklo_epi64(ab_lo, cd_lo), r1 = _mm512_unpackhi_epi64(ab_lo, cd_lo);
+  const __m512i r2 = _mm512_unpacklo_epi64(ab_hi, cd_hi), r3 = _mm512_unpackhi_epi64(ab_hi, cd_hi);
+  alignas(64) std::uint32_t t[4][16];
+  _mm512_store_si512(t[0], r0);
+  _mm512_store_si512(t[1], r1);
+  _mm512_store_si512(t[2], r2);
+  _mm512_store_si512(t[3], r3);
+  for (int q = 0; q < 4; ++q)
+    for (int r = 0; r < 4; ++r) std::memcpy(out + 16 * q + 4 * r, &t[r][4 * q], 16);
 }
 
 /// Eight Philox4x32-10 blocks at once: lane l has counter {c0[l], c1, c2, c3}. Writes word w of
@@ -49,14 +116,32 @@ __attribute__((target("avx2"))) void philox_x8(const std::uint32_t c0[8], std::u
 
 }  // namespace
 
-void set_philox_simd(bool enabled) noexcept {
-  simd_flag().store(enabled && __builtin_cpu_supports("avx2") != 0, std::memory_order_relaxed);
+simd_level cpu_simd_support() noexcept {
+  static const simd_level level = detect();
+  return level;
 }
-bool philox_simd_enabled() noexcept { return simd_flag().load(std::memory_order_relaxed); }
+void set_simd_level(simd_level level) noexcept {
+  level_ref().store(std::min(static_cast<int>(level), static_cast<int>(cpu_simd_support())), std::memory_order_relaxed);
+}
+simd_level simd_level_in_use() noexcept { return static_cast<simd_level>(level_ref().load(std::memory_order_relaxed)); }
+const char* to_string(simd_level level) noexcept {
+  switch (level) {
+    case simd_level::scalar: return "scalar";
+    case simd_level::avx2: return "avx2";
+    case simd_level::avx512: return "avx512";
+  }
+  return "?";
+}
 
 void philox_words(const philox_stream& s, std::uint32_t first_block, std::size_t blocks, std::uint32_t* out) noexcept {
   std::size_t j = 0;
-  if (philox_simd_enabled()) {
+  const simd_level level = simd_level_in_use();
+  if (level == simd_level::avx512) {
+    const philox_block c = s.counter(0);
+    for (; j + 16 <= blocks; j += 16)
+      philox_words_x16(c, first_block + static_cast<std::uint32_t>(j), s.key_lo(), s.key_hi(), out + 4 * j);
+  }
+  if (level >= simd_level::avx2) {
     const philox_block c = s.counter(0);
     std::uint32_t c0[8], w[4][8];
     for (; j + 8 <= blocks; j += 8) {
@@ -75,7 +160,17 @@ void philox_words(const philox_stream& s, std::uint32_t first_block, std::size_t
 void philox_element_words(const philox_stream& s, const std::uint32_t* elements, std::size_t count,
                           std::uint32_t* out) noexcept {
   std::size_t j = 0;
-  if (philox_simd_enabled()) {
+  const simd_level level = simd_level_in_use();
+  if (level == simd_level::avx512) {
+    const philox_block c = s.counter(0);
+    alignas(64) std::uint32_t c0[16], w[4][16];
+    for (; j + 16 <= count; j += 16) {
+      for (int l = 0; l < 16; ++l) c0[l] = elements[j + l] >> 2;
+      philox_x16(c0, c.v[1], c.v[2], c.v[3], s.key_lo(), s.key_hi(), w);
+      for (int l = 0; l < 16; ++l) out[j + l] = w[elements[j + l] & 3][l];
+    }
+  }
+  if (level >= simd_level::avx2) {
     const philox_block c = s.counter(0);
     std::uint32_t c0[8], w[4][8];
     for (; j + 8 <= count; j += 8) {

@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 #include <set>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -87,28 +88,35 @@ TEST_CASE("philox.fill_random_bytes.layout_and_tail") {
   CHECK(std::equal(out.begin(), out.end(), longer.begin()));
 }
 
-TEST_CASE("philox.simd_equals_scalar") {
-  const bool had_simd = pinfeed::philox_simd_enabled();
-  if (!had_simd) MESSAGE("this CPU has no AVX2: only the scalar generator is checked");
+TEST_CASE("philox.simd_levels_equal_scalar") {
+  const auto support = pinfeed::cpu_simd_support();
+  const std::string note = std::string("this CPU supports ") + pinfeed::to_string(support);
+  MESSAGE(note);
   const philox_stream s(0xDEADBEEFCAFEull, 3, 77777, 2);
-  auto run = [&](bool simd) {
-    pinfeed::set_philox_simd(simd);
+  auto run = [&](pinfeed::simd_level level) {
+    pinfeed::set_simd_level(level);
     std::vector<std::uint32_t> words(4 * 123);
     pinfeed::philox_words(s, 5, 123, words.data());
-    std::vector<std::uint32_t> elements{0, 1, 2, 3, 4, 99, 1000003, 7, 7, 4000000000u, 12, 13, 14, 15, 16, 17, 18};
+    std::vector<std::uint32_t> elements{0, 1, 2, 3, 4, 99, 1000003, 7, 7, 4000000000u, 12, 13, 14, 15, 16, 17, 18,
+                                        19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 5};
     std::vector<std::uint32_t> ew(elements.size());
     pinfeed::philox_element_words(s, elements.data(), elements.size(), ew.data());
     std::vector<std::byte> bytes(70001);
     pinfeed::fill_random_bytes(s, bytes);
     return std::make_tuple(words, ew, bytes);
   };
-  const auto scalar = run(false);
-  const auto simd = run(true);
-  pinfeed::set_philox_simd(had_simd);
-  CHECK(std::get<0>(scalar) == std::get<0>(simd));
-  CHECK(std::get<1>(scalar) == std::get<1>(simd));
-  CHECK(std::get<2>(scalar) == std::get<2>(simd));
-  // And both equal the definition.
+  const auto scalar = run(pinfeed::simd_level::scalar);
+  for (auto level : {pinfeed::simd_level::avx2, pinfeed::simd_level::avx512}) {
+    if (level > support) continue;
+    CAPTURE(pinfeed::to_string(level));
+    const auto vec = run(level);
+    CHECK(std::get<0>(scalar) == std::get<0>(vec));
+    CHECK(std::get<1>(scalar) == std::get<1>(vec));
+    CHECK(std::get<2>(scalar) == std::get<2>(vec));
+  }
+  pinfeed::set_simd_level(support);
+  CHECK(pinfeed::simd_level_in_use() == support);
+  // And the scalar words equal the definition.
   for (std::uint32_t j = 0; j < 123; ++j)
     for (int w = 0; w < 4; ++w) REQUIRE(std::get<0>(scalar)[4 * j + w] == s.block_at(5 + j).v[w]);
   CHECK(std::get<1>(scalar)[9] == s.word_at(4000000000u));

@@ -25,10 +25,15 @@ void philox_element_words(const philox_stream& stream, const std::uint32_t* elem
 /// Fills `out` on the host. Thread-safe (the stream is taken by value).
 void fill_random_bytes(philox_stream stream, std::span<std::byte> out) noexcept;
 
-/// Whether the vectorised (AVX2) generator is used; false forces the scalar one (tests compare
-/// both). Process-wide; the default is true where the CPU supports AVX2.
-void set_philox_simd(bool enabled) noexcept;
-[[nodiscard]] bool philox_simd_enabled() noexcept;
+/// The widest vector code the host paths use: scalar, AVX2 or AVX-512. Chosen at run time from
+/// the CPU's flags; every level produces the same bits (tests compare them).
+enum class simd_level : int { scalar = 0, avx2 = 1, avx512 = 2 };
+/// The level the CPU supports.
+[[nodiscard]] simd_level cpu_simd_support() noexcept;
+/// Caps the level used process-wide (tests and benchmarks); levels above the CPU's are clamped.
+void set_simd_level(simd_level level) noexcept;
+[[nodiscard]] simd_level simd_level_in_use() noexcept;
+[[nodiscard]] const char* to_string(simd_level level) noexcept;
 
 /// Fills `bytes` bytes at device pointer `d_out` on `stream` with the same bytes fill_random_bytes()
 /// gives. Asynchronous: does not synchronise. Throws cuda_error if the launch fails and

@@ -74,9 +74,11 @@ struct host_case {
     a.labels = labels.data();
     a.indices = indices.data();
     a.valid = valid.data();
-    a.features = features.data();
-    a.feature_bytes = static_cast<std::size_t>(d) * sizeof(float);
-    a.gathered_features = gathered.data();
+    if (d > 0) {
+      a.features = features.data();
+      a.feature_bytes = static_cast<std::size_t>(d) * sizeof(float);
+      a.gathered_features = gathered.data();
+    }
     a.gathered_labels = gathered_labels.data();
     return a;
   }
@@ -131,9 +133,11 @@ void run_gpu(const sampler_bench_options& o, std::int64_t n, std::ostream& out) 
     a.labels = d_labels.data();
     a.indices = d_idx.data();
     a.valid = reinterpret_cast<std::int32_t*>(d_valid.data());
-    a.features = d_features.data();
-    a.feature_bytes = static_cast<std::size_t>(d) * 4;
-    a.gathered_features = d_gathered.data();
+    if (d > 0) {
+      a.features = d_features.data();
+      a.feature_bytes = static_cast<std::size_t>(d) * 4;
+      a.gathered_features = d_gathered.data();
+    }
     a.gathered_labels = d_glab.data();
     std::size_t naive_bytes = 0, bytes = 0;
     ops::naive_sample_gpu(nullptr, naive_bytes, a, p, s);

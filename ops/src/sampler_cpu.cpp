@@ -10,6 +10,12 @@
 #include "pinfeed/runtime/parallel.hpp"
 #include "pinfeed/runtime/random.hpp"
 
+#include <immintrin.h>
+
+// GCC 12's AVX-512 headers read _mm512_undefined_* values and warn about them (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 namespace pinfeed::ops {
 
 std::int64_t positive_target(const sampler_params& p) noexcept {
@@ -55,18 +61,17 @@ void validate(const sampler_args& a, const sampler_params& p) {
 
 namespace {
 
-/// LSD radix sort of unique 64-bit keys (11-bit digits; passes where every key shares the digit
-/// are skipped). `scratch` is resized as needed.
-void radix_sort(std::vector<std::uint64_t>& v, std::vector<std::uint64_t>& scratch) {
+/// Stable LSD radix sort of 64-bit items by their top 32 bits (11-bit digits; passes where every
+/// item shares the digit are skipped). `scratch` is resized as needed.
+void radix_sort_by_high_word(std::vector<std::uint64_t>& v, std::vector<std::uint64_t>& scratch) {
   if (v.size() < 256) {
-    std::sort(v.begin(), v.end());
+    std::stable_sort(v.begin(), v.end(), [](std::uint64_t a, std::uint64_t b) { return (a >> 32) < (b >> 32); });
     return;
   }
   scratch.resize(v.size());
-  constexpr int kBits = 11;
-  constexpr std::size_t kBuckets = 1u << kBits;
+  constexpr std::size_t kBuckets = 1u << 11;
   std::vector<std::size_t> count(kBuckets);
-  for (int shift = 0; shift < 64; shift += kBits) {
+  for (int shift = 32; shift < 64; shift += 11) {
     std::fill(count.begin(), count.end(), 0);
     for (auto x : v) ++count[(x >> shift) & (kBuckets - 1)];
     if (count[(v[0] >> shift) & (kBuckets - 1)] == v.size()) continue;  // nothing to reorder
@@ -98,11 +103,71 @@ struct append_buffer {
 struct row_scratch {
   std::vector<std::uint32_t> keys;
   append_buffer cand[2];
-  std::vector<std::uint32_t> sel, ord;
+  std::vector<std::uint64_t> tmp;
+  std::vector<std::uint32_t> sel_class[2], sel, ord;
   std::vector<std::uint64_t> order, sort_tmp;
 };
 
-constexpr std::size_t kChunk = 1024;  // items per key-generation chunk (a multiple of 4)
+constexpr std::size_t kChunk = 1024;  // items per key-generation chunk (a multiple of 16)
+
+/// The candidate filter of one chunk: appends (key << 32 | index) of every item of class c with
+/// key <= thr[c] (class 0 positive, 1 negative; `only` >= 0 restricts to one class).
+template <class L>
+void filter_chunk_scalar(const L* labels, const std::uint32_t* keys, std::size_t len, std::uint64_t base, L neg, L ign,
+                         const std::uint32_t thr[2], int only, std::uint64_t* out[2], std::size_t added[2]) {
+  for (std::size_t j = 0; j < len; ++j) {
+    const L l = labels[j];
+    const std::uint32_t key = keys[j];
+    const int c = l == neg ? 1 : 0;
+    const bool take = l != ign && key <= thr[c] && (only < 0 || only == c);
+    // Branch-free append: always write, advance only when taken.
+    out[c][added[c]] = (static_cast<std::uint64_t>(key) << 32) | (base + j);
+    added[c] += take;
+  }
+}
+
+/// The same, eight items at a time with AVX-512 compress-stores.
+template <class L>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void filter_chunk_avx512(
+    const L* labels, const std::uint32_t* keys, std::size_t len, std::uint64_t base, L neg, L ign,
+    const std::uint32_t thr[2], int only, std::uint64_t* out[2], std::size_t added[2]) {
+  const __m512i neg_v = _mm512_set1_epi64(static_cast<long long>(neg)), ign_v = _mm512_set1_epi64(static_cast<long long>(ign));
+  const __m512i thr_pos = _mm512_set1_epi64(thr[0]), thr_neg = _mm512_set1_epi64(thr[1]);
+  const __mmask8 allow_pos = only == 1 ? 0 : 0xFF, allow_neg = only == 0 ? 0 : 0xFF;
+  __m512i idx = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(base)), _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m512i eight = _mm512_set1_epi64(8);
+  std::size_t j = 0;
+  for (; j + 8 <= len; j += 8) {
+    __m512i lab;
+    if constexpr (sizeof(L) == 8) lab = _mm512_loadu_si512(labels + j);
+    else lab = _mm512_cvtepi32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(labels + j)));
+    const __mmask8 is_neg = _mm512_cmpeq_epi64_mask(lab, neg_v);
+    const __mmask8 is_pos = static_cast<__mmask8>(~(is_neg | _mm512_cmpeq_epi64_mask(lab, ign_v)));
+    const __m512i key = _mm512_cvtepu32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(keys + j)));
+    const __mmask8 take_pos = is_pos & allow_pos & _mm512_cmple_epu64_mask(key, thr_pos);
+    const __mmask8 take_neg = is_neg & allow_neg & _mm512_cmple_epu64_mask(key, thr_neg);
+    const __m512i composite = _mm512_or_si512(_mm512_slli_epi64(key, 32), idx);
+    _mm512_mask_compressstoreu_epi64(out[0] + added[0], take_pos, composite);
+    _mm512_mask_compressstoreu_epi64(out[1] + added[1], take_neg, composite);
+    added[0] += static_cast<std::size_t>(__builtin_popcount(take_pos));
+    added[1] += static_cast<std::size_t>(__builtin_popcount(take_neg));
+    idx = _mm512_add_epi64(idx, eight);
+  }
+  filter_chunk_scalar(labels + j, keys + j, len - j, base + j, neg, ign, thr, only, out, added);
+}
+
+/// memcpy with the common small row sizes known at compile time (inlined moves, no call).
+inline void copy_row(std::byte* dst, const std::byte* src, std::size_t bytes) {
+  switch (bytes) {
+    case 4: std::memcpy(dst, src, 4); return;
+    case 8: std::memcpy(dst, src, 8); return;
+    case 16: std::memcpy(dst, src, 16); return;
+    case 32: std::memcpy(dst, src, 32); return;
+    case 64: std::memcpy(dst, src, 64); return;
+    case 128: std::memcpy(dst, src, 128); return;
+    default: std::memcpy(dst, src, bytes);
+  }
+}
 
 template <class L>
 struct row_sampler {
@@ -120,12 +185,13 @@ struct row_sampler {
     return static_cast<std::uint32_t>(std::ceil(frac * 4294967296.0));
   }
 
-  /// Appends (key << 32 | i) of every item of class `only` (or of both classes when only < 0) whose
-  /// key is <= thr[class] to cand[class].
+  /// Appends (key << 32 | i), in index order, of every item of class `only` (or of both classes
+  /// when only < 0) whose key is <= thr[class] to cand[class].
   void scan(const L* labels, std::uint64_t row, const std::uint32_t thr[2], int only, row_scratch& s) const {
     const std::int64_t n = a.n;
     const philox_stream keys(p.seed, p.offset, row, 0);
     const L neg = static_cast<L>(p.negative_label), ign = static_cast<L>(p.ignore_label);
+    const bool avx512 = simd_level_in_use() == simd_level::avx512;
     s.keys.resize(kChunk);
     for (std::int64_t i0 = 0; i0 < n; i0 += kChunk) {
       const std::size_t len = static_cast<std::size_t>(std::min<std::int64_t>(kChunk, n - i0));
@@ -134,18 +200,28 @@ struct row_sampler {
       s.cand[1].make_room(kChunk);
       std::uint64_t* out[2] = {s.cand[0].end(), s.cand[1].end()};
       std::size_t added[2] = {0, 0};
-      for (std::size_t j = 0; j < len; ++j) {
-        const L l = labels[i0 + static_cast<std::int64_t>(j)];
-        const std::uint32_t key = s.keys[j];
-        const int c = l == neg ? 1 : 0;
-        const bool take = l != ign && key <= thr[c] && (only < 0 || only == c);
-        // Branch-free append: always write, advance only when taken.
-        out[c][added[c]] = (static_cast<std::uint64_t>(key) << 32) | static_cast<std::uint64_t>(i0 + static_cast<std::int64_t>(j));
-        added[c] += take;
-      }
+      if (avx512)
+        filter_chunk_avx512(labels + i0, s.keys.data(), len, static_cast<std::uint64_t>(i0), neg, ign, thr, only, out, added);
+      else
+        filter_chunk_scalar(labels + i0, s.keys.data(), len, static_cast<std::uint64_t>(i0), neg, ign, thr, only, out, added);
       s.cand[0].size += added[0];
       s.cand[1].size += added[1];
     }
+  }
+
+  /// The `m` smallest candidates of a class, as indices in increasing index order.
+  void select(append_buffer& cand, std::size_t m, std::vector<std::uint32_t>& out, row_scratch& s) const {
+    out.clear();
+    if (m == 0) return;
+    std::uint64_t cut = ~std::uint64_t{0};
+    if (cand.size > m) {
+      s.tmp.assign(cand.begin(), cand.end());
+      std::nth_element(s.tmp.begin(), s.tmp.begin() + static_cast<std::ptrdiff_t>(m - 1), s.tmp.end());
+      cut = s.tmp[m - 1];  // composites are unique: exactly m are <= cut
+    }
+    out.reserve(m);
+    for (const std::uint64_t* c = cand.begin(); c != cand.end(); ++c)
+      if (*c <= cut) out.push_back(static_cast<std::uint32_t>(*c));
   }
 
   void run(std::int64_t row, row_scratch& s) const {
@@ -158,55 +234,61 @@ struct row_sampler {
     }
     const class_counts cc = balanced_counts(positives, negatives, p.k, target, p.mode);
     const std::int64_t want[2] = {cc.num_pos, cc.num_neg}, avail[2] = {positives, negatives};
-    const std::int64_t total = cc.num_pos + cc.num_neg;
     s.sel.clear();
-    if (total > 0) {
+    if (cc.num_pos + cc.num_neg > 0) {
       std::uint32_t thr[2];
       for (int c = 0; c < 2; ++c) {
         s.cand[c].clear();
-        thr[c] = threshold(want[c], avail[c]);
+        thr[c] = want[c] == 0 ? 0u : threshold(want[c], avail[c]);
       }
-      scan(labels, static_cast<std::uint64_t>(row), thr, -1, s);
+      const int only = want[0] == 0 ? 1 : want[1] == 0 ? 0 : -1;
+      scan(labels, static_cast<std::uint64_t>(row), thr, only, s);
       for (int c = 0; c < 2; ++c) {
         if (static_cast<std::int64_t>(s.cand[c].size) < want[c]) {  // the margin was too tight
           s.cand[c].clear();
           const std::uint32_t all[2] = {0xFFFFFFFFu, 0xFFFFFFFFu};
           scan(labels, static_cast<std::uint64_t>(row), all, c, s);
         }
-        auto& v = s.cand[c];
-        const auto m = static_cast<std::size_t>(want[c]);
-        if (v.size > m) std::nth_element(v.begin(), v.begin() + m, v.end());
-        for (std::size_t j = 0; j < m; ++j) s.sel.push_back(static_cast<std::uint32_t>(v.storage[j]));
+        select(s.cand[c], static_cast<std::size_t>(want[c]), s.sel_class[c], s);
       }
-      // Output order: increasing (ord(i), i).
+      // Both classes in index order -> one list in index order.
+      s.sel.resize(s.sel_class[0].size() + s.sel_class[1].size());
+      std::merge(s.sel_class[0].begin(), s.sel_class[0].end(), s.sel_class[1].begin(), s.sel_class[1].end(),
+                 s.sel.begin());
+      // Output order: increasing (ord(i), i). Sorting (ord << 32 | position) stably by ord keeps
+      // index order among equal ord, since positions follow indices.
       s.ord.resize(s.sel.size());
       philox_element_words(philox_stream(p.seed, p.offset, static_cast<std::uint64_t>(row), 1), s.sel.data(),
                            s.sel.size(), s.ord.data());
       s.order.resize(s.sel.size());
-      for (std::size_t j = 0; j < s.sel.size(); ++j)
-        s.order[j] = (static_cast<std::uint64_t>(s.ord[j]) << 32) | s.sel[j];
-      radix_sort(s.order, s.sort_tmp);
+      for (std::size_t j = 0; j < s.sel.size(); ++j) s.order[j] = (static_cast<std::uint64_t>(s.ord[j]) << 32) | j;
+      radix_sort_by_high_word(s.order, s.sort_tmp);
     } else {
       s.order.clear();
     }
-    write(row, s.order, static_cast<const L*>(a.labels) + row * a.n);
+    write(row, s, labels);
   }
 
-  void write(std::int64_t row, const std::vector<std::uint64_t>& order, const L* labels) const {
-    const std::int64_t k = p.k, valid = static_cast<std::int64_t>(order.size());
+  /// Writes indices, labels, padding and gathered features in output order. The feature reads are
+  /// random; each is prefetched a few picks ahead so their latencies overlap.
+  void write(std::int64_t row, row_scratch& s, const L* labels) const {
+    const std::int64_t k = p.k, valid = static_cast<std::int64_t>(s.order.size());
+    const auto* in = static_cast<const std::byte*>(a.features) + row * a.n * a.feature_bytes;
+    auto* out = static_cast<std::byte*>(a.gathered_features) + row * k * a.feature_bytes;
+    constexpr std::int64_t kAhead = 16;
     for (std::int64_t j = 0; j < k; ++j) {
-      const std::int64_t idx = j < valid ? static_cast<std::int64_t>(order[j] & 0xFFFFFFFFu) : -1;
+      const std::int64_t idx = j < valid ? static_cast<std::int64_t>(s.sel[s.order[j] & 0xFFFFFFFFu]) : -1;
       if (a.index_type == dtype::i64) static_cast<std::int64_t*>(a.indices)[row * k + j] = idx;
       else static_cast<std::int32_t*>(a.indices)[row * k + j] = static_cast<std::int32_t>(idx);
       if (a.gathered_labels != nullptr)
         static_cast<L*>(a.gathered_labels)[row * k + j] = idx >= 0 ? labels[idx] : static_cast<L>(p.ignore_label);
       if (a.features != nullptr) {
-        auto* dst = static_cast<std::byte*>(a.gathered_features) + (row * k + j) * a.feature_bytes;
-        if (idx >= 0)
-          std::memcpy(dst, static_cast<const std::byte*>(a.features) + (row * a.n + idx) * a.feature_bytes,
-                      a.feature_bytes);
-        else
-          std::memset(dst, 0, a.feature_bytes);
+        if (j + kAhead < valid) {
+          const std::byte* next = in + s.sel[s.order[j + kAhead] & 0xFFFFFFFFu] * a.feature_bytes;
+          for (std::size_t b = 0; b < a.feature_bytes; b += 64) __builtin_prefetch(next + b);
+        }
+        if (idx >= 0) copy_row(out + j * a.feature_bytes, in + idx * a.feature_bytes, a.feature_bytes);
+        else std::memset(out + j * a.feature_bytes, 0, a.feature_bytes);
       }
     }
     if (a.valid != nullptr) a.valid[row] = static_cast<std::int32_t>(valid);
@@ -233,6 +315,28 @@ void balanced_sample_cpu(const sampler_args& a, const sampler_params& p) {
 
 namespace {
 
+/// Writes one row's picks (item indices in output order), -1 padding and the gathers.
+template <class L>
+void write_picks(const sampler_args& a, const sampler_params& p, std::int64_t row, const std::vector<std::int64_t>& picks,
+                 const L* labels) {
+  const std::int64_t k = p.k, valid = static_cast<std::int64_t>(picks.size());
+  for (std::int64_t j = 0; j < k; ++j) {
+    const std::int64_t idx = j < valid ? picks[j] : -1;
+    if (a.index_type == dtype::i64) static_cast<std::int64_t*>(a.indices)[row * k + j] = idx;
+    else static_cast<std::int32_t*>(a.indices)[row * k + j] = static_cast<std::int32_t>(idx);
+    if (a.gathered_labels != nullptr)
+      static_cast<L*>(a.gathered_labels)[row * k + j] = idx >= 0 ? labels[idx] : static_cast<L>(p.ignore_label);
+    if (a.features != nullptr) {
+      auto* dst = static_cast<std::byte*>(a.gathered_features) + (row * k + j) * a.feature_bytes;
+      if (idx >= 0)
+        std::memcpy(dst, static_cast<const std::byte*>(a.features) + (row * a.n + idx) * a.feature_bytes, a.feature_bytes);
+      else
+        std::memset(dst, 0, a.feature_bytes);
+    }
+  }
+  if (a.valid != nullptr) a.valid[row] = static_cast<std::int32_t>(valid);
+}
+
 template <class L>
 void naive_all(const sampler_args& a, const sampler_params& p) {
   const std::int64_t target = positive_target(p);
@@ -256,8 +360,7 @@ void naive_all(const sampler_args& a, const sampler_params& p) {
     sampled.assign(pos.begin(), pos.begin() + cc.num_pos);  // cat
     sampled.insert(sampled.end(), negs.begin(), negs.begin() + cc.num_neg);
     randperm(sampled);
-    std::vector<std::uint64_t> order(sampled.begin(), sampled.end());
-    row_sampler<L>{a, p, target}.write(row, order, labels);
+    write_picks(a, p, row, sampled, labels);
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "pinfeed/ops/sampler.hpp"
 #include "pinfeed/runtime/philox.hpp"
+#include "pinfeed/runtime/random.hpp"
 #include "sampler_support.hpp"
 
 using namespace pinfeed;
@@ -129,6 +130,10 @@ TEST_CASE("sampler.cpu_matches_contract_oracle") {
       {2, 20000, 2000, 0.5, sampler_mode::topup, 50, 0},   // the article's shape (large enough for radix sort)
       {1000, 16, 4, 0.5, sampler_mode::topup, 50, 10},     // B = 1000
   };
+  for (const auto level : {simd_level::scalar, simd_level::avx2, simd_level::avx512}) {
+  if (level > cpu_simd_support()) continue;
+  set_simd_level(level);
+  CAPTURE(to_string(level));
   for (const auto& c : configs) {
     CAPTURE(c.rows);
     CAPTURE(c.n);
@@ -150,6 +155,8 @@ TEST_CASE("sampler.cpu_matches_contract_oracle") {
       REQUIRE(std::equal(expect.begin(), expect.end(), r.indices.begin() + row * c.k));
     }
   }
+  }
+  set_simd_level(cpu_simd_support());
 }
 
 TEST_CASE("sampler.corners") {

@@ -106,6 +106,8 @@ struct row_scratch {
   std::vector<std::uint64_t> tmp;
   std::vector<std::uint32_t> sel_class[2], sel, ord;
   std::vector<std::uint64_t> order, sort_tmp;
+  std::vector<std::int64_t> label_stage;
+  std::vector<std::byte> feature_stage;
 };
 
 constexpr std::size_t kChunk = 1024;  // items per key-generation chunk (a multiple of 16)
@@ -269,27 +271,33 @@ struct row_sampler {
     write(row, s, labels);
   }
 
-  /// Writes indices, labels, padding and gathered features in output order. The feature reads are
-  /// random; each is prefetched a few picks ahead so their latencies overlap.
+  /// Writes indices, labels, padding and gathered features in output order. Features move in two
+  /// steps that both stay friendly to the TLB: gathered in index order (reads sweep the feature
+  /// rows forward) into a staging buffer, then permuted into output order from that small buffer.
   void write(std::int64_t row, row_scratch& s, const L* labels) const {
     const std::int64_t k = p.k, valid = static_cast<std::int64_t>(s.order.size());
-    const auto* in = static_cast<const std::byte*>(a.features) + row * a.n * a.feature_bytes;
-    auto* out = static_cast<std::byte*>(a.gathered_features) + row * k * a.feature_bytes;
-    constexpr std::int64_t kAhead = 16;
     for (std::int64_t j = 0; j < k; ++j) {
       const std::int64_t idx = j < valid ? static_cast<std::int64_t>(s.sel[s.order[j] & 0xFFFFFFFFu]) : -1;
       if (a.index_type == dtype::i64) static_cast<std::int64_t*>(a.indices)[row * k + j] = idx;
       else static_cast<std::int32_t*>(a.indices)[row * k + j] = static_cast<std::int32_t>(idx);
-      if (a.gathered_labels != nullptr)
-        static_cast<L*>(a.gathered_labels)[row * k + j] = idx >= 0 ? labels[idx] : static_cast<L>(p.ignore_label);
-      if (a.features != nullptr) {
-        if (j + kAhead < valid) {
-          const std::byte* next = in + s.sel[s.order[j + kAhead] & 0xFFFFFFFFu] * a.feature_bytes;
-          for (std::size_t b = 0; b < a.feature_bytes; b += 64) __builtin_prefetch(next + b);
-        }
-        if (idx >= 0) copy_row(out + j * a.feature_bytes, in + idx * a.feature_bytes, a.feature_bytes);
-        else std::memset(out + j * a.feature_bytes, 0, a.feature_bytes);
-      }
+    }
+    if (a.gathered_labels != nullptr) {
+      // Labels in index order first (forward sweep), then into output order.
+      s.label_stage.resize(static_cast<std::size_t>(valid));
+      for (std::int64_t q = 0; q < valid; ++q) s.label_stage[q] = static_cast<std::int64_t>(labels[s.sel[q]]);
+      L* out = static_cast<L*>(a.gathered_labels) + row * k;
+      for (std::int64_t j = 0; j < k; ++j)
+        out[j] = j < valid ? static_cast<L>(s.label_stage[s.order[j] & 0xFFFFFFFFu]) : static_cast<L>(p.ignore_label);
+    }
+    if (a.features != nullptr) {
+      const std::size_t fb = a.feature_bytes;
+      const auto* in = static_cast<const std::byte*>(a.features) + row * a.n * fb;
+      auto* out = static_cast<std::byte*>(a.gathered_features) + row * k * fb;
+      s.feature_stage.resize(static_cast<std::size_t>(valid) * fb);
+      std::byte* stage = s.feature_stage.data();
+      for (std::int64_t q = 0; q < valid; ++q) copy_row(stage + q * fb, in + s.sel[q] * fb, fb);
+      for (std::int64_t j = 0; j < valid; ++j) copy_row(out + j * fb, stage + (s.order[j] & 0xFFFFFFFFu) * fb, fb);
+      std::memset(out + valid * fb, 0, (k - valid) * fb);
     }
     if (a.valid != nullptr) a.valid[row] = static_cast<std::int32_t>(valid);
   }

@@ -116,11 +116,14 @@ constexpr std::size_t kChunk = 1024;  // items per key-generation chunk (a multi
 /// key <= thr[c] (class 0 positive, 1 negative; `only` >= 0 restricts to one class).
 template <class L>
 void filter_chunk_scalar(const L* labels, const std::uint32_t* keys, std::size_t len, std::uint64_t base, L neg, L ign,
-                         const std::uint32_t thr[2], int only, std::uint64_t* out[2], std::size_t added[2]) {
+                         const std::uint32_t thr[2], int only, std::uint64_t* out[2], std::size_t added[2],
+                         std::int64_t seen[2]) {
   for (std::size_t j = 0; j < len; ++j) {
     const L l = labels[j];
     const std::uint32_t key = keys[j];
     const int c = l == neg ? 1 : 0;
+    seen[0] += l != neg && l != ign;
+    seen[1] += l == neg;
     const bool take = l != ign && key <= thr[c] && (only < 0 || only == c);
     // Branch-free append: always write, advance only when taken.
     out[c][added[c]] = (static_cast<std::uint64_t>(key) << 32) | (base + j);
@@ -132,7 +135,7 @@ void filter_chunk_scalar(const L* labels, const std::uint32_t* keys, std::size_t
 template <class L>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void filter_chunk_avx512(
     const L* labels, const std::uint32_t* keys, std::size_t len, std::uint64_t base, L neg, L ign,
-    const std::uint32_t thr[2], int only, std::uint64_t* out[2], std::size_t added[2]) {
+    const std::uint32_t thr[2], int only, std::uint64_t* out[2], std::size_t added[2], std::int64_t seen[2]) {
   const __m512i neg_v = _mm512_set1_epi64(static_cast<long long>(neg)), ign_v = _mm512_set1_epi64(static_cast<long long>(ign));
   const __m512i thr_pos = _mm512_set1_epi64(thr[0]), thr_neg = _mm512_set1_epi64(thr[1]);
   const __mmask8 allow_pos = only == 1 ? 0 : 0xFF, allow_neg = only == 0 ? 0 : 0xFF;
@@ -153,9 +156,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void filter_chunk_
     _mm512_mask_compressstoreu_epi64(out[1] + added[1], take_neg, composite);
     added[0] += static_cast<std::size_t>(__builtin_popcount(take_pos));
     added[1] += static_cast<std::size_t>(__builtin_popcount(take_neg));
+    seen[0] += __builtin_popcount(is_pos);
+    seen[1] += __builtin_popcount(is_neg);
     idx = _mm512_add_epi64(idx, eight);
   }
-  filter_chunk_scalar(labels + j, keys + j, len - j, base + j, neg, ign, thr, only, out, added);
+  filter_chunk_scalar(labels + j, keys + j, len - j, base + j, neg, ign, thr, only, out, added, seen);
 }
 
 /// memcpy with the common small row sizes known at compile time (inlined moves, no call).
@@ -188,8 +193,10 @@ struct row_sampler {
   }
 
   /// Appends (key << 32 | i), in index order, of every item of class `only` (or of both classes
-  /// when only < 0) whose key is <= thr[class] to cand[class].
-  void scan(const L* labels, std::uint64_t row, const std::uint32_t thr[2], int only, row_scratch& s) const {
+  /// when only < 0) whose key is <= thr[class] to cand[class]; counts every positive and negative
+  /// into seen[].
+  void scan(const L* labels, std::uint64_t row, const std::uint32_t thr[2], int only, row_scratch& s,
+            std::int64_t seen[2]) const {
     const std::int64_t n = a.n;
     const philox_stream keys(p.seed, p.offset, row, 0);
     const L neg = static_cast<L>(p.negative_label), ign = static_cast<L>(p.ignore_label);
@@ -203,9 +210,11 @@ struct row_sampler {
       std::uint64_t* out[2] = {s.cand[0].end(), s.cand[1].end()};
       std::size_t added[2] = {0, 0};
       if (avx512)
-        filter_chunk_avx512(labels + i0, s.keys.data(), len, static_cast<std::uint64_t>(i0), neg, ign, thr, only, out, added);
+        filter_chunk_avx512(labels + i0, s.keys.data(), len, static_cast<std::uint64_t>(i0), neg, ign, thr, only, out,
+                            added, seen);
       else
-        filter_chunk_scalar(labels + i0, s.keys.data(), len, static_cast<std::uint64_t>(i0), neg, ign, thr, only, out, added);
+        filter_chunk_scalar(labels + i0, s.keys.data(), len, static_cast<std::uint64_t>(i0), neg, ign, thr, only, out,
+                            added, seen);
       s.cand[0].size += added[0];
       s.cand[1].size += added[1];
     }
@@ -229,27 +238,56 @@ struct row_sampler {
   void run(std::int64_t row, row_scratch& s) const {
     const L* labels = static_cast<const L*>(a.labels) + row * a.n;
     const L neg = static_cast<L>(p.negative_label), ign = static_cast<L>(p.ignore_label);
-    std::int64_t positives = 0, negatives = 0;
-    for (std::int64_t i = 0; i < a.n; ++i) {
-      negatives += labels[i] == neg;
-      positives += labels[i] != neg && labels[i] != ign;
+    // One pass counts the classes and keeps candidates at the same time. Its thresholds come from
+    // class counts guessed on a strided sample of the labels; a wrong guess only costs a second
+    // pass over the class it starved, never the result.
+    const std::int64_t sample = std::min<std::int64_t>(a.n, 2048);
+    std::int64_t sampled[2] = {0, 0};
+    for (std::int64_t j = 0; j < sample; ++j) {
+      const L l = labels[j * a.n / sample];
+      sampled[0] += l != neg && l != ign;
+      sampled[1] += l == neg;
     }
-    const class_counts cc = balanced_counts(positives, negatives, p.k, target, p.mode);
-    const std::int64_t want[2] = {cc.num_pos, cc.num_neg}, avail[2] = {positives, negatives};
+    std::uint32_t thr[2];
+    {
+      const double scale = sample ? static_cast<double>(a.n) / static_cast<double>(sample) : 0.0;
+      const std::int64_t guess[2] = {std::llround(sampled[0] * scale), std::llround(sampled[1] * scale)};
+      const class_counts gc = balanced_counts(guess[0], guess[1], p.k, target, p.mode);
+      const std::int64_t want_guess[2] = {gc.num_pos, gc.num_neg};
+      for (int c = 0; c < 2; ++c) {
+        // Sampling error allowance: ask for 10% more plus 64, from 10% fewer items.
+        const auto want = static_cast<std::int64_t>(static_cast<double>(want_guess[c]) * 1.1) + 64;
+        const auto avail = std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(guess[c]) * 0.9));
+        thr[c] = want_guess[c] == 0 ? 0u : threshold(want, avail);
+      }
+    }
+    s.cand[0].clear();
+    s.cand[1].clear();
+    std::int64_t seen[2] = {0, 0};
+    if (p.k > 0) {
+      scan(labels, static_cast<std::uint64_t>(row), thr, -1, s, seen);
+    } else {
+      for (std::int64_t i = 0; i < a.n; ++i) {
+        seen[1] += labels[i] == neg;
+        seen[0] += labels[i] != neg && labels[i] != ign;
+      }
+    }
+    const class_counts cc = balanced_counts(seen[0], seen[1], p.k, target, p.mode);
+    const std::int64_t want[2] = {cc.num_pos, cc.num_neg};
     s.sel.clear();
     if (cc.num_pos + cc.num_neg > 0) {
-      std::uint32_t thr[2];
       for (int c = 0; c < 2; ++c) {
-        s.cand[c].clear();
-        thr[c] = want[c] == 0 ? 0u : threshold(want[c], avail[c]);
-      }
-      const int only = want[0] == 0 ? 1 : want[1] == 0 ? 0 : -1;
-      scan(labels, static_cast<std::uint64_t>(row), thr, only, s);
-      for (int c = 0; c < 2; ++c) {
-        if (static_cast<std::int64_t>(s.cand[c].size) < want[c]) {  // the margin was too tight
+        if (static_cast<std::int64_t>(s.cand[c].size) < want[c]) {  // the guess starved this class
           s.cand[c].clear();
-          const std::uint32_t all[2] = {0xFFFFFFFFu, 0xFFFFFFFFu};
-          scan(labels, static_cast<std::uint64_t>(row), all, c, s);
+          std::uint32_t exact[2] = {0, 0};
+          exact[c] = threshold(want[c], seen[c]);
+          std::int64_t again[2] = {0, 0};
+          scan(labels, static_cast<std::uint64_t>(row), exact, c, s, again);
+          if (static_cast<std::int64_t>(s.cand[c].size) < want[c]) {  // and so did the margin
+            s.cand[c].clear();
+            const std::uint32_t all[2] = {0xFFFFFFFFu, 0xFFFFFFFFu};
+            scan(labels, static_cast<std::uint64_t>(row), all, c, s, again);
+          }
         }
         select(s.cand[c], static_cast<std::size_t>(want[c]), s.sel_class[c], s);
       }

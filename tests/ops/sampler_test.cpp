@@ -429,3 +429,32 @@ TEST_CASE("sampler.tie_at_threshold_lowest_index_wins") {
   CHECK(std::count(r.indices.begin(), r.indices.end(), static_cast<std::int64_t>(t.lower)) == 1);
   CHECK(std::count(r.indices.begin(), r.indices.end(), static_cast<std::int64_t>(t.upper)) == 0);
 }
+
+TEST_CASE("sampler.exact_when_the_strided_count_guess_is_wrong") {
+  // The fast path guesses class counts from every (n / 2048)-th label. Labels periodic with that
+  // stride fool the guess completely; the result must still be the contract's, at every SIMD level.
+  const std::int64_t n = 8192;  // stride 4
+  std::vector<std::int64_t> fooled(n), skewed(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    fooled[i] = i % 4 == 0 ? 1 : 0;             // the sample sees only positives
+    skewed[i] = i % 4 == 0 ? 0 : (i % 4 == 1 ? -1 : 1);  // the sample sees only negatives
+  }
+  for (const auto level : {simd_level::scalar, simd_level::avx2, simd_level::avx512}) {
+    if (level > cpu_simd_support()) continue;
+    set_simd_level(level);
+    for (const auto* labels : {&fooled, &skewed}) {
+      for (double fraction : {0.5, 0.9, 0.1}) {
+        sampler_params p;
+        p.k = 3000;
+        p.positive_fraction = fraction;
+        p.seed = 31;
+        const auto r = run_cpu(*labels, 1, n, p);
+        std::int32_t valid = 0;
+        const auto expect = oracle_row(*labels, 0, p, &valid);
+        CHECK(r.valid[0] == valid);
+        CHECK(std::equal(expect.begin(), expect.end(), r.indices.begin()));
+      }
+    }
+  }
+  set_simd_level(cpu_simd_support());
+}

@@ -84,13 +84,7 @@ void check_equal(const outputs& cpu, const outputs& gpu) {
 
 TEST_CASE("gpu.sampler.bit_identical_to_cpu" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("sampler CPU == GPU")) return;
-  struct config {
-    std::int64_t rows, n, k;
-    double fraction;
-    sampler_mode mode;
-    int pos_pct, ign_pct;
-  };
-  const config configs[] = {
+  const test::sampler_config configs[] = {
       {1, 1, 1, 0.5, sampler_mode::topup, 50, 0},       {3, 10, 4, 0.5, sampler_mode::topup, 30, 20},
       {7, 1000, 100, 0.25, sampler_mode::topup, 10, 5}, {5, 1000, 100, 0.5, sampler_mode::detectron2, 3, 5},
       {4, 5000, 2000, 0.5, sampler_mode::topup, 50, 50}, {2, 37, 50, 0.5, sampler_mode::topup, 40, 10},
@@ -102,13 +96,8 @@ TEST_CASE("gpu.sampler.bit_identical_to_cpu" * doctest::test_suite("gpu")) {
     CAPTURE(c.rows);
     CAPTURE(c.n);
     CAPTURE(c.k);
-    sampler_params p;
-    p.k = c.k;
-    p.positive_fraction = c.fraction;
-    p.mode = c.mode;
-    p.seed = 4242;
-    p.offset = 3;
-    const auto labels = test::random_labels(c.rows * c.n, static_cast<std::uint64_t>(c.n + c.k), c.pos_pct, c.ign_pct);
+    const sampler_params p = c.params(4242, 3);
+    const auto labels = c.labels(static_cast<std::uint64_t>(c.n + c.k));
     const std::int64_t d = c.n * c.rows <= 200000 ? 16 : 0;
     check_equal(run(false, labels, c.rows, c.n, p, d), run(true, labels, c.rows, c.n, p, d));
   }

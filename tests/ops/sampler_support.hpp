@@ -23,6 +23,27 @@ inline std::vector<std::int64_t> random_labels(std::int64_t count, std::uint64_t
   return v;
 }
 
+/// One shape of the contract tests: rows x n labels with pos_pct positives and ign_pct ignored.
+struct sampler_config {
+  std::int64_t rows, n, k;
+  double fraction;
+  ops::sampler_mode mode;
+  int pos_pct, ign_pct;
+
+  [[nodiscard]] ops::sampler_params params(std::uint64_t seed, std::uint32_t offset) const {
+    ops::sampler_params p;
+    p.k = k;
+    p.positive_fraction = fraction;
+    p.mode = mode;
+    p.seed = seed;
+    p.offset = offset;
+    return p;
+  }
+  [[nodiscard]] std::vector<std::int64_t> labels(std::uint64_t seed) const {
+    return random_labels(rows * n, seed, pos_pct, ign_pct);
+  }
+};
+
 /// A case where two items share the selection key that sits exactly at the threshold: every item of
 /// a single row of n is positive, and k is chosen so that only one of the two tied items is needed.
 /// The lower index must win. Returns false if the row has no tied pair.

@@ -114,13 +114,7 @@ TEST_CASE("sampler.counts.topup_rule") {
 }
 
 TEST_CASE("sampler.cpu_matches_contract_oracle") {
-  struct config {
-    std::int64_t rows, n, k;
-    double fraction;
-    sampler_mode mode;
-    int pos_pct, ign_pct;
-  };
-  const config configs[] = {
+  const test::sampler_config configs[] = {
       {1, 1, 1, 0.5, sampler_mode::topup, 50, 0},          // N = 1
       {3, 10, 4, 0.5, sampler_mode::topup, 30, 20},
       {7, 1000, 100, 0.25, sampler_mode::topup, 10, 5},    // positives short -> top-up
@@ -138,13 +132,8 @@ TEST_CASE("sampler.cpu_matches_contract_oracle") {
     CAPTURE(c.rows);
     CAPTURE(c.n);
     CAPTURE(c.k);
-    sampler_params p;
-    p.k = c.k;
-    p.positive_fraction = c.fraction;
-    p.mode = c.mode;
-    p.seed = 1234;
-    p.offset = 7;
-    const auto labels = random_labels(c.rows * c.n, static_cast<std::uint64_t>(c.n * 31 + c.k), c.pos_pct, c.ign_pct);
+    const sampler_params p = c.params(1234, 7);
+    const auto labels = c.labels(static_cast<std::uint64_t>(c.n * 31 + c.k));
     const auto r = run_cpu(labels, c.rows, c.n, p);
     check_invariants(labels, c.rows, c.n, p, r);
     for (std::int64_t row = 0; row < c.rows; ++row) {

@@ -47,14 +47,20 @@ void normalize_hwc_to_chw(const std::uint8_t* in, void* out, image_batch_shape s
 void normalize_hwc_to_chw_device(const std::uint8_t* d_in, void* d_out, image_batch_shape shape,
                                  const normalize_params& params, cudaStream_t stream);
 
+/// The bits of a float (host and device).
+PINFEED_HD std::uint32_t float_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  std::uint32_t x;
+  std::memcpy(&x, &f, 4);
+  return x;
+#endif
+}
+
 /// float -> IEEE binary16 bits, round to nearest even (overflow to inf, NaN kept quiet).
 PINFEED_HD std::uint16_t float_to_half(float f) {
-  std::uint32_t x;
-#if defined(__CUDA_ARCH__)
-  x = __float_as_uint(f);
-#else
-  std::memcpy(&x, &f, 4);
-#endif
+  const std::uint32_t x = float_bits(f);
   const std::uint32_t sign = (x >> 16) & 0x8000u;
   const std::uint32_t abs = x & 0x7FFFFFFFu;
   if (abs > 0x7F800000u) return static_cast<std::uint16_t>(sign | 0x7E00u);  // NaN
@@ -73,12 +79,7 @@ PINFEED_HD std::uint16_t float_to_half(float f) {
 
 /// float -> bfloat16 bits, round to nearest even (NaN kept quiet).
 PINFEED_HD std::uint16_t float_to_bfloat16(float f) {
-  std::uint32_t x;
-#if defined(__CUDA_ARCH__)
-  x = __float_as_uint(f);
-#else
-  std::memcpy(&x, &f, 4);
-#endif
+  const std::uint32_t x = float_bits(f);
   if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40u);
   return static_cast<std::uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
 }

@@ -254,11 +254,18 @@ struct row_sampler {
       const std::int64_t guess[2] = {std::llround(sampled[0] * scale), std::llround(sampled[1] * scale)};
       const class_counts gc = balanced_counts(guess[0], guess[1], p.k, target, p.mode);
       const std::int64_t want_guess[2] = {gc.num_pos, gc.num_neg};
+      // Relative standard error of each guessed class count; four of the larger one (a top-up ties
+      // one class's share to the other's count) widen the share of keys kept. Beyond that the
+      // rescan below takes over, about once in 30000 rows.
+      double rel[2];
+      for (int c = 0; c < 2; ++c)
+        rel[c] = sampled[c] > 0 ? std::sqrt(static_cast<double>(sample - sampled[c]) /
+                                            (static_cast<double>(sampled[c]) * static_cast<double>(sample)))
+                                : 1.0;
       for (int c = 0; c < 2; ++c) {
-        // Sampling error allowance: ask for 10% more plus 64, from 10% fewer items.
-        const auto want = static_cast<std::int64_t>(static_cast<double>(want_guess[c]) * 1.1) + 64;
-        const auto avail = std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(guess[c]) * 0.9));
-        thr[c] = want_guess[c] == 0 ? 0u : threshold(want, avail);
+        const double widen = 1.0 + 4.0 * std::max(rel[0], rel[1]);
+        const auto want = static_cast<std::int64_t>(static_cast<double>(want_guess[c]) * widen) + 16;
+        thr[c] = want_guess[c] == 0 ? 0u : threshold(want, std::max<std::int64_t>(1, guess[c]));
       }
     }
     s.cand[0].clear();

@@ -225,14 +225,35 @@ struct row_sampler {
     out.clear();
     if (m == 0) return;
     std::uint64_t cut = ~std::uint64_t{0};
-    if (cand.size > m) {
-      s.tmp.assign(cand.begin(), cand.end());
-      std::nth_element(s.tmp.begin(), s.tmp.begin() + static_cast<std::ptrdiff_t>(m - 1), s.tmp.end());
-      cut = s.tmp[m - 1];  // composites are unique: exactly m are <= cut
+    if (cand.size > m) cut = smallest_cut(cand, m, s);
+    out.resize(m + 1);  // one spare slot: the branch-free loop writes one past the last kept item
+    std::uint32_t* o = out.data();
+    for (const std::uint64_t* c = cand.begin(); c != cand.end(); ++c) {
+      *o = static_cast<std::uint32_t>(*c);  // write always, advance when kept
+      o += *c <= cut;
     }
-    out.reserve(m);
+    out.resize(m);
+  }
+
+  /// The m-th smallest of the candidates (composites are unique, so exactly m are <= it): a
+  /// histogram of the top 11 bits of the keys finds its bucket, and only that bucket is searched.
+  static std::uint64_t smallest_cut(append_buffer& cand, std::size_t m, row_scratch& s) {
+    std::uint32_t max_key = 0;
     for (const std::uint64_t* c = cand.begin(); c != cand.end(); ++c)
-      if (*c <= cut) out.push_back(static_cast<std::uint32_t>(*c));
+      max_key = std::max(max_key, static_cast<std::uint32_t>(*c >> 32));
+    const int width = max_key == 0 ? 0 : 32 - __builtin_clz(max_key);
+    const int shift = 32 + std::max(0, width - 11);
+    std::uint32_t count[2048] = {};
+    for (const std::uint64_t* c = cand.begin(); c != cand.end(); ++c) ++count[*c >> shift];
+    std::size_t below = 0;
+    std::uint64_t bucket = 0;
+    while (below + count[bucket] < m) below += count[bucket++];
+    s.tmp.clear();
+    for (const std::uint64_t* c = cand.begin(); c != cand.end(); ++c)
+      if ((*c >> shift) == bucket) s.tmp.push_back(*c);
+    const std::size_t rank = m - below - 1;
+    std::nth_element(s.tmp.begin(), s.tmp.begin() + static_cast<std::ptrdiff_t>(rank), s.tmp.end());
+    return s.tmp[rank];
   }
 
   void run(std::int64_t row, row_scratch& s) const {

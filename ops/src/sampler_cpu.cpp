@@ -70,18 +70,25 @@ void radix_sort_by_high_word(std::vector<std::uint64_t>& v, std::vector<std::uin
   }
   scratch.resize(v.size());
   constexpr std::size_t kBuckets = 1u << 11;
-  std::vector<std::size_t> count(kBuckets);
-  for (int shift = 32; shift < 64; shift += 11) {
-    std::fill(count.begin(), count.end(), 0);
-    for (auto x : v) ++count[(x >> shift) & (kBuckets - 1)];
-    if (count[(v[0] >> shift) & (kBuckets - 1)] == v.size()) continue;  // nothing to reorder
+  constexpr int kShifts[3] = {32, 43, 54};
+  // All three histograms in one read.
+  std::vector<std::size_t> count(3 * kBuckets, 0);
+  for (auto x : v) {
+    ++count[(x >> 32) & (kBuckets - 1)];
+    ++count[kBuckets + ((x >> 43) & (kBuckets - 1))];
+    ++count[2 * kBuckets + (x >> 54)];
+  }
+  for (int pass = 0; pass < 3; ++pass) {
+    std::size_t* c = count.data() + pass * kBuckets;
+    const int shift = kShifts[pass];
+    if (c[(v[0] >> shift) & (kBuckets - 1)] == v.size()) continue;  // every item shares this digit
     std::size_t sum = 0;
-    for (auto& c : count) {
-      const std::size_t t = c;
-      c = sum;
+    for (std::size_t b = 0; b < kBuckets; ++b) {
+      const std::size_t t = c[b];
+      c[b] = sum;
       sum += t;
     }
-    for (auto x : v) scratch[count[(x >> shift) & (kBuckets - 1)]++] = x;
+    for (auto x : v) scratch[c[(x >> shift) & (kBuckets - 1)]++] = x;
     v.swap(scratch);
   }
 }

@@ -63,9 +63,11 @@ std::vector<std::int64_t> make_labels(std::int64_t count) {
   return labels;
 }
 
+/// Host inputs and outputs. Feature buffers are page-aligned, as a framework's allocator would
+/// align them (PyTorch aligns CPU tensors to 64 bytes).
 struct host_case {
   std::vector<std::int64_t> labels, indices, gathered_labels;
-  std::vector<float> features, gathered;
+  host_buffer features, gathered;
   std::vector<std::int32_t> valid;
   ops::sampler_args args(std::int64_t rows, std::int64_t n, std::int64_t d) {
     ops::sampler_args a;
@@ -88,10 +90,11 @@ void run_cpu(const sampler_bench_options& o, std::int64_t n, std::ostream& out) 
   const std::int64_t k = n / 10, d = o.d, rows = o.rows;
   host_case c;
   c.labels = make_labels(rows * n);
-  c.features.assign(static_cast<std::size_t>(rows * n * d), 1.0f);
+  c.features = host_buffer(static_cast<std::size_t>(rows * n * d) * sizeof(float), false);
+  std::fill_n(reinterpret_cast<float*>(c.features.data()), rows * n * d, 1.0f);
   c.indices.resize(rows * k);
   c.gathered_labels.resize(rows * k);
-  c.gathered.resize(static_cast<std::size_t>(rows * k * d));
+  c.gathered = host_buffer(static_cast<std::size_t>(rows * k * d) * sizeof(float), false);
   c.valid.resize(rows);
   ops::sampler_params p;
   p.k = k;

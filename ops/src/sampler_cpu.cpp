@@ -183,6 +183,18 @@ inline void copy_row(std::byte* dst, const std::byte* src, std::size_t bytes) {
   }
 }
 
+/// out row j = stage row (order[j] & 0xFFFFFFFF), with non-temporal 64-byte stores (rows are a
+/// multiple of 64 bytes, out 64-byte aligned).
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void stream_rows(
+    std::byte* out, const std::byte* stage, const std::uint64_t* order, std::int64_t rows, std::size_t fb) {
+  for (std::int64_t j = 0; j < rows; ++j) {
+    const std::byte* src = stage + (order[j] & 0xFFFFFFFFu) * fb;
+    for (std::size_t b = 0; b < fb; b += 64)
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(out + j * fb + b), _mm512_loadu_si512(src + b));
+  }
+  _mm_sfence();
+}
+
 template <class L>
 struct row_sampler {
   const sampler_args& a;
@@ -369,7 +381,10 @@ struct row_sampler {
       s.feature_stage.resize(static_cast<std::size_t>(valid) * fb);
       std::byte* stage = s.feature_stage.data();
       for (std::int64_t q = 0; q < valid; ++q) copy_row(stage + q * fb, in + s.sel[q] * fb, fb);
-      for (std::int64_t j = 0; j < valid; ++j) copy_row(out + j * fb, stage + (s.order[j] & 0xFFFFFFFFu) * fb, fb);
+      if (simd_level_in_use() == simd_level::avx512 && fb % 64 == 0 && reinterpret_cast<std::uintptr_t>(out) % 64 == 0)
+        stream_rows(out, stage, s.order.data(), valid, fb);  // the output is not read again here: skip the cache
+      else
+        for (std::int64_t j = 0; j < valid; ++j) copy_row(out + j * fb, stage + (s.order[j] & 0xFFFFFFFFu) * fb, fb);
       std::memset(out + valid * fb, 0, (k - valid) * fb);
     }
     if (a.valid != nullptr) a.valid[row] = static_cast<std::int32_t>(valid);

@@ -360,6 +360,7 @@ struct row_sampler {
   /// steps that both stay friendly to the TLB: gathered in index order (reads sweep the feature
   /// rows forward) into a staging buffer, then permuted into output order from that small buffer.
   void write(std::int64_t row, row_scratch& s, const L* labels) const {
+    constexpr std::int64_t kPrefetch = 32;
     const std::int64_t k = p.k, valid = static_cast<std::int64_t>(s.order.size());
     for (std::int64_t j = 0; j < k; ++j) {
       const std::int64_t idx = j < valid ? static_cast<std::int64_t>(s.sel[s.order[j] & 0xFFFFFFFFu]) : -1;
@@ -369,7 +370,10 @@ struct row_sampler {
     if (a.gathered_labels != nullptr) {
       // Labels in index order first (forward sweep), then into output order.
       s.label_stage.resize(static_cast<std::size_t>(valid));
-      for (std::int64_t q = 0; q < valid; ++q) s.label_stage[q] = static_cast<std::int64_t>(labels[s.sel[q]]);
+      for (std::int64_t q = 0; q < valid; ++q) {
+        if (q + kPrefetch < valid) __builtin_prefetch(labels + s.sel[q + kPrefetch]);
+        s.label_stage[q] = static_cast<std::int64_t>(labels[s.sel[q]]);
+      }
       L* out = static_cast<L*>(a.gathered_labels) + row * k;
       for (std::int64_t j = 0; j < k; ++j)
         out[j] = j < valid ? static_cast<L>(s.label_stage[s.order[j] & 0xFFFFFFFFu]) : static_cast<L>(p.ignore_label);
@@ -380,7 +384,12 @@ struct row_sampler {
       auto* out = static_cast<std::byte*>(a.gathered_features) + row * k * fb;
       s.feature_stage.resize(static_cast<std::size_t>(valid) * fb);
       std::byte* stage = s.feature_stage.data();
-      for (std::int64_t q = 0; q < valid; ++q) copy_row(stage + q * fb, in + s.sel[q] * fb, fb);
+      for (std::int64_t q = 0; q < valid; ++q) {
+        // Picks sit ~n/k rows apart, too irregular for the hardware prefetcher: fetch ahead.
+        if (q + kPrefetch < valid)
+          for (std::size_t b = 0; b < fb; b += 64) __builtin_prefetch(in + s.sel[q + kPrefetch] * fb + b);
+        copy_row(stage + q * fb, in + s.sel[q] * fb, fb);
+      }
       if (simd_level_in_use() == simd_level::avx512 && fb % 64 == 0 && reinterpret_cast<std::uintptr_t>(out) % 64 == 0)
         stream_rows(out, stage, s.order.data(), valid, fb);  // the output is not read again here: skip the cache
       else

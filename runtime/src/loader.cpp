@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include <nlohmann/json.hpp>
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
 
@@ -140,6 +141,7 @@ struct loader::impl {
 
   std::shared_ptr<source> src;
   std::uint64_t dataset_size;
+  std::optional<epoch_order> order;
   std::uint64_t batches;
   std::size_t worker_count;
   std::shared_ptr<detail::loader_core> core;
@@ -186,10 +188,12 @@ loader::impl::impl(std::shared_ptr<source> s, loader_options o)
   if (dataset_size == 0) throw std::invalid_argument("source '" + src->name() + "' has no samples");
   auto fields = src->fields();
   validate_fields(fields);
-  batches = o.drop_last ? dataset_size / o.batch_size : (dataset_size + o.batch_size - 1) / o.batch_size;
+  order.emplace(dataset_size, o.seed, o.order);
+  const std::uint64_t per_epoch = order->size();
+  batches = o.drop_last ? per_epoch / o.batch_size : (per_epoch + o.batch_size - 1) / o.batch_size;
   if (batches == 0)
-    throw std::invalid_argument("source '" + src->name() + "' has " + std::to_string(dataset_size) +
-                                " samples, fewer than batch_size " + std::to_string(o.batch_size) +
+    throw std::invalid_argument("source '" + src->name() + "' gives this rank " + std::to_string(per_epoch) +
+                                " samples per epoch, fewer than batch_size " + std::to_string(o.batch_size) +
                                 " with drop_last set: an epoch would be empty");
   const device_choice dev = resolve_device(o.device);
   core = std::make_shared<detail::loader_core>(o, std::move(fields), dev);
@@ -260,8 +264,8 @@ void loader::impl::feed(std::uint32_t e, std::uint64_t first_batch, std::uint64_
     auto& m = c.meta[*slot];
     m.epoch = e;
     m.batch = b;
-    m.count = static_cast<std::size_t>(std::min<std::uint64_t>(B, dataset_size - b * B));
-    for (std::size_t j = 0; j < m.count; ++j) m.indices[j] = b * B + j;
+    m.count = static_cast<std::size_t>(std::min<std::uint64_t>(B, order->size() - b * B));
+    for (std::size_t j = 0; j < m.count; ++j) m.indices[j] = order->index_at(e, b * B + j);
     m.error = failure;
     m.error_index = failure ? m.indices[0] : 0;
     m.error_count = 0;
@@ -383,6 +387,61 @@ void loader::start_epoch(std::uint32_t epoch, std::uint64_t first_batch) { impl_
 std::uint32_t loader::epoch() const noexcept { return impl_->epoch; }
 std::uint64_t loader::next_batch() const noexcept { return impl_->next_batch; }
 std::uint64_t loader::batches_per_epoch() const noexcept { return impl_->batches; }
+const epoch_order& loader::order() const noexcept { return *impl_->order; }
+
+std::string loader::state() const {
+  const auto& o = *impl_->order;
+  const auto& opt = impl_->core->options;
+  const nlohmann::json j{{"version", 1},
+                         {"seed", opt.seed},
+                         {"epoch", impl_->epoch},
+                         {"next_batch", impl_->next_batch},
+                         {"dataset_size", impl_->dataset_size},
+                         {"batch_size", opt.batch_size},
+                         {"drop_last", opt.drop_last},
+                         {"shuffle", o.shuffled()},
+                         {"rank", o.rank()},
+                         {"world", o.world()},
+                         {"drop_remainder", o.drops_remainder()}};
+  return j.dump();
+}
+
+void loader::resume(const std::string& state) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(state);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(std::string("loader state is not JSON: ") + e.what());
+  }
+  auto field = [&](const char* name) -> const nlohmann::json& {
+    if (!j.is_object() || !j.contains(name)) throw std::invalid_argument(std::string("loader state lacks '") + name + "'");
+    return j.at(name);
+  };
+  const auto& o = *impl_->order;
+  const auto& opt = impl_->core->options;
+  auto expect = [&](const char* name, const nlohmann::json& mine) {
+    if (field(name) != mine)
+      throw std::invalid_argument(std::string("loader state does not match this loader: ") + name + " is " +
+                                  field(name).dump() + " there, " + mine.dump() + " here");
+  };
+  if (field("version") != 1) throw std::invalid_argument("loader state version " + field("version").dump() + " is not 1");
+  expect("seed", opt.seed);
+  expect("dataset_size", impl_->dataset_size);
+  expect("batch_size", opt.batch_size);
+  expect("drop_last", opt.drop_last);
+  expect("shuffle", o.shuffled());
+  expect("rank", o.rank());
+  expect("world", o.world());
+  expect("drop_remainder", o.drops_remainder());
+  const auto& epoch = field("epoch");
+  const auto& next = field("next_batch");
+  if (!epoch.is_number_unsigned() || epoch.get<std::uint64_t>() > 0xFFFFFFFFull)
+    throw std::invalid_argument("loader state: epoch " + epoch.dump() + " is not a 32-bit unsigned number");
+  if (!next.is_number_unsigned() || next.get<std::uint64_t>() > impl_->batches)
+    throw std::invalid_argument("loader state: next_batch " + next.dump() + " is not in [0, " +
+                                std::to_string(impl_->batches) + "]");
+  impl_->start(epoch.get<std::uint32_t>(), next.get<std::uint64_t>());
+}
 const std::vector<field_spec>& loader::fields() const noexcept { return impl_->core->fields; }
 const loader_options& loader::options() const noexcept { return impl_->core->options; }
 device_choice loader::device() const noexcept { return impl_->core->dev; }

@@ -15,6 +15,7 @@
 
 #include "pinfeed/runtime/batch.hpp"
 #include "pinfeed/runtime/device.hpp"
+#include "pinfeed/runtime/epoch_order.hpp"
 #include "pinfeed/runtime/source.hpp"
 #include "pinfeed/runtime/stats.hpp"
 
@@ -29,6 +30,9 @@ struct loader_options {
   bool drop_last = false;              ///< drop a last partial batch
   std::uint64_t seed = 0;              ///< with (epoch, index), fixes every sample's random stream
   std::uint32_t epoch = 0;             ///< the epoch next() starts with
+  /// Sample order: sequential or shuffled per epoch, and this process's shard of it. The default
+  /// shards by the launcher's environment (torchrun, Open MPI, Slurm) when one set it.
+  epoch_order_options order;
   /// The consumer's stream. Unset: the loader creates a non-blocking stream on its device.
   std::optional<cudaStream_t> stream;
   bool trace = false;                  ///< record stage spans for a Chrome trace
@@ -93,10 +97,21 @@ class loader {
   [[nodiscard]] iterator begin() { return iterator(this); }
   [[nodiscard]] std::default_sentinel_t end() const noexcept { return {}; }
 
+  /// The loader's position as a small JSON object (seed, epoch, next batch, and what the order
+  /// depends on). Call it between batches; a loader restored from it yields exactly the batches
+  /// this one would have yielded next.
+  [[nodiscard]] std::string state() const;
+  /// Continues from a state() of a loader over the same data. Throws std::invalid_argument naming
+  /// the field when the state is malformed or does not match this loader (dataset size, batch
+  /// size, seed, order, shard).
+  void resume(const std::string& state);
+
   [[nodiscard]] std::uint32_t epoch() const noexcept;
   /// Index of the batch next() returns next.
   [[nodiscard]] std::uint64_t next_batch() const noexcept;
   [[nodiscard]] std::uint64_t batches_per_epoch() const noexcept;
+  /// The order of samples (this rank's shard, per epoch).
+  [[nodiscard]] const epoch_order& order() const noexcept;
   [[nodiscard]] const std::vector<field_spec>& fields() const noexcept;
   [[nodiscard]] const loader_options& options() const noexcept;
   [[nodiscard]] device_choice device() const noexcept;

@@ -10,6 +10,7 @@ packages=(
   libcli11-dev          # command line of the pinfeed tool
   nlohmann-json3-dev    # JSON (stats, trace, bench output)
   libdlpack-dev         # DLPack view of batches
+  openmpi-bin           # mpirun, for the multi-rank sharding test
 )
 
 missing=()

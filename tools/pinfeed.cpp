@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <iostream>
 #include <thread>
 #include <vector>
@@ -79,8 +80,9 @@ struct run_args {
   std::uint64_t limit = 0;
   std::uint32_t epochs = 1;
   std::uint64_t seed = 0;
-  std::string trace, json;
-  bool checksums = false, normalize = false;
+  std::string trace, json, resume, save_state;
+  bool checksums = false, normalize = false, shuffle = false, print_indices = false, drop_remainder = false;
+  int rank = -1, world = 1;
 };
 
 int cmd_run(const run_args& a) {
@@ -94,7 +96,16 @@ int cmd_run(const run_args& a) {
   o.device = a.device;
   o.seed = a.seed;
   o.trace = !a.trace.empty();
+  o.order = {a.shuffle, a.rank, a.world, a.drop_remainder};
   pinfeed::loader l(src, o);
+  std::uint32_t first_epoch = 0;
+  if (!a.resume.empty()) {
+    std::ifstream in(a.resume);
+    if (!in) throw std::runtime_error("cannot read loader state '" + a.resume + "'");
+    const std::string state((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    l.resume(state);
+    first_epoch = l.epoch();
+  }
   std::fprintf(stderr, "run: %s, %llu samples, batch %zu, %zu workers, prefetch %zu, device %s, %zu slots x %.1f MiB\n",
                src->name().c_str(), static_cast<unsigned long long>(a.samples), a.batch, l.workers(), a.prefetch,
                l.device().to_string().c_str(), l.slots(), l.slot_bytes() / 1048576.0);
@@ -113,8 +124,8 @@ int cmd_run(const run_args& a) {
   }
 
   std::uint64_t delivered = 0;
-  for (std::uint32_t e = 0; e < a.epochs && (a.limit == 0 || delivered < a.limit); ++e) {
-    l.start_epoch(e);
+  for (std::uint32_t e = first_epoch; e < a.epochs && (a.limit == 0 || delivered < a.limit); ++e) {
+    if (e != first_epoch || a.resume.empty()) l.start_epoch(e);
     while (a.limit == 0 || delivered < a.limit) {
       auto b = l.next();
       if (!b) break;
@@ -130,6 +141,11 @@ int cmd_run(const run_args& a) {
           pinfeed::ops::normalize_hwc_to_chw(static_cast<const std::uint8_t*>(img.data), host_out.data(), shape, {});
       }
       if (a.checksums) std::printf("%s\n", pinfeed::checksum_line(*b).c_str());
+      if (a.print_indices) {
+        std::printf("indices %u:%llu", b->epoch(), static_cast<unsigned long long>(b->index()));
+        for (auto i : b->indices()) std::printf(" %llu", static_cast<unsigned long long>(i));
+        std::printf("\n");
+      }
     }
   }
   if (l.device().is_cuda()) PINFEED_CUDA_TRY(cudaStreamSynchronize(l.stream()));
@@ -137,6 +153,10 @@ int cmd_run(const run_args& a) {
   std::fprintf(stderr, "%s", st.to_string().c_str());
   std::printf("throughput: %.1f samples/s, %.1f MB/s, consumer wait %.1f%% (%llu batches)\n", st.samples_per_s(),
               st.megabytes_per_s(), 100 * st.consumer_wait_fraction(), static_cast<unsigned long long>(st.batches));
+  if (!a.save_state.empty()) {
+    std::ofstream out(a.save_state);
+    if (!(out << l.state() << "\n")) throw std::runtime_error("cannot write loader state '" + a.save_state + "'");
+  }
   if (!a.trace.empty()) {
     l.write_trace(a.trace);
     std::fprintf(stderr, "trace: %zu spans written to %s\n", l.trace()->size(), a.trace.c_str());
@@ -251,6 +271,13 @@ int main(int argc, char** argv) {
   run->add_option("--trace", ra.trace, "write a Chrome trace (Perfetto, chrome://tracing) to this file");
   run->add_option("--json", ra.json, "write the statistics as JSON to this file");
   run->add_flag("--checksums", ra.checksums, "print one digest line per batch (to compare runs exactly)");
+  run->add_flag("--print-indices", ra.print_indices, "print the dataset indices of every batch");
+  run->add_flag("--shuffle", ra.shuffle, "shuffle every epoch (a pure function of seed and epoch)");
+  run->add_option("--rank", ra.rank, "this process's shard (default: from torchrun/Open MPI/Slurm, else 0)");
+  run->add_option("--world", ra.world, "number of shards when --rank is given")->check(CLI::PositiveNumber);
+  run->add_flag("--drop-remainder", ra.drop_remainder, "drop samples that do not divide evenly over ranks (default: pad)");
+  run->add_option("--resume", ra.resume, "continue from a state file written by --save-state");
+  run->add_option("--save-state", ra.save_state, "write the loader's state (JSON) here after the run");
   run->add_flag("--normalize", ra.normalize, "consume each batch: uint8 HWC -> float32 CHW on its device");
 
   sample_args sa;

@@ -103,6 +103,15 @@ expect_error "sample: fraction" "positive_fraction must be in [0, 1], got 2" sam
 expect_error "sample: mode" "unknown mode 'fair'" sample --labels "$work/labels.npy" --k 2 --mode fair --out "$work/x.npy"
 expect_error "sample: unwritable output" "/nonexistent/x.npy" sample --labels "$work/labels.npy" --k 2 --out /nonexistent/x.npy
 
+# Resume through the command line: a run stopped after 2 batches and resumed equals one run.
+"$pf" run "${small[@]}" --shuffle --epochs 2 --checksums >"$work/whole.txt" 2>/dev/null
+"$pf" run "${small[@]}" --shuffle --epochs 2 --checksums --limit 2 --save-state "$work/state.json" >"$work/part1.txt" 2>/dev/null
+"$pf" run "${small[@]}" --shuffle --epochs 2 --checksums --resume "$work/state.json" >"$work/part2.txt" 2>/dev/null
+check "resume continues exactly" diff <(grep '^batch ' "$work/whole.txt") <(cat "$work/part1.txt" "$work/part2.txt" | grep '^batch ')
+expect_error "resume: missing state" "$work/nostate.json" run "${small[@]}" --resume "$work/nostate.json"
+expect_error "resume: foreign state" "seed" run "${small[@]}" --seed 5 --resume "$work/state.json"
+expect_error "rank outside world" "rank 5 is not below world size 4" run "${small[@]}" --rank 5 --world 4
+
 expect_error "unknown device" "unknown device 'tpu'" run --samples 8 --height 8 --width 8 --device tpu
 expect_error "zero batch rejected" "--batch" run --batch 0
 expect_error "unknown source" "--source" run --source imagenet

@@ -15,6 +15,7 @@
 
 #include "h2d_bench.hpp"
 #include "sampler_bench.hpp"
+#include "pinfeed/loaders/pipeline_source.hpp"
 #include "pinfeed/loaders/synthetic.hpp"
 #include "pinfeed/ops/normalize.hpp"
 #include "pinfeed/ops/sampler.hpp"
@@ -80,7 +81,7 @@ struct run_args {
   std::uint64_t limit = 0;
   std::uint32_t epochs = 1;
   std::uint64_t seed = 0;
-  std::string trace, json, resume, save_state;
+  std::string trace, json, resume, save_state, transforms, pipeline_file;
   bool checksums = false, normalize = false, shuffle = false, print_indices = false, drop_remainder = false;
   int rank = -1, world = 1;
 };
@@ -88,12 +89,24 @@ struct run_args {
 int cmd_run(const run_args& a) {
   if (a.source != "synthetic")
     throw std::invalid_argument("unknown source '" + a.source + "' (available: synthetic)");
-  auto src = pinfeed::loaders::make_synthetic_source({a.samples, a.height, a.width, 1000});
+  if (!a.transforms.empty() && !a.pipeline_file.empty())
+    throw std::invalid_argument("give either --transforms or --pipeline, not both");
+  const pinfeed::device_choice dev = pinfeed::resolve_device(a.device);
+  std::shared_ptr<pinfeed::source> src = pinfeed::loaders::make_synthetic_source({a.samples, a.height, a.width, 1000});
+  std::shared_ptr<pinfeed::loaders::pipeline_source> piped;
+  if (!a.transforms.empty() || !a.pipeline_file.empty()) {
+    auto steps = a.pipeline_file.empty() ? pinfeed::loaders::parse_pipeline(a.transforms)
+                                         : pinfeed::loaders::load_pipeline_file(a.pipeline_file);
+    // With a GPU the colour/scale tail runs on the device and the slot keeps uint8 (4x less to copy).
+    piped = std::make_shared<pinfeed::loaders::pipeline_source>(src, std::move(steps),
+                                                                pinfeed::loaders::pipeline_source_options{"image", dev.is_cuda()});
+    src = piped;
+  }
   pinfeed::loader_options o;
   o.batch_size = a.batch;
   o.workers = a.workers;
   o.prefetch = a.prefetch;
-  o.device = a.device;
+  o.device = dev.to_string();
   o.seed = a.seed;
   o.trace = !a.trace.empty();
   o.order = {a.shuffle, a.rank, a.world, a.drop_remainder};
@@ -110,11 +123,22 @@ int cmd_run(const run_args& a) {
                src->name().c_str(), static_cast<unsigned long long>(a.samples), a.batch, l.workers(), a.prefetch,
                l.device().to_string().c_str(), l.slots(), l.slot_bytes() / 1048576.0);
 
-  // Optional consumer work: uint8 HWC -> float CHW on the batch's device.
-  const pinfeed::ops::image_batch_shape full{a.batch, static_cast<std::size_t>(a.height), static_cast<std::size_t>(a.width)};
+  // Consumer work on the batch's device: the pipeline's colour/scale tail (GPU), or with
+  // --normalize a uint8 HWC -> float CHW conversion.
+  const auto& image = l.fields()[0];
+  std::optional<pinfeed::ops::normalize_params> consume;
+  if (piped && piped->tail_params()) consume = piped->tail_params();
+  if (a.normalize) {
+    if (image.type != pinfeed::dtype::u8 || image.shape.size() != 3 || image.shape[2] != 3)
+      throw std::invalid_argument("--normalize needs uint8 [H, W, 3] images; this pipeline yields " +
+                                  std::string(pinfeed::dtype_name(image.type)) + " (its own tail already converts)");
+    if (!consume) consume = pinfeed::ops::normalize_params{};
+  }
+  const pinfeed::ops::image_batch_shape full{
+      a.batch, static_cast<std::size_t>(image.shape[0]), static_cast<std::size_t>(image.shape.size() > 1 ? image.shape[1] : 1)};
   std::vector<float> host_out;
   pinfeed::device_buffer device_out;
-  if (a.normalize) {
+  if (consume) {
     if (l.device().is_cuda()) {
       PINFEED_CUDA_TRY(cudaSetDevice(l.device().index));
       device_out = pinfeed::device_buffer(full.pixels() * 3 * sizeof(float));
@@ -130,15 +154,15 @@ int cmd_run(const run_args& a) {
       auto b = l.next();
       if (!b) break;
       ++delivered;
-      if (a.normalize) {
+      if (consume) {
         const auto img = b->field("image");
         pinfeed::ops::image_batch_shape shape = full;
         shape.batch = b->size();
         if (img.location.is_cuda())
-          pinfeed::ops::normalize_hwc_to_chw_device(static_cast<const std::uint8_t*>(img.data),
-                                                    reinterpret_cast<float*>(device_out.data()), shape, {}, b->stream());
+          pinfeed::ops::normalize_hwc_to_chw_device(static_cast<const std::uint8_t*>(img.data), device_out.data(), shape,
+                                                    *consume, b->stream());
         else
-          pinfeed::ops::normalize_hwc_to_chw(static_cast<const std::uint8_t*>(img.data), host_out.data(), shape, {});
+          pinfeed::ops::normalize_hwc_to_chw(static_cast<const std::uint8_t*>(img.data), host_out.data(), shape, *consume);
       }
       if (a.checksums) std::printf("%s\n", pinfeed::checksum_line(*b).c_str());
       if (a.print_indices) {
@@ -272,6 +296,8 @@ int main(int argc, char** argv) {
   run->add_option("--json", ra.json, "write the statistics as JSON to this file");
   run->add_flag("--checksums", ra.checksums, "print one digest line per batch (to compare runs exactly)");
   run->add_flag("--print-indices", ra.print_indices, "print the dataset indices of every batch");
+  run->add_option("--transforms", ra.transforms, "per-sample pipeline, e.g. \"crop(256),mask(0.25),ycbcr,scale\"");
+  run->add_option("--pipeline", ra.pipeline_file, "pipeline JSON file: {\"transforms\": [\"crop(256)\", ...]}");
   run->add_flag("--shuffle", ra.shuffle, "shuffle every epoch (a pure function of seed and epoch)");
   run->add_option("--rank", ra.rank, "this process's shard (default: from torchrun/Open MPI/Slurm, else 0)");
   run->add_option("--world", ra.world, "number of shards when --rank is given")->check(CLI::PositiveNumber);

@@ -112,6 +112,21 @@ expect_error "resume: missing state" "$work/nostate.json" run "${small[@]}" --re
 expect_error "resume: foreign state" "seed" run "${small[@]}" --seed 5 --resume "$work/state.json"
 expect_error "rank outside world" "rank 5 is not below world size 4" run "${small[@]}" --rank 5 --world 4
 
+# The article's pipeline through --transforms and --pipeline.
+art=(run --samples 48 --height 40 --width 36 --batch 16 --device cpu --transforms "crop(24),mask(0.25),ycbcr,scale")
+"$pf" "${art[@]}" --workers 1 --checksums >"$work/art1.txt" 2>"$work/art1.err"
+"$pf" "${art[@]}" --workers 2 --checksums >"$work/art2.txt" 2>/dev/null
+check "transforms: 3 batches" test "$(grep -c '^batch ' "$work/art1.txt")" -eq 3
+check "transforms: same bits for 1 and 2 workers" diff <(grep '^batch ' "$work/art1.txt") <(grep '^batch ' "$work/art2.txt")
+check "transforms: stats show the transform stage" grep -q "^transform " "$work/art1.err"
+echo '{"transforms": ["crop(24)", "mask(0.25)", "ycbcr", "scale"]}' >"$work/pipe.json"
+"$pf" run --samples 48 --height 40 --width 36 --batch 16 --device cpu --workers 2 --checksums --pipeline "$work/pipe.json" >"$work/art3.txt" 2>/dev/null
+check "pipeline file equals the same --transforms" diff <(grep '^batch ' "$work/art1.txt") <(grep '^batch ' "$work/art3.txt")
+expect_error "transforms: unknown step with a caret" "unknown transform 'blur'" run --samples 8 --height 8 --width 8 --transforms "crop(4),blur(2)"
+expect_error "transforms: crop larger than the image" "crop(64)" run --samples 8 --height 8 --width 8 --transforms "crop(64)"
+expect_error "transforms: --normalize on float output" "--normalize needs uint8" run --samples 8 --height 8 --width 8 --transforms "crop(4),scale" --normalize
+expect_error "transforms: both spellings" "either --transforms or --pipeline" run --samples 8 --transforms "crop(4)" --pipeline "$work/pipe.json"
+
 expect_error "unknown device" "unknown device 'tpu'" run --samples 8 --height 8 --width 8 --device tpu
 expect_error "zero batch rejected" "--batch" run --batch 0
 expect_error "unknown source" "--source" run --source imagenet

@@ -1,0 +1,116 @@
+#pragma once
+/// @file transforms.hpp
+/// Per-sample image transforms, written straight into the sample's slot, each drawing its
+/// randomness from the sample's (seed, epoch, index) stream so results never depend on threads.
+///
+/// The article's pipeline: RandomCrop(256) -> RandomMask(0.25, 4-neighbour dilation) ->
+/// ConvertColor (RGB -> YCbCr) -> Scale(1/255). Text spelling: "crop(256),mask(0.25),ycbcr,scale".
+/// Float steps use the rounding rule of pinfeed::ops::normalize (fma, rounded once), so a pipeline
+/// that stops at uint8 and finishes with the device op gives the same floats.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pinfeed/runtime/philox.hpp"
+#include "pinfeed/runtime/tensor.hpp"
+
+namespace pinfeed::loaders {
+
+/// Shape and element type of an HWC image. A negative extent means "varies per sample".
+struct image_spec {
+  std::int64_t height = -1, width = -1, channels = 3;
+  dtype type = dtype::u8;  ///< u8 or f32
+  [[nodiscard]] bool fixed() const noexcept { return height > 0 && width > 0; }
+  [[nodiscard]] std::size_t bytes() const noexcept {
+    return static_cast<std::size_t>(height * width * channels) * dtype_size(type);
+  }
+};
+
+/// A non-owning HWC image (rows contiguous).
+struct image_view {
+  std::byte* data = nullptr;
+  image_spec spec;
+  template <class T>
+  [[nodiscard]] T* as() const noexcept { return reinterpret_cast<T*>(data); }
+};
+
+/// What a pointwise step does (colour conversion, scale or normalisation).
+struct pointwise_step {
+  enum class kind { ycbcr, scale, normalize } which = kind::scale;
+  float factor = 1.0f;                      ///< scale
+  std::array<float, 3> mean{0.f, 0.f, 0.f};  ///< normalize
+  std::array<float, 3> std{1.f, 1.f, 1.f};   ///< normalize
+};
+
+/// One step of a pipeline. Implementations are immutable after construction and thread-safe.
+class transform {
+ public:
+  virtual ~transform() = default;
+  /// The canonical spelling, e.g. "crop(256)".
+  [[nodiscard]] virtual std::string name() const = 0;
+  /// The output shape for an input shape; throws std::invalid_argument (naming the transform and
+  /// the shape) when the input cannot be handled.
+  [[nodiscard]] virtual image_spec output_spec(const image_spec& in) const = 0;
+  /// Writes the transformed `in` to `out` (shaped by output_spec(in.spec)). `rng` is this
+  /// transform's stream for the sample. Throws std::runtime_error for an input it cannot handle.
+  virtual void apply(const image_view& in, const image_view& out, philox_stream rng) const = 0;
+  /// For a step that only changes pixel values per channel (colour conversion, scale,
+  /// normalisation), what it does: those can run on the GPU instead (see pipeline::device_tail()).
+  [[nodiscard]] virtual std::optional<pointwise_step> pointwise() const { return std::nullopt; }
+};
+
+/// RandomCrop: a uniformly placed size x size window. Throws when the image is smaller.
+[[nodiscard]] std::shared_ptr<transform> random_crop(std::int64_t size);
+/// CenterCrop: the centred size x size window.
+[[nodiscard]] std::shared_ptr<transform> center_crop(std::int64_t size);
+/// RandomMask: each pixel is picked with probability `ratio`, the picks are dilated to their 4
+/// neighbours (the same as convolve2d with a cross kernel > 0), and picked pixels become 0 in every
+/// channel.
+[[nodiscard]] std::shared_ptr<transform> random_mask(double ratio);
+/// RandomHorizontalFlip with probability p.
+[[nodiscard]] std::shared_ptr<transform> random_hflip(double p = 0.5);
+/// ConvertColor: RGB -> YCbCr with the article's matrix and [0, 128, 128] offset; float output.
+[[nodiscard]] std::shared_ptr<transform> convert_ycbcr();
+/// Scale: x * factor (default 1/255); float output.
+[[nodiscard]] std::shared_ptr<transform> scale(float factor = 1.0f / 255.0f);
+/// Normalize: (x - mean[c]) / std[c] on values already scaled; float output.
+[[nodiscard]] std::shared_ptr<transform> normalize(std::array<float, 3> mean, std::array<float, 3> std);
+
+/// An ordered list of transforms with a fixed output shape.
+class pipeline {
+ public:
+  pipeline() = default;
+  explicit pipeline(std::vector<std::shared_ptr<transform>> steps);
+
+  [[nodiscard]] const std::vector<std::shared_ptr<transform>>& steps() const noexcept { return steps_; }
+  [[nodiscard]] bool empty() const noexcept { return steps_.empty(); }
+  /// Output shape for an input shape; throws std::invalid_argument naming the step that fails or
+  /// saying that the output shape is not fixed (end with a crop for variable-size inputs).
+  [[nodiscard]] image_spec output_spec(const image_spec& in) const;
+  /// "crop(256),mask(0.25),ycbcr,scale"
+  [[nodiscard]] std::string to_string() const;
+  /// The trailing pointwise steps (colour, scale, normalise) that a GPU consumer can run instead,
+  /// and the pipeline without them (which then ends in uint8: 4x fewer bytes to copy).
+  [[nodiscard]] pipeline host_part() const;
+  [[nodiscard]] pipeline device_tail() const;
+
+ private:
+  std::vector<std::shared_ptr<transform>> steps_;
+};
+
+/// Parses "crop(256),mask(0.25),ycbcr,scale". Names: crop|random_crop(N), center_crop(N),
+/// mask|random_mask(R), hflip|random_hflip[(P)], ycbcr|convert_color, scale[(F)],
+/// normalize(m0,m1,m2,s0,s1,s2). Throws std::invalid_argument quoting the text with a caret under
+/// the bad token.
+[[nodiscard]] pipeline parse_pipeline(std::string_view text);
+/// Reads a JSON pipeline file: {"transforms": ["crop(256)", ...]} or a bare list of such strings.
+/// Throws std::invalid_argument naming the file and the bad entry.
+[[nodiscard]] pipeline load_pipeline_file(const std::string& path);
+
+}  // namespace pinfeed::loaders

@@ -1,0 +1,253 @@
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <vector>
+
+#include <unistd.h>
+
+#include "pinfeed/loaders/pipeline_source.hpp"
+#include "pinfeed/loaders/synthetic.hpp"
+#include "pinfeed/loaders/transforms.hpp"
+#include "pinfeed/runtime/checksum.hpp"
+#include "pinfeed/runtime/loader.hpp"
+#include "pinfeed/runtime/random.hpp"
+
+using namespace pinfeed;
+using namespace pinfeed::loaders;
+
+namespace {
+
+struct owned_image {
+  std::vector<std::byte> bytes;
+  image_spec spec;
+  image_view view() { return {bytes.data(), spec}; }
+};
+
+owned_image random_image(std::int64_t h, std::int64_t w, std::uint64_t seed) {
+  owned_image im{std::vector<std::byte>(static_cast<std::size_t>(h * w * 3)), {h, w, 3, dtype::u8}};
+  fill_random_bytes(philox_stream(seed, 0, 0), im.bytes);
+  return im;
+}
+
+owned_image run_step(const transform& t, const owned_image& in, philox_stream rng) {
+  const image_spec out_spec = t.output_spec(in.spec);
+  owned_image out{std::vector<std::byte>(out_spec.bytes()), out_spec};
+  t.apply(image_view{const_cast<std::byte*>(in.bytes.data()), in.spec}, out.view(), rng);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("transforms.crop_windows") {
+  auto im = random_image(8, 9, 1);
+  const auto crop = random_crop(6);
+  std::set<std::pair<int, int>> offsets;
+  for (std::uint64_t i = 0; i < 400; ++i) {
+    const auto out = run_step(*crop, im, philox_stream(3, 0, i, 100));
+    CHECK(out.spec.height == 6);
+    CHECK(out.spec.width == 6);
+    // The output is exactly one window of the input; find which.
+    int found = 0;
+    for (int y0 = 0; y0 <= 2; ++y0)
+      for (int x0 = 0; x0 <= 3; ++x0) {
+        bool same = true;
+        for (int y = 0; y < 6 && same; ++y)
+          same = std::memcmp(out.bytes.data() + y * 6 * 3, im.bytes.data() + ((y0 + y) * 9 + x0) * 3, 18) == 0;
+        if (same) {
+          ++found;
+          offsets.insert({y0, x0});
+        }
+      }
+    REQUIRE(found == 1);
+  }
+  CHECK(offsets.size() == 12);  // every placement occurs
+  // Same stream, same window.
+  CHECK(run_step(*crop, im, philox_stream(3, 0, 7, 100)).bytes == run_step(*crop, im, philox_stream(3, 0, 7, 100)).bytes);
+  const auto centre = run_step(*center_crop(4), im, philox_stream(0, 0, 0));
+  for (int y = 0; y < 4; ++y) CHECK(std::memcmp(centre.bytes.data() + y * 12, im.bytes.data() + ((2 + y) * 9 + 2) * 3, 12) == 0);
+  CHECK_THROWS_WITH_AS((void)random_crop(10)->output_spec(im.spec), doctest::Contains("smaller than the crop"),
+                       std::invalid_argument);
+  auto small = random_image(5, 20, 2);
+  CHECK_THROWS_WITH_AS((void)random_crop(6)->output_spec(small.spec), doctest::Contains("input 5x20x3"),
+                       std::invalid_argument);
+  std::vector<std::byte> out(6 * 6 * 3);  // variable-size inputs reach apply(): it checks too
+  CHECK_THROWS_WITH_AS(random_crop(6)->apply(small.view(), {out.data(), {6, 6, 3, dtype::u8}}, philox_stream(0, 0, 0)),
+                       doctest::Contains("image 5x20"), std::runtime_error);
+  CHECK_THROWS_AS(random_crop(0), std::invalid_argument);
+}
+
+TEST_CASE("transforms.mask_matches_convolve2d_reference") {
+  for (double ratio : {0.0, 0.05, 0.25, 1.0}) {
+    CAPTURE(ratio);
+    auto im = random_image(31, 17, 4);
+    const philox_stream rng(5, 1, 2, 101);
+    const auto out = run_step(*random_mask(ratio), im, rng);
+    // Reference: pick = word p < ratio * 2^32; dilated = convolve2d(pick, cross, 'same') > 0.
+    const double limit = ratio * 4294967296.0;
+    std::vector<int> pick(31 * 17);
+    for (int p = 0; p < 31 * 17; ++p) pick[p] = static_cast<double>(rng.word_at(p)) < limit;
+    std::size_t masked = 0;
+    for (int y = 0; y < 31; ++y)
+      for (int x = 0; x < 17; ++x) {
+        int conv = 0;
+        const int dy[5] = {0, -1, 1, 0, 0}, dx[5] = {0, 0, 0, -1, 1};
+        for (int k = 0; k < 5; ++k) {
+          const int yy = y + dy[k], xx = x + dx[k];
+          if (yy >= 0 && yy < 31 && xx >= 0 && xx < 17) conv += pick[yy * 17 + xx];
+        }
+        for (int c = 0; c < 3; ++c) {
+          const auto got = out.bytes[(y * 17 + x) * 3 + c];
+          REQUIRE(got == (conv > 0 ? std::byte{0} : im.bytes[(y * 17 + x) * 3 + c]));
+        }
+        masked += conv > 0;
+      }
+    if (ratio == 0.0) CHECK(masked == 0);
+    if (ratio == 1.0) CHECK(masked == 31 * 17);
+  }
+  // Interior pixels survive with probability (1 - r)^5: 23.7% at r = 0.25.
+  auto big = random_image(256, 256, 9);
+  const auto out = run_step(*random_mask(0.25), big, philox_stream(1, 0, 0, 101));
+  std::size_t zero_pixels = 0;
+  for (std::size_t p = 0; p < 256 * 256; ++p)
+    zero_pixels += out.bytes[3 * p] == std::byte{0} && out.bytes[3 * p + 1] == std::byte{0} && out.bytes[3 * p + 2] == std::byte{0};
+  CHECK(zero_pixels / 65536.0 == doctest::Approx(1 - std::pow(0.75, 5)).epsilon(0.02));
+  CHECK_THROWS_WITH_AS(random_mask(1.5), doctest::Contains("ratio must be in [0, 1], got 1.5"), std::invalid_argument);
+}
+
+TEST_CASE("transforms.flip_and_pointwise_steps") {
+  auto im = random_image(3, 4, 6);
+  const auto flipped = run_step(*random_hflip(1.0), im, philox_stream(0, 0, 0));
+  const auto same = run_step(*random_hflip(0.0), im, philox_stream(0, 0, 0));
+  CHECK(same.bytes == im.bytes);
+  for (int y = 0; y < 3; ++y)
+    for (int x = 0; x < 4; ++x)
+      CHECK(std::memcmp(flipped.bytes.data() + (y * 4 + x) * 3, im.bytes.data() + (y * 4 + 3 - x) * 3, 3) == 0);
+  auto ycc = run_step(*convert_ycbcr(), im, philox_stream(0, 0, 0));
+  CHECK(ycc.spec.type == dtype::f32);
+  const auto* f = reinterpret_cast<const float*>(ycc.bytes.data());
+  const auto* u = reinterpret_cast<const std::uint8_t*>(im.bytes.data());
+  for (int p = 0; p < 12; ++p) {
+    CHECK(f[3 * p] == doctest::Approx(0.299 * u[3 * p] + 0.587 * u[3 * p + 1] + 0.114 * u[3 * p + 2]).epsilon(1e-5));
+    CHECK(f[3 * p + 1] == doctest::Approx(-0.16874 * u[3 * p] - 0.33126 * u[3 * p + 1] + 0.5 * u[3 * p + 2] + 128).epsilon(1e-5));
+  }
+  const auto scaled = run_step(*scale(), ycc, philox_stream(0, 0, 0));
+  const auto* g = reinterpret_cast<const float*>(scaled.bytes.data());
+  for (int i = 0; i < 36; ++i) CHECK(g[i] == f[i] * (1.0f / 255.0f));
+  const auto normed = run_step(*normalize({0.5f, 0.5f, 0.5f}, {0.25f, 0.25f, 0.25f}), scaled, philox_stream(0, 0, 0));
+  const auto* h = reinterpret_cast<const float*>(normed.bytes.data());
+  for (int i = 0; i < 36; ++i) CHECK(h[i] == doctest::Approx((g[i] - 0.5f) / 0.25f).epsilon(1e-5));
+  CHECK_THROWS_WITH_AS(normalize({0, 0, 0}, {1, 0, 1}), doctest::Contains("std[1]"), std::invalid_argument);
+}
+
+TEST_CASE("transforms.parse_pipeline") {
+  const auto p = parse_pipeline(" crop(256), mask(0.25) ,ycbcr,scale ");
+  CHECK(p.to_string() == "crop(256),mask(0.25),ycbcr,scale(0.003921569)");
+  CHECK(parse_pipeline(p.to_string()).to_string() == p.to_string());  // names round-trip
+  CHECK(p.host_part().to_string() == "crop(256),mask(0.25)");
+  CHECK(p.device_tail().to_string() == "ycbcr,scale(0.003921569)");
+  CHECK(parse_pipeline("").empty());
+  CHECK(parse_pipeline("hflip,center_crop(8),normalize(0.485,0.456,0.406,0.229,0.224,0.225)").steps().size() == 3);
+  auto expect = [](const char* text, const char* needle, std::size_t caret) {
+    CAPTURE(text);
+    try {
+      (void)parse_pipeline(text);
+      FAIL("expected std::invalid_argument");
+    } catch (const std::invalid_argument& e) {
+      const std::string w = e.what();
+      CHECK(w.find(needle) != std::string::npos);
+      CHECK(w.find(std::string(text)) != std::string::npos);
+      CHECK(w.find("\n  " + std::string(caret, ' ') + "^") != std::string::npos);  // the caret under the token
+    }
+  };
+  expect("crop(256),blur(3)", "unknown transform 'blur'", 10);
+  expect("crop(25x)", "expected ',' or ')'", 7);
+  expect("crop(abc)", "expected a number", 5);
+  expect("crop(256", "expected ',' or ')'", 8);
+  expect("crop(256) mask(0.1)", "expected ',' between transforms", 10);
+  expect("crop(1.5)", "positive integer", 5);
+  expect("mask(2)", "ratio must be in [0, 1], got 2", 5);
+  expect("ycbcr(1)", "takes 0 argument(s), got 1", 6);
+  expect("crop,", "takes 1 argument(s), got 0", 4);
+  expect(",crop(3)", "expected a transform name", 0);
+}
+
+TEST_CASE("transforms.pipeline_file") {
+  const auto dir = std::filesystem::temp_directory_path() / ("pinfeed_pipe_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto good = (dir / "good.json").string(), bad = (dir / "bad.json").string(), list = (dir / "list.json").string();
+  std::ofstream(good) << R"J({"transforms": ["crop(16)", "mask(0.1)", "ycbcr", "scale"]})J";
+  std::ofstream(list) << R"J(["crop(16),hflip"])J";
+  std::ofstream(bad) << R"J({"transforms": ["crop(16)", 7]})J";
+  CHECK(load_pipeline_file(good).steps().size() == 4);
+  CHECK(load_pipeline_file(list).to_string() == "crop(16),hflip(0.5)");
+  CHECK_THROWS_WITH_AS(load_pipeline_file(bad), doctest::Contains("entry 1 (7) is not a string"), std::invalid_argument);
+  std::ofstream(bad) << R"J({"transforms": ["crop(16)", "sharpen"]})J";
+  CHECK_THROWS_WITH_AS(load_pipeline_file(bad), doctest::Contains("entry 1"), std::invalid_argument);
+  std::ofstream(bad) << "{nope";
+  CHECK_THROWS_WITH_AS(load_pipeline_file(bad), doctest::Contains("not JSON"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(load_pipeline_file((dir / "missing.json").string()), doctest::Contains("missing.json"),
+                       std::invalid_argument);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("pipeline_source.the_articles_pipeline_host_and_device_tail_agree") {
+  auto base = make_synthetic_source({64, 48, 40, 10});
+  const auto steps = parse_pipeline("crop(32),mask(0.25),ycbcr,scale");
+  auto host = std::make_shared<pipeline_source>(base, steps);
+  auto split = std::make_shared<pipeline_source>(base, steps, pipeline_source_options{"image", true});
+  CHECK(host->fields()[0].type == dtype::f32);
+  CHECK(host->fields()[0].shape == std::vector<std::int64_t>{3, 32, 32});
+  CHECK(split->fields()[0].type == dtype::u8);
+  CHECK(split->fields()[0].shape == std::vector<std::int64_t>{32, 32, 3});
+  REQUIRE(split->tail_params().has_value());
+  CHECK(split->tail_params()->ycbcr);
+  CHECK(split->tail_params()->scale == 1.0f / 255.0f);
+
+  loader_options o;
+  o.batch_size = 16;
+  o.workers = 2;
+  o.device = "cpu";
+  o.seed = 3;
+  loader lh(host, o), ls(split, o);
+  std::vector<float> finished(16 * 3 * 32 * 32);
+  while (auto bh = lh.next()) {
+    auto bs = ls.next();
+    REQUIRE(bs);
+    CHECK(bh->indices()[0] == bs->indices()[0]);
+    // Finishing the uint8 batch with the (host twin of the) device op gives the host pipeline's bits.
+    ops::normalize_hwc_to_chw(static_cast<const std::uint8_t*>(bs->field("image").data), finished.data(),
+                              {bs->size(), 32, 32}, *split->tail_params());
+    CHECK(std::memcmp(finished.data(), bh->field("image").data, bs->size() * 3 * 32 * 32 * 4) == 0);
+    CHECK(std::memcmp(bh->field("label").data, bs->field("label").data, bs->size() * 8) == 0);
+  }
+  // Deterministic for any worker count.
+  std::vector<std::string> one, two;
+  for (std::size_t workers : {1, 2}) {
+    o.workers = workers;
+    loader l(host, o);
+    while (auto b = l.next()) (workers == 1 ? one : two).push_back(checksum_line(*b));
+  }
+  CHECK(one == two);
+  const auto st = loader(host, o).stats();
+  (void)st;
+}
+
+TEST_CASE("pipeline_source.bad_input") {
+  auto base = make_synthetic_source({8, 16, 16, 10});
+  CHECK_THROWS_WITH_AS(pipeline_source(base, parse_pipeline("crop(32)")), doctest::Contains("crop(32)"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(pipeline_source(base, parse_pipeline("crop(8)"), {"picture", false}),
+                       doctest::Contains("no field 'picture'"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(pipeline_source(base, parse_pipeline("crop(8)"), {"label", false}),
+                       doctest::Contains("must be uint8 [H, W, C]"), std::invalid_argument);
+  CHECK_THROWS_AS(pipeline_source(nullptr, parse_pipeline("crop(8)")), std::invalid_argument);
+  // Steps after a tail are not fusable: every step runs on the host in HWC float.
+  pipeline_source mixed(base, parse_pipeline("scale,crop(8)"));
+  CHECK(mixed.fields()[0].shape == std::vector<std::int64_t>{8, 8, 3});
+  CHECK(mixed.fields()[0].type == dtype::f32);
+  CHECK_FALSE(mixed.tail_params().has_value());
+}

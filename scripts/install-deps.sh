@@ -11,6 +11,8 @@ packages=(
   nlohmann-json3-dev    # JSON (stats, trace, bench output)
   libdlpack-dev         # DLPack view of batches
   openmpi-bin           # mpirun, for the multi-rank sharding test
+  libturbojpeg0-dev     # JPEG decoding (TurboJPEG API, DCT scaling)
+  libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev  # other formats, resize
 )
 
 missing=()

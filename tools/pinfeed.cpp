@@ -98,8 +98,9 @@ int cmd_run(const run_args& a) {
     auto steps = a.pipeline_file.empty() ? pinfeed::loaders::parse_pipeline(a.transforms)
                                          : pinfeed::loaders::load_pipeline_file(a.pipeline_file);
     // With a GPU the colour/scale tail runs on the device and the slot keeps uint8 (4x less to copy).
-    piped = std::make_shared<pinfeed::loaders::pipeline_source>(src, std::move(steps),
-                                                                pinfeed::loaders::pipeline_source_options{"image", dev.is_cuda()});
+    pinfeed::loaders::pipeline_source_options po;
+    po.device_tail = dev.is_cuda();
+    piped = std::make_shared<pinfeed::loaders::pipeline_source>(src, std::move(steps), po);
     src = piped;
   }
   pinfeed::loader_options o;

@@ -29,92 +29,169 @@ std::optional<ops::normalize_params> fused_tail(const pipeline& p) {
   return params;
 }
 
-pipeline_source::pipeline_source(std::shared_ptr<source> base, pipeline steps, pipeline_source_options options)
-    : base_(std::move(base)), options_(std::move(options)) {
-  if (!base_) throw std::invalid_argument("pipeline_source: base source is null");
-  base_fields_ = base_->fields();
-  bool found = false;
-  for (std::size_t i = 0; i < base_fields_.size(); ++i) {
-    if (base_fields_[i].name != options_.image_field) continue;
-    const auto& f = base_fields_[i];
-    if (f.type != dtype::u8 || f.shape.size() != 3)
-      throw std::invalid_argument("pipeline_source: field '" + f.name + "' of '" + base_->name() +
-                                  "' must be uint8 [H, W, C]");
-    image_index_ = i;
-    base_image_ = {f.shape[0], f.shape[1], f.shape[2], dtype::u8};
-    found = true;
+namespace {
+
+class source_reader final : public image_reader {
+ public:
+  source_reader(std::shared_ptr<source> base, const std::string& image_field) : base_(std::move(base)) {
+    if (!base_) throw std::invalid_argument("pipeline_source: base source is null");
+    fields_ = base_->fields();
+    bool found = false;
+    for (std::size_t i = 0; i < fields_.size(); ++i) {
+      if (fields_[i].name != image_field) {
+        extras_.push_back(fields_[i]);
+        continue;
+      }
+      const auto& f = fields_[i];
+      if (f.type != dtype::u8 || f.shape.size() != 3)
+        throw std::invalid_argument("pipeline_source: field '" + f.name + "' of '" + base_->name() +
+                                    "' must be uint8 [H, W, C]");
+      image_index_ = i;
+      shape_ = {f.shape[0], f.shape[1], f.shape[2], dtype::u8};
+      found = true;
+    }
+    if (!found) throw std::invalid_argument("pipeline_source: '" + base_->name() + "' has no field '" + image_field + "'");
   }
-  if (!found)
-    throw std::invalid_argument("pipeline_source: '" + base_->name() + "' has no field '" + options_.image_field + "'");
-  (void)steps.output_spec(base_image_);  // validates every step against the input
+  std::uint64_t size() const override { return base_->size(); }
+  image_spec image_shape() const override { return shape_; }
+  std::vector<field_spec> extra_fields() const override { return extras_; }
+  std::string name() const override { return base_->name(); }
+  image_spec read(sample& s, std::vector<std::byte>& image) override {
+    thread_local std::vector<std::byte*> buffers;
+    image.resize(shape_.bytes());
+    buffers.resize(fields_.size());
+    // Output field 0 is the pipeline's; the base's other fields map to output fields 1.. in order.
+    std::size_t extra = 1;
+    for (std::size_t i = 0; i < fields_.size(); ++i)
+      buffers[i] = i == image_index_ ? image.data() : s.bytes(extra++).data();
+    sample base(s.index(), s.epoch(), s.seed(), fields_, buffers, s.stats(), s.trace());
+    base_->produce(base);
+    if (!base.origin().empty()) s.set_origin(base.origin());
+    return shape_;
+  }
+
+ private:
+  std::shared_ptr<source> base_;
+  std::vector<field_spec> fields_, extras_;
+  std::size_t image_index_ = 0;
+  image_spec shape_;
+};
+
+}  // namespace
+
+std::shared_ptr<image_reader> reader_from_source(std::shared_ptr<source> base, const std::string& image_field) {
+  return std::make_shared<source_reader>(std::move(base), image_field);
+}
+
+pipeline_source::pipeline_source(std::shared_ptr<source> base, pipeline steps, pipeline_source_options options,
+                                 const std::string& image_field)
+    : pipeline_source(reader_from_source(std::move(base), image_field), std::move(steps), std::move(options)) {}
+
+pipeline_source::pipeline_source(std::shared_ptr<image_reader> reader, pipeline steps, pipeline_source_options options)
+    : reader_(std::move(reader)), options_(std::move(options)) {
+  if (!reader_) throw std::invalid_argument("pipeline_source: reader is null");
+  const image_spec in = reader_->image_shape();
+  if (steps.empty() && !in.fixed())
+    throw std::invalid_argument("pipeline_source: images of '" + reader_->name() +
+                                "' vary in size: give a pipeline that ends in a fixed size (a crop)");
+  const image_spec out = steps.empty() ? in : steps.output_spec(in);  // validates every step
   const auto tail = fused_tail(steps);
-  const bool has_tail = !steps.device_tail().empty();
-  if (has_tail && tail) {
+  if (!steps.device_tail().empty() && tail) {
     host_ = steps.host_part();
     (options_.device_tail ? consumer_tail_ : host_tail_) = tail;
   } else {
     host_ = steps;  // no tail, or one the fused op cannot express: every step on the host
   }
-  host_out_ = host_.empty() ? base_image_ : host_.output_spec(base_image_);
-  fields_ = base_fields_;
-  auto& out = fields_[image_index_];
+  const image_spec host_out = host_.empty() ? in : host_.output_spec(in);
+  field_spec image{"image", host_out.type, {host_out.height, host_out.width, host_out.channels}};
   if (host_tail_) {
-    if (host_out_.channels != 3 || host_out_.type != dtype::u8)
+    if (host_out.channels != 3 || host_out.type != dtype::u8)
       throw std::invalid_argument("pipeline_source: the colour/scale tail needs uint8 RGB before it");
-    out.type = dtype::f32;
-    out.shape = {3, host_out_.height, host_out_.width};  // CHW, as the device op writes it
-  } else {
-    out.type = host_out_.type;
-    out.shape = {host_out_.height, host_out_.width, host_out_.channels};
+    image = {"image", dtype::f32, {3, host_out.height, host_out.width}};  // CHW, as the device op writes it
   }
+  (void)out;
+  fields_.push_back(image);
+  for (auto& f : reader_->extra_fields()) fields_.push_back(f);
+  validate_fields(fields_);
 }
 
 std::string pipeline_source::name() const {
-  std::string s = base_->name() + " -> " + (host_.empty() ? std::string("(no host steps)") : host_.to_string());
+  std::string s = reader_->name() + " -> " + (host_.empty() ? std::string("(no host steps)") : host_.to_string());
   if (host_tail_) s += " -> fused tail (host, CHW float)";
   if (consumer_tail_) s += " -> tail on the consumer's device";
   return s;
 }
 
+std::vector<std::string> pipeline_source::failed() const {
+  std::lock_guard lock(failed_mutex_);
+  return failed_;
+}
+
 void pipeline_source::produce(sample& s) {
+  if (options_.on_error == error_policy::fail) return produce_one(s, s.index());
+  // skip: the next index (cyclically) that works stands in, deterministically.
+  const std::uint64_t n = reader_->size();
+  for (std::uint64_t attempt = 0; attempt < n; ++attempt) {
+    const std::uint64_t index = (s.index() + attempt) % n;
+    try {
+      produce_one(s, index);
+      return;
+    } catch (const sample_error& e) {
+      failures_.fetch_add(1);
+      if (s.stats() != nullptr) s.stats()->add_error();
+      std::lock_guard lock(failed_mutex_);
+      if (failed_.size() < options_.max_failed_paths) failed_.push_back(e.what());
+    }
+  }
+  throw sample_error(s.index(), "skip", "", "every one of the " + std::to_string(n) + " samples failed");
+}
+
+void pipeline_source::produce_one(sample& out, std::uint64_t index) {
   struct scratch {
     std::vector<std::byte> a, b;
     std::vector<std::byte*> buffers;
   };
   thread_local scratch t;
-  // The base writes its non-image fields straight into the slot and its image into scratch.
-  t.a.resize(base_image_.bytes());
-  t.buffers.resize(base_fields_.size());
-  for (std::size_t i = 0; i < base_fields_.size(); ++i)
-    t.buffers[i] = i == image_index_ ? t.a.data() : s.bytes(i).data();
+  // The stand-in sample keeps the output's buffers but reads index `index` with its own stream.
+  t.buffers.resize(fields_.size());
+  for (std::size_t i = 0; i < fields_.size(); ++i) t.buffers[i] = out.bytes(i).data();
+  sample s(index, out.epoch(), out.seed(), fields_, t.buffers, out.stats(), out.trace());
+  image_spec in;
   {
-    stage_timer timer(stage::read, s.stats(), s.trace(), s.index());
-    sample base(s.index(), s.epoch(), s.seed(), base_fields_, t.buffers, s.stats(), s.trace());
-    base_->produce(base);
-    if (!base.origin().empty()) s.set_origin(base.origin());
-  }
-  stage_timer timer(stage::transform, s.stats(), s.trace(), s.index());
-  image_view cur{t.a.data(), base_image_};
-  const auto& steps = host_.steps();
-  std::byte* slot_image = s.bytes(image_index_).data();
-  for (std::size_t k = 0; k < steps.size(); ++k) {
-    const image_spec next = steps[k]->output_spec(cur.spec);
-    const bool last = k + 1 == steps.size() && !host_tail_;
-    std::vector<std::byte>& other = cur.data == t.a.data() ? t.b : t.a;
-    if (!last) other.resize(next.bytes());
-    const image_view out{last ? slot_image : other.data(), next};
+    stage_timer timer(stage::read, s.stats(), s.trace(), index);
     try {
-      steps[k]->apply(cur, out, s.rng(100 + static_cast<std::uint32_t>(k)));
+      in = reader_->read(s, t.a);
+    } catch (const sample_error&) {
+      throw;
     } catch (const std::exception& e) {
-      throw sample_error(s.index(), "transform " + steps[k]->name(), s.origin(), e.what());
+      throw sample_error(index, "read", s.origin(), e.what());
     }
-    cur = out;
+  }
+  out.set_origin(s.origin());
+  stage_timer timer(stage::transform, s.stats(), s.trace(), index);
+  image_view cur{t.a.data(), in};
+  const auto& steps = host_.steps();
+  std::byte* slot_image = out.bytes(0).data();
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    const bool last = k + 1 == steps.size() && !host_tail_;
+    try {
+      const image_spec next = steps[k]->output_spec(cur.spec);
+      std::vector<std::byte>& other = cur.data == t.a.data() ? t.b : t.a;
+      if (!last) other.resize(next.bytes());
+      const image_view dst{last ? slot_image : other.data(), next};
+      steps[k]->apply(cur, dst, s.rng(100 + static_cast<std::uint32_t>(k)));
+      cur = dst;
+    } catch (const std::exception& e) {
+      throw sample_error(index, "transform " + steps[k]->name(), s.origin(), e.what());
+    }
   }
   if (host_tail_) {
     ops::normalize_hwc_to_chw(cur.as<std::uint8_t>(), slot_image,
                               {1, static_cast<std::size_t>(cur.spec.height), static_cast<std::size_t>(cur.spec.width)},
                               *host_tail_);
   } else if (steps.empty()) {
+    if (cur.spec.bytes() != fields_[0].bytes())
+      throw sample_error(index, "read", s.origin(), "image size differs from the declared shape");
     std::memcpy(slot_image, cur.data, cur.spec.bytes());
   }
 }

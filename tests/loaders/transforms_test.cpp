@@ -198,7 +198,9 @@ TEST_CASE("pipeline_source.the_articles_pipeline_host_and_device_tail_agree") {
   auto base = make_synthetic_source({64, 48, 40, 10});
   const auto steps = parse_pipeline("crop(32),mask(0.25),ycbcr,scale");
   auto host = std::make_shared<pipeline_source>(base, steps);
-  auto split = std::make_shared<pipeline_source>(base, steps, pipeline_source_options{"image", true});
+  pipeline_source_options on_device;
+  on_device.device_tail = true;
+  auto split = std::make_shared<pipeline_source>(base, steps, on_device);
   CHECK(host->fields()[0].type == dtype::f32);
   CHECK(host->fields()[0].shape == std::vector<std::int64_t>{3, 32, 32});
   CHECK(split->fields()[0].type == dtype::u8);
@@ -240,11 +242,11 @@ TEST_CASE("pipeline_source.bad_input") {
   auto base = make_synthetic_source({8, 16, 16, 10});
   CHECK_THROWS_WITH_AS(pipeline_source(base, parse_pipeline("crop(32)")), doctest::Contains("crop(32)"),
                        std::invalid_argument);
-  CHECK_THROWS_WITH_AS(pipeline_source(base, parse_pipeline("crop(8)"), {"picture", false}),
+  CHECK_THROWS_WITH_AS(pipeline_source(base, parse_pipeline("crop(8)"), {}, "picture"),
                        doctest::Contains("no field 'picture'"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(pipeline_source(base, parse_pipeline("crop(8)"), {"label", false}),
+  CHECK_THROWS_WITH_AS(pipeline_source(base, parse_pipeline("crop(8)"), {}, "label"),
                        doctest::Contains("must be uint8 [H, W, C]"), std::invalid_argument);
-  CHECK_THROWS_AS(pipeline_source(nullptr, parse_pipeline("crop(8)")), std::invalid_argument);
+  CHECK_THROWS_AS(pipeline_source(std::shared_ptr<source>(), parse_pipeline("crop(8)")), std::invalid_argument);
   // Steps after a tail are not fusable: every step runs on the host in HWC float.
   pipeline_source mixed(base, parse_pipeline("scale,crop(8)"));
   CHECK(mixed.fields()[0].shape == std::vector<std::int64_t>{8, 8, 3});

@@ -1,24 +1,54 @@
 #pragma once
 /// @file pipeline_source.hpp
-/// A source whose image field goes through a transform pipeline on the worker, straight into the
-/// slot. Trailing colour/scale/normalise steps are either fused on the host (one rounding, CHW
-/// float output, the same bits as the GPU op) or left to the GPU (uint8 HWC in the slot: 4x fewer
-/// bytes to copy; the consumer runs pinfeed::ops::normalize_hwc_to_chw_device with tail_params()).
+/// A source that reads an image per sample (generated, or a file decoded), runs a transform
+/// pipeline on the worker and writes the result straight into the slot. Trailing colour/scale/
+/// normalise steps are either fused on the host (one rounding, CHW float output, the same bits as
+/// the GPU op) or left to the GPU (uint8 HWC in the slot: 4x fewer bytes to copy; the consumer runs
+/// pinfeed::ops::normalize_hwc_to_chw_device with tail_params()). Bad samples either fail the batch
+/// (the default) or are replaced by the next index that works, counted and listed.
 
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "pinfeed/loaders/decode.hpp"
 #include "pinfeed/loaders/transforms.hpp"
 #include "pinfeed/ops/normalize.hpp"
 #include "pinfeed/runtime/source.hpp"
 
 namespace pinfeed::loaders {
 
+/// Produces the image of sample i (any size) and its other fields.
+class image_reader {
+ public:
+  virtual ~image_reader() = default;
+  [[nodiscard]] virtual std::uint64_t size() const = 0;
+  /// The image shape; negative extents when it varies per sample.
+  [[nodiscard]] virtual image_spec image_shape() const = 0;
+  /// Fields besides the image (e.g. "label"), written by read() into the sample's buffers 1...
+  [[nodiscard]] virtual std::vector<field_spec> extra_fields() const = 0;
+  /// Writes sample s.index()'s image into `image` (resized as needed) and its extra fields into
+  /// s's fields 1.. (field 0 is the pipeline's output); returns the image's shape. Thread-safe.
+  /// Throws sample_error naming the stage (read, decode) and the path.
+  virtual image_spec read(sample& s, std::vector<std::byte>& image) = 0;
+  [[nodiscard]] virtual std::string name() const = 0;
+};
+
+/// A reader over a source with a fixed-size uint8 [H, W, C] field (the synthetic source, say).
+[[nodiscard]] std::shared_ptr<image_reader> reader_from_source(std::shared_ptr<source> base,
+                                                               const std::string& image_field = "image");
+
+/// What to do with a sample that cannot be read, decoded or transformed.
+enum class error_policy { fail, skip };
+
 struct pipeline_source_options {
-  std::string image_field = "image";
   /// Leave the trailing pointwise steps to the consumer's device (the slot keeps uint8).
   bool device_tail = false;
+  error_policy on_error = error_policy::fail;
+  std::size_t max_failed_paths = 1000;  ///< failures listed by failed() (all are counted)
 };
 
 /// The trailing pointwise steps of `p` as one normalize_params (ycbcr? -> scale? -> normalize?),
@@ -27,29 +57,37 @@ struct pipeline_source_options {
 
 class pipeline_source final : public source {
  public:
-  /// Throws std::invalid_argument when `base` has no uint8 [H, W, C] field named image_field or the
-  /// pipeline cannot take it (naming the step).
-  pipeline_source(std::shared_ptr<source> base, pipeline steps, pipeline_source_options options = {});
+  /// Throws std::invalid_argument when the pipeline cannot take the reader's images or has no fixed
+  /// output shape (naming the step).
+  pipeline_source(std::shared_ptr<image_reader> reader, pipeline steps, pipeline_source_options options = {});
+  /// Convenience: over a fixed-size source (see reader_from_source).
+  pipeline_source(std::shared_ptr<source> base, pipeline steps, pipeline_source_options options = {},
+                  const std::string& image_field = "image");
 
-  std::uint64_t size() const override { return base_->size(); }
+  std::uint64_t size() const override { return reader_->size(); }
   std::vector<field_spec> fields() const override { return fields_; }
   void produce(sample& s) override;
   std::string name() const override;
 
-  /// Host steps run per sample, and the pointwise tail the consumer must run (device_tail mode;
-  /// nullopt otherwise).
-  [[nodiscard]] const pipeline& host_steps() const noexcept { return host_; }
+  /// The pointwise tail the consumer must run (device_tail mode; nullopt otherwise).
   [[nodiscard]] const std::optional<ops::normalize_params>& tail_params() const noexcept { return consumer_tail_; }
+  [[nodiscard]] const pipeline& host_steps() const noexcept { return host_; }
+
+  /// Samples replaced under error_policy::skip, and the first max_failed_paths of their errors.
+  [[nodiscard]] std::uint64_t failures() const noexcept { return failures_.load(); }
+  [[nodiscard]] std::vector<std::string> failed() const;
 
  private:
-  std::shared_ptr<source> base_;
+  void produce_one(sample& out, std::uint64_t index);
+
+  std::shared_ptr<image_reader> reader_;
   pipeline_source_options options_;
-  pipeline host_;                                       // steps run one by one on the worker
-  std::optional<ops::normalize_params> host_tail_;      // fused tail run on the worker (CHW float out)
-  std::optional<ops::normalize_params> consumer_tail_;  // fused tail left to the consumer
-  std::vector<field_spec> base_fields_, fields_;
-  std::size_t image_index_ = 0;
-  image_spec base_image_, host_out_;
+  pipeline host_;
+  std::optional<ops::normalize_params> host_tail_, consumer_tail_;
+  std::vector<field_spec> fields_;
+  std::atomic<std::uint64_t> failures_{0};
+  mutable std::mutex failed_mutex_;
+  std::vector<std::string> failed_;
 };
 
 }  // namespace pinfeed::loaders

@@ -1,0 +1,43 @@
+#pragma once
+/// @file decode.hpp
+/// Image decoding: JPEG with libjpeg-turbo (TurboJPEG API, DCT scaling by 1/2, 1/4, 1/8 when a
+/// smaller image suffices), PNG, WebP, BMP, TIFF and the rest through OpenCV imgcodecs. The format
+/// comes from the bytes, not the file name. Output is always 8-bit RGB, HWC: greyscale and CMYK
+/// inputs are converted.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pinfeed/loaders/transforms.hpp"
+
+namespace pinfeed::loaders {
+
+struct decode_options {
+  /// Images with more pixels are rejected before any pixel buffer is allocated (decompression
+  /// bombs), where the format's header tells the size (JPEG, PNG, BMP); 0 = no limit.
+  std::int64_t max_pixels = std::int64_t{1} << 28;
+  /// Decode JPEGs at the smallest DCT scale (1/8 .. 1) whose shorter side is still >= this; 0 = full.
+  std::int64_t min_short_side = 0;
+  bool fast_dct = false;  ///< TurboJPEG's fast, slightly less exact IDCT
+};
+
+/// Width and height from the header, without decoding (0 x 0 when the format is not one whose
+/// header is parsed here).
+struct image_size {
+  std::int64_t width = 0, height = 0;
+};
+[[nodiscard]] image_size peek_size(std::span<const std::byte> bytes);
+
+/// Decodes `bytes` into `out` (resized as needed; reuse it across calls) and returns the shape
+/// (channels 3, uint8). Throws std::runtime_error naming `what` (a path) and the reason: empty,
+/// not an image, truncated or corrupt, over the pixel limit.
+image_spec decode_image(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& options,
+                        const std::string& what);
+
+/// Reads a whole file. Throws std::runtime_error naming the path when it cannot be read.
+void read_file(const std::string& path, std::vector<std::byte>& out);
+
+}  // namespace pinfeed::loaders

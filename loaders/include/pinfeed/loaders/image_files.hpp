@@ -1,0 +1,43 @@
+#pragma once
+/// @file image_files.hpp
+/// Image datasets on disk: an ImageFolder tree (one sub-folder per class, classes sorted, label =
+/// class index) or a file list ("path label" per line), read and decoded per sample.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pinfeed/loaders/decode.hpp"
+#include "pinfeed/loaders/pipeline_source.hpp"
+
+namespace pinfeed::loaders {
+
+struct image_file {
+  std::string path;
+  std::int64_t label = 0;
+};
+
+struct image_folder_listing {
+  std::vector<image_file> files;    ///< sorted by class, then by path
+  std::vector<std::string> classes;  ///< sorted folder names; label i is classes[i]
+};
+
+/// File name extensions counted as images (lower case, with the dot).
+[[nodiscard]] const std::vector<std::string>& image_extensions();
+
+/// Lists `root` in the torchvision ImageFolder layout (files found recursively under each class
+/// folder; hidden files skipped). Throws std::invalid_argument naming the path for a missing or
+/// unreadable root, a root without class folders, or a dataset without images.
+[[nodiscard]] image_folder_listing list_image_folder(const std::string& root);
+
+/// Reads a file list: one "path label" per line (the label is the last whitespace-separated
+/// token, so paths may contain spaces), '#' comments and blank lines skipped, relative paths taken
+/// from the list's folder. Throws std::invalid_argument naming list:line for a malformed line, and
+/// for an empty list.
+[[nodiscard]] std::vector<image_file> read_file_list(const std::string& list_path);
+
+/// Reads and decodes the files; fields: image (varies) and "label" int64.
+[[nodiscard]] std::shared_ptr<image_reader> image_files_reader(std::vector<image_file> files, decode_options options = {});
+
+}  // namespace pinfeed::loaders

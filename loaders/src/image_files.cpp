@@ -1,0 +1,141 @@
+#include "pinfeed/loaders/image_files.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/stats.hpp"
+
+namespace fs = std::filesystem;
+
+namespace pinfeed::loaders {
+
+const std::vector<std::string>& image_extensions() {
+  static const std::vector<std::string> ext{".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".ppm", ".pgm"};
+  return ext;
+}
+
+namespace {
+
+bool is_image_name(const fs::path& p) {
+  std::string e = p.extension().string();
+  std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const auto& known = image_extensions();
+  return std::find(known.begin(), known.end(), e) != known.end();
+}
+
+bool hidden(const fs::path& p) { return !p.filename().empty() && p.filename().string()[0] == '.'; }
+
+class files_reader final : public image_reader {
+ public:
+  files_reader(std::vector<image_file> files, decode_options o) : files_(std::move(files)), options_(o) {
+    if (files_.empty()) throw std::invalid_argument("image files: the dataset is empty");
+  }
+  std::uint64_t size() const override { return files_.size(); }
+  image_spec image_shape() const override { return {-1, -1, 3, dtype::u8}; }
+  std::vector<field_spec> extra_fields() const override { return {{"label", dtype::i64, {}}}; }
+  std::string name() const override { return std::to_string(files_.size()) + " image files"; }
+  image_spec read(sample& s, std::vector<std::byte>& image) override {
+    const image_file& f = files_.at(s.index());
+    s.set_origin(f.path);
+    thread_local std::vector<std::byte> bytes;
+    try {
+      read_file(f.path, bytes);
+    } catch (const std::exception& e) {
+      throw sample_error(s.index(), "read", f.path, e.what());
+    }
+    image_spec spec;
+    {
+      stage_timer timer(stage::decode, s.stats(), s.trace(), s.index());
+      try {
+        spec = decode_image(bytes, image, options_, f.path);
+      } catch (const std::exception& e) {
+        throw sample_error(s.index(), "decode", f.path, e.what());
+      }
+    }
+    s.as<std::int64_t>(1)[0] = f.label;
+    return spec;
+  }
+
+ private:
+  std::vector<image_file> files_;
+  decode_options options_;
+};
+
+}  // namespace
+
+image_folder_listing list_image_folder(const std::string& root) {
+  std::error_code ec;
+  if (!fs::is_directory(root, ec))
+    throw std::invalid_argument("image folder '" + root + "' does not exist or is not a directory");
+  image_folder_listing out;
+  for (const auto& entry : fs::directory_iterator(root, ec))
+    if (entry.is_directory() && !hidden(entry.path())) out.classes.push_back(entry.path().filename().string());
+  if (ec) throw std::invalid_argument("image folder '" + root + "' cannot be read: " + ec.message());
+  std::sort(out.classes.begin(), out.classes.end());
+  if (out.classes.empty()) throw std::invalid_argument("image folder '" + root + "' has no class sub-folders");
+  for (std::size_t label = 0; label < out.classes.size(); ++label) {
+    std::vector<std::string> paths;
+    const fs::path dir = fs::path(root) / out.classes[label];
+    for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec);
+         it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (ec) break;
+      if (hidden(it->path())) {
+        if (it->is_directory()) it.disable_recursion_pending();
+        continue;
+      }
+      if (it->is_regular_file() && is_image_name(it->path())) paths.push_back(it->path().string());
+    }
+    if (ec) throw std::invalid_argument("image folder '" + dir.string() + "' cannot be read: " + ec.message());
+    std::sort(paths.begin(), paths.end());
+    for (auto& p : paths) out.files.push_back({std::move(p), static_cast<std::int64_t>(label)});
+  }
+  if (out.files.empty())
+    throw std::invalid_argument("image folder '" + root + "' has " + std::to_string(out.classes.size()) +
+                                " class folders but no image files");
+  return out;
+}
+
+std::vector<image_file> read_file_list(const std::string& list_path) {
+  std::ifstream in(list_path);
+  if (!in) throw std::invalid_argument("file list '" + list_path + "' cannot be opened");
+  const fs::path base = fs::path(list_path).parent_path();
+  std::vector<image_file> files;
+  std::string line;
+  for (std::size_t number = 1; std::getline(in, line); ++number) {
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos || line[first] == '#') continue;
+    const auto last = line.find_last_not_of(" \t\r");
+    const std::string text = line.substr(first, last - first + 1);
+    const auto split = text.find_last_of(" \t");
+    auto fail = [&](const std::string& what) -> std::invalid_argument {
+      return std::invalid_argument("file list '" + list_path + "', line " + std::to_string(number) + ": " + what +
+                                   " (\"" + text + "\")");
+    };
+    if (split == std::string::npos) throw fail("expected \"path label\"");
+    const std::string label_text = text.substr(split + 1);
+    std::size_t used = 0;
+    long long label = 0;
+    try {
+      label = std::stoll(label_text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != label_text.size() || label < 0) throw fail("label '" + label_text + "' is not a non-negative integer");
+    std::string path = text.substr(0, text.find_last_not_of(" \t", split) + 1);
+    if (fs::path(path).is_relative()) path = (base / path).string();
+    files.push_back({path, label});
+  }
+  if (files.empty()) throw std::invalid_argument("file list '" + list_path + "' lists no files");
+  return files;
+}
+
+std::shared_ptr<image_reader> image_files_reader(std::vector<image_file> files, decode_options options) {
+  return std::make_shared<files_reader>(std::move(files), options);
+}
+
+}  // namespace pinfeed::loaders

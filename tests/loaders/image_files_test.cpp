@@ -1,0 +1,307 @@
+// Real image data built at test time: JPEG (colour, grey, CMYK), PNG, BMP in a folder and a list.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <turbojpeg.h>
+#include <unistd.h>
+
+#include "pinfeed/loaders/decode.hpp"
+#include "pinfeed/loaders/image_files.hpp"
+#include "pinfeed/loaders/pipeline_source.hpp"
+#include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/loader.hpp"
+
+namespace fs = std::filesystem;
+using namespace pinfeed;
+using namespace pinfeed::loaders;
+
+namespace {
+
+/// A smooth colourful test picture (JPEG-friendly), BGR as OpenCV keeps it.
+cv::Mat picture(int h, int w, int seed) {
+  cv::Mat m(h, w, CV_8UC3);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      m.at<cv::Vec3b>(y, x) = cv::Vec3b(static_cast<uchar>((x * 255) / w), static_cast<uchar>((y * 255) / h),
+                                        static_cast<uchar>((x + y + seed * 40) % 256));
+  return m;
+}
+
+std::vector<std::byte> encode(const cv::Mat& m, const std::string& ext, std::vector<int> params = {}) {
+  std::vector<uchar> buf;
+  REQUIRE(cv::imencode(ext, m, buf, params));
+  std::vector<std::byte> out(buf.size());
+  std::memcpy(out.data(), buf.data(), buf.size());
+  return out;
+}
+
+std::vector<std::byte> encode_cmyk_jpeg(int h, int w) {
+  std::vector<unsigned char> cmyk(static_cast<std::size_t>(h * w * 4));
+  for (int i = 0; i < h * w; ++i) {
+    cmyk[4 * i] = static_cast<unsigned char>(i % 200);
+    cmyk[4 * i + 1] = 60;
+    cmyk[4 * i + 2] = 120;
+    cmyk[4 * i + 3] = 30;
+  }
+  tjhandle tj = tjInitCompress();
+  unsigned char* jpeg = nullptr;
+  unsigned long size = 0;
+  REQUIRE(tjCompress2(tj, cmyk.data(), w, 0, h, TJPF_CMYK, &jpeg, &size, TJSAMP_444, 90, 0) == 0);
+  std::vector<std::byte> out(size);
+  std::memcpy(out.data(), jpeg, size);
+  tjFree(jpeg);
+  tjDestroy(tj);
+  return out;
+}
+
+/// The reference: OpenCV's own decode, as RGB.
+cv::Mat reference_rgb(const std::vector<std::byte>& bytes) {
+  const cv::Mat raw(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<std::byte*>(bytes.data()));
+  cv::Mat bgr = cv::imdecode(raw, cv::IMREAD_COLOR), rgb;
+  cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
+  return rgb;
+}
+
+int max_abs_diff(const std::vector<std::byte>& got, const cv::Mat& ref) {
+  int worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    worst = std::max(worst, std::abs(static_cast<int>(got[i]) - static_cast<int>(ref.data[i])));
+  return worst;
+}
+
+void write_bytes(const fs::path& p, const std::vector<std::byte>& b) {
+  std::ofstream out(p, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+}
+
+struct temp_dir {
+  fs::path path = fs::temp_directory_path() / ("pinfeed_images_" + std::to_string(::getpid()) + "_" +
+                                               std::to_string(reinterpret_cast<std::uintptr_t>(this)));
+  temp_dir() { fs::create_directories(path); }
+  ~temp_dir() { fs::remove_all(path); }
+};
+
+}  // namespace
+
+TEST_CASE("decode.formats_match_a_reference_decode") {
+  std::vector<std::byte> out;
+  SUBCASE("JPEG colour") {
+    const auto jpg = encode(picture(75, 100, 1), ".jpg", {cv::IMWRITE_JPEG_QUALITY, 90});
+    const auto spec = decode_image(jpg, out, {}, "a.jpg");
+    CHECK(spec.height == 75);
+    CHECK(spec.width == 100);
+    CHECK(max_abs_diff(out, reference_rgb(jpg)) <= 1);
+  }
+  SUBCASE("JPEG greyscale becomes RGB") {
+    cv::Mat grey;
+    cv::cvtColor(picture(40, 30, 2), grey, cv::COLOR_BGR2GRAY);
+    const auto jpg = encode(grey, ".jpg");
+    const auto spec = decode_image(jpg, out, {}, "g.jpg");
+    CHECK(spec.channels == 3);
+    for (std::size_t p = 0; p < 40 * 30; ++p) {
+      REQUIRE(out[3 * p] == out[3 * p + 1]);
+      REQUIRE(out[3 * p] == out[3 * p + 2]);
+    }
+    CHECK(max_abs_diff(out, reference_rgb(jpg)) <= 1);
+  }
+  SUBCASE("JPEG CMYK becomes RGB") {
+    const auto jpg = encode_cmyk_jpeg(24, 32);
+    const auto spec = decode_image(jpg, out, {}, "c.jpg");
+    CHECK(spec.height == 24);
+    CHECK(spec.width == 32);
+    CHECK(max_abs_diff(out, reference_rgb(jpg)) == 0);
+  }
+  SUBCASE("PNG and BMP are exact") {
+    const cv::Mat pic = picture(33, 47, 3);
+    cv::Mat rgb;
+    cv::cvtColor(pic, rgb, cv::COLOR_BGR2RGB);
+    for (const char* ext : {".png", ".bmp", ".tiff"}) {
+      CAPTURE(ext);
+      const auto bytes = encode(pic, ext);
+      const auto spec = decode_image(bytes, out, {}, ext);
+      CHECK(spec.height == 33);
+      CHECK(spec.width == 47);
+      CHECK(max_abs_diff(out, rgb) == 0);
+      const image_size s = peek_size(bytes);
+      if (std::string(ext) != ".tiff") {
+        CHECK(s.width == 47);
+        CHECK(s.height == 33);
+      }
+    }
+  }
+  SUBCASE("DCT scaling picks the smallest scale that keeps the short side") {
+    const auto jpg = encode(picture(300, 400, 4), ".jpg");
+    decode_options o;
+    o.min_short_side = 100;
+    const auto spec = decode_image(jpg, out, o, "s.jpg");
+    CHECK(std::min(spec.height, spec.width) >= 100);
+    CHECK(spec.width < 400);
+    CHECK(std::min(spec.height, spec.width) < 150 + 1);  // 3/8 scale: 150x113
+    CHECK(out.size() == spec.bytes());
+  }
+}
+
+TEST_CASE("decode.bad_bytes_name_the_file_and_reason") {
+  std::vector<std::byte> out;
+  const auto jpg = encode(picture(64, 64, 5), ".jpg");
+  const auto png = encode(picture(64, 64, 5), ".png");
+  auto expect = [&](std::vector<std::byte> bytes, const char* needle, decode_options o = {}) {
+    CAPTURE(needle);
+    CHECK_THROWS_WITH_AS(decode_image(bytes, out, o, "/data/x.jpg"), doctest::Contains(needle), std::runtime_error);
+    CHECK_THROWS_WITH_AS(decode_image(bytes, out, o, "/data/x.jpg"), doctest::Contains("/data/x.jpg"), std::runtime_error);
+  };
+  expect({}, "empty file");
+  expect(std::vector<std::byte>(jpg.begin(), jpg.begin() + static_cast<std::ptrdiff_t>(jpg.size() / 2)), "JPEG");
+  std::vector<std::byte> text(100, std::byte{'a'});
+  expect(text, "not a decodable image");
+  auto corrupt = png;
+  for (std::size_t i = 40; i < corrupt.size(); ++i) corrupt[i] = std::byte{0x5A};
+  expect(corrupt, "");  // any message, but an error
+  decode_options tight;
+  tight.max_pixels = 1000;
+  expect(jpg, "exceeds the limit of 1000 pixels", tight);
+  expect(png, "exceeds the limit of 1000 pixels", tight);
+  CHECK_THROWS_WITH_AS(read_file("/nonexistent/a.jpg", out), doctest::Contains("/nonexistent/a.jpg"), std::runtime_error);
+}
+
+TEST_CASE("image_files.folder_and_list_listing") {
+  temp_dir d;
+  for (const char* cls : {"dogs", "cats", ".hidden"}) fs::create_directories(d.path / cls);
+  fs::create_directories(d.path / "cats" / "deeper");
+  write_bytes(d.path / "cats" / "b.png", encode(picture(20, 20, 1), ".png"));
+  write_bytes(d.path / "cats" / "deeper" / "a.JPG", encode(picture(20, 20, 2), ".jpg"));
+  write_bytes(d.path / "cats" / "notes.txt", std::vector<std::byte>(3));
+  write_bytes(d.path / "cats" / ".x.png", encode(picture(20, 20, 3), ".png"));
+  write_bytes(d.path / "dogs" / "z.bmp", encode(picture(20, 20, 4), ".bmp"));
+  write_bytes(d.path / ".hidden" / "h.png", encode(picture(20, 20, 5), ".png"));
+  const auto listing = list_image_folder(d.path.string());
+  CHECK(listing.classes == std::vector<std::string>{"cats", "dogs"});
+  REQUIRE(listing.files.size() == 3);
+  CHECK(listing.files[0].label == 0);
+  CHECK(listing.files[2].label == 1);
+  CHECK(listing.files[2].path.find("z.bmp") != std::string::npos);
+
+  std::ofstream(d.path / "list.txt") << "# comment\n\ncats/b.png 3\n  dogs/z.bmp\t7  \n" << (d.path / "cats/deeper/a.JPG").string()
+                                     << " 0\n";
+  const auto list = read_file_list((d.path / "list.txt").string());
+  REQUIRE(list.size() == 3);
+  CHECK(list[0].path == (d.path / "cats/b.png").string());
+  CHECK(list[0].label == 3);
+  CHECK(list[1].label == 7);
+  CHECK(list[2].path == (d.path / "cats/deeper/a.JPG").string());
+
+  CHECK_THROWS_WITH_AS(list_image_folder((d.path / "missing").string()), doctest::Contains("does not exist"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(list_image_folder((d.path / "dogs").string()), doctest::Contains("no class sub-folders"),
+                       std::invalid_argument);
+  fs::create_directories(d.path / "empty" / "a");
+  CHECK_THROWS_WITH_AS(list_image_folder((d.path / "empty").string()), doctest::Contains("no image files"),
+                       std::invalid_argument);
+  std::ofstream(d.path / "bad.txt") << "cats/b.png 1\ncats/b.png one\n";
+  CHECK_THROWS_WITH_AS(read_file_list((d.path / "bad.txt").string()), doctest::Contains("line 2: label 'one'"),
+                       std::invalid_argument);
+  std::ofstream(d.path / "bad.txt") << "justapath\n";
+  CHECK_THROWS_WITH_AS(read_file_list((d.path / "bad.txt").string()), doctest::Contains("line 1: expected"),
+                       std::invalid_argument);
+  std::ofstream(d.path / "bad.txt") << "# nothing\n";
+  CHECK_THROWS_WITH_AS(read_file_list((d.path / "bad.txt").string()), doctest::Contains("lists no files"),
+                       std::invalid_argument);
+  CHECK_THROWS_AS(read_file_list((d.path / "none.txt").string()), std::invalid_argument);
+}
+
+TEST_CASE("image_files.loader_end_to_end_pixels_labels_and_bad_data") {
+  temp_dir d;
+  const int sizes[][2] = {{40, 50}, {64, 32}, {33, 77}, {48, 48}};
+  std::vector<cv::Mat> rgb_refs;
+  for (int c = 0; c < 2; ++c) {
+    fs::create_directories(d.path / ("class" + std::to_string(c)));
+    for (int i = 0; i < 4; ++i) {
+      const cv::Mat pic = picture(sizes[i][0], sizes[i][1], 10 * c + i);
+      write_bytes(d.path / ("class" + std::to_string(c)) / ("img" + std::to_string(i) + ".png"), encode(pic, ".png"));
+      cv::Mat rgb;
+      cv::cvtColor(pic, rgb, cv::COLOR_BGR2RGB);
+      rgb_refs.push_back(rgb);
+    }
+  }
+  auto make = [&](error_policy policy) {
+    pipeline_source_options po;
+    po.on_error = policy;
+    return std::make_shared<pipeline_source>(image_files_reader(list_image_folder(d.path.string()).files),
+                                             parse_pipeline("center_crop(16)"), po);
+  };
+  loader_options o;
+  o.batch_size = 4;
+  o.workers = 2;
+  o.device = "cpu";
+  {
+    loader l(make(error_policy::fail), o);
+    std::size_t seen = 0;
+    while (auto b = l.next()) {
+      const auto* img = static_cast<const std::uint8_t*>(b->field("image").data);
+      const auto* lab = static_cast<const std::int64_t*>(b->field("label").data);
+      for (std::size_t j = 0; j < b->size(); ++j) {
+        const std::uint64_t i = b->indices()[j];
+        CHECK(lab[j] == static_cast<std::int64_t>(i / 4));
+        const cv::Mat& ref = rgb_refs[i];
+        const int y0 = (ref.rows - 16) / 2, x0 = (ref.cols - 16) / 2;
+        for (int y = 0; y < 16; ++y)
+          REQUIRE(std::memcmp(img + (j * 16 * 16 + y * 16) * 3, ref.ptr(y0 + y) + x0 * 3, 16 * 3) == 0);
+        ++seen;
+      }
+    }
+    CHECK(seen == 8);
+  }
+  // Now spoil three files: zero bytes, truncated, not an image under an image name.
+  const auto c0 = d.path / "class0";
+  write_bytes(c0 / "img1.png", {});
+  const auto good = encode(picture(40, 40, 1), ".png");
+  write_bytes(c0 / "img2.png", std::vector<std::byte>(good.begin(), good.begin() + 60));
+  std::ofstream(c0 / "img3.png") << "this is text, not a picture";
+  {
+    loader l(make(error_policy::fail), o);
+    try {
+      (void)l.next();
+      FAIL("batch 0 holds spoiled files");
+    } catch (const sample_error& e) {
+      CHECK(e.index() == 1);
+      CHECK(e.stage() == "decode");
+      CHECK(e.path().find("img1.png") != std::string::npos);
+      CHECK(std::string(e.what()).find("empty file") != std::string::npos);
+    }
+    CHECK(l.next());  // the loader stays usable: batch 1 is fine
+  }
+  {
+    auto src = make(error_policy::skip);
+    loader l(src, o);
+    std::size_t seen = 0;
+    while (auto b = l.next()) {
+      const auto* lab = static_cast<const std::int64_t*>(b->field("label").data);
+      for (std::size_t j = 0; j < b->size(); ++j) {
+        // Indices 1, 2, 3 stand in with the next good one: index 4 (class 1).
+        if (b->indices()[j] >= 1 && b->indices()[j] <= 3) CHECK(lab[j] == 1);
+        ++seen;
+      }
+    }
+    CHECK(seen == 8);
+    CHECK(src->failures() == 6);  // 1 fails once, 2 twice... each stand-in search: 3 + 2 + 1
+    const auto failed = src->failed();
+    CHECK(std::any_of(failed.begin(), failed.end(), [](const std::string& s) { return s.find("img2.png") != std::string::npos; }));
+    CHECK(l.stats().errors == 6);
+  }
+  // A list naming a missing file: stage read.
+  std::ofstream(d.path / "list.txt") << "class1/img0.png 0\nclass1/missing.png 1\n";
+  loader_options o2 = o;
+  o2.batch_size = 2;
+  loader l(std::make_shared<pipeline_source>(image_files_reader(read_file_list((d.path / "list.txt").string())),
+                                             parse_pipeline("center_crop(16)")),
+           o2);
+  CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("'read'"), sample_error);
+}

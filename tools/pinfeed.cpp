@@ -15,6 +15,7 @@
 
 #include "h2d_bench.hpp"
 #include "sampler_bench.hpp"
+#include "pinfeed/loaders/image_files.hpp"
 #include "pinfeed/loaders/pipeline_source.hpp"
 #include "pinfeed/loaders/synthetic.hpp"
 #include "pinfeed/ops/normalize.hpp"
@@ -81,28 +82,42 @@ struct run_args {
   std::uint64_t limit = 0;
   std::uint32_t epochs = 1;
   std::uint64_t seed = 0;
-  std::string trace, json, resume, save_state, transforms, pipeline_file;
+  std::string trace, json, resume, save_state, transforms, pipeline_file, on_error = "fail";
+  std::int64_t max_pixels = std::int64_t{1} << 28;
   bool checksums = false, normalize = false, shuffle = false, print_indices = false, drop_remainder = false;
   int rank = -1, world = 1;
 };
 
 int cmd_run(const run_args& a) {
-  if (a.source != "synthetic")
-    throw std::invalid_argument("unknown source '" + a.source + "' (available: synthetic)");
   if (!a.transforms.empty() && !a.pipeline_file.empty())
     throw std::invalid_argument("give either --transforms or --pipeline, not both");
   const pinfeed::device_choice dev = pinfeed::resolve_device(a.device);
-  std::shared_ptr<pinfeed::source> src = pinfeed::loaders::make_synthetic_source({a.samples, a.height, a.width, 1000});
-  std::shared_ptr<pinfeed::loaders::pipeline_source> piped;
-  if (!a.transforms.empty() || !a.pipeline_file.empty()) {
-    auto steps = a.pipeline_file.empty() ? pinfeed::loaders::parse_pipeline(a.transforms)
-                                         : pinfeed::loaders::load_pipeline_file(a.pipeline_file);
-    // With a GPU the colour/scale tail runs on the device and the slot keeps uint8 (4x less to copy).
-    pinfeed::loaders::pipeline_source_options po;
-    po.device_tail = dev.is_cuda();
-    piped = std::make_shared<pinfeed::loaders::pipeline_source>(src, std::move(steps), po);
-    src = piped;
+  pinfeed::loaders::pipeline steps;
+  if (!a.transforms.empty()) steps = pinfeed::loaders::parse_pipeline(a.transforms);
+  if (!a.pipeline_file.empty()) steps = pinfeed::loaders::load_pipeline_file(a.pipeline_file);
+  // Sources: synthetic | folder:PATH (ImageFolder layout) | list:FILE ("path label" lines).
+  std::shared_ptr<pinfeed::loaders::image_reader> reader;
+  if (a.source == "synthetic") {
+    reader = pinfeed::loaders::reader_from_source(
+        pinfeed::loaders::make_synthetic_source({a.samples, a.height, a.width, 1000}));
+  } else if (a.source.rfind("folder:", 0) == 0 || a.source.rfind("list:", 0) == 0) {
+    const bool folder = a.source[0] == 'f';
+    const std::string path = a.source.substr(folder ? 7 : 5);
+    auto files = folder ? pinfeed::loaders::list_image_folder(path).files : pinfeed::loaders::read_file_list(path);
+    pinfeed::loaders::decode_options d;
+    d.max_pixels = a.max_pixels;
+    reader = pinfeed::loaders::image_files_reader(std::move(files), d);
+  } else {
+    throw std::invalid_argument("unknown source '" + a.source + "' (synthetic, folder:PATH or list:FILE)");
   }
+  pinfeed::loaders::pipeline_source_options po;
+  po.device_tail = dev.is_cuda();  // with a GPU the colour/scale tail runs there: the slot keeps uint8
+  if (a.on_error == "skip") po.on_error = pinfeed::loaders::error_policy::skip;
+  else if (a.on_error != "fail") throw std::invalid_argument("--on-error must be fail or skip, got '" + a.on_error + "'");
+  auto piped = std::make_shared<pinfeed::loaders::pipeline_source>(reader, std::move(steps), po);
+  std::shared_ptr<pinfeed::source> src = piped;
+  if (a.source == "synthetic" && piped->host_steps().empty() && !piped->tail_params())
+    src = pinfeed::loaders::make_synthetic_source({a.samples, a.height, a.width, 1000});  // straight into the slot
   pinfeed::loader_options o;
   o.batch_size = a.batch;
   o.workers = a.workers;
@@ -178,6 +193,10 @@ int cmd_run(const run_args& a) {
   std::fprintf(stderr, "%s", st.to_string().c_str());
   std::printf("throughput: %.1f samples/s, %.1f MB/s, consumer wait %.1f%% (%llu batches)\n", st.samples_per_s(),
               st.megabytes_per_s(), 100 * st.consumer_wait_fraction(), static_cast<unsigned long long>(st.batches));
+  if (piped->failures() > 0) {
+    std::fprintf(stderr, "skipped %llu bad sample(s):\n", static_cast<unsigned long long>(piped->failures()));
+    for (const auto& f : piped->failed()) std::fprintf(stderr, "  %s\n", f.c_str());
+  }
   if (!a.save_state.empty()) {
     std::ofstream out(a.save_state);
     if (!(out << l.state() << "\n")) throw std::runtime_error("cannot write loader state '" + a.save_state + "'");
@@ -282,7 +301,9 @@ int main(int argc, char** argv) {
 
   run_args ra;
   auto* run = app.add_subcommand("run", "run a loader and print throughput and stage statistics");
-  run->add_option("--source", ra.source, "sample source")->check(CLI::IsMember({"synthetic"}));
+  run->add_option("--source", ra.source, "synthetic, folder:PATH (ImageFolder layout) or list:FILE (path label lines)");
+  run->add_option("--on-error", ra.on_error, "fail (default) or skip: replace a bad sample by the next good one");
+  run->add_option("--max-pixels", ra.max_pixels, "reject images with more pixels (decompression bombs)");
   run->add_option("--samples", ra.samples, "samples in the dataset")->check(CLI::PositiveNumber);
   run->add_option("--height", ra.height, "synthetic image height")->check(CLI::PositiveNumber);
   run->add_option("--width", ra.width, "synthetic image width")->check(CLI::PositiveNumber);

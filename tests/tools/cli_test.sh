@@ -127,9 +127,35 @@ expect_error "transforms: crop larger than the image" "crop(64)" run --samples 8
 expect_error "transforms: --normalize on float output" "--normalize needs uint8" run --samples 8 --height 8 --width 8 --transforms "crop(4),scale" --normalize
 expect_error "transforms: both spellings" "either --transforms or --pipeline" run --samples 8 --transforms "crop(4)" --pipeline "$work/pipe.json"
 
+# Image datasets on disk: an ImageFolder tree of PPM files, and a file list.
+python3 - "$work" <<'PY'
+import os, sys
+root = sys.argv[1] + "/folder"
+for c, cls in enumerate(["ants", "bees"]):
+    os.makedirs(f"{root}/{cls}", exist_ok=True)
+    for i in range(5):
+        w, h = 12 + i, 10 + c
+        data = bytes((x * 20 + y * 7 + c * 50 + i) % 256 for y in range(h) for x in range(w) for _ in range(3))
+        open(f"{root}/{cls}/{i}.ppm", "wb").write(b"P6\n%d %d\n255\n" % (w, h) + data)
+with open(sys.argv[1] + "/list.txt", "w") as f:
+    f.write("folder/ants/0.ppm 0\nfolder/bees/4.ppm 1\n")
+PY
+"$pf" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu --print-indices >"$work/folder.txt" 2>"$work/folder.err"
+check "folder: 10 images in 3 batches" test "$(grep -c '^indices ' "$work/folder.txt")" -eq 3
+check "folder: decode stage timed" grep -q "^decode " "$work/folder.err"
+"$pf" run --source "list:$work/list.txt" --transforms "center_crop(8)" --batch 2 --device cpu --checksums >"$work/list.out" 2>/dev/null
+check "list: one batch of 2" test "$(grep -c '^batch ' "$work/list.out")" -eq 1
+printf 'not a picture' >"$work/folder/bees/2.ppm"
+expect_error "folder: a bad file fails naming it" "bees/2.ppm" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu
+"$pf" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu --on-error skip >"$work/skip.txt" 2>"$work/skip.err"
+check "folder: skip policy delivers and lists the bad file" grep -q "bees/2.ppm" "$work/skip.err"
+expect_error "folder: missing" "does not exist" run --source "folder:$work/nothing" --transforms "center_crop(8)"
+expect_error "folder: variable sizes need a crop" "vary in size" run --source "folder:$work/folder" --device cpu
+expect_error "bad source spelling" "unknown source 'imagenet'" run --source imagenet
+expect_error "bad policy" "--on-error must be fail or skip" run --on-error retry
+
 expect_error "unknown device" "unknown device 'tpu'" run --samples 8 --height 8 --width 8 --device tpu
 expect_error "zero batch rejected" "--batch" run --batch 0
-expect_error "unknown source" "--source" run --source imagenet
 expect_error "trace to bad path" "/nonexistent/dir/t.json" run "${small[@]}" --trace /nonexistent/dir/t.json
 expect_error "no subcommand" "subcommand" 
 expect_error "bench sample bigger than batch" "sample_bytes <= batch_bytes" bench h2d --batch-bytes 10 --sample-bytes 100

@@ -39,7 +39,8 @@ class files_reader final : public image_reader {
   image_spec image_shape() const override { return {-1, -1, 3, dtype::u8}; }
   std::vector<field_spec> extra_fields() const override { return {{"label", dtype::i64, {}}}; }
   std::string name() const override { return std::to_string(files_.size()) + " image files"; }
-  image_spec read(sample& s, std::vector<std::byte>& image) override {
+  image_spec read(sample& s, std::vector<std::byte>& image,
+                  const std::function<std::int64_t(std::int64_t, std::int64_t)>& min_short_side) override {
     const image_file& f = files_.at(s.index());
     s.set_origin(f.path);
     thread_local std::vector<std::byte> bytes;
@@ -52,7 +53,16 @@ class files_reader final : public image_reader {
     {
       stage_timer timer(stage::decode, s.stats(), s.trace(), s.index());
       try {
-        spec = decode_image(bytes, image, options_, f.path);
+        decode_options o = options_;
+        if (min_short_side) {
+          const image_size full = peek_size(bytes);
+          if (full.width > 0 && full.height > 0) {
+            // The pipeline's need (0: full resolution) wins; a configured minimum is a floor under it.
+            const std::int64_t need = min_short_side(full.height, full.width);
+            o.min_short_side = need == 0 ? 0 : std::max(need, o.min_short_side);
+          }
+        }
+        spec = decode_image(bytes, image, o, f.path);
       } catch (const std::exception& e) {
         throw sample_error(s.index(), "decode", f.path, e.what());
       }

@@ -56,7 +56,8 @@ class source_reader final : public image_reader {
   image_spec image_shape() const override { return shape_; }
   std::vector<field_spec> extra_fields() const override { return extras_; }
   std::string name() const override { return base_->name(); }
-  image_spec read(sample& s, std::vector<std::byte>& image) override {
+  image_spec read(sample& s, std::vector<std::byte>& image,
+                  const std::function<std::int64_t(std::int64_t, std::int64_t)>&) override {
     thread_local std::vector<std::byte*> buffers;
     image.resize(shape_.bytes());
     buffers.resize(fields_.size());
@@ -160,7 +161,13 @@ void pipeline_source::produce_one(sample& out, std::uint64_t index) {
   {
     stage_timer timer(stage::read, s.stats(), s.trace(), index);
     try {
-      in = reader_->read(s, t.a);
+      // The first step may let the decoder shrink the image (JPEG DCT scaling).
+      const std::function<std::int64_t(std::int64_t, std::int64_t)> hint =
+          [&](std::int64_t h, std::int64_t w) -> std::int64_t {
+        if (host_.empty()) return 0;
+        return host_.steps().front()->min_short_side(h, w, s.rng(100));
+      };
+      in = reader_->read(s, t.a, hint);
     } catch (const sample_error&) {
       throw;
     } catch (const std::exception& e) {

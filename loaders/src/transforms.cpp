@@ -9,6 +9,8 @@
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
 
 #include "pinfeed/ops/normalize.hpp"
 #include "pinfeed/runtime/random.hpp"
@@ -77,6 +79,101 @@ class crop_transform final : public transform {
  private:
   std::int64_t size_;
   bool random_;
+};
+
+/// Bilinear resize of an 8-bit (or float) HWC window to out's shape (OpenCV, fixed point for uint8).
+void resize_window(const image_view& in, std::int64_t y0, std::int64_t x0, std::int64_t h, std::int64_t w,
+                   const image_view& out) {
+  const int type = CV_MAKETYPE(in.spec.type == dtype::u8 ? CV_8U : CV_32F, static_cast<int>(in.spec.channels));
+  const cv::Mat src(static_cast<int>(in.spec.height), static_cast<int>(in.spec.width), type, in.data);
+  cv::Mat dst(static_cast<int>(out.spec.height), static_cast<int>(out.spec.width), type, out.data);
+  cv::resize(src(cv::Rect(static_cast<int>(x0), static_cast<int>(y0), static_cast<int>(w), static_cast<int>(h))), dst,
+             dst.size(), 0, 0, cv::INTER_LINEAR);
+}
+
+class resize_transform final : public transform {
+ public:
+  explicit resize_transform(std::int64_t shorter) : shorter_(shorter) {
+    if (shorter <= 0) throw std::invalid_argument("resize: size must be positive, got " + std::to_string(shorter));
+  }
+  std::string name() const override { return "resize(" + std::to_string(shorter_) + ")"; }
+  image_spec output_spec(const image_spec& in) const override {
+    require_type(*this, in, true);
+    if (!in.fixed()) return {-1, -1, in.channels, in.type};
+    return shape_for(in);
+  }
+  void apply(const image_view& in, const image_view& out, philox_stream) const override {
+    resize_window(in, 0, 0, in.spec.height, in.spec.width, out);
+  }
+  std::int64_t min_short_side(std::int64_t, std::int64_t, philox_stream) const override { return shorter_; }
+
+ private:
+  image_spec shape_for(const image_spec& in) const {
+    if (in.height <= in.width) return {shorter_, shorter_ * in.width / in.height, in.channels, in.type};
+    return {shorter_ * in.height / in.width, shorter_, in.channels, in.type};
+  }
+  std::int64_t shorter_;
+};
+
+class rrc_transform final : public transform {
+ public:
+  rrc_transform(std::int64_t size, double smin, double smax, double rmin, double rmax)
+      : size_(size), smin_(smin), smax_(smax), rmin_(rmin), rmax_(rmax) {
+    if (size <= 0) throw std::invalid_argument("rrc: size must be positive, got " + std::to_string(size));
+    if (!(smin > 0 && smin <= smax && smax <= 1))
+      throw std::invalid_argument("rrc: scale range (" + format_number(smin) + ", " + format_number(smax) +
+                                  ") must satisfy 0 < min <= max <= 1");
+    if (!(rmin > 0 && rmin <= rmax))
+      throw std::invalid_argument("rrc: ratio range (" + format_number(rmin) + ", " + format_number(rmax) +
+                                  ") must satisfy 0 < min <= max");
+  }
+  std::string name() const override {
+    return "rrc(" + std::to_string(size_) + "," + format_number(smin_) + "," + format_number(smax_) + "," +
+           format_number(rmin_) + "," + format_number(rmax_) + ")";
+  }
+  image_spec output_spec(const image_spec& in) const override {
+    require_type(*this, in, true);
+    return {size_, size_, in.channels, in.type};
+  }
+  void apply(const image_view& in, const image_view& out, philox_stream rng) const override {
+    const box b = draw(in.spec.height, in.spec.width, rng);
+    resize_window(in, b.y, b.x, b.h, b.w, out);
+  }
+  std::int64_t min_short_side(std::int64_t height, std::int64_t width, philox_stream rng) const override {
+    // Keep the drawn window at least `size` on its shorter side after the decoder shrinks the image.
+    const box b = draw(height, width, rng);
+    const double shrink = static_cast<double>(std::min(b.h, b.w)) / static_cast<double>(size_);
+    if (shrink <= 1.0) return 0;
+    return static_cast<std::int64_t>(std::ceil(static_cast<double>(std::min(height, width)) / shrink));
+  }
+
+ private:
+  struct box {
+    std::int64_t y, x, h, w;
+  };
+  /// torchvision's RandomResizedCrop.get_params, with the sample's stream.
+  box draw(std::int64_t height, std::int64_t width, philox_stream& rng) const {
+    const double area = static_cast<double>(height) * static_cast<double>(width);
+    const double lr0 = std::log(rmin_), lr1 = std::log(rmax_);
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      const double target = area * (smin_ + (smax_ - smin_) * rng.uniform());
+      const double aspect = std::exp(lr0 + (lr1 - lr0) * rng.uniform());
+      const auto w = static_cast<std::int64_t>(std::lround(std::sqrt(target * aspect)));
+      const auto h = static_cast<std::int64_t>(std::lround(std::sqrt(target / aspect)));
+      if (w > 0 && w <= width && h > 0 && h <= height) {
+        const auto y = static_cast<std::int64_t>(rng.below(static_cast<std::uint32_t>(height - h + 1)));
+        const auto x = static_cast<std::int64_t>(rng.below(static_cast<std::uint32_t>(width - w + 1)));
+        return {y, x, h, w};
+      }
+    }
+    const double in_ratio = static_cast<double>(width) / static_cast<double>(height);
+    std::int64_t w = width, h = height;
+    if (in_ratio < rmin_) h = std::lround(static_cast<double>(w) / rmin_);
+    else if (in_ratio > rmax_) w = std::lround(static_cast<double>(h) * rmax_);
+    return {(height - h) / 2, (width - w) / 2, h, w};
+  }
+  std::int64_t size_;
+  double smin_, smax_, rmin_, rmax_;
 };
 
 class mask_transform final : public transform {
@@ -226,6 +323,10 @@ class pointwise_transform final : public transform {
 std::shared_ptr<transform> random_crop(std::int64_t size) { return std::make_shared<crop_transform>(size, true); }
 std::shared_ptr<transform> center_crop(std::int64_t size) { return std::make_shared<crop_transform>(size, false); }
 std::shared_ptr<transform> random_mask(double ratio) { return std::make_shared<mask_transform>(ratio); }
+std::shared_ptr<transform> resize(std::int64_t shorter) { return std::make_shared<resize_transform>(shorter); }
+std::shared_ptr<transform> random_resized_crop(std::int64_t size, double smin, double smax, double rmin, double rmax) {
+  return std::make_shared<rrc_transform>(size, smin, smax, rmin, rmax);
+}
 std::shared_ptr<transform> random_hflip(double p) { return std::make_shared<hflip_transform>(p); }
 std::shared_ptr<transform> convert_ycbcr() {
   return std::make_shared<pointwise_transform>(pointwise_transform::kind::ycbcr, 1.0f, std::array<float, 3>{},
@@ -296,6 +397,14 @@ std::shared_ptr<transform> make_step(std::string_view text, std::size_t at, cons
   try {
     if (name == "crop" || name == "random_crop") return want(1, 1), random_crop(integer(args[0]));
     if (name == "center_crop") return want(1, 1), center_crop(integer(args[0]));
+    if (name == "resize") return want(1, 1), resize(integer(args[0]));
+    if (name == "rrc" || name == "random_resized_crop") {
+      if (args.size() != 1 && args.size() != 3 && args.size() != 5)
+        parse_error(text, args_at, name + " takes 1, 3 or 5 arguments (size[, scale min, max[, ratio min, max]]), got " +
+                                       std::to_string(args.size()));
+      return random_resized_crop(integer(args[0]), args.size() > 1 ? args[1] : 0.08, args.size() > 1 ? args[2] : 1.0,
+                                 args.size() > 3 ? args[3] : 3.0 / 4.0, args.size() > 3 ? args[4] : 4.0 / 3.0);
+    }
     if (name == "mask" || name == "random_mask") return want(1, 1), random_mask(args[0]);
     if (name == "hflip" || name == "random_hflip") return want(0, 1), random_hflip(args.empty() ? 0.5 : args[0]);
     if (name == "ycbcr" || name == "convert_color") return want(0, 0), convert_ycbcr();
@@ -310,7 +419,7 @@ std::shared_ptr<transform> make_step(std::string_view text, std::size_t at, cons
     parse_error(text, args_at, e.what());
   }
   parse_error(text, at, "unknown transform '" + name +
-                            "' (known: crop, center_crop, mask, hflip, ycbcr, scale, normalize)");
+                            "' (known: crop, center_crop, resize, rrc, mask, hflip, ycbcr, scale, normalize)");
 }
 
 }  // namespace

@@ -296,6 +296,24 @@ TEST_CASE("image_files.loader_end_to_end_pixels_labels_and_bad_data") {
     CHECK(std::any_of(failed.begin(), failed.end(), [](const std::string& s) { return s.find("img2.png") != std::string::npos; }));
     CHECK(l.stats().errors == 6);
   }
+  // JPEGs through RandomResizedCrop: decoded at a DCT scale where the window allows it.
+  const auto big = d.path / "big";
+  fs::create_directories(big / "a");
+  for (int i = 0; i < 6; ++i)
+    write_bytes(big / "a" / ("p" + std::to_string(i) + ".jpg"), encode(picture(480, 640, i), ".jpg"));
+  {
+    loader_options o3 = o;
+    o3.batch_size = 3;
+    loader l3(std::make_shared<pipeline_source>(image_files_reader(list_image_folder(big.string()).files),
+                                                parse_pipeline("rrc(32),hflip")),
+              o3);
+    std::size_t n = 0;
+    while (auto b = l3.next()) {
+      CHECK(b->field("image").shape == std::vector<std::int64_t>{3, 32, 32, 3});
+      n += b->size();
+    }
+    CHECK(n == 6);
+  }
   // A list naming a missing file: stage read.
   std::ofstream(d.path / "list.txt") << "class1/img0.png 0\nclass1/missing.png 1\n";
   loader_options o2 = o;

@@ -253,3 +253,39 @@ TEST_CASE("pipeline_source.bad_input") {
   CHECK(mixed.fields()[0].type == dtype::f32);
   CHECK_FALSE(mixed.tail_params().has_value());
 }
+
+TEST_CASE("transforms.resize_and_random_resized_crop") {
+  auto im = random_image(30, 40, 12);
+  const auto r = run_step(*resize(15), im, philox_stream(0, 0, 0));
+  CHECK(r.spec.height == 15);
+  CHECK(r.spec.width == 20);
+  CHECK(resize(15)->output_spec({-1, -1, 3, dtype::u8}).height == -1);  // varies with the input
+  auto tall = random_image(50, 20, 13);
+  CHECK(run_step(*resize(10), tall, philox_stream(0, 0, 0)).spec.height == 25);
+
+  const auto rrc = random_resized_crop(16);
+  CHECK(rrc->name() == "rrc(16,0.08,1,0.75,1.33333333)");
+  CHECK(parse_pipeline(rrc->name()).to_string() == rrc->name());
+  std::set<std::uint64_t> distinct;  // content hashes
+  for (std::uint64_t i = 0; i < 50; ++i) {
+    const auto out = run_step(*rrc, im, philox_stream(1, 0, i, 100));
+    CHECK(out.spec.height == 16);
+    CHECK(out.spec.width == 16);
+    distinct.insert(hash_bytes(out.bytes.data(), out.bytes.size()));
+    CHECK(out.bytes == run_step(*rrc, im, philox_stream(1, 0, i, 100)).bytes);  // same stream, same crop
+  }
+  CHECK(distinct.size() > 40);
+  // Decode hint: a window much larger than the output lets the decoder shrink the image; a
+  // window smaller than the output needs full resolution.
+  std::int64_t shrinkable = 0;
+  for (std::uint64_t i = 0; i < 50; ++i) {
+    const auto need = rrc->min_short_side(3000, 4000, philox_stream(1, 0, i, 100));
+    CHECK(need >= 0);
+    CHECK(need <= 3000);
+    shrinkable += need > 0 && need < 3000;
+  }
+  CHECK(shrinkable > 40);
+  CHECK(random_resized_crop(512)->min_short_side(300, 400, philox_stream(0, 0, 0)) == 0);
+  CHECK_THROWS_WITH_AS(random_resized_crop(16, 0.5, 0.2), doctest::Contains("scale range"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(parse_pipeline("rrc(16,0.5)"), doctest::Contains("takes 1, 3 or 5 arguments"), std::invalid_argument);
+}

@@ -8,6 +8,7 @@
 /// (the default) or are replaced by the next index that works, counted and listed.
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -31,9 +32,12 @@ class image_reader {
   /// Fields besides the image (e.g. "label"), written by read() into the sample's buffers 1...
   [[nodiscard]] virtual std::vector<field_spec> extra_fields() const = 0;
   /// Writes sample s.index()'s image into `image` (resized as needed) and its extra fields into
-  /// s's fields 1.. (field 0 is the pipeline's output); returns the image's shape. Thread-safe.
-  /// Throws sample_error naming the stage (read, decode) and the path.
-  virtual image_spec read(sample& s, std::vector<std::byte>& image) = 0;
+  /// s's fields 1.. (field 0 is the pipeline's output); returns the image's shape. A decoder may
+  /// shrink the image as long as its shorter side stays >= min_short_side(height, width) of the
+  /// full size (0: full resolution). Thread-safe. Throws sample_error naming the stage (read,
+  /// decode) and the path.
+  virtual image_spec read(sample& s, std::vector<std::byte>& image,
+                          const std::function<std::int64_t(std::int64_t, std::int64_t)>& min_short_side) = 0;
   [[nodiscard]] virtual std::string name() const = 0;
 };
 

@@ -63,12 +63,29 @@ class transform {
   /// For a step that only changes pixel values per channel (colour conversion, scale,
   /// normalisation), what it does: those can run on the GPU instead (see pipeline::device_tail()).
   [[nodiscard]] virtual std::optional<pointwise_step> pointwise() const { return std::nullopt; }
+  /// As the first step of a pipeline over encoded images: the shortest side the decoded image
+  /// needs for this sample, given the full size (0: full resolution). Lets JPEGs decode at 1/2,
+  /// 1/4 or 1/8 when the step will shrink the image anyway. Same stream as apply().
+  [[nodiscard]] virtual std::int64_t min_short_side(std::int64_t height, std::int64_t width, philox_stream rng) const {
+    (void)height;
+    (void)width;
+    (void)rng;
+    return 0;
+  }
 };
 
 /// RandomCrop: a uniformly placed size x size window. Throws when the image is smaller.
 [[nodiscard]] std::shared_ptr<transform> random_crop(std::int64_t size);
 /// CenterCrop: the centred size x size window.
 [[nodiscard]] std::shared_ptr<transform> center_crop(std::int64_t size);
+/// Resize so the shorter side is `shorter` (the longer side keeps the aspect ratio, truncated),
+/// bilinear (OpenCV's fixed-point INTER_LINEAR for uint8).
+[[nodiscard]] std::shared_ptr<transform> resize(std::int64_t shorter);
+/// RandomResizedCrop(size, scale, ratio) as torchvision draws it (10 tries, then a centred
+/// fallback), resized bilinearly to size x size.
+[[nodiscard]] std::shared_ptr<transform> random_resized_crop(std::int64_t size, double scale_min = 0.08,
+                                                             double scale_max = 1.0, double ratio_min = 3.0 / 4.0,
+                                                             double ratio_max = 4.0 / 3.0);
 /// RandomMask: each pixel is picked with probability `ratio`, the picks are dilated to their 4
 /// neighbours (the same as convolve2d with a cross kernel > 0), and picked pixels become 0 in every
 /// channel.
@@ -105,6 +122,7 @@ class pipeline {
 };
 
 /// Parses "crop(256),mask(0.25),ycbcr,scale". Names: crop|random_crop(N), center_crop(N),
+/// resize(N), rrc|random_resized_crop(N[, smin, smax[, rmin, rmax]]),
 /// mask|random_mask(R), hflip|random_hflip[(P)], ycbcr|convert_color, scale[(F)],
 /// normalize(m0,m1,m2,s0,s1,s2). Throws std::invalid_argument quoting the text with a caret under
 /// the bad token.

@@ -84,6 +84,7 @@ struct run_args {
   std::uint64_t seed = 0;
   std::string trace, json, resume, save_state, transforms, pipeline_file, on_error = "fail";
   std::int64_t max_pixels = std::int64_t{1} << 28;
+  double latency_ms = 0, bandwidth_mb_s = 0;
   bool checksums = false, normalize = false, shuffle = false, print_indices = false, drop_remainder = false;
   int rank = -1, world = 1;
 };
@@ -112,11 +113,13 @@ int cmd_run(const run_args& a) {
   }
   pinfeed::loaders::pipeline_source_options po;
   po.device_tail = dev.is_cuda();  // with a GPU the colour/scale tail runs there: the slot keeps uint8
+  po.storage = {a.latency_ms, a.bandwidth_mb_s};
   if (a.on_error == "skip") po.on_error = pinfeed::loaders::error_policy::skip;
   else if (a.on_error != "fail") throw std::invalid_argument("--on-error must be fail or skip, got '" + a.on_error + "'");
   auto piped = std::make_shared<pinfeed::loaders::pipeline_source>(reader, std::move(steps), po);
   std::shared_ptr<pinfeed::source> src = piped;
-  if (a.source == "synthetic" && piped->host_steps().empty() && !piped->tail_params())
+  if (a.source == "synthetic" && piped->host_steps().empty() && !piped->tail_params() && a.latency_ms <= 0 &&
+      a.bandwidth_mb_s <= 0)
     src = pinfeed::loaders::make_synthetic_source({a.samples, a.height, a.width, 1000});  // straight into the slot
   pinfeed::loader_options o;
   o.batch_size = a.batch;
@@ -304,6 +307,9 @@ int main(int argc, char** argv) {
   run->add_option("--source", ra.source, "synthetic, folder:PATH (ImageFolder layout) or list:FILE (path label lines)");
   run->add_option("--on-error", ra.on_error, "fail (default) or skip: replace a bad sample by the next good one");
   run->add_option("--max-pixels", ra.max_pixels, "reject images with more pixels (decompression bombs)");
+  run->add_option("--latency-ms", ra.latency_ms, "emulate slow storage: added latency per read")->check(CLI::NonNegativeNumber);
+  run->add_option("--bandwidth-mb-s", ra.bandwidth_mb_s, "emulate slow storage: shared read bandwidth cap (0: none)")
+      ->check(CLI::NonNegativeNumber);
   run->add_option("--samples", ra.samples, "samples in the dataset")->check(CLI::PositiveNumber);
   run->add_option("--height", ra.height, "synthetic image height")->check(CLI::PositiveNumber);
   run->add_option("--width", ra.width, "synthetic image width")->check(CLI::PositiveNumber);

@@ -39,8 +39,8 @@ class files_reader final : public image_reader {
   image_spec image_shape() const override { return {-1, -1, 3, dtype::u8}; }
   std::vector<field_spec> extra_fields() const override { return {{"label", dtype::i64, {}}}; }
   std::string name() const override { return std::to_string(files_.size()) + " image files"; }
-  image_spec read(sample& s, std::vector<std::byte>& image,
-                  const std::function<std::int64_t(std::int64_t, std::int64_t)>& min_short_side) override {
+  read_result read(sample& s, std::vector<std::byte>& image,
+                   const std::function<std::int64_t(std::int64_t, std::int64_t)>& min_short_side) override {
     const image_file& f = files_.at(s.index());
     s.set_origin(f.path);
     thread_local std::vector<std::byte> bytes;
@@ -68,7 +68,7 @@ class files_reader final : public image_reader {
       }
     }
     s.as<std::int64_t>(1)[0] = f.label;
-    return spec;
+    return {spec, bytes.size()};
   }
 
  private:

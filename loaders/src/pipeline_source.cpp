@@ -1,6 +1,8 @@
 #include "pinfeed/loaders/pipeline_source.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <thread>
 #include <stdexcept>
 #include <vector>
 
@@ -56,8 +58,8 @@ class source_reader final : public image_reader {
   image_spec image_shape() const override { return shape_; }
   std::vector<field_spec> extra_fields() const override { return extras_; }
   std::string name() const override { return base_->name(); }
-  image_spec read(sample& s, std::vector<std::byte>& image,
-                  const std::function<std::int64_t(std::int64_t, std::int64_t)>&) override {
+  read_result read(sample& s, std::vector<std::byte>& image,
+                   const std::function<std::int64_t(std::int64_t, std::int64_t)>&) override {
     thread_local std::vector<std::byte*> buffers;
     image.resize(shape_.bytes());
     buffers.resize(fields_.size());
@@ -68,7 +70,7 @@ class source_reader final : public image_reader {
     sample base(s.index(), s.epoch(), s.seed(), fields_, buffers, s.stats(), s.trace());
     base_->produce(base);
     if (!base.origin().empty()) s.set_origin(base.origin());
-    return shape_;
+    return {shape_, shape_.bytes()};
   }
 
  private:
@@ -123,6 +125,22 @@ std::string pipeline_source::name() const {
   return s;
 }
 
+void pipeline_source::emulate_storage(std::size_t bytes) {
+  const auto& e = options_.storage;
+  if (e.latency_ms <= 0.0 && e.bandwidth_mb_s <= 0.0) return;
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                      std::chrono::duration<double, std::milli>(e.latency_ms));
+  if (e.bandwidth_mb_s > 0.0) {
+    const auto hold = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(static_cast<double>(bytes) / (e.bandwidth_mb_s * 1e6)));
+    std::lock_guard lock(link_mutex_);
+    const auto start = std::max(link_free_, std::chrono::steady_clock::now());
+    link_free_ = start + hold;
+    until = std::max(until, link_free_);
+  }
+  std::this_thread::sleep_until(until);
+}
+
 std::vector<std::string> pipeline_source::failed() const {
   std::lock_guard lock(failed_mutex_);
   return failed_;
@@ -167,7 +185,9 @@ void pipeline_source::produce_one(sample& out, std::uint64_t index) {
         if (host_.empty()) return 0;
         return host_.steps().front()->min_short_side(h, w, s.rng(100));
       };
-      in = reader_->read(s, t.a, hint);
+      const read_result r = reader_->read(s, t.a, hint);
+      in = r.spec;
+      emulate_storage(r.stored_bytes);
     } catch (const sample_error&) {
       throw;
     } catch (const std::exception& e) {

@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -288,4 +289,30 @@ TEST_CASE("transforms.resize_and_random_resized_crop") {
   CHECK(random_resized_crop(512)->min_short_side(300, 400, philox_stream(0, 0, 0)) == 0);
   CHECK_THROWS_WITH_AS(random_resized_crop(16, 0.5, 0.2), doctest::Contains("scale range"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(parse_pipeline("rrc(16,0.5)"), doctest::Contains("takes 1, 3 or 5 arguments"), std::invalid_argument);
+}
+
+TEST_CASE("pipeline_source.emulated_slow_storage") {
+  // Lower bounds only: a sleep is never shorter than asked.
+  auto base = make_synthetic_source({12, 16, 16, 10});
+  pipeline_source_options po;
+  po.storage.latency_ms = 4.0;
+  auto slow = std::make_shared<pipeline_source>(base, parse_pipeline("crop(8)"), po);
+  loader_options o;
+  o.batch_size = 4;
+  o.workers = 2;
+  o.device = "cpu";
+  loader l(slow, o);
+  while (l.next()) {
+  }
+  const auto st = l.stats();
+  CHECK(st[stage::read].count == 12);
+  CHECK(st[stage::read].total_ns >= 12u * 4'000'000u);
+  // 12 reads of 768 bytes through a shared 0.1 MB/s link: at least 92 ms in all.
+  po.storage = {0.0, 0.1};
+  auto narrow = std::make_shared<pipeline_source>(base, parse_pipeline("crop(8)"), po);
+  const auto t0 = std::chrono::steady_clock::now();
+  loader l2(narrow, o);
+  while (l2.next()) {
+  }
+  CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(92));
 }

@@ -8,6 +8,7 @@
 /// (the default) or are replaced by the next index that works, counted and listed.
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -22,6 +23,12 @@
 
 namespace pinfeed::loaders {
 
+/// What image_reader::read() produced.
+struct read_result {
+  image_spec spec;               ///< the image written
+  std::size_t stored_bytes = 0;  ///< bytes it took in storage (the encoded file; the pixels when generated)
+};
+
 /// Produces the image of sample i (any size) and its other fields.
 class image_reader {
  public:
@@ -32,12 +39,12 @@ class image_reader {
   /// Fields besides the image (e.g. "label"), written by read() into the sample's buffers 1...
   [[nodiscard]] virtual std::vector<field_spec> extra_fields() const = 0;
   /// Writes sample s.index()'s image into `image` (resized as needed) and its extra fields into
-  /// s's fields 1.. (field 0 is the pipeline's output); returns the image's shape. A decoder may
+  /// s's fields 1.. (field 0 is the pipeline's output); returns the image's shape and stored size. A decoder may
   /// shrink the image as long as its shorter side stays >= min_short_side(height, width) of the
   /// full size (0: full resolution). Thread-safe. Throws sample_error naming the stage (read,
   /// decode) and the path.
-  virtual image_spec read(sample& s, std::vector<std::byte>& image,
-                          const std::function<std::int64_t(std::int64_t, std::int64_t)>& min_short_side) = 0;
+  virtual read_result read(sample& s, std::vector<std::byte>& image,
+                           const std::function<std::int64_t(std::int64_t, std::int64_t)>& min_short_side) = 0;
   [[nodiscard]] virtual std::string name() const = 0;
 };
 
@@ -48,7 +55,15 @@ class image_reader {
 /// What to do with a sample that cannot be read, decoded or transformed.
 enum class error_policy { fail, skip };
 
+/// Slow storage, emulated (off by default): every read waits `latency_ms`, and reads share one
+/// link of `bandwidth_mb_s` (a read of B bytes holds it B / bandwidth seconds, in turn).
+struct storage_emulation {
+  double latency_ms = 0.0;
+  double bandwidth_mb_s = 0.0;  ///< 0: unlimited
+};
+
 struct pipeline_source_options {
+  storage_emulation storage;
   /// Leave the trailing pointwise steps to the consumer's device (the slot keeps uint8).
   bool device_tail = false;
   error_policy on_error = error_policy::fail;
@@ -89,7 +104,10 @@ class pipeline_source final : public source {
   pipeline host_;
   std::optional<ops::normalize_params> host_tail_, consumer_tail_;
   std::vector<field_spec> fields_;
+  void emulate_storage(std::size_t bytes);
   std::atomic<std::uint64_t> failures_{0};
+  std::mutex link_mutex_;
+  std::chrono::steady_clock::time_point link_free_{};
   mutable std::mutex failed_mutex_;
   std::vector<std::string> failed_;
 };

@@ -299,8 +299,11 @@ TEST_CASE("image_files.loader_end_to_end_pixels_labels_and_bad_data") {
   // JPEGs through RandomResizedCrop: decoded at a DCT scale where the window allows it.
   const auto big = d.path / "big";
   fs::create_directories(big / "a");
-  for (int i = 0; i < 6; ++i)
-    write_bytes(big / "a" / ("p" + std::to_string(i) + ".jpg"), encode(picture(480, 640, i), ".jpg"));
+  for (int i = 0; i < 6; ++i) {
+    std::string name = "p0.jpg";
+    name[1] = static_cast<char>('0' + i);
+    write_bytes(big / "a" / name, encode(picture(480, 640, i), ".jpg"));
+  }
   {
     loader_options o3 = o;
     o3.batch_size = 3;

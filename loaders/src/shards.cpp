@@ -1,0 +1,402 @@
+#include "pinfeed/loaders/shards.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/stats.hpp"
+
+namespace pinfeed::loaders {
+namespace {
+
+constexpr std::size_t kBlock = 512;
+
+std::string field(std::span<const std::byte> h, std::size_t at, std::size_t len) {
+  const char* p = reinterpret_cast<const char*>(h.data()) + at;
+  return std::string(p, strnlen(p, len));
+}
+
+/// A numeric header field: octal text (NUL or space terminated), or GNU base-256 (high bit set).
+bool parse_number(std::span<const std::byte> h, std::size_t at, std::size_t len, std::uint64_t& out) {
+  const auto* p = reinterpret_cast<const unsigned char*>(h.data()) + at;
+  if (p[0] & 0x80) {
+    out = 0;
+    for (std::size_t i = 1; i < len; ++i) {
+      if (out >> 56) return false;
+      out = (out << 8) | p[i];
+    }
+    return (p[0] & 0x7F) == 0;
+  }
+  std::size_t i = 0;
+  while (i < len && p[i] == ' ') ++i;
+  out = 0;
+  bool any = false;
+  for (; i < len && p[i] >= '0' && p[i] <= '7'; ++i) {
+    if (out >> 60) return false;
+    out = out * 8 + (p[i] - '0');
+    any = true;
+  }
+  for (; i < len; ++i)
+    if (p[i] != 0 && p[i] != ' ') return false;
+  return any;
+}
+
+bool zero_block(std::span<const std::byte> b) {
+  return std::all_of(b.begin(), b.end(), [](std::byte x) { return x == std::byte{0}; });
+}
+
+/// "path=..." from a pax extended header's records ("<len> key=value\n").
+std::string pax_path(std::span<const std::byte> data) {
+  std::string text(reinterpret_cast<const char*>(data.data()), data.size());
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t space = text.find(' ', at);
+    if (space == std::string::npos) break;
+    std::size_t len = 0;
+    try {
+      len = std::stoul(text.substr(at, space - at));
+    } catch (const std::exception&) {
+      break;
+    }
+    if (len == 0 || at + len > text.size()) break;
+    const std::string record = text.substr(space + 1, len - (space - at) - 2);  // without the newline
+    if (record.rfind("path=", 0) == 0) return record.substr(5);
+    at += len;
+  }
+  return {};
+}
+
+}  // namespace
+
+std::vector<tar_member> index_tar(std::span<const std::byte> a, const std::string& what) {
+  std::vector<tar_member> members;
+  std::uint64_t at = 0;
+  std::string long_name;
+  auto fail = [&](const std::string& why) -> std::invalid_argument {
+    return std::invalid_argument("tar shard '" + what + "': " + why + " (header at byte " + std::to_string(at) + ")");
+  };
+  while (at + kBlock <= a.size()) {
+    const auto h = a.subspan(at, kBlock);
+    if (zero_block(h)) break;  // end of archive
+    std::uint64_t checksum = 0, size = 0;
+    if (!parse_number(h, 148, 8, checksum)) throw fail("header checksum field is not a number");
+    // The checksum counts the header bytes with its own field as spaces, unsigned (POSIX) or, as
+    // some old tars wrote it, signed.
+    std::uint64_t sum = 0;
+    std::int64_t signed_sum = 0;
+    for (std::size_t i = 0; i < kBlock; ++i) {
+      const auto b = (i >= 148 && i < 156) ? static_cast<std::uint8_t>(' ') : static_cast<std::uint8_t>(h[i]);
+      sum += b;
+      signed_sum += static_cast<std::int8_t>(b);
+    }
+    if (sum != checksum && static_cast<std::uint64_t>(signed_sum) != checksum)
+      throw fail("bad header checksum (not a tar file, or corrupt)");
+    if (!parse_number(h, 124, 12, size)) throw fail("member size is not a number");
+    const std::uint64_t data = at + kBlock;
+    if (size > a.size() || data > a.size() - size) throw fail("member of " + std::to_string(size) + " bytes runs past the end");
+    const char type = static_cast<char>(h[156]);
+    std::string name = field(h, 0, 100);
+    const std::string magic = field(h, 257, 6);
+    if (magic.rfind("ustar", 0) == 0) {
+      const std::string prefix = field(h, 345, 155);
+      if (!prefix.empty()) name = prefix + "/" + name;
+    }
+    if (type == 'L') {  // GNU long name: the next member's name is this member's data
+      long_name = std::string(reinterpret_cast<const char*>(a.data() + data), strnlen(reinterpret_cast<const char*>(a.data() + data), size));
+    } else if (type == 'x') {  // pax extended header
+      long_name = pax_path(a.subspan(data, size));
+    } else if (type == 'g') {
+      // global pax header: nothing to keep
+    } else {
+      if (!long_name.empty()) name = long_name;
+      long_name.clear();
+      if (type == '0' || type == '\0' || type == '7') members.push_back({name, data, size});
+    }
+    at = data + (size + kBlock - 1) / kBlock * kBlock;
+  }
+  if (at < a.size() && at + kBlock > a.size())
+    throw fail("truncated: " + std::to_string(a.size() - at) + " bytes of a header at the end");
+  return members;
+}
+
+std::vector<std::string> expand_shard_pattern(const std::string& pattern) {
+  std::vector<std::string> patterns{pattern};
+  // Brace ranges first: {000..127}, keeping the width of the lower bound.
+  for (std::size_t round = 0; round < 8; ++round) {
+    std::vector<std::string> next;
+    bool expanded = false;
+    for (const auto& p : patterns) {
+      const auto open = p.find('{');
+      if (open == std::string::npos) {
+        next.push_back(p);
+        continue;
+      }
+      const auto close = p.find('}', open);
+      const auto dots = p.find("..", open);
+      if (close == std::string::npos || dots == std::string::npos || dots > close)
+        throw std::invalid_argument("shard pattern '" + pattern + "': expected {first..last}");
+      const std::string lo = p.substr(open + 1, dots - open - 1), hi = p.substr(dots + 2, close - dots - 2);
+      if (lo.empty() || hi.empty() || lo.find_first_not_of("0123456789") != std::string::npos ||
+          hi.find_first_not_of("0123456789") != std::string::npos)
+        throw std::invalid_argument("shard pattern '" + pattern + "': range {" + lo + ".." + hi + "} is not numeric");
+      const long a = std::stol(lo), b = std::stol(hi);
+      if (b < a || b - a > 1000000)
+        throw std::invalid_argument("shard pattern '" + pattern + "': bad range {" + lo + ".." + hi + "}");
+      for (long v = a; v <= b; ++v) {
+        std::string num = std::to_string(v);
+        if (num.size() < lo.size()) num.insert(0, lo.size() - num.size(), '0');
+        next.push_back(p.substr(0, open) + num + p.substr(close + 1));
+      }
+      expanded = true;
+    }
+    patterns = std::move(next);
+    if (!expanded) break;
+  }
+  std::vector<std::string> out;
+  for (const auto& p : patterns) {
+    if (p.find_first_of("*?[") == std::string::npos) {
+      out.push_back(p);
+      continue;
+    }
+    glob_t g{};
+    if (::glob(p.c_str(), 0, nullptr, &g) == 0)
+      for (std::size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+    ::globfree(&g);
+  }
+  if (out.empty()) throw std::invalid_argument("shard pattern '" + pattern + "' matches no file");
+  return out;
+}
+
+namespace {
+
+/// A read-only memory map of a whole file.
+class mapped_file {
+ public:
+  explicit mapped_file(const std::string& path) : path_(path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw std::invalid_argument("tar shard '" + path + "' cannot be opened: " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      ::close(fd);
+      throw std::invalid_argument("tar shard '" + path + "': cannot stat");
+    }
+    size_ = static_cast<std::size_t>(st.st_size);
+    if (size_ > 0) {
+      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p == MAP_FAILED) {
+        ::close(fd);
+        throw std::invalid_argument("tar shard '" + path + "' cannot be mapped: " + std::strerror(errno));
+      }
+      data_ = static_cast<const std::byte*>(p);
+      ::madvise(p, size_, MADV_WILLNEED);
+    }
+    ::close(fd);
+  }
+  ~mapped_file() {
+    if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
+  }
+  mapped_file(const mapped_file&) = delete;
+  mapped_file& operator=(const mapped_file&) = delete;
+  [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return {data_, size_}; }
+  [[nodiscard]] const std::string& path() const noexcept { return path_; }
+
+ private:
+  std::string path_;
+  const std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at <= s.size()) {
+    const auto next = s.find(sep, at);
+    out.push_back(s.substr(at, next == std::string::npos ? std::string::npos : next - at));
+    if (next == std::string::npos) break;
+    at = next + 1;
+  }
+  return out;
+}
+
+class tar_reader final : public image_reader {
+ public:
+  tar_reader(const std::vector<std::string>& shards, shard_options o) : options_(std::move(o)) {
+    if (shards.empty()) throw std::invalid_argument("tar shards: no shard given");
+    const auto image_keys = split(options_.image_keys, ';');
+    for (std::size_t s = 0; s < shards.size(); ++s) {
+      maps_.push_back(std::make_unique<mapped_file>(shards[s]));
+      const auto members = index_tar(maps_.back()->bytes(), shards[s]);
+      // Group by key, keeping the order of first appearance.
+      std::map<std::string, std::size_t> slot;
+      std::vector<entry> group;
+      for (const auto& m : members) {
+        const auto slash = m.name.find_last_of('/');
+        const auto dot = m.name.find('.', slash == std::string::npos ? 0 : slash + 1);
+        if (dot == std::string::npos) continue;
+        const std::string key = m.name.substr(0, dot), ext = m.name.substr(dot + 1);
+        auto [it, fresh] = slot.emplace(key, group.size());
+        if (fresh) group.push_back({static_cast<std::uint32_t>(s), key, {}, 0, false, false});
+        entry& e = group[it->second];
+        if (std::find(image_keys.begin(), image_keys.end(), ext) != image_keys.end()) {
+          e.image = m;
+          e.has_image = true;
+        } else if (ext == options_.label_key) {
+          e.label = parse_label(maps_.back()->bytes().subspan(m.offset, m.size), shards[s], key);
+          e.has_label = true;
+        }
+      }
+      for (auto& e : group) {
+        if (!e.has_image)
+          throw std::invalid_argument("tar shard '" + shards[s] + "': sample '" + e.key + "' has no image member (." +
+                                      options_.image_keys + ")");
+        if (!e.has_label)
+          throw std::invalid_argument("tar shard '" + shards[s] + "': sample '" + e.key + "' has no ." +
+                                      options_.label_key + " label member");
+        entries_.push_back(std::move(e));
+      }
+    }
+    if (entries_.empty()) throw std::invalid_argument("tar shards: no samples in " + std::to_string(shards.size()) + " shard(s)");
+  }
+  std::uint64_t size() const override { return entries_.size(); }
+  image_spec image_shape() const override { return {-1, -1, 3, dtype::u8}; }
+  std::vector<field_spec> extra_fields() const override { return {{"label", dtype::i64, {}}}; }
+  std::string name() const override {
+    return std::to_string(entries_.size()) + " samples in " + std::to_string(maps_.size()) + " tar shard(s)";
+  }
+  read_result read(sample& s, std::vector<std::byte>& image,
+                   const std::function<std::int64_t(std::int64_t, std::int64_t)>& min_short_side) override {
+    const entry& e = entries_.at(s.index());
+    const auto& map = *maps_[e.shard];
+    const std::string origin = map.path() + ":" + e.image.name;
+    s.set_origin(origin);
+    const auto bytes = map.bytes().subspan(e.image.offset, e.image.size);  // zero copy from the mapping
+    image_spec spec;
+    {
+      stage_timer timer(stage::decode, s.stats(), s.trace(), s.index());
+      try {
+        decode_options o = options_.decode;
+        if (min_short_side) {
+          const image_size full = peek_size(bytes);
+          if (full.width > 0 && full.height > 0) {
+            const std::int64_t need = min_short_side(full.height, full.width);
+            o.min_short_side = need == 0 ? 0 : std::max(need, o.min_short_side);
+          }
+        }
+        spec = decode_image(bytes, image, o, origin);
+      } catch (const std::exception& ex) {
+        throw sample_error(s.index(), "decode", origin, ex.what());
+      }
+    }
+    s.as<std::int64_t>(1)[0] = e.label;
+    return {spec, bytes.size()};
+  }
+
+ private:
+  struct entry {
+    std::uint32_t shard;
+    std::string key;
+    tar_member image;
+    std::int64_t label;
+    bool has_image, has_label;
+  };
+  static std::int64_t parse_label(std::span<const std::byte> b, const std::string& shard, const std::string& key) {
+    std::string text(reinterpret_cast<const char*>(b.data()), b.size());
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r')) text.pop_back();
+    std::size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size())
+      throw std::invalid_argument("tar shard '" + shard + "': sample '" + key + "' has label '" + text.substr(0, 32) +
+                                  "', not an integer");
+    return v;
+  }
+  shard_options options_;
+  std::vector<std::unique_ptr<mapped_file>> maps_;
+  std::vector<entry> entries_;
+};
+
+/// Appends one member (ustar header, data, padding).
+void append_member(std::ofstream& out, const std::string& name, std::span<const std::byte> data) {
+  if (name.size() >= 100) throw std::runtime_error("tar member name '" + name + "' is too long");
+  char h[kBlock] = {};
+  std::memcpy(h, name.data(), name.size());
+  std::snprintf(h + 100, 8, "%07o", 0644);
+  std::snprintf(h + 108, 8, "%07o", 0);
+  std::snprintf(h + 116, 8, "%07o", 0);
+  std::snprintf(h + 124, 12, "%011llo", static_cast<unsigned long long>(data.size()));
+  std::snprintf(h + 136, 12, "%011o", 0);
+  h[156] = '0';
+  std::memcpy(h + 257, "ustar", 6);
+  std::memcpy(h + 263, "00", 2);
+  std::memset(h + 148, ' ', 8);
+  unsigned sum = 0;
+  for (unsigned char c : h) sum += c;
+  std::snprintf(h + 148, 8, "%06o", sum);
+  h[155] = ' ';
+  out.write(h, kBlock);
+  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  const std::size_t pad = (kBlock - data.size() % kBlock) % kBlock;
+  static const char zeros[kBlock] = {};
+  out.write(zeros, static_cast<std::streamsize>(pad));
+}
+
+}  // namespace
+
+std::shared_ptr<image_reader> shard_reader(const std::vector<std::string>& shards, shard_options options) {
+  return std::make_shared<tar_reader>(shards, std::move(options));
+}
+
+std::vector<std::string> write_shards(const std::vector<image_file>& files, const std::string& prefix,
+                                      std::uint64_t shard_bytes) {
+  if (files.empty()) throw std::runtime_error("pack: no files to write");
+  std::vector<std::string> written;
+  std::ofstream out;
+  std::uint64_t in_shard = 0;
+  std::vector<std::byte> bytes;
+  auto close = [&] {
+    static const char zeros[2 * kBlock] = {};
+    out.write(zeros, sizeof zeros);
+    out.close();
+    if (!out) throw std::runtime_error("pack: failed writing '" + written.back() + "'");
+  };
+  const int width = std::max<int>(6, static_cast<int>(std::to_string(files.size()).size()));
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    read_file(files[i].path, bytes);
+    if (!out.is_open() || (in_shard > 0 && in_shard + bytes.size() > shard_bytes)) {
+      if (out.is_open()) close();
+      char name[32];
+      std::snprintf(name, sizeof name, "-%06zu.tar", written.size());
+      written.push_back(prefix + name);
+      out.open(written.back(), std::ios::binary | std::ios::trunc);
+      if (!out) throw std::runtime_error("pack: cannot write '" + written.back() + "'");
+      in_shard = 0;
+    }
+    std::string key = std::to_string(i);
+    key.insert(0, static_cast<std::size_t>(width) - key.size(), '0');
+    std::string ext = std::filesystem::path(files[i].path).extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (ext.empty()) ext = ".jpg";
+    append_member(out, key + ext, bytes);
+    const std::string label = std::to_string(files[i].label);
+    append_member(out, key + ".cls", std::as_bytes(std::span<const char>(label.data(), label.size())));
+    in_shard += bytes.size() + 3 * kBlock;
+  }
+  close();
+  return written;
+}
+
+}  // namespace pinfeed::loaders

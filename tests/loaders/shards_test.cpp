@@ -1,0 +1,181 @@
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <unistd.h>
+
+#include "pinfeed/loaders/shards.hpp"
+#include "pinfeed/runtime/checksum.hpp"
+#include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/loader.hpp"
+
+namespace fs = std::filesystem;
+using namespace pinfeed;
+using namespace pinfeed::loaders;
+
+namespace {
+
+struct temp_dir {
+  fs::path path = fs::temp_directory_path() / ("pinfeed_shards_" + std::to_string(::getpid()) + "_" +
+                                               std::to_string(reinterpret_cast<std::uintptr_t>(this)));
+  temp_dir() { fs::create_directories(path); }
+  ~temp_dir() { fs::remove_all(path); }
+};
+
+void write_image(const fs::path& p, int h, int w, int seed, const char* ext) {
+  cv::Mat m(h, w, CV_8UC3);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) m.at<cv::Vec3b>(y, x) = cv::Vec3b(uchar(x * 5 + seed), uchar(y * 3), uchar(seed * 30));
+  std::vector<uchar> buf;
+  REQUIRE(cv::imencode(ext, m, buf));
+  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size()));
+}
+
+std::vector<std::byte> slurp(const fs::path& p) {
+  std::vector<std::byte> b;
+  read_file(p.string(), b);
+  return b;
+}
+
+std::string run(const std::string& cmd) {
+  std::string out;
+  FILE* f = ::popen(cmd.c_str(), "r");
+  REQUIRE(f != nullptr);
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, f)) out += buf;
+  ::pclose(f);
+  return out;
+}
+
+std::vector<std::string> checksums(const std::shared_ptr<image_reader>& reader) {
+  loader_options o;
+  o.batch_size = 3;
+  o.workers = 2;
+  o.device = "cpu";
+  o.seed = 5;
+  loader l(std::make_shared<pipeline_source>(reader, parse_pipeline("center_crop(12),ycbcr,scale")), o);
+  std::vector<std::string> lines;
+  while (auto b = l.next()) lines.push_back(checksum_line(*b));
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE("shards.pack_then_read_equals_the_folder") {
+  temp_dir d;
+  for (int c = 0; c < 3; ++c) {
+    fs::create_directories(d.path / "data" / ("c" + std::to_string(c)));
+    for (int i = 0; i < 4; ++i)
+      write_image(d.path / "data" / ("c" + std::to_string(c)) / ("i" + std::to_string(i) + (i % 2 ? ".png" : ".jpg")),
+                  20 + i, 16 + c, c * 4 + i, i % 2 ? ".png" : ".jpg");
+  }
+  const auto listing = list_image_folder((d.path / "data").string());
+  const auto shards = write_shards(listing.files, (d.path / "train").string(), 2000);  // small: several shards
+  CHECK(shards.size() > 2);
+  // GNU tar reads what we wrote.
+  const std::string listed = run("tar -tf '" + shards[0] + "' 2>&1");
+  CHECK(listed.find("000000.jpg") != std::string::npos);
+  CHECK(listed.find("000000.cls") != std::string::npos);
+  // And the shards give the very batches the folder gives.
+  const auto pattern = (d.path / "train-*.tar").string();
+  CHECK(expand_shard_pattern(pattern) == shards);
+  CHECK(checksums(shard_reader(shards)) == checksums(image_files_reader(listing.files)));
+}
+
+TEST_CASE("shards.read_gnu_tar_archives_with_long_names") {
+  temp_dir d;
+  const std::string dir = "a_directory_name_that_is_long_enough_to_need_more_than_one_hundred_characters_in_total/deeper";
+  fs::create_directories(d.path / "src" / dir);
+  write_image(d.path / "src" / dir / "sample01.png", 10, 12, 1, ".png");
+  std::ofstream(d.path / "src" / dir / "sample01.cls") << "7\n";
+  write_image(d.path / "src" / dir / "sample02.jpg", 14, 12, 2, ".jpg");
+  std::ofstream(d.path / "src" / dir / "sample02.cls") << "3";
+  for (const char* format : {"gnu", "posix", "ustar"}) {
+    CAPTURE(format);
+    const auto tar = d.path / (std::string(format) + ".tar");
+    const std::string out = run("cd '" + (d.path / "src").string() + "' && tar --format=" + format + " -cf '" +
+                                tar.string() + "' . 2>&1");
+    if (std::string(format) == "ustar" && !out.empty()) continue;  // the long path does not fit ustar
+    const auto bytes = slurp(tar);
+    const auto members = index_tar(bytes, tar.string());
+    std::set<std::string> names;
+    for (const auto& m : members) names.insert(m.name);
+    CHECK(names.count("./" + dir + "/sample01.png") == 1);
+    auto reader = shard_reader({tar.string()});
+    CHECK(reader->size() == 2);
+    loader_options o;
+    o.batch_size = 2;
+    o.workers = 1;
+    o.device = "cpu";
+    loader l(std::make_shared<pipeline_source>(reader, parse_pipeline("center_crop(8)")), o);
+    auto b = l.next();
+    REQUIRE(b);
+    const auto* labels = static_cast<const std::int64_t*>(b->field("label").data);
+    CHECK(std::set<std::int64_t>{labels[0], labels[1]} == std::set<std::int64_t>{3, 7});  // archive order
+  }
+}
+
+TEST_CASE("shards.patterns") {
+  temp_dir d;
+  for (int i = 0; i < 12; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "s-%03d.tar", i);
+    std::ofstream(d.path / name) << "";
+  }
+  const auto braces = expand_shard_pattern((d.path / "s-{003..010}.tar").string());
+  REQUIRE(braces.size() == 8);
+  CHECK(braces.front() == (d.path / "s-003.tar").string());
+  CHECK(braces.back() == (d.path / "s-010.tar").string());
+  CHECK(expand_shard_pattern((d.path / "s-00?.tar").string()).size() == 10);
+  CHECK_THROWS_WITH_AS(expand_shard_pattern((d.path / "none-*.tar").string()), doctest::Contains("matches no file"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(expand_shard_pattern("s-{9..1}.tar"), doctest::Contains("bad range"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(expand_shard_pattern("s-{a..b}.tar"), doctest::Contains("not numeric"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(expand_shard_pattern("s-{1.tar"), doctest::Contains("{first..last}"), std::invalid_argument);
+}
+
+TEST_CASE("shards.malformed_shards_fail_at_construction") {
+  temp_dir d;
+  fs::create_directories(d.path / "data" / "c");
+  write_image(d.path / "data" / "c" / "a.png", 10, 10, 1, ".png");
+  write_image(d.path / "data" / "c" / "b.png", 10, 10, 2, ".png");
+  const auto good = write_shards(list_image_folder((d.path / "data").string()).files, (d.path / "g").string(), 1 << 20);
+  auto bytes = slurp(good[0]);
+  auto write = [&](const std::string& name, const std::vector<std::byte>& b) {
+    const auto p = d.path / name;
+    std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+    return p.string();
+  };
+  auto expect = [&](const std::string& path, const char* needle) {
+    CAPTURE(needle);
+    CHECK_THROWS_WITH_AS((void)shard_reader({path}), doctest::Contains(needle), std::invalid_argument);
+    CHECK_THROWS_WITH_AS((void)shard_reader({path}), doctest::Contains(path.c_str()), std::invalid_argument);
+  };
+  expect(write("truncated.tar", std::vector<std::byte>(bytes.begin(), bytes.begin() + 700)), "truncated");
+  expect(write("cut.tar", std::vector<std::byte>(bytes.begin(), bytes.begin() + 520)), "runs past the end");
+  auto garbage = bytes;
+  garbage[10] = std::byte{'#'};
+  expect(write("checksum.tar", garbage), "bad header checksum");
+  expect(write("text.tar", std::vector<std::byte>(600, std::byte{'x'})), "checksum");
+  expect((d.path / "missing.tar").string(), "cannot be opened");
+  // A sample without its label: drop the .cls member of the last sample (it is the last member).
+  const auto members = index_tar(bytes, "g");
+  REQUIRE(members.size() == 4);
+  std::vector<std::byte> no_label(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(members[3].offset - 512));
+  no_label.resize(no_label.size() + 1024);
+  expect(write("nolabel.tar", no_label), "has no .cls label member");
+  // A label that is not a number: overwrite the first .cls payload ("0") with a letter.
+  auto bad_label = bytes;
+  bad_label[members[1].offset] = std::byte{'x'};
+  expect(write("badlabel.tar", bad_label), "has label 'x', not an integer");
+  CHECK_THROWS_WITH_AS((void)shard_reader({}), doctest::Contains("no shard"), std::invalid_argument);
+}

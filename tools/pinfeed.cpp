@@ -17,6 +17,7 @@
 #include "sampler_bench.hpp"
 #include "pinfeed/loaders/image_files.hpp"
 #include "pinfeed/loaders/pipeline_source.hpp"
+#include "pinfeed/loaders/shards.hpp"
 #include "pinfeed/loaders/synthetic.hpp"
 #include "pinfeed/ops/normalize.hpp"
 #include "pinfeed/ops/sampler.hpp"
@@ -101,6 +102,10 @@ int cmd_run(const run_args& a) {
   if (a.source == "synthetic") {
     reader = pinfeed::loaders::reader_from_source(
         pinfeed::loaders::make_synthetic_source({a.samples, a.height, a.width, 1000}));
+  } else if (a.source.rfind("shards:", 0) == 0) {
+    pinfeed::loaders::shard_options so;
+    so.decode.max_pixels = a.max_pixels;
+    reader = pinfeed::loaders::shard_reader(pinfeed::loaders::expand_shard_pattern(a.source.substr(7)), so);
   } else if (a.source.rfind("folder:", 0) == 0 || a.source.rfind("list:", 0) == 0) {
     const bool folder = a.source[0] == 'f';
     const std::string path = a.source.substr(folder ? 7 : 5);
@@ -109,7 +114,8 @@ int cmd_run(const run_args& a) {
     d.max_pixels = a.max_pixels;
     reader = pinfeed::loaders::image_files_reader(std::move(files), d);
   } else {
-    throw std::invalid_argument("unknown source '" + a.source + "' (synthetic, folder:PATH or list:FILE)");
+    throw std::invalid_argument("unknown source '" + a.source +
+                                "' (synthetic, folder:PATH, list:FILE or shards:PATTERN)");
   }
   pinfeed::loaders::pipeline_source_options po;
   po.device_tail = dev.is_cuda();  // with a GPU the colour/scale tail runs there: the slot keeps uint8
@@ -294,6 +300,32 @@ int cmd_sample(const sample_args& s) {
   return 0;
 }
 
+struct pack_args {
+  std::string source, out;
+  double shard_mb = 256;
+  bool shuffle = false;
+  std::uint64_t seed = 0;
+};
+
+int cmd_pack(const pack_args& a) {
+  std::vector<pinfeed::loaders::image_file> files;
+  if (a.source.rfind("folder:", 0) == 0) files = pinfeed::loaders::list_image_folder(a.source.substr(7)).files;
+  else if (a.source.rfind("list:", 0) == 0) files = pinfeed::loaders::read_file_list(a.source.substr(5));
+  else throw std::invalid_argument("pack: --source must be folder:PATH or list:FILE, got '" + a.source + "'");
+  if (a.shuffle) {
+    // The same keyed permutation the loader shuffles with: a pure function of the seed.
+    const pinfeed::epoch_order order(files.size(), a.seed, {true, 0, 1, false});
+    std::vector<pinfeed::loaders::image_file> shuffled(files.size());
+    for (std::uint64_t i = 0; i < files.size(); ++i) shuffled[i] = files[order.index_at(0, i)];
+    files = std::move(shuffled);
+  }
+  if (!(a.shard_mb > 0)) throw std::invalid_argument("pack: --shard-mb must be positive");
+  const auto shards = pinfeed::loaders::write_shards(files, a.out, static_cast<std::uint64_t>(a.shard_mb * 1048576.0));
+  std::printf("packed %zu samples into %zu shard(s): %s ... %s\n", files.size(), shards.size(), shards.front().c_str(),
+              shards.back().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -304,7 +336,9 @@ int main(int argc, char** argv) {
 
   run_args ra;
   auto* run = app.add_subcommand("run", "run a loader and print throughput and stage statistics");
-  run->add_option("--source", ra.source, "synthetic, folder:PATH (ImageFolder layout) or list:FILE (path label lines)");
+  run->add_option("--source", ra.source,
+                  "synthetic, folder:PATH (ImageFolder layout), list:FILE (path label lines) or shards:PATTERN "
+                  "(tar shards: glob or train-{000..127}.tar)");
   run->add_option("--on-error", ra.on_error, "fail (default) or skip: replace a bad sample by the next good one");
   run->add_option("--max-pixels", ra.max_pixels, "reject images with more pixels (decompression bombs)");
   run->add_option("--latency-ms", ra.latency_ms, "emulate slow storage: added latency per read")->check(CLI::NonNegativeNumber);
@@ -348,6 +382,14 @@ int main(int argc, char** argv) {
   sample->add_option("--out", sa.out, "output .npy of int64 indices [B, K], -1 padded")->required();
   sample->add_option("--valid", sa.valid, "optional output .npy of int32 valid counts [B]");
 
+  pack_args pa;
+  auto* pack = app.add_subcommand("pack", "write tar shards (WebDataset layout) from an image folder or file list");
+  pack->add_option("--source", pa.source, "folder:PATH or list:FILE")->required();
+  pack->add_option("--out", pa.out, "shard path prefix: PREFIX-000000.tar, ...")->required();
+  pack->add_option("--shard-mb", pa.shard_mb, "target shard size in MiB");
+  pack->add_flag("--shuffle", pa.shuffle, "write the samples in a shuffled order");
+  pack->add_option("--seed", pa.seed, "seed of the shuffle");
+
   auto* bench = app.add_subcommand("bench", "benchmarks (JSON lines on stdout)");
   bench->require_subcommand(1);
   pinfeed::bench::h2d_options ho;
@@ -374,6 +416,7 @@ int main(int argc, char** argv) {
     if (info->parsed()) return cmd_info();
     if (run->parsed()) return cmd_run(ra);
     if (sample->parsed()) return cmd_sample(sa);
+    if (pack->parsed()) return cmd_pack(pa);
     if (bsampler->parsed()) {
       pinfeed::bench::run_sampler(so, std::cout);
       return 0;

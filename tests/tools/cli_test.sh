@@ -149,6 +149,14 @@ printf 'not a picture' >"$work/folder/bees/2.ppm"
 expect_error "folder: a bad file fails naming it" "bees/2.ppm" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu
 "$pf" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu --on-error skip >"$work/skip.txt" 2>"$work/skip.err"
 check "folder: skip policy delivers and lists the bad file" grep -q "bees/2.ppm" "$work/skip.err"
+"$pf" pack --source "folder:$work/folder" --out "$work/shard" --shard-mb 0.001 >"$work/pack.txt" 2>&1
+check "pack writes several shards" test "$(ls "$work"/shard-*.tar | wc -l)" -gt 1
+"$pf" run --source "shards:$work/shard-*.tar" --transforms "center_crop(8)" --batch 4 --device cpu --on-error skip --checksums >"$work/fromshards.txt" 2>/dev/null
+"$pf" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu --on-error skip --checksums >"$work/fromfolder.txt" 2>/dev/null
+check "shards give the folder's batches" diff <(grep '^batch ' "$work/fromshards.txt") <(grep '^batch ' "$work/fromfolder.txt")
+check "GNU tar lists a shard" tar -tf "$work/shard-000000.tar"
+expect_error "shards: no match" "matches no file" run --source "shards:$work/none-*.tar" --transforms "center_crop(8)"
+expect_error "pack: bad source" "folder:PATH or list:FILE" pack --source "$work/folder" --out "$work/x"
 expect_error "folder: missing" "does not exist" run --source "folder:$work/nothing" --transforms "center_crop(8)"
 expect_error "folder: variable sizes need a crop" "vary in size" run --source "folder:$work/folder" --device cpu
 expect_error "bad source spelling" "unknown source 'imagenet'" run --source imagenet

@@ -111,20 +111,31 @@ image_folder_listing list_image_folder(const std::string& root) {
 }
 
 std::vector<image_file> read_file_list(const std::string& list_path) {
-  std::ifstream in(list_path);
+  std::ifstream in(list_path, std::ios::binary);
   if (!in) throw std::invalid_argument("file list '" + list_path + "' cannot be opened");
-  const fs::path base = fs::path(list_path).parent_path();
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_file_list(text.str(), list_path, fs::path(list_path).parent_path().string());
+}
+
+std::vector<image_file> parse_file_list(std::string_view text_all, const std::string& name, const std::string& base_dir) {
+  const fs::path base = base_dir;
   std::vector<image_file> files;
-  std::string line;
-  for (std::size_t number = 1; std::getline(in, line); ++number) {
+  std::size_t number = 0, at = 0;
+  while (at < text_all.size()) {
+    ++number;
+    std::size_t end = text_all.find('\n', at);
+    if (end == std::string_view::npos) end = text_all.size();
+    const std::string line(text_all.substr(at, end - at));
+    at = end + 1;
     const auto first = line.find_first_not_of(" \t\r");
     if (first == std::string::npos || line[first] == '#') continue;
     const auto last = line.find_last_not_of(" \t\r");
     const std::string text = line.substr(first, last - first + 1);
     const auto split = text.find_last_of(" \t");
     auto fail = [&](const std::string& what) -> std::invalid_argument {
-      return std::invalid_argument("file list '" + list_path + "', line " + std::to_string(number) + ": " + what +
-                                   " (\"" + text + "\")");
+      return std::invalid_argument("file list '" + name + "', line " + std::to_string(number) + ": " + what + " (\"" +
+                                   text.substr(0, 200) + "\")");
     };
     if (split == std::string::npos) throw fail("expected \"path label\"");
     const std::string label_text = text.substr(split + 1);
@@ -135,12 +146,14 @@ std::vector<image_file> read_file_list(const std::string& list_path) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != label_text.size() || label < 0) throw fail("label '" + label_text + "' is not a non-negative integer");
+    if (used == 0 || used != label_text.size() || label < 0)
+      throw fail("label '" + label_text.substr(0, 40) + "' is not a non-negative integer");
     std::string path = text.substr(0, text.find_last_not_of(" \t", split) + 1);
+    if (path.find('\0') != std::string::npos) throw fail("path contains a NUL byte");
     if (fs::path(path).is_relative()) path = (base / path).string();
     files.push_back({path, label});
   }
-  if (files.empty()) throw std::invalid_argument("file list '" + list_path + "' lists no files");
+  if (files.empty()) throw std::invalid_argument("file list '" + name + "' lists no files");
   return files;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pinfeed/loaders/decode.hpp"
@@ -36,6 +37,11 @@ struct image_folder_listing {
 /// from the list's folder. Throws std::invalid_argument naming list:line for a malformed line, and
 /// for an empty list.
 [[nodiscard]] std::vector<image_file> read_file_list(const std::string& list_path);
+
+/// Parses file-list text (as read_file_list does); `name` appears in errors, relative paths are
+/// taken from `base_dir`.
+[[nodiscard]] std::vector<image_file> parse_file_list(std::string_view text, const std::string& name,
+                                                      const std::string& base_dir);
 
 /// Reads and decodes the files; fields: image (varies) and "label" int64.
 [[nodiscard]] std::shared_ptr<image_reader> image_files_reader(std::vector<image_file> files, decode_options options = {});

@@ -14,6 +14,7 @@
 #include <oneapi/tbb/version.h>
 
 #include "h2d_bench.hpp"
+#include "pipeline_bench.hpp"
 #include "sampler_bench.hpp"
 #include "pinfeed/loaders/image_files.hpp"
 #include "pinfeed/loaders/pipeline_source.hpp"
@@ -411,12 +412,25 @@ int main(int argc, char** argv) {
   bsampler->add_option("--repeats", so.repeats, "timed samples (median, p10, p90)")->check(CLI::PositiveNumber);
   bsampler->add_option("--min-sample-ms", so.min_sample_ms, "each timed sample lasts at least this long");
 
+  pinfeed::bench::pipeline_bench_options po;
+  auto* bpipe = bench->add_subcommand("pipeline", "images/s: the article's synthetic pipeline, JPEG folder and shards (rrc+flip)");
+  bpipe->add_option("--data", po.data_dir, "where the generated JPEG dataset is kept");
+  bpipe->add_option("--images", po.images, "JPEGs in the dataset")->check(CLI::PositiveNumber);
+  bpipe->add_option("--synthetic-samples", po.synthetic_samples, "synthetic images per epoch")->check(CLI::PositiveNumber);
+  bpipe->add_option("-w,--workers", po.workers, "worker threads (0: one per hardware thread)");
+  bpipe->add_option("-b,--batch", po.batch, "batch size")->check(CLI::PositiveNumber);
+  bpipe->add_option("--repeats", po.repeats, "epochs timed (median)")->check(CLI::PositiveNumber);
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (info->parsed()) return cmd_info();
     if (run->parsed()) return cmd_run(ra);
     if (sample->parsed()) return cmd_sample(sa);
     if (pack->parsed()) return cmd_pack(pa);
+    if (bpipe->parsed()) {
+      pinfeed::bench::run_pipeline(po, std::cout);
+      return 0;
+    }
     if (bsampler->parsed()) {
       pinfeed::bench::run_sampler(so, std::cout);
       return 0;

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""The workloads of `pinfeed bench pipeline` in the PyTorch DataLoader, side by side with pinfeed:
+(a) the article's synthetic pipeline (random 1024x1024 image -> RandomCrop(256) -> RandomMask(0.25)
+-> ConvertColor -> Scale, as the article writes it), (b) a JPEG ImageFolder and (c) the same JPEGs in
+tar shards, both through RandomResizedCrop(224) + RandomHorizontalFlip to uint8 tensors. Same number
+of DataLoader workers as pinfeed threads, same batch size, same images.
+
+Usage: pipeline_torch.py --pinfeed PATH [--data DIR] [--workers N] [--images N] [--json FILE]
+"""
+import argparse
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+
+import numpy as np
+import torch
+import torchvision.transforms as T
+from PIL import Image
+from torch.utils.data import DataLoader, Dataset
+from torchvision.datasets import ImageFolder
+
+
+class FakeDataset(Dataset):  # the article's dataset
+    def __init__(self, size, transform):
+        self.size, self.transform = size, transform
+
+    def __len__(self):
+        return self.size
+
+    def __getitem__(self, index):
+        img = Image.fromarray(np.random.randint(0, 256, size=(1024, 1024, 3), dtype=np.uint8))
+        return self.transform(img), np.random.randint(0, 1000)
+
+
+class RandomMask(torch.nn.Module):  # the article's transform, its scipy dilation done with numpy
+    def __init__(self, ratio=0.25):
+        super().__init__()
+        self.ratio = ratio
+
+    def forward(self, img):
+        mask = np.random.uniform(size=img.shape[-2:]) < self.ratio
+        d = mask.copy()
+        d[1:, :] |= mask[:-1, :]
+        d[:-1, :] |= mask[1:, :]
+        d[:, 1:] |= mask[:, :-1]
+        d[:, :-1] |= mask[:, 1:]
+        img[torch.from_numpy(d).unsqueeze(0).expand(3, -1, -1)] = 0
+        return img
+
+
+class ConvertColor(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.A = torch.tensor([[0.299, 0.587, 0.114], [-0.16874, -0.33126, 0.5], [0.5, -0.41869, -0.08131]])
+        self.b = torch.tensor([0., 128., 128.])
+
+    def forward(self, img):
+        img = img.to(dtype=torch.get_default_dtype())
+        img = torch.matmul(self.A, img.view([3, -1])).view(img.shape)
+        return img + self.b[:, None, None]
+
+
+class Scale:
+    def __call__(self, img):
+        return img.to(dtype=torch.get_default_dtype()).div(255)
+
+
+class TarShards(Dataset):
+    """Map-style dataset over WebDataset-layout tar shards (key.jpg + key.cls)."""
+
+    def __init__(self, paths, transform):
+        self.transform, self.items, self.handles = transform, [], {}
+        for p in paths:
+            with tarfile.open(p) as t:
+                members = {m.name: m for m in t.getmembers() if m.isfile()}
+            for name, m in members.items():
+                if name.endswith(".jpg"):
+                    cls = members[name[:-4] + ".cls"]
+                    self.items.append((p, m.offset_data, m.size, cls.offset_data, cls.size))
+
+    def __len__(self):
+        return len(self.items)
+
+    def _read(self, path, offset, size):
+        f = self.handles.get(path)
+        if f is None:
+            f = self.handles[path] = open(path, "rb")
+        f.seek(offset)
+        return f.read(size)
+
+    def __getitem__(self, i):
+        path, off, size, coff, csize = self.items[i]
+        img = Image.open(io.BytesIO(self._read(path, off, size))).convert("RGB")
+        return self.transform(img), int(self._read(path, coff, csize))
+
+
+def epoch_seconds(dataset, workers, batch, repeats):
+    loader = DataLoader(dataset, batch_size=batch, num_workers=workers, shuffle=False, persistent_workers=workers > 0)
+    times = []
+    for r in range(repeats + 1):
+        t0 = time.perf_counter()
+        for _ in loader:
+            pass
+        if r > 0:
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pinfeed", required=True)
+    ap.add_argument("--data", default="/tmp/pinfeed-bench-data")
+    ap.add_argument("--workers", type=int, default=os.cpu_count())
+    ap.add_argument("--images", type=int, default=512)
+    ap.add_argument("--synthetic-samples", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    torch.set_num_threads(1)  # DataLoader workers each get one thread, as pinfeed's workers do
+
+    cmd = [a.pinfeed, "bench", "pipeline", "--data", a.data, "--images", str(a.images), "--synthetic-samples",
+           str(a.synthetic_samples), "--workers", str(a.workers), "--batch", str(a.batch), "--repeats", str(a.repeats)]
+    env = dict(os.environ, PINFEED_LOG_LEVEL="warn")
+    ours = {}
+    for line in subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout.splitlines():
+        r = json.loads(line)
+        if "images_per_s" in r:
+            ours[r["workload"]] = r["images_per_s"]
+
+    article = T.Compose([T.PILToTensor(), T.RandomCrop(256), RandomMask(), ConvertColor(), Scale()])
+    rrc = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.PILToTensor()])
+    shards = sorted(os.path.join(a.data, "shards", f) for f in os.listdir(os.path.join(a.data, "shards")))
+    workloads = [
+        ("synthetic_article", FakeDataset(a.synthetic_samples, article), a.synthetic_samples),
+        ("jpeg_folder_rrc_flip", ImageFolder(os.path.join(a.data, "jpeg"), transform=rrc), a.images),
+        ("jpeg_shards_rrc_flip", TarShards(shards, rrc), a.images),
+    ]
+    print(f"# torch {torch.__version__}, DataLoader num_workers={a.workers}, batch {a.batch}; images/s (median of "
+          f"{a.repeats} epochs)")
+    print(f"{'workload':<24} {'DataLoader':>11} {'pinfeed':>9} {'pinfeed / DataLoader':>21}")
+    rows = []
+    for name, ds, n in workloads:
+        theirs = n / epoch_seconds(ds, a.workers, a.batch, a.repeats)
+        mine = ours.get(name, float("nan"))
+        print(f"{name:<24} {theirs:11.1f} {mine:9.1f} {mine / theirs:20.1f}x")
+        rows.append({"workload": name, "workers": a.workers, "dataloader_images_per_s": theirs,
+                     "pinfeed_images_per_s": mine, "ratio": mine / theirs})
+    for k in ("jpeg_folder_rrc_flip_1worker", "bare_decode_full"):
+        print(f"# pinfeed {k}: {ours.get(k, float('nan')):.1f} images/s")
+    if a.json:
+        with open(a.json, "w") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -113,7 +113,9 @@ image_spec decode_image(std::span<const std::byte> bytes, std::vector<std::byte>
   if (o.min_short_side > 0) {
     for (int i = 0; i < n; ++i) {
       const tjscalingfactor f = factors[i];
-      if (f.num > f.denom) continue;  // never upscale
+      // Only 1/2, 1/4 and 1/8: libjpeg-turbo's other scaled IDCTs (7/8, 3/4, ...) have no SIMD
+      // code and cost more than a full decode.
+      if (f.num != 1 || (f.denom != 2 && f.denom != 4 && f.denom != 8)) continue;
       if (std::min<std::int64_t>(TJSCALED(w, f), TJSCALED(h, f)) >= o.min_short_side && TJSCALED(w, f) < TJSCALED(w, best))
         best = f;
     }

@@ -235,6 +235,19 @@ class hflip_transform final : public transform {
       if (in.data != out.data) std::memcpy(out.data, in.data, static_cast<std::size_t>(h * w) * px);
       return;
     }
+    if (px == 3) {  // uint8 RGB: byte moves the compiler can keep in registers
+      for (std::int64_t y = 0; y < h; ++y) {
+        const std::byte* src = in.data + static_cast<std::size_t>(y * w) * 3;
+        std::byte* dst = out.data + static_cast<std::size_t>(y * w) * 3;
+        for (std::int64_t x = 0; x < w; ++x) {
+          const std::byte* s = src + (w - 1 - x) * 3;
+          dst[3 * x] = s[0];
+          dst[3 * x + 1] = s[1];
+          dst[3 * x + 2] = s[2];
+        }
+      }
+      return;
+    }
     for (std::int64_t y = 0; y < h; ++y)
       for (std::int64_t x = 0; x < w; ++x)
         std::memcpy(out.data + static_cast<std::size_t>(y * w + x) * px,

@@ -144,7 +144,8 @@ TEST_CASE("decode.formats_match_a_reference_decode") {
     const auto spec = decode_image(jpg, out, o, "s.jpg");
     CHECK(std::min(spec.height, spec.width) >= 100);
     CHECK(spec.width < 400);
-    CHECK(std::min(spec.height, spec.width) < 150 + 1);  // 3/8 scale: 150x113
+    CHECK(spec.height == 150);  // 1/2 scale: 200x150 (1/4 would give 75, too small)
+    CHECK(spec.width == 200);
     CHECK(out.size() == spec.bytes());
   }
 }

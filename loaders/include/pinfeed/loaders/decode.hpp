@@ -19,7 +19,8 @@ struct decode_options {
   /// Images with more pixels are rejected before any pixel buffer is allocated (decompression
   /// bombs), where the format's header tells the size (JPEG, PNG, BMP); 0 = no limit.
   std::int64_t max_pixels = std::int64_t{1} << 28;
-  /// Decode JPEGs at the smallest DCT scale (1/8 .. 1) whose shorter side is still >= this; 0 = full.
+  /// Decode JPEGs at the smallest DCT scale (1/8, 1/4, 1/2 or 1) whose shorter side is still >=
+  /// this; 0 = full.
   std::int64_t min_short_side = 0;
   bool fast_dct = false;  ///< TurboJPEG's fast, slightly less exact IDCT
 };

@@ -51,7 +51,8 @@ tjhandle decompressor() {
 
 void check_pixels(const image_size& s, const decode_options& o, const std::string& what) {
   if (s.width <= 0 || s.height <= 0) return;
-  if (o.max_pixels > 0 && s.width * s.height > o.max_pixels)
+  // Divide rather than multiply: header sizes can be anything up to 2^32 each.
+  if (o.max_pixels > 0 && s.width > o.max_pixels / s.height)
     fail(what, "image of " + std::to_string(s.width) + "x" + std::to_string(s.height) + " pixels exceeds the limit of " +
                    std::to_string(o.max_pixels) + " pixels");
 }

@@ -327,3 +327,40 @@ TEST_CASE("image_files.loader_end_to_end_pixels_labels_and_bad_data") {
            o2);
   CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("'read'"), sample_error);
 }
+
+TEST_CASE("image_files.oversized_image_under_both_policies") {
+  temp_dir d;
+  fs::create_directories(d.path / "c");
+  write_bytes(d.path / "c" / "0.png", encode(picture(20, 20, 1), ".png"));
+  write_bytes(d.path / "c" / "1.jpg", encode(picture(300, 400, 2), ".jpg"));  // 120000 pixels: over the limit
+  write_bytes(d.path / "c" / "2.png", encode(picture(20, 20, 3), ".png"));
+  decode_options limit;
+  limit.max_pixels = 100000;
+  loader_options o;
+  o.batch_size = 3;
+  o.workers = 2;
+  o.device = "cpu";
+  const auto files = list_image_folder(d.path.string()).files;
+  {
+    loader l(std::make_shared<pipeline_source>(image_files_reader(files, limit), parse_pipeline("center_crop(16)")), o);
+    try {
+      (void)l.next();
+      FAIL("the oversized image must fail its batch");
+    } catch (const sample_error& e) {
+      CHECK(e.index() == 1);
+      CHECK(e.stage() == "decode");
+      CHECK(e.path().find("1.jpg") != std::string::npos);
+      CHECK(e.message().find("exceeds the limit of 100000 pixels") != std::string::npos);
+    }
+  }
+  pipeline_source_options skip;
+  skip.on_error = error_policy::skip;
+  auto src = std::make_shared<pipeline_source>(image_files_reader(files, limit), parse_pipeline("center_crop(16)"), skip);
+  loader l(src, o);
+  auto b = l.next();
+  REQUIRE(b);
+  CHECK(b->size() == 3);
+  CHECK(src->failures() == 1);
+  REQUIRE(src->failed().size() == 1);
+  CHECK(src->failed()[0].find("1.jpg") != std::string::npos);
+}

@@ -6,6 +6,7 @@
 #include "pinfeed/ops/encode.hpp"
 #include "pinfeed/ops/normalize.hpp"
 #include "pinfeed/runtime/parallel.hpp"
+#include "pinfeed/runtime/random.hpp"
 
 namespace pinfeed::ops {
 
@@ -28,10 +29,17 @@ void normalize_coefficients(const normalize_params& p, float a[3], float b[3]) {
 
 namespace {
 
-template <class Store>
-void normalize_image(const std::uint8_t* src, std::size_t h, std::size_t w, const normalize_params& p,
-                     const float a[3], const float b[3], Store store) {
+/// One image, HWC uint8 -> CHW float, with the rounding rule of the header. Out is float, or
+/// uint16 holding half/bfloat16 bits.
+template <class Out>
+inline void normalize_image_body(const std::uint8_t* src, Out* dst, std::size_t h, std::size_t w,
+                                 const normalize_params& p, const float a[3], const float b[3]) {
   const std::size_t plane = h * w;
+  float m[3][3], off[3];
+  for (int c = 0; c < 3; ++c) {
+    off[c] = detail::ycbcr_offset(c);
+    for (int j = 0; j < 3; ++j) m[c][j] = detail::ycbcr_matrix(c, j);
+  }
   for (std::size_t y = 0; y < h; ++y) {
     for (std::size_t x = 0; x < w; ++x) {
       const std::uint8_t* px = src + 3 * (y * w + (p.hflip ? w - 1 - x : x));
@@ -39,15 +47,40 @@ void normalize_image(const std::uint8_t* src, std::size_t h, std::size_t w, cons
       if (p.ycbcr) {
         float t[3];
         for (int c = 0; c < 3; ++c)
-          t[c] = std::fma(detail::ycbcr_matrix(c, 0), v[0],
-                          std::fma(detail::ycbcr_matrix(c, 1), v[1], std::fma(detail::ycbcr_matrix(c, 2), v[2], detail::ycbcr_offset(c))));
+          t[c] = __builtin_fmaf(m[c][0], v[0], __builtin_fmaf(m[c][1], v[1], __builtin_fmaf(m[c][2], v[2], off[c])));
         v[0] = t[0];
         v[1] = t[1];
         v[2] = t[2];
       }
-      for (int c = 0; c < 3; ++c) store(c * plane + y * w + x, std::fma(v[c], a[c], b[c]));
+      for (int c = 0; c < 3; ++c) {
+        const float r = __builtin_fmaf(v[c], a[c], b[c]);
+        if constexpr (sizeof(Out) == 4) dst[c * plane + y * w + x] = r;
+        else dst[c * plane + y * w + x] = p.out == dtype::f16 ? float_to_half(r) : float_to_bfloat16(r);
+      }
     }
   }
+}
+
+// Without the FMA instruction set __builtin_fmaf is a libm call per value; with it, one
+// instruction. Both round once, so both give the same bits.
+template <class Out>
+void normalize_image_portable(const std::uint8_t* src, Out* dst, std::size_t h, std::size_t w,
+                              const normalize_params& p, const float a[3], const float b[3]) {
+  normalize_image_body(src, dst, h, w, p, a, b);
+}
+template <class Out>
+__attribute__((target("avx2,fma"))) void normalize_image_fma(const std::uint8_t* src, Out* dst, std::size_t h,
+                                                             std::size_t w, const normalize_params& p, const float a[3],
+                                                             const float b[3]) {
+  normalize_image_body(src, dst, h, w, p, a, b);
+}
+
+template <class Out>
+void normalize_image(const std::uint8_t* src, Out* dst, std::size_t h, std::size_t w, const normalize_params& p,
+                     const float a[3], const float b[3]) {
+  static const bool fma = __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2");
+  if (fma && simd_level_in_use() != simd_level::scalar) normalize_image_fma(src, dst, h, w, p, a, b);
+  else normalize_image_portable(src, dst, h, w, p, a, b);
 }
 
 }  // namespace
@@ -60,18 +93,10 @@ void normalize_hwc_to_chw(const std::uint8_t* in, void* out, image_batch_shape s
   const std::size_t image = shape.height * shape.width * 3;
   parallel_for(0, shape.batch, [&](std::size_t n) {
     const std::uint8_t* src = in + n * image;
-    if (params.out == dtype::f32) {
-      float* dst = static_cast<float*>(out) + n * image;
-      normalize_image(src, shape.height, shape.width, params, a, b, [dst](std::size_t i, float v) { dst[i] = v; });
-    } else {
-      std::uint16_t* dst = static_cast<std::uint16_t*>(out) + n * image;
-      if (params.out == dtype::f16)
-        normalize_image(src, shape.height, shape.width, params, a, b,
-                        [dst](std::size_t i, float v) { dst[i] = float_to_half(v); });
-      else
-        normalize_image(src, shape.height, shape.width, params, a, b,
-                        [dst](std::size_t i, float v) { dst[i] = float_to_bfloat16(v); });
-    }
+    if (params.out == dtype::f32)
+      normalize_image(src, static_cast<float*>(out) + n * image, shape.height, shape.width, params, a, b);
+    else
+      normalize_image(src, static_cast<std::uint16_t*>(out) + n * image, shape.height, shape.width, params, a, b);
   });
 }
 

@@ -7,6 +7,7 @@
 
 #include "pinfeed/ops/encode.hpp"
 #include "pinfeed/ops/normalize.hpp"
+#include "pinfeed/runtime/random.hpp"
 
 using namespace pinfeed;
 using namespace pinfeed::ops;
@@ -200,4 +201,23 @@ TEST_CASE("encode.bit_planes_roundtrip") {
   CHECK_THROWS_WITH_AS(unpack_bits(nullptr, planes.data(), s), doctest::Contains("unpack_bits"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(pack_bits(planes.data(), nullptr, s), doctest::Contains("pack_bits"), std::invalid_argument);
   CHECK_NOTHROW(pack_bits(nullptr, nullptr, {0, 5}));
+}
+
+TEST_CASE("normalize.fma_instruction_and_libm_paths_agree") {
+  const image_batch_shape shape{2, 19, 23};
+  const auto in = pattern_images(shape);
+  normalize_params p;
+  p.mean = {0.485f, 0.456f, 0.406f};
+  p.std = {0.229f, 0.224f, 0.225f};
+  p.ycbcr = true;
+  p.hflip = true;
+  for (dtype t : {dtype::f32, dtype::f16, dtype::bf16}) {
+    p.out = t;
+    std::vector<std::byte> portable(in.size() * dtype_size(t)), fast(in.size() * dtype_size(t));
+    set_simd_level(simd_level::scalar);
+    normalize_hwc_to_chw(in.data(), portable.data(), shape, p);
+    set_simd_level(cpu_simd_support());
+    normalize_hwc_to_chw(in.data(), fast.data(), shape, p);
+    CHECK(portable == fast);
+  }
 }

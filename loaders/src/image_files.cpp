@@ -53,16 +53,7 @@ class files_reader final : public image_reader {
     {
       stage_timer timer(stage::decode, s.stats(), s.trace(), s.index());
       try {
-        decode_options o = options_;
-        if (min_short_side) {
-          const image_size full = peek_size(bytes);
-          if (full.width > 0 && full.height > 0) {
-            // The pipeline's need (0: full resolution) wins; a configured minimum is a floor under it.
-            const std::int64_t need = min_short_side(full.height, full.width);
-            o.min_short_side = need == 0 ? 0 : std::max(need, o.min_short_side);
-          }
-        }
-        spec = decode_image(bytes, image, o, f.path);
+        spec = decode_image_for(bytes, image, options_, min_short_side, f.path);
       } catch (const std::exception& e) {
         throw sample_error(s.index(), "decode", f.path, e.what());
       }

@@ -284,15 +284,7 @@ class tar_reader final : public image_reader {
     {
       stage_timer timer(stage::decode, s.stats(), s.trace(), s.index());
       try {
-        decode_options o = options_.decode;
-        if (min_short_side) {
-          const image_size full = peek_size(bytes);
-          if (full.width > 0 && full.height > 0) {
-            const std::int64_t need = min_short_side(full.height, full.width);
-            o.min_short_side = need == 0 ? 0 : std::max(need, o.min_short_side);
-          }
-        }
-        spec = decode_image(bytes, image, o, origin);
+        spec = decode_image_for(bytes, image, options_.decode, min_short_side, origin);
       } catch (const std::exception& ex) {
         throw sample_error(s.index(), "decode", origin, ex.what());
       }

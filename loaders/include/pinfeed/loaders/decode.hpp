@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -37,6 +38,14 @@ struct image_size {
 /// not an image, truncated or corrupt, over the pixel limit.
 image_spec decode_image(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& options,
                         const std::string& what);
+
+/// decode_image() letting the caller's pipeline choose the scale: `min_short_side(height, width)`
+/// of the full size (from the header) gives the shortest side it needs, 0 for full resolution;
+/// options.min_short_side stays a floor under a non-zero need. An empty function decodes as
+/// decode_image() does.
+image_spec decode_image_for(std::span<const std::byte> bytes, std::vector<std::byte>& out, decode_options options,
+                            const std::function<std::int64_t(std::int64_t, std::int64_t)>& min_short_side,
+                            const std::string& what);
 
 /// Reads a whole file. Throws std::runtime_error naming the path when it cannot be read.
 void read_file(const std::string& path, std::vector<std::byte>& out);

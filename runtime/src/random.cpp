@@ -26,13 +26,13 @@ std::atomic<int>& level_ref() {
   return level;
 }
 
-/// Sixteen Philox4x32-10 blocks at once (AVX-512): lane l has counter {c0[l], c1, c2, c3}.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void philox_x16(
-    const std::uint32_t c0[16], std::uint32_t c1, std::uint32_t c2, std::uint32_t c3, std::uint32_t k0,
-    std::uint32_t k1, std::uint32_t out[4][16]) {
+/// Sixteen Philox4x32-10 blocks at once (AVX-512), in registers: lane l has counter
+/// {c0[l], c1, c2, c3}; x[w] holds word w of every lane.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) inline void philox_x16_regs(
+    __m512i x0, std::uint32_t c1, std::uint32_t c2, std::uint32_t c3, std::uint32_t k0, std::uint32_t k1,
+    __m512i x[4]) {
   const __m512i m0 = _mm512_set1_epi32(static_cast<int>(0xD2511F53u));
   const __m512i m1 = _mm512_set1_epi32(static_cast<int>(0xCD9E8D57u));
-  __m512i x0 = _mm512_loadu_si512(c0);
   __m512i x1 = _mm512_set1_epi32(static_cast<int>(c1));
   __m512i x2 = _mm512_set1_epi32(static_cast<int>(c2));
   __m512i x3 = _mm512_set1_epi32(static_cast<int>(c3));
@@ -51,33 +51,39 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void philox_x16(
     ka += 0x9E3779B9u;
     kb += 0xBB67AE85u;
   }
-  _mm512_storeu_si512(out[0], x0);
-  _mm512_storeu_si512(out[1], x1);
-  _mm512_storeu_si512(out[2], x2);
-  _mm512_storeu_si512(out[3], x3);
+  x[0] = x0;
+  x[1] = x1;
+  x[2] = x2;
+  x[3] = x3;
 }
 
-/// Stream-order words of 16 consecutive blocks: transposes the 4 x 16 lanes into 64 words.
+/// The same with the lane counters from memory and the words stored as out[w][l].
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void philox_x16(
+    const std::uint32_t c0[16], std::uint32_t c1, std::uint32_t c2, std::uint32_t c3, std::uint32_t k0,
+    std::uint32_t k1, std::uint32_t out[4][16]) {
+  __m512i x[4];
+  philox_x16_regs(_mm512_loadu_si512(c0), c1, c2, c3, k0, k1, x);
+  for (int w = 0; w < 4; ++w) _mm512_storeu_si512(out[w], x[w]);
+}
+
+/// Stream-order words of 16 consecutive blocks (64 words), transposed in registers.
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void philox_words_x16(
     const philox_block& c, std::uint32_t first, std::uint32_t k0, std::uint32_t k1, std::uint32_t* out) {
-  alignas(64) std::uint32_t c0[16], w[4][16];
-  for (std::uint32_t l = 0; l < 16; ++l) c0[l] = first + l;
-  philox_x16(c0, c.v[1], c.v[2], c.v[3], k0, k1, w);
-  // 4x4 transposes of 32-bit words within each 128-bit quarter group.
-  const __m512i a = _mm512_load_si512(w[0]), b = _mm512_load_si512(w[1]);
-  const __m512i cc = _mm512_load_si512(w[2]), d = _mm512_load_si512(w[3]);
-  const __m512i ab_lo = _mm512_unpacklo_epi32(a, b), ab_hi = _mm512_unpackhi_epi32(a, b);
-  const __m512i cd_lo = _mm512_unpacklo_epi32(cc, d), cd_hi = _mm512_unpackhi_epi32(cc, d);
-  // Per 128-bit lane q (blocks 4q..4q+3): r0 = block 4q, r1 = 4q+1, r2 = 4q+2, r3 = 4q+3.
+  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512i x[4];
+  philox_x16_regs(_mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(first)), lanes), c.v[1], c.v[2], c.v[3], k0, k1, x);
+  // 4x4 transposes of words inside each 128-bit quarter: quarter q of r[k] = block 4q+k's words.
+  const __m512i ab_lo = _mm512_unpacklo_epi32(x[0], x[1]), ab_hi = _mm512_unpackhi_epi32(x[0], x[1]);
+  const __m512i cd_lo = _mm512_unpacklo_epi32(x[2], x[3]), cd_hi = _mm512_unpackhi_epi32(x[2], x[3]);
   const __m512i r0 = _mm512_unpacklo_epi64(ab_lo, cd_lo), r1 = _mm512_unpackhi_epi64(ab_lo, cd_lo);
   const __m512i r2 = _mm512_unpacklo_epi64(ab_hi, cd_hi), r3 = _mm512_unpackhi_epi64(ab_hi, cd_hi);
-  alignas(64) std::uint32_t t[4][16];
-  _mm512_store_si512(t[0], r0);
-  _mm512_store_si512(t[1], r1);
-  _mm512_store_si512(t[2], r2);
-  _mm512_store_si512(t[3], r3);
-  for (int q = 0; q < 4; ++q)
-    for (int r = 0; r < 4; ++r) std::memcpy(out + 16 * q + 4 * r, &t[r][4 * q], 16);
+  // Then a 4x4 transpose of the quarters: output vector q = blocks 4q..4q+3.
+  const __m512i t0 = _mm512_shuffle_i32x4(r0, r1, 0x44), t1 = _mm512_shuffle_i32x4(r2, r3, 0x44);
+  const __m512i t2 = _mm512_shuffle_i32x4(r0, r1, 0xEE), t3 = _mm512_shuffle_i32x4(r2, r3, 0xEE);
+  _mm512_storeu_si512(out, _mm512_shuffle_i32x4(t0, t1, 0x88));
+  _mm512_storeu_si512(out + 16, _mm512_shuffle_i32x4(t0, t1, 0xDD));
+  _mm512_storeu_si512(out + 32, _mm512_shuffle_i32x4(t2, t3, 0x88));
+  _mm512_storeu_si512(out + 48, _mm512_shuffle_i32x4(t2, t3, 0xDD));
 }
 
 /// Eight Philox4x32-10 blocks at once: lane l has counter {c0[l], c1, c2, c3}. Writes word w of
@@ -113,6 +119,7 @@ __attribute__((target("avx2"))) void philox_x8(const std::uint32_t c0[8], std::u
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[2]), x2);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[3]), x3);
 }
+
 
 }  // namespace
 

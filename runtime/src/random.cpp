@@ -190,14 +190,21 @@ void philox_element_words(const philox_stream& s, const std::uint32_t* elements,
 }
 
 void fill_random_bytes(philox_stream stream, std::span<std::byte> out) noexcept {
+  const std::size_t full_blocks = out.size() / 16;
+  std::size_t done = 0;
+  if (reinterpret_cast<std::uintptr_t>(out.data()) % alignof(std::uint32_t) == 0) {
+    // Aligned: the words go straight into the output (x86 and CUDA are little-endian).
+    philox_words(stream, 0, full_blocks, reinterpret_cast<std::uint32_t*>(out.data()));
+    done = full_blocks;
+  }
   constexpr std::size_t kChunkBlocks = 256;  // 4 KiB of words on the stack at a time
   std::uint32_t words[4 * kChunkBlocks];
   const std::size_t blocks = (out.size() + 15) / 16;
-  for (std::size_t b = 0; b < blocks; b += kChunkBlocks) {
+  for (std::size_t b = done; b < blocks; b += kChunkBlocks) {
     const std::size_t n = std::min(kChunkBlocks, blocks - b);
     philox_words(stream, static_cast<std::uint32_t>(b), n, words);
     const std::size_t offset = 16 * b;
-    std::memcpy(out.data() + offset, words, std::min(16 * n, out.size() - offset));  // little-endian
+    std::memcpy(out.data() + offset, words, std::min(16 * n, out.size() - offset));
   }
 }
 

@@ -121,3 +121,12 @@ TEST_CASE("philox.simd_levels_equal_scalar") {
     for (int w = 0; w < 4; ++w) REQUIRE(std::get<0>(scalar)[4 * j + w] == s.block_at(5 + j).v[w]);
   CHECK(std::get<1>(scalar)[9] == s.word_at(4000000000u));
 }
+
+TEST_CASE("philox.fill_random_bytes_unaligned_output") {
+  const philox_stream s(8, 1, 3);
+  std::vector<std::byte> aligned(1001), storage(1002);
+  pinfeed::fill_random_bytes(s, aligned);
+  const std::span<std::byte> shifted(storage.data() + 1, 1001);  // not 4-byte aligned
+  pinfeed::fill_random_bytes(s, shifted);
+  CHECK(std::equal(aligned.begin(), aligned.end(), shifted.begin()));
+}

@@ -148,10 +148,10 @@ std::vector<std::string> pipeline_source::failed() const {
 
 void pipeline_source::produce(sample& s) {
   if (options_.on_error == error_policy::fail) return produce_one(s, s.index());
-  // skip: the next index (cyclically) that works stands in, deterministically.
+  // skip: the next sample of the epoch (in the epoch's order) that works stands in, deterministically.
   const std::uint64_t n = reader_->size();
   for (std::uint64_t attempt = 0; attempt < n; ++attempt) {
-    const std::uint64_t index = (s.index() + attempt) % n;
+    const std::uint64_t index = attempt == 0 ? s.index() : s.stand_in(attempt, n);
     try {
       produce_one(s, index);
       return;

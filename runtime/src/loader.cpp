@@ -295,6 +295,7 @@ void loader::impl::run_chunk(std::size_t slot, std::size_t begin, std::size_t en
       for (std::size_t f = 0; f < c.fields.size(); ++f)
         buffers[f] = base + c.field_offset[f] + j * c.fields[f].bytes();
       sample s(m.indices[j], m.epoch, c.options.seed, c.fields, buffers, &c.stats, c.trace.get());
+      s.set_position(&*order, m.batch * c.options.batch_size + j);
       std::exception_ptr err;
       try {
         stage_timer t(stage::produce, &c.stats, c.trace.get(), s.index());

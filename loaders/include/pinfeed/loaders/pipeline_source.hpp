@@ -5,7 +5,8 @@
 /// normalise steps are either fused on the host (one rounding, CHW float output, the same bits as
 /// the GPU op) or left to the GPU (uint8 HWC in the slot: 4x fewer bytes to copy; the consumer runs
 /// pinfeed::ops::normalize_hwc_to_chw_device with tail_params()). Bad samples either fail the batch
-/// (the default) or are replaced by the next index that works, counted and listed.
+/// (the default) or are replaced by the next sample of the epoch (in its order) that works,
+/// counted and listed.
 
 #include <atomic>
 #include <chrono>

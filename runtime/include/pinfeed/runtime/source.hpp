@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pinfeed/runtime/epoch_order.hpp"
 #include "pinfeed/runtime/philox.hpp"
 #include "pinfeed/runtime/stats.hpp"
 #include "pinfeed/runtime/tensor.hpp"
@@ -63,6 +64,19 @@ class sample {
     throw std::out_of_range("sample has no field '" + std::string(name) + "'");
   }
 
+  /// Places this sample in its epoch: it sits at `position` of `order` (set by the loader).
+  void set_position(const epoch_order* order, std::uint64_t position) noexcept {
+    order_ = order;
+    position_ = position;
+  }
+  /// The dataset index `k` positions after this sample in its epoch's order (cyclic over the
+  /// rank's epoch): the deterministic stand-in for a sample that cannot be produced. Without an
+  /// order (a sample made outside a loader) it is (index + k) mod dataset_size.
+  [[nodiscard]] std::uint64_t stand_in(std::uint64_t k, std::uint64_t dataset_size) const noexcept {
+    if (order_ != nullptr) return order_->index_at(epoch_, (position_ + k) % order_->size());
+    return dataset_size ? (index_ + k) % dataset_size : index_;
+  }
+
   /// Where the sample came from (a file path), for error messages. Optional.
   void set_origin(std::string origin) { origin_ = std::move(origin); }
   [[nodiscard]] const std::string& origin() const noexcept { return origin_; }
@@ -86,6 +100,8 @@ class sample {
   stage_stats* stats_;
   trace_recorder* trace_;
   std::string origin_;
+  const epoch_order* order_ = nullptr;
+  std::uint64_t position_ = 0;
 };
 
 /// A dataset of `size()` samples with the fields `fields()`.

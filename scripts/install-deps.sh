@@ -12,6 +12,7 @@ packages=(
   libdlpack-dev         # DLPack view of batches
   openmpi-bin           # mpirun, for the multi-rank sharding test
   libturbojpeg0-dev     # JPEG decoding (TurboJPEG API, DCT scaling)
+  libjpeg62-turbo-dev   # libjpeg API of the same library: decoding only a crop window
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev  # other formats, resize
 )
 

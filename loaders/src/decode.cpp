@@ -9,6 +9,10 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+#include <csetjmp>
+#include <cstdio>
+
+#include <jpeglib.h>
 #include <turbojpeg.h>
 
 namespace pinfeed::loaders {
@@ -141,6 +145,116 @@ image_spec decode_image_for(std::span<const std::byte> bytes, std::vector<std::b
     }
   }
   return decode_image(bytes, out, o, what);
+}
+
+namespace {
+
+/// libjpeg reports errors by calling error_exit, which must not return: jump back and throw.
+struct jpeg_error_jump {
+  jpeg_error_mgr mgr;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+/// Copies rows/columns of a decoded image into `out` (the region, clamped).
+image_spec cut_region(const std::vector<std::byte>& full, const image_spec& spec, image_region r, double scale,
+                      std::vector<std::byte>& out) {
+  const auto y0 = std::clamp<std::int64_t>(static_cast<std::int64_t>(static_cast<double>(r.y) * scale), 0, spec.height - 1);
+  const auto x0 = std::clamp<std::int64_t>(static_cast<std::int64_t>(static_cast<double>(r.x) * scale), 0, spec.width - 1);
+  const auto h = std::clamp<std::int64_t>(static_cast<std::int64_t>(static_cast<double>(r.height) * scale), 1, spec.height - y0);
+  const auto w = std::clamp<std::int64_t>(static_cast<std::int64_t>(static_cast<double>(r.width) * scale), 1, spec.width - x0);
+  const image_spec cut{h, w, 3, dtype::u8};
+  out.resize(cut.bytes());
+  for (std::int64_t y = 0; y < h; ++y)
+    std::memcpy(out.data() + static_cast<std::size_t>(y * w) * 3, full.data() + static_cast<std::size_t>((y0 + y) * spec.width + x0) * 3,
+                static_cast<std::size_t>(w) * 3);
+  return cut;
+}
+
+}  // namespace
+
+image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& o,
+                               image_region r, std::int64_t min_short_side, const std::string& what) {
+  if (bytes.empty()) fail(what, "empty file (0 bytes)");
+  const image_size full = peek_size(bytes);
+  check_pixels(full, o, what);
+  thread_local std::vector<std::byte> whole;
+  if (!is_jpeg(bytes)) {
+    const image_spec spec = decode_opencv(bytes, whole, what);
+    return cut_region(whole, spec, r, 1.0, out);
+  }
+  jpeg_decompress_struct cinfo{};
+  jpeg_error_jump err{};
+  cinfo.err = jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = [](j_common_ptr c) {
+    auto* e = reinterpret_cast<jpeg_error_jump*>(c->err);
+    (*c->err->format_message)(c, e->message);
+    std::longjmp(e->jump, 1);
+  };
+  err.mgr.emit_message = [](j_common_ptr c, int level) {
+    // A corrupt-data warning (level -1) is an error for us, as TJFLAG_STOPONWARNING makes it there.
+    if (level < 0) c->err->error_exit(c);
+  };
+  thread_local std::vector<JSAMPLE> row_storage;  // static storage: nothing to undo after a longjmp
+  if (setjmp(err.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    fail(what, std::string("corrupt or truncated JPEG (") + err.message + ")");
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()));
+  jpeg_read_header(&cinfo, TRUE);
+  if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
+    jpeg_destroy_decompress(&cinfo);
+    const image_spec spec = decode_opencv(bytes, whole, what);
+    return cut_region(whole, spec, r, 1.0, out);
+  }
+  const std::int64_t W = cinfo.image_width, H = cinfo.image_height;
+  r.y = std::clamp<std::int64_t>(r.y, 0, H - 1);
+  r.x = std::clamp<std::int64_t>(r.x, 0, W - 1);
+  r.height = std::clamp<std::int64_t>(r.height, 1, H - r.y);
+  r.width = std::clamp<std::int64_t>(r.width, 1, W - r.x);
+  // The smallest of 1/8, 1/4, 1/2 that keeps the window's shorter side; the same choice rule as decode_image().
+  unsigned denom = 1;
+  if (min_short_side > 0)
+    for (unsigned d : {8u, 4u, 2u})
+      if (std::min(r.height, r.width) / static_cast<std::int64_t>(d) >= min_short_side) {
+        denom = d;
+        break;
+      }
+  cinfo.out_color_space = JCS_RGB;
+  cinfo.scale_num = 1;
+  cinfo.scale_denom = denom;
+  cinfo.dct_method = o.fast_dct ? JDCT_IFAST : JDCT_ISLOW;
+  jpeg_start_decompress(&cinfo);
+  const double scale = static_cast<double>(cinfo.output_width) / static_cast<double>(W);
+  const auto sy = std::min<std::int64_t>(static_cast<std::int64_t>(static_cast<double>(r.y) * scale), cinfo.output_height - 1);
+  const auto sx = std::min<std::int64_t>(static_cast<std::int64_t>(static_cast<double>(r.x) * scale), cinfo.output_width - 1);
+  const auto sh = std::clamp<std::int64_t>(static_cast<std::int64_t>(static_cast<double>(r.height) * scale), 1, cinfo.output_height - sy);
+  const auto sw = std::clamp<std::int64_t>(static_cast<std::int64_t>(static_cast<double>(r.width) * scale), 1, cinfo.output_width - sx);
+  // Chroma upsampling treats the edges of a cropped or skipped area as image edges: keep one
+  // iMCU (16 pixels) of margin on every side so those edges fall outside the window.
+  constexpr std::int64_t kMargin = 16;
+  const std::int64_t mx = std::max<std::int64_t>(0, sx - kMargin);
+  const std::int64_t my = std::max<std::int64_t>(0, sy - kMargin);
+  JDIMENSION xoff = static_cast<JDIMENSION>(mx);
+  JDIMENSION cw = static_cast<JDIMENSION>(std::min<std::int64_t>(sx + sw + kMargin, cinfo.output_width) - mx);
+  jpeg_crop_scanline(&cinfo, &xoff, &cw);  // widened to iMCU boundaries
+  if (my > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(my));
+  const image_spec spec{sh, sw, 3, dtype::u8};
+  out.resize(spec.bytes());
+  row_storage.resize(static_cast<std::size_t>(cw) * 3);
+  JSAMPROW row = row_storage.data();
+  const std::size_t skip = static_cast<std::size_t>(sx - static_cast<std::int64_t>(xoff)) * 3;
+  for (std::int64_t y = my; y < sy + sh; ++y) {
+    if (jpeg_read_scanlines(&cinfo, &row, 1) != 1) {
+      std::snprintf(err.message, sizeof err.message, "premature end of data");
+      std::longjmp(err.jump, 1);
+    }
+    if (y >= sy) std::memcpy(out.data() + static_cast<std::size_t>((y - sy) * sw) * 3, row + skip, static_cast<std::size_t>(sw) * 3);
+  }
+  jpeg_abort_decompress(&cinfo);
+  jpeg_destroy_decompress(&cinfo);
+  return spec;
 }
 
 void read_file(const std::string& path, std::vector<std::byte>& out) {

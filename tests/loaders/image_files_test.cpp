@@ -425,3 +425,57 @@ TEST_CASE("image_files.shuffled_skip_takes_the_next_sample_of_the_epoch_and_runs
   }
   CHECK(at == 12);
 }
+
+TEST_CASE("decode.region_equals_the_window_of_a_full_decode") {
+  std::vector<std::byte> full, region;
+  // TurboJPEG-encoded JPEGs at 4:4:4, 4:2:2 and 4:2:0 chroma subsampling, and a PNG.
+  auto tj_jpeg = [](const cv::Mat& bgr, int subsamp) {
+    cv::Mat rgb;
+    cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
+    tjhandle tj = tjInitCompress();
+    unsigned char* jpeg = nullptr;
+    unsigned long size = 0;
+    REQUIRE(tjCompress2(tj, rgb.data, rgb.cols, 0, rgb.rows, TJPF_RGB, &jpeg, &size, subsamp, 90, 0) == 0);
+    std::vector<std::byte> out(size);
+    std::memcpy(out.data(), jpeg, size);
+    tjFree(jpeg);
+    tjDestroy(tj);
+    return out;
+  };
+  for (int variant = 0; variant < 4; ++variant) {
+    CAPTURE(variant);
+    {
+      const cv::Mat pic = picture(375, 500, 7 + variant);
+      const auto bytes = variant == 3 ? encode(pic, ".png") : tj_jpeg(pic, variant == 0 ? TJSAMP_444 : variant == 1 ? TJSAMP_422 : TJSAMP_420);
+      const auto whole = decode_image(bytes, full, {}, "full");
+      for (const image_region r : {image_region{0, 0, 375, 500}, image_region{17, 33, 200, 151}, image_region{100, 250, 275, 250},
+                                   image_region{371, 490, 50, 50}}) {
+        CAPTURE(r.y);
+        CAPTURE(r.x);
+        const auto spec = decode_image_region(bytes, region, {}, r, 0, "region");
+        const std::int64_t h = std::min(r.height, whole.height - r.y), w = std::min(r.width, whole.width - r.x);
+        REQUIRE(spec.height == h);
+        REQUIRE(spec.width == w);
+        for (std::int64_t y = 0; y < h; ++y)
+          REQUIRE(std::memcmp(region.data() + y * w * 3, full.data() + ((r.y + y) * whole.width + r.x) * 3,
+                              static_cast<std::size_t>(w) * 3) == 0);
+      }
+    }
+  }
+  // Scaled: a 300x400 window wanting >= 100 on its short side decodes at 1/2 (150 >= 100, 75 < 100)
+  // and equals the window of a 1/2-scale full decode.
+  const auto bytes = encode(picture(480, 640, 9), ".jpg");
+  decode_options half;
+  half.min_short_side = 240;  // full 480x640 -> 1/2 is 240x320
+  const auto whole = decode_image(bytes, full, half, "full");
+  REQUIRE(whole.height == 240);
+  const auto spec = decode_image_region(bytes, region, {}, {40, 80, 300, 400}, 100, "region");
+  REQUIRE(spec.height == 150);
+  REQUIRE(spec.width == 200);
+  for (std::int64_t y = 0; y < 150; ++y)
+    REQUIRE(std::memcmp(region.data() + y * 200 * 3, full.data() + ((20 + y) * 320 + 40) * 3, 200 * 3) == 0);
+  // Truncated JPEG: an error naming the file, not a crash.
+  std::vector<std::byte> cut(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(bytes.size() / 3));
+  CHECK_THROWS_WITH_AS(decode_image_region(cut, region, {}, {300, 0, 100, 100}, 0, "/x/cut.jpg"),
+                       doctest::Contains("/x/cut.jpg"), std::runtime_error);
+}

@@ -47,6 +47,21 @@ image_spec decode_image_for(std::span<const std::byte> bytes, std::vector<std::b
                             const std::function<std::int64_t(std::int64_t, std::int64_t)>& min_short_side,
                             const std::string& what);
 
+/// A window of an image in full-resolution pixel coordinates.
+struct image_region {
+  std::int64_t y = 0, x = 0, height = 0, width = 0;
+};
+
+/// Decodes only `region` of the image (clamped to it), at the smallest DCT scale (JPEG: 1, 1/2,
+/// 1/4, 1/8) that keeps the region's shorter side >= min_short_side (0: full resolution). For a
+/// JPEG the rows above the window are skipped and the columns outside it are not converted
+/// (libjpeg's jpeg_skip_scanlines and jpeg_crop_scanline), so a small window decodes in a fraction
+/// of the time; the pixels equal the same window of a full decode at that scale. Other formats
+/// (and CMYK JPEGs) are decoded whole and cut. Throws like decode_image().
+image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std::byte>& out,
+                               const decode_options& options, image_region region, std::int64_t min_short_side,
+                               const std::string& what);
+
 /// Reads a whole file. Throws std::runtime_error naming the path when it cannot be read.
 void read_file(const std::string& path, std::vector<std::byte>& out);
 

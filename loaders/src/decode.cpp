@@ -134,19 +134,6 @@ image_spec decode_image(std::span<const std::byte> bytes, std::vector<std::byte>
   return spec;
 }
 
-image_spec decode_image_for(std::span<const std::byte> bytes, std::vector<std::byte>& out, decode_options o,
-                            const std::function<std::int64_t(std::int64_t, std::int64_t)>& min_short_side,
-                            const std::string& what) {
-  if (min_short_side) {
-    const image_size full = peek_size(bytes);
-    if (full.width > 0 && full.height > 0) {
-      const std::int64_t need = min_short_side(full.height, full.width);
-      o.min_short_side = need == 0 ? 0 : std::max(need, o.min_short_side);
-    }
-  }
-  return decode_image(bytes, out, o, what);
-}
-
 namespace {
 
 /// libjpeg reports errors by calling error_exit, which must not return: jump back and throw.

@@ -40,7 +40,7 @@ class files_reader final : public image_reader {
   std::vector<field_spec> extra_fields() const override { return {{"label", dtype::i64, {}}}; }
   std::string name() const override { return std::to_string(files_.size()) + " image files"; }
   read_result read(sample& s, std::vector<std::byte>& image,
-                   const std::function<std::int64_t(std::int64_t, std::int64_t)>& min_short_side) override {
+                   const decode_planner& plan) override {
     const image_file& f = files_.at(s.index());
     s.set_origin(f.path);
     thread_local std::vector<std::byte> bytes;
@@ -50,16 +50,17 @@ class files_reader final : public image_reader {
       throw sample_error(s.index(), "read", f.path, e.what());
     }
     image_spec spec;
+    bool window_only = false;
     {
       stage_timer timer(stage::decode, s.stats(), s.trace(), s.index());
       try {
-        spec = decode_image_for(bytes, image, options_, min_short_side, f.path);
+        spec = decode_planned(bytes, image, options_, plan, f.path, window_only);
       } catch (const std::exception& e) {
         throw sample_error(s.index(), "decode", f.path, e.what());
       }
     }
     s.as<std::int64_t>(1)[0] = f.label;
-    return {spec, bytes.size()};
+    return {spec, bytes.size(), window_only};
   }
 
  private:

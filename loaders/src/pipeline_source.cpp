@@ -31,6 +31,23 @@ std::optional<ops::normalize_params> fused_tail(const pipeline& p) {
   return params;
 }
 
+image_spec decode_planned(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& options,
+                          const decode_planner& plan, const std::string& what, bool& window_only) {
+  window_only = false;
+  const image_size full = plan ? peek_size(bytes) : image_size{};
+  if (full.width <= 0 || full.height <= 0) return decode_image(bytes, out, options, what);
+  const decode_plan p = plan(full.height, full.width);
+  const auto floor = [&](std::int64_t need) { return need == 0 ? 0 : std::max(need, options.min_short_side); };
+  if (p.window) {
+    window_only = true;
+    return decode_image_region(bytes, out, options, p.window->window,
+                               floor(std::min(p.window->out_height, p.window->out_width)), what);
+  }
+  decode_options o = options;
+  o.min_short_side = floor(p.min_short_side);
+  return decode_image(bytes, out, o, what);
+}
+
 namespace {
 
 class source_reader final : public image_reader {
@@ -58,8 +75,7 @@ class source_reader final : public image_reader {
   image_spec image_shape() const override { return shape_; }
   std::vector<field_spec> extra_fields() const override { return extras_; }
   std::string name() const override { return base_->name(); }
-  read_result read(sample& s, std::vector<std::byte>& image,
-                   const std::function<std::int64_t(std::int64_t, std::int64_t)>&) override {
+  read_result read(sample& s, std::vector<std::byte>& image, const decode_planner&) override {
     thread_local std::vector<std::byte*> buffers;
     image.resize(shape_.bytes());
     buffers.resize(fields_.size());
@@ -176,17 +192,20 @@ void pipeline_source::produce_one(sample& out, std::uint64_t index) {
   for (std::size_t i = 0; i < fields_.size(); ++i) t.buffers[i] = out.bytes(i).data();
   sample s(index, out.epoch(), out.seed(), fields_, t.buffers, out.stats(), out.trace());
   image_spec in;
+  bool window_only = false;
   {
     stage_timer timer(stage::read, s.stats(), s.trace(), index);
     try {
-      // The first step may let the decoder shrink the image (JPEG DCT scaling).
-      const std::function<std::int64_t(std::int64_t, std::int64_t)> hint =
-          [&](std::int64_t h, std::int64_t w) -> std::int64_t {
-        if (host_.empty()) return 0;
-        return host_.steps().front()->min_short_side(h, w, s.rng(100));
+      // The first step may let the decoder shrink the image (JPEG DCT scaling) or decode only the
+      // window it will use.
+      const decode_planner plan = [&](std::int64_t h, std::int64_t w) -> decode_plan {
+        if (host_.empty()) return {};
+        const auto& first = host_.steps().front();
+        return {first->min_short_side(h, w, s.rng(100)), first->window(h, w, s.rng(100))};
       };
-      const read_result r = reader_->read(s, t.a, hint);
+      const read_result r = reader_->read(s, t.a, plan);
       in = r.spec;
+      window_only = r.window_only;
       emulate_storage(r.stored_bytes);
     } catch (const sample_error&) {
       throw;
@@ -202,11 +221,14 @@ void pipeline_source::produce_one(sample& out, std::uint64_t index) {
   for (std::size_t k = 0; k < steps.size(); ++k) {
     const bool last = k + 1 == steps.size() && !host_tail_;
     try {
-      const image_spec next = steps[k]->output_spec(cur.spec);
+      // A reader that decoded only the first step's window leaves that step a resize.
+      const image_spec next = k == 0 && window_only ? steps[0]->output_spec({-1, -1, cur.spec.channels, cur.spec.type})
+                                                    : steps[k]->output_spec(cur.spec);
       std::vector<std::byte>& other = cur.data == t.a.data() ? t.b : t.a;
       if (!last) other.resize(next.bytes());
       const image_view dst{last ? slot_image : other.data(), next};
-      steps[k]->apply(cur, dst, s.rng(100 + static_cast<std::uint32_t>(k)));
+      if (k == 0 && window_only) resize_into(cur, dst);
+      else steps[k]->apply(cur, dst, s.rng(100 + static_cast<std::uint32_t>(k)));
       cur = dst;
     } catch (const std::exception& e) {
       throw sample_error(index, "transform " + steps[k]->name(), s.origin(), e.what());

@@ -274,23 +274,24 @@ class tar_reader final : public image_reader {
     return std::to_string(entries_.size()) + " samples in " + std::to_string(maps_.size()) + " tar shard(s)";
   }
   read_result read(sample& s, std::vector<std::byte>& image,
-                   const std::function<std::int64_t(std::int64_t, std::int64_t)>& min_short_side) override {
+                   const decode_planner& plan) override {
     const entry& e = entries_.at(s.index());
     const auto& map = *maps_[e.shard];
     const std::string origin = map.path() + ":" + e.image.name;
     s.set_origin(origin);
     const auto bytes = map.bytes().subspan(e.image.offset, e.image.size);  // zero copy from the mapping
     image_spec spec;
+    bool window_only = false;
     {
       stage_timer timer(stage::decode, s.stats(), s.trace(), s.index());
       try {
-        spec = decode_image_for(bytes, image, options_.decode, min_short_side, origin);
+        spec = decode_planned(bytes, image, options_.decode, plan, origin, window_only);
       } catch (const std::exception& ex) {
         throw sample_error(s.index(), "decode", origin, ex.what());
       }
     }
     s.as<std::int64_t>(1)[0] = e.label;
-    return {spec, bytes.size()};
+    return {spec, bytes.size(), window_only};
   }
 
  private:

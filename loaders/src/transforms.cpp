@@ -68,12 +68,17 @@ class crop_transform final : public transform {
     if (in.spec.height < size_ || in.spec.width < size_)
       throw std::runtime_error(name() + ": image " + std::to_string(in.spec.height) + "x" +
                                std::to_string(in.spec.width) + " is smaller than the crop");
-    std::int64_t y0 = (in.spec.height - size_) / 2, x0 = (in.spec.width - size_) / 2;
+    const auto w = *window(in.spec.height, in.spec.width, rng);
+    copy_window(in, out, w.window.y, w.window.x);
+  }
+  std::optional<window_plan> window(std::int64_t height, std::int64_t width, philox_stream rng) const override {
+    if (height < size_ || width < size_) return std::nullopt;  // apply() reports it
+    std::int64_t y0 = (height - size_) / 2, x0 = (width - size_) / 2;
     if (random_) {
-      y0 = rng.below(static_cast<std::uint32_t>(in.spec.height - size_ + 1));
-      x0 = rng.below(static_cast<std::uint32_t>(in.spec.width - size_ + 1));
+      y0 = rng.below(static_cast<std::uint32_t>(height - size_ + 1));
+      x0 = rng.below(static_cast<std::uint32_t>(width - size_ + 1));
     }
-    copy_window(in, out, y0, x0);
+    return window_plan{{y0, x0, size_, size_}, size_, size_};
   }
 
  private:
@@ -90,6 +95,18 @@ void resize_window(const image_view& in, std::int64_t y0, std::int64_t x0, std::
   cv::resize(src(cv::Rect(static_cast<int>(x0), static_cast<int>(y0), static_cast<int>(w), static_cast<int>(h))), dst,
              dst.size(), 0, 0, cv::INTER_LINEAR);
 }
+
+}  // namespace
+
+void resize_into(const image_view& in, const image_view& out) {
+  if (in.spec.height == out.spec.height && in.spec.width == out.spec.width) {
+    std::memcpy(out.data, in.data, out.spec.bytes());
+    return;
+  }
+  resize_window(in, 0, 0, in.spec.height, in.spec.width, out);
+}
+
+namespace {
 
 class resize_transform final : public transform {
  public:
@@ -138,6 +155,10 @@ class rrc_transform final : public transform {
   void apply(const image_view& in, const image_view& out, philox_stream rng) const override {
     const box b = draw(in.spec.height, in.spec.width, rng);
     resize_window(in, b.y, b.x, b.h, b.w, out);
+  }
+  std::optional<window_plan> window(std::int64_t height, std::int64_t width, philox_stream rng) const override {
+    const box b = draw(height, width, rng);
+    return window_plan{{b.y, b.x, b.h, b.w}, size_, size_};
   }
   std::int64_t min_short_side(std::int64_t height, std::int64_t width, philox_stream rng) const override {
     // Keep the drawn window at least `size` on its shorter side after the decoder shrinks the image.

@@ -15,6 +15,7 @@
 
 #include "pinfeed/loaders/decode.hpp"
 #include "pinfeed/loaders/image_files.hpp"
+#include "pinfeed/loaders/transforms.hpp"
 #include "pinfeed/loaders/pipeline_source.hpp"
 #include "pinfeed/runtime/epoch_order.hpp"
 #include "pinfeed/runtime/error.hpp"
@@ -478,4 +479,47 @@ TEST_CASE("decode.region_equals_the_window_of_a_full_decode") {
   std::vector<std::byte> cut(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(bytes.size() / 3));
   CHECK_THROWS_WITH_AS(decode_image_region(cut, region, {}, {300, 0, 100, 100}, 0, "/x/cut.jpg"),
                        doctest::Contains("/x/cut.jpg"), std::runtime_error);
+}
+
+TEST_CASE("image_files.jpeg_window_decoding_in_the_pipeline") {
+  temp_dir d;
+  fs::create_directories(d.path / "c");
+  for (int i = 0; i < 6; ++i)
+    write_bytes(d.path / "c" / (std::string(1, static_cast<char>('a' + i)) + ".jpg"), encode(picture(300 + 10 * i, 400, i), ".jpg"));
+  const auto files = list_image_folder(d.path.string()).files;
+  loader_options o;
+  o.batch_size = 6;
+  o.workers = 2;
+  o.device = "cpu";
+  o.seed = 4;
+  for (const char* spec : {"rrc(32)", "center_crop(64)", "crop(48)"}) {
+    CAPTURE(spec);
+    const auto steps = parse_pipeline(spec);
+    loader l(std::make_shared<pipeline_source>(image_files_reader(files), steps), o);
+    auto b = l.next();
+    REQUIRE(b);
+    const auto img = b->field("image");
+    const std::size_t px = static_cast<std::size_t>(img.shape[1] * img.shape[2] * 3);
+    std::vector<std::byte> bytes, window, full, expect(px);
+    for (std::size_t j = 0; j < b->size(); ++j) {
+      const std::uint64_t i = b->indices()[j];
+      read_file(files[i].path, bytes);
+      const auto whole = decode_image(bytes, full, {}, "ref");
+      const philox_stream rng(4, 0, i, 100);
+      const auto plan = steps.steps()[0]->window(whole.height, whole.width, rng);
+      REQUIRE(plan.has_value());
+      if (std::string(spec) == "rrc(32)") {
+        // The window decoded alone (maybe at a DCT scale), resized: what the loader did.
+        const auto ws = decode_image_region(bytes, window, {}, plan->window, 32, "ref");
+        resize_into({window.data(), ws}, {expect.data(), {32, 32, 3, dtype::u8}});
+      } else {
+        // Crops: exactly the window of the full decode.
+        for (std::int64_t y = 0; y < plan->out_height; ++y)
+          std::memcpy(expect.data() + y * plan->out_width * 3,
+                      full.data() + ((plan->window.y + y) * whole.width + plan->window.x) * 3,
+                      static_cast<std::size_t>(plan->out_width) * 3);
+      }
+      CHECK(std::memcmp(static_cast<const std::byte*>(img.data) + j * px, expect.data(), px) == 0);
+    }
+  }
 }

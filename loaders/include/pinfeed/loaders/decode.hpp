@@ -39,19 +39,6 @@ struct image_size {
 image_spec decode_image(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& options,
                         const std::string& what);
 
-/// decode_image() letting the caller's pipeline choose the scale: `min_short_side(height, width)`
-/// of the full size (from the header) gives the shortest side it needs, 0 for full resolution;
-/// options.min_short_side stays a floor under a non-zero need. An empty function decodes as
-/// decode_image() does.
-image_spec decode_image_for(std::span<const std::byte> bytes, std::vector<std::byte>& out, decode_options options,
-                            const std::function<std::int64_t(std::int64_t, std::int64_t)>& min_short_side,
-                            const std::string& what);
-
-/// A window of an image in full-resolution pixel coordinates.
-struct image_region {
-  std::int64_t y = 0, x = 0, height = 0, width = 0;
-};
-
 /// Decodes only `region` of the image (clamped to it), at the smallest DCT scale (JPEG: 1, 1/2,
 /// 1/4, 1/8) that keeps the region's shorter side >= min_short_side (0: full resolution). For a
 /// JPEG the rows above the window are skipped and the columns outside it are not converted

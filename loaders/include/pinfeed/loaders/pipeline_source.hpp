@@ -24,10 +24,23 @@
 
 namespace pinfeed::loaders {
 
+/// What the pipeline's first step lets a reader do for one sample, given the full image size.
+struct decode_plan {
+  std::int64_t min_short_side = 0;    ///< shortest side the decoded image needs (0: full resolution)
+  std::optional<window_plan> window;  ///< decode only this window, to be resized to its output size
+};
+using decode_planner = std::function<decode_plan(std::int64_t height, std::int64_t width)>;
+
+/// Decodes `bytes` the way `plan` allows (a window, or a DCT scale) when the header tells the
+/// size; `window_only` says whether only the planned window was produced. For readers.
+image_spec decode_planned(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& options,
+                          const decode_planner& plan, const std::string& what, bool& window_only);
+
 /// What image_reader::read() produced.
 struct read_result {
   image_spec spec;               ///< the image written
   std::size_t stored_bytes = 0;  ///< bytes it took in storage (the encoded file; the pixels when generated)
+  bool window_only = false;      ///< the image is the planned window (possibly scaled), not the whole
 };
 
 /// Produces the image of sample i (any size) and its other fields.
@@ -40,12 +53,11 @@ class image_reader {
   /// Fields besides the image (e.g. "label"), written by read() into the sample's buffers 1...
   [[nodiscard]] virtual std::vector<field_spec> extra_fields() const = 0;
   /// Writes sample s.index()'s image into `image` (resized as needed) and its extra fields into
-  /// s's fields 1.. (field 0 is the pipeline's output); returns the image's shape and stored size. A decoder may
-  /// shrink the image as long as its shorter side stays >= min_short_side(height, width) of the
-  /// full size (0: full resolution). Thread-safe. Throws sample_error naming the stage (read,
-  /// decode) and the path.
-  virtual read_result read(sample& s, std::vector<std::byte>& image,
-                           const std::function<std::int64_t(std::int64_t, std::int64_t)>& min_short_side) = 0;
+  /// s's fields 1.. (field 0 is the pipeline's output); returns the image's shape and stored size.
+  /// A decoder may follow plan(height, width) of the full size: shrink the image while its shorter
+  /// side stays >= min_short_side, or decode only the planned window (and say so). Thread-safe.
+  /// Throws sample_error naming the stage (read, decode) and the path.
+  virtual read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) = 0;
   [[nodiscard]] virtual std::string name() const = 0;
 };
 

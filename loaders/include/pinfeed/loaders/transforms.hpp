@@ -32,6 +32,11 @@ struct image_spec {
   }
 };
 
+/// A window of an image in full-resolution pixel coordinates.
+struct image_region {
+  std::int64_t y = 0, x = 0, height = 0, width = 0;
+};
+
 /// A non-owning HWC image (rows contiguous).
 struct image_view {
   std::byte* data = nullptr;
@@ -46,6 +51,12 @@ struct pointwise_step {
   float factor = 1.0f;                      ///< scale
   std::array<float, 3> mean{0.f, 0.f, 0.f};  ///< normalize
   std::array<float, 3> std{1.f, 1.f, 1.f};   ///< normalize
+};
+
+/// The part of a full-size image a step will use for a sample, and the size it turns it into.
+struct window_plan {
+  image_region window;
+  std::int64_t out_height = 0, out_width = 0;
 };
 
 /// One step of a pipeline. Implementations are immutable after construction and thread-safe.
@@ -71,6 +82,17 @@ class transform {
     (void)width;
     (void)rng;
     return 0;
+  }
+  /// As the first step: when the step only looks at one window of the image and resizes it (a
+  /// crop, RandomResizedCrop), that window and the output size for this sample, so a JPEG reader
+  /// can decode just the window. The plan draws from the same stream as apply(), so the window is
+  /// the one apply() would cut.
+  [[nodiscard]] virtual std::optional<window_plan> window(std::int64_t height, std::int64_t width,
+                                                          philox_stream rng) const {
+    (void)height;
+    (void)width;
+    (void)rng;
+    return std::nullopt;
   }
 };
 
@@ -98,6 +120,10 @@ class transform {
 [[nodiscard]] std::shared_ptr<transform> scale(float factor = 1.0f / 255.0f);
 /// Normalize: (x - mean[c]) / std[c] on values already scaled; float output.
 [[nodiscard]] std::shared_ptr<transform> normalize(std::array<float, 3> mean, std::array<float, 3> std);
+
+/// Bilinear resize of `in` to out's shape (OpenCV's fixed-point INTER_LINEAR for uint8); a copy
+/// when the shapes are equal.
+void resize_into(const image_view& in, const image_view& out);
 
 /// An ordered list of transforms with a fixed output shape.
 class pipeline {

@@ -229,15 +229,22 @@ image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std
   if (my > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(my));
   const image_spec spec{sh, sw, 3, dtype::u8};
   out.resize(spec.bytes());
-  row_storage.resize(static_cast<std::size_t>(cw) * 3);
-  JSAMPROW row = row_storage.data();
+  // Several rows per call: libjpeg produces rec_outbuf_height rows at a time anyway.
+  constexpr int kRows = 16;
+  row_storage.resize(static_cast<std::size_t>(cw) * 3 * kRows);
+  JSAMPROW rows[kRows];
+  for (int k = 0; k < kRows; ++k) rows[k] = row_storage.data() + static_cast<std::size_t>(k) * cw * 3;
   const std::size_t skip = static_cast<std::size_t>(sx - static_cast<std::int64_t>(xoff)) * 3;
-  for (std::int64_t y = my; y < sy + sh; ++y) {
-    if (jpeg_read_scanlines(&cinfo, &row, 1) != 1) {
+  for (std::int64_t y = my; y < sy + sh;) {
+    const auto want = static_cast<JDIMENSION>(std::min<std::int64_t>(kRows, sy + sh - y));
+    const JDIMENSION got = jpeg_read_scanlines(&cinfo, rows, want);
+    if (got == 0) {
       std::snprintf(err.message, sizeof err.message, "premature end of data");
       std::longjmp(err.jump, 1);
     }
-    if (y >= sy) std::memcpy(out.data() + static_cast<std::size_t>((y - sy) * sw) * 3, row + skip, static_cast<std::size_t>(sw) * 3);
+    for (JDIMENSION k = 0; k < got; ++k, ++y)
+      if (y >= sy)
+        std::memcpy(out.data() + static_cast<std::size_t>((y - sy) * sw) * 3, rows[k] + skip, static_cast<std::size_t>(sw) * 3);
   }
   jpeg_abort_decompress(&cinfo);
   jpeg_destroy_decompress(&cinfo);

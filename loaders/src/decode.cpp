@@ -90,6 +90,39 @@ image_size peek_size(std::span<const std::byte> b) {
   }
   if (starts_with(b, {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A}) && b.size() >= 24)
     return {be32(b, 16), be32(b, 20)};  // IHDR
+  if (starts_with(b, {'R', 'I', 'F', 'F'}) && b.size() >= 30 && std::memcmp(b.data() + 8, "WEBP", 4) == 0) {
+    const auto u8 = [&](std::size_t at) { return static_cast<std::int64_t>(b[at]); };
+    if (std::memcmp(b.data() + 12, "VP8X", 4) == 0)  // extended: canvas size - 1, 24 bits each
+      return {1 + (u8(24) | u8(25) << 8 | u8(26) << 16), 1 + (u8(27) | u8(28) << 8 | u8(29) << 16)};
+    if (std::memcmp(b.data() + 12, "VP8L", 4) == 0 && u8(20) == 0x2F) {  // lossless: 14 bits each, - 1
+      const std::int64_t bits = u8(21) | u8(22) << 8 | u8(23) << 16 | u8(24) << 24;
+      return {1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)};
+    }
+    if (std::memcmp(b.data() + 12, "VP8 ", 4) == 0)  // lossy key frame: 14-bit width and height
+      return {(u8(26) | u8(27) << 8) & 0x3FFF, (u8(28) | u8(29) << 8) & 0x3FFF};
+    return {};
+  }
+  if ((starts_with(b, {'I', 'I', 42, 0}) || starts_with(b, {'M', 'M', 0, 42})) && b.size() >= 8) {
+    // TIFF: ImageWidth (256) and ImageLength (257) in the first IFD.
+    const bool le = b[0] == std::byte{'I'};
+    const auto rd = [&](std::size_t at, int n) -> std::uint64_t {
+      std::uint64_t v = 0;
+      for (int i = 0; i < n; ++i) v |= static_cast<std::uint64_t>(b[at + (le ? i : n - 1 - i)]) << (8 * i);
+      return v;
+    };
+    const std::uint64_t ifd = rd(4, 4);
+    if (ifd + 2 > b.size()) return {};
+    const std::uint64_t entries = rd(ifd, 2);
+    image_size s{};
+    for (std::uint64_t e = 0; e < entries && ifd + 2 + 12 * (e + 1) <= b.size(); ++e) {
+      const std::size_t at = ifd + 2 + 12 * e;
+      const auto tag = rd(at, 2), type = rd(at + 2, 2);
+      const auto value = static_cast<std::int64_t>(type == 3 ? rd(at + 8, 2) : rd(at + 8, 4));  // SHORT or LONG
+      if (tag == 256) s.width = value;
+      if (tag == 257) s.height = value;
+    }
+    return s;
+  }
   if (starts_with(b, {'B', 'M'}) && b.size() >= 26) {
     const std::int64_t h = le32(b, 22);
     return {le32(b, 18), h < 0 ? -h : h};

@@ -133,10 +133,8 @@ TEST_CASE("decode.formats_match_a_reference_decode") {
       CHECK(spec.width == 47);
       CHECK(max_abs_diff(out, rgb) == 0);
       const image_size s = peek_size(bytes);
-      if (std::string(ext) != ".tiff") {
-        CHECK(s.width == 47);
-        CHECK(s.height == 33);
-      }
+      CHECK(s.width == 47);
+      CHECK(s.height == 33);
     }
   }
   SUBCASE("DCT scaling picks the smallest scale that keeps the short side") {
@@ -172,6 +170,16 @@ TEST_CASE("decode.bad_bytes_name_the_file_and_reason") {
   tight.max_pixels = 1000;
   expect(jpg, "exceeds the limit of 1000 pixels", tight);
   expect(png, "exceeds the limit of 1000 pixels", tight);
+  for (const char* ext : {".webp", ".tiff", ".bmp"}) {
+    CAPTURE(ext);
+    expect(encode(picture(64, 64, 5), ext), "exceeds the limit of 1000 pixels", tight);
+  }
+  // WebP lossless and lossy headers both give the size.
+  for (int q : {101, 80}) {
+    const auto webp = encode(picture(37, 53, 1), ".webp", {cv::IMWRITE_WEBP_QUALITY, q});
+    CHECK(peek_size(webp).width == 53);
+    CHECK(peek_size(webp).height == 37);
+  }
   CHECK_THROWS_WITH_AS(read_file("/nonexistent/a.jpg", out), doctest::Contains("/nonexistent/a.jpg"), std::runtime_error);
 }
 

@@ -18,7 +18,7 @@ namespace pinfeed::loaders {
 
 struct decode_options {
   /// Images with more pixels are rejected before any pixel buffer is allocated (decompression
-  /// bombs), where the format's header tells the size (JPEG, PNG, BMP); 0 = no limit.
+  /// bombs): the size comes from the header (JPEG, PNG, BMP, WebP, TIFF); 0 = no limit.
   std::int64_t max_pixels = std::int64_t{1} << 28;
   /// Decode JPEGs at the smallest DCT scale (1/8, 1/4, 1/2 or 1) whose shorter side is still >=
   /// this; 0 = full.

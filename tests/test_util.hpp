@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include <filesystem>
 #include <unistd.h>
 
 #include "pinfeed/runtime/device.hpp"
@@ -51,5 +52,52 @@ inline void run_with_timeout(std::chrono::seconds limit, const std::function<voi
   t.join();
   done.get();  // rethrows
 }
+
+/// Sets (value) or unsets (nullptr) an environment variable for a scope, then restores it.
+struct scoped_env {
+  scoped_env(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) {
+      old_ = old;
+      had_ = true;
+    }
+    if (value) ::setenv(name, value, 1);
+    else ::unsetenv(name);
+  }
+  ~scoped_env() {
+    if (had_) ::setenv(name_, old_.c_str(), 1);
+    else ::unsetenv(name_);
+  }
+  scoped_env(const scoped_env&) = delete;
+  scoped_env& operator=(const scoped_env&) = delete;
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+/// Clears every launcher variable (torchrun, Open MPI, Slurm) for a scope.
+struct no_launcher {
+  scoped_env e[9] = {{"RANK", nullptr},
+                     {"WORLD_SIZE", nullptr},
+                     {"LOCAL_RANK", nullptr},
+                     {"OMPI_COMM_WORLD_RANK", nullptr},
+                     {"OMPI_COMM_WORLD_SIZE", nullptr},
+                     {"OMPI_COMM_WORLD_LOCAL_RANK", nullptr},
+                     {"SLURM_PROCID", nullptr},
+                     {"SLURM_NTASKS", nullptr},
+                     {"SLURM_LOCALID", nullptr}};
+};
+
+/// A fresh directory under the system's temp directory, removed with everything in it.
+struct temp_dir {
+  std::filesystem::path path = std::filesystem::temp_directory_path() /
+                               ("pinfeed_test_" + std::to_string(::getpid()) + "_" +
+                                std::to_string(reinterpret_cast<std::uintptr_t>(this)));
+  temp_dir() { std::filesystem::create_directories(path); }
+  ~temp_dir() { std::filesystem::remove_all(path); }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+};
 
 }  // namespace pinfeed::test

@@ -19,11 +19,13 @@
 #include "pinfeed/loaders/pipeline_source.hpp"
 #include "pinfeed/runtime/epoch_order.hpp"
 #include "pinfeed/runtime/error.hpp"
+#include "test_util.hpp"
 #include "pinfeed/runtime/loader.hpp"
 
 namespace fs = std::filesystem;
 using namespace pinfeed;
 using namespace pinfeed::loaders;
+using pinfeed::test::temp_dir;
 
 namespace {
 
@@ -83,13 +85,6 @@ void write_bytes(const fs::path& p, const std::vector<std::byte>& b) {
   std::ofstream out(p, std::ios::binary);
   out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
 }
-
-struct temp_dir {
-  fs::path path = fs::temp_directory_path() / ("pinfeed_images_" + std::to_string(::getpid()) + "_" +
-                                               std::to_string(reinterpret_cast<std::uintptr_t>(this)));
-  temp_dir() { fs::create_directories(path); }
-  ~temp_dir() { fs::remove_all(path); }
-};
 
 }  // namespace
 

@@ -16,20 +16,15 @@
 #include "pinfeed/loaders/shards.hpp"
 #include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/error.hpp"
+#include "test_util.hpp"
 #include "pinfeed/runtime/loader.hpp"
 
 namespace fs = std::filesystem;
 using namespace pinfeed;
 using namespace pinfeed::loaders;
+using pinfeed::test::temp_dir;
 
 namespace {
-
-struct temp_dir {
-  fs::path path = fs::temp_directory_path() / ("pinfeed_shards_" + std::to_string(::getpid()) + "_" +
-                                               std::to_string(reinterpret_cast<std::uintptr_t>(this)));
-  temp_dir() { fs::create_directories(path); }
-  ~temp_dir() { fs::remove_all(path); }
-};
 
 void write_image(const fs::path& p, int h, int w, int seed, const char* ext) {
   cv::Mat m(h, w, CV_8UC3);

@@ -10,33 +10,12 @@
 #include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/epoch_order.hpp"
 #include "pinfeed/runtime/loader.hpp"
+#include "test_util.hpp"
 
 using namespace pinfeed;
 
-namespace {
-struct scoped_env {
-  scoped_env(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~scoped_env() {
-    if (had_) ::setenv(name_, old_.c_str(), 1);
-    else ::unsetenv(name_);
-  }
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
-
-/// Clears every launcher variable for a scope.
-struct no_launcher {
-  scoped_env e[9] = {{"RANK", nullptr},         {"WORLD_SIZE", nullptr},           {"LOCAL_RANK", nullptr},
-                     {"OMPI_COMM_WORLD_RANK", nullptr}, {"OMPI_COMM_WORLD_SIZE", nullptr},
-                     {"OMPI_COMM_WORLD_LOCAL_RANK", nullptr}, {"SLURM_PROCID", nullptr},
-                     {"SLURM_NTASKS", nullptr},   {"SLURM_LOCALID", nullptr}};
-};
-}  // namespace
+using test::no_launcher;
+using test::scoped_env;
 
 TEST_CASE("epoch_order.shuffle_is_a_permutation_per_epoch") {
   for (std::uint64_t n : {1ull, 2ull, 3ull, 7ull, 64ull, 1000ull, 4097ull, 100003ull}) {

@@ -9,25 +9,11 @@
 #include "pinfeed/runtime/host_memory.hpp"
 #include "pinfeed/runtime/stats.hpp"
 #include "pinfeed/runtime/tensor.hpp"
+#include "test_util.hpp"
 
 using namespace pinfeed;
 
-namespace {
-/// Sets an environment variable for a scope.
-struct scoped_env {
-  scoped_env(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~scoped_env() {
-    if (old_.empty()) ::unsetenv(name_);
-    else ::setenv(name_, old_.c_str(), 1);
-  }
-  const char* name_;
-  std::string old_;
-};
-}  // namespace
+using test::scoped_env;
 
 TEST_CASE("device.discovery_without_gpu_is_a_normal_state") {
   const auto& s = cuda_devices();

@@ -1,6 +1,7 @@
 #include "pinfeed/loaders/decode.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -61,8 +62,23 @@ void check_pixels(const image_size& s, const decode_options& o, const std::strin
                    std::to_string(o.max_pixels) + " pixels");
 }
 
+/// The formats handed to OpenCV, recognised by their magic bytes. Anything else is refused here:
+/// OpenCV would otherwise try every decoder it was built with (GDAL, GDCM, ...), and some of those
+/// abort the process on hostile input.
+bool opencv_format(std::span<const std::byte> b) {
+  if (starts_with(b, {0x89, 'P', 'N', 'G'}) || starts_with(b, {'B', 'M'})) return true;
+  if (starts_with(b, {'I', 'I', 42, 0}) || starts_with(b, {'M', 'M', 0, 42})) return true;  // TIFF
+  if (starts_with(b, {'R', 'I', 'F', 'F'}) && b.size() >= 12 && std::memcmp(b.data() + 8, "WEBP", 4) == 0) return true;
+  if (b.size() >= 3 && b[0] == std::byte{'P'} && b[1] >= std::byte{'1'} && b[1] <= std::byte{'6'} &&
+      std::isspace(static_cast<unsigned char>(b[2])))
+    return true;  // PBM/PGM/PPM
+  return is_jpeg(b);   // CMYK JPEGs come here too
+}
+
 /// OpenCV for everything that is not a plain JPEG: BGR(A)/grey -> RGB.
 image_spec decode_opencv(std::span<const std::byte> bytes, std::vector<std::byte>& out, const std::string& what) {
+  if (!opencv_format(bytes))
+    fail(what, "not a decodable image: the bytes are no JPEG, PNG, WebP, BMP, TIFF or PNM");
   cv::Mat decoded;
   try {
     const cv::Mat raw(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<std::byte*>(bytes.data()));

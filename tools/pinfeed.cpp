@@ -86,7 +86,7 @@ struct run_args {
   std::uint64_t seed = 0;
   std::string trace, json, resume, save_state, transforms, pipeline_file, on_error = "fail";
   std::int64_t max_pixels = std::int64_t{1} << 28;
-  double latency_ms = 0, bandwidth_mb_s = 0;
+  double latency_ms = 0, bandwidth_mb_s = 0, step_ms = 0;
   bool checksums = false, normalize = false, shuffle = false, print_indices = false, drop_remainder = false;
   int rank = -1, world = 1;
 };
@@ -189,6 +189,10 @@ int cmd_run(const run_args& a) {
                                                     *consume, b->stream());
         else
           pinfeed::ops::normalize_hwc_to_chw(static_cast<const std::uint8_t*>(img.data), host_out.data(), shape, *consume);
+      }
+      if (a.step_ms > 0) {  // the stand-in training step, on the batch's device
+        if (b->location().is_cuda()) pinfeed::busy_kernel_ms(a.step_ms, b->stream());
+        else pinfeed::busy_wait_ms(a.step_ms);
       }
       if (a.checksums) std::printf("%s\n", pinfeed::checksum_line(*b).c_str());
       if (a.print_indices) {
@@ -342,6 +346,8 @@ int main(int argc, char** argv) {
                   "(tar shards: glob or train-{000..127}.tar)");
   run->add_option("--on-error", ra.on_error, "fail (default) or skip: replace a bad sample by the next good one");
   run->add_option("--max-pixels", ra.max_pixels, "reject images with more pixels (decompression bombs)");
+  run->add_option("--step-ms", ra.step_ms, "a stand-in training step per batch: busy ms on the batch's device")
+      ->check(CLI::NonNegativeNumber);
   run->add_option("--latency-ms", ra.latency_ms, "emulate slow storage: added latency per read")->check(CLI::NonNegativeNumber);
   run->add_option("--bandwidth-mb-s", ra.bandwidth_mb_s, "emulate slow storage: shared read bandwidth cap (0: none)")
       ->check(CLI::NonNegativeNumber);

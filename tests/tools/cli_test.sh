@@ -162,6 +162,13 @@ expect_error "folder: variable sizes need a crop" "vary in size" run --source "f
 expect_error "bad source spelling" "unknown source 'imagenet'" run --source imagenet
 expect_error "bad policy" "--on-error must be fail or skip" run --on-error retry
 
+# A slow consumer: the loader keeps up, the consumer hardly waits.
+"$pf" run --samples 64 --height 16 --width 16 --batch 8 --device cpu --step-ms 20 --json "$work/slow.json" >/dev/null 2>&1
+check "step-ms: a 20 ms consumer waits under half the time" python3 -c "
+import json,sys; s=json.load(open('$work/slow.json'))
+sys.exit(0 if s['wall_s'] >= 8 * 0.020 and s['consumer_wait_fraction'] < 0.5 else 1)"
+expect_error "step-ms: negative" "--step-ms" run --step-ms -1
+
 expect_error "unknown device" "unknown device 'tpu'" run --samples 8 --height 8 --width 8 --device tpu
 expect_error "zero batch rejected" "--batch" run --batch 0
 expect_error "trace to bad path" "/nonexistent/dir/t.json" run "${small[@]}" --trace /nonexistent/dir/t.json

@@ -40,6 +40,8 @@ if command -v compute-sanitizer >/dev/null; then
 else
   echo "compute-sanitizer not found" >>"$out/summary.txt"
 fi
+step run-article-gpu 300 "$here/pinfeed" run --device cuda --samples 2048 --batch 64 --prefetch 4 \
+  --transforms "crop(256),mask(0.25),ycbcr,scale" --step-ms 2 --json "$out/run-article-gpu.json"
 step bench-h2d 300 "$here/pinfeed" bench h2d
 cp "$out/bench-h2d.log" "$out/bench-h2d.jsonl"
 step bench-sampler 600 "$here/pinfeed" bench sampler --device cuda --repeats 5

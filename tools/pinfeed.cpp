@@ -84,7 +84,8 @@ struct run_args {
   std::uint64_t limit = 0;
   std::uint32_t epochs = 1;
   std::uint64_t seed = 0;
-  std::string trace, json, resume, save_state, transforms, pipeline_file, on_error = "fail";
+  std::string trace, json, resume, save_state, transforms, pipeline_file, on_error = "fail", cache = "none";
+  std::size_t cache_pool = 64;
   std::int64_t max_pixels = std::int64_t{1} << 28;
   double latency_ms = 0, bandwidth_mb_s = 0, step_ms = 0;
   bool checksums = false, normalize = false, shuffle = false, print_indices = false, drop_remainder = false;
@@ -121,12 +122,27 @@ int cmd_run(const run_args& a) {
   pinfeed::loaders::pipeline_source_options po;
   po.device_tail = dev.is_cuda();  // with a GPU the colour/scale tail runs there: the slot keeps uint8
   po.storage = {a.latency_ms, a.bandwidth_mb_s};
+  po.cache.pool = a.cache_pool;
+  if (a.cache == "read") po.cache.stage = pinfeed::loaders::cache_stage::read;
+  else if (a.cache == "processed") po.cache.stage = pinfeed::loaders::cache_stage::processed;
+  else if (a.cache.rfind("steps:", 0) == 0) {
+    po.cache.stage = pinfeed::loaders::cache_stage::steps;
+    std::size_t used = 0;
+    try {
+      po.cache.after_steps = std::stoul(a.cache.substr(6), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != a.cache.size() - 6) throw std::invalid_argument("--cache steps:K needs a number, got '" + a.cache + "'");
+  } else if (a.cache != "none") {
+    throw std::invalid_argument("--cache must be none, read, steps:K or processed, got '" + a.cache + "'");
+  }
   if (a.on_error == "skip") po.on_error = pinfeed::loaders::error_policy::skip;
   else if (a.on_error != "fail") throw std::invalid_argument("--on-error must be fail or skip, got '" + a.on_error + "'");
   auto piped = std::make_shared<pinfeed::loaders::pipeline_source>(reader, std::move(steps), po);
   std::shared_ptr<pinfeed::source> src = piped;
   if (a.source == "synthetic" && piped->host_steps().empty() && !piped->tail_params() && a.latency_ms <= 0 &&
-      a.bandwidth_mb_s <= 0)
+      a.bandwidth_mb_s <= 0 && a.cache == "none")
     src = pinfeed::loaders::make_synthetic_source({a.samples, a.height, a.width, 1000});  // straight into the slot
   pinfeed::loader_options o;
   o.batch_size = a.batch;
@@ -346,6 +362,9 @@ int main(int argc, char** argv) {
                   "(tar shards: glob or train-{000..127}.tar)");
   run->add_option("--on-error", ra.on_error, "fail (default) or skip: replace a bad sample by the next good one");
   run->add_option("--max-pixels", ra.max_pixels, "reject images with more pixels (decompression bombs)");
+  run->add_option("--cache", ra.cache,
+                  "serve a pool of samples cached at a stage: none, read, steps:K (after K host steps), processed");
+  run->add_option("--cache-pool", ra.cache_pool, "distinct samples in the cache pool")->check(CLI::PositiveNumber);
   run->add_option("--step-ms", ra.step_ms, "a stand-in training step per batch: busy ms on the batch's device")
       ->check(CLI::NonNegativeNumber);
   run->add_option("--latency-ms", ra.latency_ms, "emulate slow storage: added latency per read")->check(CLI::NonNegativeNumber);

@@ -132,6 +132,13 @@ pipeline_source::pipeline_source(std::shared_ptr<image_reader> reader, pipeline 
   fields_.push_back(image);
   for (auto& f : reader_->extra_fields()) fields_.push_back(f);
   validate_fields(fields_);
+  if (options_.cache.stage != cache_stage::none) {
+    if (options_.cache.pool == 0) throw std::invalid_argument("pipeline_source: cache pool must be at least 1");
+    if (options_.cache.stage == cache_stage::steps && options_.cache.after_steps > host_.steps().size())
+      throw std::invalid_argument("pipeline_source: cache after " + std::to_string(options_.cache.after_steps) +
+                                  " steps, but the host pipeline has " + std::to_string(host_.steps().size()));
+    cache_.reset(new cache_entry[std::min<std::uint64_t>(options_.cache.pool, reader_->size())]);
+  }
 }
 
 std::string pipeline_source::name() const {
@@ -163,6 +170,7 @@ std::vector<std::string> pipeline_source::failed() const {
 }
 
 void pipeline_source::produce(sample& s) {
+  if (options_.cache.stage != cache_stage::none) return produce_cached(s);
   if (options_.on_error == error_policy::fail) return produce_one(s, s.index());
   // skip: the next sample of the epoch (in the epoch's order) that works stands in, deterministically.
   const std::uint64_t n = reader_->size();
@@ -214,35 +222,83 @@ void pipeline_source::produce_one(sample& out, std::uint64_t index) {
     }
   }
   out.set_origin(s.origin());
-  stage_timer timer(stage::transform, s.stats(), s.trace(), index);
-  image_view cur{t.a.data(), in};
+  (void)run_steps(s, image_view{t.a.data(), in}, window_only, 0, host_.steps().size(), t.a, t.b);
+}
+
+image_view pipeline_source::run_steps(sample& s, image_view cur, bool window_only, std::size_t first, std::size_t end,
+                                      std::vector<std::byte>& a, std::vector<std::byte>& b) {
+  stage_timer timer(stage::transform, s.stats(), s.trace(), s.index());
   const auto& steps = host_.steps();
-  std::byte* slot_image = out.bytes(0).data();
-  for (std::size_t k = 0; k < steps.size(); ++k) {
-    const bool last = k + 1 == steps.size() && !host_tail_;
+  const bool to_slot = end == steps.size();
+  std::byte* slot_image = s.bytes(0).data();
+  for (std::size_t k = first; k < end; ++k) {
+    const bool last = to_slot && k + 1 == steps.size() && !host_tail_;
     try {
       // A reader that decoded only the first step's window leaves that step a resize.
-      const image_spec next = k == 0 && window_only ? steps[0]->output_spec({-1, -1, cur.spec.channels, cur.spec.type})
-                                                    : steps[k]->output_spec(cur.spec);
-      std::vector<std::byte>& other = cur.data == t.a.data() ? t.b : t.a;
+      const bool resize_only = k == 0 && window_only;
+      const image_spec next = resize_only ? steps[0]->output_spec({-1, -1, cur.spec.channels, cur.spec.type})
+                                          : steps[k]->output_spec(cur.spec);
+      std::vector<std::byte>& other = cur.data == a.data() ? b : a;
       if (!last) other.resize(next.bytes());
       const image_view dst{last ? slot_image : other.data(), next};
-      if (k == 0 && window_only) resize_into(cur, dst);
+      if (resize_only) resize_into(cur, dst);
       else steps[k]->apply(cur, dst, s.rng(100 + static_cast<std::uint32_t>(k)));
       cur = dst;
     } catch (const std::exception& e) {
-      throw sample_error(index, "transform " + steps[k]->name(), s.origin(), e.what());
+      throw sample_error(s.index(), "transform " + steps[k]->name(), s.origin(), e.what());
     }
   }
+  if (!to_slot) return cur;
   if (host_tail_) {
     ops::normalize_hwc_to_chw(cur.as<std::uint8_t>(), slot_image,
                               {1, static_cast<std::size_t>(cur.spec.height), static_cast<std::size_t>(cur.spec.width)},
                               *host_tail_);
-  } else if (steps.empty()) {
+  } else if (first == steps.size()) {
     if (cur.spec.bytes() != fields_[0].bytes())
-      throw sample_error(index, "read", s.origin(), "image size differs from the declared shape");
+      throw sample_error(s.index(), "read", s.origin(), "image size differs from the declared shape");
     std::memcpy(slot_image, cur.data, cur.spec.bytes());
   }
+  return cur;
+}
+
+void pipeline_source::produce_cached(sample& out) {
+  const auto& c = options_.cache;
+  const std::size_t pool = std::min<std::uint64_t>(c.pool, reader_->size());
+  const std::uint64_t p = out.index() % pool;
+  cache_entry& e = cache_[p];
+  const std::size_t steps_done = c.stage == cache_stage::read ? 0 : std::min(c.after_steps, host_.steps().size());
+  std::call_once(e.filled, [&] {
+    try {
+      // Compute sample p once, into buffers the entry owns.
+      e.fields.resize(fields_.size());
+      std::vector<std::byte*> buffers(fields_.size());
+      for (std::size_t f = 0; f < fields_.size(); ++f) {
+        e.fields[f].resize(fields_[f].bytes());
+        buffers[f] = e.fields[f].data();
+      }
+      sample s(p, out.epoch(), out.seed(), fields_, buffers, out.stats(), out.trace());
+      if (c.stage == cache_stage::processed) {
+        produce_one(s, p);
+        return;
+      }
+      std::vector<std::byte> b;
+      const read_result r = reader_->read(s, e.image, {});
+      const image_view cur = run_steps(s, image_view{e.image.data(), r.spec}, false, 0, steps_done, e.image, b);
+      e.spec = cur.spec;
+      if (cur.data != e.image.data()) e.image.assign(cur.data, cur.data + cur.spec.bytes());
+    } catch (...) {
+      e.error = std::current_exception();
+    }
+  });
+  if (e.error) std::rethrow_exception(e.error);
+  if (c.stage == cache_stage::processed) {
+    for (std::size_t f = 0; f < fields_.size(); ++f) std::memcpy(out.bytes(f).data(), e.fields[f].data(), e.fields[f].size());
+    return;
+  }
+  for (std::size_t f = 1; f < fields_.size(); ++f) std::memcpy(out.bytes(f).data(), e.fields[f].data(), e.fields[f].size());
+  thread_local std::vector<std::byte> a, b;
+  a.assign(e.image.begin(), e.image.end());
+  (void)run_steps(out, image_view{a.data(), e.spec}, false, steps_done, host_.steps().size(), a, b);
 }
 
 }  // namespace pinfeed::loaders

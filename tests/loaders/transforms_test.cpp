@@ -316,3 +316,51 @@ TEST_CASE("pipeline_source.emulated_slow_storage") {
   }
   CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(92));
 }
+
+TEST_CASE("pipeline_source.caching_at_a_stage_serves_a_pool_of_samples") {
+  auto base = make_synthetic_source({40, 24, 24, 1000});
+  const auto steps = parse_pipeline("crop(16),hflip,ycbcr,scale");
+  loader_options o;
+  o.batch_size = 40;
+  o.workers = 2;
+  o.device = "cpu";
+  o.seed = 6;
+  auto first_batch = [&](pipeline_source_options po) {
+    loader l(std::make_shared<pipeline_source>(base, steps, po), o);
+    auto b = l.next();
+    REQUIRE(b);
+    std::vector<std::vector<std::byte>> images;
+    std::vector<std::int64_t> labels;
+    const auto* img = static_cast<const std::byte*>(b->field("image").data);
+    const std::size_t bytes = 3 * 16 * 16 * 4;
+    for (std::size_t j = 0; j < b->size(); ++j) {
+      images.emplace_back(img + j * bytes, img + (j + 1) * bytes);
+      labels.push_back(static_cast<const std::int64_t*>(b->field("label").data)[j]);
+    }
+    return std::make_pair(images, labels);
+  };
+  const auto [plain_img, plain_lab] = first_batch({});
+  pipeline_source_options po;
+  po.cache = {cache_stage::processed, 0, 8};
+  const auto [proc_img, proc_lab] = first_batch(po);
+  for (std::size_t i = 0; i < 40; ++i) {
+    CHECK(proc_img[i] == plain_img[i % 8]);  // the finished sample i mod 8
+    CHECK(proc_lab[i] == plain_lab[i % 8]);
+  }
+  po.cache = {cache_stage::read, 0, 8};
+  const auto [read_img, read_lab] = first_batch(po);
+  std::size_t differs = 0;
+  for (std::size_t i = 0; i < 40; ++i) {
+    CHECK(read_lab[i] == plain_lab[i % 8]);  // labels come with the cached read
+    if (i < 8) CHECK(read_img[i] == plain_img[i]);
+    differs += read_img[i] != read_img[i % 8];  // transforms still run with sample i's stream
+  }
+  CHECK(differs > 10);
+  po.cache = {cache_stage::steps, 1, 8};  // the crop cached, the flip still drawn per sample
+  const auto [step_img, step_lab] = first_batch(po);
+  for (std::size_t i = 0; i < 8; ++i) CHECK(step_img[i] == plain_img[i]);
+  po.cache = {cache_stage::steps, 9, 8};
+  CHECK_THROWS_WITH_AS(pipeline_source(base, steps, po), doctest::Contains("cache after 9 steps"), std::invalid_argument);
+  po.cache = {cache_stage::processed, 0, 0};
+  CHECK_THROWS_WITH_AS(pipeline_source(base, steps, po), doctest::Contains("pool must be at least 1"), std::invalid_argument);
+}

@@ -9,6 +9,7 @@
 /// counted and listed.
 
 #include <atomic>
+#include <exception>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -75,8 +76,24 @@ struct storage_emulation {
   double bandwidth_mb_s = 0.0;  ///< 0: unlimited
 };
 
+/// Caching at a stage of the pipeline, to measure what the stages before it cost (the input-
+/// pipeline article's method). A pool of distinct samples stands in for the dataset: sample i is
+/// served from pool entry i mod pool, computed once from sample (i mod pool).
+enum class cache_stage {
+  none,
+  read,       ///< the read (and decoded) image and its labels; every transform still runs
+  steps,      ///< the image after the first `after_steps` host steps; the rest still run
+  processed,  ///< the finished sample: nothing runs but a copy into the slot
+};
+struct sample_cache {
+  cache_stage stage = cache_stage::none;
+  std::size_t after_steps = 0;
+  std::size_t pool = 64;
+};
+
 struct pipeline_source_options {
   storage_emulation storage;
+  sample_cache cache;
   /// Leave the trailing pointwise steps to the consumer's device (the slot keeps uint8).
   bool device_tail = false;
   error_policy on_error = error_policy::fail;
@@ -111,6 +128,20 @@ class pipeline_source final : public source {
 
  private:
   void produce_one(sample& out, std::uint64_t index);
+  void produce_cached(sample& out);
+  /// Runs host steps [first, end) on `cur` (in a or b), then, when `end` is the last step, the
+  /// fused tail into field 0 of `s`. Returns the image after the steps (in a or b, or the slot).
+  image_view run_steps(sample& s, image_view cur, bool window_only, std::size_t first, std::size_t end,
+                       std::vector<std::byte>& a, std::vector<std::byte>& b);
+
+  struct cache_entry {
+    std::once_flag filled;
+    image_spec spec;
+    std::vector<std::byte> image;
+    std::vector<std::vector<std::byte>> fields;  // the output fields (processed) or the extras
+    std::exception_ptr error;
+  };
+  std::unique_ptr<cache_entry[]> cache_;
 
   std::shared_ptr<image_reader> reader_;
   pipeline_source_options options_;

@@ -9,6 +9,7 @@
 #include "pinfeed/ops/sampler.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
+#include "pinfeed/runtime/stats.hpp"
 #include "sampler_support.hpp"
 #include "test_util.hpp"
 
@@ -168,17 +169,6 @@ TEST_CASE("gpu.sampler.graph_capture_and_replay" * doctest::test_suite("gpu")) {
   PINFEED_CUDA_TRY(cudaStreamDestroy(s));
 }
 
-namespace {
-__global__ void sleep_kernel(std::uint64_t ns) {
-  std::uint64_t start;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  for (;;) {
-    std::uint64_t now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    if (now - start >= ns) break;
-  }
-}
-}  // namespace
 
 TEST_CASE("gpu.sampler.never_waits_for_the_device" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("sampler host synchronisation")) return;
@@ -200,7 +190,7 @@ TEST_CASE("gpu.sampler.never_waits_for_the_device" * doctest::test_suite("gpu"))
   device_buffer temp(temp_bytes);
   cudaEvent_t done;
   PINFEED_CUDA_TRY(cudaEventCreate(&done));
-  sleep_kernel<<<1, 1, 0, s>>>(300'000'000);  // the stream is busy for 300 ms
+  busy_kernel_ms(300.0, s);  // the stream is busy for 300 ms
   balanced_sample_gpu(temp.data(), temp_bytes, a, p, s);
   PINFEED_CUDA_TRY(cudaEventRecord(done, s));
   CHECK(cudaEventQuery(done) == cudaErrorNotReady);  // the call returned while the device was busy

@@ -49,18 +49,9 @@ class files_reader final : public image_reader {
     } catch (const std::exception& e) {
       throw sample_error(s.index(), "read", f.path, e.what());
     }
-    image_spec spec;
-    bool window_only = false;
-    {
-      stage_timer timer(stage::decode, s.stats(), s.trace(), s.index());
-      try {
-        spec = decode_planned(bytes, image, options_, plan, f.path, window_only);
-      } catch (const std::exception& e) {
-        throw sample_error(s.index(), "decode", f.path, e.what());
-      }
-    }
+    const read_result r = decode_sample(s, bytes, image, options_, plan, f.path);
     s.as<std::int64_t>(1)[0] = f.label;
-    return {spec, bytes.size(), window_only};
+    return r;
   }
 
  private:

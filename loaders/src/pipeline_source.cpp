@@ -31,6 +31,7 @@ std::optional<ops::normalize_params> fused_tail(const pipeline& p) {
   return params;
 }
 
+namespace {
 image_spec decode_planned(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& options,
                           const decode_planner& plan, const std::string& what, bool& window_only) {
   window_only = false;
@@ -46,6 +47,20 @@ image_spec decode_planned(std::span<const std::byte> bytes, std::vector<std::byt
   decode_options o = options;
   o.min_short_side = floor(p.min_short_side);
   return decode_image(bytes, out, o, what);
+}
+}  // namespace
+
+read_result decode_sample(sample& s, std::span<const std::byte> bytes, std::vector<std::byte>& image,
+                          const decode_options& options, const decode_planner& plan, const std::string& origin) {
+  stage_timer timer(stage::decode, s.stats(), s.trace(), s.index());
+  read_result r;
+  r.stored_bytes = bytes.size();
+  try {
+    r.spec = decode_planned(bytes, image, options, plan, origin, r.window_only);
+  } catch (const std::exception& e) {
+    throw sample_error(s.index(), "decode", origin, e.what());
+  }
+  return r;
 }
 
 namespace {

@@ -280,18 +280,9 @@ class tar_reader final : public image_reader {
     const std::string origin = map.path() + ":" + e.image.name;
     s.set_origin(origin);
     const auto bytes = map.bytes().subspan(e.image.offset, e.image.size);  // zero copy from the mapping
-    image_spec spec;
-    bool window_only = false;
-    {
-      stage_timer timer(stage::decode, s.stats(), s.trace(), s.index());
-      try {
-        spec = decode_planned(bytes, image, options_.decode, plan, origin, window_only);
-      } catch (const std::exception& ex) {
-        throw sample_error(s.index(), "decode", origin, ex.what());
-      }
-    }
+    const read_result r = decode_sample(s, bytes, image, options_.decode, plan, origin);
     s.as<std::int64_t>(1)[0] = e.label;
-    return {spec, bytes.size(), window_only};
+    return r;
   }
 
  private:

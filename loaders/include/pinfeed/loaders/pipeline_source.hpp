@@ -32,17 +32,18 @@ struct decode_plan {
 };
 using decode_planner = std::function<decode_plan(std::int64_t height, std::int64_t width)>;
 
-/// Decodes `bytes` the way `plan` allows (a window, or a DCT scale) when the header tells the
-/// size; `window_only` says whether only the planned window was produced. For readers.
-image_spec decode_planned(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& options,
-                          const decode_planner& plan, const std::string& what, bool& window_only);
-
 /// What image_reader::read() produced.
 struct read_result {
   image_spec spec;               ///< the image written
   std::size_t stored_bytes = 0;  ///< bytes it took in storage (the encoded file; the pixels when generated)
   bool window_only = false;      ///< the image is the planned window (possibly scaled), not the whole
 };
+
+/// For readers of encoded images: decodes sample s's `bytes` into `image` the way `plan` allows (a
+/// window, or a DCT scale) when the header tells the size, timed as the decode stage. Throws
+/// sample_error (stage decode, naming `origin`) when the bytes do not decode.
+read_result decode_sample(sample& s, std::span<const std::byte> bytes, std::vector<std::byte>& image,
+                          const decode_options& options, const decode_planner& plan, const std::string& origin);
 
 /// Produces the image of sample i (any size) and its other fields.
 class image_reader {

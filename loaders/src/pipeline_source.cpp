@@ -209,6 +209,8 @@ void pipeline_source::produce_one(sample& out, std::uint64_t index) {
     std::vector<std::byte> a, b;
     std::vector<std::byte*> buffers;
   };
+  // Per-thread scratch is safe: the only TBB wait inside (the fused tail's pinfeed::parallel_for)
+  // is isolated, so no other sample runs on this thread before this one is done.
   thread_local scratch t;
   // The stand-in sample keeps the output's buffers but reads index `index` with its own stream.
   t.buffers.resize(fields_.size());

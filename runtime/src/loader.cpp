@@ -289,6 +289,8 @@ void loader::impl::run_chunk(std::size_t slot, std::size_t begin, std::size_t en
   auto& c = *core;
   auto& m = c.meta[slot];
   if (!stopping.load(std::memory_order_acquire)) {
+    // Per chunk, not thread_local: a user source may wait inside TBB without isolation, and the
+    // thread can then run another chunk while this one's sample still points into its buffers.
     std::vector<std::byte*> buffers(c.fields.size());
     std::byte* base = c.host_slot(slot);
     for (std::size_t j = begin; j < end; ++j) {

@@ -22,7 +22,7 @@ for exe in "$bundle"/runtime_tests "$bundle"/ops_tests "$bundle"/loaders_tests "
     esac
   done
 done
-cp "$root/bench/compare/sampler_torch.py" "$bundle/"
+cp "$root/bench/compare/sampler_torch.py" "$root/bench/compare/common.py" "$bundle/"
 cp "$root/scripts/run-device-checks.sh" "$bundle/"
 chmod +x "$bundle/run-device-checks.sh"
 du -sh "$bundle"

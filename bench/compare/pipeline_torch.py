@@ -9,16 +9,16 @@ Usage: pipeline_torch.py --pinfeed PATH [--data DIR] [--workers N] [--images N] 
 """
 import argparse
 import io
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tarfile
 import time
 
 import numpy as np
 import torch
+
+from common import pinfeed_rows, write_jsonl
 import torchvision.transforms as T
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
@@ -126,12 +126,7 @@ def main():
 
     cmd = [a.pinfeed, "bench", "pipeline", "--data", a.data, "--images", str(a.images), "--synthetic-samples",
            str(a.synthetic_samples), "--workers", str(a.workers), "--batch", str(a.batch), "--repeats", str(a.repeats)]
-    env = dict(os.environ, PINFEED_LOG_LEVEL="warn")
-    ours = {}
-    for line in subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout.splitlines():
-        r = json.loads(line)
-        if "images_per_s" in r:
-            ours[r["workload"]] = r["images_per_s"]
+    ours = {r["workload"]: r["images_per_s"] for r in pinfeed_rows(cmd) if "images_per_s" in r}
 
     article = T.Compose([T.PILToTensor(), T.RandomCrop(256), RandomMask(), ConvertColor(), Scale()])
     rrc = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.PILToTensor()])
@@ -153,10 +148,7 @@ def main():
                      "pinfeed_images_per_s": mine, "ratio": mine / theirs})
     for k in ("jpeg_folder_rrc_flip_1worker", "bare_decode_full"):
         print(f"# pinfeed {k}: {ours.get(k, float('nan')):.1f} images/s")
-    if a.json:
-        with open(a.json, "w") as f:
-            for r in rows:
-                f.write(json.dumps(r) + "\n")
+    write_jsonl(a.json, rows)
 
 
 if __name__ == "__main__":

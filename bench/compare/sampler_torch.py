@@ -12,14 +12,14 @@ Usage: sampler_torch.py --pinfeed PATH/TO/pinfeed [--device cpu|cuda] [--sizes .
 PyTorch is a comparison-only dependency: run_sampler_compare.sh installs it in a virtualenv.
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
 import torch
+
+from common import pinfeed_rows, write_jsonl
 
 
 def sample_data(inp, labels, k):
@@ -111,12 +111,7 @@ def main():
     cmd = [a.pinfeed, "bench", "sampler", "--device", a.device, "--rows", str(a.rows), "--features",
            str(a.features), "--repeats", str(a.repeats), "--max-cpu-n", str(max(a.sizes)), "--sizes",
            *map(str, a.sizes)]
-    env = dict(os.environ, PINFEED_LOG_LEVEL="warn")
-    ours = {}
-    for line in subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout.splitlines():
-        r = json.loads(line)
-        if "impl" in r:
-            ours[(r["impl"], r["B"], r["N"])] = r["median_ms"]
+    ours = {(r["impl"], r["B"], r["N"]): r["median_ms"] for r in pinfeed_rows(cmd) if "impl" in r}
 
     rows_out = []
     print(f"# torch {torch.__version__}, device {a.device}, {a.threads} threads; K = N/10, D = {a.features}; "
@@ -155,10 +150,7 @@ def main():
                              "torch_static_ms": static, "torch_compiled_ms": compiled, "pinfeed_impl": impl,
                              "pinfeed_ms": mine, "floor_ms": floor, "best_torch_over_pinfeed": ratio,
                              "pinfeed_over_floor": vs_floor})
-    if a.json:
-        with open(a.json, "w") as f:
-            for r in rows_out:
-                f.write(json.dumps(r) + "\n")
+    write_jsonl(a.json, rows_out)
 
 
 if __name__ == "__main__":

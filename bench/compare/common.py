@@ -1,0 +1,20 @@
+"""Helpers shared by the comparison scripts: running a pinfeed benchmark and writing JSON lines."""
+import json
+import os
+import subprocess
+
+
+def pinfeed_rows(cmd):
+    """Runs a `pinfeed bench ...` command line and returns its JSON rows."""
+    env = dict(os.environ, PINFEED_LOG_LEVEL="warn")
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def write_jsonl(path, rows):
+    """Writes one JSON object per line (nothing when path is empty)."""
+    if not path:
+        return
+    with open(path, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")

@@ -8,7 +8,6 @@
 #include <stdexcept>
 
 #include "pinfeed/runtime/error.hpp"
-#include "pinfeed/runtime/stats.hpp"
 
 namespace fs = std::filesystem;
 

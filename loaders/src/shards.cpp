@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "pinfeed/runtime/error.hpp"
-#include "pinfeed/runtime/stats.hpp"
 
 namespace pinfeed::loaders {
 namespace {

@@ -123,7 +123,8 @@ int cmd_run(const run_args& a) {
   po.device_tail = dev.is_cuda();  // with a GPU the colour/scale tail runs there: the slot keeps uint8
   po.storage = {a.latency_ms, a.bandwidth_mb_s};
   po.cache.pool = a.cache_pool;
-  if (a.cache == "read") po.cache.stage = pinfeed::loaders::cache_stage::read;
+  if (a.cache == "raw") po.cache.stage = pinfeed::loaders::cache_stage::raw;
+  else if (a.cache == "decoded") po.cache.stage = pinfeed::loaders::cache_stage::decoded;
   else if (a.cache == "processed") po.cache.stage = pinfeed::loaders::cache_stage::processed;
   else if (a.cache.rfind("steps:", 0) == 0) {
     po.cache.stage = pinfeed::loaders::cache_stage::steps;
@@ -135,7 +136,7 @@ int cmd_run(const run_args& a) {
     }
     if (used == 0 || used != a.cache.size() - 6) throw std::invalid_argument("--cache steps:K needs a number, got '" + a.cache + "'");
   } else if (a.cache != "none") {
-    throw std::invalid_argument("--cache must be none, read, steps:K or processed, got '" + a.cache + "'");
+    throw std::invalid_argument("--cache must be none, raw, decoded, steps:K or processed, got '" + a.cache + "'");
   }
   if (a.on_error == "skip") po.on_error = pinfeed::loaders::error_policy::skip;
   else if (a.on_error != "fail") throw std::invalid_argument("--on-error must be fail or skip, got '" + a.on_error + "'");
@@ -363,7 +364,8 @@ int main(int argc, char** argv) {
   run->add_option("--on-error", ra.on_error, "fail (default) or skip: replace a bad sample by the next good one");
   run->add_option("--max-pixels", ra.max_pixels, "reject images with more pixels (decompression bombs)");
   run->add_option("--cache", ra.cache,
-                  "serve a pool of samples cached at a stage: none, read, steps:K (after K host steps), processed");
+                  "serve a pool of samples cached at a stage: none, raw (stored bytes), decoded, steps:K (after K host "
+                  "steps), processed");
   run->add_option("--cache-pool", ra.cache_pool, "distinct samples in the cache pool")->check(CLI::PositiveNumber);
   run->add_option("--step-ms", ra.step_ms, "a stand-in training step per batch: busy ms on the batch's device")
       ->check(CLI::NonNegativeNumber);

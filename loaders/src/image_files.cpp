@@ -38,19 +38,25 @@ class files_reader final : public image_reader {
   image_spec image_shape() const override { return {-1, -1, 3, dtype::u8}; }
   std::vector<field_spec> extra_fields() const override { return {{"label", dtype::i64, {}}}; }
   std::string name() const override { return std::to_string(files_.size()) + " image files"; }
-  read_result read(sample& s, std::vector<std::byte>& image,
-                   const decode_planner& plan) override {
+  read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) override {
+    thread_local std::vector<std::byte> bytes;
+    return decode_stored(s, read_stored(s, bytes), image, plan);
+  }
+  bool stores_encoded() const override { return true; }
+  std::span<const std::byte> read_stored(sample& s, std::vector<std::byte>& storage) override {
     const image_file& f = files_.at(s.index());
     s.set_origin(f.path);
-    thread_local std::vector<std::byte> bytes;
     try {
-      read_file(f.path, bytes);
+      read_file(f.path, storage);
     } catch (const std::exception& e) {
       throw sample_error(s.index(), "read", f.path, e.what());
     }
-    const read_result r = decode_sample(s, bytes, image, options_, plan, f.path);
     s.as<std::int64_t>(1)[0] = f.label;
-    return r;
+    return storage;
+  }
+  read_result decode_stored(sample& s, std::span<const std::byte> bytes, std::vector<std::byte>& image,
+                            const decode_planner& plan) override {
+    return decode_sample(s, bytes, image, options_, plan, files_.at(s.index()).path);
   }
 
  private:

@@ -63,6 +63,15 @@ read_result decode_sample(sample& s, std::span<const std::byte> bytes, std::vect
   return r;
 }
 
+std::span<const std::byte> image_reader::read_stored(sample& s, std::vector<std::byte>&) {
+  throw sample_error(s.index(), "read", s.origin(), "reader '" + name() + "' does not store encoded images");
+}
+
+read_result image_reader::decode_stored(sample& s, std::span<const std::byte>, std::vector<std::byte>&,
+                                        const decode_planner&) {
+  throw sample_error(s.index(), "decode", s.origin(), "reader '" + name() + "' does not store encoded images");
+}
+
 namespace {
 
 class source_reader final : public image_reader {
@@ -204,6 +213,16 @@ void pipeline_source::produce(sample& s) {
   throw sample_error(s.index(), "skip", "", "every one of the " + std::to_string(n) + " samples failed");
 }
 
+decode_planner pipeline_source::planner(sample& s) const {
+  // The first step may let the decoder shrink the image (JPEG DCT scaling) or decode only the window
+  // it will use.
+  return [this, &s](std::int64_t h, std::int64_t w) -> decode_plan {
+    if (host_.empty()) return {};
+    const auto& first = host_.steps().front();
+    return {first->min_short_side(h, w, s.rng(100)), first->window(h, w, s.rng(100))};
+  };
+}
+
 void pipeline_source::produce_one(sample& out, std::uint64_t index) {
   struct scratch {
     std::vector<std::byte> a, b;
@@ -221,14 +240,7 @@ void pipeline_source::produce_one(sample& out, std::uint64_t index) {
   {
     stage_timer timer(stage::read, s.stats(), s.trace(), index);
     try {
-      // The first step may let the decoder shrink the image (JPEG DCT scaling) or decode only the
-      // window it will use.
-      const decode_planner plan = [&](std::int64_t h, std::int64_t w) -> decode_plan {
-        if (host_.empty()) return {};
-        const auto& first = host_.steps().front();
-        return {first->min_short_side(h, w, s.rng(100)), first->window(h, w, s.rng(100))};
-      };
-      const read_result r = reader_->read(s, t.a, plan);
+      const read_result r = reader_->read(s, t.a, planner(s));
       in = r.spec;
       window_only = r.window_only;
       emulate_storage(r.stored_bytes);
@@ -278,44 +290,93 @@ image_view pipeline_source::run_steps(sample& s, image_view cur, bool window_onl
   return cur;
 }
 
+void pipeline_source::fill_entry_from(cache_entry& e, std::uint64_t index, const sample& like) {
+  const auto& c = options_.cache;
+  e.fields.resize(fields_.size());
+  std::vector<std::byte*> buffers(fields_.size());
+  for (std::size_t f = 0; f < fields_.size(); ++f) {
+    e.fields[f].resize(fields_[f].bytes());
+    buffers[f] = e.fields[f].data();
+  }
+  sample s(index, like.epoch(), like.seed(), fields_, buffers, like.stats(), like.trace());
+  if (c.stage == cache_stage::processed) {
+    produce_one(s, index);
+    e.origin = s.origin();
+    return;
+  }
+  stage_timer timer(stage::read, s.stats(), s.trace(), index);
+  if (c.stage == cache_stage::raw && reader_->stores_encoded()) {
+    const auto stored = reader_->read_stored(s, e.image);
+    if (stored.data() != e.image.data()) e.image.assign(stored.begin(), stored.end());
+    else e.image.resize(stored.size());
+    e.origin = s.origin();
+    // Decode once now, so a pool entry that cannot decode is replaced (skip) or fails here.
+    std::vector<std::byte> trial;
+    (void)reader_->decode_stored(s, e.image, trial, {});
+    return;
+  }
+  // decoded (or raw for a reader without an encoded form), or after some steps: the full image.
+  std::vector<std::byte> b;
+  try {
+    const read_result r = reader_->read(s, e.image, {});
+    const std::size_t done = c.stage == cache_stage::steps ? c.after_steps : 0;
+    const image_view cur = run_steps(s, image_view{e.image.data(), r.spec}, false, 0, done, e.image, b);
+    e.spec = cur.spec;
+    if (cur.data != e.image.data()) e.image.assign(cur.data, cur.data + cur.spec.bytes());
+  } catch (const sample_error&) {
+    throw;
+  } catch (const std::exception& ex) {
+    throw sample_error(index, "read", s.origin(), ex.what());
+  }
+  e.origin = s.origin();
+}
+
+void pipeline_source::fill_entry(cache_entry& e, std::uint64_t p, const sample& like) {
+  const std::uint64_t n = reader_->size();
+  const std::uint64_t tries = options_.on_error == error_policy::skip ? n : 1;
+  for (std::uint64_t k = 0; k < tries; ++k) {
+    try {
+      fill_entry_from(e, (p + k) % n, like);
+      return;
+    } catch (const sample_error& err) {
+      if (options_.on_error == error_policy::fail) throw;
+      failures_.fetch_add(1);
+      if (like.stats() != nullptr) like.stats()->add_error();
+      std::lock_guard lock(failed_mutex_);
+      if (failed_.size() < options_.max_failed_paths) failed_.push_back(err.what());
+    }
+  }
+  throw sample_error(p, "skip", "", "every one of the " + std::to_string(n) + " samples failed");
+}
+
 void pipeline_source::produce_cached(sample& out) {
   const auto& c = options_.cache;
   const std::size_t pool = std::min<std::uint64_t>(c.pool, reader_->size());
-  const std::uint64_t p = out.index() % pool;
-  cache_entry& e = cache_[p];
-  const std::size_t steps_done = c.stage == cache_stage::read ? 0 : std::min(c.after_steps, host_.steps().size());
+  cache_entry& e = cache_[out.index() % pool];
   std::call_once(e.filled, [&] {
     try {
-      // Compute sample p once, into buffers the entry owns.
-      e.fields.resize(fields_.size());
-      std::vector<std::byte*> buffers(fields_.size());
-      for (std::size_t f = 0; f < fields_.size(); ++f) {
-        e.fields[f].resize(fields_[f].bytes());
-        buffers[f] = e.fields[f].data();
-      }
-      sample s(p, out.epoch(), out.seed(), fields_, buffers, out.stats(), out.trace());
-      if (c.stage == cache_stage::processed) {
-        produce_one(s, p);
-        return;
-      }
-      std::vector<std::byte> b;
-      const read_result r = reader_->read(s, e.image, {});
-      const image_view cur = run_steps(s, image_view{e.image.data(), r.spec}, false, 0, steps_done, e.image, b);
-      e.spec = cur.spec;
-      if (cur.data != e.image.data()) e.image.assign(cur.data, cur.data + cur.spec.bytes());
+      fill_entry(e, out.index() % pool, out);
     } catch (...) {
       e.error = std::current_exception();
     }
   });
   if (e.error) std::rethrow_exception(e.error);
+  out.set_origin(e.origin);
   if (c.stage == cache_stage::processed) {
     for (std::size_t f = 0; f < fields_.size(); ++f) std::memcpy(out.bytes(f).data(), e.fields[f].data(), e.fields[f].size());
     return;
   }
   for (std::size_t f = 1; f < fields_.size(); ++f) std::memcpy(out.bytes(f).data(), e.fields[f].data(), e.fields[f].size());
   thread_local std::vector<std::byte> a, b;
-  a.assign(e.image.begin(), e.image.end());
-  (void)run_steps(out, image_view{a.data(), e.spec}, false, steps_done, host_.steps().size(), a, b);
+  if (c.stage == cache_stage::raw && reader_->stores_encoded()) {
+    // Storage skipped: decode the kept bytes as a full read would (same plan, same stream).
+    const read_result r = reader_->decode_stored(out, e.image, a, planner(out));
+    (void)run_steps(out, image_view{a.data(), r.spec}, r.window_only, 0, host_.steps().size(), a, b);
+    return;
+  }
+  // The steps read the cached image in place and write into a and b; it is never modified.
+  const std::size_t done = c.stage == cache_stage::steps ? std::min(c.after_steps, host_.steps().size()) : 0;
+  (void)run_steps(out, image_view{e.image.data(), e.spec}, false, done, host_.steps().size(), a, b);
 }
 
 }  // namespace pinfeed::loaders

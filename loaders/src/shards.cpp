@@ -272,16 +272,22 @@ class tar_reader final : public image_reader {
   std::string name() const override {
     return std::to_string(entries_.size()) + " samples in " + std::to_string(maps_.size()) + " tar shard(s)";
   }
-  read_result read(sample& s, std::vector<std::byte>& image,
-                   const decode_planner& plan) override {
+  read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) override {
+    std::vector<std::byte> unused;
+    return decode_stored(s, read_stored(s, unused), image, plan);
+  }
+  bool stores_encoded() const override { return true; }
+  std::span<const std::byte> read_stored(sample& s, std::vector<std::byte>&) override {
     const entry& e = entries_.at(s.index());
     const auto& map = *maps_[e.shard];
-    const std::string origin = map.path() + ":" + e.image.name;
-    s.set_origin(origin);
-    const auto bytes = map.bytes().subspan(e.image.offset, e.image.size);  // zero copy from the mapping
-    const read_result r = decode_sample(s, bytes, image, options_.decode, plan, origin);
+    s.set_origin(map.path() + ":" + e.image.name);
     s.as<std::int64_t>(1)[0] = e.label;
-    return r;
+    return map.bytes().subspan(e.image.offset, e.image.size);  // zero copy from the mapping
+  }
+  read_result decode_stored(sample& s, std::span<const std::byte> bytes, std::vector<std::byte>& image,
+                            const decode_planner& plan) override {
+    const entry& e = entries_.at(s.index());
+    return decode_sample(s, bytes, image, options_.decode, plan, maps_[e.shard]->path() + ":" + e.image.name);
   }
 
  private:

@@ -526,3 +526,62 @@ TEST_CASE("image_files.jpeg_window_decoding_in_the_pipeline") {
     }
   }
 }
+
+TEST_CASE("image_files.cache_stages_over_encoded_files") {
+  temp_dir d;
+  fs::create_directories(d.path / "c");
+  for (int i = 0; i < 8; ++i)
+    write_bytes(d.path / "c" / (std::string(1, static_cast<char>('a' + i)) + ".jpg"), encode(picture(120 + 8 * i, 160, i), ".jpg"));
+  const auto files = list_image_folder(d.path.string()).files;
+  loader_options o;
+  o.batch_size = 16;
+  o.workers = 2;
+  o.device = "cpu";
+  o.seed = 9;
+  const auto steps = parse_pipeline("rrc(24),hflip");
+  const auto first_batch = [&](pipeline_source_options po, stats_snapshot* st = nullptr) {
+    loader l(std::make_shared<pipeline_source>(image_files_reader(files), steps, po), o);
+    auto b = l.next();
+    REQUIRE(b);
+    const auto img = b->field("image");
+    const auto* p = static_cast<const std::byte*>(img.data);
+    std::vector<std::vector<std::byte>> out;
+    for (std::size_t j = 0; j < b->size(); ++j) out.emplace_back(p + j * 24 * 24 * 3, p + (j + 1) * 24 * 24 * 3);
+    if (st != nullptr) *st = l.stats();
+    return out;
+  };
+  const auto plain = first_batch({});
+  pipeline_source_options po;
+  po.cache = {cache_stage::raw, 0, 4};
+  stats_snapshot st;
+  const auto raw = first_batch(po, &st);
+  // The stored bytes of samples 0..3 are read once each; every sample still decodes (with its own
+  // window) and transforms, so the pool's own samples equal the uncached ones.
+  REQUIRE(raw.size() == 8);
+  for (std::size_t i = 0; i < 4; ++i) CHECK(raw[i] == plain[i]);
+  std::size_t differs = 0;
+  for (std::size_t i = 4; i < 8; ++i) differs += raw[i] != plain[i % 4];
+  CHECK(differs >= 2);  // sample i decodes file i mod 4 with sample i's window and flip
+  CHECK(st[stage::read].count == 4);     // storage: once per pool entry
+  CHECK(st[stage::decode].count >= 8);   // decoding: every sample (and one check per entry)
+
+  // A pool entry whose sample does not decode: fail names the file; skip fills it from the next
+  // sample that works, and counts the failure.
+  write_bytes(d.path / "c" / "a.jpg", {std::byte{0xFF}, std::byte{0xD8}, std::byte{0x00}});
+  for (auto stage_ : {cache_stage::raw, cache_stage::decoded, cache_stage::processed}) {
+    CAPTURE(static_cast<int>(stage_));
+    pipeline_source_options bad;
+    bad.cache = {stage_, 0, 4};
+    loader l(std::make_shared<pipeline_source>(image_files_reader(files), steps, bad), o);
+    CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("a.jpg"), sample_error);
+    bad.on_error = error_policy::skip;
+    auto src = std::make_shared<pipeline_source>(image_files_reader(files), steps, bad);
+    loader s(src, o);
+    auto b = s.next();
+    REQUIRE(b);
+    CHECK(b->size() == 8);
+    CHECK(src->failures() == 1);
+    REQUIRE(src->failed().size() == 1);
+    CHECK(src->failed()[0].find("a.jpg") != std::string::npos);
+  }
+}

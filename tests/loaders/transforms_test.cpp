@@ -347,7 +347,7 @@ TEST_CASE("pipeline_source.caching_at_a_stage_serves_a_pool_of_samples") {
     CHECK(proc_img[i] == plain_img[i % 8]);  // the finished sample i mod 8
     CHECK(proc_lab[i] == plain_lab[i % 8]);
   }
-  po.cache = {cache_stage::read, 0, 8};
+  po.cache = {cache_stage::decoded, 0, 8};
   const auto [read_img, read_lab] = first_batch(po);
   std::size_t differs = 0;
   for (std::size_t i = 0; i < 40; ++i) {

@@ -173,7 +173,7 @@ expect_error "step-ms: negative" "--step-ms" run --step-ms -1
 check "cache processed: every batch holds the same 4 samples" test "$(grep '^batch ' "$work/cache.txt" | awk '{for(i=6;i<=NF;i++) printf "%s ", $i; print ""}' | sort -u | wc -l)" -eq 1
 "$pf" run --samples 16 --height 20 --width 20 --batch 4 --device cpu --transforms "crop(8),hflip" --cache steps:1 >/dev/null 2>&1
 check "cache steps:1 runs" test $? -eq 0
-expect_error "cache: bad stage" "--cache must be none, read, steps:K or processed" run --cache decoded
+expect_error "cache: bad stage" "--cache must be none, raw, decoded, steps:K or processed" run --cache read
 expect_error "cache: bad steps" "steps:K needs a number" run --cache steps:x
 expect_error "cache: too many steps" "cache after 5 steps" run --samples 8 --height 8 --width 8 --transforms "crop(4)" --cache steps:5
 

@@ -61,6 +61,17 @@ class image_reader {
   /// Throws sample_error naming the stage (read, decode) and the path.
   virtual read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) = 0;
   [[nodiscard]] virtual std::string name() const = 0;
+
+  /// True for readers of encoded files, whose read() is read_stored() then decode_stored(): a cache
+  /// can then keep the stored bytes and still decode every time.
+  [[nodiscard]] virtual bool stores_encoded() const { return false; }
+  /// Sample s's bytes as stored (a view into `storage`, or into memory the reader owns) with its
+  /// extra fields written into s. Only for stores_encoded() readers; throws sample_error (stage read).
+  virtual std::span<const std::byte> read_stored(sample& s, std::vector<std::byte>& storage);
+  /// Decodes bytes from read_stored() as read() would (stage decode, timed; sample_error naming the
+  /// origin on failure).
+  virtual read_result decode_stored(sample& s, std::span<const std::byte> bytes, std::vector<std::byte>& image,
+                                    const decode_planner& plan);
 };
 
 /// A reader over a source with a fixed-size uint8 [H, W, C] field (the synthetic source, say).
@@ -82,7 +93,9 @@ struct storage_emulation {
 /// served from pool entry i mod pool, computed once from sample (i mod pool).
 enum class cache_stage {
   none,
-  read,       ///< the read (and decoded) image and its labels; every transform still runs
+  raw,        ///< the stored bytes and labels: storage is skipped, decoding and transforms still run
+              ///< (for a reader that does not store encoded images, the same as `decoded`)
+  decoded,    ///< the decoded full image and its labels; every transform still runs
   steps,      ///< the image after the first `after_steps` host steps; the rest still run
   processed,  ///< the finished sample: nothing runs but a copy into the slot
 };
@@ -128,20 +141,27 @@ class pipeline_source final : public source {
   [[nodiscard]] std::vector<std::string> failed() const;
 
  private:
+  struct cache_entry {
+    std::once_flag filled;
+    image_spec spec;
+    std::vector<std::byte> image;                // decoded or after some steps; the stored bytes (raw)
+    std::vector<std::vector<std::byte>> fields;  // the output fields (processed) or the extras
+    std::string origin;
+    std::exception_ptr error;
+  };
   void produce_one(sample& out, std::uint64_t index);
   void produce_cached(sample& out);
+  /// Computes pool entry `p` from the first sample from index p on (wrapping) that works (under
+  /// error_policy::skip; only p itself under fail).
+  void fill_entry(cache_entry& e, std::uint64_t p, const sample& like);
+  void fill_entry_from(cache_entry& e, std::uint64_t index, const sample& like);
+  /// The plan the first host step gives the decoder for sample s.
+  [[nodiscard]] decode_planner planner(sample& s) const;
   /// Runs host steps [first, end) on `cur` (in a or b), then, when `end` is the last step, the
   /// fused tail into field 0 of `s`. Returns the image after the steps (in a or b, or the slot).
   image_view run_steps(sample& s, image_view cur, bool window_only, std::size_t first, std::size_t end,
                        std::vector<std::byte>& a, std::vector<std::byte>& b);
 
-  struct cache_entry {
-    std::once_flag filled;
-    image_spec spec;
-    std::vector<std::byte> image;
-    std::vector<std::vector<std::byte>> fields;  // the output fields (processed) or the extras
-    std::exception_ptr error;
-  };
   std::unique_ptr<cache_entry[]> cache_;
 
   std::shared_ptr<image_reader> reader_;

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The main job: installs the dependencies, builds, and runs pinfeed on the built-in synthetic
+# The main job: installs the dependencies, builds, and runs the doctor on the built-in synthetic
 # pipeline of the input-pipeline article (random 1024x1024 RGB image -> RandomCrop(256) ->
-# RandomMask(0.25) -> RGB->YCbCr -> /255, batch 64), printing throughput and per-stage statistics.
-# With a GPU the colour/scale tail runs on the device. Extra arguments go to `pinfeed run`.
+# RandomMask(0.25) -> RGB->YCbCr -> /255, batch 64): the pipeline in a ladder of modes with caches
+# at each stage, a table, the stage costs and a verdict naming what limits it. With a GPU the
+# colour/scale tail runs on the device. Extra arguments go to `pinfeed doctor` (e.g. --step-ms 20,
+# --json report.json).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$root/scripts/build.sh"
 "$root/build/tools/pinfeed" info
-"$root/build/tools/pinfeed" run --source synthetic --samples 2048 --batch 64 --prefetch 4 \
+"$root/build/tools/pinfeed" doctor --source synthetic --samples 2048 --batch 64 --prefetch 4 \
   --transforms "crop(256),mask(0.25),ycbcr,scale" "$@"

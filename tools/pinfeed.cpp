@@ -16,6 +16,7 @@
 #include "h2d_bench.hpp"
 #include "pipeline_bench.hpp"
 #include "sampler_bench.hpp"
+#include "pinfeed/doctor/doctor.hpp"
 #include "pinfeed/loaders/image_files.hpp"
 #include "pinfeed/loaders/pipeline_source.hpp"
 #include "pinfeed/loaders/shards.hpp"
@@ -87,41 +88,61 @@ struct run_args {
   std::string trace, json, resume, save_state, transforms, pipeline_file, on_error = "fail", cache = "none";
   std::size_t cache_pool = 64;
   std::int64_t max_pixels = std::int64_t{1} << 28;
-  double latency_ms = 0, bandwidth_mb_s = 0, step_ms = 0;
+  double latency_ms = 0, bandwidth_mb_s = 0, step_ms = 0, copy_bandwidth_mb_s = 0;
   bool checksums = false, normalize = false, shuffle = false, print_indices = false, drop_remainder = false;
   int rank = -1, world = 1;
 };
 
-int cmd_run(const run_args& a) {
+/// The pipeline the options describe: reader, transforms and source options (run and doctor share it).
+pinfeed::doctor_pipeline make_pipeline(const run_args& a, const pinfeed::device_choice& dev) {
   if (!a.transforms.empty() && !a.pipeline_file.empty())
     throw std::invalid_argument("give either --transforms or --pipeline, not both");
-  const pinfeed::device_choice dev = pinfeed::resolve_device(a.device);
-  pinfeed::loaders::pipeline steps;
-  if (!a.transforms.empty()) steps = pinfeed::loaders::parse_pipeline(a.transforms);
-  if (!a.pipeline_file.empty()) steps = pinfeed::loaders::load_pipeline_file(a.pipeline_file);
-  // Sources: synthetic | folder:PATH (ImageFolder layout) | list:FILE ("path label" lines).
-  std::shared_ptr<pinfeed::loaders::image_reader> reader;
+  pinfeed::doctor_pipeline p;
+  if (!a.transforms.empty()) p.steps = pinfeed::loaders::parse_pipeline(a.transforms);
+  if (!a.pipeline_file.empty()) p.steps = pinfeed::loaders::load_pipeline_file(a.pipeline_file);
+  // Sources: synthetic | folder:PATH (ImageFolder layout) | list:FILE ("path label" lines) | shards:PATTERN.
   if (a.source == "synthetic") {
-    reader = pinfeed::loaders::reader_from_source(
+    p.reader = pinfeed::loaders::reader_from_source(
         pinfeed::loaders::make_synthetic_source({a.samples, a.height, a.width, 1000}));
   } else if (a.source.rfind("shards:", 0) == 0) {
     pinfeed::loaders::shard_options so;
     so.decode.max_pixels = a.max_pixels;
-    reader = pinfeed::loaders::shard_reader(pinfeed::loaders::expand_shard_pattern(a.source.substr(7)), so);
+    p.reader = pinfeed::loaders::shard_reader(pinfeed::loaders::expand_shard_pattern(a.source.substr(7)), so);
   } else if (a.source.rfind("folder:", 0) == 0 || a.source.rfind("list:", 0) == 0) {
     const bool folder = a.source[0] == 'f';
     const std::string path = a.source.substr(folder ? 7 : 5);
     auto files = folder ? pinfeed::loaders::list_image_folder(path).files : pinfeed::loaders::read_file_list(path);
     pinfeed::loaders::decode_options d;
     d.max_pixels = a.max_pixels;
-    reader = pinfeed::loaders::image_files_reader(std::move(files), d);
+    p.reader = pinfeed::loaders::image_files_reader(std::move(files), d);
   } else {
     throw std::invalid_argument("unknown source '" + a.source +
                                 "' (synthetic, folder:PATH, list:FILE or shards:PATTERN)");
   }
-  pinfeed::loaders::pipeline_source_options po;
+  auto& po = p.source;
   po.device_tail = dev.is_cuda();  // with a GPU the colour/scale tail runs there: the slot keeps uint8
   po.storage = {a.latency_ms, a.bandwidth_mb_s};
+  if (a.on_error == "skip") po.on_error = pinfeed::loaders::error_policy::skip;
+  else if (a.on_error != "fail") throw std::invalid_argument("--on-error must be fail or skip, got '" + a.on_error + "'");
+  return p;
+}
+
+pinfeed::loader_options make_loader_options(const run_args& a, const pinfeed::device_choice& dev) {
+  pinfeed::loader_options o;
+  o.batch_size = a.batch;
+  o.workers = a.workers;
+  o.prefetch = a.prefetch;
+  o.device = dev.to_string();
+  o.seed = a.seed;
+  o.trace = !a.trace.empty();
+  o.order = {a.shuffle, a.rank, a.world, a.drop_remainder};
+  o.copy_bandwidth_mb_s = a.copy_bandwidth_mb_s;
+  return o;
+}
+
+int cmd_run(const run_args& a) {
+  const pinfeed::device_choice dev = pinfeed::resolve_device(a.device);
+  auto [reader, steps, po] = make_pipeline(a, dev);
   po.cache.pool = a.cache_pool;
   if (a.cache == "raw") po.cache.stage = pinfeed::loaders::cache_stage::raw;
   else if (a.cache == "decoded") po.cache.stage = pinfeed::loaders::cache_stage::decoded;
@@ -138,22 +159,12 @@ int cmd_run(const run_args& a) {
   } else if (a.cache != "none") {
     throw std::invalid_argument("--cache must be none, raw, decoded, steps:K or processed, got '" + a.cache + "'");
   }
-  if (a.on_error == "skip") po.on_error = pinfeed::loaders::error_policy::skip;
-  else if (a.on_error != "fail") throw std::invalid_argument("--on-error must be fail or skip, got '" + a.on_error + "'");
   auto piped = std::make_shared<pinfeed::loaders::pipeline_source>(reader, std::move(steps), po);
   std::shared_ptr<pinfeed::source> src = piped;
   if (a.source == "synthetic" && piped->host_steps().empty() && !piped->tail_params() && a.latency_ms <= 0 &&
       a.bandwidth_mb_s <= 0 && a.cache == "none")
     src = pinfeed::loaders::make_synthetic_source({a.samples, a.height, a.width, 1000});  // straight into the slot
-  pinfeed::loader_options o;
-  o.batch_size = a.batch;
-  o.workers = a.workers;
-  o.prefetch = a.prefetch;
-  o.device = dev.to_string();
-  o.seed = a.seed;
-  o.trace = !a.trace.empty();
-  o.order = {a.shuffle, a.rank, a.world, a.drop_remainder};
-  pinfeed::loader l(src, o);
+  pinfeed::loader l(src, make_loader_options(a, dev));
   std::uint32_t first_epoch = 0;
   if (!a.resume.empty()) {
     std::ifstream in(a.resume);
@@ -254,6 +265,52 @@ int cmd_run(const run_args& a) {
   return 0;
 }
 
+struct doctor_args {
+  double step_ms = 0, min_mode_seconds = 1, max_mode_seconds = 10;
+  std::size_t steps = 20, warmup = 3, pool = 0;
+  std::string modes, json, trace, trace_mode = "L0";
+  bool no_per_transform = false;
+};
+
+int cmd_doctor(const run_args& a, const doctor_args& d) {
+  const pinfeed::device_choice dev = pinfeed::resolve_device(a.device);
+  pinfeed::doctor_options o;
+  o.loader = make_loader_options(a, dev);
+  o.loader.trace = false;
+  o.steps = d.steps;
+  o.warmup = d.warmup;
+  o.min_steps = std::min<std::size_t>(3, d.steps);
+  o.min_mode_seconds = d.min_mode_seconds;
+  o.max_mode_seconds = d.max_mode_seconds;
+  o.step_ms = d.step_ms;
+  o.pool = d.pool;
+  o.per_transform = !d.no_per_transform;
+  for (std::size_t at = 0; at < d.modes.size();) {
+    const std::size_t comma = std::min(d.modes.find(',', at), d.modes.size());
+    if (comma > at) o.modes.push_back(d.modes.substr(at, comma - at));
+    at = comma + 1;
+  }
+  if (!d.trace.empty()) {
+    o.trace_mode = d.trace_mode;
+    o.trace_path = d.trace;
+  }
+  o.on_mode = [](const pinfeed::doctor_mode& m) {
+    if (m.ran)
+      std::fprintf(stderr, "doctor: %-3s %-28s %9.1f images/s, consumer wait %5.1f%%\n", m.id.c_str(), m.name.c_str(),
+                   m.images_per_s, 100 * m.consumer_wait);
+    else
+      std::fprintf(stderr, "doctor: %-3s %-28s %s\n", m.id.c_str(), m.name.c_str(), m.note.c_str());
+  };
+  const pinfeed::doctor_report r = pinfeed::doctor(make_pipeline(a, dev), o);
+  std::printf("%s", r.to_text().c_str());
+  if (!d.json.empty()) {
+    std::ofstream out(d.json);
+    if (!(out << r.to_json() << "\n")) throw std::runtime_error("cannot write '" + d.json + "'");
+  }
+  if (!d.trace.empty()) std::fprintf(stderr, "doctor: Chrome trace of mode %s written to %s\n", d.trace_mode.c_str(), d.trace.c_str());
+  return 0;
+}
+
 struct sample_args {
   std::string labels, out, valid, mode = "topup", device = "cpu";
   std::int64_t k = -1;
@@ -350,6 +407,35 @@ int cmd_pack(const pack_args& a) {
 
 }  // namespace
 
+/// The options that describe a pipeline and its loader (shared by run and doctor).
+void add_pipeline_options(CLI::App* app, run_args& a) {
+  app->add_option("--source", a.source,
+                  "synthetic, folder:PATH (ImageFolder layout), list:FILE (path label lines) or shards:PATTERN "
+                  "(tar shards: glob or train-{000..127}.tar)");
+  app->add_option("--on-error", a.on_error, "fail (default) or skip: replace a bad sample by the next good one");
+  app->add_option("--max-pixels", a.max_pixels, "reject images with more pixels (decompression bombs)");
+  app->add_option("--latency-ms", a.latency_ms, "emulate slow storage: added latency per read")->check(CLI::NonNegativeNumber);
+  app->add_option("--bandwidth-mb-s", a.bandwidth_mb_s, "emulate slow storage: shared read bandwidth cap (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--samples", a.samples, "samples in the dataset")->check(CLI::PositiveNumber);
+  app->add_option("--height", a.height, "synthetic image height")->check(CLI::PositiveNumber);
+  app->add_option("--width", a.width, "synthetic image width")->check(CLI::PositiveNumber);
+  app->add_option("-b,--batch", a.batch, "batch size")->check(CLI::PositiveNumber);
+  app->add_option("-w,--workers", a.workers, "worker threads (0: one per hardware thread)");
+  app->add_option("--prefetch", a.prefetch, "batches produced ahead")->check(CLI::PositiveNumber);
+  app->add_option("--device", a.device, "auto, cpu, cuda, cuda:N or local_rank");
+  app->add_option("--seed", a.seed, "seed of every sample's random stream");
+  app->add_option("--transforms", a.transforms, "per-sample pipeline, e.g. \"crop(256),mask(0.25),ycbcr,scale\"");
+  app->add_option("--pipeline", a.pipeline_file, "pipeline JSON file: {\"transforms\": [\"crop(256)\", ...]}");
+  app->add_flag("--shuffle", a.shuffle, "shuffle every epoch (a pure function of seed and epoch)");
+  app->add_option("--rank", a.rank, "this process's shard (default: from torchrun/Open MPI/Slurm, else 0)");
+  app->add_option("--world", a.world, "number of shards when --rank is given")->check(CLI::PositiveNumber);
+  app->add_flag("--drop-remainder", a.drop_remainder, "drop samples that do not divide evenly over ranks (default: pad)");
+  app->add_option("--copy-bandwidth-mb-s", a.copy_bandwidth_mb_s,
+                  "emulate a slow host-to-device link: the copy stream stays busy bytes / rate (0: off)")
+      ->check(CLI::NonNegativeNumber);
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"pinfeed: keeps GPUs fed - a CUDA C++ data-loading runtime"};
   app.require_subcommand(1);
@@ -358,43 +444,39 @@ int main(int argc, char** argv) {
 
   run_args ra;
   auto* run = app.add_subcommand("run", "run a loader and print throughput and stage statistics");
-  run->add_option("--source", ra.source,
-                  "synthetic, folder:PATH (ImageFolder layout), list:FILE (path label lines) or shards:PATTERN "
-                  "(tar shards: glob or train-{000..127}.tar)");
-  run->add_option("--on-error", ra.on_error, "fail (default) or skip: replace a bad sample by the next good one");
-  run->add_option("--max-pixels", ra.max_pixels, "reject images with more pixels (decompression bombs)");
+  add_pipeline_options(run, ra);
   run->add_option("--cache", ra.cache,
                   "serve a pool of samples cached at a stage: none, raw (stored bytes), decoded, steps:K (after K host "
                   "steps), processed");
   run->add_option("--cache-pool", ra.cache_pool, "distinct samples in the cache pool")->check(CLI::PositiveNumber);
   run->add_option("--step-ms", ra.step_ms, "a stand-in training step per batch: busy ms on the batch's device")
       ->check(CLI::NonNegativeNumber);
-  run->add_option("--latency-ms", ra.latency_ms, "emulate slow storage: added latency per read")->check(CLI::NonNegativeNumber);
-  run->add_option("--bandwidth-mb-s", ra.bandwidth_mb_s, "emulate slow storage: shared read bandwidth cap (0: none)")
-      ->check(CLI::NonNegativeNumber);
-  run->add_option("--samples", ra.samples, "samples in the dataset")->check(CLI::PositiveNumber);
-  run->add_option("--height", ra.height, "synthetic image height")->check(CLI::PositiveNumber);
-  run->add_option("--width", ra.width, "synthetic image width")->check(CLI::PositiveNumber);
-  run->add_option("-b,--batch", ra.batch, "batch size")->check(CLI::PositiveNumber);
-  run->add_option("-w,--workers", ra.workers, "worker threads (0: one per hardware thread)");
-  run->add_option("--prefetch", ra.prefetch, "batches produced ahead")->check(CLI::PositiveNumber);
-  run->add_option("--device", ra.device, "auto, cpu, cuda, cuda:N or local_rank");
   run->add_option("--limit", ra.limit, "stop after this many batches (0: whole epochs)");
   run->add_option("--epochs", ra.epochs, "epochs")->check(CLI::PositiveNumber);
-  run->add_option("--seed", ra.seed, "seed of every sample's random stream");
   run->add_option("--trace", ra.trace, "write a Chrome trace (Perfetto, chrome://tracing) to this file");
   run->add_option("--json", ra.json, "write the statistics as JSON to this file");
   run->add_flag("--checksums", ra.checksums, "print one digest line per batch (to compare runs exactly)");
   run->add_flag("--print-indices", ra.print_indices, "print the dataset indices of every batch");
-  run->add_option("--transforms", ra.transforms, "per-sample pipeline, e.g. \"crop(256),mask(0.25),ycbcr,scale\"");
-  run->add_option("--pipeline", ra.pipeline_file, "pipeline JSON file: {\"transforms\": [\"crop(256)\", ...]}");
-  run->add_flag("--shuffle", ra.shuffle, "shuffle every epoch (a pure function of seed and epoch)");
-  run->add_option("--rank", ra.rank, "this process's shard (default: from torchrun/Open MPI/Slurm, else 0)");
-  run->add_option("--world", ra.world, "number of shards when --rank is given")->check(CLI::PositiveNumber);
-  run->add_flag("--drop-remainder", ra.drop_remainder, "drop samples that do not divide evenly over ranks (default: pad)");
   run->add_option("--resume", ra.resume, "continue from a state file written by --save-state");
   run->add_option("--save-state", ra.save_state, "write the loader's state (JSON) here after the run");
   run->add_flag("--normalize", ra.normalize, "consume each batch: uint8 HWC -> float32 CHW on its device");
+
+  run_args da;
+  doctor_args dd;
+  auto* doc = app.add_subcommand("doctor", "find what starves the consumer: the pipeline run with caches at each stage");
+  add_pipeline_options(doc, da);
+  doc->add_option("--step-ms", dd.step_ms,
+                  "the stand-in training step: busy ms per batch (a kernel on the GPU, the consumer thread without one)");
+  doc->add_option("--steps", dd.steps, "timed steps per mode")->check(CLI::PositiveNumber);
+  doc->add_option("--warmup", dd.warmup, "untimed steps before each mode");
+  doc->add_option("--min-mode-seconds", dd.min_mode_seconds, "time each mode at least this long (default 1)");
+  doc->add_option("--max-mode-seconds", dd.max_mode_seconds, "stop a mode after this long (at least 3 steps; default 10)");
+  doc->add_option("--pool", dd.pool, "distinct samples per cache (default: 64, or the dataset when smaller)");
+  doc->add_option("--modes", dd.modes, "run only these modes, e.g. L0,L3 (default: the whole ladder)");
+  doc->add_flag("--no-per-transform", dd.no_per_transform, "skip the per-transform ladder");
+  doc->add_option("--json", dd.json, "write the report as JSON to this file");
+  doc->add_option("--trace", dd.trace, "write a Chrome trace of one mode to this file");
+  doc->add_option("--trace-mode", dd.trace_mode, "the mode traced (default L0)");
 
   sample_args sa;
   auto* sample = app.add_subcommand("sample", "balanced sampler on labels from an .npy file");
@@ -452,6 +534,7 @@ int main(int argc, char** argv) {
   try {
     if (info->parsed()) return cmd_info();
     if (run->parsed()) return cmd_run(ra);
+    if (doc->parsed()) return cmd_doctor(da, dd);
     if (sample->parsed()) return cmd_sample(sa);
     if (pack->parsed()) return cmd_pack(pa);
     if (bpipe->parsed()) {

@@ -2,6 +2,7 @@
 /// @file pinfeed.hpp
 /// Everything a trainer needs: the loader, the built-in sources and the device ops.
 
+#include "pinfeed/doctor/doctor.hpp"
 #include "pinfeed/loaders/synthetic.hpp"
 #include "pinfeed/ops/normalize.hpp"
 #include "pinfeed/runtime/batch.hpp"

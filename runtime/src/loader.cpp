@@ -50,6 +50,8 @@ void validate(const loader_options& o) {
   if (o.prefetch + o.max_batches_in_use > 4096)
     throw std::invalid_argument("loader options prefetch + max_batches_in_use must be at most 4096, got " +
                                 std::to_string(o.prefetch + o.max_batches_in_use));
+  if (!(o.copy_bandwidth_mb_s >= 0.0))
+    throw std::invalid_argument("loader option copy_bandwidth_mb_s must be >= 0, got " + std::to_string(o.copy_bandwidth_mb_s));
 }
 
 namespace detail {
@@ -340,6 +342,8 @@ void loader::impl::finish_slot(std::size_t slot) {
     if (m.release_recorded) PINFEED_CUDA_TRY(cudaStreamWaitEvent(c.copy_stream, m.release_event, 0));
     PINFEED_CUDA_TRY(cudaMemcpyAsync(c.device_slot(slot), c.host_slot(slot), c.used_bytes(m.count),
                                      cudaMemcpyHostToDevice, c.copy_stream));
+    if (c.options.copy_bandwidth_mb_s > 0.0)  // an emulated slow link: the copy takes bytes / rate
+      busy_kernel_ms(static_cast<double>(c.used_bytes(m.count)) / (c.options.copy_bandwidth_mb_s * 1e3), c.copy_stream);
     PINFEED_CUDA_TRY(cudaEventRecord(m.copy_event, c.copy_stream));
     m.copy_recorded = true;
   } catch (...) {

@@ -183,5 +183,30 @@ expect_error "trace to bad path" "/nonexistent/dir/t.json" run "${small[@]}" --t
 expect_error "no subcommand" "subcommand" 
 expect_error "bench sample bigger than batch" "sample_bytes <= batch_bytes" bench h2d --batch-bytes 10 --sample-bytes 100
 
+# The doctor: a report with a verdict on stdout, the same as JSON, and clear errors.
+doc=(doctor --samples 64 --height 64 --width 64 --batch 8 --device cpu --transforms "crop(32),mask(0.25),ycbcr,scale"
+     --steps 4 --min-mode-seconds 0.1)
+"$pf" "${doc[@]}" --json "$work/doctor.json" --trace "$work/doctor-trace.json" >"$work/doctor.txt" 2>"$work/doctor.err"
+check "doctor exits 0" test $? -eq 0
+check "doctor prints a verdict" grep -q "^verdict: " "$work/doctor.txt"
+check "doctor prints the mode table" grep -q "^L3   processed samples cached" "$work/doctor.txt"
+check "doctor prints the per-transform ladder" grep -q "mask(0.25)" "$work/doctor.txt"
+check "doctor JSON matches the text" python3 -c "
+import json,sys; r=json.load(open('$work/doctor.json')); t=open('$work/doctor.txt').read()
+ids=[m['id'] for m in r['modes']]
+ok = r['schema']=='pinfeed.doctor/1' and ids[:6]==['L0','L1','L2','L3','L4','L5'] and ('verdict: '+r['verdict']) in t
+ok = ok and all(0<=m['consumer_wait']<=1 for m in r['modes'] if m['ran']) and len(r['transforms'])==3
+sys.exit(0 if ok else 1)"
+check "doctor trace is a Chrome trace" python3 -c "
+import json,sys; t=json.load(open('$work/doctor-trace.json')); sys.exit(0 if t['traceEvents'] else 1)"
+expect_error "doctor: negative step" "step time must be a finite number >= 0 ms, got -2" "${doc[@]}" --step-ms -2
+expect_error "doctor: pool larger than dataset" "cache pool of 100 samples is larger than the dataset (64 samples)" "${doc[@]}" --pool 100
+expect_error "doctor: unknown option" "--frobnicate" "${doc[@]}" --frobnicate 3
+expect_error "doctor: unknown mode" "unknown mode 'L7'" "${doc[@]}" --modes L0,L7
+expect_error "doctor: bad transform" "bogus" doctor --transforms "crop(8),bogus"
+mkdir -p "$work/bad/a" && for i in 1 2 3; do echo "no image" >"$work/bad/a/x$i.jpg"; done
+expect_error "doctor: dataset that fails to decode" "x1.jpg" doctor --source "folder:$work/bad" --transforms "rrc(16)" --device cpu --batch 2 --steps 2
+expect_error "doctor: skip with nothing good" "every one of the 3 samples failed" doctor --source "folder:$work/bad" --transforms "rrc(16)" --device cpu --batch 2 --steps 2 --on-error skip
+
 echo "$fails failed"
 exit $((fails > 0))

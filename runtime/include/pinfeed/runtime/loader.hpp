@@ -35,6 +35,9 @@ struct loader_options {
   epoch_order_options order;
   /// The consumer's stream. Unset: the loader creates a non-blocking stream on its device.
   std::optional<cudaStream_t> stream;
+  /// Emulate a slower host-to-device link (experiments, the doctor's tests): after each batch's
+  /// copy the copy stream stays busy for bytes / this rate. 0 (default): off.
+  double copy_bandwidth_mb_s = 0.0;
   bool trace = false;                  ///< record stage spans for a Chrome trace
   std::size_t trace_max_events = 1u << 20;
 };

@@ -1,0 +1,148 @@
+#pragma once
+/// @file doctor.hpp
+/// Finds what starves the consumer by caching at each stage of a pipeline (the input-pipeline
+/// article's method, automated). The same pipeline runs in a ladder of modes, each for a fixed
+/// number of steps after a warm-up, with the same consumer step:
+///
+///   L0 full pipeline                  L3 processed samples cached (transforms skipped)
+///   L1 stored bytes cached (no reads) L4 host batches cached (workers skipped: copy + step)
+///   L2 decoded images cached          L5 device batches cached (step only: the ceiling)
+///
+/// plus a per-transform ladder (cached after transform 1, 1..2, ...) that prices each transform.
+/// Caches hold a pool of distinct samples (64 by default), so variable-size inputs are represented.
+/// The time per image a stage costs is what skipping it saves; the verdict names the stages that
+/// cost the most, and suggestions quote the numbers behind them.
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "pinfeed/loaders/pipeline_source.hpp"
+#include "pinfeed/runtime/loader.hpp"
+#include "pinfeed/runtime/tensor.hpp"
+
+namespace pinfeed {
+
+/// What the consumer's step sees: every field of one batch as a [size, ...] tensor, in host memory
+/// (CPU path) or device memory; on a GPU, work queued on `stream` sees the data.
+struct step_batch {
+  std::vector<tensor_view> fields;
+  std::size_t size = 0;
+  cudaStream_t stream = nullptr;
+};
+/// A training step: called once per batch on the consumer thread. On a GPU it should queue its work
+/// on the batch's stream and return (the doctor synchronises at the end of each mode).
+using step_function = std::function<void(const step_batch&)>;
+
+/// The pipeline under examination: a reader, its transforms and the source options (storage
+/// emulation, error policy, device tail). Its `cache` must be left at none: the doctor sets it.
+struct doctor_pipeline {
+  std::shared_ptr<loaders::image_reader> reader;
+  loaders::pipeline steps;
+  loaders::pipeline_source_options source;
+};
+
+struct doctor_mode;
+
+struct doctor_options {
+  loader_options loader;         ///< batch size, workers, prefetch, device, seed, order, consumer stream
+  /// Timed steps per mode: at least `steps`, and more until `min_mode_seconds` have passed (short
+  /// modes would measure noise), but a mode stops after `max_mode_seconds` once `min_steps` are done.
+  std::size_t steps = 20;
+  double min_mode_seconds = 1.0;
+  double max_mode_seconds = 10;
+  std::size_t min_steps = 3;
+  std::size_t warmup = 3;        ///< untimed steps first (more when the cache pool spans more batches)
+  /// The stand-in step: `step_ms` busy milliseconds per batch, as a calibrated kernel on the consumer
+  /// stream with a GPU, on the consumer thread without one. 0 measures the pipeline alone.
+  double step_ms = 0.0;
+  /// A user step instead of step_ms (then the report's caveat says its time may depend on data).
+  step_function step;
+  /// Distinct samples each cache holds; 0: 64, or the dataset when it is smaller. A pool larger
+  /// than the dataset is an error.
+  std::size_t pool = 0;
+  bool per_transform = true;     ///< run the per-transform ladder
+  /// Modes to run ("L0".."L5", "T1".."Tn"); empty: the whole ladder.
+  std::vector<std::string> modes;
+  std::string trace_mode;        ///< write a Chrome trace of this mode ("L0", ...) to trace_path
+  std::string trace_path;
+  /// Called after each mode (progress output).
+  std::function<void(const doctor_mode&)> on_mode;
+};
+
+/// One rung of the ladder.
+struct doctor_mode {
+  std::string id;     ///< "L0".."L5", "T1".. (cached after host transform k)
+  std::string name;   ///< "full pipeline", "processed samples cached", "after mask(0.25)", ...
+  std::string skips;  ///< what the mode leaves out
+  bool ran = false;
+  std::string note;   ///< why it did not run, or what it stands for ("same as L2: ...")
+  std::size_t steps = 0;
+  std::size_t images = 0;
+  double seconds = 0;
+  double steps_per_s = 0, images_per_s = 0;
+  double consumer_wait = 0;    ///< fraction of the timed wall time the consumer waited for a batch
+  double wait_top_share = 0;   ///< share of that wait spent in the 10% slowest waits (burstiness)
+  double cpu_utilisation = 0;  ///< process CPU time / (wall time x hardware threads), in [0, 1]
+};
+
+/// The time per image a stage costs: what caching past it saves.
+struct doctor_stage {
+  std::string name;               ///< "read", "decode", "transforms", "loader", "copy", or a transform
+  std::string label;              ///< the same in words, e.g. "reading the raw images (generating them)"
+  std::string from, to;           ///< the modes compared
+  double ms_per_image = 0;        ///< >= 0 (negative differences are noise and count as 0)
+  double share = 0;               ///< of the sum over the stages of its list, in [0, 1]
+};
+
+struct doctor_suggestion {
+  std::string what;      ///< the change, e.g. "raise workers from 2 to 4"
+  std::string evidence;  ///< the number behind it
+};
+
+struct doctor_report {
+  std::string pipeline, device;
+  std::size_t workers = 0, batch_size = 0, prefetch = 0, hardware_threads = 0, pool = 0;
+  double step_ms = 0;
+  bool user_step = false;
+  // What the analysis needs to know of the pipeline.
+  bool gpu = false;              ///< batches went to a GPU
+  bool encoded = false;          ///< the reader decodes stored files (else L1 is the same as L2)
+  bool sharded = false;          ///< ... read from tar shards
+  bool varying_sizes = false;    ///< the source's images differ in size
+  bool float_images = false;     ///< the image field crosses to the device as float (4x uint8)
+  std::size_t batch_bytes = 0;   ///< bytes per full batch
+  /// The host transforms in order (a fused colour/scale tail counts as one); mode Tk caches after
+  /// the first k of them.
+  std::vector<std::string> transform_names;
+  std::vector<doctor_mode> modes;
+  std::vector<doctor_stage> stages;      ///< read, decode, transforms, loader, copy (the ladder's deltas)
+  std::vector<doctor_stage> transforms;  ///< each host transform (the per-transform ladder)
+  std::vector<std::string> bottleneck;   ///< the stages named, costliest first; empty: none
+  std::string verdict;                   ///< one sentence
+  std::string caveat;                    ///< empty unless the step time may depend on the data
+  std::vector<doctor_suggestion> suggestions;
+
+  /// The mode with this id, or null.
+  [[nodiscard]] const doctor_mode* mode(const std::string& id) const;
+  /// The table, stage deltas, bar charts, verdict, caveat and suggestions.
+  [[nodiscard]] std::string to_text() const;
+  /// The same as JSON (schema: see README, "Reading a doctor report").
+  [[nodiscard]] std::string to_json() const;
+};
+
+/// Runs the ladder. Throws std::invalid_argument for bad options (negative step time, a pool
+/// larger than the dataset, an unknown mode) before running anything, and the pipeline's own errors
+/// (sample_error naming the path, index and stage) when a mode cannot produce its batches.
+[[nodiscard]] doctor_report doctor(const doctor_pipeline& pipeline, const doctor_options& options);
+
+/// Derives stages, verdict, caveat and suggestions from the measured modes (doctor() calls it; a
+/// separate step so the rules can be checked on given numbers).
+void analyse(doctor_report& report);
+
+}  // namespace pinfeed

@@ -1,0 +1,355 @@
+// The doctor: planted bottlenecks must be named, the report must be consistent, bad input refused.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+
+#include "pinfeed/doctor/doctor.hpp"
+#include "pinfeed/loaders/image_files.hpp"
+#include "pinfeed/loaders/synthetic.hpp"
+#include "pinfeed/runtime/error.hpp"
+#include "test_util.hpp"
+
+namespace fs = std::filesystem;
+using namespace pinfeed;
+using namespace pinfeed::loaders;
+using pinfeed::test::temp_dir;
+
+namespace {
+
+/// A transform that copies its input and sleeps: a planted slow transform.
+class sleepy final : public transform {
+ public:
+  explicit sleepy(double ms) : ms_(ms) {}
+  std::string name() const override { return "sleep(" + std::to_string(static_cast<int>(ms_)) + "ms)"; }
+  image_spec output_spec(const image_spec& in) const override { return in; }
+  void apply(const image_view& in, const image_view& out, philox_stream) const override {
+    std::memcpy(out.data, in.data, in.spec.bytes());
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms_));
+  }
+
+ private:
+  double ms_;
+};
+
+std::shared_ptr<image_reader> small_synthetic(std::uint64_t n = 64, std::int64_t side = 48) {
+  return reader_from_source(make_synthetic_source({n, side, side, 10}));
+}
+
+/// Short modes: the planted effects are 10x and more, far above the noise of a short run.
+doctor_options quick(std::size_t workers, std::size_t batch = 8) {
+  doctor_options o;
+  o.loader.device = "cpu";
+  o.loader.workers = workers;
+  o.loader.batch_size = batch;
+  o.steps = 6;
+  o.warmup = 2;
+  o.min_mode_seconds = 0.25;
+  o.max_mode_seconds = 5;
+  return o;
+}
+
+bool suggests(const doctor_report& r, const std::string& words) {
+  return std::any_of(r.suggestions.begin(), r.suggestions.end(),
+                     [&](const doctor_suggestion& s) { return s.what.find(words) != std::string::npos; });
+}
+
+/// The report's JSON against its schema, and its numbers against each other.
+void check_json_and_consistency(const doctor_report& r) {
+  const auto j = nlohmann::json::parse(r.to_json());
+  CHECK(j.at("schema") == "pinfeed.doctor/1");
+  for (const char* k : {"pipeline", "device", "verdict"}) CHECK(j.at(k).is_string());
+  for (const char* k : {"workers", "hardware_threads", "batch_size", "prefetch", "pool"}) CHECK(j.at(k).is_number_unsigned());
+  CHECK(j.at("step_ms").is_number());
+  CHECK(j.at("user_step").is_boolean());
+  CHECK((j.at("caveat").is_null() || j.at("caveat").is_string()));
+  REQUIRE(j.at("modes").is_array());
+  CHECK(j.at("modes").size() == r.modes.size());
+  for (const auto& m : j.at("modes")) {
+    for (const char* k : {"id", "name", "skips", "note"}) CHECK(m.at(k).is_string());
+    if (!m.at("ran").get<bool>()) {
+      CHECK(!m.at("note").get<std::string>().empty());
+      CHECK(!m.contains("images_per_s"));
+      continue;
+    }
+    CHECK(m.at("steps").get<std::size_t>() >= 3);
+    CHECK(m.at("images_per_s").get<double>() > 0);
+    CHECK(m.at("steps_per_s").get<double>() > 0);
+    CHECK(m.at("seconds").get<double>() > 0);
+    for (const char* k : {"consumer_wait", "wait_top_share", "cpu_utilisation"}) {
+      const double v = m.at(k).get<double>();
+      CHECK(v >= 0.0);
+      CHECK(v <= 1.0);
+    }
+  }
+  for (const char* list : {"stages", "transforms"}) {
+    double total = 0;
+    bool measured = false;
+    for (const auto& s : j.at(list)) {
+      measured = measured || (s.at("ms_per_image").is_number() && s.at("ms_per_image").get<double>() > 0);
+      for (const char* k : {"name", "label", "from", "to"}) CHECK(s.at(k).is_string());
+      CHECK((s.at("ms_per_image").is_null() || s.at("ms_per_image").get<double>() >= 0));
+      const double share = s.at("share").get<double>();
+      CHECK(share >= 0.0);
+      CHECK(share <= 1.0);
+      total += share;
+    }
+    if (measured) CHECK(total == doctest::Approx(1.0).epsilon(1e-6));
+    else CHECK(total == 0.0);
+  }
+  CHECK(j.at("bottleneck").is_array());
+  for (const auto& s : j.at("suggestions")) {
+    CHECK(!s.at("what").get<std::string>().empty());
+    CHECK(!s.at("evidence").get<std::string>().empty());
+  }
+  // The ceiling is at least the full pipeline, within noise.
+  const auto* l0 = r.mode("L0");
+  const auto* top = r.mode(r.gpu ? "L5" : "L4");
+  REQUIRE(l0 != nullptr);
+  REQUIRE(top != nullptr);
+  if (l0->ran && top->ran) CHECK(top->images_per_s >= 0.8 * l0->images_per_s);
+  CHECK(!r.verdict.empty());
+  CHECK(r.to_text().find("verdict: " + r.verdict) != std::string::npos);
+}
+
+cv::Mat picture(int h, int w, int seed) {
+  cv::Mat m(h, w, CV_8UC3);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      m.at<cv::Vec3b>(y, x) = cv::Vec3b(static_cast<uchar>(x * 3 + seed), static_cast<uchar>(y * 5), static_cast<uchar>(x + y));
+  return m;
+}
+
+std::vector<image_file> jpeg_folder(const fs::path& root, int n) {
+  for (int i = 0; i < n; ++i) {
+    const fs::path dir = root / (i % 2 ? "b" : "a");
+    fs::create_directories(dir);
+    REQUIRE(cv::imwrite((dir / ("img" + std::to_string(i) + ".jpg")).string(), picture(60 + i % 5, 80, i)));
+  }
+  return list_image_folder(root.string()).files;
+}
+
+}  // namespace
+
+TEST_CASE("doctor.slow_source_is_named") {
+  temp_dir d;
+  const auto files = jpeg_folder(d.path, 24);
+  for (std::size_t workers : {1u, 2u}) {
+    CAPTURE(workers);
+    doctor_pipeline p{image_files_reader(files), parse_pipeline("rrc(32),hflip"), {}};
+    p.source.storage.latency_ms = 15;  // every read waits: the planted bottleneck
+    doctor_options o = quick(workers, 4);
+    o.per_transform = false;
+    const doctor_report r = doctor(p, o);
+    MESSAGE(r.to_text());
+    REQUIRE(!r.bottleneck.empty());
+    CHECK(r.bottleneck.front() == "read");
+    CHECK(r.verdict.find("storage reads") != std::string::npos);
+    CHECK(r.mode("L1")->ran);
+    CHECK(r.mode("L1")->images_per_s > 5 * r.mode("L0")->images_per_s);
+    CHECK(r.mode("L0")->consumer_wait > 0.5);
+    CHECK(suggests(r, "tar shards"));      // files, not shards
+    CHECK(suggests(r, "raise workers"));   // the workers sleep: the CPU idles
+    CHECK(r.caveat.find("vary in size") != std::string::npos);
+    check_json_and_consistency(r);
+  }
+}
+
+TEST_CASE("doctor.slow_transform_is_named_with_its_share") {
+  for (std::size_t workers : {1u, 2u}) {
+    CAPTURE(workers);
+    doctor_pipeline p{small_synthetic(),
+                      pipeline({random_crop(32), std::make_shared<sleepy>(3.0), random_hflip()}), {}};
+    const doctor_report r = doctor(p, quick(workers));
+    MESSAGE(r.to_text());
+    REQUIRE(!r.bottleneck.empty());
+    CHECK(r.bottleneck.front() == "transforms");
+    REQUIRE(r.transforms.size() == 3);
+    const auto top = std::max_element(r.transforms.begin(), r.transforms.end(),
+                                      [](const auto& a, const auto& b) { return a.share < b.share; });
+    CHECK(top->name == "sleep(3ms)");
+    CHECK(top->share > 0.8);
+    CHECK(r.verdict.find("sleep(3ms) costs") != std::string::npos);
+    CHECK(r.mode("L3")->images_per_s > 5 * r.mode("L2")->images_per_s);
+    CHECK(!r.mode("L1")->ran);  // synthetic images are not encoded: L1 is L2
+    CHECK(r.caveat.empty());
+    check_json_and_consistency(r);
+  }
+}
+
+TEST_CASE("doctor.slow_consumer_means_no_bottleneck") {
+  for (std::size_t workers : {1u, 2u}) {
+    CAPTURE(workers);
+    doctor_pipeline p{small_synthetic(), parse_pipeline("crop(32),hflip"), {}};
+    doctor_options o = quick(workers);
+    o.step_ms = 25;  // far slower than producing 8 small samples
+    o.per_transform = false;
+    const doctor_report r = doctor(p, o);
+    MESSAGE(r.to_text());
+    CHECK(r.bottleneck.empty());
+    CHECK(r.verdict.rfind("no bottleneck", 0) == 0);
+    CHECK(r.mode("L0")->consumer_wait < 0.1);
+    // Every mode is held to the step: about 8 / 25 ms = 320 images/s.
+    for (const auto& m : r.modes)
+      if (m.ran) CHECK(m.images_per_s < 8 / 0.025 * 1.05);
+    check_json_and_consistency(r);
+  }
+}
+
+TEST_CASE("doctor.user_step_trace_and_mode_selection") {
+  temp_dir d;
+  doctor_pipeline p{small_synthetic(), parse_pipeline("crop(32),ycbcr,scale"), {}};
+  doctor_options o = quick(2);
+  std::atomic<std::size_t> calls{0};
+  std::atomic<bool> shapes_ok{true};
+  o.step = [&](const step_batch& b) {
+    ++calls;
+    if (b.fields.size() != 2 || b.fields[0].shape != std::vector<std::int64_t>{static_cast<std::int64_t>(b.size), 3, 32, 32} ||
+        b.fields[0].type != dtype::f32 || b.stream != nullptr)
+      shapes_ok = false;
+  };
+  o.modes = {"L0", "L3", "L4"};
+  o.trace_mode = "L0";
+  o.trace_path = (d.path / "trace.json").string();
+  const doctor_report r = doctor(p, o);
+  CHECK(shapes_ok);
+  std::size_t steps = 0;
+  for (const auto& m : r.modes) {
+    CHECK(m.ran == (m.id == "L0" || m.id == "L3" || m.id == "L4"));
+    if (m.ran) steps += m.steps;
+  }
+  CHECK(calls >= steps + 3 * o.warmup);
+  CHECK(r.user_step);
+  CHECK(r.caveat.find("your own function") != std::string::npos);
+  std::ifstream in(o.trace_path);
+  const auto trace = nlohmann::json::parse(in);
+  CHECK(trace.at("traceEvents").size() > 0);
+  check_json_and_consistency(r);
+}
+
+TEST_CASE("doctor.bad_input_is_refused_clearly") {
+  doctor_pipeline p{small_synthetic(40), parse_pipeline("crop(32)"), {}};
+  doctor_options o = quick(1);
+  o.step_ms = -1;
+  CHECK_THROWS_WITH_AS((void)doctor(p, o), doctest::Contains("step time must be a finite number >= 0 ms, got -1"),
+                       std::invalid_argument);
+  o = quick(1);
+  o.pool = 41;
+  CHECK_THROWS_WITH_AS((void)doctor(p, o), doctest::Contains("pool of 41 samples is larger than the dataset (40 samples)"),
+                       std::invalid_argument);
+  o = quick(1);
+  o.modes = {"L0", "L9"};
+  CHECK_THROWS_WITH_AS((void)doctor(p, o), doctest::Contains("unknown mode 'L9'"), std::invalid_argument);
+  o = quick(1);
+  o.trace_mode = "L4";
+  o.trace_path = "x.json";
+  CHECK_THROWS_WITH_AS((void)doctor(p, o), doctest::Contains("--trace-mode must be a mode that runs the loader"),
+                       std::invalid_argument);
+  doctor_pipeline cached = p;
+  cached.source.cache.stage = cache_stage::processed;
+  CHECK_THROWS_WITH_AS((void)doctor(cached, quick(1)), doctest::Contains("leave the pipeline's cache at none"),
+                       std::invalid_argument);
+  doctor_pipeline none{nullptr, {}, {}};
+  CHECK_THROWS_WITH_AS((void)doctor(none, quick(1)), doctest::Contains("no reader"), std::invalid_argument);
+
+  // A dataset where nothing decodes: fail names the file, skip says every sample failed; no hang.
+  temp_dir d;
+  fs::create_directories(d.path / "a");
+  for (int i = 0; i < 6; ++i) std::ofstream(d.path / "a" / ("bad" + std::to_string(i) + ".jpg")) << "not a jpeg";
+  const auto files = list_image_folder(d.path.string()).files;
+  pinfeed::test::run_with_timeout(std::chrono::seconds(120), [&] {
+    doctor_pipeline bad{image_files_reader(files), parse_pipeline("rrc(16)"), {}};
+    CHECK_THROWS_WITH_AS((void)doctor(bad, quick(2)), doctest::Contains("bad0.jpg"), sample_error);
+    bad.source.on_error = error_policy::skip;
+    CHECK_THROWS_WITH_AS((void)doctor(bad, quick(2)), doctest::Contains("every one of the 6 samples failed"), sample_error);
+  }, "doctor on an undecodable dataset");
+}
+
+TEST_CASE("doctor.analysis_rules_on_given_numbers") {
+  const auto mode = [](std::string id, double ips, double wait, double cpu, double top = 0.2) {
+    doctor_mode m;
+    m.id = std::move(id);
+    m.name = m.id;
+    m.ran = true;
+    m.steps = 40;
+    m.images = 1000;
+    m.seconds = 1000 / ips;
+    m.images_per_s = ips;
+    m.steps_per_s = ips / 32;
+    m.consumer_wait = wait;
+    m.cpu_utilisation = cpu;
+    m.wait_top_share = top;
+    return m;
+  };
+  doctor_report r;
+  r.gpu = true;
+  r.encoded = true;
+  r.float_images = true;
+  r.workers = 8;
+  r.hardware_threads = 16;
+  r.prefetch = 2;
+  r.batch_size = 32;
+  r.batch_bytes = 32u << 20;
+  r.pool = 64;
+  // A copy-bound GPU pipeline: everything before the copy is fast, the copy is not.
+  r.modes = {mode("L0", 1000, 0.6, 0.9), mode("L1", 1010, 0.6, 0.9), mode("L2", 1020, 0.6, 0.9),
+             mode("L3", 1030, 0.6, 0.9), mode("L4", 1040, 0.6, 0.9), mode("L5", 5000, 0.0, 0.1)};
+  analyse(r);
+  REQUIRE(r.bottleneck.size() == 1);
+  CHECK(r.bottleneck[0] == "copy");
+  CHECK(suggests(r, "keep uint8 until the GPU"));
+  CHECK(r.verdict.find("caching device batches raises throughput 5.0x") != std::string::npos);
+
+  // Reads dominate with an idle CPU and a bursty wait: shards, workers and prefetch are suggested.
+  r.float_images = false;
+  r.modes = {mode("L0", 100, 0.3, 0.2, 0.8), mode("L1", 1000, 0.1, 0.9), mode("L2", 1050, 0.6, 0.9),
+             mode("L3", 1100, 0.6, 0.9), mode("L4", 1150, 0.0, 0.9), mode("L5", 1200, 0.0, 0.1)};
+  analyse(r);
+  REQUIRE(!r.bottleneck.empty());
+  CHECK(r.bottleneck[0] == "read");
+  CHECK(suggests(r, "tar shards"));
+  CHECK(suggests(r, "raise workers from 8 to 16"));
+  CHECK(suggests(r, "raise prefetch from 2 to 4"));
+  CHECK(!suggests(r, "uint8"));
+
+  // A pipeline at the ceiling: no bottleneck, no suggestion.
+  r.modes = {mode("L0", 990, 0.01, 0.5), mode("L1", 1000, 0.0, 0.5), mode("L2", 1000, 0.0, 0.5),
+             mode("L3", 1000, 0.0, 0.5), mode("L4", 1000, 0.0, 0.5), mode("L5", 1000, 0.0, 0.5)};
+  analyse(r);
+  CHECK(r.bottleneck.empty());
+  CHECK(r.suggestions.empty());
+  CHECK(r.verdict.rfind("no bottleneck", 0) == 0);
+
+  // Without L0 there is no verdict to give.
+  r.modes[0].ran = false;
+  analyse(r);
+  CHECK(r.verdict.rfind("no verdict", 0) == 0);
+}
+
+TEST_CASE("doctor.throttled_copy_is_named" * doctest::test_suite("gpu")) {
+  if (!pinfeed::test::gpu_available("doctor.throttled_copy_is_named")) return;
+  for (std::size_t workers : {1u, 2u}) {
+    CAPTURE(workers);
+    doctor_pipeline p{small_synthetic(256, 96), parse_pipeline("crop(64)"), {}};
+    doctor_options o = quick(workers, 32);
+    o.loader.device = "cuda";
+    o.loader.copy_bandwidth_mb_s = 20;  // 32 x 64x64x3 bytes = 393 KB per batch: ~20 ms a copy
+    o.per_transform = false;
+    const doctor_report r = doctor(p, o);
+    MESSAGE(r.to_text());
+    REQUIRE(!r.bottleneck.empty());
+    CHECK(r.bottleneck.front() == "copy");
+    CHECK(r.mode("L5")->ran);
+    CHECK(r.mode("L5")->images_per_s > 3 * r.mode("L4")->images_per_s);
+    check_json_and_consistency(r);
+  }
+}

@@ -13,6 +13,7 @@
 #include <oneapi/tbb/info.h>
 #include <oneapi/tbb/version.h>
 
+#include "doctor_bench.hpp"
 #include "h2d_bench.hpp"
 #include "pipeline_bench.hpp"
 #include "sampler_bench.hpp"
@@ -530,6 +531,16 @@ int main(int argc, char** argv) {
   bpipe->add_option("-b,--batch", po.batch, "batch size")->check(CLI::PositiveNumber);
   bpipe->add_option("--repeats", po.repeats, "epochs timed (median)")->check(CLI::PositiveNumber);
 
+  pinfeed::bench::doctor_bench_options dbo;
+  auto* bdoctor = bench->add_subcommand("doctor", "the doctor's overhead: pinfeed run's loop vs the doctor's L0, and the ladder's time");
+  bdoctor->add_option("--transforms", dbo.transforms, "pipeline on the 1024x1024 synthetic source");
+  bdoctor->add_option("--samples", dbo.samples, "synthetic images per epoch")->check(CLI::PositiveNumber);
+  bdoctor->add_option("-b,--batch", dbo.batch, "batch size")->check(CLI::PositiveNumber);
+  bdoctor->add_option("-w,--workers", dbo.workers, "worker threads (0: one per hardware thread)");
+  bdoctor->add_option("--seconds", dbo.seconds, "timed seconds per measurement")->check(CLI::PositiveNumber);
+  bdoctor->add_option("--repeats", dbo.repeats, "measurements of each (medians compared)")->check(CLI::PositiveNumber);
+  bdoctor->add_flag("!--no-ladder", dbo.ladder, "skip timing the whole ladder");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (info->parsed()) return cmd_info();
@@ -539,6 +550,10 @@ int main(int argc, char** argv) {
     if (pack->parsed()) return cmd_pack(pa);
     if (bpipe->parsed()) {
       pinfeed::bench::run_pipeline(po, std::cout);
+      return 0;
+    }
+    if (bdoctor->parsed()) {
+      pinfeed::bench::run_doctor_bench(dbo, std::cout);
       return 0;
     }
     if (bsampler->parsed()) {

@@ -353,3 +353,23 @@ TEST_CASE("doctor.throttled_copy_is_named" * doctest::test_suite("gpu")) {
     check_json_and_consistency(r);
   }
 }
+
+TEST_CASE("doctor.article_pipeline_verdict_is_the_articles") {
+  // The main job's workload: random 1024x1024 images -> crop(256), mask(0.25), ycbcr, scale. The
+  // article found the raw-image generation and the transforms, not the copy, limit it.
+  doctor_pipeline p{reader_from_source(make_synthetic_source({512, 1024, 1024, 1000})),
+                    parse_pipeline("crop(256),mask(0.25),ycbcr,scale"), {}};
+  doctor_options o = quick(2, 64);
+  o.min_mode_seconds = 0.5;
+  const doctor_report r = doctor(p, o);
+  MESSAGE(r.to_text());
+  REQUIRE(r.bottleneck.size() >= 2);
+  CHECK(std::find(r.bottleneck.begin(), r.bottleneck.end(), "read") != r.bottleneck.end());
+  CHECK(std::find(r.bottleneck.begin(), r.bottleneck.end(), "transforms") != r.bottleneck.end());
+  CHECK(std::find(r.bottleneck.begin(), r.bottleneck.end(), "copy") == r.bottleneck.end());
+  CHECK(r.verdict.find("not the copy") != std::string::npos);
+  REQUIRE(r.transforms.size() == 3);
+  CHECK(r.transforms[1].name == "mask(0.25)");
+  CHECK(r.transforms[1].share > 0.5);  // the mask is the costly transform
+  check_json_and_consistency(r);
+}

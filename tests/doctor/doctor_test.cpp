@@ -363,6 +363,13 @@ TEST_CASE("doctor.article_pipeline_verdict_is_the_articles") {
   o.min_mode_seconds = 0.5;
   const doctor_report r = doctor(p, o);
   MESSAGE(r.to_text());
+  check_json_and_consistency(r);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // Instrumentation slows plain loops far more than the generator's SIMD code: the balance of the
+  // stages, which is what the verdict reports, is not this machine's optimised build's.
+  MESSAGE("sanitizer build: the verdict's stages are not checked");
+  return;
+#endif
   REQUIRE(r.bottleneck.size() >= 2);
   CHECK(std::find(r.bottleneck.begin(), r.bottleneck.end(), "read") != r.bottleneck.end());
   CHECK(std::find(r.bottleneck.begin(), r.bottleneck.end(), "transforms") != r.bottleneck.end());
@@ -371,5 +378,4 @@ TEST_CASE("doctor.article_pipeline_verdict_is_the_articles") {
   REQUIRE(r.transforms.size() == 3);
   CHECK(r.transforms[1].name == "mask(0.25)");
   CHECK(r.transforms[1].share > 0.5);  // the mask is the costly transform
-  check_json_and_consistency(r);
 }

@@ -281,12 +281,24 @@ struct row_sampler {
     // One pass counts the classes and keeps candidates at the same time. Its thresholds come from
     // class counts guessed on a strided sample of the labels; a wrong guess only costs a second
     // pass over the class it starved, never the result.
-    const std::int64_t sample = std::min<std::int64_t>(a.n, 2048);
+    // The sample reads whole cache lines: 256 evenly spaced runs of 64 bytes of labels (every
+    // label when the row is short), so it costs 256 line fetches, not one per label.
+    constexpr std::int64_t kRun = 64 / static_cast<std::int64_t>(sizeof(L)), kRuns = 256;
+    std::int64_t sample = 0;
     std::int64_t sampled[2] = {0, 0};
-    for (std::int64_t j = 0; j < sample; ++j) {
-      const L l = labels[j * a.n / sample];
-      sampled[0] += l != neg && l != ign;
-      sampled[1] += l == neg;
+    const auto count_run = [&](std::int64_t from, std::int64_t len) {
+      for (std::int64_t j = from; j < from + len; ++j) {
+        const L l = labels[j];
+        sampled[0] += l != neg && l != ign;
+        sampled[1] += l == neg;
+      }
+      sample += len;
+    };
+    if (a.n <= kRun * kRuns) {
+      count_run(0, a.n);
+    } else {
+      const std::int64_t stride = a.n / kRuns;  // >= kRun
+      for (std::int64_t r = 0; r < kRuns; ++r) count_run(r * stride, kRun);
     }
     std::uint32_t thr[2];
     {
@@ -360,7 +372,7 @@ struct row_sampler {
   /// steps that both stay friendly to the TLB: gathered in index order (reads sweep the feature
   /// rows forward) into a staging buffer, then permuted into output order from that small buffer.
   void write(std::int64_t row, row_scratch& s, const L* labels) const {
-    constexpr std::int64_t kPrefetch = 32;
+    constexpr std::int64_t kPrefetch = 64;
     const std::int64_t k = p.k, valid = static_cast<std::int64_t>(s.order.size());
     for (std::int64_t j = 0; j < k; ++j) {
       const std::int64_t idx = j < valid ? static_cast<std::int64_t>(s.sel[s.order[j] & 0xFFFFFFFFu]) : -1;

@@ -148,6 +148,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void filter_chunk_
   const __mmask8 allow_pos = only == 1 ? 0 : 0xFF, allow_neg = only == 0 ? 0 : 0xFF;
   __m512i idx = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(base)), _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
   const __m512i eight = _mm512_set1_epi64(8);
+  // Locals, not the caller's arrays: the compress-stores could alias them, which would force a
+  // reload of every count in every iteration.
+  std::uint64_t* const out_pos = out[0];
+  std::uint64_t* const out_neg = out[1];
+  std::size_t n_pos = added[0], n_neg = added[1];
+  std::int64_t seen_pos = 0, seen_neg = 0;
   std::size_t j = 0;
   for (; j + 8 <= len; j += 8) {
     __m512i lab;
@@ -159,14 +165,18 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void filter_chunk_
     const __mmask8 take_pos = is_pos & allow_pos & _mm512_cmple_epu64_mask(key, thr_pos);
     const __mmask8 take_neg = is_neg & allow_neg & _mm512_cmple_epu64_mask(key, thr_neg);
     const __m512i composite = _mm512_or_si512(_mm512_slli_epi64(key, 32), idx);
-    _mm512_mask_compressstoreu_epi64(out[0] + added[0], take_pos, composite);
-    _mm512_mask_compressstoreu_epi64(out[1] + added[1], take_neg, composite);
-    added[0] += static_cast<std::size_t>(__builtin_popcount(take_pos));
-    added[1] += static_cast<std::size_t>(__builtin_popcount(take_neg));
-    seen[0] += __builtin_popcount(is_pos);
-    seen[1] += __builtin_popcount(is_neg);
+    _mm512_mask_compressstoreu_epi64(out_pos + n_pos, take_pos, composite);
+    _mm512_mask_compressstoreu_epi64(out_neg + n_neg, take_neg, composite);
+    n_pos += static_cast<std::size_t>(__builtin_popcount(take_pos));
+    n_neg += static_cast<std::size_t>(__builtin_popcount(take_neg));
+    seen_pos += __builtin_popcount(is_pos);
+    seen_neg += __builtin_popcount(is_neg);
     idx = _mm512_add_epi64(idx, eight);
   }
+  added[0] = n_pos;
+  added[1] = n_neg;
+  seen[0] += seen_pos;
+  seen[1] += seen_neg;
   filter_chunk_scalar(labels + j, keys + j, len - j, base + j, neg, ign, thr, only, out, added, seen);
 }
 
@@ -193,6 +203,23 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void stream_rows(
       _mm512_stream_si512(reinterpret_cast<__m512i*>(out + j * fb + b), _mm512_loadu_si512(src + b));
   }
   _mm_sfence();
+}
+
+/// Merges two increasing lists without branches on the data (the classes interleave at random, so
+/// a branchy merge mispredicts about every other element).
+void merge_branch_free(const std::vector<std::uint32_t>& a, const std::vector<std::uint32_t>& b,
+                       std::vector<std::uint32_t>& out) {
+  out.resize(a.size() + b.size());
+  std::size_t i = 0, j = 0, k = 0;
+  while (i < a.size() && j < b.size()) {
+    const std::uint32_t x = a[i], y = b[j];
+    const bool take_a = x < y;
+    out[k++] = take_a ? x : y;
+    i += take_a;
+    j += !take_a;
+  }
+  for (; i < a.size(); ++i) out[k++] = a[i];
+  for (; j < b.size(); ++j) out[k++] = b[j];
 }
 
 template <class L>
@@ -351,9 +378,7 @@ struct row_sampler {
         select(s.cand[c], static_cast<std::size_t>(want[c]), s.sel_class[c], s);
       }
       // Both classes in index order -> one list in index order.
-      s.sel.resize(s.sel_class[0].size() + s.sel_class[1].size());
-      std::merge(s.sel_class[0].begin(), s.sel_class[0].end(), s.sel_class[1].begin(), s.sel_class[1].end(),
-                 s.sel.begin());
+      merge_branch_free(s.sel_class[0], s.sel_class[1], s.sel);
       // Output order: increasing (ord(i), i). Sorting (ord << 32 | position) stably by ord keeps
       // index order among equal ord, since positions follow indices.
       s.ord.resize(s.sel.size());

@@ -269,7 +269,7 @@ int cmd_run(const run_args& a) {
 struct doctor_args {
   double step_ms = 0, min_mode_seconds = 1, max_mode_seconds = 10;
   std::size_t steps = 20, warmup = 3, pool = 0;
-  std::string modes, json, trace, trace_mode = "L0";
+  std::string modes, json, trace, trace_mode = "L0", step_on = "auto";
   bool no_per_transform = false;
 };
 
@@ -284,6 +284,7 @@ int cmd_doctor(const run_args& a, const doctor_args& d) {
   o.min_mode_seconds = d.min_mode_seconds;
   o.max_mode_seconds = d.max_mode_seconds;
   o.step_ms = d.step_ms;
+  o.step_on = d.step_on;
   o.pool = d.pool;
   o.per_transform = !d.no_per_transform;
   for (std::size_t at = 0; at < d.modes.size();) {
@@ -468,6 +469,7 @@ int main(int argc, char** argv) {
   add_pipeline_options(doc, da);
   doc->add_option("--step-ms", dd.step_ms,
                   "the stand-in training step: busy ms per batch (a kernel on the GPU, the consumer thread without one)");
+  doc->add_option("--step-on", dd.step_on, "where the step runs: auto, host (the consumer thread) or device (a kernel)");
   doc->add_option("--steps", dd.steps, "timed steps per mode")->check(CLI::PositiveNumber);
   doc->add_option("--warmup", dd.warmup, "untimed steps before each mode");
   doc->add_option("--min-mode-seconds", dd.min_mode_seconds, "time each mode at least this long (default 1)");

@@ -76,7 +76,7 @@ class consumer {
     if (options_.step) {
       options_.step(b);
     } else if (options_.step_ms > 0) {
-      if (b.stream != nullptr) busy_kernel_ms(options_.step_ms, b.stream);
+      if (b.stream != nullptr && options_.step_on != "host") busy_kernel_ms(options_.step_ms, b.stream);
       else busy_wait_ms(options_.step_ms);
     }
   }
@@ -168,6 +168,10 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
   const std::size_t pool = o.pool != 0 ? o.pool : static_cast<std::size_t>(std::min<std::uint64_t>(64, dataset));
   const device_choice dev = resolve_device(o.loader.device);
   const bool gpu = dev.is_cuda();
+  if (o.step_on != "auto" && o.step_on != "host" && o.step_on != "device")
+    throw std::invalid_argument("doctor: step_on must be auto, host or device, got '" + o.step_on + "'");
+  if (o.step_on == "device" && !gpu)
+    throw std::invalid_argument("doctor: a device step needs a GPU, but the batches go to " + dev.to_string());
 
   // The full pipeline's source tells the shapes, the host steps and the tail.
   auto full = std::make_shared<loaders::pipeline_source>(p.reader, p.steps, p.source);

@@ -243,6 +243,13 @@ TEST_CASE("doctor.bad_input_is_refused_clearly") {
   CHECK_THROWS_WITH_AS((void)doctor(p, o), doctest::Contains("step time must be a finite number >= 0 ms, got -1"),
                        std::invalid_argument);
   o = quick(1);
+  o.step_on = "device";
+  CHECK_THROWS_WITH_AS((void)doctor(p, o), doctest::Contains("a device step needs a GPU, but the batches go to cpu"),
+                       std::invalid_argument);
+  o.step_on = "gpu";
+  CHECK_THROWS_WITH_AS((void)doctor(p, o), doctest::Contains("step_on must be auto, host or device, got 'gpu'"),
+                       std::invalid_argument);
+  o = quick(1);
   o.pool = 41;
   CHECK_THROWS_WITH_AS((void)doctor(p, o), doctest::Contains("pool of 41 samples is larger than the dataset (40 samples)"),
                        std::invalid_argument);
@@ -378,4 +385,30 @@ TEST_CASE("doctor.article_pipeline_verdict_is_the_articles") {
   REQUIRE(r.transforms.size() == 3);
   CHECK(r.transforms[1].name == "mask(0.25)");
   CHECK(r.transforms[1].share > 0.5);  // the mask is the costly transform
+}
+
+TEST_CASE("doctor.gpu_ladder_with_device_tail_and_user_step" * doctest::test_suite("gpu")) {
+  if (!pinfeed::test::gpu_available("doctor.gpu_ladder_with_device_tail_and_user_step")) return;
+  doctor_pipeline p{small_synthetic(128, 48), parse_pipeline("crop(32),ycbcr,scale"), {}};
+  p.source.device_tail = true;  // the slot keeps uint8; the doctor's consumer runs the tail on the GPU
+  doctor_options o = quick(2, 16);
+  o.loader.device = "cuda";
+  o.step_ms = 2;
+  doctor_report r = doctor(p, o);
+  MESSAGE(r.to_text());
+  for (const char* id : {"L0", "L1", "L2", "L3", "L4", "L5"})
+    CHECK((r.mode(id)->ran || std::string(id) == "L1"));  // synthetic: L1 is L2
+  CHECK(!r.float_images);
+  check_json_and_consistency(r);
+
+  std::atomic<bool> on_device{true};
+  o.step_ms = 0;
+  o.step = [&](const step_batch& b) {
+    if (b.stream == nullptr || !b.fields[0].location.is_cuda() || b.fields[0].type != dtype::u8) on_device = false;
+    busy_kernel_ms(1.0, b.stream);
+  };
+  o.per_transform = false;
+  r = doctor(p, o);
+  CHECK(on_device);
+  check_json_and_consistency(r);
 }

@@ -61,6 +61,10 @@ struct doctor_options {
   /// The stand-in step: `step_ms` busy milliseconds per batch, as a calibrated kernel on the consumer
   /// stream with a GPU, on the consumer thread without one. 0 measures the pipeline alone.
   double step_ms = 0.0;
+  /// Where the stand-in step runs: "auto" (the GPU when batches go there, else the consumer
+  /// thread), "host" (the consumer thread, even with a GPU: a host-bound training step) or
+  /// "device" (a kernel; an error without a GPU).
+  std::string step_on = "auto";
   /// A user step instead of step_ms (then the report's caveat says its time may depend on data).
   step_function step;
   /// Distinct samples each cache holds; 0: 64, or the dataset when it is smaller. A pool larger

@@ -10,11 +10,11 @@ bundle=${1:-$root/bundle}
 bash "$root/scripts/build.sh" --build-dir "$root/build-sm90" --arch 90
 rm -rf "$bundle"
 mkdir -p "$bundle/lib"
-for exe in tests/runtime_tests tests/ops_tests tests/loaders_tests tools/pinfeed; do
+for exe in tests/runtime_tests tests/ops_tests tests/loaders_tests tests/doctor_tests tools/pinfeed; do
   cp "$root/build-sm90/$exe" "$bundle/"
 done
 # Shared libraries outside the system's C/C++ runtime and the CUDA driver (cudart is static).
-for exe in "$bundle"/runtime_tests "$bundle"/ops_tests "$bundle"/loaders_tests "$bundle"/pinfeed; do
+for exe in "$bundle"/runtime_tests "$bundle"/ops_tests "$bundle"/loaders_tests "$bundle"/doctor_tests "$bundle"/pinfeed; do
   ldd "$exe" | awk '/=> \// {print $3}' | while read -r lib; do
     case $(basename "$lib") in
       libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libstdc++.so*|libgcc_s.so*|libcuda.so*) ;;

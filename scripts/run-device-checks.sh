@@ -25,9 +25,11 @@ step nvidia-smi 30 nvidia-smi
 step info 30 "$here/pinfeed" info
 step runtime-gpu 300 "$here/runtime_tests" --test-suite=gpu
 step ops-gpu 300 "$here/ops_tests" --test-suite=gpu
+step loaders-gpu 300 "$here/loaders_tests" --test-suite=gpu
+step doctor-gpu 300 "$here/doctor_tests" --test-suite=gpu
 step runtime-all 300 "$here/runtime_tests"
 # On a GPU machine no GPU case may skip: a skip means the device was not usable.
-if grep -q "skipped (no GPU)" "$out/runtime-gpu.log" "$out/ops-gpu.log"; then
+if grep -q "skipped (no GPU)" "$out/runtime-gpu.log" "$out/ops-gpu.log" "$out/doctor-gpu.log"; then
   echo "   GPU cases skipped: the device was not usable" | tee -a "$out/summary.txt"
   failed+=("gpu-not-used")
 fi
@@ -42,6 +44,8 @@ else
 fi
 step run-article-gpu 300 "$here/pinfeed" run --device cuda --samples 2048 --batch 64 --prefetch 4 \
   --transforms "crop(256),mask(0.25),ycbcr,scale" --step-ms 2 --json "$out/run-article-gpu.json"
+step doctor-article-gpu 300 "$here/pinfeed" doctor --device cuda --samples 2048 --batch 64 --prefetch 4 \
+  --transforms "crop(256),mask(0.25),ycbcr,scale" --step-ms 2 --json "$out/doctor-article-gpu.json"
 step bench-h2d 300 "$here/pinfeed" bench h2d
 cp "$out/bench-h2d.log" "$out/bench-h2d.jsonl"
 step bench-sampler 600 "$here/pinfeed" bench sampler --device cuda --repeats 5

@@ -192,6 +192,11 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
   r.sharded = p.reader->name().find("tar shard") != std::string::npos;
   r.varying_sizes = !p.reader->image_shape().fixed();
   r.float_images = full->fields()[0].type != dtype::u8;
+  if (!host_steps.empty()) {  // does the first step shrink or window a large image before decoding?
+    const philox_stream probe(0, 0, 0, 100);
+    r.planned_decode = host_steps.front()->window(4096, 4096, probe).has_value() ||
+                       host_steps.front()->min_short_side(4096, 4096, probe) > 0;
+  }
   for (const auto& f : full->fields()) r.batch_bytes += f.bytes() * o.loader.batch_size;
 
   // The ladder.

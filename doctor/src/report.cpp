@@ -192,8 +192,11 @@ void analyse(doctor_report& r) {
                              "producing the images costs " + num(stage("read").ms_per_image, 3) + " ms per image, " +
                                  pct(stage("read").share) + " of the time per image"});
   if (named("decode"))
-    r.suggestions.push_back({"decode less: start the pipeline with rrc(...) or resize(...) so JPEGs decode only the window, "
-                             "at a DCT scale",
+    r.suggestions.push_back({r.planned_decode
+                                 ? "store the images nearer the training size, decode on the GPU, or add CPU workers: "
+                                   "JPEGs already decode only the window the first transform uses"
+                                 : "decode less: start the pipeline with rrc(...), a crop or resize(...) so JPEGs decode "
+                                   "only that window, at a DCT scale when it is large",
                              "decoding costs " + num(stage("decode").ms_per_image, 3) + " ms per image, " +
                                  pct(stage("decode").share) + " of the time per image"});
   if (named("transforms") && !r.transforms.empty()) {

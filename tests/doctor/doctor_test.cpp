@@ -158,6 +158,7 @@ TEST_CASE("doctor.slow_source_is_named") {
     CHECK(r.mode("L1")->images_per_s > 5 * r.mode("L0")->images_per_s);
     CHECK(r.mode("L0")->consumer_wait > 0.5);
     CHECK(suggests(r, "tar shards"));      // files, not shards
+    CHECK(r.planned_decode);               // rrc first: JPEGs decode only its window
     CHECK(suggests(r, "raise workers"));   // the workers sleep: the CPU idles
     CHECK(r.caveat.find("vary in size") != std::string::npos);
     check_json_and_consistency(r);
@@ -181,6 +182,7 @@ TEST_CASE("doctor.slow_transform_is_named_with_its_share") {
     CHECK(r.verdict.find("sleep(3ms) costs") != std::string::npos);
     CHECK(r.mode("L3")->images_per_s > 5 * r.mode("L2")->images_per_s);
     CHECK(!r.mode("L1")->ran);  // synthetic images are not encoded: L1 is L2
+    CHECK(r.planned_decode);    // crop(32) first
     CHECK(r.caveat.empty());
     check_json_and_consistency(r);
   }
@@ -327,6 +329,20 @@ TEST_CASE("doctor.analysis_rules_on_given_numbers") {
   CHECK(suggests(r, "raise workers from 8 to 16"));
   CHECK(suggests(r, "raise prefetch from 2 to 4"));
   CHECK(!suggests(r, "uint8"));
+
+  // Decoding dominates: what to suggest depends on whether decoding already reads only a window.
+  r.modes = {mode("L0", 100, 0.9, 0.95), mode("L1", 105, 0.9, 0.95), mode("L2", 1000, 0.5, 0.95),
+             mode("L3", 1050, 0.5, 0.95), mode("L4", 1100, 0.0, 0.9), mode("L5", 1150, 0.0, 0.1)};
+  r.planned_decode = false;
+  analyse(r);
+  REQUIRE(!r.bottleneck.empty());
+  CHECK(r.bottleneck[0] == "decode");
+  CHECK(suggests(r, "decode less"));
+  r.planned_decode = true;
+  analyse(r);
+  CHECK(!suggests(r, "decode less"));
+  CHECK(suggests(r, "store the images nearer the training size"));
+  CHECK(!suggests(r, "raise workers"));  // the CPU is busy
 
   // A pipeline at the ceiling: no bottleneck, no suggestion.
   r.modes = {mode("L0", 990, 0.01, 0.5), mode("L1", 1000, 0.0, 0.5), mode("L2", 1000, 0.0, 0.5),

@@ -120,6 +120,7 @@ struct doctor_report {
   bool sharded = false;          ///< ... read from tar shards
   bool varying_sizes = false;    ///< the source's images differ in size
   bool float_images = false;     ///< the image field crosses to the device as float (4x uint8)
+  bool planned_decode = false;   ///< the first transform lets JPEGs decode a window or at a DCT scale
   std::size_t batch_bytes = 0;   ///< bytes per full batch
   /// The host transforms in order (a fused colour/scale tail counts as one); mode Tk caches after
   /// the first k of them.

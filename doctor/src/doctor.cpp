@@ -199,8 +199,9 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
   }
   for (const auto& f : full->fields()) r.batch_bytes += f.bytes() * o.loader.batch_size;
 
-  // The ladder.
+  // The ladder (reserved: add() hands out pointers into it).
   std::vector<plan_entry> plan;
+  plan.reserve(8 + host_steps.size());
   const auto add = [&](std::string id, std::string name, std::string skips, plan_entry::kind how,
                        loaders::sample_cache cache = {}) {
     plan_entry e;
@@ -250,9 +251,9 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
   }
   if (!o.trace_mode.empty()) {
     const auto it = std::find_if(plan.begin(), plan.end(), [&](const plan_entry& e) { return e.mode.id == o.trace_mode; });
-    if (it == plan.end() || it->how != plan_entry::kind::loader)
-      throw std::invalid_argument("doctor: --trace-mode must be a mode that runs the loader (L0-L3 or T1..), got '" +
-                                  o.trace_mode + "'");
+    if (it == plan.end() || it->how != plan_entry::kind::loader || !it->mode.note.empty())
+      throw std::invalid_argument("doctor: --trace-mode must be a mode that runs the loader (L0-L3 or T1..) and is "
+                                  "run, got '" + o.trace_mode + "'");
     if (o.trace_path.empty()) throw std::invalid_argument("doctor: trace_mode given without a trace path");
   }
 

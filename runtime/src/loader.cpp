@@ -198,6 +198,10 @@ loader::impl::impl(std::shared_ptr<source> s, loader_options o)
                                 " samples per epoch, fewer than batch_size " + std::to_string(o.batch_size) +
                                 " with drop_last set: an epoch would be empty");
   const device_choice dev = resolve_device(o.device);
+  if (o.copy_bandwidth_mb_s > 0.0 && !dev.is_cuda())
+    throw std::invalid_argument("loader option copy_bandwidth_mb_s (" + std::to_string(o.copy_bandwidth_mb_s) +
+                                ") emulates a slow host-to-device link, but batches stay on the " + dev.to_string() +
+                                ": nothing is copied");
   core = std::make_shared<detail::loader_core>(o, std::move(fields), dev);
   // TBB caps threads at the hardware count unless told otherwise; the arena needs worker_count.
   if (worker_count + 1 > std::thread::hardware_concurrency())

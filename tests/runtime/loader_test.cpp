@@ -388,6 +388,11 @@ TEST_CASE("loader.bad_input") {
   o = cpu_options(20, 1);
   o.drop_last = true;
   expect_invalid(o, "fewer than batch_size 20");
+  o = cpu_options(4, 1);
+  o.copy_bandwidth_mb_s = -1;
+  expect_invalid(o, "copy_bandwidth_mb_s must be >= 0");
+  o.copy_bandwidth_mb_s = 50;  // no copy on the CPU path: emulating a slow link there is an error
+  expect_invalid(o, "batches stay on the cpu: nothing is copied");
 
   CHECK_THROWS_WITH_AS(loader(nullptr, cpu_options(4, 1)), doctest::Contains("null"), std::invalid_argument);
   auto empty = make_source(0, reference_fields(), produce_reference, "empty-set");

@@ -203,6 +203,7 @@ expect_error "doctor: negative step" "step time must be a finite number >= 0 ms,
 expect_error "doctor: pool larger than dataset" "cache pool of 100 samples is larger than the dataset (64 samples)" "${doc[@]}" --pool 100
 expect_error "doctor: unknown option" "--frobnicate" "${doc[@]}" --frobnicate 3
 expect_error "doctor: unknown mode" "unknown mode 'L7'" "${doc[@]}" --modes L0,L7
+expect_error "doctor: slow-link emulation without a GPU" "nothing is copied" "${doc[@]}" --copy-bandwidth-mb-s 10
 expect_error "doctor: bad transform" "bogus" doctor --transforms "crop(8),bogus"
 mkdir -p "$work/bad/a" && for i in 1 2 3; do echo "no image" >"$work/bad/a/x$i.jpg"; done
 expect_error "doctor: dataset that fails to decode" "x1.jpg" doctor --source "folder:$work/bad" --transforms "rrc(16)" --device cpu --batch 2 --steps 2

@@ -143,7 +143,8 @@ pinfeed::loader_options make_loader_options(const run_args& a, const pinfeed::de
 
 int cmd_run(const run_args& a) {
   const pinfeed::device_choice dev = pinfeed::resolve_device(a.device);
-  auto [reader, steps, po] = make_pipeline(a, dev);
+  auto [reader, steps, po, own] = make_pipeline(a, dev);
+  (void)own;
   po.cache.pool = a.cache_pool;
   if (a.cache == "raw") po.cache.stage = pinfeed::loaders::cache_stage::raw;
   else if (a.cache == "decoded") po.cache.stage = pinfeed::loaders::cache_stage::decoded;

@@ -132,6 +132,46 @@ struct batch_store {
   }
 };
 
+/// A source of the trainer's own, served from a pool of its produced samples (mode L3 for it):
+/// sample i is a copy of pool entry i mod pool, produced once as sample (i mod pool).
+class pooled_source final : public source {
+ public:
+  pooled_source(std::shared_ptr<source> base, std::size_t pool)
+      : base_(std::move(base)), fields_(base_->fields()), entries_(new entry[pool]), pool_(pool) {}
+  std::uint64_t size() const override { return base_->size(); }
+  std::vector<field_spec> fields() const override { return fields_; }
+  std::string name() const override { return base_->name() + " (a pool of " + std::to_string(pool_) + " produced samples)"; }
+  void produce(sample& s) override {
+    entry& e = entries_[s.index() % pool_];
+    std::call_once(e.filled, [&] {
+      try {
+        std::vector<std::byte*> buffers;
+        for (const auto& f : fields_) {
+          e.fields.emplace_back(f.bytes());
+          buffers.push_back(e.fields.back().data());
+        }
+        sample first(s.index() % pool_, s.epoch(), s.seed(), fields_, buffers, s.stats(), s.trace());
+        base_->produce(first);
+      } catch (...) {
+        e.error = std::current_exception();
+      }
+    });
+    if (e.error) std::rethrow_exception(e.error);
+    for (std::size_t f = 0; f < fields_.size(); ++f) std::memcpy(s.bytes(f).data(), e.fields[f].data(), e.fields[f].size());
+  }
+
+ private:
+  struct entry {
+    std::once_flag filled;
+    std::vector<std::vector<std::byte>> fields;
+    std::exception_ptr error;
+  };
+  std::shared_ptr<source> base_;
+  std::vector<field_spec> fields_;
+  std::unique_ptr<entry[]> entries_;
+  std::size_t pool_;
+};
+
 struct plan_entry {
   doctor_mode mode;
   enum class kind { loader, host_batches, device_batches } how = kind::loader;
@@ -148,7 +188,10 @@ const doctor_mode* doctor_report::mode(const std::string& id) const {
 
 doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
   // Everything is checked before anything runs.
-  if (!p.reader) throw std::invalid_argument("doctor: the pipeline has no reader");
+  if (!p.reader && !p.own) throw std::invalid_argument("doctor: the pipeline has no reader and no source of its own");
+  if (p.reader && p.own) throw std::invalid_argument("doctor: give a reader (with transforms) or a source of your own, not both");
+  if (p.own && !p.steps.empty())
+    throw std::invalid_argument("doctor: transforms go with a reader; a source of your own runs its own steps");
   if (p.source.cache.stage != cache_stage::none)
     throw std::invalid_argument("doctor: leave the pipeline's cache at none; the doctor sets it per mode");
   if (!(o.step_ms >= 0.0) || !std::isfinite(o.step_ms))
@@ -161,7 +204,7 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
     throw std::invalid_argument("doctor: mode seconds must satisfy 0 <= min (" + std::to_string(o.min_mode_seconds) +
                                 ") <= max (" + std::to_string(o.max_mode_seconds) + "), max > 0");
   validate(o.loader);
-  const std::uint64_t dataset = p.reader->size();
+  const std::uint64_t dataset = p.own ? p.own->size() : p.reader->size();
   if (o.pool > dataset)
     throw std::invalid_argument("doctor: a cache pool of " + std::to_string(o.pool) + " samples is larger than the dataset (" +
                                 std::to_string(dataset) + " samples); give a pool of at most " + std::to_string(dataset));
@@ -174,9 +217,20 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
     throw std::invalid_argument("doctor: a device step needs a GPU, but the batches go to " + dev.to_string());
 
   // The full pipeline's source tells the shapes, the host steps and the tail.
-  auto full = std::make_shared<loaders::pipeline_source>(p.reader, p.steps, p.source);
-  const auto& host_steps = full->host_steps().steps();
-  const bool host_tail = host_steps.size() < p.steps.steps().size() && !full->tail_params();
+  std::shared_ptr<loaders::pipeline_source> piped;
+  if (!p.own) piped = std::make_shared<loaders::pipeline_source>(p.reader, p.steps, p.source);
+  const std::shared_ptr<source> full = p.own ? p.own : std::shared_ptr<source>(piped);
+  static const std::vector<std::shared_ptr<loaders::transform>> no_steps;
+  const auto& host_steps = piped ? piped->host_steps().steps() : no_steps;
+  const bool host_tail = piped && host_steps.size() < p.steps.steps().size() && !piped->tail_params();
+  const std::optional<ops::normalize_params> consumer_tail = piped ? piped->tail_params() : std::nullopt;
+  // The source a mode runs: the pipeline with a cache at a stage, or the own source (pooled for L3).
+  const auto source_for = [&](const loaders::sample_cache& cache) -> std::shared_ptr<source> {
+    if (p.own) return cache.stage == cache_stage::none ? p.own : std::make_shared<pooled_source>(p.own, pool);
+    loaders::pipeline_source_options so = p.source;
+    so.cache = cache;
+    return std::make_shared<loaders::pipeline_source>(p.reader, p.steps, so);
+  };
 
   doctor_report r;
   r.pipeline = full->name();
@@ -188,9 +242,10 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
   r.step_ms = o.step_ms;
   r.user_step = static_cast<bool>(o.step);
   r.gpu = gpu;
-  r.encoded = p.reader->stores_encoded();
-  r.sharded = p.reader->name().find("tar shard") != std::string::npos;
-  r.varying_sizes = !p.reader->image_shape().fixed();
+  r.own_source = static_cast<bool>(p.own);
+  r.encoded = p.reader && p.reader->stores_encoded();
+  r.sharded = p.reader && p.reader->name().find("tar shard") != std::string::npos;
+  r.varying_sizes = p.reader && !p.reader->image_shape().fixed();
   r.float_images = full->fields()[0].type != dtype::u8;
   if (!host_steps.empty()) {  // does the first step shrink or window a large image before decoding?
     const philox_stream probe(0, 0, 0, 100);
@@ -216,10 +271,12 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
   };
   add("L0", "full pipeline", "nothing", plan_entry::kind::loader);
   auto* l1 = add("L1", "stored bytes cached", "storage reads", plan_entry::kind::loader, {cache_stage::raw, 0, pool});
-  if (!r.encoded) l1->mode.note = "same as L2: '" + p.reader->name() + "' yields images, not encoded bytes";
-  add("L2", "decoded images cached", "reads, decoding", plan_entry::kind::loader, {cache_stage::decoded, 0, pool});
-  add("L3", "processed samples cached", "reads, decoding, transforms", plan_entry::kind::loader,
-      {cache_stage::processed, 0, pool});
+  if (p.own) l1->mode.note = "not applicable: a source of your own has no read stage the doctor can see";
+  else if (!r.encoded) l1->mode.note = "same as L2: '" + p.reader->name() + "' yields images, not encoded bytes";
+  auto* l2 = add("L2", "decoded images cached", "reads, decoding", plan_entry::kind::loader, {cache_stage::decoded, 0, pool});
+  if (p.own) l2->mode.note = "not applicable: a source of your own has no decode stage the doctor can see";
+  add("L3", p.own ? "produced samples cached" : "processed samples cached",
+      p.own ? "producing samples" : "reads, decoding, transforms", plan_entry::kind::loader, {cache_stage::processed, 0, pool});
   add("L4", "host batches cached", "the workers: only the copy and the step run", plan_entry::kind::host_batches);
   auto* l5 = add("L5", "device batches cached", "everything but the step (the ceiling)", plan_entry::kind::device_batches);
   if (!gpu) l5->mode.note = "same as L4: on the CPU path batches stay in host memory, there is no copy";
@@ -268,7 +325,7 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
     consumer_stream = o.loader.stream ? *o.loader.stream : own_stream->s;
     lo.stream = consumer_stream;
   }
-  consumer consume(o, full->tail_params(), full->fields()[0], lo.batch_size, gpu);
+  consumer consume(o, consumer_tail, full->fields()[0], lo.batch_size, gpu);
 
   // Runs `one` for warm-up, then timed; fills the mode's numbers.
   const auto timed = [&](doctor_mode& m, const std::function<step_result()>& one, const std::function<void()>& reset) {
@@ -314,14 +371,12 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
   std::vector<std::size_t> batch_sizes;
   const auto make_batches = [&] {
     if (!batch_sizes.empty()) return;
-    loaders::pipeline_source_options so = p.source;
-    so.cache = {cache_stage::processed, 0, pool};
     loader_options cpu_lo = o.loader;
     cpu_lo.device = "cpu";
     cpu_lo.stream.reset();
     cpu_lo.trace = false;
     cpu_lo.copy_bandwidth_mb_s = 0;
-    loader l(std::make_shared<loaders::pipeline_source>(p.reader, p.steps, so), cpu_lo);
+    loader l(source_for({cache_stage::processed, 0, pool}), cpu_lo);
     r.workers = l.workers();
     store.layout(l.fields(), lo.batch_size);
     host_batches = host_buffer(store.bytes * pool_batches, gpu);
@@ -348,11 +403,9 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
       continue;
     }
     if (e.how == plan_entry::kind::loader) {
-      loaders::pipeline_source_options so = p.source;
-      so.cache = e.cache;
       loader_options mlo = lo;
       mlo.trace = m.id == o.trace_mode;
-      loader l(std::make_shared<loaders::pipeline_source>(p.reader, p.steps, so), mlo);
+      loader l(source_for(e.cache), mlo);
       r.workers = l.workers();
       std::optional<batch> current;
       timed(

@@ -69,7 +69,10 @@ void analyse(doctor_report& r) {
   const double t0 = per_image(r.mode("L0")), t1 = per_image(stand_in(r, "L1")), t2 = per_image(r.mode("L2")),
                t3 = per_image(r.mode("L3")), t4 = per_image(r.mode("L4")), t5 = per_image(stand_in(r, "L5"));
   std::vector<double> t;
-  if (r.encoded) {
+  if (r.own_source) {
+    r.stages.push_back({"produce", "producing samples (your source)", "L0", "L3"});
+    t = {t0};
+  } else if (r.encoded) {
     r.stages.push_back({"read", "storage reads", "L0", "L1"});
     r.stages.push_back({"decode", "decoding", "L1", "L2"});
     t = {t0, t1, t2};
@@ -77,7 +80,7 @@ void analyse(doctor_report& r) {
     r.stages.push_back({"read", "reading the raw images (the source generates them)", "L0", "L2"});
     t = {t0, t2};
   }
-  r.stages.push_back({"transforms", "the transforms", "L2", "L3"});
+  if (!r.own_source) r.stages.push_back({"transforms", "the transforms", "L2", "L3"});
   r.stages.push_back({"loader", "the loader's own work (samples into slots, batching)", "L3", "L4"});
   r.stages.push_back({"copy", "the host-to-device copy", "L4", "L5"});
   t.insert(t.end(), {t3, t4, t5});
@@ -182,6 +185,11 @@ void analyse(doctor_report& r) {
                                "the copy costs " + pct(stage("copy").share) + " of the time per image (" +
                                num(r.batch_bytes / 1048576.0, 1) + " MiB per batch" + rate + ")"});
   }
+  if (named("produce"))
+    r.suggestions.push_back({"make the source's produce() cheaper" +
+                                 std::string(l0->cpu_utilisation < 0.75 ? "" : ", or give it more cores"),
+                             "producing a sample costs " + num(stage("produce").ms_per_image, 3) + " ms, " +
+                                 pct(stage("produce").share) + " of the time per image"});
   if (named("read") && r.encoded && !r.sharded)
     r.suggestions.push_back({"group the files into tar shards (pinfeed pack) and read those",
                              "reading files costs " + num(stage("read").ms_per_image, 3) + " ms per image, " +

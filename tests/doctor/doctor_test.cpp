@@ -428,3 +428,65 @@ TEST_CASE("doctor.gpu_ladder_with_device_tail_and_user_step" * doctest::test_sui
   CHECK(on_device);
   check_json_and_consistency(r);
 }
+
+TEST_CASE("doctor.own_source_ladder") {
+  // A trainer's own source: 2 ms of work per sample, the planted bottleneck.
+  const std::vector<field_spec> fields{{"x", dtype::f32, {64}}, {"y", dtype::i64, {}}};
+  std::atomic<std::uint64_t> produced{0};
+  auto own = make_source(
+      200, fields,
+      [&](sample& s) {
+        ++produced;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        auto x = s.as<float>(0);
+        for (int i = 0; i < 64; ++i) x[i] = static_cast<float>(s.index() + i);
+        s.as<std::int64_t>(1)[0] = static_cast<std::int64_t>(s.index());
+      },
+      "slow-own");
+  for (std::size_t workers : {1u, 2u}) {
+    CAPTURE(workers);
+    doctor_pipeline p;
+    p.own = own;
+    doctor_options o = quick(workers);
+    std::atomic<bool> pooled_ok{true};
+    const doctor_report r = doctor(p, o);
+    MESSAGE(r.to_text());
+    CHECK(r.own_source);
+    CHECK(!r.mode("L1")->ran);
+    CHECK(!r.mode("L2")->ran);
+    CHECK(r.mode("L3")->ran);
+    CHECK(r.mode("L3")->name == "produced samples cached");
+    REQUIRE(r.stages.size() == 3);
+    CHECK(r.stages[0].name == "produce");
+    REQUIRE(!r.bottleneck.empty());
+    CHECK(r.bottleneck.front() == "produce");
+    CHECK(r.mode("L3")->images_per_s > 5 * r.mode("L0")->images_per_s);
+    CHECK(suggests(r, "produce() cheaper"));
+    check_json_and_consistency(r);
+  }
+  // The pool serves copies of the first `pool` samples: sample i is sample i mod pool.
+  doctor_pipeline p;
+  p.own = own;
+  doctor_options o = quick(1);
+  o.pool = 8;
+  o.modes = {"L3"};
+  o.step = [&](const step_batch& b) {
+    const auto* y = static_cast<const std::int64_t*>(b.fields[1].data);
+    const auto* x = static_cast<const float*>(b.fields[0].data);
+    for (std::size_t j = 0; j < b.size; ++j) {
+      CHECK(y[j] < 8);
+      CHECK(x[j * 64 + 3] == static_cast<float>(y[j] + 3));
+    }
+  };
+  (void)doctor(p, o);
+
+  doctor_pipeline both;
+  both.own = own;
+  both.reader = small_synthetic();
+  CHECK_THROWS_WITH_AS((void)doctor(both, quick(1)), doctest::Contains("not both"), std::invalid_argument);
+  doctor_pipeline with_steps;
+  with_steps.own = own;
+  with_steps.steps = parse_pipeline("crop(4)");
+  CHECK_THROWS_WITH_AS((void)doctor(with_steps, quick(1)), doctest::Contains("transforms go with a reader"),
+                       std::invalid_argument);
+}

@@ -40,11 +40,15 @@ struct step_batch {
 using step_function = std::function<void(const step_batch&)>;
 
 /// The pipeline under examination: a reader, its transforms and the source options (storage
-/// emulation, error policy, device tail). Its `cache` must be left at none: the doctor sets it.
+/// emulation, error policy, device tail); their `cache` must be left at none, the doctor sets it.
+/// Or, instead of a reader, any source of the trainer's own (`own`): it has no read, decode or
+/// transform stages the doctor can see, so its ladder is L0, L3 (a pool of its produced samples),
+/// L4 and L5, and the stage it prices is "produce".
 struct doctor_pipeline {
   std::shared_ptr<loaders::image_reader> reader;
   loaders::pipeline steps;
   loaders::pipeline_source_options source;
+  std::shared_ptr<pinfeed::source> own;
 };
 
 struct doctor_mode;
@@ -121,6 +125,7 @@ struct doctor_report {
   bool varying_sizes = false;    ///< the source's images differ in size
   bool float_images = false;     ///< the image field crosses to the device as float (4x uint8)
   bool planned_decode = false;   ///< the first transform lets JPEGs decode a window or at a DCT scale
+  bool own_source = false;       ///< a source of the trainer's own: one "produce" stage
   std::size_t batch_bytes = 0;   ///< bytes per full batch
   /// The host transforms in order (a fused colour/scale tail counts as one); mode Tk caches after
   /// the first k of them.

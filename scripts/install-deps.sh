@@ -14,6 +14,7 @@ packages=(
   libturbojpeg0-dev     # JPEG decoding (TurboJPEG API, DCT scaling)
   libjpeg62-turbo-dev   # libjpeg API of the same library: decoding only a crop window
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev  # other formats, resize
+  python3-jsonschema    # tests: the doctor's JSON report against its published schema
 )
 
 missing=()

@@ -197,6 +197,18 @@ ids=[m['id'] for m in r['modes']]
 ok = r['schema']=='pinfeed.doctor/1' and ids[:6]==['L0','L1','L2','L3','L4','L5'] and ('verdict: '+r['verdict']) in t
 ok = ok and all(0<=m['consumer_wait']<=1 for m in r['modes'] if m['ran']) and len(r['transforms'])==3
 sys.exit(0 if ok else 1)"
+schema=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/doctor/schema/doctor-report.schema.json
+"$pf" "${doc[@]}" --modes L0,L3 --no-per-transform --json "$work/doctor-some.json" >/dev/null 2>&1
+py=/usr/bin/python3  # Debian's, which scripts/install-deps.sh gives python3-jsonschema
+[[ -x $py ]] || py=python3
+check "doctor JSON reports follow the published schema" "$py" -c "
+import json, sys, jsonschema
+schema = json.load(open('$schema'))
+jsonschema.Draft202012Validator.check_schema(schema)
+for f in ('$work/doctor.json', '$work/doctor-some.json'):
+    jsonschema.Draft202012Validator(schema).validate(json.load(open(f)))
+bad = json.load(open('$work/doctor.json')); bad['modes'][0]['consumer_wait'] = 1.5
+sys.exit(0 if not jsonschema.Draft202012Validator(schema).is_valid(bad) else 1)"
 check "doctor trace is a Chrome trace" python3 -c "
 import json,sys; t=json.load(open('$work/doctor-trace.json')); sys.exit(0 if t['traceEvents'] else 1)"
 expect_error "doctor: negative step" "step time must be a finite number >= 0 ms, got -2" "${doc[@]}" --step-ms -2

@@ -358,6 +358,7 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
     for (double w : waits) total_wait += w;
     m.consumer_wait = std::clamp(total_wait / wall, 0.0, 1.0);
     std::sort(waits.begin(), waits.end(), std::greater<>());
+    m.max_wait_ms = waits.front() * 1e3;
     const std::size_t top = std::max<std::size_t>(1, waits.size() / 10);
     double top_wait = 0;
     for (std::size_t i = 0; i < top; ++i) top_wait += waits[i];

@@ -130,20 +130,27 @@ void analyse(doctor_report& r) {
       level = std::max(level, s->to);
       covered += s->share;
     }
-    const doctor_mode* after = stand_in(r, level);
-    std::string v = "bottleneck: " + join_names(labels);
-    if (std::find(r.bottleneck.begin(), r.bottleneck.end(), "copy") == r.bottleneck.end())
-      v += ", not the copy (" + (r.gpu ? pct(copy_share) + " of the time per image" : std::string("none on the CPU path")) + ")";
-    if (after != nullptr)
-      v += " - caching " + std::string(after->id == "L5" ? "device batches" : after->name.substr(0, after->name.find(" cached"))) +
-           " raises throughput " + num(after->images_per_s / l0->images_per_s, 1) + "x (" + after->id + " vs L0)";
-    if (!r.transforms.empty() &&
-        std::find(r.bottleneck.begin(), r.bottleneck.end(), "transforms") != r.bottleneck.end()) {
-      const auto top = std::max_element(r.transforms.begin(), r.transforms.end(),
-                                        [](const auto& a, const auto& b) { return a.share < b.share; });
-      v += "; " + top->name + " costs " + pct(top->share) + " of transform time";
+    if (r.bottleneck.empty()) {
+      r.verdict = "the consumer waits " + pct(l0->consumer_wait) +
+                  " of the time at L0, but no cached mode was measured to say which stage costs it";
+    } else {
+      const doctor_mode* after = stand_in(r, level);
+      std::string v = "bottleneck: " + join_names(labels);
+      if (std::find(r.bottleneck.begin(), r.bottleneck.end(), "copy") == r.bottleneck.end())
+        v += ", not the copy (" + (r.gpu ? pct(copy_share) + " of the time per image" : std::string("none on the CPU path")) +
+             ")";
+      if (after != nullptr)
+        v += " - caching " +
+             std::string(after->id == "L5" ? "device batches" : after->name.substr(0, after->name.find(" cached"))) +
+             " raises throughput " + num(after->images_per_s / l0->images_per_s, 1) + "x (" + after->id + " vs L0)";
+      if (!r.transforms.empty() &&
+          std::find(r.bottleneck.begin(), r.bottleneck.end(), "transforms") != r.bottleneck.end()) {
+        const auto top = std::max_element(r.transforms.begin(), r.transforms.end(),
+                                          [](const auto& a, const auto& b) { return a.share < b.share; });
+        v += "; " + top->name + " costs " + pct(top->share) + " of transform time";
+      }
+      r.verdict = v;
     }
-    r.verdict = v;
   }
 
   // The article's caveat: cached modes replay a pool; a data-dependent step makes them estimates.
@@ -168,10 +175,16 @@ void analyse(doctor_report& r) {
                                    "): they wait rather than compute",
                                evidence});
   }
-  if (l0->consumer_wait >= 0.02 && l0->consumer_wait <= 0.6 && l0->wait_top_share > 0.5 && l0->steps >= 10)
-    r.suggestions.push_back({"raise prefetch from " + std::to_string(r.prefetch) + " to " + std::to_string(2 * r.prefetch),
-                             pct(l0->wait_top_share) + " of the consumer's wait falls in the slowest 10% of steps: the "
-                             "pipeline keeps up on average but stalls in bursts"});
+  if (l0->consumer_wait >= 0.02 && l0->consumer_wait <= 0.6 && l0->wait_top_share > 0.5 && l0->steps >= 10) {
+    // Enough batches ahead to cover the longest stall at the consumer's own pace per step.
+    const double own_ms = std::max(1e-3, l0->seconds * (1.0 - l0->consumer_wait) / static_cast<double>(l0->steps) * 1e3);
+    const auto more = static_cast<std::size_t>(std::ceil(l0->max_wait_ms / own_ms));
+    const std::size_t to = std::max(r.prefetch + std::max<std::size_t>(more, 1), 2 * r.prefetch);
+    r.suggestions.push_back({"raise prefetch from " + std::to_string(r.prefetch) + " to " + std::to_string(to),
+                             pct(l0->wait_top_share) + " of the consumer's wait falls in the slowest 10% of steps (the "
+                             "longest " + num(l0->max_wait_ms, 1) + " ms, against " + num(own_ms, 1) +
+                             " ms of the consumer's own work per step): the pipeline keeps up on average but stalls in bursts"});
+  }
   if (named("copy")) {
     const doctor_mode* l4 = r.mode("L4");
     const std::string rate =
@@ -301,6 +314,7 @@ std::string doctor_report::to_json() const {
       x["images_per_s"] = m.images_per_s;
       x["consumer_wait"] = m.consumer_wait;
       x["wait_top_share"] = m.wait_top_share;
+      x["max_wait_ms"] = m.max_wait_ms;
       x["cpu_utilisation"] = m.cpu_utilisation;
     }
     j["modes"].push_back(x);

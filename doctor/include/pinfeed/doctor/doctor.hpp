@@ -96,6 +96,7 @@ struct doctor_mode {
   double steps_per_s = 0, images_per_s = 0;
   double consumer_wait = 0;    ///< fraction of the timed wall time the consumer waited for a batch
   double wait_top_share = 0;   ///< share of that wait spent in the 10% slowest waits (burstiness)
+  double max_wait_ms = 0;      ///< the longest single wait for a batch
   double cpu_utilisation = 0;  ///< process CPU time / (wall time x hardware threads), in [0, 1]
 };
 

@@ -86,6 +86,39 @@ void write_bytes(const fs::path& p, const std::vector<std::byte>& b) {
   out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
 }
 
+/// `count` JPEGs a.jpg, b.jpg, ... in <root>/c, image i of size (height + i * grow) x width; their
+/// listing as an image folder.
+std::vector<image_file> jpeg_class_folder(const fs::path& root, int count, int height, int grow, int width) {
+  fs::create_directories(root / "c");
+  for (int i = 0; i < count; ++i)
+    write_bytes(root / "c" / (std::string(1, static_cast<char>('a' + i)) + ".jpg"),
+                encode(picture(height + grow * i, width, i), ".jpg"));
+  return list_image_folder(root.string()).files;
+}
+
+/// Under error_policy::skip: the first batch has `size` samples, and exactly one failure, naming
+/// `file`, was counted and listed.
+void check_one_skipped(const std::shared_ptr<pipeline_source>& src, const loader_options& o, std::size_t size,
+                       const std::string& file) {
+  loader l(src, o);
+  auto b = l.next();
+  REQUIRE(b);
+  CHECK(b->size() == size);
+  CHECK(src->failures() == 1);
+  REQUIRE(src->failed().size() == 1);
+  CHECK(src->failed()[0].find(file) != std::string::npos);
+}
+
+/// CPU loader options with two workers.
+loader_options two_workers(std::size_t batch, std::uint64_t seed) {
+  loader_options o;
+  o.batch_size = batch;
+  o.workers = 2;
+  o.device = "cpu";
+  o.seed = seed;
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("decode.formats_match_a_reference_decode") {
@@ -360,14 +393,8 @@ TEST_CASE("image_files.oversized_image_under_both_policies") {
   }
   pipeline_source_options skip;
   skip.on_error = error_policy::skip;
-  auto src = std::make_shared<pipeline_source>(image_files_reader(files, limit), parse_pipeline("center_crop(16)"), skip);
-  loader l(src, o);
-  auto b = l.next();
-  REQUIRE(b);
-  CHECK(b->size() == 3);
-  CHECK(src->failures() == 1);
-  REQUIRE(src->failed().size() == 1);
-  CHECK(src->failed()[0].find("1.jpg") != std::string::npos);
+  check_one_skipped(std::make_shared<pipeline_source>(image_files_reader(files, limit), parse_pipeline("center_crop(16)"), skip),
+                    o, 3, "1.jpg");
 }
 
 TEST_CASE("image_files.shuffled_skip_takes_the_next_sample_of_the_epoch_and_runs_are_deterministic") {
@@ -486,15 +513,8 @@ TEST_CASE("decode.region_equals_the_window_of_a_full_decode") {
 
 TEST_CASE("image_files.jpeg_window_decoding_in_the_pipeline") {
   temp_dir d;
-  fs::create_directories(d.path / "c");
-  for (int i = 0; i < 6; ++i)
-    write_bytes(d.path / "c" / (std::string(1, static_cast<char>('a' + i)) + ".jpg"), encode(picture(300 + 10 * i, 400, i), ".jpg"));
-  const auto files = list_image_folder(d.path.string()).files;
-  loader_options o;
-  o.batch_size = 6;
-  o.workers = 2;
-  o.device = "cpu";
-  o.seed = 4;
+  const auto files = jpeg_class_folder(d.path, 6, 300, 10, 400);
+  const loader_options o = two_workers(6, 4);
   for (const char* spec : {"rrc(32)", "center_crop(64)", "crop(48)"}) {
     CAPTURE(spec);
     const auto steps = parse_pipeline(spec);
@@ -529,15 +549,8 @@ TEST_CASE("image_files.jpeg_window_decoding_in_the_pipeline") {
 
 TEST_CASE("image_files.cache_stages_over_encoded_files") {
   temp_dir d;
-  fs::create_directories(d.path / "c");
-  for (int i = 0; i < 8; ++i)
-    write_bytes(d.path / "c" / (std::string(1, static_cast<char>('a' + i)) + ".jpg"), encode(picture(120 + 8 * i, 160, i), ".jpg"));
-  const auto files = list_image_folder(d.path.string()).files;
-  loader_options o;
-  o.batch_size = 16;
-  o.workers = 2;
-  o.device = "cpu";
-  o.seed = 9;
+  const auto files = jpeg_class_folder(d.path, 8, 120, 8, 160);
+  const loader_options o = two_workers(16, 9);
   const auto steps = parse_pipeline("rrc(24),hflip");
   const auto first_batch = [&](pipeline_source_options po, stats_snapshot* st = nullptr) {
     loader l(std::make_shared<pipeline_source>(image_files_reader(files), steps, po), o);
@@ -575,13 +588,6 @@ TEST_CASE("image_files.cache_stages_over_encoded_files") {
     loader l(std::make_shared<pipeline_source>(image_files_reader(files), steps, bad), o);
     CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("a.jpg"), sample_error);
     bad.on_error = error_policy::skip;
-    auto src = std::make_shared<pipeline_source>(image_files_reader(files), steps, bad);
-    loader s(src, o);
-    auto b = s.next();
-    REQUIRE(b);
-    CHECK(b->size() == 8);
-    CHECK(src->failures() == 1);
-    REQUIRE(src->failed().size() == 1);
-    CHECK(src->failed()[0].find("a.jpg") != std::string::npos);
+    check_one_skipped(std::make_shared<pipeline_source>(image_files_reader(files), steps, bad), o, 8, "a.jpg");
   }
 }

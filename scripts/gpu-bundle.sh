@@ -3,6 +3,9 @@
 # driver, compute-sanitizer and (optionally) PyTorch, but none of pinfeed's Debian libraries:
 # the test and bench executables, every shared library they need outside glibc/libstdc++/the CUDA
 # driver, the comparison script and bundle/run-device-checks.sh, which runs everything into $OUT.
+# It also writes BUNDLE_DIR.tar.xz: the libraries OpenCV's codecs pull in make the folder about
+# 190 MB, over what a device run may carry (64 MiB), while the archive is about 50 MB. Carry the
+# archive and run: tar -xJf bundle.tar.xz && bash bundle/run-device-checks.sh
 # Usage: scripts/gpu-bundle.sh [BUNDLE_DIR (default: bundle)]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -27,3 +30,5 @@ cp "$root/scripts/run-device-checks.sh" "$bundle/"
 chmod +x "$bundle/run-device-checks.sh"
 du -sh "$bundle"
 ls "$bundle" "$bundle/lib"
+tar -C "$(dirname "$bundle")" -cf - "$(basename "$bundle")" | xz -T0 -6 >"$bundle.tar.xz"
+ls -l "$bundle.tar.xz"

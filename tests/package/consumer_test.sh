@@ -12,6 +12,8 @@ case $mode in
     cmake --install "$build" --prefix "$work/prefix" >/dev/null
     test -f "$work/prefix/lib/cmake/pinfeed/pinfeedConfig.cmake"
     test -f "$work/prefix/include/pinfeed/runtime/loader.hpp"
+    test -f "$work/prefix/include/pinfeed/doctor/doctor.hpp"
+    test -f "$work/prefix/share/pinfeed/doctor-report.schema.json"
     cmake -S "$src/examples/trainer" -B "$work/build" "${gen[@]}" -DCMAKE_PREFIX_PATH="$work/prefix" \
       -DCMAKE_BUILD_TYPE=Release >/dev/null
     ;;
@@ -25,3 +27,4 @@ cmake --build "$work/build" -j 2 >/dev/null
 out=$("$work/build/trainer")
 echo "$out"
 grep -q "trained on 512 samples" <<<"$out"
+grep -q "^doctor: " <<<"$out"

@@ -214,8 +214,9 @@ void analyse(doctor_report& r) {
                                  pct(stage("read").share) + " of the time per image"});
   if (named("decode"))
     r.suggestions.push_back({r.planned_decode
-                                 ? "store the images nearer the training size, decode on the GPU, or add CPU workers: "
-                                   "JPEGs already decode only the window the first transform uses"
+                                 ? "store the images nearer the training size, or decode on the GPU" +
+                                       std::string(l0->cpu_utilisation < 0.75 ? ", or add workers" : "") +
+                                       ": JPEGs already decode only the window the first transform uses"
                                  : "decode less: start the pipeline with rrc(...), a crop or resize(...) so JPEGs decode "
                                    "only that window, at a DCT scale when it is large",
                              "decoding costs " + num(stage("decode").ms_per_image, 3) + " ms per image, " +

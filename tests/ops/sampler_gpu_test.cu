@@ -91,7 +91,7 @@ TEST_CASE("gpu.sampler.bit_identical_to_cpu" * doctest::test_suite("gpu")) {
       {4, 5000, 2000, 0.5, sampler_mode::topup, 50, 50}, {2, 37, 50, 0.5, sampler_mode::topup, 40, 10},
       {1000, 16, 4, 0.5, sampler_mode::topup, 50, 10},  {32, 100000, 10000, 0.5, sampler_mode::topup, 50, 0},
       {1, 1000000, 100000, 0.5, sampler_mode::topup, 50, 0}, {3, 0, 5, 0.5, sampler_mode::topup, 50, 0},
-      {4, 100, 0, 0.5, sampler_mode::topup, 50, 0},
+      {4, 100, 0, 0.5, sampler_mode::topup, 50, 0},     {2, 400000, 200000, 0.5, sampler_mode::topup, 50, 0},  // order-key ties
   };
   for (const auto& c : configs) {
     CAPTURE(c.rows);

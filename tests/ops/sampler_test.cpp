@@ -447,3 +447,37 @@ TEST_CASE("sampler.exact_when_the_strided_count_guess_is_wrong") {
   }
   set_simd_level(cpu_simd_support());
 }
+
+TEST_CASE("sampler.order_ties_fall_to_the_lower_index") {
+  // With k = 2e5 picks per row, about k^2 / 2^33 = 4.7 pairs share an order key: the output must
+  // put the lower index first, as the oracle does. The case is only meaningful if ties occur, so
+  // the test counts them.
+  const test::sampler_config c{2, 400000, 200000, 0.5, sampler_mode::topup, 50, 0};
+  const sampler_params p = c.params(99, 3);
+  const auto labels = c.labels(17);
+  std::size_t ties = 0;
+  for (const auto level : {simd_level::scalar, simd_level::avx512}) {
+    if (level > cpu_simd_support()) continue;
+    set_simd_level(level);
+    CAPTURE(to_string(level));
+    const auto r = run_cpu(labels, c.rows, c.n, p);
+    for (std::int64_t row = 0; row < c.rows; ++row) {
+      std::vector<std::int64_t> rl(labels.begin() + row * c.n, labels.begin() + (row + 1) * c.n);
+      std::int32_t valid = 0;
+      const auto expect = oracle_row(rl, static_cast<std::uint64_t>(row), p, &valid);
+      REQUIRE(valid == r.valid[row]);
+      REQUIRE(std::equal(expect.begin(), expect.end(), r.indices.begin() + row * c.k));
+      const philox_stream ord(p.seed, p.offset, static_cast<std::uint64_t>(row), 1);
+      for (std::int64_t j = 1; j < valid; ++j) {
+        const auto a = r.indices[row * c.k + j - 1], b = r.indices[row * c.k + j];
+        if (ord.word_at(static_cast<std::uint64_t>(a)) == ord.word_at(static_cast<std::uint64_t>(b))) {
+          ++ties;
+          CHECK(a < b);
+        }
+      }
+    }
+  }
+  set_simd_level(cpu_simd_support());
+  CHECK(ties > 0);
+  MESSAGE("order-key ties checked: " << ties);
+}

@@ -111,7 +111,7 @@ struct row_scratch {
   std::vector<std::uint32_t> keys;
   append_buffer cand[2];
   std::vector<std::uint64_t> tmp;
-  std::vector<std::uint32_t> sel_class[2], sel, ord;
+  std::vector<std::uint32_t> sel, ord;
   std::vector<std::uint64_t> order, sort_tmp;
   std::vector<std::int64_t> label_stage;
   std::vector<std::byte> feature_stage;
@@ -205,21 +205,18 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void stream_rows(
   _mm_sfence();
 }
 
-/// Merges two increasing lists without branches on the data (the classes interleave at random, so
-/// a branchy merge mispredicts about every other element).
-void merge_branch_free(const std::vector<std::uint32_t>& a, const std::vector<std::uint32_t>& b,
-                       std::vector<std::uint32_t>& out) {
-  out.resize(a.size() + b.size());
-  std::size_t i = 0, j = 0, k = 0;
-  while (i < a.size() && j < b.size()) {
-    const std::uint32_t x = a[i], y = b[j];
-    const bool take_a = x < y;
-    out[k++] = take_a ? x : y;
-    i += take_a;
-    j += !take_a;
+/// Within runs of equal order keys (the high words of `order`, sorted), puts the items in
+/// increasing index (sel[position]) order.
+void order_ties_by_index(std::vector<std::uint64_t>& order, const std::vector<std::uint32_t>& sel) {
+  const std::size_t n = order.size();
+  for (std::size_t j = 1; j < n; ++j) {
+    if ((order[j] >> 32) != (order[j - 1] >> 32)) continue;
+    std::size_t end = j + 1;
+    while (end < n && (order[end] >> 32) == (order[j] >> 32)) ++end;
+    std::sort(order.begin() + static_cast<std::ptrdiff_t>(j - 1), order.begin() + static_cast<std::ptrdiff_t>(end),
+              [&](std::uint64_t x, std::uint64_t y) { return sel[x & 0xFFFFFFFFu] < sel[y & 0xFFFFFFFFu]; });
+    j = end - 1;
   }
-  for (; i < a.size(); ++i) out[k++] = a[i];
-  for (; j < b.size(); ++j) out[k++] = b[j];
 }
 
 template <class L>
@@ -266,19 +263,20 @@ struct row_sampler {
     }
   }
 
-  /// The `m` smallest candidates of a class, as indices in increasing index order.
+  /// Appends the indices of the `m` smallest candidates of a class to `out`, in increasing index
+  /// order (one spare slot past the end is written and then dropped).
   void select(append_buffer& cand, std::size_t m, std::vector<std::uint32_t>& out, row_scratch& s) const {
-    out.clear();
     if (m == 0) return;
     std::uint64_t cut = ~std::uint64_t{0};
     if (cand.size > m) cut = smallest_cut(cand, m, s);
-    out.resize(m + 1);  // one spare slot: the branch-free loop writes one past the last kept item
-    std::uint32_t* o = out.data();
+    const std::size_t at = out.size();
+    out.resize(at + m + 1);  // the branch-free loop writes one past the last kept item
+    std::uint32_t* o = out.data() + at;
     for (const std::uint64_t* c = cand.begin(); c != cand.end(); ++c) {
       *o = static_cast<std::uint32_t>(*c);  // write always, advance when kept
       o += *c <= cut;
     }
-    out.resize(m);
+    out.resize(at + m);
   }
 
   /// The m-th smallest of the candidates (composites are unique, so exactly m are <= it): a
@@ -375,18 +373,19 @@ struct row_sampler {
             scan(labels, static_cast<std::uint64_t>(row), all, c, s, again);
           }
         }
-        select(s.cand[c], static_cast<std::size_t>(want[c]), s.sel_class[c], s);
+        select(s.cand[c], static_cast<std::size_t>(want[c]), s.sel, s);
       }
-      // Both classes in index order -> one list in index order.
-      merge_branch_free(s.sel_class[0], s.sel_class[1], s.sel);
-      // Output order: increasing (ord(i), i). Sorting (ord << 32 | position) stably by ord keeps
-      // index order among equal ord, since positions follow indices.
+      // s.sel: the positives in index order, then the negatives in index order.
+      // Output order: increasing (ord(i), i). A stable sort of (ord << 32 | position) by ord gives
+      // that except where equal ord keys (about k^2 / 2^33 pairs per row) pair a positive with a
+      // negative of lower index: those runs are put in index order afterwards.
       s.ord.resize(s.sel.size());
       philox_element_words(philox_stream(p.seed, p.offset, static_cast<std::uint64_t>(row), 1), s.sel.data(),
                            s.sel.size(), s.ord.data());
       s.order.resize(s.sel.size());
       for (std::size_t j = 0; j < s.sel.size(); ++j) s.order[j] = (static_cast<std::uint64_t>(s.ord[j]) << 32) | j;
       radix_sort_by_high_word(s.order, s.sort_tmp);
+      order_ties_by_index(s.order, s.sel);
     } else {
       s.order.clear();
     }
@@ -394,8 +393,9 @@ struct row_sampler {
   }
 
   /// Writes indices, labels, padding and gathered features in output order. Features move in two
-  /// steps that both stay friendly to the TLB: gathered in index order (reads sweep the feature
-  /// rows forward) into a staging buffer, then permuted into output order from that small buffer.
+  /// steps that both stay friendly to the TLB: gathered in s.sel order (two forward sweeps over the
+  /// feature rows, positives then negatives) into a staging buffer, then permuted into output order
+  /// from that small buffer.
   void write(std::int64_t row, row_scratch& s, const L* labels) const {
     constexpr std::int64_t kPrefetch = 64;
     const std::int64_t k = p.k, valid = static_cast<std::int64_t>(s.order.size());
@@ -405,7 +405,7 @@ struct row_sampler {
       else static_cast<std::int32_t*>(a.indices)[row * k + j] = static_cast<std::int32_t>(idx);
     }
     if (a.gathered_labels != nullptr) {
-      // Labels in index order first (forward sweep), then into output order.
+      // Labels in s.sel order first (forward sweeps), then into output order.
       s.label_stage.resize(static_cast<std::size_t>(valid));
       for (std::int64_t q = 0; q < valid; ++q) {
         if (q + kPrefetch < valid) __builtin_prefetch(labels + s.sel[q + kPrefetch]);

@@ -260,6 +260,9 @@ image_view pipeline_source::run_steps(sample& s, image_view cur, bool window_onl
   const auto& steps = host_.steps();
   const bool to_slot = end == steps.size();
   std::byte* slot_image = s.bytes(0).data();
+  const auto same = [](const image_spec& x, const image_spec& y) {
+    return x.height == y.height && x.width == y.width && x.channels == y.channels && x.type == y.type;
+  };
   for (std::size_t k = first; k < end; ++k) {
     const bool last = to_slot && k + 1 == steps.size() && !host_tail_;
     try {
@@ -267,9 +270,21 @@ image_view pipeline_source::run_steps(sample& s, image_view cur, bool window_onl
       const bool resize_only = k == 0 && window_only;
       const image_spec next = resize_only ? steps[0]->output_spec({-1, -1, cur.spec.channels, cur.spec.type})
                                           : steps[k]->output_spec(cur.spec);
+      // Where the step writes. In place when it can and the image is this sample's own (never a
+      // cached image other samples read); straight into the slot when it is the last step, or
+      // when the last step follows and will run in place there.
+      const bool own = cur.data == a.data() || cur.data == b.data() || cur.data == slot_image;
+      const bool in_place = !resize_only && steps[k]->in_place() && own && same(next, cur.spec) &&
+                            (!last || cur.data == slot_image);
+      const bool feeds_slot = to_slot && !host_tail_ && k + 2 == steps.size() && steps[k + 1]->in_place() &&
+                              same(steps[k + 1]->output_spec(next), next);
       std::vector<std::byte>& other = cur.data == a.data() ? b : a;
-      if (!last) other.resize(next.bytes());
-      const image_view dst{last ? slot_image : other.data(), next};
+      std::byte* target = (last || feeds_slot) ? slot_image : in_place ? cur.data : nullptr;
+      if (target == nullptr) {
+        other.resize(next.bytes());
+        target = other.data();
+      }
+      const image_view dst{target, next};
       if (resize_only) resize_into(cur, dst);
       else steps[k]->apply(cur, dst, s.rng(100 + static_cast<std::uint32_t>(k)));
       cur = dst;

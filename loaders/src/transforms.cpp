@@ -247,6 +247,7 @@ class mask_transform final : public transform {
     for (std::size_t p = 0; p < pixels; ++p)
       if (dilated[p]) std::memset(out.data + p * px, 0, px);
   }
+  bool in_place() const override { return true; }  // every element is read before it is written
 
  private:
   double ratio_;
@@ -271,6 +272,41 @@ class hflip_transform final : public transform {
       if (in.data != out.data) std::memcpy(out.data, in.data, static_cast<std::size_t>(h * w) * px);
       return;
     }
+    if (in.data == out.data && px == 3) {  // in place, uint8 RGB: swap pixel x with pixel w - 1 - x
+      for (std::int64_t y = 0; y < h; ++y) {
+        std::byte* row = out.data + static_cast<std::size_t>(y * w) * 3;
+        for (std::int64_t x = 0; x < w / 2; ++x) {
+          std::byte* l = row + 3 * x;
+          std::byte* r = row + 3 * (w - 1 - x);
+          const std::byte l0 = l[0], l1 = l[1], l2 = l[2];
+          l[0] = r[0];
+          l[1] = r[1];
+          l[2] = r[2];
+          r[0] = l0;
+          r[1] = l1;
+          r[2] = l2;
+        }
+      }
+      return;
+    }
+    if (in.data == out.data) {  // in place, any pixel size
+      std::byte tmp[64];
+      for (std::int64_t y = 0; y < h; ++y) {
+        std::byte* row = out.data + static_cast<std::size_t>(y * w) * px;
+        for (std::int64_t x = 0; x < w / 2; ++x) {
+          std::byte* l = row + static_cast<std::size_t>(x) * px;
+          std::byte* r = row + static_cast<std::size_t>(w - 1 - x) * px;
+          if (px <= sizeof tmp) {
+            std::memcpy(tmp, l, px);
+            std::memcpy(l, r, px);
+            std::memcpy(r, tmp, px);
+          } else {
+            std::swap_ranges(l, l + px, r);
+          }
+        }
+      }
+      return;
+    }
     if (px == 3) {  // uint8 RGB: byte moves the compiler can keep in registers
       for (std::int64_t y = 0; y < h; ++y) {
         const std::byte* src = in.data + static_cast<std::size_t>(y * w) * 3;
@@ -289,6 +325,7 @@ class hflip_transform final : public transform {
         std::memcpy(out.data + static_cast<std::size_t>(y * w + x) * px,
                     in.data + static_cast<std::size_t>(y * w + (w - 1 - x)) * px, px);
   }
+  bool in_place() const override { return true; }
 
  private:
   double p_;

@@ -364,3 +364,79 @@ TEST_CASE("pipeline_source.caching_at_a_stage_serves_a_pool_of_samples") {
   po.cache = {cache_stage::processed, 0, 0};
   CHECK_THROWS_WITH_AS(pipeline_source(base, steps, po), doctest::Contains("pool must be at least 1"), std::invalid_argument);
 }
+
+TEST_CASE("transforms.in_place_steps_match_out_of_place") {
+  // hflip and mask may run in place; the result must equal the out-of-place one, for uint8 RGB and
+  // for float pixels.
+  for (const auto type : {dtype::u8, dtype::f32}) {
+    CAPTURE(dtype_name(type));
+    owned_image im = random_image(9, 7, 5);
+    if (type == dtype::f32) {
+      owned_image f{std::vector<std::byte>(9 * 7 * 3 * 4), {9, 7, 3, dtype::f32}};
+      for (std::size_t i = 0; i < 9 * 7 * 3; ++i) {
+        const float v = static_cast<float>(im.bytes[i]) / 7.0f;
+        std::memcpy(f.bytes.data() + 4 * i, &v, 4);
+      }
+      im = f;
+    }
+    for (const auto& t : {random_hflip(1.0), random_hflip(0.0), random_mask(0.3)}) {
+      CAPTURE(t->name());
+      REQUIRE(t->in_place());
+      for (std::uint64_t i = 0; i < 6; ++i) {
+        const philox_stream rng(8, 0, i, 100);
+        const owned_image expect = run_step(*t, im, rng);
+        owned_image inplace = im;
+        t->apply(inplace.view(), inplace.view(), rng);
+        CHECK(inplace.bytes == expect.bytes);
+      }
+    }
+  }
+  CHECK_FALSE(random_crop(4)->in_place());
+  CHECK_FALSE(convert_ycbcr()->in_place());
+}
+
+TEST_CASE("pipeline_source.in_place_steps_give_the_step_by_step_result") {
+  // Each sample's image is known; the pipeline's output must equal applying the steps one by one,
+  // out of place, with the sample's streams - whatever runs in place or straight into the slot.
+  const std::int64_t H = 20, W = 24;
+  auto base = make_source(
+      40, {{"image", dtype::u8, {H, W, 3}}},
+      [](sample& s) { fill_random_bytes(philox_stream(77, 0, s.index()), s.bytes(0)); }, "known");
+  for (const char* spec : {"crop(16),hflip", "crop(16),mask(0.3),hflip", "crop(16),hflip,mask(0.3)", "hflip,mask(0.5)",
+                           "mask(0.2),hflip,crop(12)", "crop(16),hflip,ycbcr,scale", "rrc(10),hflip"}) {
+    CAPTURE(spec);
+    const auto steps = parse_pipeline(spec);
+    auto src = std::make_shared<pipeline_source>(base, steps);
+    loader_options o;
+    o.batch_size = 8;
+    o.workers = 2;
+    o.device = "cpu";
+    o.seed = 5;
+    loader l(src, o);
+    const field_spec f = src->fields()[0];
+    const std::size_t bytes = f.bytes();
+    while (auto b = l.next()) {
+      const auto* got = static_cast<const std::byte*>(b->field("image").data);
+      for (std::size_t j = 0; j < b->size(); ++j) {
+        const std::uint64_t i = b->indices()[j];
+        owned_image cur{std::vector<std::byte>(static_cast<std::size_t>(H * W * 3)), {H, W, 3, dtype::u8}};
+        fill_random_bytes(philox_stream(77, 0, i), cur.bytes);
+        const auto host = src->host_steps().steps();
+        for (std::size_t k = 0; k < host.size(); ++k)
+          cur = run_step(*host[k], cur, philox_stream(5, 0, i, 100 + static_cast<std::uint32_t>(k)));
+        std::vector<std::byte> expect(bytes);
+        if (f.type == dtype::f32) {  // the fused host tail, CHW float
+          const auto tail = fused_tail(steps);
+          REQUIRE(tail.has_value());
+          ops::normalize_hwc_to_chw(reinterpret_cast<const std::uint8_t*>(cur.bytes.data()), expect.data(),
+                                    {1, static_cast<std::size_t>(cur.spec.height), static_cast<std::size_t>(cur.spec.width)},
+                                    *tail);
+        } else {
+          REQUIRE(cur.bytes.size() == bytes);
+          expect = cur.bytes;
+        }
+        CHECK(std::memcmp(got + j * bytes, expect.data(), bytes) == 0);
+      }
+    }
+  }
+}

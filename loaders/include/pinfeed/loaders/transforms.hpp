@@ -71,6 +71,9 @@ class transform {
   /// Writes the transformed `in` to `out` (shaped by output_spec(in.spec)). `rng` is this
   /// transform's stream for the sample. Throws std::runtime_error for an input it cannot handle.
   virtual void apply(const image_view& in, const image_view& out, philox_stream rng) const = 0;
+  /// True when apply() also accepts out.data == in.data (the output has the input's shape): a
+  /// pipeline then runs the step in place and saves a pass over the image.
+  [[nodiscard]] virtual bool in_place() const { return false; }
   /// For a step that only changes pixel values per channel (colour conversion, scale,
   /// normalisation), what it does: those can run on the GPU instead (see pipeline::device_tail()).
   [[nodiscard]] virtual std::optional<pointwise_step> pointwise() const { return std::nullopt; }

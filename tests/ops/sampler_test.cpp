@@ -97,6 +97,17 @@ void check_invariants(const std::vector<std::int64_t>& labels, std::int64_t rows
   }
 }
 
+/// Row `row` of the result equals the contract oracle's; returns that row's labels.
+std::vector<std::int64_t> check_row_against_oracle(const std::vector<std::int64_t>& labels, std::int64_t n,
+                                                   const sampler_params& p, const result& r, std::int64_t row) {
+  std::vector<std::int64_t> rl(labels.begin() + row * n, labels.begin() + (row + 1) * n);
+  std::int32_t valid = 0;
+  const auto expect = oracle_row(rl, static_cast<std::uint64_t>(row), p, &valid);
+  REQUIRE(valid == r.valid[row]);
+  REQUIRE(std::equal(expect.begin(), expect.end(), r.indices.begin() + row * p.k));
+  return rl;
+}
+
 }  // namespace
 
 TEST_CASE("sampler.counts.topup_rule") {
@@ -136,13 +147,7 @@ TEST_CASE("sampler.cpu_matches_contract_oracle") {
     const auto labels = c.labels(static_cast<std::uint64_t>(c.n * 31 + c.k));
     const auto r = run_cpu(labels, c.rows, c.n, p);
     check_invariants(labels, c.rows, c.n, p, r);
-    for (std::int64_t row = 0; row < c.rows; ++row) {
-      std::vector<std::int64_t> rl(labels.begin() + row * c.n, labels.begin() + (row + 1) * c.n);
-      std::int32_t valid = 0;
-      const auto expect = oracle_row(rl, static_cast<std::uint64_t>(row), p, &valid);
-      REQUIRE(valid == r.valid[row]);
-      REQUIRE(std::equal(expect.begin(), expect.end(), r.indices.begin() + row * c.k));
-    }
+    for (std::int64_t row = 0; row < c.rows; ++row) (void)check_row_against_oracle(labels, c.n, p, r, row);
   }
   }
   set_simd_level(cpu_simd_support());
@@ -462,11 +467,8 @@ TEST_CASE("sampler.order_ties_fall_to_the_lower_index") {
     CAPTURE(to_string(level));
     const auto r = run_cpu(labels, c.rows, c.n, p);
     for (std::int64_t row = 0; row < c.rows; ++row) {
-      std::vector<std::int64_t> rl(labels.begin() + row * c.n, labels.begin() + (row + 1) * c.n);
-      std::int32_t valid = 0;
-      const auto expect = oracle_row(rl, static_cast<std::uint64_t>(row), p, &valid);
-      REQUIRE(valid == r.valid[row]);
-      REQUIRE(std::equal(expect.begin(), expect.end(), r.indices.begin() + row * c.k));
+      const auto rl = check_row_against_oracle(labels, c.n, p, r, row);
+      const std::int32_t valid = r.valid[row];
       const philox_stream ord(p.seed, p.offset, static_cast<std::uint64_t>(row), 1);
       for (std::int64_t j = 1; j < valid; ++j) {
         const auto a = r.indices[row * c.k + j - 1], b = r.indices[row * c.k + j];

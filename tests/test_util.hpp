@@ -17,8 +17,20 @@
 #include <unistd.h>
 
 #include "pinfeed/runtime/device.hpp"
+#include "pinfeed/runtime/loader.hpp"
 
 namespace pinfeed::test {
+
+/// Loader options for a CPU-only test run.
+inline loader_options cpu_loader(std::size_t batch, std::size_t workers, std::uint64_t seed, std::size_t prefetch = 2) {
+  loader_options o;
+  o.batch_size = batch;
+  o.workers = workers;
+  o.prefetch = prefetch;
+  o.device = "cpu";
+  o.seed = seed;
+  return o;
+}
 
 /// True when a CUDA device is usable; otherwise prints why the calling GPU case is skipped.
 inline bool gpu_available(const char* what) {

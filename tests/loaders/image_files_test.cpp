@@ -109,16 +109,6 @@ void check_one_skipped(const std::shared_ptr<pipeline_source>& src, const loader
   CHECK(src->failed()[0].find(file) != std::string::npos);
 }
 
-/// CPU loader options with two workers.
-loader_options two_workers(std::size_t batch, std::uint64_t seed) {
-  loader_options o;
-  o.batch_size = batch;
-  o.workers = 2;
-  o.device = "cpu";
-  o.seed = seed;
-  return o;
-}
-
 }  // namespace
 
 TEST_CASE("decode.formats_match_a_reference_decode") {
@@ -514,7 +504,7 @@ TEST_CASE("decode.region_equals_the_window_of_a_full_decode") {
 TEST_CASE("image_files.jpeg_window_decoding_in_the_pipeline") {
   temp_dir d;
   const auto files = jpeg_class_folder(d.path, 6, 300, 10, 400);
-  const loader_options o = two_workers(6, 4);
+  const loader_options o = pinfeed::test::cpu_loader(6, 2, 4);
   for (const char* spec : {"rrc(32)", "center_crop(64)", "crop(48)"}) {
     CAPTURE(spec);
     const auto steps = parse_pipeline(spec);
@@ -550,7 +540,7 @@ TEST_CASE("image_files.jpeg_window_decoding_in_the_pipeline") {
 TEST_CASE("image_files.cache_stages_over_encoded_files") {
   temp_dir d;
   const auto files = jpeg_class_folder(d.path, 8, 120, 8, 160);
-  const loader_options o = two_workers(16, 9);
+  const loader_options o = pinfeed::test::cpu_loader(16, 2, 9);
   const auto steps = parse_pipeline("rrc(24),hflip");
   const auto first_batch = [&](pipeline_source_options po, stats_snapshot* st = nullptr) {
     loader l(std::make_shared<pipeline_source>(image_files_reader(files), steps, po), o);

@@ -4,6 +4,7 @@
 #include <set>
 #include <vector>
 
+#include "test_util.hpp"
 #include "pinfeed/loaders/synthetic.hpp"
 #include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/loader.hpp"
@@ -20,11 +21,7 @@ TEST_CASE("synthetic.fields_and_deterministic_content") {
   CHECK(fields[1].type == dtype::i64);
   CHECK(src->size() == 50);
 
-  loader_options o;
-  o.batch_size = 16;
-  o.workers = 2;
-  o.device = "cpu";
-  o.seed = 5;
+  const loader_options o = pinfeed::test::cpu_loader(16, 2, 5);
   loader l(src, o);
   std::set<std::int64_t> labels;
   std::vector<std::byte> expect(32 * 48 * 3);

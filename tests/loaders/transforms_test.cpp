@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include "test_util.hpp"
 #include "pinfeed/loaders/pipeline_source.hpp"
 #include "pinfeed/loaders/synthetic.hpp"
 #include "pinfeed/loaders/transforms.hpp"
@@ -210,11 +211,7 @@ TEST_CASE("pipeline_source.the_articles_pipeline_host_and_device_tail_agree") {
   CHECK(split->tail_params()->ycbcr);
   CHECK(split->tail_params()->scale == 1.0f / 255.0f);
 
-  loader_options o;
-  o.batch_size = 16;
-  o.workers = 2;
-  o.device = "cpu";
-  o.seed = 3;
+  loader_options o = pinfeed::test::cpu_loader(16, 2, 3);
   loader lh(host, o), ls(split, o);
   std::vector<float> finished(16 * 3 * 32 * 32);
   while (auto bh = lh.next()) {
@@ -320,11 +317,7 @@ TEST_CASE("pipeline_source.emulated_slow_storage") {
 TEST_CASE("pipeline_source.caching_at_a_stage_serves_a_pool_of_samples") {
   auto base = make_synthetic_source({40, 24, 24, 1000});
   const auto steps = parse_pipeline("crop(16),hflip,ycbcr,scale");
-  loader_options o;
-  o.batch_size = 40;
-  o.workers = 2;
-  o.device = "cpu";
-  o.seed = 6;
+  loader_options o = pinfeed::test::cpu_loader(40, 2, 6);
   auto first_batch = [&](pipeline_source_options po) {
     loader l(std::make_shared<pipeline_source>(base, steps, po), o);
     auto b = l.next();
@@ -407,11 +400,7 @@ TEST_CASE("pipeline_source.in_place_steps_give_the_step_by_step_result") {
     CAPTURE(spec);
     const auto steps = parse_pipeline(spec);
     auto src = std::make_shared<pipeline_source>(base, steps);
-    loader_options o;
-    o.batch_size = 8;
-    o.workers = 2;
-    o.device = "cpu";
-    o.seed = 5;
+    const loader_options o = pinfeed::test::cpu_loader(8, 2, 5);
     loader l(src, o);
     const field_spec f = src->fields()[0];
     const std::size_t bytes = f.bytes();

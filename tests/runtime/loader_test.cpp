@@ -78,13 +78,7 @@ void check_batch_against_reference(const batch& b, std::uint64_t seed, std::uint
 }
 
 loader_options cpu_options(std::size_t batch, std::size_t workers, std::size_t prefetch = 3) {
-  loader_options o;
-  o.batch_size = batch;
-  o.workers = workers;
-  o.prefetch = prefetch;
-  o.device = "cpu";
-  o.seed = 2024;
-  return o;
+  return pinfeed::test::cpu_loader(batch, workers, 2024, prefetch);
 }
 
 }  // namespace

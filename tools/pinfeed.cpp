@@ -143,13 +143,14 @@ pinfeed::loader_options make_loader_options(const run_args& a, const pinfeed::de
 
 int cmd_run(const run_args& a) {
   const pinfeed::device_choice dev = pinfeed::resolve_device(a.device);
-  auto [reader, steps, po, own] = make_pipeline(a, dev);
-  (void)own;
+  pinfeed::doctor_pipeline p = make_pipeline(a, dev);
+  auto& po = p.source;
   po.cache.pool = a.cache_pool;
   if (a.cache == "raw") po.cache.stage = pinfeed::loaders::cache_stage::raw;
   else if (a.cache == "decoded") po.cache.stage = pinfeed::loaders::cache_stage::decoded;
-  else if (a.cache == "processed") po.cache.stage = pinfeed::loaders::cache_stage::processed;
-  else if (a.cache.rfind("steps:", 0) == 0) {
+  else if (a.cache == "processed") {
+    // The finished samples: a pool in front of the whole pipeline (below).
+  } else if (a.cache.rfind("steps:", 0) == 0) {
     po.cache.stage = pinfeed::loaders::cache_stage::steps;
     std::size_t used = 0;
     try {
@@ -161,8 +162,9 @@ int cmd_run(const run_args& a) {
   } else if (a.cache != "none") {
     throw std::invalid_argument("--cache must be none, raw, decoded, steps:K or processed, got '" + a.cache + "'");
   }
-  auto piped = std::make_shared<pinfeed::loaders::pipeline_source>(reader, std::move(steps), po);
+  auto piped = std::make_shared<pinfeed::loaders::pipeline_source>(p.reader, std::move(p.steps), po);
   std::shared_ptr<pinfeed::source> src = piped;
+  if (a.cache == "processed") src = pinfeed::make_pooled_source(piped, a.cache_pool);
   if (a.source == "synthetic" && piped->host_steps().empty() && !piped->tail_params() && a.latency_ms <= 0 &&
       a.bandwidth_mb_s <= 0 && a.cache == "none")
     src = pinfeed::loaders::make_synthetic_source({a.samples, a.height, a.width, 1000});  // straight into the slot

@@ -132,50 +132,11 @@ struct batch_store {
   }
 };
 
-/// A source of the trainer's own, served from a pool of its produced samples (mode L3 for it):
-/// sample i is a copy of pool entry i mod pool, produced once as sample (i mod pool).
-class pooled_source final : public source {
- public:
-  pooled_source(std::shared_ptr<source> base, std::size_t pool)
-      : base_(std::move(base)), fields_(base_->fields()), entries_(new entry[pool]), pool_(pool) {}
-  std::uint64_t size() const override { return base_->size(); }
-  std::vector<field_spec> fields() const override { return fields_; }
-  std::string name() const override { return base_->name() + " (a pool of " + std::to_string(pool_) + " produced samples)"; }
-  void produce(sample& s) override {
-    entry& e = entries_[s.index() % pool_];
-    std::call_once(e.filled, [&] {
-      try {
-        std::vector<std::byte*> buffers;
-        for (const auto& f : fields_) {
-          e.fields.emplace_back(f.bytes());
-          buffers.push_back(e.fields.back().data());
-        }
-        sample first(s.index() % pool_, s.epoch(), s.seed(), fields_, buffers, s.stats(), s.trace());
-        base_->produce(first);
-      } catch (...) {
-        e.error = std::current_exception();
-      }
-    });
-    if (e.error) std::rethrow_exception(e.error);
-    for (std::size_t f = 0; f < fields_.size(); ++f) std::memcpy(s.bytes(f).data(), e.fields[f].data(), e.fields[f].size());
-  }
-
- private:
-  struct entry {
-    std::once_flag filled;
-    std::vector<std::vector<std::byte>> fields;
-    std::exception_ptr error;
-  };
-  std::shared_ptr<source> base_;
-  std::vector<field_spec> fields_;
-  std::unique_ptr<entry[]> entries_;
-  std::size_t pool_;
-};
-
 struct plan_entry {
   doctor_mode mode;
   enum class kind { loader, host_batches, device_batches } how = kind::loader;
   loaders::sample_cache cache;
+  bool finished = false;  ///< the loader runs on a pool of finished samples (L3)
 };
 
 }  // namespace
@@ -224,12 +185,16 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
   const auto& host_steps = piped ? piped->host_steps().steps() : no_steps;
   const bool host_tail = piped && host_steps.size() < p.steps.steps().size() && !piped->tail_params();
   const std::optional<ops::normalize_params> consumer_tail = piped ? piped->tail_params() : std::nullopt;
-  // The source a mode runs: the pipeline with a cache at a stage, or the own source (pooled for L3).
-  const auto source_for = [&](const loaders::sample_cache& cache) -> std::shared_ptr<source> {
-    if (p.own) return cache.stage == cache_stage::none ? p.own : std::make_shared<pooled_source>(p.own, pool);
-    loaders::pipeline_source_options so = p.source;
-    so.cache = cache;
-    return std::make_shared<loaders::pipeline_source>(p.reader, p.steps, so);
+  // The source a mode runs: the pipeline (or the own source) with a cache at a stage, or behind a
+  // pool of its finished samples.
+  const auto source_for = [&](const loaders::sample_cache& cache, bool finished) -> std::shared_ptr<source> {
+    std::shared_ptr<source> s = p.own;
+    if (!s) {
+      loaders::pipeline_source_options so = p.source;
+      so.cache = cache;
+      s = std::make_shared<loaders::pipeline_source>(p.reader, p.steps, so);
+    }
+    return finished ? make_pooled_source(std::move(s), pool) : s;
   };
 
   doctor_report r;
@@ -276,7 +241,8 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
   auto* l2 = add("L2", "decoded images cached", "reads, decoding", plan_entry::kind::loader, {cache_stage::decoded, 0, pool});
   if (p.own) l2->mode.note = "not applicable: a source of your own has no decode stage the doctor can see";
   add("L3", p.own ? "produced samples cached" : "processed samples cached",
-      p.own ? "producing samples" : "reads, decoding, transforms", plan_entry::kind::loader, {cache_stage::processed, 0, pool});
+      p.own ? "producing samples" : "reads, decoding, transforms", plan_entry::kind::loader)
+      ->finished = true;
   add("L4", "host batches cached", "the workers: only the copy and the step run", plan_entry::kind::host_batches);
   auto* l5 = add("L5", "device batches cached", "everything but the step (the ceiling)", plan_entry::kind::device_batches);
   if (!gpu) l5->mode.note = "same as L4: on the CPU path batches stay in host memory, there is no copy";
@@ -366,7 +332,7 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
     m.cpu_utilisation = std::clamp(cpu / (wall * r.hardware_threads), 0.0, 1.0);
   };
 
-  // Modes L4 and L5 replay whole batches made once from the processed cache.
+  // Modes L4 and L5 replay whole batches made once from a pool of finished samples.
   batch_store store;
   host_buffer host_batches;
   std::vector<std::size_t> batch_sizes;
@@ -377,7 +343,7 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
     cpu_lo.stream.reset();
     cpu_lo.trace = false;
     cpu_lo.copy_bandwidth_mb_s = 0;
-    loader l(source_for({cache_stage::processed, 0, pool}), cpu_lo);
+    loader l(source_for({}, true), cpu_lo);
     r.workers = l.workers();
     store.layout(l.fields(), lo.batch_size);
     host_batches = host_buffer(store.bytes * pool_batches, gpu);
@@ -406,7 +372,7 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
     if (e.how == plan_entry::kind::loader) {
       loader_options mlo = lo;
       mlo.trace = m.id == o.trace_mode;
-      loader l(source_for(e.cache), mlo);
+      loader l(source_for(e.cache, e.finished), mlo);
       r.workers = l.workers();
       std::optional<batch> current;
       timed(

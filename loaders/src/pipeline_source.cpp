@@ -314,11 +314,6 @@ void pipeline_source::fill_entry_from(cache_entry& e, std::uint64_t index, const
     buffers[f] = e.fields[f].data();
   }
   sample s(index, like.epoch(), like.seed(), fields_, buffers, like.stats(), like.trace());
-  if (c.stage == cache_stage::processed) {
-    produce_one(s, index);
-    e.origin = s.origin();
-    return;
-  }
   stage_timer timer(stage::read, s.stats(), s.trace(), index);
   if (c.stage == cache_stage::raw && reader_->stores_encoded()) {
     const auto stored = reader_->read_stored(s, e.image);
@@ -377,10 +372,6 @@ void pipeline_source::produce_cached(sample& out) {
   });
   if (e.error) std::rethrow_exception(e.error);
   out.set_origin(e.origin);
-  if (c.stage == cache_stage::processed) {
-    for (std::size_t f = 0; f < fields_.size(); ++f) std::memcpy(out.bytes(f).data(), e.fields[f].data(), e.fields[f].size());
-    return;
-  }
   for (std::size_t f = 1; f < fields_.size(); ++f) std::memcpy(out.bytes(f).data(), e.fields[f].data(), e.fields[f].size());
   thread_local std::vector<std::byte> a, b;
   if (c.stage == cache_stage::raw && reader_->stores_encoded()) {

@@ -265,7 +265,7 @@ TEST_CASE("doctor.bad_input_is_refused_clearly") {
   CHECK_THROWS_WITH_AS((void)doctor(p, o), doctest::Contains("--trace-mode must be a mode that runs the loader"),
                        std::invalid_argument);
   doctor_pipeline cached = p;
-  cached.source.cache.stage = cache_stage::processed;
+  cached.source.cache.stage = cache_stage::decoded;
   CHECK_THROWS_WITH_AS((void)doctor(cached, quick(1)), doctest::Contains("leave the pipeline's cache at none"),
                        std::invalid_argument);
   doctor_pipeline none{nullptr, {}, {}};

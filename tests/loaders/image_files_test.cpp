@@ -98,9 +98,11 @@ std::vector<image_file> jpeg_class_folder(const fs::path& root, int count, int h
 
 /// Under error_policy::skip: the first batch has `size` samples, and exactly one failure, naming
 /// `file`, was counted and listed.
+/// Under error_policy::skip: the first batch of `served` (`src` itself, or a source in front of it)
+/// has `size` samples, and `src` counted and listed exactly one failure, naming `file`.
 void check_one_skipped(const std::shared_ptr<pipeline_source>& src, const loader_options& o, std::size_t size,
-                       const std::string& file) {
-  loader l(src, o);
+                       const std::string& file, std::shared_ptr<source> served = nullptr) {
+  loader l(served ? served : src, o);
   auto b = l.next();
   REQUIRE(b);
   CHECK(b->size() == size);
@@ -571,13 +573,19 @@ TEST_CASE("image_files.cache_stages_over_encoded_files") {
   // A pool entry whose sample does not decode: fail names the file; skip fills it from the next
   // sample that works, and counts the failure.
   write_bytes(d.path / "c" / "a.jpg", {std::byte{0xFF}, std::byte{0xD8}, std::byte{0x00}});
-  for (auto stage_ : {cache_stage::raw, cache_stage::decoded, cache_stage::processed}) {
+  // The same for a pool of finished samples in front of the uncached pipeline.
+  for (auto stage_ : {cache_stage::raw, cache_stage::decoded, cache_stage::none}) {
     CAPTURE(static_cast<int>(stage_));
+    const bool finished = stage_ == cache_stage::none;
+    const auto serve = [&](const std::shared_ptr<pipeline_source>& src) -> std::shared_ptr<source> {
+      return finished ? make_pooled_source(src, 4) : src;
+    };
     pipeline_source_options bad;
     bad.cache = {stage_, 0, 4};
-    loader l(std::make_shared<pipeline_source>(image_files_reader(files), steps, bad), o);
+    loader l(serve(std::make_shared<pipeline_source>(image_files_reader(files), steps, bad)), o);
     CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("a.jpg"), sample_error);
     bad.on_error = error_policy::skip;
-    check_one_skipped(std::make_shared<pipeline_source>(image_files_reader(files), steps, bad), o, 8, "a.jpg");
+    const auto src = std::make_shared<pipeline_source>(image_files_reader(files), steps, bad);
+    check_one_skipped(src, o, 8, "a.jpg", serve(src));
   }
 }

@@ -318,8 +318,10 @@ TEST_CASE("pipeline_source.caching_at_a_stage_serves_a_pool_of_samples") {
   auto base = make_synthetic_source({40, 24, 24, 1000});
   const auto steps = parse_pipeline("crop(16),hflip,ycbcr,scale");
   loader_options o = pinfeed::test::cpu_loader(40, 2, 6);
-  auto first_batch = [&](pipeline_source_options po) {
-    loader l(std::make_shared<pipeline_source>(base, steps, po), o);
+  auto first_batch = [&](pipeline_source_options po, bool finished = false) {
+    std::shared_ptr<source> src = std::make_shared<pipeline_source>(base, steps, po);
+    if (finished) src = make_pooled_source(src, 8);
+    loader l(src, o);
     auto b = l.next();
     REQUIRE(b);
     std::vector<std::vector<std::byte>> images;
@@ -334,8 +336,7 @@ TEST_CASE("pipeline_source.caching_at_a_stage_serves_a_pool_of_samples") {
   };
   const auto [plain_img, plain_lab] = first_batch({});
   pipeline_source_options po;
-  po.cache = {cache_stage::processed, 0, 8};
-  const auto [proc_img, proc_lab] = first_batch(po);
+  const auto [proc_img, proc_lab] = first_batch(po, /*finished=*/true);
   for (std::size_t i = 0; i < 40; ++i) {
     CHECK(proc_img[i] == plain_img[i % 8]);  // the finished sample i mod 8
     CHECK(proc_lab[i] == plain_lab[i % 8]);
@@ -354,8 +355,10 @@ TEST_CASE("pipeline_source.caching_at_a_stage_serves_a_pool_of_samples") {
   for (std::size_t i = 0; i < 8; ++i) CHECK(step_img[i] == plain_img[i]);
   po.cache = {cache_stage::steps, 9, 8};
   CHECK_THROWS_WITH_AS(pipeline_source(base, steps, po), doctest::Contains("cache after 9 steps"), std::invalid_argument);
-  po.cache = {cache_stage::processed, 0, 0};
+  po.cache = {cache_stage::decoded, 0, 0};
   CHECK_THROWS_WITH_AS(pipeline_source(base, steps, po), doctest::Contains("pool must be at least 1"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(make_pooled_source(base, 0), doctest::Contains("pool must be at least 1"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(make_pooled_source(nullptr, 4), doctest::Contains("base source is null"), std::invalid_argument);
 }
 
 TEST_CASE("transforms.in_place_steps_match_out_of_place") {

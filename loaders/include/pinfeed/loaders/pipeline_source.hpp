@@ -90,14 +90,14 @@ struct storage_emulation {
 
 /// Caching at a stage of the pipeline, to measure what the stages before it cost (the input-
 /// pipeline article's method). A pool of distinct samples stands in for the dataset: sample i is
-/// served from pool entry i mod pool, computed once from sample (i mod pool).
+/// served from pool entry i mod pool, computed once from sample (i mod pool). Finished samples are
+/// cached by any source's wrapper, pinfeed::make_pooled_source().
 enum class cache_stage {
   none,
-  raw,        ///< the stored bytes and labels: storage is skipped, decoding and transforms still run
-              ///< (for a reader that does not store encoded images, the same as `decoded`)
-  decoded,    ///< the decoded full image and its labels; every transform still runs
-  steps,      ///< the image after the first `after_steps` host steps; the rest still run
-  processed,  ///< the finished sample: nothing runs but a copy into the slot
+  raw,      ///< the stored bytes and labels: storage is skipped, decoding and transforms still run
+            ///< (for a reader that does not store encoded images, the same as `decoded`)
+  decoded,  ///< the decoded full image and its labels; every transform still runs
+  steps,    ///< the image after the first `after_steps` host steps; the rest still run
 };
 struct sample_cache {
   cache_stage stage = cache_stage::none;
@@ -145,7 +145,7 @@ class pipeline_source final : public source {
     std::once_flag filled;
     image_spec spec;
     std::vector<std::byte> image;                // decoded or after some steps; the stored bytes (raw)
-    std::vector<std::vector<std::byte>> fields;  // the output fields (processed) or the extras
+    std::vector<std::vector<std::byte>> fields;  // the output fields; the extras are served from them
     std::string origin;
     std::exception_ptr error;
   };

@@ -193,24 +193,32 @@ std::vector<std::string> pipeline_source::failed() const {
   return failed_;
 }
 
-void pipeline_source::produce(sample& s) {
-  if (options_.cache.stage != cache_stage::none) return produce_cached(s);
-  if (options_.on_error == error_policy::fail) return produce_one(s, s.index());
-  // skip: the next sample of the epoch (in the epoch's order) that works stands in, deterministically.
+template <class IndexOf, class Attempt>
+void pipeline_source::first_that_works(std::uint64_t reported, stage_stats* stats, IndexOf index_of, Attempt attempt) {
   const std::uint64_t n = reader_->size();
-  for (std::uint64_t attempt = 0; attempt < n; ++attempt) {
-    const std::uint64_t index = attempt == 0 ? s.index() : s.stand_in(attempt, n);
+  const std::uint64_t tries = options_.on_error == error_policy::skip ? n : 1;
+  for (std::uint64_t k = 0; k < tries; ++k) {
     try {
-      produce_one(s, index);
+      attempt(index_of(k));
       return;
     } catch (const sample_error& e) {
+      if (options_.on_error == error_policy::fail) throw;
       failures_.fetch_add(1);
-      if (s.stats() != nullptr) s.stats()->add_error();
+      if (stats != nullptr) stats->add_error();
       std::lock_guard lock(failed_mutex_);
       if (failed_.size() < options_.max_failed_paths) failed_.push_back(e.what());
     }
   }
-  throw sample_error(s.index(), "skip", "", "every one of the " + std::to_string(n) + " samples failed");
+  throw sample_error(reported, "skip", "", "every one of the " + std::to_string(n) + " samples failed");
+}
+
+void pipeline_source::produce(sample& s) {
+  if (options_.cache.stage != cache_stage::none) return produce_cached(s);
+  // skip: the next sample of the epoch (in the epoch's order) that works stands in, deterministically.
+  const std::uint64_t n = reader_->size();
+  first_that_works(
+      s.index(), s.stats(), [&](std::uint64_t k) { return k == 0 ? s.index() : s.stand_in(k, n); },
+      [&](std::uint64_t index) { produce_one(s, index); });
 }
 
 decode_planner pipeline_source::planner(sample& s) const {
@@ -343,20 +351,9 @@ void pipeline_source::fill_entry_from(cache_entry& e, std::uint64_t index, const
 
 void pipeline_source::fill_entry(cache_entry& e, std::uint64_t p, const sample& like) {
   const std::uint64_t n = reader_->size();
-  const std::uint64_t tries = options_.on_error == error_policy::skip ? n : 1;
-  for (std::uint64_t k = 0; k < tries; ++k) {
-    try {
-      fill_entry_from(e, (p + k) % n, like);
-      return;
-    } catch (const sample_error& err) {
-      if (options_.on_error == error_policy::fail) throw;
-      failures_.fetch_add(1);
-      if (like.stats() != nullptr) like.stats()->add_error();
-      std::lock_guard lock(failed_mutex_);
-      if (failed_.size() < options_.max_failed_paths) failed_.push_back(err.what());
-    }
-  }
-  throw sample_error(p, "skip", "", "every one of the " + std::to_string(n) + " samples failed");
+  first_that_works(
+      p, like.stats(), [&](std::uint64_t k) { return (p + k) % n; },
+      [&](std::uint64_t index) { fill_entry_from(e, index, like); });
 }
 
 void pipeline_source::produce_cached(sample& out) {

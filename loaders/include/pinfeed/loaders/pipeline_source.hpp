@@ -149,6 +149,11 @@ class pipeline_source final : public source {
     std::string origin;
     std::exception_ptr error;
   };
+  /// Runs attempt(index_of(0)); under error_policy::skip, on a sample_error, attempt(index_of(1)),
+  /// and so on over the dataset, counting and listing each failure. Throws the error (fail), or
+  /// one saying every sample failed naming `reported` (skip).
+  template <class IndexOf, class Attempt>
+  void first_that_works(std::uint64_t reported, stage_stats* stats, IndexOf index_of, Attempt attempt);
   void produce_one(sample& out, std::uint64_t index);
   void produce_cached(sample& out);
   /// Computes pool entry `p` from the first sample from index p on (wrapping) that works (under

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <iostream>
 #include <thread>
 #include <vector>
@@ -94,6 +95,14 @@ struct run_args {
   int rank = -1, world = 1;
 };
 
+/// The files of a "folder:PATH" (ImageFolder layout) or "list:FILE" ("path label" lines) source;
+/// nullopt for another kind of source.
+std::optional<std::vector<pinfeed::loaders::image_file>> image_files_of(const std::string& source) {
+  if (source.rfind("folder:", 0) == 0) return pinfeed::loaders::list_image_folder(source.substr(7)).files;
+  if (source.rfind("list:", 0) == 0) return pinfeed::loaders::read_file_list(source.substr(5));
+  return std::nullopt;
+}
+
 /// The pipeline the options describe: reader, transforms and source options (run and doctor share it).
 pinfeed::doctor_pipeline make_pipeline(const run_args& a, const pinfeed::device_choice& dev) {
   if (!a.transforms.empty() && !a.pipeline_file.empty())
@@ -109,13 +118,10 @@ pinfeed::doctor_pipeline make_pipeline(const run_args& a, const pinfeed::device_
     pinfeed::loaders::shard_options so;
     so.decode.max_pixels = a.max_pixels;
     p.reader = pinfeed::loaders::shard_reader(pinfeed::loaders::expand_shard_pattern(a.source.substr(7)), so);
-  } else if (a.source.rfind("folder:", 0) == 0 || a.source.rfind("list:", 0) == 0) {
-    const bool folder = a.source[0] == 'f';
-    const std::string path = a.source.substr(folder ? 7 : 5);
-    auto files = folder ? pinfeed::loaders::list_image_folder(path).files : pinfeed::loaders::read_file_list(path);
+  } else if (auto files = image_files_of(a.source)) {
     pinfeed::loaders::decode_options d;
     d.max_pixels = a.max_pixels;
-    p.reader = pinfeed::loaders::image_files_reader(std::move(files), d);
+    p.reader = pinfeed::loaders::image_files_reader(std::move(*files), d);
   } else {
     throw std::invalid_argument("unknown source '" + a.source +
                                 "' (synthetic, folder:PATH, list:FILE or shards:PATTERN)");
@@ -392,10 +398,9 @@ struct pack_args {
 };
 
 int cmd_pack(const pack_args& a) {
-  std::vector<pinfeed::loaders::image_file> files;
-  if (a.source.rfind("folder:", 0) == 0) files = pinfeed::loaders::list_image_folder(a.source.substr(7)).files;
-  else if (a.source.rfind("list:", 0) == 0) files = pinfeed::loaders::read_file_list(a.source.substr(5));
-  else throw std::invalid_argument("pack: --source must be folder:PATH or list:FILE, got '" + a.source + "'");
+  auto listed = image_files_of(a.source);
+  if (!listed) throw std::invalid_argument("pack: --source must be folder:PATH or list:FILE, got '" + a.source + "'");
+  std::vector<pinfeed::loaders::image_file> files = std::move(*listed);
   if (a.shuffle) {
     // The same keyed permutation the loader shuffles with: a pure function of the seed.
     const pinfeed::epoch_order order(files.size(), a.seed, {true, 0, 1, false});

@@ -88,6 +88,17 @@ class consumer {
   device_buffer out_;
 };
 
+/// The loader's next batch, starting the next epoch when one ends (modes run across epochs).
+batch next_cycling(loader& l, const std::string& what) {
+  auto b = l.next();
+  if (!b) {
+    l.start_epoch(l.epoch() + 1);
+    b = l.next();
+  }
+  if (!b) throw std::runtime_error("doctor: " + what + ": the loader yielded no batch");
+  return std::move(*b);
+}
+
 step_batch view_of(const batch& b) {
   step_batch v;
   v.size = b.size();
@@ -348,17 +359,12 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
     store.layout(l.fields(), lo.batch_size);
     host_batches = host_buffer(store.bytes * pool_batches, gpu);
     for (std::size_t i = 0; i < pool_batches; ++i) {
-      auto b = l.next();
-      if (!b) {
-        l.start_epoch(l.epoch() + 1);
-        b = l.next();
-      }
-      if (!b) throw std::runtime_error("doctor: the loader yielded no batch for the cached host batches");
-      for (std::size_t f = 0; f < b->field_count(); ++f) {
-        const auto v = b->field(f);
+      const batch b = next_cycling(l, "the cached host batches");
+      for (std::size_t f = 0; f < b.field_count(); ++f) {
+        const auto v = b.field(f);
         std::memcpy(host_batches.data() + i * store.bytes + store.offsets[f], v.data, v.bytes());
       }
-      batch_sizes.push_back(b->size());
+      batch_sizes.push_back(b.size());
     }
   };
 
@@ -380,14 +386,9 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
           [&] {
             current.reset();  // return the slot before waiting for the next one
             const auto t = clock_type::now();
-            auto b = l.next();
-            if (!b) {
-              l.start_epoch(l.epoch() + 1);
-              b = l.next();
-            }
-            if (!b) throw std::runtime_error("doctor: mode " + m.id + ": the loader yielded no batch");
+            batch b = next_cycling(l, "mode " + m.id);
             const double wait = seconds_since(t);
-            consume(view_of(*b));
+            consume(view_of(b));
             current = std::move(b);
             return step_result{current->size(), wait};
           },

@@ -470,6 +470,19 @@ void validate_gpu(const sampler_args& a, const sampler_params& p, bool running) 
   device_visible(a.gathered_labels, "gathered_labels");
 }
 
+/// CUB's two-phase temp storage: with no storage, reports the bytes needed and returns true (the
+/// call was a query); otherwise checks the storage is large enough.
+bool answer_temp_query(const void* d_temp, std::size_t& temp_bytes, std::size_t needed, const char* who) {
+  if (d_temp == nullptr) {
+    temp_bytes = needed;
+    return true;
+  }
+  if (temp_bytes < needed)
+    throw std::invalid_argument(std::string(who) + ": temp storage of " + std::to_string(temp_bytes) +
+                                " bytes is smaller than the " + std::to_string(needed) + " bytes queried");
+  return false;
+}
+
 int sm_count() {
   int device = 0, sms = 0;
   PINFEED_CUDA_TRY(cudaGetDevice(&device));
@@ -551,13 +564,7 @@ void balanced_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_ar
   validate_gpu(a, p, d_temp != nullptr);
   params_dev d = make_params(a, p);
   const layout l = make_layout(a, p, d.index_bits);
-  if (d_temp == nullptr) {
-    temp_bytes = l.total;
-    return;
-  }
-  if (temp_bytes < l.total)
-    throw std::invalid_argument("balanced sampler (GPU): temp storage of " + std::to_string(temp_bytes) +
-                                " bytes is smaller than the " + std::to_string(l.total) + " bytes queried");
+  if (answer_temp_query(d_temp, temp_bytes, l.total, "balanced sampler (GPU)")) return;
   if (a.rows == 0) return;
   // Blocks per row: enough blocks in all to fill the device about four times over, at least 16K
   // items per block, one block per row for short rows. Decided from shapes only, never from data.
@@ -719,13 +726,7 @@ void naive_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_args&
   validate_gpu(a, p, d_temp != nullptr);
   const bool l64 = a.label_type == dtype::i64, i64 = a.index_type == dtype::i64;
   const naive_layout l = l64 ? make_naive_layout<std::int64_t>(a) : make_naive_layout<std::int32_t>(a);
-  if (d_temp == nullptr) {
-    temp_bytes = l.total;
-    return;
-  }
-  if (temp_bytes < l.total)
-    throw std::invalid_argument("naive sampler (GPU): temp storage of " + std::to_string(temp_bytes) +
-                                " bytes is smaller than the " + std::to_string(l.total) + " bytes queried");
+  if (answer_temp_query(d_temp, temp_bytes, l.total, "naive sampler (GPU)")) return;
   auto* temp = static_cast<std::byte*>(d_temp);
   if (l64 && i64) naive_rows<std::int64_t, std::int64_t>(temp, l, a, p, stream);
   else if (l64) naive_rows<std::int64_t, std::int32_t>(temp, l, a, p, stream);

@@ -23,6 +23,14 @@ float bits_to_float(std::uint32_t b) {
   std::memcpy(&f, &b, 4);
   return f;
 }
+/// ImageNet's mean and std, with the YCbCr conversion in front.
+normalize_params imagenet_ycbcr() {
+  normalize_params p;
+  p.mean = {0.485f, 0.456f, 0.406f};
+  p.std = {0.229f, 0.224f, 0.225f};
+  p.ycbcr = true;
+  return p;
+}
 }  // namespace
 
 TEST_CASE("normalize.scale_layout_hwc_to_chw") {
@@ -89,10 +97,7 @@ TEST_CASE("normalize.hflip_and_ycbcr") {
 TEST_CASE("normalize.half_and_bfloat16_outputs_round_the_float_result") {
   const image_batch_shape shape{3, 5, 7};
   const auto in = pattern_images(shape);
-  normalize_params p;
-  p.mean = {0.485f, 0.456f, 0.406f};
-  p.std = {0.229f, 0.224f, 0.225f};
-  p.ycbcr = true;
+  normalize_params p = imagenet_ycbcr();
   std::vector<float> f32(in.size());
   normalize_hwc_to_chw(in.data(), f32.data(), shape, p);
   for (dtype t : {dtype::f16, dtype::bf16}) {
@@ -206,10 +211,7 @@ TEST_CASE("encode.bit_planes_roundtrip") {
 TEST_CASE("normalize.fma_instruction_and_libm_paths_agree") {
   const image_batch_shape shape{2, 19, 23};
   const auto in = pattern_images(shape);
-  normalize_params p;
-  p.mean = {0.485f, 0.456f, 0.406f};
-  p.std = {0.229f, 0.224f, 0.225f};
-  p.ycbcr = true;
+  normalize_params p = imagenet_ycbcr();
   p.hflip = true;
   for (dtype t : {dtype::f32, dtype::f16, dtype::bf16}) {
     p.out = t;

@@ -16,7 +16,7 @@ mkdir -p "$out"
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -I"$root/runtime/include" -I"$root/ops/include" -I"$root/loaders/include" -I"$root/fuzz"
        -I/usr/local/cuda/include -I/usr/include/opencv4)
-sources=("$root/fuzz/targets.cpp" "$root/loaders/src/shards.cpp" "$root/loaders/src/decode.cpp"
+sources=("$root/fuzz/targets.cpp" "$root/loaders/src/shards.cpp" "$root/loaders/src/decode.cpp" "$root/loaders/src/jpeg_huffman.cpp"
          "$root/loaders/src/image_files.cpp" "$root/loaders/src/pipeline_source.cpp" "$root/loaders/src/transforms.cpp")
 libs=("$root/build/ops/libpinfeed_ops.a" "$root/build/runtime/libpinfeed_runtime.a" -lturbojpeg -ljpeg -lopencv_imgcodecs -lopencv_imgproc -lopencv_core
       -ltbb -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread)

@@ -16,6 +16,8 @@
 #include <jpeglib.h>
 #include <turbojpeg.h>
 
+#include "jpeg_huffman.hpp"
+
 namespace pinfeed::loaders {
 namespace {
 
@@ -262,6 +264,7 @@ image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std
   cinfo.scale_denom = denom;
   cinfo.dct_method = o.fast_dct ? JDCT_IFAST : JDCT_ISLOW;
   jpeg_start_decompress(&cinfo);
+  if (o.huffman == decode_options::huffman_decoder::pinfeed) detail::use_pinfeed_huffman(&cinfo);
   const double scale = static_cast<double>(cinfo.output_width) / static_cast<double>(W);
   const auto sy = std::min<std::int64_t>(static_cast<std::int64_t>(static_cast<double>(r.y) * scale), cinfo.output_height - 1);
   const auto sx = std::min<std::int64_t>(static_cast<std::int64_t>(static_cast<double>(r.x) * scale), cinfo.output_width - 1);

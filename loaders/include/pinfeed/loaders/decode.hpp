@@ -24,6 +24,11 @@ struct decode_options {
   /// this; 0 = full.
   std::int64_t min_short_side = 0;
   bool fast_dct = false;  ///< TurboJPEG's fast, slightly less exact IDCT
+  /// The Huffman decoder of baseline JPEGs in decode_image_region(): pinfeed's (the default;
+  /// faster, and the same pixels) or libjpeg-turbo's own. Progressive and arithmetic-coded JPEGs
+  /// always use libjpeg-turbo's.
+  enum class huffman_decoder { pinfeed, libjpeg };
+  huffman_decoder huffman = huffman_decoder::pinfeed;
 };
 
 /// Width and height from the header, without decoding (0 x 0 when the format is not one whose

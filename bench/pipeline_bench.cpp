@@ -118,6 +118,15 @@ void run_pipeline(const pipeline_bench_options& o, std::ostream& out) {
   // Per core: the pipeline on one worker vs a bare full-size decode of the same bytes.
   const double one = epoch_seconds(folder, 1, o.batch, o.repeats);
   emit(out, "jpeg_folder_rrc_flip_1worker", 1, n, one);
+  // The same with libjpeg-turbo's own Huffman decoder in place of pinfeed's.
+  loaders::decode_options libjpeg_huffman;
+  libjpeg_huffman.huffman = loaders::decode_options::huffman_decoder::libjpeg;
+  auto folder_libjpeg =
+      std::make_shared<loaders::pipeline_source>(loaders::image_files_reader(files, libjpeg_huffman), steps);
+  const double one_libjpeg = epoch_seconds(folder_libjpeg, 1, o.batch, o.repeats);
+  emit(out, "jpeg_folder_rrc_flip_1worker_libjpeg_huffman", 1, n, one_libjpeg);
+  out << nlohmann::json{{"bench", "pipeline"}, {"workload", "pinfeed_huffman_over_libjpeg_huffman"}, {"ratio", one_libjpeg / one}}.dump()
+      << std::endl;
   std::vector<std::vector<std::byte>> encoded(files.size());
   for (std::size_t i = 0; i < files.size(); ++i) loaders::read_file(files[i].path, encoded[i]);
   std::vector<std::byte> pixels;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include <opencv2/core.hpp>
@@ -96,6 +97,17 @@ image_spec decode_opencv(std::span<const std::byte> bytes, std::vector<std::byte
   return spec;
 }
 
+/// The DCT scale of a whole-image decode: the smallest of 1/8, 1/4, 1/2 whose shorter side (rounded
+/// up, as libjpeg sizes its output) is still >= min_short_side; 1 when none is or min_short_side
+/// is 0. Only those three: libjpeg-turbo's other scaled IDCTs (7/8, 3/4, ...) have no SIMD code and
+/// cost more than a full decode.
+unsigned full_decode_denom(std::int64_t w, std::int64_t h, std::int64_t min_short_side) {
+  if (min_short_side > 0)
+    for (std::int64_t d : {8, 4, 2})
+      if (std::min((w + d - 1) / d, (h + d - 1) / d) >= min_short_side) return static_cast<unsigned>(d);
+  return 1;
+}
+
 }  // namespace
 
 image_size peek_size(std::span<const std::byte> b) {
@@ -148,43 +160,6 @@ image_size peek_size(std::span<const std::byte> b) {
   return {};
 }
 
-image_spec decode_image(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& o,
-                        const std::string& what) {
-  if (bytes.empty()) fail(what, "empty file (0 bytes)");
-  check_pixels(peek_size(bytes), o, what);
-  if (!is_jpeg(bytes)) return decode_opencv(bytes, out, what);
-
-  tjhandle tj = decompressor();
-  int w = 0, h = 0, subsamp = 0, colorspace = 0;
-  const auto* src = reinterpret_cast<const unsigned char*>(bytes.data());
-  const auto size = static_cast<unsigned long>(bytes.size());
-  if (tjDecompressHeader3(tj, src, size, &w, &h, &subsamp, &colorspace) != 0)
-    fail(what, std::string("corrupt JPEG header (") + tjGetErrorStr2(tj) + ")");
-  // CMYK/YCCK JPEGs: TurboJPEG cannot convert them to RGB; OpenCV's libjpeg path can.
-  if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) return decode_opencv(bytes, out, what);
-  // The smallest DCT scale that keeps the shorter side >= min_short_side.
-  int n = 0;
-  const tjscalingfactor* factors = tjGetScalingFactors(&n);
-  tjscalingfactor best{1, 1};
-  if (o.min_short_side > 0) {
-    for (int i = 0; i < n; ++i) {
-      const tjscalingfactor f = factors[i];
-      // Only 1/2, 1/4 and 1/8: libjpeg-turbo's other scaled IDCTs (7/8, 3/4, ...) have no SIMD
-      // code and cost more than a full decode.
-      if (f.num != 1 || (f.denom != 2 && f.denom != 4 && f.denom != 8)) continue;
-      if (std::min<std::int64_t>(TJSCALED(w, f), TJSCALED(h, f)) >= o.min_short_side && TJSCALED(w, f) < TJSCALED(w, best))
-        best = f;
-    }
-  }
-  const int sw = TJSCALED(w, best), sh = TJSCALED(h, best);
-  const image_spec spec{sh, sw, 3, dtype::u8};
-  out.resize(spec.bytes());
-  const int flags = TJFLAG_NOREALLOC | (o.fast_dct ? TJFLAG_FASTDCT : 0) | TJFLAG_STOPONWARNING;
-  if (tjDecompress2(tj, src, size, reinterpret_cast<unsigned char*>(out.data()), sw, 0, sh, TJPF_RGB, flags) != 0)
-    fail(what, std::string("corrupt or truncated JPEG (") + tjGetErrorStr2(tj) + ")");
-  return spec;
-}
-
 namespace {
 
 /// libjpeg reports errors by calling error_exit, which must not return: jump back and throw.
@@ -209,18 +184,15 @@ image_spec cut_region(const std::vector<std::byte>& full, const image_spec& spec
   return cut;
 }
 
-}  // namespace
-
-image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& o,
-                               image_region r, std::int64_t min_short_side, const std::string& what) {
-  if (bytes.empty()) fail(what, "empty file (0 bytes)");
-  const image_size full = peek_size(bytes);
-  check_pixels(full, o, what);
-  thread_local std::vector<std::byte> whole;
-  if (!is_jpeg(bytes)) {
-    const image_spec spec = decode_opencv(bytes, whole, what);
-    return cut_region(whole, spec, r, 1.0, out);
-  }
+/// A window of a JPEG through libjpeg's API (with pinfeed's Huffman decoder unless told
+/// otherwise): `denom(W, H)` picks the DCT scale 1/denom from the full size, `window(W, H, scale,
+/// output width, output height)` the window in output pixels. Rows above the window are skipped
+/// and columns outside it are not converted. Returns nothing for CMYK/YCCK JPEGs, which libjpeg
+/// cannot turn into RGB: the caller decodes those with OpenCV.
+template <class Denom, class Window>
+std::optional<image_spec> decode_jpeg_window(std::span<const std::byte> bytes, std::vector<std::byte>& out,
+                                             const decode_options& o, const std::string& what, Denom denom,
+                                             Window window) {
   jpeg_decompress_struct cinfo{};
   jpeg_error_jump err{};
   cinfo.err = jpeg_std_error(&err.mgr);
@@ -243,64 +215,132 @@ image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std
   jpeg_read_header(&cinfo, TRUE);
   if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
     jpeg_destroy_decompress(&cinfo);
-    const image_spec spec = decode_opencv(bytes, whole, what);
-    return cut_region(whole, spec, r, 1.0, out);
+    return std::nullopt;
   }
   const std::int64_t W = cinfo.image_width, H = cinfo.image_height;
-  r.y = std::clamp<std::int64_t>(r.y, 0, H - 1);
-  r.x = std::clamp<std::int64_t>(r.x, 0, W - 1);
-  r.height = std::clamp<std::int64_t>(r.height, 1, H - r.y);
-  r.width = std::clamp<std::int64_t>(r.width, 1, W - r.x);
-  // The smallest of 1/8, 1/4, 1/2 that keeps the window's shorter side; the same choice rule as decode_image().
-  unsigned denom = 1;
-  if (min_short_side > 0)
-    for (unsigned d : {8u, 4u, 2u})
-      if (std::min(r.height, r.width) / static_cast<std::int64_t>(d) >= min_short_side) {
-        denom = d;
-        break;
-      }
   cinfo.out_color_space = JCS_RGB;
   cinfo.scale_num = 1;
-  cinfo.scale_denom = denom;
+  cinfo.scale_denom = denom(W, H);
   cinfo.dct_method = o.fast_dct ? JDCT_IFAST : JDCT_ISLOW;
   jpeg_start_decompress(&cinfo);
   if (o.huffman == decode_options::huffman_decoder::pinfeed) detail::use_pinfeed_huffman(&cinfo);
-  const double scale = static_cast<double>(cinfo.output_width) / static_cast<double>(W);
-  const auto sy = std::min<std::int64_t>(static_cast<std::int64_t>(static_cast<double>(r.y) * scale), cinfo.output_height - 1);
-  const auto sx = std::min<std::int64_t>(static_cast<std::int64_t>(static_cast<double>(r.x) * scale), cinfo.output_width - 1);
-  const auto sh = std::clamp<std::int64_t>(static_cast<std::int64_t>(static_cast<double>(r.height) * scale), 1, cinfo.output_height - sy);
-  const auto sw = std::clamp<std::int64_t>(static_cast<std::int64_t>(static_cast<double>(r.width) * scale), 1, cinfo.output_width - sx);
-  // Chroma upsampling treats the edges of a cropped or skipped area as image edges: keep one
-  // iMCU (16 pixels) of margin on every side so those edges fall outside the window.
-  constexpr std::int64_t kMargin = 16;
-  const std::int64_t mx = std::max<std::int64_t>(0, sx - kMargin);
-  const std::int64_t my = std::max<std::int64_t>(0, sy - kMargin);
-  JDIMENSION xoff = static_cast<JDIMENSION>(mx);
-  JDIMENSION cw = static_cast<JDIMENSION>(std::min<std::int64_t>(sx + sw + kMargin, cinfo.output_width) - mx);
-  jpeg_crop_scanline(&cinfo, &xoff, &cw);  // widened to iMCU boundaries
-  if (my > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(my));
+  const std::int64_t ow = cinfo.output_width, oh = cinfo.output_height;
+  const image_region win = window(W, H, static_cast<double>(ow) / static_cast<double>(W), ow, oh);
+  const std::int64_t sy = win.y, sx = win.x, sh = win.height, sw = win.width;
   const image_spec spec{sh, sw, 3, dtype::u8};
   out.resize(spec.bytes());
   // Several rows per call: libjpeg produces rec_outbuf_height rows at a time anyway.
   constexpr int kRows = 16;
-  row_storage.resize(static_cast<std::size_t>(cw) * 3 * kRows);
   JSAMPROW rows[kRows];
-  for (int k = 0; k < kRows; ++k) rows[k] = row_storage.data() + static_cast<std::size_t>(k) * cw * 3;
-  const std::size_t skip = static_cast<std::size_t>(sx - static_cast<std::int64_t>(xoff)) * 3;
-  for (std::int64_t y = my; y < sy + sh;) {
-    const auto want = static_cast<JDIMENSION>(std::min<std::int64_t>(kRows, sy + sh - y));
-    const JDIMENSION got = jpeg_read_scanlines(&cinfo, rows, want);
-    if (got == 0) {
-      std::snprintf(err.message, sizeof err.message, "premature end of data");
-      std::longjmp(err.jump, 1);
+  if (sx == 0 && sw == ow && sy == 0) {  // whole rows from the top: straight into `out`
+    for (std::int64_t y = 0; y < sh;) {
+      const auto want = static_cast<JDIMENSION>(std::min<std::int64_t>(kRows, sh - y));
+      for (JDIMENSION k = 0; k < want; ++k)
+        rows[k] = reinterpret_cast<JSAMPLE*>(out.data()) + static_cast<std::size_t>((y + k) * sw) * 3;
+      const JDIMENSION got = jpeg_read_scanlines(&cinfo, rows, want);
+      if (got == 0) {
+        std::snprintf(err.message, sizeof err.message, "premature end of data");
+        std::longjmp(err.jump, 1);
+      }
+      y += got;
     }
-    for (JDIMENSION k = 0; k < got; ++k, ++y)
-      if (y >= sy)
-        std::memcpy(out.data() + static_cast<std::size_t>((y - sy) * sw) * 3, rows[k] + skip, static_cast<std::size_t>(sw) * 3);
+  } else {
+    // Chroma upsampling treats the edges of a cropped or skipped area as image edges: keep one
+    // iMCU (16 pixels) of margin on every side so those edges fall outside the window.
+    constexpr std::int64_t kMargin = 16;
+    const std::int64_t mx = std::max<std::int64_t>(0, sx - kMargin);
+    const std::int64_t my = std::max<std::int64_t>(0, sy - kMargin);
+    JDIMENSION xoff = static_cast<JDIMENSION>(mx);
+    JDIMENSION cw = static_cast<JDIMENSION>(std::min<std::int64_t>(sx + sw + kMargin, ow) - mx);
+    jpeg_crop_scanline(&cinfo, &xoff, &cw);  // widened to iMCU boundaries
+    if (my > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(my));
+    row_storage.resize(static_cast<std::size_t>(cw) * 3 * kRows);
+    for (int k = 0; k < kRows; ++k) rows[k] = row_storage.data() + static_cast<std::size_t>(k) * cw * 3;
+    const std::size_t skip = static_cast<std::size_t>(sx - static_cast<std::int64_t>(xoff)) * 3;
+    for (std::int64_t y = my; y < sy + sh;) {
+      const auto want = static_cast<JDIMENSION>(std::min<std::int64_t>(kRows, sy + sh - y));
+      const JDIMENSION got = jpeg_read_scanlines(&cinfo, rows, want);
+      if (got == 0) {
+        std::snprintf(err.message, sizeof err.message, "premature end of data");
+        std::longjmp(err.jump, 1);
+      }
+      for (JDIMENSION k = 0; k < got; ++k, ++y)
+        if (y >= sy)
+          std::memcpy(out.data() + static_cast<std::size_t>((y - sy) * sw) * 3, rows[k] + skip, static_cast<std::size_t>(sw) * 3);
+    }
   }
   jpeg_abort_decompress(&cinfo);
   jpeg_destroy_decompress(&cinfo);
   return spec;
+}
+
+/// TurboJPEG's decode of a whole JPEG (libjpeg-turbo's own Huffman decoder).
+image_spec decode_turbojpeg(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& o,
+                            const std::string& what) {
+  tjhandle tj = decompressor();
+  int w = 0, h = 0, subsamp = 0, colorspace = 0;
+  const auto* src = reinterpret_cast<const unsigned char*>(bytes.data());
+  const auto size = static_cast<unsigned long>(bytes.size());
+  if (tjDecompressHeader3(tj, src, size, &w, &h, &subsamp, &colorspace) != 0)
+    fail(what, std::string("corrupt JPEG header (") + tjGetErrorStr2(tj) + ")");
+  // CMYK/YCCK JPEGs: TurboJPEG cannot convert them to RGB; OpenCV's libjpeg path can.
+  if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) return decode_opencv(bytes, out, what);
+  const tjscalingfactor best{1, static_cast<int>(full_decode_denom(w, h, o.min_short_side))};
+  const int sw = TJSCALED(w, best), sh = TJSCALED(h, best);
+  const image_spec spec{sh, sw, 3, dtype::u8};
+  out.resize(spec.bytes());
+  const int flags = TJFLAG_NOREALLOC | (o.fast_dct ? TJFLAG_FASTDCT : 0) | TJFLAG_STOPONWARNING;
+  if (tjDecompress2(tj, src, size, reinterpret_cast<unsigned char*>(out.data()), sw, 0, sh, TJPF_RGB, flags) != 0)
+    fail(what, std::string("corrupt or truncated JPEG (") + tjGetErrorStr2(tj) + ")");
+  return spec;
+}
+
+}  // namespace
+
+image_spec decode_image(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& o,
+                        const std::string& what) {
+  if (bytes.empty()) fail(what, "empty file (0 bytes)");
+  check_pixels(peek_size(bytes), o, what);
+  if (!is_jpeg(bytes)) return decode_opencv(bytes, out, what);
+  if (o.huffman == decode_options::huffman_decoder::libjpeg) return decode_turbojpeg(bytes, out, o, what);
+  const auto spec = decode_jpeg_window(
+      bytes, out, o, what, [&](std::int64_t w, std::int64_t h) { return full_decode_denom(w, h, o.min_short_side); },
+      [](std::int64_t, std::int64_t, double, std::int64_t ow, std::int64_t oh) { return image_region{0, 0, oh, ow}; });
+  return spec ? *spec : decode_opencv(bytes, out, what);
+}
+
+image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& o,
+                               image_region r, std::int64_t min_short_side, const std::string& what) {
+  if (bytes.empty()) fail(what, "empty file (0 bytes)");
+  check_pixels(peek_size(bytes), o, what);
+  thread_local std::vector<std::byte> whole;
+  if (is_jpeg(bytes)) {
+    const auto clamp_to = [&r](std::int64_t W, std::int64_t H) {
+      r.y = std::clamp<std::int64_t>(r.y, 0, H - 1);
+      r.x = std::clamp<std::int64_t>(r.x, 0, W - 1);
+      r.height = std::clamp<std::int64_t>(r.height, 1, H - r.y);
+      r.width = std::clamp<std::int64_t>(r.width, 1, W - r.x);
+    };
+    const auto spec = decode_jpeg_window(
+        bytes, out, o, what,
+        [&](std::int64_t W, std::int64_t H) {
+          clamp_to(W, H);
+          // The smallest of 1/8, 1/4, 1/2 that keeps the window's shorter side.
+          if (min_short_side > 0)
+            for (unsigned d : {8u, 4u, 2u})
+              if (std::min(r.height, r.width) / static_cast<std::int64_t>(d) >= min_short_side) return d;
+          return 1u;
+        },
+        [&](std::int64_t, std::int64_t, double scale, std::int64_t ow, std::int64_t oh) {
+          const auto at = [scale](std::int64_t v) { return static_cast<std::int64_t>(static_cast<double>(v) * scale); };
+          const std::int64_t sy = std::min(at(r.y), oh - 1), sx = std::min(at(r.x), ow - 1);
+          return image_region{sy, sx, std::clamp<std::int64_t>(at(r.height), 1, oh - sy),
+                              std::clamp<std::int64_t>(at(r.width), 1, ow - sx)};
+        });
+    if (spec) return *spec;
+  }
+  const image_spec spec = decode_opencv(bytes, whole, what);
+  return cut_region(whole, spec, r, 1.0, out);
 }
 
 void read_file(const std::string& path, std::vector<std::byte>& out) {

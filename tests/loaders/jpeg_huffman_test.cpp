@@ -112,6 +112,26 @@ int compare_windows(const std::vector<std::byte>& bytes, int h, int w, unsigned 
   return equal;
 }
 
+/// decode_image(): libjpeg with pinfeed's decoder against TurboJPEG's tjDecompress2, at every
+/// DCT scale.
+int compare_whole(const std::vector<std::byte>& bytes, int h, int w) {
+  int equal = 0;
+  for (const std::int64_t min_side : {0, std::min(h, w) / 2, std::min(h, w) / 4, std::min(h, w) / 8}) {
+    CAPTURE(min_side);
+    decode_options o;
+    o.min_short_side = min_side;
+    std::vector<std::byte> ours, theirs;
+    const auto a = decode_image(bytes, ours, o, "/data/img.jpg");
+    o.huffman = huffman::libjpeg;
+    const auto b = decode_image(bytes, theirs, o, "/data/img.jpg");
+    CHECK(a.height == b.height);
+    CHECK(a.width == b.width);
+    CHECK(ours == theirs);
+    equal += ours == theirs ? 1 : 0;
+  }
+  return equal;
+}
+
 }  // namespace
 
 TEST_CASE("jpeg_huffman.same_pixels_as_libjpeg_for_every_layout_quality_and_table") {
@@ -130,8 +150,10 @@ TEST_CASE("jpeg_huffman.same_pixels_as_libjpeg_for_every_layout_quality_and_tabl
           CAPTURE(noise);
           CAPTURE(subsamp);
           CAPTURE(quality);
+          const auto bytes = turbo_jpeg(img, subsamp, quality);
           const auto before = detail::pinfeed_huffman_scans();
-          compared += compare_windows(turbo_jpeg(img, subsamp, quality), s.h, s.w, static_cast<unsigned>(subsamp + quality));
+          compared += compare_windows(bytes, s.h, s.w, static_cast<unsigned>(subsamp + quality));
+          compared += compare_whole(bytes, s.h, s.w);
           CHECK(detail::pinfeed_huffman_scans() > before);  // really decoded by pinfeed's decoder
         }
       // libjpeg's encoder (OpenCV's): restart intervals, optimised (per-image) Huffman tables.

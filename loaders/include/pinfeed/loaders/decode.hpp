@@ -1,7 +1,7 @@
 #pragma once
 /// @file decode.hpp
-/// Image decoding: JPEG with libjpeg-turbo (TurboJPEG API, DCT scaling by 1/2, 1/4, 1/8 when a
-/// smaller image suffices), PNG, WebP, BMP, TIFF and the rest through OpenCV imgcodecs. The format
+/// Image decoding: JPEG with libjpeg-turbo and pinfeed's own Huffman decoder (DCT scaling by 1/2,
+/// 1/4, 1/8 when a smaller image suffices), PNG, WebP, BMP, TIFF and the rest through OpenCV imgcodecs. The format
 /// comes from the bytes, not the file name. Output is always 8-bit RGB, HWC: greyscale and CMYK
 /// inputs are converted.
 
@@ -24,9 +24,9 @@ struct decode_options {
   /// this; 0 = full.
   std::int64_t min_short_side = 0;
   bool fast_dct = false;  ///< TurboJPEG's fast, slightly less exact IDCT
-  /// The Huffman decoder of baseline JPEGs in decode_image_region(): pinfeed's (the default;
-  /// faster, and the same pixels) or libjpeg-turbo's own. Progressive and arithmetic-coded JPEGs
-  /// always use libjpeg-turbo's.
+  /// The Huffman decoder of baseline JPEGs: pinfeed's (the default; faster, and the same pixels)
+  /// inside libjpeg-turbo, or libjpeg-turbo's own (decode_image() then runs TurboJPEG's
+  /// tjDecompress2). Progressive and arithmetic-coded JPEGs always use libjpeg-turbo's.
   enum class huffman_decoder { pinfeed, libjpeg };
   huffman_decoder huffman = huffman_decoder::pinfeed;
 };

@@ -146,8 +146,10 @@ def main():
         print(f"{name:<24} {theirs:11.1f} {mine:9.1f} {mine / theirs:20.1f}x")
         rows.append({"workload": name, "workers": a.workers, "dataloader_images_per_s": theirs,
                      "pinfeed_images_per_s": mine, "ratio": mine / theirs})
-    for k in ("jpeg_folder_rrc_flip_1worker", "jpeg_folder_rrc_flip_1worker_libjpeg_huffman", "bare_decode_full"):
+    for k in ("jpeg_folder_rrc_flip_1worker", "jpeg_folder_rrc_flip_1worker_libjpeg_huffman", "bare_decode_full",
+              "bare_decode_full_pinfeed_huffman"):
         print(f"# pinfeed {k}: {ours.get(k, float('nan')):.1f} images/s")
+        rows.append({"workload": k, "workers": 1, "pinfeed_images_per_s": ours.get(k, float("nan"))})
     write_jsonl(a.json, rows)
 
 

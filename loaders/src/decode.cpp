@@ -71,7 +71,10 @@ void check_pixels(const image_size& s, const decode_options& o, const std::strin
 bool opencv_format(std::span<const std::byte> b) {
   if (starts_with(b, {0x89, 'P', 'N', 'G'}) || starts_with(b, {'B', 'M'})) return true;
   if (starts_with(b, {'I', 'I', 42, 0}) || starts_with(b, {'M', 'M', 0, 42})) return true;  // TIFF
-  if (starts_with(b, {'R', 'I', 'F', 'F'}) && b.size() >= 12 && std::memcmp(b.data() + 8, "WEBP", 4) == 0) return true;
+  if (starts_with(b, {'R', 'I', 'F', 'F'}) && b.size() >= 16 && std::memcmp(b.data() + 8, "WEBP", 4) == 0)
+    // Only the three chunk kinds a WebP file starts with, all of which peek_size() reads the size of.
+    return std::memcmp(b.data() + 12, "VP8 ", 4) == 0 || std::memcmp(b.data() + 12, "VP8L", 4) == 0 ||
+           std::memcmp(b.data() + 12, "VP8X", 4) == 0;
   if (b.size() >= 3 && b[0] == std::byte{'P'} && b[1] >= std::byte{'1'} && b[1] <= std::byte{'6'} &&
       std::isspace(static_cast<unsigned char>(b[2])))
     return true;  // PBM/PGM/PPM
@@ -213,6 +216,14 @@ std::optional<image_spec> decode_jpeg_window(std::span<const std::byte> bytes, s
   jpeg_create_decompress(&cinfo);
   jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()));
   jpeg_read_header(&cinfo, TRUE);
+  // The pixel limit again, from libjpeg's own reading of the frame header: peek_size() gives up
+  // on headers TurboJPEG refuses, which libjpeg may still read.
+  try {
+    check_pixels({cinfo.image_width, cinfo.image_height}, o, what);
+  } catch (...) {
+    jpeg_destroy_decompress(&cinfo);
+    throw;
+  }
   if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
     jpeg_destroy_decompress(&cinfo);
     return std::nullopt;

@@ -239,3 +239,22 @@ TEST_CASE("jpeg_huffman.restart_marker_errors_are_named") {
   const decoded top = decode_with(huffman::pinfeed, bad, {0, 0, 8, 64}, 0);
   CHECK_MESSAGE(top.ok, top.error);
 }
+
+TEST_CASE("jpeg_huffman.pixel_limit_holds_where_only_libjpeg_reads_the_header") {
+  // A fuzzed JPEG whose frame header says 18730 x 8265: TurboJPEG's header reader refuses the
+  // file, libjpeg's reads it. The limit must still stop it before the pixel buffer is allocated.
+  const auto path = std::string(PINFEED_FUZZ_DIR) + "/regressions/decode/bomb-sof-that-turbojpeg-refuses.jpg";
+  std::vector<std::byte> bytes;
+  read_file(path, bytes);
+  decode_options o;
+  o.max_pixels = std::int64_t{1} << 22;
+  std::vector<std::byte> out;
+  CHECK_THROWS_WITH_AS(decode_image(bytes, out, o, "/data/bomb.jpg"),
+                       doctest::Contains("/data/bomb.jpg: image of 18730x8265 pixels exceeds the limit of 4194304"),
+                       std::runtime_error);
+  CHECK(out.capacity() < (std::size_t{1} << 20));
+  // A WebP file whose first chunk is none of VP8, VP8L, VP8X has no size to check: refused.
+  read_file(std::string(PINFEED_FUZZ_DIR) + "/regressions/decode/webp-unknown-first-chunk", bytes);
+  CHECK_THROWS_WITH_AS(decode_image(bytes, out, o, "/data/odd.webp"), doctest::Contains("not a decodable image"),
+                       std::runtime_error);
+}

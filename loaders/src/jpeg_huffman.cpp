@@ -12,7 +12,9 @@
 // - a 10-bit lookahead (libjpeg: 8), so nearly every code is one table read;
 // - for AC codes whose code and extra bits fit in those 10 bits, the table entry holds the
 //   zero run, the coefficient's value and the bits to drop: one read decodes a coefficient;
-// - the bit buffer takes 3 to 7 bytes at once when none of the next 8 is 0xFF.
+// - where none of the next 8 bytes is 0xFF, the bit buffer refills without a branch, and one
+//   refill serves up to four short codes, which keeps it off the chain from table read to table
+//   read.
 // The behaviour on valid streams is libjpeg's, bit for bit (tests compare every coefficient's
 // effect, the pixels, on many streams). On corrupt streams it is stricter: where libjpeg-turbo's
 // fast path reads a code that is in no table as symbol 0 without a word, this decoder stops with
@@ -126,20 +128,8 @@ struct reader {
   int nbits;
   int pad;
 
-  void refill() {  // to 56..63 bits
-    if (pad == 0 && end - p >= 8) {
-      std::uint64_t w;
-      std::memcpy(&w, p, 8);
-      w = __builtin_bswap64(w);
-      const std::uint64_t x = ~w;  // a 0xFF byte of w is a zero byte of x
-      if (((x - 0x0101010101010101ULL) & ~x & 0x8080808080808080ULL) == 0) {
-        const int k = (63 - nbits) >> 3;  // whole bytes that fit: >= 1 as nbits < 56
-        buf |= (w >> (64 - 8 * k)) << (64 - nbits - 8 * k);
-        p += k;
-        nbits += 8 * k;
-        return;
-      }
-    }
+  /// Byte by byte to 56..63 bits: stuffed zero bytes, markers and the end of the data.
+  void refill() {
     while (nbits < 56) {
       unsigned c = 0;
       if (pad == 0 && p < end) {

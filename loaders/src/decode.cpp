@@ -69,6 +69,9 @@ void check_pixels(const image_size& s, const decode_options& o, const std::strin
 /// OpenCV would otherwise try every decoder it was built with (GDAL, GDCM, ...), and some of those
 /// abort the process on hostile input.
 bool opencv_format(std::span<const std::byte> b) {
+  // OpenCV's DICOM decoder (GDCM) claims any bytes with "DICM" at offset 128, ahead of the decoder
+  // the magic bytes name, and GDCM asserts (aborts) on hostile input: refuse those bytes.
+  if (b.size() >= 132 && std::memcmp(b.data() + 128, "DICM", 4) == 0) return false;
   if (starts_with(b, {0x89, 'P', 'N', 'G'}) || starts_with(b, {'B', 'M'})) return true;
   if (starts_with(b, {'I', 'I', 42, 0}) || starts_with(b, {'M', 'M', 0, 42})) return true;  // TIFF
   if (starts_with(b, {'R', 'I', 'F', 'F'}) && b.size() >= 16 && std::memcmp(b.data() + 8, "WEBP", 4) == 0)

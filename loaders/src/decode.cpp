@@ -246,42 +246,36 @@ std::optional<image_spec> decode_jpeg_window(std::span<const std::byte> bytes, s
   // Several rows per call: libjpeg produces rec_outbuf_height rows at a time anyway.
   constexpr int kRows = 16;
   JSAMPROW rows[kRows];
-  if (sx == 0 && sw == ow && sy == 0) {  // whole rows from the top: straight into `out`
-    for (std::int64_t y = 0; y < sh;) {
-      const auto want = static_cast<JDIMENSION>(std::min<std::int64_t>(kRows, sh - y));
-      for (JDIMENSION k = 0; k < want; ++k)
-        rows[k] = reinterpret_cast<JSAMPLE*>(out.data()) + static_cast<std::size_t>((y + k) * sw) * 3;
-      const JDIMENSION got = jpeg_read_scanlines(&cinfo, rows, want);
-      if (got == 0) {
-        std::snprintf(err.message, sizeof err.message, "premature end of data");
-        std::longjmp(err.jump, 1);
-      }
-      y += got;
-    }
-  } else {
+  // Whole rows from the top go straight into `out`; any other window through row_storage.
+  const bool direct = sx == 0 && sw == ow && sy == 0;
+  std::int64_t y = 0;
+  std::size_t skip = 0;
+  if (!direct) {
     // Chroma upsampling treats the edges of a cropped or skipped area as image edges: keep one
     // iMCU (16 pixels) of margin on every side so those edges fall outside the window.
     constexpr std::int64_t kMargin = 16;
     const std::int64_t mx = std::max<std::int64_t>(0, sx - kMargin);
-    const std::int64_t my = std::max<std::int64_t>(0, sy - kMargin);
+    y = std::max<std::int64_t>(0, sy - kMargin);
     JDIMENSION xoff = static_cast<JDIMENSION>(mx);
     JDIMENSION cw = static_cast<JDIMENSION>(std::min<std::int64_t>(sx + sw + kMargin, ow) - mx);
     jpeg_crop_scanline(&cinfo, &xoff, &cw);  // widened to iMCU boundaries
-    if (my > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(my));
+    if (y > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(y));
     row_storage.resize(static_cast<std::size_t>(cw) * 3 * kRows);
     for (int k = 0; k < kRows; ++k) rows[k] = row_storage.data() + static_cast<std::size_t>(k) * cw * 3;
-    const std::size_t skip = static_cast<std::size_t>(sx - static_cast<std::int64_t>(xoff)) * 3;
-    for (std::int64_t y = my; y < sy + sh;) {
-      const auto want = static_cast<JDIMENSION>(std::min<std::int64_t>(kRows, sy + sh - y));
-      const JDIMENSION got = jpeg_read_scanlines(&cinfo, rows, want);
-      if (got == 0) {
-        std::snprintf(err.message, sizeof err.message, "premature end of data");
-        std::longjmp(err.jump, 1);
-      }
-      for (JDIMENSION k = 0; k < got; ++k, ++y)
-        if (y >= sy)
-          std::memcpy(out.data() + static_cast<std::size_t>((y - sy) * sw) * 3, rows[k] + skip, static_cast<std::size_t>(sw) * 3);
+    skip = static_cast<std::size_t>(sx - static_cast<std::int64_t>(xoff)) * 3;
+  }
+  const auto out_row = [&](std::int64_t row) { return out.data() + static_cast<std::size_t>((row - sy) * sw) * 3; };
+  while (y < sy + sh) {
+    const auto want = static_cast<JDIMENSION>(std::min<std::int64_t>(kRows, sy + sh - y));
+    if (direct)
+      for (JDIMENSION k = 0; k < want; ++k) rows[k] = reinterpret_cast<JSAMPLE*>(out_row(y + k));
+    const JDIMENSION got = jpeg_read_scanlines(&cinfo, rows, want);
+    if (got == 0) {
+      std::snprintf(err.message, sizeof err.message, "premature end of data");
+      std::longjmp(err.jump, 1);
     }
+    for (JDIMENSION k = 0; k < got; ++k, ++y)
+      if (!direct && y >= sy) std::memcpy(out_row(y), rows[k] + skip, static_cast<std::size_t>(sw) * 3);
   }
   jpeg_abort_decompress(&cinfo);
   jpeg_destroy_decompress(&cinfo);

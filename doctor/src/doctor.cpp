@@ -42,7 +42,7 @@ struct stream_handle {
 };
 struct event_handle {
   cudaEvent_t e = nullptr;
-  event_handle() { PINFEED_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming)); }
+  event_handle() { PINFEED_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming | cudaEventBlockingSync)); }
   ~event_handle() { cudaEventDestroy(e); }
   event_handle(const event_handle&) = delete;
   event_handle& operator=(const event_handle&) = delete;

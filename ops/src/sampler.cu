@@ -16,6 +16,7 @@
 //   DeviceSegmentedRadixSort of those keys per row
 //   write           indices, -1 padding, valid counts, gathered labels and features
 #include <algorithm>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -28,6 +29,7 @@
 #include <thrust/iterator/counting_iterator.h>
 
 #include "pinfeed/ops/sampler.hpp"
+#include "detail/sampler_hook.hpp"
 #include "pinfeed/runtime/error.hpp"
 
 namespace pinfeed::ops {
@@ -41,6 +43,24 @@ constexpr std::uint32_t kMaxBins = 2048;
 constexpr std::uint32_t kCandidateCap = 8192;  // candidates per row and class kept after the first pass
 
 enum class class_mode : std::uint32_t { none = 0, all = 1, select = 2 };
+
+/// What a kernel found inconsistent (see report_fault). Encoded with the row, class and a value
+/// into one 64-bit word: bit 63 set, kind in 62..60, class + 1 in 59..58, row in 57..32, value.
+enum class fault_kind : std::uint32_t { histogram_short = 1, candidate_overflow, selection_overflow, ties_short, bad_index };
+
+__host__ __device__ constexpr unsigned long long encode_fault(fault_kind kind, std::int64_t row, int c,
+                                                              std::uint32_t value) {
+  return (1ull << 63) | (static_cast<unsigned long long>(kind) << 60) |
+         (static_cast<unsigned long long>(c + 1) << 58) | (static_cast<unsigned long long>(row & 0x3FFFFFF) << 32) |
+         value;
+}
+
+/// The order key of an unused slot when one row is sorted device-wide: above every real key.
+__host__ __device__ constexpr std::uint64_t padding_key(int index_bits) {
+  return 32 + index_bits >= 64 ? ~0ull : 1ull << (32 + index_bits);
+}
+/// The bits the device-wide sort of one row looks at (the real keys and the padding key).
+constexpr int padded_sort_bits(int index_bits) { return 32 + index_bits >= 64 ? 64 : 33 + index_bits; }
 
 struct class_state {
   std::uint32_t mode;       // class_mode
@@ -70,6 +90,7 @@ struct params_dev {
   int blocks_per_row;
   std::int64_t chunk;  // items per block of a row, a multiple of 4
   int index_bits;      // bits needed for an index < n
+  unsigned long long* fault;  // host-mapped fault word of this device (null: not reported)
 };
 
 /// Temp storage layout: every piece 256-byte aligned.
@@ -83,6 +104,15 @@ __device__ __forceinline__ int item_class(std::int64_t label, std::int64_t neg, 
   return label == ign ? -1 : (label == neg ? 1 : 0);
 }
 
+/// Records that the row's state is inconsistent (the labels changed between the kernels of one call,
+/// or two calls shared one temp buffer): the kernels clamp every write to its row and the host turns
+/// the word into an exception at its next call. A plain store: any one of racing faults is kept.
+__device__ __forceinline__ void report_fault(const params_dev& p, fault_kind kind, std::int64_t row, int c,
+                                             std::uint32_t value) {
+  if (p.fault != nullptr)
+    *reinterpret_cast<volatile unsigned long long*>(p.fault) = encode_fault(kind, row, c, value);
+}
+
 template <class L>
 __device__ __forceinline__ std::int64_t load_label(const L* labels, std::int64_t i) {
   return static_cast<std::int64_t>(labels[i]);
@@ -92,13 +122,18 @@ __device__ __forceinline__ std::int64_t load_label(const L* labels, std::int64_t
 template <class Scan>
 __device__ __forceinline__ void append_selected(typename Scan::TempStorage& scan_storage, std::uint32_t* s_base,
                                                 row_state* rs, std::uint32_t* selected_row, int count,
-                                                const std::uint32_t (&items)[4]) {
+                                                const std::uint32_t (&items)[4], const params_dev& p,
+                                                std::int64_t row) {
   int offset, total;
   Scan(scan_storage).ExclusiveSum(count, offset, total);
   if (threadIdx.x == 0) *s_base = total > 0 ? atomicAdd(&rs->taken, static_cast<std::uint32_t>(total)) : 0u;
   __syncthreads();
   const std::uint32_t base = *s_base;
-  for (int q = 0; q < count; ++q) selected_row[base + offset + q] = items[q];
+  for (int q = 0; q < count; ++q) {
+    const std::uint32_t at = base + static_cast<std::uint32_t>(offset + q);
+    if (at < p.k) selected_row[at] = items[q];
+    else report_fault(p, fault_kind::selection_overflow, row, -1, at);
+  }
   __syncthreads();  // s_base and the scan storage are reused by the next round
 }
 
@@ -150,6 +185,7 @@ __global__ void choose_kernel(params_dev p, row_state* states, std::uint32_t* hi
   __shared__ std::uint32_t s_bucket, s_below;
   constexpr std::uint32_t kBins = 1u << digit_bits(Pass);
   constexpr std::uint32_t kPerThread = kBins / kThreads;
+  constexpr std::uint32_t kNone = kBins;  // sentinel: no bin holds the k_rem-th key
   const std::int64_t row = blockIdx.x;
   row_state& rs = states[row];
   if (Pass == 0 && threadIdx.x == 0) {
@@ -171,13 +207,14 @@ __global__ void choose_kernel(params_dev p, row_state* states, std::uint32_t* hi
     class_state& cs = rs.cls[c];
     std::uint32_t* h = row_hist + c * kMaxBins;
     if (cs.mode == static_cast<std::uint32_t>(class_mode::select)) {
+      if (threadIdx.x == 0) s_bucket = kNone;
       std::uint32_t local[kPerThread], sum = 0;
       for (std::uint32_t j = 0; j < kPerThread; ++j) sum += local[j] = h[threadIdx.x * kPerThread + j];
-      std::uint32_t running;
-      Scan(scan_storage).ExclusiveSum(sum, running);
+      std::uint32_t running, total;
+      Scan(scan_storage).ExclusiveSum(sum, running, total);  // its barriers also order the sentinel
       const std::uint32_t k_rem = cs.k_rem;
       for (std::uint32_t j = 0; j < kPerThread; ++j) {
-        if (running < k_rem && running + local[j] >= k_rem) {  // exactly one thread and bin match
+        if (running < k_rem && running + local[j] >= k_rem) {  // at most one thread and bin match
           s_bucket = threadIdx.x * kPerThread + j;
           s_below = running;
         }
@@ -185,9 +222,20 @@ __global__ void choose_kernel(params_dev p, row_state* states, std::uint32_t* hi
       }
       __syncthreads();
       if (threadIdx.x == 0) {
-        cs.prefix = (cs.prefix << digit_bits(Pass)) | s_bucket;
-        cs.k_rem = k_rem - s_below;
-        cs.bucket = h[s_bucket];
+        std::uint32_t bucket = s_bucket, below = s_below, rem;
+        if (bucket == kNone) {
+          // The histogram holds fewer than k_rem items: state from another call or changed labels.
+          // Clamp to the last bin and take what is there; the host reports it.
+          report_fault(p, fault_kind::histogram_short, row, c, total);
+          bucket = kBins - 1;
+          below = total - h[bucket];
+          rem = h[bucket];
+        } else {
+          rem = k_rem - below;
+        }
+        cs.prefix = (cs.prefix << digit_bits(Pass)) | bucket;
+        cs.k_rem = rem;
+        cs.bucket = h[bucket];
         if (Pass == 0) cs.candidates = cs.bucket;
       }
       __syncthreads();
@@ -237,13 +285,14 @@ __global__ void filter_kernel(const L* __restrict__ labels, params_dev p, row_st
             atomicAdd(&s_hist[c][(key >> digit_shift(1)) & (kMaxBins - 1)], 1u);
             if (cs.candidates <= p.cand_cap) {
               const std::uint32_t slot = atomicAdd(&rs->cls[c].cand_used, 1u);
-              cand[(row * 2 + c) * p.cand_cap + slot] = (static_cast<std::uint64_t>(key) << 32) | idx;
+              if (slot < cs.candidates) cand[(row * 2 + c) * p.cand_cap + slot] = (static_cast<std::uint64_t>(key) << 32) | idx;
+              else report_fault(p, fault_kind::candidate_overflow, row, c, slot);
             }
           }
         }
       }
     }
-    append_selected<Scan>(scan_storage, &s_base, rs, selected_row, count, take);
+    append_selected<Scan>(scan_storage, &s_base, rs, selected_row, count, take, p, row);
   }
   std::uint32_t* row_hist = hist + row * 2 * kMaxBins;
   for (std::uint32_t b = threadIdx.x; b < 2 * kMaxBins; b += kThreads) {
@@ -267,7 +316,9 @@ __device__ void for_each_candidate(const L* __restrict__ labels, const params_de
       continue;
     }
     const std::uint64_t* list = cand + (row * 2 + c) * p.cand_cap;
-    for (std::uint32_t j = tid; j < cls[c].candidates; j += stride)
+    // Only entries the filter wrote (fewer than counted if the labels changed in between).
+    const std::uint32_t listed = min(cls[c].candidates, cls[c].cand_used);
+    for (std::uint32_t j = tid; j < listed; j += stride)
       fn(c, static_cast<std::uint32_t>(list[j] >> 32), static_cast<std::uint32_t>(list[j]));
   }
   if (!reread) return;
@@ -312,8 +363,11 @@ __global__ void finish_kernel(const L* __restrict__ labels, params_dev p, row_st
   std::uint32_t* selected_row = selected + row * p.k;
   for_each_candidate(labels, p, row, cls, cand, [&](int c, std::uint32_t key, std::uint32_t idx) {
     const std::uint32_t threshold = cls[c].prefix;  // all 32 bits after choose<2>
-    if (key < threshold || (key == threshold && cls[c].bucket == cls[c].k_rem))
-      selected_row[atomicAdd(&rs->taken, 1u)] = idx;
+    if (key < threshold || (key == threshold && cls[c].bucket == cls[c].k_rem)) {
+      const std::uint32_t at = atomicAdd(&rs->taken, 1u);
+      if (at < p.k) selected_row[at] = idx;
+      else report_fault(p, fault_kind::selection_overflow, row, c, at);
+    }
   });
 }
 
@@ -342,13 +396,21 @@ __global__ void ties_kernel(const L* __restrict__ labels, params_dev p, row_stat
       std::uint32_t rank, total;
       Scan(scan_storage).ExclusiveSum(flag, rank, total);
       const std::uint32_t done = s_done;
-      if (flag && done + rank < cs.k_rem) selected[row * p.k + rs->taken + done + rank] = static_cast<std::uint32_t>(i);
+      if (flag && done + rank < cs.k_rem) {
+        const std::uint32_t at = rs->taken + done + rank;
+        if (at < p.k) selected[row * p.k + at] = static_cast<std::uint32_t>(i);
+        else report_fault(p, fault_kind::selection_overflow, row, c, at);
+      }
       __syncthreads();
       if (threadIdx.x == 0) s_done = done + total;
       __syncthreads();
       if (s_done >= cs.k_rem) break;
     }
-    if (threadIdx.x == 0) rs->taken += cs.k_rem;
+    __syncthreads();  // every thread has read rs->taken above
+    if (threadIdx.x == 0) {
+      if (s_done < cs.k_rem) report_fault(p, fault_kind::ties_short, row, c, s_done);
+      rs->taken += min(s_done, cs.k_rem);
+    }
     __syncthreads();
   }
 }
@@ -356,18 +418,20 @@ __global__ void ties_kernel(const L* __restrict__ labels, params_dev p, row_stat
 // ---- order: composite (ord(i), i) keys, segment offsets ------------------------------------------
 
 __global__ void order_keys_kernel(params_dev p, const row_state* states, const std::uint32_t* selected,
-                                  std::uint64_t* keys_out, int* begin_off, int* end_off) {
+                                  std::uint64_t* keys_out, int* begin_off, int* end_off, bool pad) {
   const std::int64_t row = blockIdx.y;
-  const std::uint32_t taken = states[row].taken;
+  const std::uint32_t taken = min(states[row].taken, static_cast<std::uint32_t>(p.k));
   const philox_stream ord(p.seed, p.offset, static_cast<std::uint64_t>(row), 1);
   const std::int64_t j = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x;
-  if (j == 0) {
+  if (j == 0 && begin_off != nullptr) {
     begin_off[row] = static_cast<int>(row * p.k);
     end_off[row] = static_cast<int>(row * p.k + taken);
   }
   if (j < taken) {
     const std::uint32_t idx = selected[row * p.k + j];
     keys_out[row * p.k + j] = (static_cast<std::uint64_t>(ord.word_at(idx)) << p.index_bits) | idx;
+  } else if (pad && j < p.k) {
+    keys_out[row * p.k + j] = padding_key(p.index_bits);  // sorts after every real key
   }
 }
 
@@ -378,11 +442,15 @@ __global__ void write_kernel(params_dev p, const row_state* states, const std::u
                              I* indices, std::int32_t* valid, L* gathered_labels, const std::byte* features,
                              std::byte* gathered_features, std::size_t feature_bytes) {
   const std::int64_t row = blockIdx.y;
-  const std::uint32_t taken = states[row].taken;
+  const std::uint32_t taken = min(states[row].taken, static_cast<std::uint32_t>(p.k));
   const std::int64_t j = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x;
   if (j == 0 && valid != nullptr) valid[row] = static_cast<std::int32_t>(taken);
   if (j >= p.k) return;
-  const std::int64_t idx = j < taken ? static_cast<std::int64_t>(sorted[row * p.k + j] & ((1ull << p.index_bits) - 1)) : -1;
+  std::int64_t idx = j < taken ? static_cast<std::int64_t>(sorted[row * p.k + j] & ((1ull << p.index_bits) - 1)) : -1;
+  if (idx >= p.n) {  // a slot no kernel wrote (inconsistent state): never read past the row
+    report_fault(p, fault_kind::bad_index, row, -1, static_cast<std::uint32_t>(j));
+    idx = -1;
+  }
   indices[row * p.k + j] = static_cast<I>(idx);
   if (gathered_labels != nullptr)
     gathered_labels[row * p.k + j] = idx >= 0 ? labels[row * p.n + idx] : static_cast<L>(p.ignore_label);
@@ -430,7 +498,12 @@ layout make_layout(const sampler_args& a, const sampler_params& p, int index_bit
   l.begin_off = take(rows * sizeof(int));
   l.end_off = take(rows * sizeof(int));
   l.sort_bytes = 0;
-  if (rows * k > 0) {
+  if (rows == 1 && k > 0) {
+    // One row: a device-wide sort of all k slots (unused ones padded) instead of one block.
+    PINFEED_CUDA_TRY(cub::DeviceRadixSort::SortKeys(nullptr, l.sort_bytes, static_cast<const std::uint64_t*>(nullptr),
+                                                    static_cast<std::uint64_t*>(nullptr), static_cast<int>(k), 0,
+                                                    padded_sort_bits(index_bits)));
+  } else if (rows * k > 0) {
     PINFEED_CUDA_TRY(cub::DeviceSegmentedRadixSort::SortKeys(
         nullptr, l.sort_bytes, static_cast<const std::uint64_t*>(nullptr), static_cast<std::uint64_t*>(nullptr),
         static_cast<int>(rows * k), static_cast<int>(rows), static_cast<const int*>(nullptr),
@@ -441,6 +514,14 @@ layout make_layout(const sampler_args& a, const sampler_params& p, int index_bit
   return l;
 }
 
+/// True while `stream` is being captured into a graph: then nothing that is not capturable may run.
+bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  PINFEED_CUDA_TRY(cudaStreamIsCapturing(stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+/// Shapes and parameters (no CUDA call); when `running`, also that the pointers are set.
 void validate_gpu(const sampler_args& a, const sampler_params& p, bool running) {
   detail::validate_shapes(a, p);
   if (running) validate(a, p);
@@ -450,6 +531,10 @@ void validate_gpu(const sampler_args& a, const sampler_params& p, bool running) 
   if (a.rows > 65535)
     throw std::invalid_argument("balanced sampler (GPU): rows = " + std::to_string(a.rows) +
                                 " exceeds 65535 per call; split the batch");
+}
+
+/// Every pointer is visible to the device (cudaPointerGetAttributes: not while capturing).
+void check_device_pointers(const sampler_args& a) {
   auto device_visible = [](const void* ptr, const char* name) {
     if (ptr == nullptr) return;
     cudaPointerAttributes attr{};
@@ -461,13 +546,74 @@ void validate_gpu(const sampler_args& a, const sampler_params& p, bool running) 
       throw std::invalid_argument(std::string("balanced sampler (GPU): ") + name +
                                   " is pageable host memory, not visible to the device");
   };
-  if (!running) return;
   device_visible(a.labels, "labels");
   device_visible(a.indices, "indices");
   device_visible(a.valid, "valid");
   device_visible(a.features, "features");
   device_visible(a.gathered_features, "gathered_features");
   device_visible(a.gathered_labels, "gathered_labels");
+}
+
+// ---- fault words: one host-mapped word per device, written by the kernels, read by the host -------
+
+constexpr int kMaxDevices = 64;
+std::mutex g_fault_mutex;
+unsigned long long* g_fault_words[kMaxDevices] = {};  // kept for the process's life: kernels may still write
+
+/// The fault word of `device`, allocated on first use (mapped pinned memory, one per process and
+/// device). Allocation is allowed while another stream of this thread is being captured: the
+/// thread's capture mode is relaxed for that one call.
+unsigned long long* fault_word(int device) {
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  std::lock_guard lock(g_fault_mutex);
+  if (g_fault_words[device] == nullptr) {
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    PINFEED_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
+    void* word = nullptr;
+    const cudaError_t err = cudaHostAlloc(&word, sizeof(unsigned long long), cudaHostAllocMapped | cudaHostAllocPortable);
+    PINFEED_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
+    PINFEED_CUDA_TRY(err);
+    *static_cast<volatile unsigned long long*>(word) = 0;
+    g_fault_words[device] = static_cast<unsigned long long*>(word);
+  }
+  return g_fault_words[device];
+}
+
+std::string describe_fault(unsigned long long word) {
+  const auto kind = static_cast<fault_kind>((word >> 60) & 7);
+  const auto c = static_cast<int>((word >> 58) & 3) - 1;
+  const auto row = (word >> 32) & 0x3FFFFFF;
+  const auto value = static_cast<std::uint32_t>(word);
+  std::string what;
+  switch (kind) {
+    case fault_kind::histogram_short: what = "its key histogram holds only " + std::to_string(value) + " items, fewer than needed"; break;
+    case fault_kind::candidate_overflow: what = "more candidates than counted (slot " + std::to_string(value) + ")"; break;
+    case fault_kind::selection_overflow: what = "more items selected than k (slot " + std::to_string(value) + ")"; break;
+    case fault_kind::ties_short: what = "only " + std::to_string(value) + " items tie at the threshold, fewer than needed"; break;
+    case fault_kind::bad_index: what = "output slot " + std::to_string(value) + " was never filled"; break;
+  }
+  return "balanced sampler (GPU): an earlier call found row " + std::to_string(row) +
+         (c >= 0 ? (c == 0 ? " (positives)" : " (negatives)") : std::string()) + " inconsistent: " + what +
+         ". The labels changed while the call ran, or two calls in flight shared one temp buffer; that "
+         "call's output was clamped to its rows and is not a valid sample";
+}
+
+/// Throws (once) what a kernel reported on `device` since the last check. Reads host memory only.
+void rethrow_fault(int device) {
+  unsigned long long* word = nullptr;
+  {
+    std::lock_guard lock(g_fault_mutex);
+    if (device >= 0 && device < kMaxDevices) word = g_fault_words[device];
+  }
+  if (word == nullptr) return;
+  const unsigned long long w = __atomic_exchange_n(word, 0ull, __ATOMIC_ACQ_REL);
+  if (w != 0) throw std::runtime_error(describe_fault(w));
+}
+
+int current_device() {
+  int device = 0;
+  PINFEED_CUDA_TRY(cudaGetDevice(&device));
+  return device;
 }
 
 /// CUB's two-phase temp storage: with no storage, reports the bytes needed and returns true (the
@@ -483,15 +629,15 @@ bool answer_temp_query(const void* d_temp, std::size_t& temp_bytes, std::size_t 
   return false;
 }
 
-int sm_count() {
-  int device = 0, sms = 0;
-  PINFEED_CUDA_TRY(cudaGetDevice(&device));
+int sm_count(int device) {
+  int sms = 0;
   PINFEED_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   return std::max(sms, 1);
 }
 
 template <class L, class I>
-void run_pipeline(std::byte* temp, const layout& l, const sampler_args& a, const params_dev& p, cudaStream_t stream) {
+void run_pipeline(std::byte* temp, const layout& l, const sampler_args& a, const params_dev& p, cudaStream_t stream,
+                  detail::sampler_stage_hook hook, void* hook_ctx) {
   auto* states = reinterpret_cast<row_state*>(temp + l.state);
   auto* hist = reinterpret_cast<std::uint32_t*>(temp + l.hist);
   auto* cand = reinterpret_cast<std::uint64_t*>(temp + l.cand);
@@ -509,6 +655,7 @@ void run_pipeline(std::byte* temp, const layout& l, const sampler_args& a, const
     const dim3 grid(static_cast<unsigned>(p.blocks_per_row), rows);
     count_hist_kernel<L><<<grid, kThreads, 0, stream>>>(labels, p, states, hist);
     PINFEED_CHECK_LAUNCH();
+    if (hook != nullptr) hook(hook_ctx, stream);
     choose_kernel<0><<<rows, kThreads, 0, stream>>>(p, states, hist);
     PINFEED_CHECK_LAUNCH();
     filter_kernel<L><<<grid, kThreads, 0, stream>>>(labels, p, states, hist, cand, selected);
@@ -529,12 +676,18 @@ void run_pipeline(std::byte* temp, const layout& l, const sampler_args& a, const
     return;
   }
   const dim3 kgrid(static_cast<unsigned>((p.k + kThreads - 1) / kThreads), rows);
-  order_keys_kernel<<<kgrid, kThreads, 0, stream>>>(p, states, selected, keys_in, begin_off, end_off);
+  const bool one_row = rows == 1;
+  order_keys_kernel<<<kgrid, kThreads, 0, stream>>>(p, states, selected, keys_in, one_row ? nullptr : begin_off,
+                                                    end_off, one_row);
   PINFEED_CHECK_LAUNCH();
   std::size_t sort_bytes = l.sort_bytes;
-  PINFEED_CUDA_TRY(cub::DeviceSegmentedRadixSort::SortKeys(temp + l.sort_temp, sort_bytes, keys_in, keys_out,
-                                                           static_cast<int>(a.rows * p.k), static_cast<int>(rows),
-                                                           begin_off, end_off, 0, 32 + p.index_bits, stream));
+  if (one_row)
+    PINFEED_CUDA_TRY(cub::DeviceRadixSort::SortKeys(temp + l.sort_temp, sort_bytes, keys_in, keys_out,
+                                                    static_cast<int>(p.k), 0, padded_sort_bits(p.index_bits), stream));
+  else
+    PINFEED_CUDA_TRY(cub::DeviceSegmentedRadixSort::SortKeys(temp + l.sort_temp, sort_bytes, keys_in, keys_out,
+                                                             static_cast<int>(a.rows * p.k), static_cast<int>(rows),
+                                                             begin_off, end_off, 0, 32 + p.index_bits, stream));
   write_kernel<L, I><<<kgrid, kThreads, 0, stream>>>(
       p, states, keys_out, labels, static_cast<I*>(a.indices), a.valid, static_cast<L*>(a.gathered_labels),
       static_cast<const std::byte*>(a.features), static_cast<std::byte*>(a.gathered_features), a.feature_bytes);
@@ -559,26 +712,39 @@ params_dev make_params(const sampler_args& a, const sampler_params& p) {
 
 }  // namespace
 
+void check_sampler_faults() { rethrow_fault(current_device()); }
+
 void balanced_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
                          cudaStream_t stream) {
-  validate_gpu(a, p, d_temp != nullptr);
+  detail::balanced_sample_gpu_hooked(d_temp, temp_bytes, a, p, stream, nullptr, nullptr);
+}
+
+void detail::balanced_sample_gpu_hooked(void* d_temp, std::size_t& temp_bytes, const sampler_args& a,
+                                        const sampler_params& p, cudaStream_t stream, sampler_stage_hook hook,
+                                        void* hook_ctx) {
+  const bool running = d_temp != nullptr;
+  validate_gpu(a, p, running);
+  const int device = current_device();
+  if (running && !capturing(stream)) check_device_pointers(a);
+  rethrow_fault(device);
   params_dev d = make_params(a, p);
+  d.fault = fault_word(device);
   const layout l = make_layout(a, p, d.index_bits);
   if (answer_temp_query(d_temp, temp_bytes, l.total, "balanced sampler (GPU)")) return;
   if (a.rows == 0) return;
   // Blocks per row: enough blocks in all to fill the device about four times over, at least 16K
   // items per block, one block per row for short rows. Decided from shapes only, never from data.
-  const std::int64_t target_blocks = 4 * static_cast<std::int64_t>(sm_count());
+  const std::int64_t target_blocks = 4 * static_cast<std::int64_t>(sm_count(device));
   const std::int64_t by_device = std::max<std::int64_t>(1, target_blocks / a.rows);
   const std::int64_t by_size = std::max<std::int64_t>(1, (a.n + 16383) / 16384);
   d.blocks_per_row = static_cast<int>(std::min<std::int64_t>({by_device, by_size, 65535}));
   d.chunk = ((a.n + d.blocks_per_row - 1) / d.blocks_per_row + 3) / 4 * 4;
   auto* temp = static_cast<std::byte*>(d_temp);
   const bool l64 = a.label_type == dtype::i64, i64 = a.index_type == dtype::i64;
-  if (l64 && i64) run_pipeline<std::int64_t, std::int64_t>(temp, l, a, d, stream);
-  else if (l64) run_pipeline<std::int64_t, std::int32_t>(temp, l, a, d, stream);
-  else if (i64) run_pipeline<std::int32_t, std::int64_t>(temp, l, a, d, stream);
-  else run_pipeline<std::int32_t, std::int32_t>(temp, l, a, d, stream);
+  if (l64 && i64) run_pipeline<std::int64_t, std::int64_t>(temp, l, a, d, stream, hook, hook_ctx);
+  else if (l64) run_pipeline<std::int64_t, std::int32_t>(temp, l, a, d, stream, hook, hook_ctx);
+  else if (i64) run_pipeline<std::int32_t, std::int64_t>(temp, l, a, d, stream, hook, hook_ctx);
+  else run_pipeline<std::int32_t, std::int32_t>(temp, l, a, d, stream, hook, hook_ctx);
 }
 
 // ---- the naive baseline ----------------------------------------------------------------------------
@@ -724,6 +890,11 @@ void naive_rows(std::byte* temp, const naive_layout& l, const sampler_args& a, c
 void naive_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
                       cudaStream_t stream) {
   validate_gpu(a, p, d_temp != nullptr);
+  // DeviceSelect and DeviceRadixSort count items in int here.
+  if (a.n > 0x7FFFFFFFll)
+    throw std::invalid_argument("naive sampler (GPU): n = " + std::to_string(a.n) +
+                                " exceeds 2^31 - 1, the item count CUB's sort takes");
+  if (d_temp != nullptr && !capturing(stream)) check_device_pointers(a);
   const bool l64 = a.label_type == dtype::i64, i64 = a.index_type == dtype::i64;
   const naive_layout l = l64 ? make_naive_layout<std::int64_t>(a) : make_naive_layout<std::int32_t>(a);
   if (answer_temp_query(d_temp, temp_bytes, l.total, "naive sampler (GPU)")) return;

@@ -72,6 +72,12 @@ cudaEvent_t batch::ready_event() const {
 
 cudaStream_t batch::stream() const { return lease().core->consumer_stream; }
 
+void batch::release_after(cudaStream_t stream) {
+  if (!lease_) return;
+  auto lease = std::move(lease_);  // released on every path, the throwing one included
+  lease->core->release_after(lease->slot, stream);
+}
+
 namespace {
 
 DLDataType to_dl(dtype t) {

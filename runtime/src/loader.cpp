@@ -9,6 +9,7 @@
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
 
+#include "detail/device_guard.hpp"
 #include "detail/loader_core.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/log.hpp"
@@ -16,27 +17,11 @@
 namespace pinfeed {
 namespace {
 
+using detail::device_guard;
+
 constexpr std::size_t kFieldAlign = 256;  // every field starts on a 256-byte boundary (coalesced loads)
 
 std::size_t round_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }
-
-/// Makes `device` current on this thread for a scope and restores the previous device.
-class device_guard {
- public:
-  explicit device_guard(int device) {
-    PINFEED_CUDA_TRY(cudaGetDevice(&previous_));
-    if (previous_ != device) PINFEED_CUDA_TRY(cudaSetDevice(device));
-    else previous_ = -1;
-  }
-  ~device_guard() {
-    if (previous_ >= 0) PINFEED_CUDA_TRY_NOTHROW(cudaSetDevice(previous_));
-  }
-  device_guard(const device_guard&) = delete;
-  device_guard& operator=(const device_guard&) = delete;
-
- private:
-  int previous_ = -1;
-};
 
 }  // namespace
 
@@ -75,38 +60,73 @@ loader_core::loader_core(const loader_options& o, std::vector<field_spec> f, dev
     return;
   }
   device_guard guard(dev.index);
-  host = host_buffer(slots * slot_bytes, /*pinned=*/true);
-  device = device_buffer(slots * slot_bytes);
-  PINFEED_CUDA_TRY(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking));
-  if (o.stream) {
-    consumer_stream = *o.stream;
-  } else {
-    PINFEED_CUDA_TRY(cudaStreamCreateWithFlags(&consumer_stream, cudaStreamNonBlocking));
-    own_consumer_stream = true;
-  }
-  for (std::size_t s = 0; s < slots; ++s) {
-    PINFEED_CUDA_TRY(cudaEventCreateWithFlags(&meta[s].copy_event, cudaEventDisableTiming));
-    PINFEED_CUDA_TRY(cudaEventCreateWithFlags(&meta[s].release_event, cudaEventDisableTiming));
+  try {
+    host = host_buffer(slots * slot_bytes, /*pinned=*/true);
+    device = device_buffer(slots * slot_bytes);
+    PINFEED_CUDA_TRY(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking));
+    if (o.stream) {
+      consumer_stream = *o.stream;
+    } else {
+      PINFEED_CUDA_TRY(cudaStreamCreateWithFlags(&consumer_stream, cudaStreamNonBlocking));
+      own_consumer_stream = true;
+    }
+    // The feeder and the destructor wait on these: blocking sync, so a waiting thread sleeps.
+    constexpr unsigned kWaited = cudaEventDisableTiming | cudaEventBlockingSync;
+    PINFEED_CUDA_TRY(cudaEventCreateWithFlags(&drain_event, kWaited));
+    for (std::size_t s = 0; s < slots; ++s) {
+      PINFEED_CUDA_TRY(cudaEventCreateWithFlags(&meta[s].copy_event, kWaited));
+      PINFEED_CUDA_TRY(cudaEventCreateWithFlags(&meta[s].release_event, cudaEventDisableTiming));
+      PINFEED_CUDA_TRY(cudaEventCreateWithFlags(&meta[s].after_event, kWaited));
+    }
+  } catch (...) {
+    release_cuda();  // the destructor does not run for a constructor that throws
+    throw;
   }
 }
 
-loader_core::~loader_core() {
+void loader_core::release_cuda() noexcept {
   if (!dev.is_cuda()) return;
   int previous = -1;
   PINFEED_CUDA_TRY_NOTHROW(cudaGetDevice(&previous));
   PINFEED_CUDA_TRY_NOTHROW(cudaSetDevice(dev.index));
   // Copies and consumer work may still read or write the slots: finish them before freeing.
-  if (copy_stream != nullptr) PINFEED_CUDA_TRY_NOTHROW(cudaStreamSynchronize(copy_stream));
-  if (consumer_stream != nullptr) PINFEED_CUDA_TRY_NOTHROW(cudaStreamSynchronize(consumer_stream));
+  auto finish = [&](cudaStream_t s) {
+    if (s == nullptr) return;
+    if (drain_event != nullptr) {
+      PINFEED_CUDA_TRY_NOTHROW(cudaEventRecord(drain_event, s));
+      PINFEED_CUDA_TRY_NOTHROW(cudaEventSynchronize(drain_event));
+    } else {
+      PINFEED_CUDA_TRY_NOTHROW(cudaStreamSynchronize(s));
+    }
+  };
+  finish(copy_stream);
+  finish(consumer_stream);
   for (std::size_t s = 0; s < ring.size(); ++s) {
-    if (meta[s].copy_event) PINFEED_CUDA_TRY_NOTHROW(cudaEventDestroy(meta[s].copy_event));
-    if (meta[s].release_event) PINFEED_CUDA_TRY_NOTHROW(cudaEventDestroy(meta[s].release_event));
+    if (meta[s].after_recorded) PINFEED_CUDA_TRY_NOTHROW(cudaEventSynchronize(meta[s].after_event));
+    for (cudaEvent_t* e : {&meta[s].copy_event, &meta[s].release_event, &meta[s].after_event})
+      if (*e != nullptr) {
+        PINFEED_CUDA_TRY_NOTHROW(cudaEventDestroy(*e));
+        *e = nullptr;
+      }
   }
+  if (drain_event != nullptr) PINFEED_CUDA_TRY_NOTHROW(cudaEventDestroy(drain_event));
   if (copy_stream != nullptr) PINFEED_CUDA_TRY_NOTHROW(cudaStreamDestroy(copy_stream));
-  if (own_consumer_stream) PINFEED_CUDA_TRY_NOTHROW(cudaStreamDestroy(consumer_stream));
+  if (own_consumer_stream && consumer_stream != nullptr) PINFEED_CUDA_TRY_NOTHROW(cudaStreamDestroy(consumer_stream));
+  drain_event = nullptr;
+  copy_stream = consumer_stream = nullptr;
+  own_consumer_stream = false;
   host = host_buffer();
   device = device_buffer();
   if (previous >= 0) PINFEED_CUDA_TRY_NOTHROW(cudaSetDevice(previous));
+}
+
+void loader_core::drain(cudaStream_t stream) { wait_for_stream(stream, drain_event); }
+
+void loader_core::release_after(std::size_t slot, cudaStream_t stream) {
+  if (!dev.is_cuda()) return;
+  device_guard guard(dev.index);
+  PINFEED_CUDA_TRY(cudaEventRecord(meta[slot].after_event, stream));
+  meta[slot].after_recorded = true;
 }
 
 std::size_t loader_core::used_bytes(std::size_t n) const {
@@ -223,7 +243,7 @@ void loader::impl::cancel() noexcept {
   if (core->dev.is_cuda()) {
     try {
       device_guard guard(core->dev.index);
-      PINFEED_CUDA_TRY(cudaStreamSynchronize(core->copy_stream));
+      core->drain(core->copy_stream);
     } catch (const std::exception& e) {
       log(log_level::error, std::string("cancelling copies: ") + e.what());
     }
@@ -344,6 +364,10 @@ void loader::impl::finish_slot(std::size_t slot) {
     device_guard guard(c.dev.index);
     // The device slot may still be read by consumer work queued before its last release.
     if (m.release_recorded) PINFEED_CUDA_TRY(cudaStreamWaitEvent(c.copy_stream, m.release_event, 0));
+    if (m.after_recorded) {  // work the consumer queued on its own stream before release_after()
+      PINFEED_CUDA_TRY(cudaStreamWaitEvent(c.copy_stream, m.after_event, 0));
+      m.after_recorded = false;
+    }
     PINFEED_CUDA_TRY(cudaMemcpyAsync(c.device_slot(slot), c.host_slot(slot), c.used_bytes(m.count),
                                      cudaMemcpyHostToDevice, c.copy_stream));
     if (c.options.copy_bandwidth_mb_s > 0.0)  // an emulated slow link: the copy takes bytes / rate

@@ -15,45 +15,58 @@ using namespace pinfeed::ops;
 
 TEST_CASE("gpu.normalize.bit_identical_to_cpu" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("normalize CPU == GPU")) return;
-  const image_batch_shape shape{5, 67, 131};
-  std::vector<std::byte> in(shape.pixels() * 3);
-  fill_random_bytes(philox_stream(3, 0, 0), in);
-  device_buffer d_in(in.size()), d_out(in.size() * 4);
-  PINFEED_CUDA_TRY(cudaMemcpy(d_in.data(), in.data(), in.size(), cudaMemcpyHostToDevice));
-  for (dtype t : {dtype::f32, dtype::f16, dtype::bf16})
-    for (bool ycbcr : {false, true})
-      for (bool flip : {false, true}) {
-        CAPTURE(dtype_name(t));
-        CAPTURE(ycbcr);
-        CAPTURE(flip);
-        normalize_params p;
-        p.mean = {0.485f, 0.456f, 0.406f};
-        p.std = {0.229f, 0.224f, 0.225f};
-        p.ycbcr = ycbcr;
-        p.hflip = flip;
-        p.out = t;
-        const std::size_t bytes = in.size() * dtype_size(t);
-        std::vector<std::byte> cpu(bytes), gpu(bytes);
-        normalize_hwc_to_chw(reinterpret_cast<const std::uint8_t*>(in.data()), cpu.data(), shape, p);
-        normalize_hwc_to_chw_device(reinterpret_cast<const std::uint8_t*>(d_in.data()), d_out.data(), shape, p, nullptr);
-        PINFEED_CUDA_TRY(cudaMemcpy(gpu.data(), d_out.data(), bytes, cudaMemcpyDeviceToHost));
-        CHECK(std::memcmp(cpu.data(), gpu.data(), bytes) == 0);
-      }
+  // 12 x 480 x 641 pixels: the grid holds at most 8 blocks per SM, so the grid-stride loop runs
+  // several passes (about 13 on a 132-SM H200), and an odd width checks the index arithmetic.
+  for (const image_batch_shape shape : {image_batch_shape{5, 67, 131}, image_batch_shape{12, 480, 641}}) {
+    CAPTURE(shape.pixels());
+    std::vector<std::byte> in(shape.pixels() * 3);
+    fill_random_bytes(philox_stream(3, 0, 0), in);
+    device_buffer d_in(in.size()), d_out(in.size() * 4);
+    PINFEED_CUDA_TRY(cudaMemcpy(d_in.data(), in.data(), in.size(), cudaMemcpyHostToDevice));
+    for (dtype t : {dtype::f32, dtype::f16, dtype::bf16})
+      for (bool ycbcr : {false, true})
+        for (bool flip : {false, true}) {
+          CAPTURE(dtype_name(t));
+          CAPTURE(ycbcr);
+          CAPTURE(flip);
+          normalize_params p;
+          p.mean = {0.485f, 0.456f, 0.406f};
+          p.std = {0.229f, 0.224f, 0.225f};
+          p.ycbcr = ycbcr;
+          p.hflip = flip;
+          p.out = t;
+          const std::size_t bytes = in.size() * dtype_size(t);
+          std::vector<std::byte> cpu(bytes), gpu(bytes);
+          normalize_hwc_to_chw(reinterpret_cast<const std::uint8_t*>(in.data()), cpu.data(), shape, p);
+          normalize_hwc_to_chw_device(reinterpret_cast<const std::uint8_t*>(d_in.data()), d_out.data(), shape, p, nullptr);
+          PINFEED_CUDA_TRY(cudaMemcpy(gpu.data(), d_out.data(), bytes, cudaMemcpyDeviceToHost));
+          CHECK(std::memcmp(cpu.data(), gpu.data(), bytes) == 0);
+        }
+  }
 }
 
 TEST_CASE("gpu.encode.one_hot_and_bits_equal_cpu" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("one-hot and bit planes CPU == GPU")) return;
   std::vector<std::int64_t> labels(1000);
-  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>(i * 7 % 23) - 2;
-  device_buffer d_labels(labels.size() * 8), d_out(labels.size() * 20 * 4);
+  std::vector<std::int32_t> labels32(labels.size());
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    labels[i] = static_cast<std::int64_t>(i * 7 % 23) - 2;
+    labels32[i] = static_cast<std::int32_t>(labels[i]);
+  }
+  device_buffer d_labels(labels.size() * 8), d_labels32(labels.size() * 4), d_out(labels.size() * 20 * 4);
   PINFEED_CUDA_TRY(cudaMemcpy(d_labels.data(), labels.data(), labels.size() * 8, cudaMemcpyHostToDevice));
+  PINFEED_CUDA_TRY(cudaMemcpy(d_labels32.data(), labels32.data(), labels32.size() * 4, cudaMemcpyHostToDevice));
   for (dtype t : {dtype::u8, dtype::f16, dtype::bf16, dtype::f32}) {
+    CAPTURE(dtype_name(t));
     const std::size_t bytes = labels.size() * 20 * dtype_size(t);
-    std::vector<std::byte> cpu(bytes), gpu(bytes);
+    std::vector<std::byte> cpu(bytes), gpu(bytes), gpu32(bytes);
     one_hot({labels.data(), dtype::i64, labels.size(), 20, cpu.data(), t});
     one_hot_device({d_labels.data(), dtype::i64, labels.size(), 20, d_out.data(), t}, nullptr);
     PINFEED_CUDA_TRY(cudaMemcpy(gpu.data(), d_out.data(), bytes, cudaMemcpyDeviceToHost));
     CHECK(cpu == gpu);
+    one_hot_device({d_labels32.data(), dtype::i32, labels.size(), 20, d_out.data(), t}, nullptr);
+    PINFEED_CUDA_TRY(cudaMemcpy(gpu32.data(), d_out.data(), bytes, cudaMemcpyDeviceToHost));
+    CHECK(cpu == gpu32);
   }
   const bit_planes_args s{3, 1001};
   std::vector<std::byte> packed(3 * 1001);

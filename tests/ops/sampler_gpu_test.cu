@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
 #include "pinfeed/runtime/stats.hpp"
+#include "detail/sampler_hook.hpp"
 #include "sampler_support.hpp"
 #include "test_util.hpp"
 
@@ -22,63 +24,116 @@ struct outputs {
   std::vector<std::int64_t> indices;
   std::vector<std::int32_t> valid;
   std::vector<std::int64_t> labels;
-  std::vector<float> features;
+  std::vector<std::byte> features;
 };
 
-/// Runs the sampler (GPU or CPU) on int64 labels with int64 indices, gathered labels and D floats.
-outputs run(bool gpu, const std::vector<std::int64_t>& labels, std::int64_t rows, std::int64_t n,
-            const sampler_params& p, std::int64_t d, bool naive = false, cudaStream_t stream = nullptr) {
-  std::vector<float> features(static_cast<std::size_t>(rows * n * d));
-  for (std::size_t i = 0; i < features.size(); ++i) features[i] = static_cast<float>(i % 9973) * 0.5f;
-  outputs o{std::vector<std::int64_t>(rows * p.k), std::vector<std::int32_t>(rows), std::vector<std::int64_t>(rows * p.k),
-            std::vector<float>(static_cast<std::size_t>(rows * p.k * d))};
+struct run_options {
+  dtype label_type = dtype::i64, index_type = dtype::i64;
+  std::size_t feature_bytes = 0;  ///< bytes per item row; 0: no features
+  std::size_t misalign = 0;       ///< features and gathered features start this many bytes past an allocation
+  bool naive = false;
+  cudaStream_t stream = nullptr;
+};
+
+/// Values of `v` stored as `t` (i32 or i64).
+std::vector<std::byte> as_type(const std::vector<std::int64_t>& v, dtype t) {
+  std::vector<std::byte> out(v.size() * dtype_size(t));
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (t == dtype::i64) std::memcpy(out.data() + i * 8, &v[i], 8);
+    else {
+      const auto x = static_cast<std::int32_t>(v[i]);
+      std::memcpy(out.data() + i * 4, &x, 4);
+    }
+  }
+  return out;
+}
+
+std::vector<std::int64_t> from_type(const std::vector<std::byte>& b, dtype t) {
+  std::vector<std::int64_t> out(b.size() / dtype_size(t));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (t == dtype::i64) std::memcpy(&out[i], b.data() + i * 8, 8);
+    else {
+      std::int32_t x;
+      std::memcpy(&x, b.data() + i * 4, 4);
+      out[i] = x;
+    }
+  }
+  return out;
+}
+
+/// Runs the sampler (GPU or CPU reference) with gathered labels, valid counts and, optionally,
+/// gathered feature rows of o.feature_bytes bytes. Indices and labels come back as int64.
+outputs run(bool gpu, const std::vector<std::int64_t>& labels64, std::int64_t rows, std::int64_t n,
+            const sampler_params& p, const run_options& o = {}) {
+  const std::size_t fb = o.feature_bytes, k = static_cast<std::size_t>(p.k);
+  std::vector<std::byte> features(o.misalign + static_cast<std::size_t>(rows * n) * fb);
+  for (std::size_t i = 0; i < features.size(); ++i) features[i] = static_cast<std::byte>(i * 131 % 251);
+  const std::vector<std::byte> labels = as_type(labels64, o.label_type);
+  std::vector<std::byte> idx(rows * k * dtype_size(o.index_type)), glab(rows * k * dtype_size(o.label_type)),
+      gfeat(o.misalign + rows * k * fb);
+  std::vector<std::int32_t> valid(static_cast<std::size_t>(rows));
   sampler_args a;
   a.rows = rows;
   a.n = n;
-  a.feature_bytes = static_cast<std::size_t>(d) * sizeof(float);
+  a.label_type = o.label_type;
+  a.index_type = o.index_type;
+  a.feature_bytes = fb;
+  auto finish = [&] {
+    outputs r{from_type(idx, o.index_type), valid, from_type(glab, o.label_type),
+              std::vector<std::byte>(gfeat.begin() + static_cast<std::ptrdiff_t>(o.misalign), gfeat.end())};
+    return r;
+  };
   if (!gpu) {
     a.labels = labels.data();
-    a.indices = o.indices.data();
-    a.valid = o.valid.data();
-    a.gathered_labels = o.labels.data();
-    if (d) {
-      a.features = features.data();
-      a.gathered_features = o.features.data();
+    a.indices = idx.data();
+    a.valid = valid.data();
+    a.gathered_labels = glab.data();
+    if (fb) {
+      a.features = features.data() + o.misalign;
+      a.gathered_features = gfeat.data() + o.misalign;
     }
-    naive ? naive_sample_cpu(a, p) : balanced_sample_cpu(a, p);
-    return o;
+    o.naive ? naive_sample_cpu(a, p) : balanced_sample_cpu(a, p);
+    return finish();
   }
   auto bytes = [](const auto& v) { return std::max<std::size_t>(v.size() * sizeof(v[0]), 1); };
-  device_buffer d_labels(bytes(labels)), d_idx(bytes(o.indices)), d_valid(bytes(o.valid)), d_glab(bytes(o.labels)),
-      d_feat(bytes(features)), d_gfeat(bytes(o.features));
-  PINFEED_CUDA_TRY(cudaMemcpy(d_labels.data(), labels.data(), labels.size() * 8, cudaMemcpyHostToDevice));
-  PINFEED_CUDA_TRY(cudaMemcpy(d_feat.data(), features.data(), features.size() * 4, cudaMemcpyHostToDevice));
+  device_buffer d_labels(bytes(labels)), d_idx(bytes(idx)), d_valid(bytes(valid)), d_glab(bytes(glab)),
+      d_feat(bytes(features)), d_gfeat(bytes(gfeat));
+  PINFEED_CUDA_TRY(cudaMemcpy(d_labels.data(), labels.data(), labels.size(), cudaMemcpyHostToDevice));
+  PINFEED_CUDA_TRY(cudaMemcpy(d_feat.data(), features.data(), features.size(), cudaMemcpyHostToDevice));
+  PINFEED_CUDA_TRY(cudaMemset(d_gfeat.data(), 0xEE, d_gfeat.size()));
   a.labels = d_labels.data();
   a.indices = d_idx.data();
   a.valid = reinterpret_cast<std::int32_t*>(d_valid.data());
   a.gathered_labels = d_glab.data();
-  if (d) {
-    a.features = d_feat.data();
-    a.gathered_features = d_gfeat.data();
+  if (fb) {
+    a.features = d_feat.data() + o.misalign;
+    a.gathered_features = d_gfeat.data() + o.misalign;
   }
   std::size_t temp_bytes = 0;
-  naive ? naive_sample_gpu(nullptr, temp_bytes, a, p, stream) : balanced_sample_gpu(nullptr, temp_bytes, a, p, stream);
+  o.naive ? naive_sample_gpu(nullptr, temp_bytes, a, p, o.stream) : balanced_sample_gpu(nullptr, temp_bytes, a, p, o.stream);
   device_buffer temp(temp_bytes);
-  naive ? naive_sample_gpu(temp.data(), temp_bytes, a, p, stream)
-        : balanced_sample_gpu(temp.data(), temp_bytes, a, p, stream);
-  PINFEED_CUDA_TRY(cudaStreamSynchronize(stream));
-  PINFEED_CUDA_TRY(cudaMemcpy(o.indices.data(), d_idx.data(), o.indices.size() * 8, cudaMemcpyDeviceToHost));
-  PINFEED_CUDA_TRY(cudaMemcpy(o.valid.data(), d_valid.data(), o.valid.size() * 4, cudaMemcpyDeviceToHost));
-  PINFEED_CUDA_TRY(cudaMemcpy(o.labels.data(), d_glab.data(), o.labels.size() * 8, cudaMemcpyDeviceToHost));
-  PINFEED_CUDA_TRY(cudaMemcpy(o.features.data(), d_gfeat.data(), o.features.size() * 4, cudaMemcpyDeviceToHost));
-  return o;
+  o.naive ? naive_sample_gpu(temp.data(), temp_bytes, a, p, o.stream)
+          : balanced_sample_gpu(temp.data(), temp_bytes, a, p, o.stream);
+  PINFEED_CUDA_TRY(cudaStreamSynchronize(o.stream));
+  check_sampler_faults();
+  PINFEED_CUDA_TRY(cudaMemcpy(idx.data(), d_idx.data(), idx.size(), cudaMemcpyDeviceToHost));
+  PINFEED_CUDA_TRY(cudaMemcpy(valid.data(), d_valid.data(), valid.size() * 4, cudaMemcpyDeviceToHost));
+  PINFEED_CUDA_TRY(cudaMemcpy(glab.data(), d_glab.data(), glab.size(), cudaMemcpyDeviceToHost));
+  PINFEED_CUDA_TRY(cudaMemcpy(gfeat.data(), d_gfeat.data(), gfeat.size(), cudaMemcpyDeviceToHost));
+  return finish();
 }
 
 void check_equal(const outputs& cpu, const outputs& gpu) {
   CHECK(cpu.valid == gpu.valid);
   CHECK(cpu.indices == gpu.indices);
   CHECK(cpu.labels == gpu.labels);
-  CHECK(std::memcmp(cpu.features.data(), gpu.features.data(), cpu.features.size() * sizeof(float)) == 0);
+  CHECK(cpu.features == gpu.features);
+}
+
+/// CPU == GPU on the same input and options.
+void check_same(const std::vector<std::int64_t>& labels, std::int64_t rows, std::int64_t n, const sampler_params& p,
+                const run_options& o = {}) {
+  check_equal(run(false, labels, rows, n, p, o), run(true, labels, rows, n, p, o));
 }
 
 }  // namespace
@@ -99,8 +154,9 @@ TEST_CASE("gpu.sampler.bit_identical_to_cpu" * doctest::test_suite("gpu")) {
     CAPTURE(c.k);
     const sampler_params p = c.params(4242, 3);
     const auto labels = c.labels(static_cast<std::uint64_t>(c.n + c.k));
-    const std::int64_t d = c.n * c.rows <= 200000 ? 16 : 0;
-    check_equal(run(false, labels, c.rows, c.n, p, d), run(true, labels, c.rows, c.n, p, d));
+    run_options o;
+    o.feature_bytes = c.n * c.rows <= 200000 ? 16 * sizeof(float) : 0;
+    check_same(labels, c.rows, c.n, p, o);
   }
 }
 
@@ -113,7 +169,7 @@ TEST_CASE("gpu.sampler.tie_at_threshold" * doctest::test_suite("gpu")) {
   p.positive_fraction = 1.0;
   p.k = t.k;
   const std::vector<std::int64_t> labels(static_cast<std::size_t>(t.n), 1);
-  check_equal(run(false, labels, 1, t.n, p, 0), run(true, labels, 1, t.n, p, 0));
+  check_same(labels, 1, t.n, p);
 }
 
 TEST_CASE("gpu.sampler.candidates_overflow_the_buffer" * doctest::test_suite("gpu")) {
@@ -126,7 +182,7 @@ TEST_CASE("gpu.sampler.candidates_overflow_the_buffer" * doctest::test_suite("gp
   p.positive_fraction = 1.0;
   p.seed = 5;
   const std::vector<std::int64_t> labels(static_cast<std::size_t>(n), 1);
-  check_equal(run(false, labels, 1, n, p, 0), run(true, labels, 1, n, p, 0));
+  check_same(labels, 1, n, p);
 }
 
 TEST_CASE("gpu.sampler.graph_capture_and_replay" * doctest::test_suite("gpu")) {
@@ -150,7 +206,9 @@ TEST_CASE("gpu.sampler.graph_capture_and_replay" * doctest::test_suite("gpu")) {
   device_buffer temp(temp_bytes);
   cudaGraph_t graph;
   cudaGraphExec_t exec;
-  PINFEED_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  // Global mode: any capture-unsafe call from any thread (a pointer-attribute query, an allocation,
+  // a synchronisation) would invalidate the capture.
+  PINFEED_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   balanced_sample_gpu(temp.data(), temp_bytes, a, p, s);
   PINFEED_CUDA_TRY(cudaStreamEndCapture(s, &graph));
   PINFEED_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
@@ -162,7 +220,7 @@ TEST_CASE("gpu.sampler.graph_capture_and_replay" * doctest::test_suite("gpu")) {
     std::vector<std::int64_t> got(rows * p.k);
     PINFEED_CUDA_TRY(cudaMemcpyAsync(got.data(), d_idx.data(), got.size() * 8, cudaMemcpyDeviceToHost, s));
     PINFEED_CUDA_TRY(cudaStreamSynchronize(s));
-    CHECK(got == run(false, labels, rows, n, p, 0).indices);
+    CHECK(got == run(false, labels, rows, n, p).indices);
   }
   PINFEED_CUDA_TRY(cudaGraphExecDestroy(exec));
   PINFEED_CUDA_TRY(cudaGraphDestroy(graph));
@@ -188,18 +246,177 @@ TEST_CASE("gpu.sampler.never_waits_for_the_device" * doctest::test_suite("gpu"))
   std::size_t temp_bytes = 0;
   balanced_sample_gpu(nullptr, temp_bytes, a, p, s);
   device_buffer temp(temp_bytes);
-  cudaEvent_t done;
+  balanced_sample_gpu(temp.data(), temp_bytes, a, p, s);  // warm-up: modules loaded, fault word allocated
+  PINFEED_CUDA_TRY(cudaStreamSynchronize(s));
+  cudaEvent_t busy_done, done;
+  PINFEED_CUDA_TRY(cudaEventCreate(&busy_done));
   PINFEED_CUDA_TRY(cudaEventCreate(&done));
-  busy_kernel_ms(300.0, s);  // the stream is busy for 300 ms
+  constexpr double kBusyMs = 1000.0;
+  busy_kernel_ms(kBusyMs, s);  // the stream is busy for a second
+  PINFEED_CUDA_TRY(cudaEventRecord(busy_done, s));
+  const auto t0 = std::chrono::steady_clock::now();
   balanced_sample_gpu(temp.data(), temp_bytes, a, p, s);
+  const double call_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  // A hidden synchronisation would have waited for the busy kernel: it has not finished yet, and
+  // the call took less than the busy time.
+  CHECK(cudaEventQuery(busy_done) == cudaErrorNotReady);
+  CHECK(call_ms < kBusyMs);
   PINFEED_CUDA_TRY(cudaEventRecord(done, s));
-  CHECK(cudaEventQuery(done) == cudaErrorNotReady);  // the call returned while the device was busy
   PINFEED_CUDA_TRY(cudaEventSynchronize(done));
+  check_sampler_faults();
   std::vector<std::int64_t> got(rows * p.k);
   PINFEED_CUDA_TRY(cudaMemcpy(got.data(), d_idx.data(), got.size() * 8, cudaMemcpyDeviceToHost));
-  CHECK(got == run(false, labels, rows, n, p, 0).indices);
+  CHECK(got == run(false, labels, rows, n, p).indices);
+  PINFEED_CUDA_TRY(cudaEventDestroy(busy_done));
   PINFEED_CUDA_TRY(cudaEventDestroy(done));
   PINFEED_CUDA_TRY(cudaStreamDestroy(s));
+}
+
+TEST_CASE("gpu.sampler.label_and_index_types" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("sampler int32/int64 labels and indices")) return;
+  const std::int64_t rows = 6, n = 30000;
+  sampler_params p = test::sampler_config{rows, n, 700, 0.25, sampler_mode::topup, 20, 10}.params(12, 1);
+  const auto labels = test::random_labels(rows * n, 12, 20, 10);
+  for (dtype lt : {dtype::i32, dtype::i64})
+    for (dtype it : {dtype::i32, dtype::i64}) {
+      CAPTURE(dtype_name(lt));
+      CAPTURE(dtype_name(it));
+      run_options o;
+      o.label_type = lt;
+      o.index_type = it;
+      o.feature_bytes = 8;
+      check_same(labels, rows, n, p, o);
+    }
+}
+
+TEST_CASE("gpu.sampler.odd_feature_rows_and_unaligned_pointers" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("sampler byte-wise feature gather")) return;
+  const std::int64_t rows = 3, n = 5000;
+  sampler_params p = test::sampler_config{rows, n, 257, 0.5, sampler_mode::topup, 30, 5}.params(4, 0);
+  const auto labels = test::random_labels(rows * n, 4, 30, 5);
+  for (std::size_t fb : {std::size_t{1}, std::size_t{6}, std::size_t{12}, std::size_t{13}})
+    for (std::size_t misalign : {std::size_t{0}, std::size_t{1}, std::size_t{2}}) {
+      CAPTURE(fb);
+      CAPTURE(misalign);
+      run_options o;
+      o.feature_bytes = fb;
+      o.misalign = misalign;
+      check_same(labels, rows, n, p, o);
+    }
+}
+
+TEST_CASE("gpu.sampler.overflow_and_ties_on_several_rows_with_both_classes" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("sampler candidate overflow and ties, several rows")) return;
+  SUBCASE("candidates overflow in both classes") {
+    // Row 0: 90% positives, row 1: 90% negatives, 40M items each: the larger class puts about 17K
+    // keys in its first bucket (over the 8192 kept), the smaller one about 2K (kept).
+    const std::int64_t rows = 2, n = 40'000'000;
+    std::vector<std::int64_t> labels(static_cast<std::size_t>(rows * n));
+    for (std::int64_t i = 0; i < n; ++i) {
+      labels[i] = i % 10 == 0 ? 0 : 1;
+      labels[n + i] = i % 10 == 0 ? 2 : 0;
+    }
+    sampler_params p;
+    p.k = 1000;
+    p.seed = 6;
+    run_options o;
+    o.label_type = dtype::i32;
+    check_same(labels, rows, n, p, o);
+  }
+  SUBCASE("ties at the threshold of both classes") {
+    constexpr std::int64_t rows = 4, n = 1 << 19, want = 50;
+    test::tied_rows t;
+    REQUIRE(test::make_tied_rows(31, rows, n, want, t));
+    sampler_params p;
+    p.seed = 31;
+    p.k = 2 * want;
+    const auto gpu = run(true, t.labels, rows, n, p);
+    check_equal(run(false, t.labels, rows, n, p), gpu);
+    for (std::int64_t row = 0; row < rows; ++row)
+      for (int c = 0; c < 2; ++c) {
+        const auto first = gpu.indices.begin() + row * p.k, last = first + p.k;
+        CHECK(std::count(first, last, static_cast<std::int64_t>(t.taken[row * 2 + c])) == 1);
+        CHECK(std::count(first, last, static_cast<std::int64_t>(t.left[row * 2 + c])) == 0);
+      }
+  }
+}
+
+TEST_CASE("gpu.sampler.most_rows_per_call" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("sampler with 65535 rows")) return;
+  const std::int64_t rows = 65535, n = 64;
+  sampler_params p = test::sampler_config{rows, n, 16, 0.5, sampler_mode::topup, 30, 10}.params(65535, 2);
+  run_options o;
+  o.label_type = dtype::i32;
+  o.index_type = dtype::i32;
+  check_same(test::random_labels(rows * n, 8, 30, 10), rows, n, p, o);
+}
+
+TEST_CASE("gpu.sampler.one_row_large_k_sorts_device_wide" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("sampler, one row, large k")) return;
+  // k = 1M of 3M items: one row is ordered by a device-wide sort with padded slots; several k
+  // values leave padding (fewer eligible items than k) or none.
+  const std::int64_t n = 3'000'000;
+  const auto labels = test::random_labels(n, 21, 30, 40);
+  for (std::int64_t k : {std::int64_t{1'000'000}, std::int64_t{2'500'000}, std::int64_t{1}}) {
+    CAPTURE(k);
+    sampler_params p;
+    p.k = k;
+    p.seed = 21;
+    check_same(labels, 1, n, p);
+  }
+}
+
+namespace {
+/// Rewrites every label to a positive one mid-call: more positives than counted.
+struct relabel {
+  void* labels;
+  std::size_t bytes;
+};
+void relabel_hook(void* ctx, cudaStream_t stream) {
+  const auto* r = static_cast<const relabel*>(ctx);
+  PINFEED_CUDA_TRY(cudaMemsetAsync(r->labels, 0x01, r->bytes, stream));
+}
+}  // namespace
+
+TEST_CASE("gpu.sampler.labels_changed_mid_call_are_reported" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("sampler fault reporting")) return;
+  check_sampler_faults();  // nothing pending from earlier cases
+  const std::int64_t rows = 4, n = 200000;
+  sampler_params p;
+  p.k = 5000;
+  p.seed = 3;
+  const auto labels = test::random_labels(rows * n, 3, 20, 0);
+  device_buffer d_labels(labels.size() * 8), d_idx(rows * p.k * 8), d_valid(rows * 4);
+  PINFEED_CUDA_TRY(cudaMemcpy(d_labels.data(), labels.data(), labels.size() * 8, cudaMemcpyHostToDevice));
+  sampler_args a;
+  a.rows = rows;
+  a.n = n;
+  a.labels = d_labels.data();
+  a.indices = d_idx.data();
+  a.valid = reinterpret_cast<std::int32_t*>(d_valid.data());
+  std::size_t temp_bytes = 0;
+  balanced_sample_gpu(nullptr, temp_bytes, a, p, nullptr);
+  device_buffer temp(temp_bytes);
+  relabel r{d_labels.data(), d_labels.size()};
+  ops::detail::balanced_sample_gpu_hooked(temp.data(), temp_bytes, a, p, nullptr, relabel_hook, &r);
+  PINFEED_CUDA_TRY(cudaDeviceSynchronize());  // no out-of-bounds access: the context is still healthy
+  std::vector<std::int64_t> idx(rows * p.k);
+  std::vector<std::int32_t> valid(rows);
+  PINFEED_CUDA_TRY(cudaMemcpy(idx.data(), d_idx.data(), idx.size() * 8, cudaMemcpyDeviceToHost));
+  PINFEED_CUDA_TRY(cudaMemcpy(valid.data(), d_valid.data(), valid.size() * 4, cudaMemcpyDeviceToHost));
+  for (std::int64_t row = 0; row < rows; ++row) {
+    CHECK(valid[row] <= p.k);
+    for (std::int64_t j = 0; j < p.k; ++j) CHECK(idx[row * p.k + j] < n);
+  }
+  // The next call names the problem once; the one after runs normally.
+  CHECK_THROWS_WITH_AS(balanced_sample_gpu(temp.data(), temp_bytes, a, p, nullptr), doctest::Contains("inconsistent"),
+                       std::runtime_error);
+  PINFEED_CUDA_TRY(cudaMemcpy(d_labels.data(), labels.data(), labels.size() * 8, cudaMemcpyHostToDevice));
+  balanced_sample_gpu(temp.data(), temp_bytes, a, p, nullptr);
+  PINFEED_CUDA_TRY(cudaDeviceSynchronize());
+  CHECK_NOTHROW(check_sampler_faults());
+  PINFEED_CUDA_TRY(cudaMemcpy(idx.data(), d_idx.data(), idx.size() * 8, cudaMemcpyDeviceToHost));
+  CHECK(idx == run(false, labels, rows, n, p).indices);
 }
 
 TEST_CASE("gpu.sampler.naive_baseline_counts" * doctest::test_suite("gpu")) {
@@ -209,8 +426,12 @@ TEST_CASE("gpu.sampler.naive_baseline_counts" * doctest::test_suite("gpu")) {
   p.k = 300;
   p.seed = 8;
   const auto labels = test::random_labels(rows * n, 3, 4, 10);
-  const auto gpu = run(true, labels, rows, n, p, 4, /*naive=*/true);
-  const auto cpu = run(false, labels, rows, n, p, 4);
+  run_options o;
+  o.feature_bytes = 16;
+  o.naive = true;
+  const auto gpu = run(true, labels, rows, n, p, o);
+  o.naive = false;
+  const auto cpu = run(false, labels, rows, n, p, o);
   CHECK(gpu.valid == cpu.valid);  // same counts, other picks
   for (std::int64_t r = 0; r < rows; ++r) {
     std::vector<std::int64_t> picked(gpu.indices.begin() + r * p.k, gpu.indices.begin() + r * p.k + gpu.valid[r]);

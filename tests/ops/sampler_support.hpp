@@ -66,4 +66,59 @@ inline bool find_tie(std::uint64_t seed, std::int64_t n, tie_case& out) {
   return false;
 }
 
+/// Labels for `rows` rows of n items where, in every row, both classes have a pair of items with
+/// equal selection keys sitting exactly at that class's threshold (want items taken per class, so
+/// k = 2 * want with positive_fraction 0.5): the lower index of each pair must be taken and the
+/// upper one not. Items not needed for that are ignored (-1). Returns false if some row has fewer
+/// than two usable tied pairs.
+struct tied_rows {
+  std::vector<std::int64_t> labels;
+  std::vector<std::uint32_t> taken, left;  // per row and class (row * 2 + class): lower and upper index
+};
+inline bool make_tied_rows(std::uint64_t seed, std::int64_t rows, std::int64_t n, std::int64_t want, tied_rows& out) {
+  out.labels.assign(static_cast<std::size_t>(rows * n), -1);
+  out.taken.clear();
+  out.left.clear();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const philox_stream sel(seed, 0, static_cast<std::uint64_t>(r), 0);
+    std::vector<std::uint64_t> composite(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i)
+      composite[i] = (static_cast<std::uint64_t>(sel.word_at(static_cast<std::uint64_t>(i))) << 32) | static_cast<std::uint64_t>(i);
+    std::sort(composite.begin(), composite.end());
+    // Two tied pairs, each with at least 2 * want items of smaller key before it.
+    std::vector<std::size_t> pairs;
+    for (std::size_t j = static_cast<std::size_t>(2 * want) + 1; j < composite.size() && pairs.size() < 2; ++j)
+      if ((composite[j] >> 32) == (composite[j - 1] >> 32) && (pairs.empty() || j - 1 > pairs.back())) pairs.push_back(j - 1);
+    if (pairs.size() < 2) return false;
+    std::int64_t* row = out.labels.data() + r * n;
+    auto idx = [&](std::size_t j) { return static_cast<std::uint32_t>(composite[j]); };
+    for (int c = 0; c < 2; ++c) {
+      const std::int64_t label = c == 0 ? 1 : 0;
+      const std::size_t at = pairs[c];
+      // want - 1 items of this class below the pair, alternating classes so both draw from the same
+      // key range: items j with j % 2 == c below the first pair.
+      std::int64_t placed = 0;
+      for (std::size_t j = 0; j < at && placed < want - 1; ++j) {
+        if (row[idx(j)] != -1 || j % 2 != static_cast<std::size_t>(c)) continue;
+        if (j == pairs[0] || j == pairs[0] + 1 || j == pairs[1] || j == pairs[1] + 1) continue;
+        row[idx(j)] = label;
+        ++placed;
+      }
+      if (placed < want - 1) return false;
+      row[idx(at)] = label;
+      row[idx(at + 1)] = label;
+      out.taken.push_back(idx(at));
+      out.left.push_back(idx(at + 1));
+      // Some items of this class above the pair too.
+      std::int64_t above = 0;
+      for (std::size_t j = at + 2; j < composite.size() && above < want; ++j)
+        if (row[idx(j)] == -1 && j % 2 == static_cast<std::size_t>(c) && j != pairs[1] && j != pairs[1] + 1) {
+          row[idx(j)] = label;
+          ++above;
+        }
+    }
+  }
+  return true;
+}
+
 }  // namespace pinfeed::test

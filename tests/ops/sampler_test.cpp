@@ -424,6 +424,45 @@ TEST_CASE("sampler.tie_at_threshold_lowest_index_wins") {
   CHECK(std::count(r.indices.begin(), r.indices.end(), static_cast<std::int64_t>(t.upper)) == 0);
 }
 
+TEST_CASE("sampler.tie_at_threshold_both_classes_several_rows") {
+  // Every row has a tied pair at the positives' threshold and another at the negatives'.
+  constexpr std::int64_t rows = 4, n = 1 << 19, want = 50;
+  test::tied_rows t;
+  REQUIRE(test::make_tied_rows(31, rows, n, want, t));  // about 32 tied pairs are expected per row
+  sampler_params p;
+  p.seed = 31;
+  p.k = 2 * want;
+  const auto r = run_cpu(t.labels, rows, n, p);
+  for (std::int64_t row = 0; row < rows; ++row) {
+    CAPTURE(row);
+    CHECK(r.valid[row] == p.k);
+    const auto first = r.indices.begin() + row * p.k, last = first + p.k;
+    for (int c = 0; c < 2; ++c) {
+      CHECK(std::count(first, last, static_cast<std::int64_t>(t.taken[row * 2 + c])) == 1);
+      CHECK(std::count(first, last, static_cast<std::int64_t>(t.left[row * 2 + c])) == 0);
+    }
+  }
+}
+
+TEST_CASE("sampler.gpu_limits_are_checked_before_any_cuda_call") {
+  // These throw on a machine without a GPU too: the checks come before the first CUDA call.
+  sampler_args a;
+  a.n = 3'000'000'000;
+  sampler_params p;
+  p.k = 10;
+  std::size_t bytes = 0;
+  CHECK_THROWS_WITH_AS(naive_sample_gpu(nullptr, bytes, a, p, nullptr), doctest::Contains("2^31 - 1"),
+                       std::invalid_argument);
+  a.n = 100;
+  a.rows = 70000;
+  CHECK_THROWS_WITH_AS(balanced_sample_gpu(nullptr, bytes, a, p, nullptr), doctest::Contains("65535"),
+                       std::invalid_argument);
+  a.rows = 300000;
+  p.k = 10000;
+  CHECK_THROWS_WITH_AS(balanced_sample_gpu(nullptr, bytes, a, p, nullptr), doctest::Contains("2^31 - 1"),
+                       std::invalid_argument);
+}
+
 TEST_CASE("sampler.exact_when_the_strided_count_guess_is_wrong") {
   // The fast path guesses class counts from every (n / 2048)-th label. Labels periodic with that
   // stride fool the guess completely; the result must still be the contract's, at every SIMD level.

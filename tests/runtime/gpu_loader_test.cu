@@ -168,3 +168,106 @@ TEST_CASE("gpu.loader.user_stream" * doctest::test_suite("gpu")) {
   }
   PINFEED_CUDA_TRY(cudaStreamDestroy(s));  // the loader did not destroy a stream it does not own
 }
+
+TEST_CASE("gpu.loader.consumer_on_its_own_stream_releases_after" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("consumer on its own stream")) return;
+  // The consumer reads each batch only on a stream of its own (5 ms per batch) and releases it with
+  // release_after(): with 2 slots, every copy into a slot must wait for that stream's kernel.
+  constexpr std::size_t kBatch = 4, kBatches = 24;
+  loader l(random_source(kBatch * kBatches), gpu_options(kBatch, 1));
+  PINFEED_CUDA_TRY(cudaSetDevice(l.device().index));
+  cudaStream_t mine;
+  PINFEED_CUDA_TRY(cudaStreamCreateWithFlags(&mine, cudaStreamNonBlocking));
+  device_buffer sums(kBatches * sizeof(unsigned long long));
+  PINFEED_CUDA_TRY(cudaMemsetAsync(sums.data(), 0, sums.size(), mine));
+  auto* d_sums = reinterpret_cast<unsigned long long*>(sums.data());
+  while (auto b = l.next()) {
+    const auto v = b->field("data");
+    PINFEED_CUDA_TRY(cudaStreamWaitEvent(mine, b->ready_event(), 0));
+    spin_then_sum<<<1, 256, 0, mine>>>(static_cast<const std::uint8_t*>(v.data), v.bytes(), 5'000'000,
+                                       d_sums + b->index());
+    PINFEED_CHECK_LAUNCH();
+    b->release_after(mine);
+    CHECK(!*b);
+  }
+  std::vector<unsigned long long> got(kBatches);
+  PINFEED_CUDA_TRY(cudaMemcpyAsync(got.data(), sums.data(), sums.size(), cudaMemcpyDeviceToHost, mine));
+  PINFEED_CUDA_TRY(cudaStreamSynchronize(mine));
+  for (std::size_t b = 0; b < kBatches; ++b) {
+    CAPTURE(b);
+    CHECK(got[b] == reference_sum(77, b * kBatch, kBatch));
+  }
+  PINFEED_CUDA_TRY(cudaStreamDestroy(mine));
+}
+
+TEST_CASE("gpu.loader.failed_sample_drops_its_batch_only" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("sample error on the GPU path")) return;
+  auto src = make_source(64, {{"data", dtype::u8, {kBytes}}}, [](sample& s) {
+    if (s.index() == 21) throw std::runtime_error("corrupt sample");
+    fill_random_bytes(s.rng(), s.bytes(0));
+  });
+  auto o = gpu_options(8, 3);
+  o.order.shuffle = false;
+  loader l(src, o);
+  std::vector<std::byte> back(8 * kBytes), expect(kBytes);
+  std::size_t batches = 0;
+  for (std::uint64_t b = 0; b < l.batches_per_epoch(); ++b) {
+    if (b == 2) {  // samples 16..23
+      CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("corrupt sample"), sample_error);
+      continue;
+    }
+    auto batch = l.next();
+    REQUIRE(batch);
+    CHECK(batch->index() == b);
+    const auto v = batch->field("data");
+    PINFEED_CUDA_TRY(cudaMemcpyAsync(back.data(), v.data, v.bytes(), cudaMemcpyDeviceToHost, batch->stream()));
+    PINFEED_CUDA_TRY(cudaStreamSynchronize(batch->stream()));
+    for (std::size_t j = 0; j < batch->size(); ++j) {
+      fill_random_bytes(philox_stream(77, 0, batch->indices()[j]), expect);
+      REQUIRE(std::memcmp(back.data() + j * kBytes, expect.data(), kBytes) == 0);
+    }
+    ++batches;
+  }
+  CHECK(batches == 7);
+  CHECK(!l.next());
+}
+
+TEST_CASE("gpu.loader.restart_epoch_while_batches_are_held" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("start_epoch with held batches")) return;
+  auto o = gpu_options(8, 2);
+  o.max_batches_in_use = 2;
+  loader l(random_source(256), o);
+  auto check = [&](const batch& b) {
+    std::vector<std::byte> back(b.size() * kBytes), expect(kBytes);
+    const auto v = b.field("data");
+    PINFEED_CUDA_TRY(cudaMemcpyAsync(back.data(), v.data, v.bytes(), cudaMemcpyDeviceToHost, b.stream()));
+    PINFEED_CUDA_TRY(cudaStreamSynchronize(b.stream()));
+    for (std::size_t j = 0; j < b.size(); ++j) {
+      fill_random_bytes(philox_stream(77, 0, b.indices()[j]), expect);
+      if (std::memcmp(back.data() + j * kBytes, expect.data(), kBytes) != 0) return false;
+    }
+    return true;
+  };
+  auto h0 = l.next(), h1 = l.next();
+  REQUIRE(h0);
+  REQUIRE(h1);
+  test::run_with_timeout(std::chrono::seconds(60), [&] {
+    for (std::uint32_t e = 1; e <= 3; ++e) {
+      l.start_epoch(e);  // the held batches keep their slots; the new epoch runs on the others
+      for (int i = 0; i < 10; ++i) {
+        auto b = l.next();
+        REQUIRE(b);
+        CHECK(b->epoch() == e);
+        CHECK(check(*b));
+      }
+      CHECK(check(*h0));  // still intact while the new epoch's copies run
+      CHECK(check(*h1));
+    }
+  }, "restarting epochs while batches are held");
+  h0.reset();
+  h1.reset();
+  std::size_t seen = 0;
+  l.start_epoch(4);
+  while (auto b = l.next()) seen += b->size();
+  CHECK(seen == 256);
+}

@@ -431,3 +431,20 @@ TEST_CASE("loader.cpu_only_path_end_to_end_with_auto_device") {
   }
   CHECK(n == 50);
 }
+
+TEST_CASE("loader.release_after_on_the_cpu_path_releases") {
+  // One slot for the consumer: the next batch can only come once release_after() returned it.
+  auto o = test::cpu_loader(4, 2, 5);
+  o.max_batches_in_use = 1;
+  loader l(make_source(32, {{"x", dtype::u8, {8}}}, [](sample& s) { s.bytes(0)[0] = std::byte{1}; }), o);
+  std::size_t n = 0;
+  test::run_with_timeout(std::chrono::seconds(30), [&] {
+    while (auto b = l.next()) {
+      n += b->size();
+      b->release_after(nullptr);
+      CHECK(!*b);
+      b->release_after(nullptr);  // an empty batch: nothing to do
+    }
+  }, "release_after on CPU batches");
+  CHECK(n == 32);
+}

@@ -31,15 +31,20 @@ struct slot_meta {
   std::exception_ptr error;              // of the lowest failing index
   std::uint64_t error_index = 0;
   std::size_t error_count = 0;
-  cudaEvent_t copy_event = nullptr;      // recorded on the copy stream after the H2D copy
+  cudaEvent_t copy_event = nullptr;      // recorded on the copy stream after the H2D copy (blocking sync)
   cudaEvent_t release_event = nullptr;   // recorded on the consumer stream at release
+  cudaEvent_t after_event = nullptr;     // recorded on the stream given to batch::release_after
   bool copy_recorded = false;
   bool release_recorded = false;
+  bool after_recorded = false;           // the next copy into the slot waits on after_event too
 };
 
 struct loader_core {
   loader_core(const loader_options& o, std::vector<field_spec> f, device_choice d);
-  ~loader_core();
+  ~loader_core() { release_cuda(); }
+  /// Finishes queued copies and consumer work, then destroys streams and events and frees memory.
+  /// Safe on a partly constructed core.
+  void release_cuda() noexcept;
   loader_core(const loader_core&) = delete;
   loader_core& operator=(const loader_core&) = delete;
 
@@ -49,6 +54,10 @@ struct loader_core {
   [[nodiscard]] std::size_t used_bytes(std::size_t n) const;
   /// Returns a slot from the consumer: records the release event (GPU) and frees it.
   void release_slot(std::size_t slot) noexcept;
+  /// Records on `stream` an event that the next copy into `slot` waits for (batch::release_after).
+  void release_after(std::size_t slot, cudaStream_t stream);
+  /// Blocks (sleeping, not spinning) until the work queued on `stream` so far has finished.
+  void drain(cudaStream_t stream);
 
   loader_options options;
   std::vector<field_spec> fields;
@@ -61,6 +70,7 @@ struct loader_core {
   std::unique_ptr<slot_meta[]> meta;
   cudaStream_t copy_stream = nullptr;
   cudaStream_t consumer_stream = nullptr;
+  cudaEvent_t drain_event = nullptr;     // blocking-sync event for drain()
   bool own_consumer_stream = false;
   stage_stats stats;
   std::unique_ptr<trace_recorder> trace;

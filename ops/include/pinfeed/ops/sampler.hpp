@@ -87,15 +87,29 @@ void naive_sample_cpu(const sampler_args& a, const sampler_params& p);
 
 /// Device implementation, CUB-style two-phase: with d_temp == nullptr only sets temp_bytes (the
 /// pointers may still be null then); then call again with a buffer of that size. Limits: rows up to
-/// 65535 and rows * k below 2^31 per call. No allocation, no host synchronisation, capturable in a
-/// CUDA graph; asynchronous on `stream`. Device pointers. Throws std::invalid_argument before
-/// launching anything on bad input, cuda_error on launch failure.
+/// 65535 and rows * k below 2^31 per call. No host synchronisation, capturable in a CUDA graph
+/// (while `stream` is capturing, the pointer checks, which query the driver, are skipped);
+/// asynchronous on `stream`. Device pointers. One row is ordered by a device-wide sort, several
+/// rows by a segmented one.
+///
+/// The temp buffer belongs to one call in flight at a time, and the labels must not change while
+/// the call runs. If they do, the kernels clamp every write to the call's own rows and record a
+/// fault in a host-mapped word of the device (allocated once per process and device, at the first
+/// call); the next call on that device, or check_sampler_faults(), throws std::runtime_error naming
+/// the row. Throws std::invalid_argument before launching anything on bad input, cuda_error on
+/// launch failure.
 void balanced_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
                          cudaStream_t stream);
+
+/// Throws std::runtime_error if a balanced_sample_gpu call on the current device, completed since
+/// the last check, found its state inconsistent (see above). Reads host memory only: it does not
+/// synchronise, so synchronise the stream first to include the calls still in flight.
+void check_sampler_faults();
 
 /// The article's first version on the GPU: per row, cub::DeviceSelect of positives and negatives,
 /// then the counts are copied to the host (the synchronisation the static version removes), then
 /// random permutations and a gather. Benchmark baseline; two-phase temp storage like the above.
+/// n up to 2^31 - 1 (CUB's item counts); synchronises `stream` once per row.
 void naive_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
                       cudaStream_t stream);
 

@@ -25,8 +25,9 @@ struct slot_lease;
 ///
 /// On a GPU the loader's consumer stream already waits on ready_event() when next() returns, so
 /// work queued on stream() sees the data; work on another stream must wait on ready_event() first.
-/// Release records an event on stream(): the slot is rewritten only after work queued there before
-/// the release has finished. Not thread-safe: one thread uses a batch at a time.
+/// release() records an event on stream(): the slot is rewritten only after work queued there
+/// before the release has finished. A consumer that reads the batch on a stream of its own releases
+/// it with release_after(that stream) instead. Not thread-safe: one thread uses a batch at a time.
 class batch {
  public:
   batch() = default;
@@ -58,10 +59,18 @@ class batch {
   /// The loader's consumer stream (null on the CPU path).
   [[nodiscard]] cudaStream_t stream() const;
   /// A DLPack view of field `name` that keeps the slot alive until its deleter runs, even after
-  /// this batch is released. Device type: kDLCUDA, kDLCUDAHost (pinned) or kDLCPU.
+  /// this batch is released. Device type: kDLCUDA, kDLCUDAHost (pinned) or kDLCPU. The view does
+  /// not order streams: work on another stream that reads it must wait on ready_event() first and
+  /// be covered by release_after() (or be finished) before the view's deleter runs.
   [[nodiscard]] DLManagedTensor* to_dlpack(std::string_view name) const;
   /// Returns the slot (unless DLPack views still hold it). The batch is empty afterwards.
   void release() noexcept { lease_.reset(); }
+  /// Like release(), for a consumer that read the batch on `stream` rather than stream(): records an
+  /// event on `stream`, and the copy engine does not rewrite the slot's device memory before the work
+  /// queued there so far has finished (nor before the work on stream()). Does not block. On the CPU
+  /// path it is release(). Throws cuda_error if the event cannot be recorded (the batch is then
+  /// released all the same). Does nothing on an empty batch.
+  void release_after(cudaStream_t stream);
 
  private:
   const detail::slot_lease& lease() const;

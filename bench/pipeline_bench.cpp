@@ -10,7 +10,6 @@
 
 #include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "pinfeed/loaders/decode.hpp"
@@ -86,7 +85,9 @@ void ensure_jpeg_dataset(const std::string& dir, std::int64_t images) {
       }
     cv::circle(m, {w / 2, h / 2}, 40 + static_cast<int>(rng.below(100)), cv::Scalar(20, 200, 90), -1);
     const fs::path p = root / ("class_" + std::to_string(i % kClasses)) / (std::to_string(i) + ".jpg");
-    if (!cv::imwrite(p.string(), m, {cv::IMWRITE_JPEG_QUALITY, 90}))
+    const auto jpeg = loaders::encode_jpeg({m.data, m.total() * 3}, w, h, 90);
+    std::ofstream f(p, std::ios::binary);
+    if (!f.write(reinterpret_cast<const char*>(jpeg.data()), static_cast<std::streamsize>(jpeg.size())))
       throw std::runtime_error("bench pipeline: cannot write '" + p.string() + "'");
   }
   fs::create_directories(fs::path(dir) / "shards");

@@ -1,34 +1,73 @@
 #!/usr/bin/env bash
-# Builds pinfeed for sm_90 and packs a relocatable bundle for a GPU runner that has the NVIDIA
-# driver, compute-sanitizer and (optionally) PyTorch, but none of pinfeed's Debian libraries:
-# the test and bench executables, every shared library they need outside glibc/libstdc++/the CUDA
-# driver, the comparison script and bundle/run-device-checks.sh, which runs everything into $OUT.
-# It also writes BUNDLE_DIR.tar.xz: the libraries OpenCV's codecs pull in make the folder about
-# 190 MB, over what a device run may carry (64 MiB), while the archive is about 50 MB. Carry the
-# archive and run: tar -xJf bundle.tar.xz && bash bundle/run-device-checks.sh
-# Usage: scripts/gpu-bundle.sh [BUNDLE_DIR (default: bundle)]
+# Builds the GPU checks for sm_90 (H100/H200) and packs them into a small relocatable bundle for a
+# GPU runner that has the NVIDIA driver, compute-sanitizer and (optionally) PyTorch, but none of
+# pinfeed's Debian libraries:
+#   bundle/bin/       runtime_tests, ops_tests, doctor_tests and pinfeed, built without OpenCV's
+#                     codecs (PINFEED_WITH_IMGCODECS=OFF), with RPATH $ORIGIN/../lib
+#   bundle/lib/       the shared libraries they need, except the system base: the glibc family,
+#                     libstdc++/libgcc_s and the CUDA driver come from the runner
+#   bundle/compare/   the PyTorch comparison script
+#   bundle/run-device-checks.sh, bundle/BUNDLE_INFO
+# and bundle.tar.gz beside the folder: carry that archive, then on the runner
+#   tar -xzf bundle.tar.gz && bash bundle/run-device-checks.sh tests
+#   bash bundle/run-device-checks.sh bench
+# Nothing is put on LD_LIBRARY_PATH: only the bundled binaries look in bundle/lib.
+# Usage: scripts/gpu-bundle.sh [BUNDLE_DIR (default: ./bundle)]
+# Environment: PINFEED_BUNDLE_BUILD_DIR (default ./build-bundle), PINFEED_BUNDLE_ARCHS (default 90).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-bundle=${1:-$root/bundle}
-bash "$root/scripts/build.sh" --build-dir "$root/build-sm90" --arch 90
+bundle=$(realpath -m "${1:-$root/bundle}")
+build=${PINFEED_BUNDLE_BUILD_DIR:-$root/build-bundle}
+archs=${PINFEED_BUNDLE_ARCHS:-90}
+if ! command -v nvcc >/dev/null 2>&1; then
+  for d in /usr/local/cuda/bin /usr/local/cuda-13.0/bin; do [[ -x $d/nvcc ]] && export PATH=$d:$PATH && break; done
+fi
+bash "$root/scripts/install-deps.sh"
+
+
+# DT_RPATH (not RUNPATH) so that the bundled libraries' own dependencies are found there too.
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$archs" \
+  -DPINFEED_WITH_IMGCODECS=OFF -DPINFEED_INSTALL=OFF -DPINFEED_BUILD_TESTS=ON -DPINFEED_BUILD_TOOLS=ON \
+  -DPINFEED_BUILD_BENCH=ON '-DCMAKE_BUILD_RPATH=$ORIGIN/../lib' -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags \
+  >/dev/null
+cmake --build "$build" -j "$(nproc)" --target runtime_tests ops_tests doctor_tests pinfeed_tool
+
 rm -rf "$bundle"
-mkdir -p "$bundle/lib"
-for exe in tests/runtime_tests tests/ops_tests tests/loaders_tests tests/doctor_tests tools/pinfeed; do
-  cp "$root/build-sm90/$exe" "$bundle/"
+mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/compare"
+for exe in tests/runtime_tests tests/ops_tests tests/doctor_tests tools/pinfeed; do
+  cp "$build/$exe" "$bundle/bin/"
 done
-# Shared libraries outside the system's C/C++ runtime and the CUDA driver (cudart is static).
-for exe in "$bundle"/runtime_tests "$bundle"/ops_tests "$bundle"/loaders_tests "$bundle"/doctor_tests "$bundle"/pinfeed; do
-  ldd "$exe" | awk '/=> \// {print $3}' | while read -r lib; do
-    case $(basename "$lib") in
-      libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libstdc++.so*|libgcc_s.so*|libcuda.so*) ;;
-      *) cp -nL "$lib" "$bundle/lib/" ;;
-    esac
+
+# The system base every Linux GPU runner has; everything else the binaries load is bundled.
+is_base() {
+  case $1 in
+    linux-vdso.so*|ld-linux*|libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|libresolv.so*|libutil.so*) return 0 ;;
+    libstdc++.so*|libgcc_s.so*|libcuda.so*|libnvidia-*) return 0 ;;
+  esac
+  return 1
+}
+for exe in "$bundle"/bin/*; do
+  ldd "$exe" | awk '/=> \// {print $1, $3}' | while read -r name path; do
+    is_base "$name" || cp -nL "$path" "$bundle/lib/$name"
   done
 done
-cp "$root/bench/compare/sampler_torch.py" "$root/bench/compare/common.py" "$bundle/"
+strip --strip-unneeded "$bundle"/bin/* "$bundle"/lib/*.so* 2>/dev/null || true
+
+cp "$root/bench/compare/sampler_torch.py" "$root/bench/compare/common.py" "$bundle/compare/"
 cp "$root/scripts/run-device-checks.sh" "$bundle/"
 chmod +x "$bundle/run-device-checks.sh"
-du -sh "$bundle"
-ls "$bundle" "$bundle/lib"
-tar -C "$(dirname "$bundle")" -cf - "$(basename "$bundle")" | xz -T0 -6 >"$bundle.tar.xz"
-ls -l "$bundle.tar.xz"
+{
+  echo "commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo '+changes')"
+  echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+  echo "nvcc $(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), CUDA archs $archs, PINFEED_WITH_IMGCODECS=OFF"
+} >"$bundle/BUNDLE_INFO"
+
+tar -C "$(dirname "$bundle")" -czf "$bundle.tar.gz" "$(basename "$bundle")"
+echo "gpu-bundle: $(du -sh "$bundle" | cut -f1) in $bundle ($(ls "$bundle/lib" | wc -l) libraries: $(ls "$bundle/lib" | tr '\n' ' '))"
+echo "gpu-bundle: $(du -h "$bundle.tar.gz" | cut -f1) in $bundle.tar.gz"
+# A device run carries at most 64 MiB with the working tree: keep the archive well under that.
+size=$(stat -c %s "$bundle.tar.gz")
+if ((size > 25 * 1024 * 1024)); then
+  echo "gpu-bundle: $bundle.tar.gz is $((size >> 20)) MiB, over the 25 MiB budget" >&2
+  exit 1
+fi

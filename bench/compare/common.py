@@ -18,3 +18,16 @@ def write_jsonl(path, rows):
     with open(path, "w") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
+
+
+def append_jsonl(path, row):
+    """Appends one JSON object as a line (nothing when path is empty); the first call of a run truncates."""
+    if not path:
+        return
+    mode = "a" if path in _started else "w"
+    _started.add(path)
+    with open(path, mode) as f:
+        f.write(json.dumps(row) + "\n")
+
+
+_started = set()

@@ -8,10 +8,11 @@
                    batched natively over rows
   compiled         opt_sample_data under torch.compile (GPU only: the article's compiled case)
 
-Usage: sampler_torch.py --pinfeed PATH/TO/pinfeed [--device cpu|cuda] [--sizes ...] [--rows 32]
+Usage: sampler_torch.py (--pinfeed PATH/TO/pinfeed | --pinfeed-jsonl ROWS.jsonl) [--device cpu|cuda] [--sizes ...] [--rows 32]
 PyTorch is a comparison-only dependency: run_sampler_compare.sh installs it in a virtualenv.
 """
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -19,7 +20,7 @@ import time
 
 import torch
 
-from common import pinfeed_rows, write_jsonl
+from common import append_jsonl, pinfeed_rows
 
 
 def sample_data(inp, labels, k):
@@ -94,7 +95,8 @@ def measure(fn, sync, repeats, min_ms):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--pinfeed", required=True)
+    ap.add_argument("--pinfeed", help="pinfeed executable: runs `pinfeed bench sampler` for pinfeed's rows")
+    ap.add_argument("--pinfeed-jsonl", help="pinfeed's rows from an earlier `pinfeed bench sampler` run instead")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000, 1000000])
     ap.add_argument("--rows", type=int, default=32)
@@ -108,12 +110,18 @@ def main():
     torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
     sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
-    cmd = [a.pinfeed, "bench", "sampler", "--device", a.device, "--rows", str(a.rows), "--features",
-           str(a.features), "--repeats", str(a.repeats), "--max-cpu-n", str(max(a.sizes)), "--sizes",
-           *map(str, a.sizes)]
-    ours = {(r["impl"], r["B"], r["N"]): r["median_ms"] for r in pinfeed_rows(cmd) if "impl" in r}
+    if a.pinfeed_jsonl:
+        with open(a.pinfeed_jsonl) as f:
+            rows = [json.loads(line) for line in f if line.startswith("{")]
+    elif a.pinfeed:
+        cmd = [a.pinfeed, "bench", "sampler", "--device", a.device, "--rows", str(a.rows), "--features",
+               str(a.features), "--repeats", str(a.repeats), "--max-cpu-n", str(max(a.sizes)), "--sizes",
+               *map(str, a.sizes)]
+        rows = pinfeed_rows(cmd)
+    else:
+        ap.error("give --pinfeed or --pinfeed-jsonl")
+    ours = {(r["impl"], r["B"], r["N"]): r["median_ms"] for r in rows if "impl" in r and r.get("device", a.device) == a.device}
 
-    rows_out = []
     print(f"# torch {torch.__version__}, device {a.device}, {a.threads} threads; K = N/10, D = {a.features}; "
           f"median ms per call")
     print(f"{'N':>9} {'B':>3} | {'torch loop':>10} {'torch static':>12} {'torch compiled':>14} | "
@@ -146,11 +154,11 @@ def main():
             comp = f"{compiled:14.3f}" if compiled is not None else f"{'-':>14}"
             print(f"{n:>9} {b:>3} | {loop:10.3f} {static:12.3f} {comp} | {mine or float('nan'):9.3f} "
                   f"{floor or float('nan'):8.3f} | {ratio:19.1f}x {vs_floor:14.1f}x")
-            rows_out.append({"N": n, "B": b, "K": k, "D": a.features, "device": a.device, "torch_loop_ms": loop,
+            row = {"N": n, "B": b, "K": k, "D": a.features, "device": a.device, "torch_loop_ms": loop,
                              "torch_static_ms": static, "torch_compiled_ms": compiled, "pinfeed_impl": impl,
                              "pinfeed_ms": mine, "floor_ms": floor, "best_torch_over_pinfeed": ratio,
-                             "pinfeed_over_floor": vs_floor})
-    write_jsonl(a.json, rows_out)
+                             "pinfeed_over_floor": vs_floor}
+            append_jsonl(a.json, row)  # row by row: a run cut short keeps what it measured
 
 
 if __name__ == "__main__":

@@ -9,8 +9,10 @@
 #include <stdexcept>
 
 #include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+#if PINFEED_HAVE_IMGCODECS
+#include <opencv2/imgcodecs.hpp>
+#endif
 #include <csetjmp>
 #include <cstdio>
 
@@ -88,10 +90,17 @@ bool opencv_format(std::span<const std::byte> b) {
 image_spec decode_opencv(std::span<const std::byte> bytes, std::vector<std::byte>& out, const std::string& what) {
   if (!opencv_format(bytes))
     fail(what, "not a decodable image: the bytes are no JPEG, PNG, WebP, BMP, TIFF or PNM");
+#if !PINFEED_HAVE_IMGCODECS
+  fail(what, std::string(is_jpeg(bytes) ? "a CMYK/YCCK JPEG" : "a PNG, WebP, BMP, TIFF or PNM image") +
+                 ", but this pinfeed was built without OpenCV imgcodecs (PINFEED_WITH_IMGCODECS=OFF): only "
+                 "YCbCr and greyscale JPEGs are decoded");
+#endif
   cv::Mat decoded;
   try {
     const cv::Mat raw(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<std::byte*>(bytes.data()));
+#if PINFEED_HAVE_IMGCODECS
     decoded = cv::imdecode(raw, cv::IMREAD_COLOR);
+#endif
   } catch (const cv::Exception& e) {
     fail(what, std::string("corrupt or unsupported image (") + e.what() + ")");
   }
@@ -349,6 +358,26 @@ image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std
   }
   const image_spec spec = decode_opencv(bytes, whole, what);
   return cut_region(whole, spec, r, 1.0, out);
+}
+
+std::vector<std::byte> encode_jpeg(std::span<const std::uint8_t> rgb, int width, int height, int quality) {
+  if (width <= 0 || height <= 0 || rgb.size() != static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * 3)
+    throw std::invalid_argument("encode_jpeg: " + std::to_string(rgb.size()) + " bytes are not " + std::to_string(width) +
+                                " x " + std::to_string(height) + " RGB pixels");
+  if (quality < 1 || quality > 100)
+    throw std::invalid_argument("encode_jpeg: quality must be in [1, 100], got " + std::to_string(quality));
+  const std::unique_ptr<void, int (*)(tjhandle)> tj(tjInitCompress(), tjDestroy);
+  if (!tj) throw std::runtime_error("encode_jpeg: TurboJPEG could not start a compressor");
+  unsigned char* jpeg = nullptr;
+  unsigned long size = 0;
+  if (tjCompress2(tj.get(), rgb.data(), width, 0, height, TJPF_RGB, &jpeg, &size, TJSAMP_420, quality, 0) != 0) {
+    const std::string reason = tjGetErrorStr2(tj.get());
+    tjFree(jpeg);
+    throw std::runtime_error("encode_jpeg: " + reason);
+  }
+  std::vector<std::byte> out(reinterpret_cast<const std::byte*>(jpeg), reinterpret_cast<const std::byte*>(jpeg) + size);
+  tjFree(jpeg);
+  return out;
 }
 
 void read_file(const std::string& path, std::vector<std::byte>& out) {

@@ -208,10 +208,11 @@ __global__ void choose_kernel(params_dev p, row_state* states, std::uint32_t* hi
     std::uint32_t* h = row_hist + c * kMaxBins;
     if (cs.mode == static_cast<std::uint32_t>(class_mode::select)) {
       if (threadIdx.x == 0) s_bucket = kNone;
+      __syncthreads();  // the sentinel is in place before any thread can find its bin
       std::uint32_t local[kPerThread], sum = 0;
       for (std::uint32_t j = 0; j < kPerThread; ++j) sum += local[j] = h[threadIdx.x * kPerThread + j];
       std::uint32_t running, total;
-      Scan(scan_storage).ExclusiveSum(sum, running, total);  // its barriers also order the sentinel
+      Scan(scan_storage).ExclusiveSum(sum, running, total);
       const std::uint32_t k_rem = cs.k_rem;
       for (std::uint32_t j = 0; j < kPerThread; ++j) {
         if (running < k_rem && running + local[j] >= k_rem) {  // at most one thread and bin match
@@ -514,11 +515,32 @@ layout make_layout(const sampler_args& a, const sampler_params& p, int index_bit
   return l;
 }
 
-/// True while `stream` is being captured into a graph: then nothing that is not capturable may run.
+/// True while `stream` is being captured into a graph (also when it is the legacy default stream
+/// and a blocking stream of the device is being captured): then nothing that is not capturable may run.
 bool capturing(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  PINFEED_CUDA_TRY(cudaStreamIsCapturing(stream, &status));
+  const cudaError_t err = cudaStreamIsCapturing(stream, &status);
+  if (err == cudaErrorStreamCaptureImplicit) {
+    (void)cudaGetLastError();
+    return true;
+  }
+  PINFEED_CUDA_TRY(err);
   return status != cudaStreamCaptureStatusNone;
+}
+
+/// Runs `fn` with this thread's capture mode relaxed, so that a driver query or a one-time
+/// allocation does not invalidate a capture another thread runs in global mode.
+template <class Fn>
+void with_relaxed_capture(Fn&& fn) {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  PINFEED_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
+  try {
+    fn();
+  } catch (...) {
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    throw;
+  }
+  PINFEED_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
 }
 
 /// Shapes and parameters (no CUDA call); when `running`, also that the pointers are set.
@@ -533,8 +555,14 @@ void validate_gpu(const sampler_args& a, const sampler_params& p, bool running) 
                                 " exceeds 65535 per call; split the batch");
 }
 
-/// Every pointer is visible to the device (cudaPointerGetAttributes: not while capturing).
+/// Every pointer is visible to the device. Not called while the caller's stream is capturing, and
+/// run in relaxed capture mode so that another thread's global-mode capture is not disturbed.
+void check_device_pointers_now(const sampler_args& a);
 void check_device_pointers(const sampler_args& a) {
+  with_relaxed_capture([&] { check_device_pointers_now(a); });
+}
+
+void check_device_pointers_now(const sampler_args& a) {
   auto device_visible = [](const void* ptr, const char* name) {
     if (ptr == nullptr) return;
     cudaPointerAttributes attr{};
@@ -567,12 +595,10 @@ unsigned long long* fault_word(int device) {
   if (device < 0 || device >= kMaxDevices) return nullptr;
   std::lock_guard lock(g_fault_mutex);
   if (g_fault_words[device] == nullptr) {
-    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    PINFEED_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
     void* word = nullptr;
-    const cudaError_t err = cudaHostAlloc(&word, sizeof(unsigned long long), cudaHostAllocMapped | cudaHostAllocPortable);
-    PINFEED_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
-    PINFEED_CUDA_TRY(err);
+    with_relaxed_capture([&] {
+      PINFEED_CUDA_TRY(cudaHostAlloc(&word, sizeof(unsigned long long), cudaHostAllocMapped | cudaHostAllocPortable));
+    });
     *static_cast<volatile unsigned long long*>(word) = 0;
     g_fault_words[device] = static_cast<unsigned long long*>(word);
   }
@@ -725,8 +751,10 @@ void detail::balanced_sample_gpu_hooked(void* d_temp, std::size_t& temp_bytes, c
   const bool running = d_temp != nullptr;
   validate_gpu(a, p, running);
   const int device = current_device();
-  if (running && !capturing(stream)) check_device_pointers(a);
-  rethrow_fault(device);
+  if (running) {
+    if (!capturing(stream)) check_device_pointers(a);
+    rethrow_fault(device);  // not on a size query: it is no call whose result could be affected
+  }
   params_dev d = make_params(a, p);
   d.fault = fault_word(device);
   const layout l = make_layout(a, p, d.index_bits);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "detail/loader_core.hpp"
+#include "pinfeed/runtime/error.hpp"
 
 namespace pinfeed {
 
@@ -75,7 +76,14 @@ cudaStream_t batch::stream() const { return lease().core->consumer_stream; }
 void batch::release_after(cudaStream_t stream) {
   if (!lease_) return;
   auto lease = std::move(lease_);  // released on every path, the throwing one included
-  lease->core->release_after(lease->slot, stream);
+  try {
+    lease->core->release_after(lease->slot, stream);
+  } catch (...) {
+    // No event orders the next copy after the consumer's work: wait for that work here instead, so
+    // the slot is never rewritten under a reader, then report the failure.
+    PINFEED_CUDA_TRY_NOTHROW(cudaStreamSynchronize(stream));
+    throw;
+  }
 }
 
 namespace {

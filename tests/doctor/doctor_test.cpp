@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 
 #include "pinfeed/doctor/doctor.hpp"
+#include "pinfeed/loaders/decode.hpp"
 #include "pinfeed/loaders/image_files.hpp"
 #include "pinfeed/loaders/synthetic.hpp"
 #include "pinfeed/runtime/error.hpp"
@@ -134,7 +134,10 @@ std::vector<image_file> jpeg_folder(const fs::path& root, int n) {
   for (int i = 0; i < n; ++i) {
     const fs::path dir = root / (i % 2 ? "b" : "a");
     fs::create_directories(dir);
-    REQUIRE(cv::imwrite((dir / ("img" + std::to_string(i) + ".jpg")).string(), picture(60 + i % 5, 80, i)));
+    const cv::Mat m = picture(60 + i % 5, 80, i);
+    const auto jpeg = encode_jpeg({m.data, m.total() * 3}, m.cols, m.rows);
+    std::ofstream f(dir / ("img" + std::to_string(i) + ".jpg"), std::ios::binary);
+    REQUIRE(f.write(reinterpret_cast<const char*>(jpeg.data()), static_cast<std::streamsize>(jpeg.size())));
   }
   return list_image_folder(root.string()).files;
 }

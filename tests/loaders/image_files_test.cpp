@@ -170,6 +170,32 @@ TEST_CASE("decode.formats_match_a_reference_decode") {
   }
 }
 
+TEST_CASE("decode.encode_jpeg_round_trip_and_bad_input") {
+  const int w = 97, h = 61;
+  std::vector<std::uint8_t> rgb(static_cast<std::size_t>(w * h * 3));
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) {
+      auto* px = rgb.data() + (y * w + x) * 3;
+      px[0] = static_cast<std::uint8_t>(x * 2);
+      px[1] = static_cast<std::uint8_t>(y * 4);
+      px[2] = 128;
+    }
+  const auto jpeg = encode_jpeg(rgb, w, h, 95);
+  CHECK(peek_size(jpeg).width == w);
+  CHECK(peek_size(jpeg).height == h);
+  std::vector<std::byte> out;
+  const image_spec spec = decode_image(jpeg, out, {}, "encoded");
+  REQUIRE(spec.height == h);
+  REQUIRE(spec.width == w);
+  int worst = 0;  // lossy, but close on a smooth image
+  for (std::size_t i = 0; i < rgb.size(); ++i)
+    worst = std::max(worst, std::abs(static_cast<int>(rgb[i]) - static_cast<int>(out[i])));
+  CHECK(worst < 24);
+  CHECK_THROWS_WITH_AS((void)encode_jpeg(rgb, w, h + 1), doctest::Contains("97 x 62"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS((void)encode_jpeg(rgb, w, h, 0), doctest::Contains("quality"), std::invalid_argument);
+  CHECK_THROWS_AS((void)encode_jpeg({}, 0, 0), std::invalid_argument);
+}
+
 TEST_CASE("decode.bad_bytes_name_the_file_and_reason") {
   std::vector<std::byte> out;
   const auto jpg = encode(picture(64, 64, 5), ".jpg");

@@ -204,6 +204,7 @@ TEST_CASE("gpu.sampler.graph_capture_and_replay" * doctest::test_suite("gpu")) {
   std::size_t temp_bytes = 0;
   balanced_sample_gpu(nullptr, temp_bytes, a, p, s);
   device_buffer temp(temp_bytes);
+  check_sampler_faults();  // nothing pending that would throw inside the capture
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   // Global mode: any capture-unsafe call from any thread (a pointer-attribute query, an allocation,

@@ -87,8 +87,12 @@ inline bool make_tied_rows(std::uint64_t seed, std::int64_t rows, std::int64_t n
     std::sort(composite.begin(), composite.end());
     // Two tied pairs, each with at least 2 * want items of smaller key before it.
     std::vector<std::size_t> pairs;
-    for (std::size_t j = static_cast<std::size_t>(2 * want) + 1; j < composite.size() && pairs.size() < 2; ++j)
-      if ((composite[j] >> 32) == (composite[j - 1] >> 32) && (pairs.empty() || j - 1 > pairs.back())) pairs.push_back(j - 1);
+    // Exactly two items share the key (no triple), and the pairs do not touch.
+    auto key = [&](std::size_t j) { return composite[j] >> 32; };
+    for (std::size_t j = static_cast<std::size_t>(2 * want) + 1; j + 1 < composite.size() && pairs.size() < 2; ++j)
+      if (key(j) == key(j - 1) && key(j - 2) != key(j) && key(j + 1) != key(j) &&
+          (pairs.empty() || j - 1 > pairs.back() + 2))
+        pairs.push_back(j - 1);
     if (pairs.size() < 2) return false;
     std::int64_t* row = out.labels.data() + r * n;
     auto idx = [&](std::size_t j) { return static_cast<std::uint32_t>(composite[j]); };

@@ -54,6 +54,12 @@ image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std
                                const decode_options& options, image_region region, std::int64_t min_short_side,
                                const std::string& what);
 
+/// Encodes 8-bit RGB pixels (HWC, `width` x `height`) as a baseline JPEG with TurboJPEG (4:2:0,
+/// `quality` 1..100): test and benchmark data without an image codec library. Throws
+/// std::invalid_argument for a bad size or quality, std::runtime_error if TurboJPEG fails.
+[[nodiscard]] std::vector<std::byte> encode_jpeg(std::span<const std::uint8_t> rgb, int width, int height,
+                                                 int quality = 90);
+
 /// Reads a whole file. Throws std::runtime_error naming the path when it cannot be read.
 void read_file(const std::string& path, std::vector<std::byte>& out);
 

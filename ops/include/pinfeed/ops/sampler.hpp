@@ -95,8 +95,9 @@ void naive_sample_cpu(const sampler_args& a, const sampler_params& p);
 /// The temp buffer belongs to one call in flight at a time, and the labels must not change while
 /// the call runs. If they do, the kernels clamp every write to the call's own rows and record a
 /// fault in a host-mapped word of the device (allocated once per process and device, at the first
-/// call); the next call on that device, or check_sampler_faults(), throws std::runtime_error naming
-/// the row. Throws std::invalid_argument before launching anything on bad input, cuda_error on
+/// call); the next call on that device that runs (not a size query), or check_sampler_faults(),
+/// throws std::runtime_error naming the row. The word is per device and process: the exception
+/// says that some call on the device went wrong, not which one. Throws std::invalid_argument before launching anything on bad input, cuda_error on
 /// launch failure.
 void balanced_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
                          cudaStream_t stream);

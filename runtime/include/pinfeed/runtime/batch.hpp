@@ -68,8 +68,9 @@ class batch {
   /// Like release(), for a consumer that read the batch on `stream` rather than stream(): records an
   /// event on `stream`, and the copy engine does not rewrite the slot's device memory before the work
   /// queued there so far has finished (nor before the work on stream()). Does not block. On the CPU
-  /// path it is release(). Throws cuda_error if the event cannot be recorded (the batch is then
-  /// released all the same). Does nothing on an empty batch.
+  /// path it is release(). Throws cuda_error if the event cannot be recorded (e.g. `stream` belongs
+  /// to another device); the batch is then released all the same, after this call has waited for
+  /// `stream`. Does nothing on an empty batch.
   void release_after(cudaStream_t stream);
 
  private:

@@ -1,5 +1,7 @@
 #include "pipeline_bench.hpp"
 
+#include "bench_rows.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -50,13 +52,13 @@ double epoch_seconds(const std::shared_ptr<source>& src, std::size_t workers, st
 }
 
 void emit(std::ostream& out, const std::string& workload, std::size_t workers, std::int64_t images, double seconds) {
-  out << nlohmann::json{{"bench", "pipeline"},
-                        {"workload", workload},
-                        {"workers", workers},
-                        {"images", images},
-                        {"median_s", seconds},
-                        {"images_per_s", images / seconds},
-                        {"images_per_s_per_worker", images / seconds / static_cast<double>(workers)}}
+  out << with_host({{"bench", "pipeline"},
+                     {"workload", workload},
+                     {"workers", workers},
+                     {"images", images},
+                     {"median_s", seconds},
+                     {"images_per_s", images / seconds},
+                     {"images_per_s_per_worker", images / seconds / static_cast<double>(workers)}})
              .dump()
       << std::endl;
 }
@@ -96,9 +98,11 @@ void ensure_jpeg_dataset(const std::string& dir, std::int64_t images) {
   std::ofstream(marker) << images << "\n";
 }
 
-void run_pipeline(const pipeline_bench_options& o, std::ostream& out) {
+namespace {
+
+/// Every workload once, at the SIMD level in use.
+void run_pipeline_once(const pipeline_bench_options& o, std::ostream& out) {
   const std::size_t workers = o.workers ? o.workers : std::max(1u, std::thread::hardware_concurrency());
-  ensure_jpeg_dataset(o.data_dir, o.images);
 
   // (a) the article's synthetic pipeline (host tail: float CHW out, as a CPU-only run produces it)
   auto synthetic = std::make_shared<loaders::pipeline_source>(
@@ -126,7 +130,7 @@ void run_pipeline(const pipeline_bench_options& o, std::ostream& out) {
       std::make_shared<loaders::pipeline_source>(loaders::image_files_reader(files, libjpeg_huffman), steps);
   const double one_libjpeg = epoch_seconds(folder_libjpeg, 1, o.batch, o.repeats);
   emit(out, "jpeg_folder_rrc_flip_1worker_libjpeg_huffman", 1, n, one_libjpeg);
-  out << nlohmann::json{{"bench", "pipeline"}, {"workload", "pinfeed_huffman_over_libjpeg_huffman"}, {"ratio", one_libjpeg / one}}.dump()
+  out << with_host({{"bench", "pipeline"}, {"workload", "pinfeed_huffman_over_libjpeg_huffman"}, {"ratio", one_libjpeg / one}}).dump()
       << std::endl;
   std::vector<std::vector<std::byte>> encoded(files.size());
   for (std::size_t i = 0; i < files.size(); ++i) loaders::read_file(files[i].path, encoded[i]);
@@ -144,8 +148,16 @@ void run_pipeline(const pipeline_bench_options& o, std::ostream& out) {
   const double bare = bare_decode(libjpeg_huffman);
   emit(out, "bare_decode_full", 1, n, bare);
   emit(out, "bare_decode_full_pinfeed_huffman", 1, n, bare_decode({}));
-  out << nlohmann::json{{"bench", "pipeline"}, {"workload", "rrc_flip_per_core_over_bare_decode"}, {"ratio", bare / one}}.dump()
+  out << with_host({{"bench", "pipeline"}, {"workload", "rrc_flip_per_core_over_bare_decode"}, {"ratio", bare / one}}).dump()
       << std::endl;
+}
+
+}  // namespace
+
+void run_pipeline(const pipeline_bench_options& o, std::ostream& out) {
+  const auto levels = simd_levels(o.simd);
+  ensure_jpeg_dataset(o.data_dir, o.images);
+  for_each_simd_level(levels, [&] { run_pipeline_once(o, out); });
 }
 
 }  // namespace pinfeed::bench

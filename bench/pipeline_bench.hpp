@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace pinfeed::bench {
 
@@ -17,6 +18,9 @@ struct pipeline_bench_options {
   std::size_t workers = 0;               ///< 0: one per hardware thread
   std::size_t batch = 64;
   int repeats = 3;
+  /// SIMD levels to measure at, one after another (scalar, avx2, avx512, all); empty: the level in
+  /// use. Rows carry the level as "simd".
+  std::vector<std::string> simd;
 };
 
 /// JSON lines {bench, workload, workers, images, median_s, images_per_s, images_per_s_per_worker};

@@ -1,5 +1,7 @@
 #include "sampler_bench.hpp"
 
+#include "bench_rows.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -45,12 +47,12 @@ timing measure(const sampler_bench_options& o, const std::function<void()>& fn) 
 
 void emit(std::ostream& out, const char* impl, const char* device, std::int64_t b, std::int64_t n, std::int64_t k,
           std::int64_t d, const timing& t) {
-  out << nlohmann::json{{"op", "sampler"},           {"impl", impl},
-                        {"device", device},          {"B", b},
-                        {"N", n},                    {"K", k},
-                        {"D", d},                    {"median_ms", t.median_ms},
-                        {"p10_ms", t.p10_ms},        {"p90_ms", t.p90_ms},
-                        {"samples_per_s", b * 1000.0 / t.median_ms}}
+  out << with_host({{"op", "sampler"},           {"impl", impl},
+                     {"device", device},          {"B", b},
+                     {"N", n},                    {"K", k},
+                     {"D", d},                    {"median_ms", t.median_ms},
+                     {"p10_ms", t.p10_ms},        {"p90_ms", t.p90_ms},
+                     {"samples_per_s", b * 1000.0 / t.median_ms}})
              .dump()
       << std::endl;
 }
@@ -185,13 +187,14 @@ void run_sampler(const sampler_bench_options& o, std::ostream& out) {
   const bool gpu = o.device != "cpu" && cuda_devices().usable;
   if (o.device == "cuda" && !gpu)
     throw std::runtime_error("bench sampler: --device cuda but no CUDA device is usable (" + cuda_devices().reason + ")");
+  const auto levels = simd_levels(o.simd);
   for (const std::int64_t n : o.sizes) {
     if (n < 10) throw std::invalid_argument("bench sampler: N must be >= 10, got " + std::to_string(n));
-    if (o.device != "cuda" && n <= o.max_cpu_n) run_cpu(o, n, out);
+    if (o.device != "cuda" && n <= o.max_cpu_n) for_each_simd_level(levels, [&] { run_cpu(o, n, out); });
     if (gpu) run_gpu(o, n, out);
   }
   if (o.device == "all" && !gpu)
-    out << nlohmann::json{{"op", "sampler"}, {"skipped", "cuda"}, {"reason", cuda_devices().reason}}.dump() << std::endl;
+    out << with_host({{"op", "sampler"}, {"skipped", "cuda"}, {"reason", cuda_devices().reason}}).dump() << std::endl;
 }
 
 }  // namespace pinfeed::bench

@@ -16,6 +16,9 @@ struct sampler_bench_options {
   std::string device = "all";        ///< cpu, cuda or all
   int repeats = 7;
   double min_sample_ms = 20.0;       ///< each timed sample repeats the call until it takes this long
+  /// SIMD levels the CPU rows are measured at, one after another (scalar, avx2, avx512, all);
+  /// empty: the level in use. Rows carry the level as "simd".
+  std::vector<std::string> simd;
 };
 
 /// Writes JSON lines {op, impl, device, B, N, K, D, median_ms, p10_ms, p90_ms, samples_per_s}

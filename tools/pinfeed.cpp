@@ -11,6 +11,8 @@
 #include <CLI/CLI.hpp>
 #include <dlpack/dlpack.h>
 #include <nlohmann/json.hpp>
+#include <cstdlib>
+
 #include <oneapi/tbb/info.h>
 #include <oneapi/tbb/version.h>
 
@@ -27,11 +29,14 @@
 #include "pinfeed/ops/sampler.hpp"
 #include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/device.hpp"
+#include "pinfeed/loaders/decode.hpp"
 #include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/host_info.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
 #include "pinfeed/runtime/loader.hpp"
 #include "pinfeed/runtime/log.hpp"
 #include "pinfeed/runtime/npy.hpp"
+#include "pinfeed/runtime/random.hpp"
 
 namespace {
 
@@ -71,6 +76,11 @@ int cmd_info() {
   std::printf("TBB               %s, default concurrency %d threads\n", TBB_VERSION_STRING,
               tbb::info::default_concurrency());
   std::printf("hardware threads  %u\n", std::thread::hardware_concurrency());
+  std::printf("CPU               %s\n", pinfeed::cpu_model().c_str());
+  std::printf("JPEG Huffman      %s\n", pinfeed::loaders::jpeg_huffman_in_use().reason.c_str());
+  std::printf("SIMD              %s in use (CPU supports %s%s)\n", pinfeed::to_string(pinfeed::simd_level_in_use()),
+              pinfeed::to_string(pinfeed::cpu_simd_support()),
+              std::getenv("PINFEED_SIMD") ? ", capped by PINFEED_SIMD" : "");
   std::printf("DLPack            %d\n", DLPACK_VERSION);
   std::printf("nlohmann_json     %d.%d.%d\n", NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR,
               NLOHMANN_JSON_VERSION_PATCH);
@@ -531,6 +541,7 @@ int main(int argc, char** argv) {
   bsampler->add_option("--device", so.device, "cpu, cuda or all");
   bsampler->add_option("--repeats", so.repeats, "timed samples (median, p10, p90)")->check(CLI::PositiveNumber);
   bsampler->add_option("--min-sample-ms", so.min_sample_ms, "each timed sample lasts at least this long");
+  bsampler->add_option("--simd", so.simd, "SIMD levels of the CPU rows, one after another: scalar, avx2, avx512 or all");
 
   pinfeed::bench::pipeline_bench_options po;
   auto* bpipe = bench->add_subcommand("pipeline", "images/s: the article's synthetic pipeline, JPEG folder and shards (rrc+flip)");
@@ -540,6 +551,7 @@ int main(int argc, char** argv) {
   bpipe->add_option("-w,--workers", po.workers, "worker threads (0: one per hardware thread)");
   bpipe->add_option("-b,--batch", po.batch, "batch size")->check(CLI::PositiveNumber);
   bpipe->add_option("--repeats", po.repeats, "epochs timed (median)")->check(CLI::PositiveNumber);
+  bpipe->add_option("--simd", po.simd, "SIMD levels to measure at, one after another: scalar, avx2, avx512 or all");
 
   pinfeed::bench::doctor_bench_options dbo;
   auto* bdoctor = bench->add_subcommand("doctor", "the doctor's overhead: pinfeed run's loop vs the doctor's L0, and the ladder's time");
@@ -553,6 +565,15 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   try {
+    // A bad PINFEED_SIMD is an error here, before any work (the library only logs it).
+    if (const char* simd = std::getenv("PINFEED_SIMD"); simd != nullptr && *simd != '\0') {
+      try {
+        (void)pinfeed::parse_simd_level(simd);
+      } catch (const std::invalid_argument& e) {
+        std::fprintf(stderr, "pinfeed: error: PINFEED_SIMD: %s\n", e.what());
+        return 2;
+      }
+    }
     if (info->parsed()) return cmd_info();
     if (run->parsed()) return cmd_run(ra);
     if (doc->parsed()) return cmd_doctor(da, dd);

@@ -105,6 +105,8 @@ def main():
     ap.add_argument("--min-sample-ms", type=float, default=20.0)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--json", help="also write every row as JSON lines to this file")
+    ap.add_argument("--simd", nargs="+", default=[],
+                    help="pinfeed's CPU rows at these SIMD levels (scalar avx2 avx512, or all), each against the same torch figures")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads)
@@ -117,14 +119,20 @@ def main():
         cmd = [a.pinfeed, "bench", "sampler", "--device", a.device, "--rows", str(a.rows), "--features",
                str(a.features), "--repeats", str(a.repeats), "--max-cpu-n", str(max(a.sizes)), "--sizes",
                *map(str, a.sizes)]
+        if a.simd:
+            cmd += ["--simd", *a.simd]
         rows = pinfeed_rows(cmd)
     else:
         ap.error("give --pinfeed or --pinfeed-jsonl")
-    ours = {(r["impl"], r["B"], r["N"]): r["median_ms"] for r in rows if "impl" in r and r.get("device", a.device) == a.device}
+    mine_rows = [r for r in rows if "impl" in r and r.get("device", a.device) == a.device]
+    # One pinfeed column per SIMD level measured (the GPU rows carry the host's level, one column).
+    levels = list(dict.fromkeys(r.get("simd", "-") for r in mine_rows)) or ["-"]
+    ours = {(r["impl"], r["B"], r["N"], r.get("simd", "-")): r["median_ms"] for r in mine_rows}
+    host = next((r for r in mine_rows if "cpu" in r), {})
 
     print(f"# torch {torch.__version__}, device {a.device}, {a.threads} threads; K = N/10, D = {a.features}; "
-          f"median ms per call")
-    print(f"{'N':>9} {'B':>3} | {'torch loop':>10} {'torch static':>12} {'torch compiled':>14} | "
+          f"median ms per call; CPU {host.get('cpu', '?')}, {host.get('compiler', '?')}, {host.get('build_type', '?')}")
+    print(f"{'N':>9} {'B':>3} | {'torch loop':>10} {'torch static':>12} {'torch compiled':>14} | {'simd':>6} "
           f"{'pinfeed':>9} {'floor':>8} | {'best torch / pinfeed':>20} {'pinfeed / floor':>15}")
     for n in a.sizes:
         k = n // 10
@@ -144,21 +152,23 @@ def main():
                 li, ii = (labels[0], inputs[0]) if b == 1 else (labels, inputs)
                 compiled = measure(lambda: fn(ii, li, k), sync, a.repeats, a.min_sample_ms)
             best = min(x for x in (loop, static, compiled) if x is not None)
-            impl = "static_single" if b == 1 else "batched"
-            if a.device == "cuda" and ("graph", b, n) in ours:
-                impl = "graph"
-            mine = ours.get((impl, b, n))
-            floor = ours.get(("floor", b, n))
-            ratio = best / mine if mine else float("nan")
-            vs_floor = mine / floor if mine and floor else float("nan")
-            comp = f"{compiled:14.3f}" if compiled is not None else f"{'-':>14}"
-            print(f"{n:>9} {b:>3} | {loop:10.3f} {static:12.3f} {comp} | {mine or float('nan'):9.3f} "
-                  f"{floor or float('nan'):8.3f} | {ratio:19.1f}x {vs_floor:14.1f}x")
-            row = {"N": n, "B": b, "K": k, "D": a.features, "device": a.device, "torch_loop_ms": loop,
-                             "torch_static_ms": static, "torch_compiled_ms": compiled, "pinfeed_impl": impl,
-                             "pinfeed_ms": mine, "floor_ms": floor, "best_torch_over_pinfeed": ratio,
-                             "pinfeed_over_floor": vs_floor}
-            append_jsonl(a.json, row)  # row by row: a run cut short keeps what it measured
+            for level in levels:
+                impl = "static_single" if b == 1 else "batched"
+                if a.device == "cuda" and ("graph", b, n, level) in ours:
+                    impl = "graph"
+                mine = ours.get((impl, b, n, level))
+                floor = ours.get(("floor", b, n, level))
+                ratio = best / mine if mine else float("nan")
+                vs_floor = mine / floor if mine and floor else float("nan")
+                comp = f"{compiled:14.3f}" if compiled is not None else f"{'-':>14}"
+                print(f"{n:>9} {b:>3} | {loop:10.3f} {static:12.3f} {comp} | {level:>6} {mine or float('nan'):9.3f} "
+                      f"{floor or float('nan'):8.3f} | {ratio:19.1f}x {vs_floor:14.1f}x")
+                row = {"N": n, "B": b, "K": k, "D": a.features, "device": a.device, "torch": torch.__version__,
+                       "torch_threads": a.threads, "torch_loop_ms": loop, "torch_static_ms": static,
+                       "torch_compiled_ms": compiled, "pinfeed_impl": impl, "pinfeed_ms": mine, "floor_ms": floor,
+                       "best_torch_over_pinfeed": ratio, "pinfeed_over_floor": vs_floor, "simd": level,
+                       "cpu": host.get("cpu"), "compiler": host.get("compiler"), "build_type": host.get("build_type")}
+                append_jsonl(a.json, row)  # row by row: a run cut short keeps what it measured
 
 
 if __name__ == "__main__":

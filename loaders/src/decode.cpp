@@ -207,7 +207,7 @@ image_spec cut_region(const std::vector<std::byte>& full, const image_spec& spec
 template <class Denom, class Window>
 std::optional<image_spec> decode_jpeg_window(std::span<const std::byte> bytes, std::vector<std::byte>& out,
                                              const decode_options& o, const std::string& what, Denom denom,
-                                             Window window) {
+                                             Window window, bool pinfeed_huffman) {
   jpeg_decompress_struct cinfo{};
   jpeg_error_jump err{};
   cinfo.err = jpeg_std_error(&err.mgr);
@@ -246,7 +246,7 @@ std::optional<image_spec> decode_jpeg_window(std::span<const std::byte> bytes, s
   cinfo.scale_denom = denom(W, H);
   cinfo.dct_method = o.fast_dct ? JDCT_IFAST : JDCT_ISLOW;
   jpeg_start_decompress(&cinfo);
-  if (o.huffman == decode_options::huffman_decoder::pinfeed) detail::use_pinfeed_huffman(&cinfo);
+  if (pinfeed_huffman) detail::use_pinfeed_huffman(&cinfo);
   const std::int64_t ow = cinfo.output_width, oh = cinfo.output_height;
   const image_region win = window(W, H, static_cast<double>(ow) / static_cast<double>(W), ow, oh);
   const std::int64_t sy = win.y, sx = win.x, sh = win.height, sw = win.width;
@@ -312,17 +312,95 @@ image_spec decode_turbojpeg(std::span<const std::byte> bytes, std::vector<std::b
   return spec;
 }
 
+/// A whole JPEG through libjpeg (full_decode_denom's scale), with pinfeed's Huffman decoder or not.
+std::optional<image_spec> decode_whole_jpeg(std::span<const std::byte> bytes, std::vector<std::byte>& out,
+                                            const decode_options& o, const std::string& what, bool pinfeed_huffman) {
+  return decode_jpeg_window(
+      bytes, out, o, what, [&](std::int64_t w, std::int64_t h) { return full_decode_denom(w, h, o.min_short_side); },
+      [](std::int64_t, std::int64_t, double, std::int64_t ow, std::int64_t oh) { return image_region{0, 0, oh, ow}; },
+      pinfeed_huffman);
+}
+
+/// Test JPEGs of the self-check: noisy gradients (long codes, many coefficients) in the common
+/// layouts, made with TurboJPEG.
+std::vector<std::vector<std::byte>> self_check_jpegs() {
+  struct layout {
+    int w, h, subsamp, quality;
+  };
+  const layout layouts[] = {{67, 45, TJSAMP_420, 90}, {40, 33, TJSAMP_444, 100}, {51, 29, TJSAMP_GRAY, 75},
+                            {64, 48, TJSAMP_422, 60}};
+  std::vector<std::vector<std::byte>> out;
+  const std::unique_ptr<void, int (*)(tjhandle)> tj(tjInitCompress(), tjDestroy);
+  if (!tj) return out;
+  std::uint32_t state = 12345;
+  for (const layout& l : layouts) {
+    std::vector<unsigned char> rgb(static_cast<std::size_t>(l.w * l.h * 3));
+    for (int y = 0; y < l.h; ++y)
+      for (int x = 0; x < l.w; ++x)
+        for (int c = 0; c < 3; ++c) {
+          state = state * 1664525u + 1013904223u;
+          rgb[static_cast<std::size_t>((y * l.w + x) * 3 + c)] =
+              static_cast<unsigned char>((x * 4 + y * (c + 1) * 3) + static_cast<int>(state >> 27));
+        }
+    unsigned char* jpeg = nullptr;
+    unsigned long size = 0;
+    if (tjCompress2(tj.get(), rgb.data(), l.w, 0, l.h, TJPF_RGB, &jpeg, &size, l.subsamp, l.quality, 0) == 0)
+      out.emplace_back(reinterpret_cast<std::byte*>(jpeg), reinterpret_cast<std::byte*>(jpeg) + size);
+    tjFree(jpeg);
+  }
+  return out;
+}
+
+#define PINFEED_STRINGIFY2(x) #x
+#define PINFEED_STRINGIFY(x) PINFEED_STRINGIFY2(x)
+
+jpeg_huffman_status check_jpeg_huffman() {
+#ifdef LIBJPEG_TURBO_VERSION
+  const std::string version = PINFEED_STRINGIFY(LIBJPEG_TURBO_VERSION);
+#else
+  const std::string version = "unknown";
+#endif
+#if !PINFEED_HAVE_JPEG_HUFFMAN
+  return {false, "libjpeg-turbo's (pinfeed's decoder was not built: jpegint.h missing, version " + version +
+                     " not verified, or PINFEED_JPEG_HUFFMAN=OFF)"};
+#else
+  const auto jpegs = self_check_jpegs();
+  if (jpegs.empty()) return {false, "libjpeg-turbo's (self-check: TurboJPEG could not encode the test images)"};
+  std::vector<std::byte> ours, theirs;
+  const decode_options o;
+  for (std::size_t i = 0; i < jpegs.size(); ++i) {
+    try {
+      const std::size_t scans = detail::pinfeed_huffman_scans();
+      const auto a = decode_whole_jpeg(jpegs[i], ours, o, "self-check", true);
+      const bool ran = detail::pinfeed_huffman_scans() > scans;
+      const auto b = decode_whole_jpeg(jpegs[i], theirs, o, "self-check", false);
+      if (!a || !b || !ran || ours != theirs)
+        return {false, "libjpeg-turbo's (self-check: pinfeed's decoder " +
+                           std::string(ran ? "gave other pixels" : "did not run") + " on test JPEG " +
+                           std::to_string(i) + " with libjpeg-turbo " + version + ")"};
+    } catch (const std::exception& e) {
+      return {false, "libjpeg-turbo's (self-check failed on test JPEG " + std::to_string(i) + ": " + e.what() + ")"};
+    }
+  }
+  return {true, "pinfeed's (libjpeg-turbo " + version + ", self-check passed)"};
+#endif
+}
+
 }  // namespace
+
+const jpeg_huffman_status& jpeg_huffman_in_use() {
+  static const jpeg_huffman_status status = check_jpeg_huffman();
+  return status;
+}
 
 image_spec decode_image(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& o,
                         const std::string& what) {
   if (bytes.empty()) fail(what, "empty file (0 bytes)");
   check_pixels(peek_size(bytes), o, what);
   if (!is_jpeg(bytes)) return decode_opencv(bytes, out, what);
-  if (o.huffman == decode_options::huffman_decoder::libjpeg) return decode_turbojpeg(bytes, out, o, what);
-  const auto spec = decode_jpeg_window(
-      bytes, out, o, what, [&](std::int64_t w, std::int64_t h) { return full_decode_denom(w, h, o.min_short_side); },
-      [](std::int64_t, std::int64_t, double, std::int64_t ow, std::int64_t oh) { return image_region{0, 0, oh, ow}; });
+  if (o.huffman == decode_options::huffman_decoder::libjpeg || !jpeg_huffman_in_use().pinfeed)
+    return decode_turbojpeg(bytes, out, o, what);
+  const auto spec = decode_whole_jpeg(bytes, out, o, what, true);
   return spec ? *spec : decode_opencv(bytes, out, what);
 }
 
@@ -353,7 +431,8 @@ image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std
           const std::int64_t sy = std::min(at(r.y), oh - 1), sx = std::min(at(r.x), ow - 1);
           return image_region{sy, sx, std::clamp<std::int64_t>(at(r.height), 1, oh - sy),
                               std::clamp<std::int64_t>(at(r.width), 1, ow - sx)};
-        });
+        },
+        o.huffman == decode_options::huffman_decoder::pinfeed && jpeg_huffman_in_use().pinfeed);
     if (spec) return *spec;
   }
   const image_spec spec = decode_opencv(bytes, whole, what);

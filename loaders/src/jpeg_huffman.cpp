@@ -1,5 +1,6 @@
 #include "jpeg_huffman.hpp"
 
+#if PINFEED_HAVE_JPEG_HUFFMAN
 #include <array>
 #include <cstdint>
 #include <cstdlib>
@@ -340,3 +341,12 @@ bool use_pinfeed_huffman(j_decompress_ptr cinfo) {
 std::size_t pinfeed_huffman_scans() { return scans; }
 
 }  // namespace pinfeed::loaders::detail
+
+#else  // built without it: libjpeg-turbo's own decoder everywhere
+
+namespace pinfeed::loaders::detail {
+bool use_pinfeed_huffman(j_decompress_ptr) { return false; }
+std::size_t pinfeed_huffman_scans() { return 0; }
+}  // namespace pinfeed::loaders::detail
+
+#endif

@@ -11,6 +11,9 @@
 
 namespace pinfeed::loaders::detail {
 
+/// Built only where libjpeg-turbo's private jpegint.h is available and its version is on the list
+/// it was verified against (PINFEED_HAVE_JPEG_HUFFMAN); elsewhere use_pinfeed_huffman() returns false.
+///
 /// Replaces the entropy decoder of a decompression that jpeg_start_decompress() has started, and
 /// returns true; returns false and changes nothing where the scan is not one it decodes
 /// (progressive, arithmetic-coded, 12-bit, more than one scan). Uses cinfo->client_data. Decoding

@@ -89,19 +89,23 @@ void normalize_image_portable(const std::uint8_t* src, Out* dst, std::size_t h, 
                               const normalize_params& p, const float a[3], const float b[3]) {
   normalize_image_body(src, dst, h, w, p, a, b);
 }
+#if defined(__x86_64__)
 template <class Out>
 __attribute__((target("avx2,fma"))) void normalize_image_fma(const std::uint8_t* src, Out* dst, std::size_t h,
                                                              std::size_t w, const normalize_params& p, const float a[3],
                                                              const float b[3]) {
   normalize_image_body(src, dst, h, w, p, a, b);
 }
+#endif
 
 template <class Out>
 void normalize_image(const std::uint8_t* src, Out* dst, std::size_t h, std::size_t w, const normalize_params& p,
                      const float a[3], const float b[3]) {
+#if defined(__x86_64__)
   static const bool fma = __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2");
-  if (fma && simd_level_in_use() != simd_level::scalar) normalize_image_fma(src, dst, h, w, p, a, b);
-  else normalize_image_portable(src, dst, h, w, p, a, b);
+  if (fma && simd_level_in_use() != simd_level::scalar) return normalize_image_fma(src, dst, h, w, p, a, b);
+#endif
+  normalize_image_portable(src, dst, h, w, p, a, b);  // aarch64: __builtin_fmaf is one fmadd
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Host side of sampler.hpp: validation, the reference implementation and the naive baseline.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -10,11 +11,15 @@
 #include "pinfeed/runtime/parallel.hpp"
 #include "pinfeed/runtime/random.hpp"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
-
+#define PINFEED_X86 1
 // GCC 12's AVX-512 headers read _mm512_undefined_* values and warn about them (GCC bug 105593).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#else
+#define PINFEED_X86 0
+#endif
 
 namespace pinfeed::ops {
 
@@ -138,7 +143,75 @@ void filter_chunk_scalar(const L* labels, const std::uint32_t* keys, std::size_t
   }
 }
 
-/// The same, eight items at a time with AVX-512 compress-stores.
+#if PINFEED_X86
+/// Left-packing permutations for four 64-bit lanes (as eight 32-bit indices): entry m moves the
+/// lanes whose bit is set in m to the front, in order.
+constexpr auto kPack4 = [] {
+  std::array<std::array<std::int32_t, 8>, 16> t{};
+  for (int m = 0; m < 16; ++m) {
+    int at = 0;
+    for (int lane = 0; lane < 4; ++lane)
+      if (m & (1 << lane)) {
+        t[m][2 * at] = 2 * lane;
+        t[m][2 * at + 1] = 2 * lane + 1;
+        ++at;
+      }
+  }
+  return t;
+}();
+
+/// The same, four items at a time with AVX2: the taken items of each class are left-packed in a
+/// register by a permutation from kPack4 and the whole vector is stored (AVX2 has no compress).
+template <class L>
+__attribute__((target("avx2,popcnt"))) void filter_chunk_avx2(const L* labels, const std::uint32_t* keys,
+                                                               std::size_t len, std::uint64_t base, L neg, L ign,
+                                                               const std::uint32_t thr[2], int only,
+                                                               std::uint64_t* out[2], std::size_t added[2],
+                                                               std::int64_t seen[2]) {
+  const __m256i neg_v = _mm256_set1_epi64x(static_cast<long long>(neg)), ign_v = _mm256_set1_epi64x(static_cast<long long>(ign));
+  // Keys and thresholds are below 2^32, so the signed 64-bit compare orders them correctly.
+  const __m256i thr_pos = _mm256_set1_epi64x(thr[0]), thr_neg = _mm256_set1_epi64x(thr[1]);
+  const int allow_pos = only == 1 ? 0 : 0xF, allow_neg = only == 0 ? 0 : 0xF;
+  __m256i idx = _mm256_add_epi64(_mm256_set1_epi64x(static_cast<long long>(base)), _mm256_setr_epi64x(0, 1, 2, 3));
+  const __m256i four = _mm256_set1_epi64x(4);
+  std::uint64_t* const out_pos = out[0];
+  std::uint64_t* const out_neg = out[1];
+  std::size_t n_pos = added[0], n_neg = added[1];
+  std::int64_t seen_pos = 0, seen_neg = 0;
+  std::size_t j = 0;
+  for (; j + 4 <= len; j += 4) {
+    __m256i lab;
+    if constexpr (sizeof(L) == 8) lab = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(labels + j));
+    else lab = _mm256_cvtepi32_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(labels + j)));
+    const int is_neg = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(lab, neg_v)));
+    const int is_ign = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(lab, ign_v)));
+    const int is_pos = ~(is_neg | is_ign) & 0xF;
+    const __m256i key = _mm256_cvtepu32_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(keys + j)));
+    const int above_pos = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(key, thr_pos)));
+    const int above_neg = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(key, thr_neg)));
+    const int take_pos = is_pos & allow_pos & ~above_pos, take_neg = is_neg & allow_neg & ~above_neg;
+    const __m256i composite = _mm256_or_si256(_mm256_slli_epi64(key, 32), idx);
+    // (No lambda for the two packs: a lambda would not inherit this function's target.)
+    const __m256i perm_pos = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kPack4[take_pos].data()));
+    const __m256i perm_neg = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kPack4[take_neg].data()));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_pos + n_pos), _mm256_permutevar8x32_epi32(composite, perm_pos));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_neg + n_neg), _mm256_permutevar8x32_epi32(composite, perm_neg));
+    n_pos += static_cast<std::size_t>(__builtin_popcount(static_cast<unsigned>(take_pos)));
+    n_neg += static_cast<std::size_t>(__builtin_popcount(static_cast<unsigned>(take_neg)));
+    seen_pos += __builtin_popcount(static_cast<unsigned>(is_pos));
+    seen_neg += __builtin_popcount(static_cast<unsigned>(is_neg));
+    idx = _mm256_add_epi64(idx, four);
+  }
+  added[0] = n_pos;
+  added[1] = n_neg;
+  seen[0] += seen_pos;
+  seen[1] += seen_neg;
+  filter_chunk_scalar(labels + j, keys + j, len - j, base + j, neg, ign, thr, only, out, added, seen);
+}
+
+/// The same, eight items at a time with AVX-512. The taken items are compressed inside a register
+/// and the whole vector is stored (the buffers have kChunk slots of room): a compress-store to
+/// memory (vpcompressq m512{k}) is microcoded and several times slower on AMD Zen 4.
 template <class L>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void filter_chunk_avx512(
     const L* labels, const std::uint32_t* keys, std::size_t len, std::uint64_t base, L neg, L ign,
@@ -165,8 +238,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void filter_chunk_
     const __mmask8 take_pos = is_pos & allow_pos & _mm512_cmple_epu64_mask(key, thr_pos);
     const __mmask8 take_neg = is_neg & allow_neg & _mm512_cmple_epu64_mask(key, thr_neg);
     const __m512i composite = _mm512_or_si512(_mm512_slli_epi64(key, 32), idx);
-    _mm512_mask_compressstoreu_epi64(out_pos + n_pos, take_pos, composite);
-    _mm512_mask_compressstoreu_epi64(out_neg + n_neg, take_neg, composite);
+    _mm512_storeu_si512(out_pos + n_pos, _mm512_maskz_compress_epi64(take_pos, composite));
+    _mm512_storeu_si512(out_neg + n_neg, _mm512_maskz_compress_epi64(take_neg, composite));
     n_pos += static_cast<std::size_t>(__builtin_popcount(take_pos));
     n_neg += static_cast<std::size_t>(__builtin_popcount(take_neg));
     seen_pos += __builtin_popcount(is_pos);
@@ -179,6 +252,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void filter_chunk_
   seen[1] += seen_neg;
   filter_chunk_scalar(labels + j, keys + j, len - j, base + j, neg, ign, thr, only, out, added, seen);
 }
+#endif  // PINFEED_X86
 
 /// memcpy with the common small row sizes known at compile time (inlined moves, no call).
 inline void copy_row(std::byte* dst, const std::byte* src, std::size_t bytes) {
@@ -193,17 +267,33 @@ inline void copy_row(std::byte* dst, const std::byte* src, std::size_t bytes) {
   }
 }
 
-/// out row j = stage row (order[j] & 0xFFFFFFFF), with non-temporal 64-byte stores (rows are a
-/// multiple of 64 bytes, out 64-byte aligned).
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void stream_rows(
-    std::byte* out, const std::byte* stage, const std::uint64_t* order, std::int64_t rows, std::size_t fb) {
+#if PINFEED_X86
+/// out row j = stage row (order[j] & 0xFFFFFFFF), with non-temporal 32-byte stores (rows are a
+/// multiple of 32 bytes, out 32-byte aligned): the output is not read again here, and without
+/// the read-for-ownership of every output line the gather runs about twice as fast.
+__attribute__((target("avx2"))) void stream_rows(std::byte* out, const std::byte* stage, const std::uint64_t* order,
+                                                   std::int64_t rows, std::size_t fb) {
   for (std::int64_t j = 0; j < rows; ++j) {
     const std::byte* src = stage + (order[j] & 0xFFFFFFFFu) * fb;
-    for (std::size_t b = 0; b < fb; b += 64)
-      _mm512_stream_si512(reinterpret_cast<__m512i*>(out + j * fb + b), _mm512_loadu_si512(src + b));
+    for (std::size_t b = 0; b < fb; b += 32)
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(out + j * fb + b),
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + b)));
   }
   _mm_sfence();
 }
+
+/// The same with 16-byte stores: SSE2 is part of x86-64 itself, so the portable level has them too.
+void stream_rows_sse2(std::byte* out, const std::byte* stage, const std::uint64_t* order, std::int64_t rows,
+                      std::size_t fb) {
+  for (std::int64_t j = 0; j < rows; ++j) {
+    const std::byte* src = stage + (order[j] & 0xFFFFFFFFu) * fb;
+    for (std::size_t b = 0; b < fb; b += 16)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(out + j * fb + b),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + b)));
+  }
+  _mm_sfence();
+}
+#endif  // PINFEED_X86
 
 /// Within runs of equal order keys (the high words of `order`, sorted), puts the items in
 /// increasing index (sel[position]) order.
@@ -243,7 +333,7 @@ struct row_sampler {
     const std::int64_t n = a.n;
     const philox_stream keys(p.seed, p.offset, row, 0);
     const L neg = static_cast<L>(p.negative_label), ign = static_cast<L>(p.ignore_label);
-    const bool avx512 = simd_level_in_use() == simd_level::avx512;
+    [[maybe_unused]] const simd_level level = simd_level_in_use();
     s.keys.resize(kChunk);
     for (std::int64_t i0 = 0; i0 < n; i0 += kChunk) {
       const std::size_t len = static_cast<std::size_t>(std::min<std::int64_t>(kChunk, n - i0));
@@ -252,10 +342,15 @@ struct row_sampler {
       s.cand[1].make_room(kChunk);
       std::uint64_t* out[2] = {s.cand[0].end(), s.cand[1].end()};
       std::size_t added[2] = {0, 0};
-      if (avx512)
+#if PINFEED_X86
+      if (level == simd_level::avx512)
         filter_chunk_avx512(labels + i0, s.keys.data(), len, static_cast<std::uint64_t>(i0), neg, ign, thr, only, out,
                             added, seen);
+      else if (level == simd_level::avx2)
+        filter_chunk_avx2(labels + i0, s.keys.data(), len, static_cast<std::uint64_t>(i0), neg, ign, thr, only, out,
+                          added, seen);
       else
+#endif
         filter_chunk_scalar(labels + i0, s.keys.data(), len, static_cast<std::uint64_t>(i0), neg, ign, thr, only, out,
                             added, seen);
       s.cand[0].size += added[0];
@@ -427,9 +522,13 @@ struct row_sampler {
           for (std::size_t b = 0; b < fb; b += 64) __builtin_prefetch(in + s.sel[q + kPrefetch] * fb + b);
         copy_row(stage + q * fb, in + s.sel[q] * fb, fb);
       }
-      if (simd_level_in_use() == simd_level::avx512 && fb % 64 == 0 && reinterpret_cast<std::uintptr_t>(out) % 64 == 0)
-        stream_rows(out, stage, s.order.data(), valid, fb);  // the output is not read again here: skip the cache
+#if PINFEED_X86
+      if (simd_level_in_use() >= simd_level::avx2 && fb % 32 == 0 && reinterpret_cast<std::uintptr_t>(out) % 32 == 0)
+        stream_rows(out, stage, s.order.data(), valid, fb);
+      else if (fb % 16 == 0 && reinterpret_cast<std::uintptr_t>(out) % 16 == 0)
+        stream_rows_sse2(out, stage, s.order.data(), valid, fb);
       else
+#endif
         for (std::int64_t j = 0; j < valid; ++j) copy_row(out + j * fb, stage + (s.order[j] & 0xFFFFFFFFu) * fb, fb);
       std::memset(out + valid * fb, 0, (k - valid) * fb);
     }

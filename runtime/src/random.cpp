@@ -2,29 +2,60 @@
 
 #include <atomic>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
+#include "pinfeed/runtime/log.hpp"
+
+#if defined(__x86_64__)
 #include <immintrin.h>
-
+#define PINFEED_X86 1
 // GCC 12's AVX-512 headers read _mm512_undefined_* values and warn about them (GCC bug 105593).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#else
+#define PINFEED_X86 0
+#endif
 
 namespace pinfeed {
 namespace {
 
 simd_level detect() noexcept {
+#if PINFEED_X86
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512dq"))
     return simd_level::avx512;
   if (__builtin_cpu_supports("avx2")) return simd_level::avx2;
-  return simd_level::scalar;
+#endif
+  return simd_level::scalar;  // other CPUs run the portable paths (same bits)
+}
+
+/// The CPU's level, capped by PINFEED_SIMD when it is set. A bad value is reported and ignored here
+/// (this runs inside noexcept calls); the command line checks it up front with parse_simd_level().
+simd_level initial_level() noexcept {
+  const simd_level cpu = detect();
+  const char* env = std::getenv("PINFEED_SIMD");
+  if (env == nullptr || *env == '\0') return cpu;
+  try {
+    const simd_level want = parse_simd_level(env);
+    if (static_cast<int>(want) > static_cast<int>(cpu))
+      log(log_level::warn, std::string("PINFEED_SIMD=") + env + ": this CPU supports " + to_string(cpu) +
+                               " at most; using " + to_string(cpu));
+    return static_cast<simd_level>(std::min(static_cast<int>(want), static_cast<int>(cpu)));
+  } catch (const std::exception& e) {
+    log(log_level::error, std::string(e.what()) + "; using " + to_string(cpu));
+    return cpu;
+  }
 }
 
 std::atomic<int>& level_ref() {
-  static std::atomic<int> level{static_cast<int>(detect())};
+  static std::atomic<int> level{static_cast<int>(initial_level())};
   return level;
 }
+
+#if PINFEED_X86
 
 /// Sixteen Philox4x32-10 blocks at once (AVX-512), in registers: lane l has counter
 /// {c0[l], c1, c2, c3}; x[w] holds word w of every lane.
@@ -119,9 +150,57 @@ __attribute__((target("avx2"))) void philox_x8(const std::uint32_t c0[8], std::u
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[2]), x2);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[3]), x3);
 }
+#endif  // PINFEED_X86
 
+/// Philox4x32-10 of `blocks` consecutive counters (first, c1, c2, c3) into stream-order words, eight
+/// independent blocks interleaved: the portable code, whose rounds the compiler can overlap or
+/// vectorise with the baseline instruction set (SSE2, NEON). Same bits as philox4x32_10().
+void philox_words_portable(std::uint32_t first, std::uint32_t c1, std::uint32_t c2, std::uint32_t c3, std::uint32_t k0,
+                           std::uint32_t k1, std::size_t blocks, std::uint32_t* out) noexcept {
+  constexpr std::size_t kLanes = 8;
+  std::size_t j = 0;
+  for (; j + kLanes <= blocks; j += kLanes) {
+    std::uint32_t x0[kLanes], x1[kLanes], x2[kLanes], x3[kLanes];
+    for (std::size_t l = 0; l < kLanes; ++l) {
+      x0[l] = first + static_cast<std::uint32_t>(j + l);
+      x1[l] = c1;
+      x2[l] = c2;
+      x3[l] = c3;
+    }
+    std::uint32_t ka = k0, kb = k1;
+    for (int round = 0; round < 10; ++round) {
+      for (std::size_t l = 0; l < kLanes; ++l) {
+        const std::uint64_t p0 = std::uint64_t{0xD2511F53u} * x0[l], p1 = std::uint64_t{0xCD9E8D57u} * x2[l];
+        x0[l] = static_cast<std::uint32_t>(p1 >> 32) ^ x1[l] ^ ka;
+        x1[l] = static_cast<std::uint32_t>(p1);
+        x2[l] = static_cast<std::uint32_t>(p0 >> 32) ^ x3[l] ^ kb;
+        x3[l] = static_cast<std::uint32_t>(p0);
+      }
+      ka += 0x9E3779B9u;
+      kb += 0xBB67AE85u;
+    }
+    for (std::size_t l = 0; l < kLanes; ++l) {
+      std::uint32_t* o = out + 4 * (j + l);
+      o[0] = x0[l];
+      o[1] = x1[l];
+      o[2] = x2[l];
+      o[3] = x3[l];
+    }
+  }
+  for (; j < blocks; ++j) {
+    const philox_block b = philox4x32_10(philox_block{{first + static_cast<std::uint32_t>(j), c1, c2, c3}}, k0, k1);
+    std::memcpy(out + 4 * j, b.v, 16);
+  }
+}
 
 }  // namespace
+
+simd_level parse_simd_level(std::string_view name) {
+  if (name == "scalar") return simd_level::scalar;
+  if (name == "avx2") return simd_level::avx2;
+  if (name == "avx512") return simd_level::avx512;
+  throw std::invalid_argument("SIMD level '" + std::string(name) + "' is not one of scalar, avx2, avx512");
+}
 
 simd_level cpu_simd_support() noexcept {
   static const simd_level level = detect();
@@ -142,6 +221,7 @@ const char* to_string(simd_level level) noexcept {
 
 void philox_words(const philox_stream& s, std::uint32_t first_block, std::size_t blocks, std::uint32_t* out) noexcept {
   std::size_t j = 0;
+#if PINFEED_X86
   const simd_level level = simd_level_in_use();
   if (level == simd_level::avx512) {
     const philox_block c = s.counter(0);
@@ -158,15 +238,16 @@ void philox_words(const philox_stream& s, std::uint32_t first_block, std::size_t
         for (int q = 0; q < 4; ++q) out[4 * (j + l) + q] = w[q][l];
     }
   }
-  for (; j < blocks; ++j) {
-    const philox_block b = s.block_at(first_block + static_cast<std::uint32_t>(j));
-    std::memcpy(out + 4 * j, b.v, 16);
-  }
+#endif
+  const philox_block c = s.counter(0);
+  philox_words_portable(first_block + static_cast<std::uint32_t>(j), c.v[1], c.v[2], c.v[3], s.key_lo(), s.key_hi(),
+                        blocks - j, out + 4 * j);
 }
 
 void philox_element_words(const philox_stream& s, const std::uint32_t* elements, std::size_t count,
                           std::uint32_t* out) noexcept {
   std::size_t j = 0;
+#if PINFEED_X86
   const simd_level level = simd_level_in_use();
   if (level == simd_level::avx512) {
     const philox_block c = s.counter(0);
@@ -186,6 +267,7 @@ void philox_element_words(const philox_stream& s, const std::uint32_t* elements,
       for (int l = 0; l < 8; ++l) out[j + l] = w[elements[j + l] & 3][l];
     }
   }
+#endif
   for (; j < count; ++j) out[j] = s.word_at(elements[j]);
 }
 
@@ -193,7 +275,7 @@ void fill_random_bytes(philox_stream stream, std::span<std::byte> out) noexcept 
   const std::size_t full_blocks = out.size() / 16;
   std::size_t done = 0;
   if (reinterpret_cast<std::uintptr_t>(out.data()) % alignof(std::uint32_t) == 0) {
-    // Aligned: the words go straight into the output (x86 and CUDA are little-endian).
+    // Aligned: the words go straight into the output (x86, aarch64 and CUDA are little-endian).
     philox_words(stream, 0, full_blocks, reinterpret_cast<std::uint32_t*>(out.data()));
     done = full_blocks;
   }

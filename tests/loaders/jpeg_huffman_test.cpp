@@ -18,6 +18,7 @@
 
 using namespace pinfeed::loaders;
 using huffman = decode_options::huffman_decoder;
+constexpr bool kBuilt = PINFEED_JPEG_HUFFMAN_BUILT;  // the build's PINFEED_JPEG_HUFFMAN outcome
 
 namespace {
 
@@ -134,6 +135,15 @@ int compare_whole(const std::vector<std::byte>& bytes, int h, int w) {
 
 }  // namespace
 
+TEST_CASE("jpeg_huffman.build_feature_and_self_check") {
+  // Built in: the self-check at first use passes on this libjpeg-turbo and pinfeed's decoder is
+  // used; not built: libjpeg-turbo's own, and the status says why.
+  const auto& status = jpeg_huffman_in_use();
+  CAPTURE(status.reason);
+  CHECK(status.pinfeed == kBuilt);
+  CHECK(status.reason.find(kBuilt ? "self-check passed" : "not built") != std::string::npos);
+}
+
 TEST_CASE("jpeg_huffman.same_pixels_as_libjpeg_for_every_layout_quality_and_table") {
   struct shape {
     int h, w;
@@ -154,7 +164,8 @@ TEST_CASE("jpeg_huffman.same_pixels_as_libjpeg_for_every_layout_quality_and_tabl
           const auto before = detail::pinfeed_huffman_scans();
           compared += compare_windows(bytes, s.h, s.w, static_cast<unsigned>(subsamp + quality));
           compared += compare_whole(bytes, s.h, s.w);
-          CHECK(detail::pinfeed_huffman_scans() > before);  // really decoded by pinfeed's decoder
+          // Really decoded by pinfeed's decoder (where it is built in).
+          CHECK((detail::pinfeed_huffman_scans() > before) == kBuilt);
         }
       // libjpeg's encoder (OpenCV's): restart intervals, optimised (per-image) Huffman tables.
       for (const int rst : {0, 1, 3, 64})
@@ -165,7 +176,7 @@ TEST_CASE("jpeg_huffman.same_pixels_as_libjpeg_for_every_layout_quality_and_tabl
                                                cv::IMWRITE_JPEG_OPTIMIZE, optimize});
           const auto before = detail::pinfeed_huffman_scans();
           compared += compare_windows(bytes, s.h, s.w, static_cast<unsigned>(rst * 2 + optimize));
-          CHECK(detail::pinfeed_huffman_scans() > before);
+          CHECK((detail::pinfeed_huffman_scans() > before) == kBuilt);
         }
       // Progressive JPEGs stay with libjpeg's decoder, and decode the same either way.
       const auto progressive = opencv_jpeg(img, {cv::IMWRITE_JPEG_PROGRESSIVE, 1});

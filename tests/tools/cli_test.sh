@@ -20,6 +20,23 @@ expect_error() {  # expect_error NAME NEEDLE ARGS...: pinfeed must exit non-zero
 check "info prints CUDA status" grep -q "CUDA runtime" "$work/info.txt"
 check "info prints TBB" grep -q "^TBB" "$work/info.txt"
 check "info prints pinned memory" grep -q "^pinned memory" "$work/info.txt"
+check "info prints the CPU model" grep -q "^CPU  " "$work/info.txt"
+check "info prints the JPEG Huffman decoder" grep -qE "^JPEG Huffman +(pinfeed's|libjpeg-turbo's)" "$work/info.txt"
+check "info prints the SIMD level" grep -qE "^SIMD +(scalar|avx2|avx512) in use" "$work/info.txt"
+PINFEED_SIMD=scalar "$pf" info >"$work/info-scalar.txt" 2>&1
+check "PINFEED_SIMD=scalar caps the level" grep -qE "^SIMD +scalar in use .*capped by PINFEED_SIMD" "$work/info-scalar.txt"
+out=$(PINFEED_SIMD=avx9000 "$pf" info 2>&1); rc=$?
+check "a bad PINFEED_SIMD is an error naming the value" test $rc -eq 2 -a -n "$(echo "$out" | grep "avx9000" | grep "scalar, avx2, avx512")"
+"$pf" bench sampler --device cpu --sizes 100 --repeats 1 --min-sample-ms 0.1 --simd all >"$work/simd.jsonl" 2>/dev/null
+check "bench sampler --simd all: batched rows at every level, with host fields" python3 -c "
+import json
+rows = [json.loads(l) for l in open('$work/simd.jsonl') if l.startswith('{')]
+b = [r for r in rows if r.get('impl') == 'batched']
+levels = [r['simd'] for r in b]
+assert levels[0] == 'scalar' and len(levels) == len(set(levels)) >= 1, levels
+assert all(r['cpu'] and r['compiler'] and r['build_type'] for r in b), b
+"
+expect_error "bench sampler --simd rejects an unknown level" "not one of scalar, avx2, avx512" bench sampler --device cpu --sizes 100 --simd sse9
 
 small=(--samples 96 --height 32 --width 40 --batch 16 --device cpu)
 "$pf" run "${small[@]}" --workers 2 --trace "$work/trace.json" --json "$work/stats.json" >"$work/run.txt" 2>"$work/run.err"

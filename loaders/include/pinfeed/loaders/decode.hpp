@@ -26,7 +26,8 @@ struct decode_options {
   bool fast_dct = false;  ///< TurboJPEG's fast, slightly less exact IDCT
   /// The Huffman decoder of baseline JPEGs: pinfeed's (the default; faster, and the same pixels)
   /// inside libjpeg-turbo, or libjpeg-turbo's own (decode_image() then runs TurboJPEG's
-  /// tjDecompress2). Progressive and arithmetic-coded JPEGs always use libjpeg-turbo's.
+  /// tjDecompress2). Progressive and arithmetic-coded JPEGs always use libjpeg-turbo's, and so
+  /// does everything where jpeg_huffman_in_use() says pinfeed's is not available.
   enum class huffman_decoder { pinfeed, libjpeg };
   huffman_decoder huffman = huffman_decoder::pinfeed;
 };
@@ -59,6 +60,17 @@ image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std
 /// std::invalid_argument for a bad size or quality, std::runtime_error if TurboJPEG fails.
 [[nodiscard]] std::vector<std::byte> encode_jpeg(std::span<const std::uint8_t> rgb, int width, int height,
                                                  int quality = 90);
+
+/// Which Huffman decoder decode_options::huffman_decoder::pinfeed gets in this process: pinfeed's
+/// where it was built in (libjpeg-turbo's private jpegint.h present and the library's version on
+/// the list the decoder was verified against) and the self-check passed, else libjpeg-turbo's.
+/// The self-check runs once, at the first call (thread-safe): built-in test JPEGs (4:2:0, 4:4:4,
+/// grey) are decoded with both decoders and must give the same pixels.
+struct jpeg_huffman_status {
+  bool pinfeed = false;
+  std::string reason;  ///< e.g. "pinfeed's (libjpeg-turbo 2.1.5, self-check passed)"
+};
+[[nodiscard]] const jpeg_huffman_status& jpeg_huffman_in_use();
 
 /// Reads a whole file. Throws std::runtime_error naming the path when it cannot be read.
 void read_file(const std::string& path, std::vector<std::byte>& out);

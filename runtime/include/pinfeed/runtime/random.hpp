@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 #include <cuda_runtime_api.h>
 
@@ -26,10 +27,14 @@ void philox_element_words(const philox_stream& stream, const std::uint32_t* elem
 void fill_random_bytes(philox_stream stream, std::span<std::byte> out) noexcept;
 
 /// The widest vector code the host paths use: scalar, AVX2 or AVX-512. Chosen at run time from
-/// the CPU's flags; every level produces the same bits (tests compare them).
+/// the CPU's flags (scalar on CPUs other than x86-64) and capped by the environment variable
+/// PINFEED_SIMD=scalar|avx2|avx512 when it is set; every level produces the same bits (tests
+/// compare them).
 enum class simd_level : int { scalar = 0, avx2 = 1, avx512 = 2 };
 /// The level the CPU supports.
 [[nodiscard]] simd_level cpu_simd_support() noexcept;
+/// "scalar", "avx2" or "avx512"; throws std::invalid_argument naming any other value.
+[[nodiscard]] simd_level parse_simd_level(std::string_view name);
 /// Caps the level used process-wide (tests and benchmarks); levels above the CPU's are clamped.
 void set_simd_level(simd_level level) noexcept;
 [[nodiscard]] simd_level simd_level_in_use() noexcept;

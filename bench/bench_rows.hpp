@@ -1,0 +1,38 @@
+#pragma once
+// What every benchmark row carries besides its figure: the host it ran on and how it was built.
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pinfeed/runtime/random.hpp"
+
+namespace pinfeed::bench {
+
+/// `row` with cpu (model), simd (the level in use when the row is written), compiler and
+/// build_type added.
+[[nodiscard]] nlohmann::json with_host(nlohmann::json row);
+
+/// The SIMD levels named by `names` ("scalar", "avx2", "avx512", or "all": every level this CPU
+/// supports), in order; empty names: the level in use now. Throws std::invalid_argument for an
+/// unknown name or a level this CPU does not support.
+[[nodiscard]] std::vector<simd_level> simd_levels(const std::vector<std::string>& names);
+
+/// Runs fn() once per level of `levels`, with that level in use, and restores the previous one.
+template <class Fn>
+void for_each_simd_level(const std::vector<simd_level>& levels, Fn&& fn) {
+  const simd_level before = simd_level_in_use();
+  try {
+    for (const simd_level l : levels) {
+      set_simd_level(l);
+      fn();
+    }
+  } catch (...) {
+    set_simd_level(before);
+    throw;
+  }
+  set_simd_level(before);
+}
+
+}  // namespace pinfeed::bench

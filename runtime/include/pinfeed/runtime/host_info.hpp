@@ -1,0 +1,15 @@
+#pragma once
+/// @file host_info.hpp
+/// What the host CPU is, for benchmark rows and `pinfeed info`: a figure holds only on the machine
+/// that measured it.
+
+#include <string>
+
+namespace pinfeed {
+
+/// The CPU's model name ("AMD EPYC 9R14", "Intel(R) Xeon(R) Platinum 8480+"; on Arm the
+/// implementer and part, e.g. "Arm implementer 0x41 part 0xd4f"), or "unknown". Reads
+/// /proc/cpuinfo once; thread-safe.
+[[nodiscard]] const std::string& cpu_model();
+
+}  // namespace pinfeed

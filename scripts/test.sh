@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds and runs every test (GPU cases skip where no device exists).
 # Usage: scripts/test.sh [--sanitize address|thread] [extra ctest arguments...]
-# Without --sanitize it also builds the GPU runner's bundle (scripts/gpu-bundle.sh) and dry-runs
-# its device checks (PINFEED_SKIP_BUNDLE=1 skips that).
+# Without --sanitize it also, before the main test run:
+#   - builds the GPU runner's bundle and dry-runs its device checks (scripts/gpu-bundle.sh),
+#   - cross-builds for aarch64 and runs the runtime, ops and loaders tests under qemu
+#     (scripts/cross-aarch64.sh),
+#   - compiles every CUDA translation unit with the newest CUDA 13.x from PyPI (scripts/check-cuda-newest.sh).
+# PINFEED_SKIP_BUNDLE=1, PINFEED_SKIP_CROSS=1 and PINFEED_SKIP_CUDA_NEWEST=1 leave one out.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_args=()
@@ -15,12 +19,24 @@ if ((${#build_args[@]})); then
   ctest_args+=(-E '^package\.')
   export ASAN_OPTIONS=${ASAN_OPTIONS:-protect_shadow_gap=0:detect_leaks=1}
   export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp}
-fi
-if ((${#build_args[@]} == 0)) && [[ ${PINFEED_SKIP_BUNDLE:-0} != 1 ]]; then
-  # The GPU runner's bundle, checked here without a GPU: every bundled binary starts with the
-  # bundle's libraries alone, and each step of both phases runs in its no-GPU form.
-  bash "$root/scripts/gpu-bundle.sh" "$root/bundle"
-  OUT="$root/build/device-checks-dry-run" bash "$root/bundle/run-device-checks.sh" --dry-run
+else
+  step() { echo "== test.sh: $1 ($(date -u +%H:%M:%S))"; }
+  if [[ ${PINFEED_SKIP_BUNDLE:-0} != 1 ]]; then
+    # The GPU runner's bundle, checked here without a GPU: every bundled binary starts with the
+    # bundle's libraries alone, and each step of both phases runs in its no-GPU form.
+    step "GPU runner bundle and its dry run"
+    bash "$root/scripts/gpu-bundle.sh" "$root/bundle"
+    OUT="$root/build/device-checks-dry-run" bash "$root/bundle/run-device-checks.sh" --dry-run
+  fi
+  if [[ ${PINFEED_SKIP_CROSS:-0} != 1 ]]; then
+    step "aarch64 cross build, tests under qemu"
+    bash "$root/scripts/cross-aarch64.sh"
+  fi
+  if [[ ${PINFEED_SKIP_CUDA_NEWEST:-0} != 1 ]]; then
+    step "newest CUDA 13.x toolkit: compile and link"
+    bash "$root/scripts/check-cuda-newest.sh"
+  fi
+  step "main test run"
 fi
 cd "$build_dir"
 ctest "${ctest_args[@]}" "$@"

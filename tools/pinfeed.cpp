@@ -16,10 +16,12 @@
 #include <oneapi/tbb/info.h>
 #include <oneapi/tbb/version.h>
 
+#if PINFEED_TOOL_BENCH
 #include "doctor_bench.hpp"
 #include "h2d_bench.hpp"
 #include "pipeline_bench.hpp"
 #include "sampler_bench.hpp"
+#endif
 #include "pinfeed/doctor/doctor.hpp"
 #include "pinfeed/loaders/image_files.hpp"
 #include "pinfeed/loaders/pipeline_source.hpp"
@@ -37,6 +39,7 @@
 #include "pinfeed/runtime/log.hpp"
 #include "pinfeed/runtime/npy.hpp"
 #include "pinfeed/runtime/random.hpp"
+#include "pinfeed/version.hpp"
 
 namespace {
 
@@ -46,7 +49,7 @@ std::string cuda_version(int v) {
 
 int cmd_info() {
   const auto& s = pinfeed::cuda_devices();
-  std::printf("pinfeed %s\n", "0.1.0");
+  std::printf("pinfeed %s (%s)\n", PINFEED_VERSION_STRING, PINFEED_WITH_CUDA ? "CUDA build" : "CPU-only build, PINFEED_WITH_CUDA=OFF");
   std::printf("CUDA runtime      %s (built with %d.%d)\n", cuda_version(s.runtime_version).c_str(),
               CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10);
   std::printf("CUDA driver       %s\n", cuda_version(s.driver_version).c_str());
@@ -521,6 +524,7 @@ int main(int argc, char** argv) {
   pack->add_flag("--shuffle", pa.shuffle, "write the samples in a shuffled order");
   pack->add_option("--seed", pa.seed, "seed of the shuffle");
 
+#if PINFEED_TOOL_BENCH
   auto* bench = app.add_subcommand("bench", "benchmarks (JSON lines on stdout)");
   bench->require_subcommand(1);
   pinfeed::bench::h2d_options ho;
@@ -563,6 +567,7 @@ int main(int argc, char** argv) {
   bdoctor->add_option("--repeats", dbo.repeats, "measurements of each (medians compared)")->check(CLI::PositiveNumber);
   bdoctor->add_flag("!--no-ladder", dbo.ladder, "skip timing the whole ladder");
 
+#endif
   CLI11_PARSE(app, argc, argv);
   try {
     // A bad PINFEED_SIMD is an error here, before any work (the library only logs it).
@@ -579,6 +584,7 @@ int main(int argc, char** argv) {
     if (doc->parsed()) return cmd_doctor(da, dd);
     if (sample->parsed()) return cmd_sample(sa);
     if (pack->parsed()) return cmd_pack(pa);
+#if PINFEED_TOOL_BENCH
     if (bpipe->parsed()) {
       pinfeed::bench::run_pipeline(po, std::cout);
       return 0;
@@ -595,6 +601,7 @@ int main(int argc, char** argv) {
       pinfeed::bench::run_h2d(ho, std::cout);
       return 0;
     }
+#endif
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pinfeed: error: %s\n", e.what());
     return 1;

@@ -3,9 +3,12 @@
 #include <cstdio>
 #include <vector>
 
+#include <pinfeed/loaders/decode.hpp>
 #include <pinfeed/pinfeed.hpp>
 
 int main() {
+  std::printf("pinfeed %s (%s), JPEG Huffman decoder: %s\n", PINFEED_VERSION_STRING,
+              PINFEED_WITH_CUDA ? "CUDA build" : "CPU-only build", pinfeed::loaders::jpeg_huffman_in_use().reason.c_str());
   auto source = pinfeed::loaders::make_synthetic_source({.samples = 256, .height = 64, .width = 64});
   pinfeed::loader loader(source, {.batch_size = 32, .workers = 2});
   const pinfeed::ops::image_batch_shape shape{32, 64, 64};

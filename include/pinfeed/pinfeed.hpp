@@ -2,6 +2,7 @@
 /// @file pinfeed.hpp
 /// Everything a trainer needs: the loader, the built-in sources and the device ops.
 
+#include "pinfeed/config.hpp"
 #include "pinfeed/doctor/doctor.hpp"
 #include "pinfeed/loaders/synthetic.hpp"
 #include "pinfeed/ops/normalize.hpp"
@@ -12,3 +13,4 @@
 #include "pinfeed/runtime/host_memory.hpp"
 #include "pinfeed/runtime/loader.hpp"
 #include "pinfeed/runtime/source.hpp"
+#include "pinfeed/version.hpp"

@@ -543,18 +543,6 @@ void with_relaxed_capture(Fn&& fn) {
   PINFEED_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
 }
 
-/// Shapes and parameters (no CUDA call); when `running`, also that the pointers are set.
-void validate_gpu(const sampler_args& a, const sampler_params& p, bool running) {
-  detail::validate_shapes(a, p);
-  if (running) validate(a, p);
-  if (a.rows * std::max<std::int64_t>(p.k, 1) > 0x7FFFFFFFll)
-    throw std::invalid_argument("balanced sampler (GPU): rows * k = " + std::to_string(a.rows * p.k) +
-                                " exceeds 2^31 - 1");
-  if (a.rows > 65535)
-    throw std::invalid_argument("balanced sampler (GPU): rows = " + std::to_string(a.rows) +
-                                " exceeds 65535 per call; split the batch");
-}
-
 /// Every pointer is visible to the device. Not called while the caller's stream is capturing, and
 /// run in relaxed capture mode so that another thread's global-mode capture is not disturbed.
 void check_device_pointers_now(const sampler_args& a);
@@ -749,7 +737,7 @@ void detail::balanced_sample_gpu_hooked(void* d_temp, std::size_t& temp_bytes, c
                                         const sampler_params& p, cudaStream_t stream, sampler_stage_hook hook,
                                         void* hook_ctx) {
   const bool running = d_temp != nullptr;
-  validate_gpu(a, p, running);
+  detail::validate_gpu_shapes(a, p, running);
   const int device = current_device();
   if (running) {
     if (!capturing(stream)) check_device_pointers(a);
@@ -917,11 +905,7 @@ void naive_rows(std::byte* temp, const naive_layout& l, const sampler_args& a, c
 
 void naive_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
                       cudaStream_t stream) {
-  validate_gpu(a, p, d_temp != nullptr);
-  // DeviceSelect and DeviceRadixSort count items in int here.
-  if (a.n > 0x7FFFFFFFll)
-    throw std::invalid_argument("naive sampler (GPU): n = " + std::to_string(a.n) +
-                                " exceeds 2^31 - 1, the item count CUB's sort takes");
+  detail::validate_naive_gpu_shapes(a, p, d_temp != nullptr);
   if (d_temp != nullptr && !capturing(stream)) check_device_pointers(a);
   const bool l64 = a.label_type == dtype::i64, i64 = a.index_type == dtype::i64;
   const naive_layout l = l64 ? make_naive_layout<std::int64_t>(a) : make_naive_layout<std::int32_t>(a);

@@ -53,6 +53,27 @@ void validate_shapes(const sampler_args& a, const sampler_params& p) {
 }
 }  // namespace detail
 
+namespace detail {
+void validate_gpu_shapes(const sampler_args& a, const sampler_params& p, bool running) {
+  validate_shapes(a, p);
+  if (running) validate(a, p);
+  if (a.rows * std::max<std::int64_t>(p.k, 1) > 0x7FFFFFFFll)
+    throw std::invalid_argument("balanced sampler (GPU): rows * k = " + std::to_string(a.rows * p.k) +
+                                " exceeds 2^31 - 1");
+  if (a.rows > 65535)
+    throw std::invalid_argument("balanced sampler (GPU): rows = " + std::to_string(a.rows) +
+                                " exceeds 65535 per call; split the batch");
+}
+
+void validate_naive_gpu_shapes(const sampler_args& a, const sampler_params& p, bool running) {
+  validate_gpu_shapes(a, p, running);
+  // DeviceSelect and DeviceRadixSort count items in int there.
+  if (a.n > 0x7FFFFFFFll)
+    throw std::invalid_argument("naive sampler (GPU): n = " + std::to_string(a.n) +
+                                " exceeds 2^31 - 1, the item count CUB's sort takes");
+}
+}  // namespace detail
+
 void validate(const sampler_args& a, const sampler_params& p) {
   detail::validate_shapes(a, p);
   auto fail = [](const std::string& what) { throw std::invalid_argument("balanced sampler: " + what); };

@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include <cuda_runtime_api.h>
+#include "pinfeed/runtime/cuda_api.hpp"
 
 #include "pinfeed/runtime/log.hpp"
 

@@ -8,7 +8,9 @@
 #include <stdexcept>
 #include <thread>
 
+#if PINFEED_HAVE_NVTX
 #include <nvtx3/nvToolsExt.h>
+#endif
 
 namespace pinfeed {
 
@@ -41,6 +43,7 @@ void busy_wait_ms(double ms) noexcept {
 }
 
 namespace detail {
+#if PINFEED_HAVE_NVTX
 void nvtx_push(stage s) noexcept {
   // NVTX binds its entry points lazily without synchronisation; bind them once, before any race.
   static const bool initialised = (nvtxInitialize(nullptr), true);
@@ -48,6 +51,10 @@ void nvtx_push(stage s) noexcept {
   nvtxRangePushA(kStageNames[static_cast<std::size_t>(s)].data());
 }
 void nvtx_pop() noexcept { nvtxRangePop(); }
+#else  // no NVTX in this toolkit, or no CUDA
+void nvtx_push(stage) noexcept {}
+void nvtx_pop() noexcept {}
+#endif
 }  // namespace detail
 
 double stats_snapshot::consumer_wait_fraction() const noexcept {

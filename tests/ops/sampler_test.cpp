@@ -108,6 +108,9 @@ std::vector<std::int64_t> check_row_against_oracle(const std::vector<std::int64_
   return rl;
 }
 
+/// sampler.same_bits_on_every_architecture: recorded on x86-64 (AMD EPYC, g++ 12), every SIMD level.
+constexpr std::uint64_t kSamplerFingerprint = 0xd26e9b87925c4fcaull;
+
 }  // namespace
 
 TEST_CASE("sampler.counts.topup_rule") {
@@ -526,4 +529,28 @@ TEST_CASE("sampler.order_ties_fall_to_the_lower_index") {
   CHECK(ties > 0);
   CHECK(cross > 0);
   MESSAGE("order-key ties checked: " << ties << ", of them a negative before a positive: " << cross);
+}
+
+TEST_CASE("sampler.same_bits_on_every_architecture") {
+  // A fingerprint of the reference's output for fixed inputs, recorded on x86-64: the aarch64
+  // build (scripts/cross-aarch64.sh) and every SIMD level must give the same picks and order.
+  const std::int64_t rows = 4, n = 50000;
+  sampler_params p = test::sampler_config{rows, n, 3000, 0.25, sampler_mode::topup, 30, 10}.params(20261201, 7);
+  const auto labels = test::random_labels(rows * n, 77, 30, 10);
+  auto fingerprint = [](const result& r) {
+    std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over indices and valid counts
+    auto mix = [&h](std::uint64_t v) {
+      for (int b = 0; b < 8; ++b) h = (h ^ ((v >> (8 * b)) & 0xFF)) * 0x100000001b3ull;
+    };
+    for (auto i : r.indices) mix(static_cast<std::uint64_t>(i));
+    for (auto v : r.valid) mix(static_cast<std::uint64_t>(v));
+    return h;
+  };
+  const simd_level before = simd_level_in_use();
+  for (const auto level : {simd_level::scalar, simd_level::avx2, simd_level::avx512}) {
+    set_simd_level(level);  // clamped to what the CPU has (scalar on aarch64)
+    CAPTURE(to_string(simd_level_in_use()));
+    CHECK(fingerprint(run_cpu(labels, rows, n, p)) == kSamplerFingerprint);
+  }
+  set_simd_level(before);
 }

@@ -14,12 +14,19 @@ case $mode in
     test -f "$work/prefix/include/pinfeed/runtime/loader.hpp"
     test -f "$work/prefix/include/pinfeed/doctor/doctor.hpp"
     test -f "$work/prefix/share/pinfeed/doctor-report.schema.json"
+    test -f "$work/prefix/include/pinfeed/version.hpp"
+    test -f "$work/prefix/include/pinfeed/config.hpp"
     cmake -S "$src/examples/trainer" -B "$work/build" "${gen[@]}" -DCMAKE_PREFIX_PATH="$work/prefix" \
       -DCMAKE_BUILD_TYPE=Release >/dev/null
+    expect_huffman="pinfeed's|libjpeg-turbo's"  # whatever the installed build chose
     ;;
   add_subdirectory)
+    # A CPU-only consumer: pinfeed built from source without the CUDA toolkit's help, and with
+    # pinfeed's JPEG Huffman decoder forced off (libjpeg-turbo's own then decodes).
     cmake -S "$src/examples/subdir" -B "$work/build" "${gen[@]}" -DPINFEED_SOURCE_DIR="$src" \
-      -DCMAKE_CUDA_ARCHITECTURES="$archs" -DCMAKE_BUILD_TYPE=Release >/dev/null
+      -DPINFEED_WITH_CUDA=OFF -DPINFEED_JPEG_HUFFMAN=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
+    expect_huffman="libjpeg-turbo's [(]pinfeed's decoder was not built"
+    grep -q "define PINFEED_WITH_CUDA 0" "$work/build/pinfeed/include/pinfeed/config.hpp"
     ;;
   *) echo "unknown mode $mode" >&2; exit 2 ;;
 esac
@@ -27,4 +34,5 @@ cmake --build "$work/build" -j 2 >/dev/null
 out=$("$work/build/trainer")
 echo "$out"
 grep -q "trained on 512 samples" <<<"$out"
+grep -qE "JPEG Huffman decoder: ($expect_huffman)" <<<"$out"
 grep -q "^doctor: " <<<"$out"

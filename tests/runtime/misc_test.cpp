@@ -9,6 +9,7 @@
 #include "pinfeed/runtime/host_memory.hpp"
 #include "pinfeed/runtime/stats.hpp"
 #include "pinfeed/runtime/tensor.hpp"
+#include "pinfeed/version.hpp"
 #include "test_util.hpp"
 
 using namespace pinfeed;
@@ -17,7 +18,13 @@ using test::scoped_env;
 
 TEST_CASE("device.discovery_without_gpu_is_a_normal_state") {
   const auto& s = cuda_devices();
+#if PINFEED_WITH_CUDA
   CHECK(s.runtime_version >= 12000);
+#else
+  // A CPU-only build: no device, and the reason says the build has no CUDA.
+  CHECK_FALSE(s.usable);
+  CHECK(s.reason.find("built without CUDA") != std::string::npos);
+#endif
   if (!s.usable) {
     CHECK_FALSE(s.reason.empty());
     CHECK(s.devices.empty());
@@ -136,4 +143,12 @@ TEST_CASE("stats.counters_and_fractions") {
   t.record(stage::copy, 20, 10);
   CHECK(t.size() == 2);
   CHECK(t.dropped() == 1);
+}
+
+TEST_CASE("version.header_matches_the_project") {
+  // pinfeed/version.hpp is generated from the project's version; the tool and the package agree.
+  CHECK(PINFEED_VERSION == PINFEED_VERSION_MAJOR * 10000 + PINFEED_VERSION_MINOR * 100 + PINFEED_VERSION_PATCH);
+  CHECK(std::string(PINFEED_VERSION_STRING) == std::to_string(PINFEED_VERSION_MAJOR) + "." +
+                                                   std::to_string(PINFEED_VERSION_MINOR) + "." +
+                                                   std::to_string(PINFEED_VERSION_PATCH));
 }

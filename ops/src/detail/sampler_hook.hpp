@@ -5,7 +5,7 @@
 
 #include <cstddef>
 
-#include <cuda_runtime_api.h>
+#include "pinfeed/runtime/cuda_api.hpp"
 
 #include "pinfeed/ops/sampler.hpp"
 

@@ -1,7 +1,7 @@
 #pragma once
 // Makes a CUDA device current on this thread for a scope and restores the previous one.
 
-#include <cuda_runtime_api.h>
+#include "pinfeed/runtime/cuda_api.hpp"
 
 #include "pinfeed/runtime/error.hpp"
 

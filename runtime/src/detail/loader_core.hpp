@@ -11,7 +11,7 @@
 #include <optional>
 #include <vector>
 
-#include <cuda_runtime_api.h>
+#include "pinfeed/runtime/cuda_api.hpp"
 
 #include "pinfeed/runtime/device.hpp"
 #include "pinfeed/runtime/host_memory.hpp"

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include <cuda_runtime_api.h>
+#include "pinfeed/runtime/cuda_api.hpp"
 
 #include "pinfeed/loaders/pipeline_source.hpp"
 #include "pinfeed/runtime/loader.hpp"

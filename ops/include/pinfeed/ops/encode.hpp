@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <cuda_runtime_api.h>
+#include "pinfeed/runtime/cuda_api.hpp"
 
 #include "pinfeed/runtime/tensor.hpp"
 

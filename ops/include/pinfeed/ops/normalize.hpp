@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include <cuda_runtime_api.h>
+#include "pinfeed/runtime/cuda_api.hpp"
 
 #include "pinfeed/runtime/philox.hpp"  // PINFEED_HD
 #include "pinfeed/runtime/tensor.hpp"

@@ -20,7 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <cuda_runtime_api.h>
+#include "pinfeed/runtime/cuda_api.hpp"
 
 #include "pinfeed/runtime/philox.hpp"
 #include "pinfeed/runtime/tensor.hpp"
@@ -75,6 +75,10 @@ void validate(const sampler_args& a, const sampler_params& p);
 namespace detail {
 /// validate() without the pointer checks (for temp-storage queries).
 void validate_shapes(const sampler_args& a, const sampler_params& p);
+/// The GPU samplers' checks that need no CUDA call: shapes and parameters, the pointers when
+/// `running`, and the per-call limits (rows, rows * k; n for the naive one).
+void validate_gpu_shapes(const sampler_args& a, const sampler_params& p, bool running);
+void validate_naive_gpu_shapes(const sampler_args& a, const sampler_params& p, bool running);
 }  // namespace detail
 
 /// Host implementation (the reference): rows in parallel with TBB. Host pointers. Throws

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include <cuda_runtime_api.h>
+#include "pinfeed/runtime/cuda_api.hpp"
 
 namespace pinfeed {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include <cuda_runtime_api.h>
+#include "pinfeed/runtime/cuda_api.hpp"
 
 #include "pinfeed/runtime/batch.hpp"
 #include "pinfeed/runtime/device.hpp"

@@ -8,7 +8,7 @@
 #include <span>
 #include <string_view>
 
-#include <cuda_runtime_api.h>
+#include "pinfeed/runtime/cuda_api.hpp"
 
 #include "pinfeed/runtime/philox.hpp"
 

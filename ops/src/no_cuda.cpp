@@ -1,0 +1,71 @@
+// The device ops in a CPU-only build (PINFEED_WITH_CUDA=OFF): the same argument checks as the CUDA
+// build, then an error saying the build has no GPU half. Nothing here can be reached with a device
+// pointer, since no device exists in such a build.
+#include <stdexcept>
+#include <string>
+
+#include "detail/sampler_hook.hpp"
+#include "pinfeed/ops/encode.hpp"
+#include "pinfeed/ops/normalize.hpp"
+#include "pinfeed/ops/sampler.hpp"
+#include "pinfeed/runtime/cuda_api.hpp"
+
+namespace pinfeed::ops {
+
+namespace detail {
+void validate_one_hot(const one_hot_args& a);
+void validate_bits(const void* in, const void* out, bit_planes_args s, const char* what);
+}  // namespace detail
+
+namespace {
+[[noreturn]] void no_gpu(const char* what) {
+  throw std::runtime_error(std::string(what) + ": " + pinfeed::detail::kNoCuda + "; use the host version");
+}
+}  // namespace
+
+void balanced_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
+                         cudaStream_t stream) {
+  detail::balanced_sample_gpu_hooked(d_temp, temp_bytes, a, p, stream, nullptr, nullptr);
+}
+
+void detail::balanced_sample_gpu_hooked(void* d_temp, std::size_t&, const sampler_args& a, const sampler_params& p,
+                                        cudaStream_t, sampler_stage_hook, void*) {
+  validate_gpu_shapes(a, p, d_temp != nullptr);
+  no_gpu("balanced_sample_gpu");
+}
+
+void naive_sample_gpu(void* d_temp, std::size_t&, const sampler_args& a, const sampler_params& p, cudaStream_t) {
+  detail::validate_naive_gpu_shapes(a, p, d_temp != nullptr);
+  no_gpu("naive_sample_gpu");
+}
+
+void check_sampler_faults() {}  // no GPU call has run, so none has faulted
+
+void normalize_hwc_to_chw_device(const std::uint8_t* d_in, void* d_out, image_batch_shape shape,
+                                 const normalize_params& params, cudaStream_t) {
+  float a[3], b[3];
+  detail::normalize_coefficients(params, a, b);
+  if (shape.pixels() == 0) return;
+  if (d_in == nullptr || d_out == nullptr) throw std::invalid_argument("normalize: null input or output pointer");
+  no_gpu("normalize_hwc_to_chw_device");
+}
+
+void one_hot_device(const one_hot_args& a, cudaStream_t) {
+  detail::validate_one_hot(a);
+  if (a.count == 0) return;
+  no_gpu("one_hot_device");
+}
+
+void unpack_bits_device(const std::uint8_t* d_packed, std::uint8_t* d_planes, bit_planes_args s, cudaStream_t) {
+  detail::validate_bits(d_packed, d_planes, s, "unpack_bits");
+  if (s.count * s.pixels == 0) return;
+  no_gpu("unpack_bits_device");
+}
+
+void pack_bits_device(const std::uint8_t* d_planes, std::uint8_t* d_packed, bit_planes_args s, cudaStream_t) {
+  detail::validate_bits(d_planes, d_packed, s, "pack_bits");
+  if (s.count * s.pixels == 0) return;
+  no_gpu("pack_bits_device");
+}
+
+}  // namespace pinfeed::ops

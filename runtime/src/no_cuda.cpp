@@ -1,0 +1,22 @@
+// The device helpers in a CPU-only build (PINFEED_WITH_CUDA=OFF).
+#include <stdexcept>
+#include <string>
+
+#include "pinfeed/runtime/cuda_api.hpp"
+#include "pinfeed/runtime/random.hpp"
+#include "pinfeed/runtime/stats.hpp"
+
+namespace pinfeed {
+
+void busy_kernel_ms(double ms, void*) {
+  if (!(ms > 0)) return;
+  throw std::runtime_error(std::string("busy_kernel_ms: ") + detail::kNoCuda);
+}
+
+void fill_random_bytes_device(philox_stream, void* d_out, std::size_t bytes, cudaStream_t) {
+  if (bytes == 0) return;
+  if (d_out == nullptr) throw std::invalid_argument("fill_random_bytes_device: null output pointer");
+  throw std::runtime_error(std::string("fill_random_bytes_device: ") + detail::kNoCuda);
+}
+
+}  // namespace pinfeed

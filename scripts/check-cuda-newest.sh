@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Compiles every CUDA translation unit of pinfeed and links its tests and tools with the newest
+# CUDA 13.x toolkit, installed into a local prefix from PyPI wheels (nvcc, NVVM, CRT, the runtime and
+# CCCL), beside the system's CUDA 13.0: CUB/Thrust API drift between CCCL 3.0 and the newest CCCL
+# fails here. Nothing is run on a GPU.
+# Usage: scripts/check-cuda-newest.sh
+# Environment: PINFEED_CUDA_NEWEST (default 13.5: the nvcc/runtime series), PINFEED_CCCL_WHEEL (default
+#              13.3.5.0.6: nvidia-cuda-cccl's CCCL 3.5), PINFEED_CUDA_NEWEST_CACHE (default
+#              /var/cache/pinfeed-cuda-newest), PINFEED_CUDA_NEWEST_BUILD (default ./build-cuda-newest).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+series=${PINFEED_CUDA_NEWEST:-13.5}
+cccl=${PINFEED_CCCL_WHEEL:-13.3.5.0.6}
+cache=${PINFEED_CUDA_NEWEST_CACHE:-/var/cache/pinfeed-cuda-newest}
+build=${PINFEED_CUDA_NEWEST_BUILD:-$root/build-cuda-newest}
+prefix=$cache/prefix-$series-$cccl
+cuda=$prefix/nvidia/cu13
+bash "$root/scripts/install-deps.sh" >/dev/null
+if [[ ! -x $cuda/bin/nvcc ]]; then
+  mkdir -p "$cache/wheels"
+  python3 -m pip download -q --root-user-action=ignore --no-deps --only-binary=:all: --python-version 3.11 --platform manylinux_2_28_x86_64 \
+    --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    -d "$cache/wheels" "nvidia-cuda-nvcc==$series.*" "nvidia-nvvm==$series.*" "nvidia-cuda-crt==$series.*" \
+    "nvidia-cuda-runtime==$series.*" "nvidia-cuda-cccl==$cccl"
+  rm -rf "$prefix"
+  python3 -m pip install -q --root-user-action=ignore --no-deps --no-compile --no-index --target "$prefix" \
+    "$cache"/wheels/nvidia_cuda_nvcc-$series.*.whl "$cache"/wheels/nvidia_nvvm-$series.*.whl \
+    "$cache"/wheels/nvidia_cuda_crt-$series.*.whl "$cache"/wheels/nvidia_cuda_runtime-$series.*.whl \
+    "$cache"/wheels/nvidia_cuda_cccl-$cccl-*.whl
+  # CMake's FindCUDAToolkit looks for the unversioned library name.
+  ln -sfn libcudart.so.13 "$cuda/lib/libcudart.so"
+fi
+echo "check-cuda-newest: $("$cuda/bin/nvcc" --version | tail -n 2 | head -n 1), CUB $(sed -n 's/^#define CUB_VERSION \([0-9]*\).*/\1/p' "$cuda/include/cccl/cub/version.cuh")"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$cuda/bin/nvcc" \
+  -DCUDAToolkit_ROOT="$cuda" -DCMAKE_CUDA_ARCHITECTURES=90 -DPINFEED_INSTALL=OFF >/dev/null
+cmake --build "$build" -j "$(nproc)"
+"$build/tools/pinfeed" info | sed -n '1,2p'
+echo "check-cuda-newest: every CUDA translation unit compiled and the tests and tools linked"

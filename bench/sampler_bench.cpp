@@ -1,6 +1,7 @@
 #include "sampler_bench.hpp"
 
 #include "bench_rows.hpp"
+#include "topk_baseline.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -175,6 +176,20 @@ void run_gpu(const sampler_bench_options& o, std::int64_t n, std::ostream& out) 
       sync(s);
     });
     emit(out, "floor", "cuda", b, n, k, d, t);
+#if PINFEED_WITH_CUDA
+    // NVIDIA's own selection: cub::DeviceTopK of the same random keys, row by row (no balance,
+    // no order, no gathers), where the CCCL has it.
+    if (const std::string why = cub_topk_unavailable(); why.empty()) {
+      cub_topk_baseline topk(b, n, k);
+      emit(out, "cub_topk", "cuda", b, n, k, 0, measure(o, [&] {
+             topk.run(p.seed, s);
+             sync(s);
+           }));
+    } else {
+      out << with_host({{"op", "sampler"}, {"impl", "cub_topk"}, {"device", "cuda"}, {"skipped", why}}).dump()
+          << std::endl;
+    }
+#endif
   }
   PINFEED_CUDA_TRY(cudaStreamDestroy(s));
 }

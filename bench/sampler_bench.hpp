@@ -23,7 +23,9 @@ struct sampler_bench_options {
 
 /// Writes JSON lines {op, impl, device, B, N, K, D, median_ms, p10_ms, p90_ms, samples_per_s}
 /// (samples = rows sampled) for: naive_loop, static_single (B = 1), batched (B = rows), graph
-/// (GPU: the batched call replayed from a CUDA graph) and floor (one plain pass reading the labels).
+/// (GPU: the batched call replayed from a CUDA graph), floor (one plain pass reading the labels)
+/// and, on the GPU where the CCCL has it, cub_topk (cub::DeviceTopK selecting K of the same random
+/// keys per row; otherwise a row saying why it is skipped).
 void run_sampler(const sampler_bench_options& options, std::ostream& out);
 
 }  // namespace pinfeed::bench

@@ -211,11 +211,12 @@ EOF
   record bench-sampler "$(status_of)" "$took" "$(python3 - "$work/bench-sampler.jsonl" <<'EOF' 2>/dev/null || echo "no rows"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-want = [r for r in rows if r.get("impl") in ("graph", "batched") and r.get("B") == 32]
+want = [r for r in rows if r.get("impl") in ("graph", "batched", "cub_topk") and r.get("B") == 32 and "median_ms" in r]
 if not want:
     print(f"{len(rows)} rows, none batched")
 else:
-    print("; ".join(f"{r['impl']} B=32 N={r['N']}: {r['median_ms']:.3f} ms ({r.get('device', '?')})" for r in want[-3:]))
+    top = max(r["N"] for r in want)
+    print("; ".join(f"{r['impl']} B=32 N={r['N']}: {r['median_ms']:.3f} ms ({r.get('device', '?')})" for r in want if r["N"] == top))
 EOF
 )"
 

@@ -126,7 +126,12 @@ def main():
 
     cmd = [a.pinfeed, "bench", "pipeline", "--data", a.data, "--images", str(a.images), "--synthetic-samples",
            str(a.synthetic_samples), "--workers", str(a.workers), "--batch", str(a.batch), "--repeats", str(a.repeats)]
-    ours = {r["workload"]: r["images_per_s"] for r in pinfeed_rows(cmd) if "images_per_s" in r}
+    mine_rows = pinfeed_rows(cmd)
+    ours = {r["workload"]: r["images_per_s"] for r in mine_rows if "images_per_s" in r}
+    # Every row says where and how it was measured (pinfeed's rows carry the host fields).
+    host = {k: v for k, v in next((r for r in mine_rows if "cpu" in r), {}).items()
+            if k in ("cpu", "simd", "compiler", "build_type")}
+    host["torch"] = torch.__version__
 
     article = T.Compose([T.PILToTensor(), T.RandomCrop(256), RandomMask(), ConvertColor(), Scale()])
     rrc = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.PILToTensor()])
@@ -145,11 +150,11 @@ def main():
         mine = ours.get(name, float("nan"))
         print(f"{name:<24} {theirs:11.1f} {mine:9.1f} {mine / theirs:20.1f}x")
         rows.append({"workload": name, "workers": a.workers, "dataloader_images_per_s": theirs,
-                     "pinfeed_images_per_s": mine, "ratio": mine / theirs})
+                     "pinfeed_images_per_s": mine, "ratio": mine / theirs, **host})
     for k in ("jpeg_folder_rrc_flip_1worker", "jpeg_folder_rrc_flip_1worker_libjpeg_huffman", "bare_decode_full",
               "bare_decode_full_pinfeed_huffman"):
         print(f"# pinfeed {k}: {ours.get(k, float('nan')):.1f} images/s")
-        rows.append({"workload": k, "workers": 1, "pinfeed_images_per_s": ours.get(k, float("nan"))})
+        rows.append({"workload": k, "workers": 1, "pinfeed_images_per_s": ours.get(k, float("nan")), **host})
     write_jsonl(a.json, rows)
 
 

@@ -11,20 +11,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache=${PINFEED_CROSS_CACHE:-/var/cache/pinfeed-cross}
 build=${PINFEED_CROSS_BUILD:-$root/build-aarch64}
 sysroot=$cache/sysroot
-sudo_cmd=()
-[[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
-
-host_packages=(g++-aarch64-linux-gnu qemu-user-static cmake ninja-build)
-missing=()
-for p in "${host_packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "cross-aarch64: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  "${sudo_cmd[@]}" apt-get update -qq
-  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bash "$root/scripts/install-deps.sh" --only g++-aarch64-linux-gnu qemu-user-static cmake ninja-build
 
 # The arm64 packages: pinfeed's dependencies and everything they need at run time (libc included,
 # for qemu). A private status file makes apt resolve the whole closure.

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Installs pinfeed's build and test dependencies on Debian 12 (idempotent; apt-get only).
 # The CUDA 13 toolkit (nvcc, CCCL, NVTX) is expected on PATH already; it is not a Debian package.
+# Usage: scripts/install-deps.sh [--only PACKAGE...]   (--only: just those packages, no nvcc check)
 set -euo pipefail
+only=0
+if [[ ${1:-} == --only ]]; then only=1; shift; fi
 
-packages=(
+packages=("$@")
+((only)) || packages=(
   cmake g++ make ninja-build pkg-config
   libtbb-dev            # worker pool (task arena)
   doctest-dev           # test framework
@@ -33,6 +37,7 @@ else
   echo "install-deps: all packages present"
 fi
 
+((only)) && exit 0
 if ! command -v nvcc >/dev/null 2>&1; then
   for d in /usr/local/cuda/bin /usr/local/cuda-13.0/bin; do
     [[ -x $d/nvcc ]] && { echo "install-deps: nvcc found at $d (add it to PATH)"; exit 0; }

@@ -2,16 +2,13 @@
 // or row, coalesced writes.
 #include <stdexcept>
 
+#include "detail/encode_checks.hpp"
 #include "pinfeed/ops/encode.hpp"
 #include "pinfeed/ops/normalize.hpp"
 #include "pinfeed/runtime/error.hpp"
 
 namespace pinfeed::ops {
 
-namespace detail {
-void validate_one_hot(const one_hot_args& a);
-void validate_bits(const void* in, const void* out, bit_planes_args s, const char* what);
-}  // namespace detail
 
 namespace {
 

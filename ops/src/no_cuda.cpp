@@ -5,6 +5,7 @@
 #include <string>
 
 #include "detail/sampler_hook.hpp"
+#include "detail/encode_checks.hpp"
 #include "pinfeed/ops/encode.hpp"
 #include "pinfeed/ops/normalize.hpp"
 #include "pinfeed/ops/sampler.hpp"
@@ -12,10 +13,6 @@
 
 namespace pinfeed::ops {
 
-namespace detail {
-void validate_one_hot(const one_hot_args& a);
-void validate_bits(const void* in, const void* out, bit_planes_args s, const char* what);
-}  // namespace detail
 
 namespace {
 [[noreturn]] void no_gpu(const char* what) {

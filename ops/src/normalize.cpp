@@ -6,6 +6,8 @@
 
 #include "pinfeed/ops/encode.hpp"
 #include "pinfeed/ops/normalize.hpp"
+
+#include "detail/encode_checks.hpp"
 #include "pinfeed/runtime/parallel.hpp"
 #include "pinfeed/runtime/random.hpp"
 

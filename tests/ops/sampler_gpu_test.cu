@@ -130,6 +130,22 @@ void check_equal(const outputs& cpu, const outputs& gpu) {
   CHECK(cpu.features == gpu.features);
 }
 
+/// int64 labels copied to the device, int64 indices and valid counts there, and the args naming them.
+struct device_case {
+  device_buffer labels, indices, valid;
+  sampler_args args;
+  device_case(const std::vector<std::int64_t>& h_labels, std::int64_t rows, std::int64_t n, std::int64_t k)
+      : labels(h_labels.size() * 8), indices(static_cast<std::size_t>(std::max<std::int64_t>(rows * k, 1)) * 8),
+        valid(static_cast<std::size_t>(rows) * 4) {
+    PINFEED_CUDA_TRY(cudaMemcpy(labels.data(), h_labels.data(), h_labels.size() * 8, cudaMemcpyHostToDevice));
+    args.rows = rows;
+    args.n = n;
+    args.labels = labels.data();
+    args.indices = indices.data();
+    args.valid = reinterpret_cast<std::int32_t*>(valid.data());
+  }
+};
+
 /// CPU == GPU on the same input and options.
 void check_same(const std::vector<std::int64_t>& labels, std::int64_t rows, std::int64_t n, const sampler_params& p,
                 const run_options& o = {}) {
@@ -235,13 +251,8 @@ TEST_CASE("gpu.sampler.never_waits_for_the_device" * doctest::test_suite("gpu"))
   sampler_params p;
   p.k = 10000;
   const auto labels = test::random_labels(rows * n, 2, 50, 0);
-  device_buffer d_labels(labels.size() * 8), d_idx(rows * p.k * 8);
-  PINFEED_CUDA_TRY(cudaMemcpy(d_labels.data(), labels.data(), labels.size() * 8, cudaMemcpyHostToDevice));
-  sampler_args a;
-  a.rows = rows;
-  a.n = n;
-  a.labels = d_labels.data();
-  a.indices = d_idx.data();
+  device_case dc(labels, rows, n, p.k);
+  const sampler_args& a = dc.args;
   cudaStream_t s;
   PINFEED_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   std::size_t temp_bytes = 0;
@@ -266,7 +277,7 @@ TEST_CASE("gpu.sampler.never_waits_for_the_device" * doctest::test_suite("gpu"))
   PINFEED_CUDA_TRY(cudaEventSynchronize(done));
   check_sampler_faults();
   std::vector<std::int64_t> got(rows * p.k);
-  PINFEED_CUDA_TRY(cudaMemcpy(got.data(), d_idx.data(), got.size() * 8, cudaMemcpyDeviceToHost));
+  PINFEED_CUDA_TRY(cudaMemcpy(got.data(), dc.indices.data(), got.size() * 8, cudaMemcpyDeviceToHost));
   CHECK(got == run(false, labels, rows, n, p).indices);
   PINFEED_CUDA_TRY(cudaEventDestroy(busy_done));
   PINFEED_CUDA_TRY(cudaEventDestroy(done));
@@ -387,14 +398,9 @@ TEST_CASE("gpu.sampler.labels_changed_mid_call_are_reported" * doctest::test_sui
   p.k = 5000;
   p.seed = 3;
   const auto labels = test::random_labels(rows * n, 3, 20, 0);
-  device_buffer d_labels(labels.size() * 8), d_idx(rows * p.k * 8), d_valid(rows * 4);
-  PINFEED_CUDA_TRY(cudaMemcpy(d_labels.data(), labels.data(), labels.size() * 8, cudaMemcpyHostToDevice));
-  sampler_args a;
-  a.rows = rows;
-  a.n = n;
-  a.labels = d_labels.data();
-  a.indices = d_idx.data();
-  a.valid = reinterpret_cast<std::int32_t*>(d_valid.data());
+  device_case dc(labels, rows, n, p.k);
+  const sampler_args& a = dc.args;
+  device_buffer &d_labels = dc.labels, &d_idx = dc.indices, &d_valid = dc.valid;
   std::size_t temp_bytes = 0;
   balanced_sample_gpu(nullptr, temp_bytes, a, p, nullptr);
   device_buffer temp(temp_bytes);

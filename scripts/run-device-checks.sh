@@ -29,7 +29,8 @@ done
 [[ -z $phase && $dry == 1 ]] && phase=all
 [[ -n $phase ]] || { echo "run-device-checks: name a phase: tests, then bench (or --dry-run)" >&2; exit 2; }
 out=${OUT:-$PWD/device-checks-out}
-work=$here/results  # logs of every phase run from this bundle; kept between the two phases
+work=$here/results  # logs of the phases run from this bundle: tests starts afresh, bench adds to it
+[[ $phase == bench ]] || rm -rf "$work"
 mkdir -p "$out" "$work"
 budget=${PINFEED_PHASE_BUDGET_S:-280}
 failed=0

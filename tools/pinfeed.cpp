@@ -197,7 +197,7 @@ int cmd_run(const run_args& a) {
     first_epoch = l.epoch();
   }
   std::fprintf(stderr, "run: %s, %llu samples, batch %zu, %zu workers, prefetch %zu, device %s, %zu slots x %.1f MiB\n",
-               src->name().c_str(), static_cast<unsigned long long>(a.samples), a.batch, l.workers(), a.prefetch,
+               src->name().c_str(), static_cast<unsigned long long>(src->size()), a.batch, l.workers(), a.prefetch,
                l.device().to_string().c_str(), l.slots(), l.slot_bytes() / 1048576.0);
 
   // Consumer work on the batch's device: the pipeline's colour/scale tail (GPU), or with

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
@@ -43,26 +45,66 @@ namespace detail {
 
 loader_core::loader_core(const loader_options& o, std::vector<field_spec> f, device_choice d)
     : options(o), fields(std::move(f)), dev(d), ring(o.prefetch + o.max_batches_in_use) {
+  // Sizes driven by the options, checked before anything is allocated: an overflow or a request
+  // beyond the machine's memory is an error naming the options, not a std::bad_alloc.
+  auto too_big = [&](const std::string& what) {
+    throw std::invalid_argument("loader: " + what + " (batch_size " + std::to_string(o.batch_size) + ", prefetch " +
+                                std::to_string(o.prefetch) + " + max_batches_in_use " +
+                                std::to_string(o.max_batches_in_use) + " slots)");
+  };
   std::size_t offset = 0;
   for (const auto& field : fields) {
     offset = round_up(offset, kFieldAlign);
     field_offset.push_back(offset);
-    offset += field.bytes() * o.batch_size;
+    std::size_t field_bytes = 0;
+    if (__builtin_mul_overflow(field.bytes(), o.batch_size, &field_bytes) ||
+        __builtin_add_overflow(offset, field_bytes, &offset))
+      too_big("field '" + field.name + "' of " + std::to_string(field.bytes()) + " bytes per sample overflows a slot");
   }
   slot_bytes = round_up(std::max<std::size_t>(offset, 1), page_size());
   const std::size_t slots = ring.size();
+  std::size_t total = 0;
+  if (__builtin_mul_overflow(slots, slot_bytes, &total)) too_big("the slots' size overflows");
+  // Each slot also keeps the batch's dataset indices (8 bytes a sample).
+  std::size_t index_bytes = 0, host_need = 0;
+  if (__builtin_mul_overflow(slots * sizeof(std::uint64_t), o.batch_size, &index_bytes) ||
+      __builtin_add_overflow(total, index_bytes, &host_need))
+    too_big("the slots' size overflows");
+  const auto phys = static_cast<std::size_t>(sysconf(_SC_PHYS_PAGES)) * page_size();
+  if (phys > 0 && host_need > phys)
+    too_big("the slots need " + std::to_string(host_need) + " bytes of host memory (" + std::to_string(slots) +
+            " x " + std::to_string(slot_bytes) + " + indices), more than this machine's " + std::to_string(phys));
   meta.reset(new slot_meta[slots]);
   for (std::size_t s = 0; s < slots; ++s) meta[s].indices.resize(o.batch_size);
   if (o.trace) trace = std::make_unique<trace_recorder>(o.trace_max_events);
 
+  auto allocation_failed = [&](const char* where, const std::exception& e) {
+    throw std::runtime_error("loader: allocating " + std::to_string(total) + " bytes of " + where + " for " +
+                             std::to_string(slots) + " slots of " + std::to_string(slot_bytes) +
+                             " bytes failed (batch_size " + std::to_string(o.batch_size) + ", prefetch " +
+                             std::to_string(o.prefetch) + ", max_batches_in_use " +
+                             std::to_string(o.max_batches_in_use) + "): " + e.what());
+  };
   if (!dev.is_cuda()) {
-    host = host_buffer(slots * slot_bytes, /*pinned=*/false);
+    try {
+      host = host_buffer(total, /*pinned=*/false);
+    } catch (const std::bad_alloc& e) {
+      allocation_failed("host memory", e);
+    }
     return;
   }
   device_guard guard(dev.index);
   try {
-    host = host_buffer(slots * slot_bytes, /*pinned=*/true);
-    device = device_buffer(slots * slot_bytes);
+    try {
+      host = host_buffer(total, /*pinned=*/true);
+    } catch (const std::exception& e) {
+      allocation_failed("pinned host memory", e);
+    }
+    try {
+      device = device_buffer(total);
+    } catch (const std::exception& e) {
+      allocation_failed(("memory on " + dev.to_string()).c_str(), e);
+    }
     PINFEED_CUDA_TRY(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking));
     if (o.stream) {
       consumer_stream = *o.stream;

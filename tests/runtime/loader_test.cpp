@@ -448,3 +448,16 @@ TEST_CASE("loader.release_after_on_the_cpu_path_releases") {
   }, "release_after on CPU batches");
   CHECK(n == 32);
 }
+
+TEST_CASE("loader.oversized_options_name_the_options_not_bad_alloc") {
+  // 10^8 samples of 4 KiB a batch: far beyond any machine's memory. The error names the options
+  // and the bytes before anything is allocated.
+  auto src = make_source(16, {{"x", dtype::u8, {4096}}}, [](sample&) {});
+  auto o = test::cpu_loader(100'000'000, 1, 0);
+  CHECK_THROWS_WITH_AS(loader(src, o), doctest::Contains("batch_size 100000000"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(loader(src, o), doctest::Contains("bytes of host memory"), std::invalid_argument);
+  // A slot whose byte count overflows size_t.
+  auto huge = make_source(16, {{"x", dtype::u8, {std::int64_t{1} << 40}}}, [](sample&) {});
+  o.batch_size = std::size_t{1} << 30;
+  CHECK_THROWS_WITH_AS(loader(huge, o), doctest::Contains("overflows"), std::invalid_argument);
+}

@@ -36,6 +36,7 @@ levels = [r['simd'] for r in b]
 assert levels[0] == 'scalar' and len(levels) == len(set(levels)) >= 1, levels
 assert all(r['cpu'] and r['compiler'] and r['build_type'] for r in b), b
 "
+expect_error "run --batch far too large names the option and the bytes" "batch_size 100000000" run --device cpu --samples 10 --batch 100000000
 expect_error "bench sampler --simd rejects an unknown level" "not one of scalar, avx2, avx512" bench sampler --device cpu --sizes 100 --simd sse9
 
 small=(--samples 96 --height 32 --width 40 --batch 16 --device cpu)
@@ -160,6 +161,7 @@ PY
 "$pf" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu --print-indices >"$work/folder.txt" 2>"$work/folder.err"
 check "folder: 10 images in 3 batches" test "$(grep -c '^indices ' "$work/folder.txt")" -eq 3
 check "folder: decode stage timed" grep -q "^decode " "$work/folder.err"
+check "folder: the run header counts the folder's 10 samples, not the synthetic default" grep -q "^run: .*, 10 samples," "$work/folder.err"
 "$pf" run --source "list:$work/list.txt" --transforms "center_crop(8)" --batch 2 --device cpu --checksums >"$work/list.out" 2>/dev/null
 check "list: one batch of 2" test "$(grep -c '^batch ' "$work/list.out")" -eq 1
 printf 'not a picture' >"$work/folder/bees/2.ppm"

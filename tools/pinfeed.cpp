@@ -103,6 +103,7 @@ struct run_args {
   std::string trace, json, resume, save_state, transforms, pipeline_file, on_error = "fail", cache = "none";
   std::size_t cache_pool = 64;
   std::int64_t max_pixels = std::int64_t{1} << 28;
+  double max_bad_fraction = 0.0;
   double latency_ms = 0, bandwidth_mb_s = 0, step_ms = 0, copy_bandwidth_mb_s = 0;
   bool checksums = false, normalize = false, shuffle = false, print_indices = false, drop_remainder = false;
   int rank = -1, world = 1;
@@ -144,6 +145,10 @@ pinfeed::doctor_pipeline make_pipeline(const run_args& a, const pinfeed::device_
   po.storage = {a.latency_ms, a.bandwidth_mb_s};
   if (a.on_error == "skip") po.on_error = pinfeed::loaders::error_policy::skip;
   else if (a.on_error != "fail") throw std::invalid_argument("--on-error must be fail or skip, got '" + a.on_error + "'");
+  if (a.max_bad_fraction > 0.0 && a.on_error != "skip")
+    throw std::invalid_argument("--max-bad-fraction " + std::to_string(a.max_bad_fraction) +
+                                " caps --on-error skip; with --on-error fail the first bad sample already fails");
+  po.max_bad_fraction = a.max_bad_fraction;
   return p;
 }
 
@@ -259,7 +264,9 @@ int cmd_run(const run_args& a) {
   std::printf("throughput: %.1f samples/s, %.1f MB/s, consumer wait %.1f%% (%llu batches)\n", st.samples_per_s(),
               st.megabytes_per_s(), 100 * st.consumer_wait_fraction(), static_cast<unsigned long long>(st.batches));
   if (piped->failures() > 0) {
-    std::fprintf(stderr, "skipped %llu bad sample(s):\n", static_cast<unsigned long long>(piped->failures()));
+    std::fprintf(stderr, "skipped %llu bad sample%s (%llu slot%s filled by a stand-in):\n",
+                 static_cast<unsigned long long>(piped->failures()), piped->failures() == 1 ? "" : "s",
+                 static_cast<unsigned long long>(piped->replaced()), piped->replaced() == 1 ? "" : "s");
     for (const auto& f : piped->failed()) std::fprintf(stderr, "  %s\n", f.c_str());
   }
   if (!a.save_state.empty()) {
@@ -273,7 +280,8 @@ int cmd_run(const run_args& a) {
   if (!a.json.empty()) {
     nlohmann::json j{{"samples_per_s", st.samples_per_s()}, {"mb_per_s", st.megabytes_per_s()},
                      {"consumer_wait_fraction", st.consumer_wait_fraction()}, {"batches", st.batches},
-                     {"samples", st.samples}, {"errors", st.errors}, {"wall_s", st.wall_ns / 1e9},
+                     {"samples", st.samples}, {"errors", st.errors}, {"bad_samples", piped->failures()},
+                     {"replaced", piped->replaced()}, {"wall_s", st.wall_ns / 1e9},
                      {"host_bytes", st.host_bytes}, {"device_bytes", st.device_bytes},
                      {"device", l.device().to_string()}, {"workers", l.workers()}};
     for (std::size_t i = 0; i < pinfeed::kStageCount; ++i) {
@@ -435,7 +443,11 @@ void add_pipeline_options(CLI::App* app, run_args& a) {
   app->add_option("--source", a.source,
                   "synthetic, folder:PATH (ImageFolder layout), list:FILE (path label lines) or shards:PATTERN "
                   "(tar shards: glob or train-{000..127}.tar)");
-  app->add_option("--on-error", a.on_error, "fail (default) or skip: replace a bad sample by the next good one");
+  app->add_option("--on-error", a.on_error,
+                  "fail (default) or skip: a bad sample is read once per epoch and its slot gets a stand-in drawn from the epoch");
+  app->add_option("--max-bad-fraction", a.max_bad_fraction,
+                  "with --on-error skip: fail when more than this fraction of an epoch is bad (default 0: off)")
+      ->check(CLI::Range(0.0, 1.0));
   app->add_option("--max-pixels", a.max_pixels, "reject images with more pixels (decompression bombs)");
   app->add_option("--latency-ms", a.latency_ms, "emulate slow storage: added latency per read")->check(CLI::NonNegativeNumber);
   app->add_option("--bandwidth-mb-s", a.bandwidth_mb_s, "emulate slow storage: shared read bandwidth cap (0: none)")

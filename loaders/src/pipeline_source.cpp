@@ -189,35 +189,75 @@ void pipeline_source::emulate_storage(std::size_t bytes) {
 }
 
 std::vector<std::string> pipeline_source::failed() const {
-  std::lock_guard lock(failed_mutex_);
+  std::lock_guard lock(bad_mutex_);
   return failed_;
 }
 
+std::uint64_t pipeline_source::failures() const {
+  std::lock_guard lock(bad_mutex_);
+  return bad_ever_.size();
+}
+
+bool pipeline_source::known_bad(std::uint32_t epoch, std::uint64_t index) const {
+  std::lock_guard lock(bad_mutex_);
+  for (const auto& e : bad_by_epoch_)
+    if (e.epoch == epoch) return e.indices.count(index) != 0;
+  return false;
+}
+
+std::uint64_t pipeline_source::remember_bad(std::uint32_t epoch, std::uint64_t index, const sample_error& err,
+                                            stage_stats* stats) {
+  std::lock_guard lock(bad_mutex_);
+  auto it = std::find_if(bad_by_epoch_.begin(), bad_by_epoch_.end(), [&](const epoch_bad& e) { return e.epoch == epoch; });
+  if (it == bad_by_epoch_.end()) {
+    constexpr std::size_t kEpochsKept = 4;
+    if (bad_by_epoch_.size() == kEpochsKept) bad_by_epoch_.pop_front();
+    bad_by_epoch_.push_back({epoch, {}});
+    it = std::prev(bad_by_epoch_.end());
+  }
+  // Two workers may both have tried the same bad sample before either recorded it: count it once.
+  if (it->indices.insert(index).second && stats != nullptr) stats->add_bad_sample();
+  if (bad_ever_.insert(index).second && failed_.size() < options_.max_failed_paths) failed_.push_back(err.what());
+  return it->indices.size();
+}
+
 template <class IndexOf, class Attempt>
-void pipeline_source::first_that_works(std::uint64_t reported, stage_stats* stats, IndexOf index_of, Attempt attempt) {
-  const std::uint64_t n = reader_->size();
-  const std::uint64_t tries = options_.on_error == error_policy::skip ? n : 1;
+void pipeline_source::first_that_works(std::uint64_t reported, std::uint32_t epoch, std::uint64_t epoch_size,
+                                       stage_stats* stats, IndexOf index_of, Attempt attempt) {
+  const bool skip = options_.on_error == error_policy::skip;
+  const std::uint64_t tries = skip ? kStandInDraws + epoch_size + 1 : 1;
   for (std::uint64_t k = 0; k < tries; ++k) {
+    const std::uint64_t index = index_of(k);
+    if (skip && known_bad(epoch, index)) continue;  // decoded once per epoch, never again
     try {
-      attempt(index_of(k));
+      attempt(index);
+      if (k > 0) {
+        replaced_.fetch_add(1);
+        if (stats != nullptr) stats->add_replaced();
+      }
       return;
     } catch (const sample_error& e) {
-      if (options_.on_error == error_policy::fail) throw;
-      failures_.fetch_add(1);
+      if (!skip) throw;
       if (stats != nullptr) stats->add_error();
-      std::lock_guard lock(failed_mutex_);
-      if (failed_.size() < options_.max_failed_paths) failed_.push_back(e.what());
+      const std::uint64_t bad = remember_bad(epoch, index, e, stats);
+      const double cap = options_.max_bad_fraction;
+      if (cap > 0.0 && static_cast<double>(bad) > cap * static_cast<double>(epoch_size))
+        throw std::runtime_error(std::to_string(bad) + " of the epoch's " + std::to_string(epoch_size) +
+                                 " samples are bad, more than max_bad_fraction " + std::to_string(cap) +
+                                 " allows (the latest: " + e.what() + ")");
     }
   }
-  throw sample_error(reported, "skip", "", "every one of the " + std::to_string(n) + " samples failed");
+  throw sample_error(reported, "skip", "", "every one of the " + std::to_string(epoch_size) + " samples failed (epoch " +
+                                               std::to_string(epoch) + ")");
 }
 
 void pipeline_source::produce(sample& s) {
   if (options_.cache.stage != cache_stage::none) return produce_cached(s);
-  // skip: the next sample of the epoch (in the epoch's order) that works stands in, deterministically.
+  // skip: the sample at sample::stand_in() serves instead, a pure function of (seed, epoch, index).
   const std::uint64_t n = reader_->size();
   first_that_works(
-      s.index(), s.stats(), [&](std::uint64_t k) { return k == 0 ? s.index() : s.stand_in(k, n); },
+      s.index(), s.epoch(), s.epoch_size(n), s.stats(),
+      [&](std::uint64_t k) { return k == 0 ? s.index() : s.stand_in(k, n); },
       [&](std::uint64_t index) { produce_one(s, index); });
 }
 
@@ -352,7 +392,7 @@ void pipeline_source::fill_entry_from(cache_entry& e, std::uint64_t index, const
 void pipeline_source::fill_entry(cache_entry& e, std::uint64_t p, const sample& like) {
   const std::uint64_t n = reader_->size();
   first_that_works(
-      p, like.stats(), [&](std::uint64_t k) { return (p + k) % n; },
+      p, like.epoch(), n, like.stats(), [&](std::uint64_t k) { return (p + k) % n; },
       [&](std::uint64_t index) { fill_entry_from(e, index, like); });
 }
 

@@ -78,10 +78,11 @@ std::string stats_snapshot::to_string() const {
     os << line;
   }
   std::snprintf(line, sizeof line,
-                "batches %llu, samples %llu, errors %llu, wall %.2f s, %.1f samples/s, %.1f MB/s, "
-                "consumer wait %.1f%%\n",
+                "batches %llu, samples %llu, errors %llu (bad samples %llu, replaced %llu), wall %.2f s, "
+                "%.1f samples/s, %.1f MB/s, consumer wait %.1f%%\n",
                 static_cast<unsigned long long>(batches), static_cast<unsigned long long>(samples),
-                static_cast<unsigned long long>(errors), wall_ns / 1e9, samples_per_s(), megabytes_per_s(),
+                static_cast<unsigned long long>(errors), static_cast<unsigned long long>(bad_samples),
+                static_cast<unsigned long long>(replaced), wall_ns / 1e9, samples_per_s(), megabytes_per_s(),
                 100.0 * consumer_wait_fraction());
   os << line;
   return os.str();
@@ -112,6 +113,8 @@ void stage_stats::reset() noexcept {
   samples_.store(0);
   bytes_.store(0);
   errors_.store(0);
+  bad_samples_.store(0);
+  replaced_.store(0);
 }
 
 stats_snapshot stage_stats::snapshot() const noexcept {
@@ -125,6 +128,8 @@ stats_snapshot stage_stats::snapshot() const noexcept {
   s.samples = samples_.load(std::memory_order_relaxed);
   s.bytes = bytes_.load(std::memory_order_relaxed);
   s.errors = errors_.load(std::memory_order_relaxed);
+  s.bad_samples = bad_samples_.load(std::memory_order_relaxed);
+  s.replaced = replaced_.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <vector>
 
 #include <opencv2/core.hpp>
@@ -339,19 +341,29 @@ TEST_CASE("image_files.loader_end_to_end_pixels_labels_and_bad_data") {
     auto src = make(error_policy::skip);
     loader l(src, o);
     std::size_t seen = 0;
+    const std::set<std::uint64_t> bad{1, 2, 3};
     while (auto b = l.next()) {
       const auto* lab = static_cast<const std::int64_t*>(b->field("label").data);
       for (std::size_t j = 0; j < b->size(); ++j) {
-        // Indices 1, 2, 3 stand in with the next good one: index 4 (class 1).
-        if (b->indices()[j] >= 1 && b->indices()[j] <= 3) CHECK(lab[j] == 1);
+        // A bad sample's slot shows its stand-in: the first good sample at stand_in_position().
+        const std::uint64_t i = b->indices()[j];
+        std::uint64_t served = i;
+        for (std::uint64_t k = 1; bad.count(served) != 0; ++k)
+          served = l.order().index_at(0, stand_in_position(o.seed, 0, i, k, l.order().size()));
+        CHECK(lab[j] == static_cast<std::int64_t>(served / 4));
         ++seen;
       }
     }
     CHECK(seen == 8);
-    CHECK(src->failures() == 6);  // 1 fails once, 2 twice... each stand-in search: 3 + 2 + 1
+    // Each bad file was read once in the epoch, however many stand-in searches passed over it.
+    CHECK(src->failures() == 3);
+    CHECK(l.stats().errors == 3);
+    CHECK(l.stats().bad_samples == 3);
+    CHECK(src->replaced() == 3);
+    CHECK(l.stats().replaced == 3);
     const auto failed = src->failed();
+    CHECK(failed.size() == 3);
     CHECK(std::any_of(failed.begin(), failed.end(), [](const std::string& s) { return s.find("img2.png") != std::string::npos; }));
-    CHECK(l.stats().errors == 6);
   }
   // JPEGs through RandomResizedCrop: decoded at a DCT scale where the window allows it.
   const auto big = d.path / "big";
@@ -415,7 +427,7 @@ TEST_CASE("image_files.oversized_image_under_both_policies") {
                     o, 3, "1.jpg");
 }
 
-TEST_CASE("image_files.shuffled_skip_takes_the_next_sample_of_the_epoch_and_runs_are_deterministic") {
+TEST_CASE("image_files.shuffled_skip_takes_a_drawn_stand_in_and_runs_are_deterministic") {
   temp_dir d;
   fs::create_directories(d.path / "c");
   for (int i = 0; i < 12; ++i)
@@ -451,14 +463,16 @@ TEST_CASE("image_files.shuffled_skip_takes_the_next_sample_of_the_epoch_and_runs
   const auto [idx2, img2] = run(2, 3);
   CHECK(idx1 == idx2);
   CHECK(img1 == img2);  // the same bits for 1 and 2 workers
-  // The broken sample (index 4) shows the sample at the next position of the epoch, as that
-  // position's own slot shows it (hflip draws come from the stand-in's stream).
+  // The broken sample (index 4) shows its stand-in, the sample at stand_in_position() of the
+  // epoch, as that position's own slot shows it (hflip draws come from the stand-in's stream).
   const epoch_order order(files.size(), 21, {true, 0, 1, false});
   const auto pos = static_cast<std::size_t>(std::find(idx1.begin(), idx1.end(), 4u) - idx1.begin());
   REQUIRE(pos < idx1.size());
-  const std::size_t next = (pos + 1) % idx1.size();
-  CHECK(order.index_at(3, next) == idx1[next]);
-  CHECK(img1[pos] == img1[next]);
+  std::size_t at_stand_in = pos;
+  for (std::uint64_t k = 1; order.index_at(3, at_stand_in) == 4; ++k)
+    at_stand_in = static_cast<std::size_t>(stand_in_position(21, 3, 4, k, order.size()));
+  CHECK(at_stand_in != pos);
+  CHECK(img1[pos] == img1[at_stand_in]);
   // And a resumed loader continues with the same bits.
   o.workers = 2;
   loader first(make(), o);
@@ -473,6 +487,85 @@ TEST_CASE("image_files.shuffled_skip_takes_the_next_sample_of_the_epoch_and_runs
       CHECK(std::vector<std::byte>(img + j * 8 * 8 * 3, img + (j + 1) * 8 * 8 * 3) == img1[at]);
   }
   CHECK(at == 12);
+}
+
+TEST_CASE("image_files.skip_reads_each_bad_file_once_per_epoch_and_spreads_stand_ins") {
+  // 12 pictures; bad ones in a cluster at the start, and the last one.
+  temp_dir d;
+  fs::create_directories(d.path / "c");
+  for (int i = 0; i < 12; ++i)
+    write_bytes(d.path / "c" / (std::string(1, static_cast<char>('a' + i)) + ".png"), encode(picture(12, 12, i), ".png"));
+  const auto files = list_image_folder(d.path.string()).files;
+  auto spoil = [&](std::initializer_list<std::uint64_t> which) {
+    for (auto i : which) std::ofstream(files[i].path, std::ios::trunc) << "not a picture";
+  };
+  auto make = [&](double max_bad_fraction = 0.0) {
+    pipeline_source_options skip;
+    skip.on_error = error_policy::skip;
+    skip.max_bad_fraction = max_bad_fraction;
+    return std::make_shared<pipeline_source>(image_files_reader(files), parse_pipeline("center_crop(8)"), skip);
+  };
+  loader_options o = test::cpu_loader(4, 2, 9);
+  o.order = {true, 0, 1, false};
+  SUBCASE("a cluster, the first and the last") {
+    spoil({0, 1, 2, 3, 11});
+    auto src = make();
+    loader l(src, o);
+    std::map<std::vector<std::byte>, int> served;  // how many slots show each picture
+    for (std::uint32_t epoch = 0; epoch < 2; ++epoch) {
+      l.start_epoch(epoch);
+      std::size_t seen = 0;
+      while (auto b = l.next()) {
+        CHECK(b->size() == 4);  // every batch full
+        const auto* img = static_cast<const std::byte*>(b->field("image").data);
+        for (std::size_t j = 0; j < b->size(); ++j, ++seen)
+          if (epoch == 0) ++served[std::vector<std::byte>(img + j * 8 * 8 * 3, img + (j + 1) * 8 * 8 * 3)];
+      }
+      CHECK(seen == 12);
+    }
+    CHECK(src->failures() == 5);       // distinct bad samples
+    CHECK(l.stats().errors == 10);     // each read once per epoch: 5 x 2 epochs
+    CHECK(l.stats().bad_samples == 10);
+    CHECK(src->replaced() == 10);
+    // The five stand-ins of the epoch do not all pile onto one sample (the old "next sample" rule
+    // put the cluster's four onto the sample after it).
+    int most = 0;
+    for (const auto& [pixels, count] : served) most = std::max(most, count);
+    CHECK(most <= 3);
+    CHECK(served.size() == 7);  // the seven good pictures, nothing else
+  }
+  SUBCASE("all but one bad: every slot shows the good one") {
+    spoil({0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11});
+    auto src = make();
+    loader l(src, o);
+    std::set<std::vector<std::byte>> shown;
+    while (auto b = l.next()) {
+      const auto* img = static_cast<const std::byte*>(b->field("image").data);
+      for (std::size_t j = 0; j < b->size(); ++j) shown.emplace(img + j * 8 * 8 * 3, img + (j + 1) * 8 * 8 * 3);
+    }
+    CHECK(shown.size() == 1);
+    CHECK(l.stats().errors == 11);
+    CHECK(src->replaced() == 11);
+  }
+  SUBCASE("max_bad_fraction stops a run that is mostly bad") {
+    spoil({2, 5, 7});  // 3 of 12 = 25%
+    {
+      loader l(make(0.2), o);
+      bool failed = false;
+      try {
+        while (auto b = l.next()) {
+        }
+      } catch (const sample_error& e) {
+        failed = true;
+        CHECK(std::string(e.what()).find("max_bad_fraction") != std::string::npos);
+      }
+      CHECK(failed);
+    }
+    loader ok(make(0.3), o);
+    std::size_t seen = 0;
+    while (auto b = ok.next()) seen += b->size();
+    CHECK(seen == 12);
+  }
 }
 
 TEST_CASE("decode.region_equals_the_window_of_a_full_decode") {

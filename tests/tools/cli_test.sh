@@ -168,6 +168,9 @@ printf 'not a picture' >"$work/folder/bees/2.ppm"
 expect_error "folder: a bad file fails naming it" "bees/2.ppm" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu
 "$pf" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu --on-error skip >"$work/skip.txt" 2>"$work/skip.err"
 check "folder: skip policy delivers and lists the bad file" grep -q "bees/2.ppm" "$work/skip.err"
+check "folder: skip counts the bad sample once and the slots it cost" grep -qE "^skipped 1 bad sample \([0-9]+ slots? filled by a stand-in\)" "$work/skip.err"
+expect_error "--max-bad-fraction needs --on-error skip" "caps --on-error skip" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu --max-bad-fraction 0.5
+expect_error "--max-bad-fraction stops a mostly bad run" "max_bad_fraction" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu --on-error skip --max-bad-fraction 0.05
 "$pf" pack --source "folder:$work/folder" --out "$work/shard" --shard-mb 0.001 >"$work/pack.txt" 2>&1
 check "pack writes several shards" test "$(ls "$work"/shard-*.tar | wc -l)" -gt 1
 "$pf" run --source "shards:$work/shard-*.tar" --transforms "center_crop(8)" --batch 4 --device cpu --on-error skip --checksums >"$work/fromshards.txt" 2>/dev/null

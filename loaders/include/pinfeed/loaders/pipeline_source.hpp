@@ -16,8 +16,11 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <deque>
+#include <unordered_set>
 #include <vector>
 
+#include "pinfeed/runtime/error.hpp"
 #include "pinfeed/loaders/decode.hpp"
 #include "pinfeed/loaders/transforms.hpp"
 #include "pinfeed/ops/normalize.hpp"
@@ -112,6 +115,9 @@ struct pipeline_source_options {
   bool device_tail = false;
   error_policy on_error = error_policy::fail;
   std::size_t max_failed_paths = 1000;  ///< failures listed by failed() (all are counted)
+  /// Under skip: when more than this fraction of an epoch's samples is bad, producing fails (the
+  /// batch at hand reports it), so a broken mount is not silently trained on. 0 (default): off.
+  double max_bad_fraction = 0.0;
 };
 
 /// The trailing pointwise steps of `p` as one normalize_params (ycbcr? -> scale? -> normalize?),
@@ -136,9 +142,16 @@ class pipeline_source final : public source {
   [[nodiscard]] const std::optional<ops::normalize_params>& tail_params() const noexcept { return consumer_tail_; }
   [[nodiscard]] const pipeline& host_steps() const noexcept { return host_; }
 
-  /// Samples replaced under error_policy::skip, and the first max_failed_paths of their errors.
-  [[nodiscard]] std::uint64_t failures() const noexcept { return failures_.load(); }
+  /// Under error_policy::skip a bad sample is tried once per epoch: its index is remembered for
+  /// that epoch (for any worker count) and later stand-in searches pass over it without reading
+  /// it again. A slot whose sample is bad gets the sample at sample::stand_in() instead.
+  ///
+  /// Distinct samples found bad, over all epochs (each counted once), and the first
+  /// max_failed_paths of their errors.
+  [[nodiscard]] std::uint64_t failures() const;
   [[nodiscard]] std::vector<std::string> failed() const;
+  /// Slots filled by a stand-in because their own sample was bad (every epoch counted).
+  [[nodiscard]] std::uint64_t replaced() const noexcept { return replaced_.load(); }
 
  private:
   struct cache_entry {
@@ -153,7 +166,12 @@ class pipeline_source final : public source {
   /// and so on over the dataset, counting and listing each failure. Throws the error (fail), or
   /// one saying every sample failed naming `reported` (skip).
   template <class IndexOf, class Attempt>
-  void first_that_works(std::uint64_t reported, stage_stats* stats, IndexOf index_of, Attempt attempt);
+  void first_that_works(std::uint64_t reported, std::uint32_t epoch, std::uint64_t epoch_size, stage_stats* stats,
+                        IndexOf index_of, Attempt attempt);
+  /// Known bad in `epoch` (under skip)?
+  [[nodiscard]] bool known_bad(std::uint32_t epoch, std::uint64_t index) const;
+  /// Records `index` as bad in `epoch`; returns how many samples are bad in that epoch.
+  std::uint64_t remember_bad(std::uint32_t epoch, std::uint64_t index, const sample_error& e, stage_stats* stats);
   void produce_one(sample& out, std::uint64_t index);
   void produce_cached(sample& out);
   /// Computes pool entry `p` from the first sample from index p on (wrapping) that works (under
@@ -175,11 +193,17 @@ class pipeline_source final : public source {
   std::optional<ops::normalize_params> host_tail_, consumer_tail_;
   std::vector<field_spec> fields_;
   void emulate_storage(std::size_t bytes);
-  std::atomic<std::uint64_t> failures_{0};
+  struct epoch_bad {
+    std::uint32_t epoch;
+    std::unordered_set<std::uint64_t> indices;
+  };
+  mutable std::mutex bad_mutex_;
+  std::deque<epoch_bad> bad_by_epoch_;  // the latest few epochs (a loader runs one at a time)
+  std::unordered_set<std::uint64_t> bad_ever_;
+  std::atomic<std::uint64_t> replaced_{0};
   std::mutex link_mutex_;
   std::chrono::steady_clock::time_point link_free_{};
-  mutable std::mutex failed_mutex_;
-  std::vector<std::string> failed_;
+  std::vector<std::string> failed_;  // guarded by bad_mutex_
 };
 
 }  // namespace pinfeed::loaders

@@ -20,6 +20,29 @@
 
 namespace pinfeed {
 
+/// The Philox substream of the stand-in draws (see stand_in_position).
+inline constexpr std::uint32_t kStandInSubstream = 0xFFFF;
+/// Random draws before stand_in_position() falls back to scanning the epoch from the last one.
+inline constexpr std::uint64_t kStandInDraws = 16;
+
+/// The epoch position whose sample stands in, at attempt k >= 1, for sample `index` that cannot be
+/// produced (error_policy::skip), in an epoch of `size` positions. Attempts 1..kStandInDraws are
+/// uniform draws from Philox(seed, epoch, index, kStandInSubstream), so the replacements of a run of
+/// bad samples spread over the epoch instead of piling onto the sample after them; later attempts
+/// walk on from the last draw, so every position is reached within kStandInDraws + size attempts.
+/// A pure function of its arguments: the same for any worker count and after a resume.
+[[nodiscard]] inline std::uint64_t stand_in_position(std::uint64_t seed, std::uint32_t epoch, std::uint64_t index,
+                                                     std::uint64_t k, std::uint64_t size) noexcept {
+  if (size == 0) return 0;
+  const philox_stream s(seed, epoch, index, kStandInSubstream);
+  const auto draw = [&](std::uint64_t j) {
+    const philox_block b = s.block_at(static_cast<std::uint32_t>(j));
+    return ((static_cast<std::uint64_t>(b.v[0]) << 32) | b.v[1]) % size;
+  };
+  if (k <= kStandInDraws) return draw(k);
+  return (draw(kStandInDraws) + (k - kStandInDraws)) % size;
+}
+
 /// One sample being produced: its identity, its random stream and its output buffers.
 /// Handed to Source::produce on a worker thread; valid only during that call.
 class sample {
@@ -69,12 +92,16 @@ class sample {
     order_ = order;
     position_ = position;
   }
-  /// The dataset index `k` positions after this sample in its epoch's order (cyclic over the
-  /// rank's epoch): the deterministic stand-in for a sample that cannot be produced. Without an
-  /// order (a sample made outside a loader) it is (index + k) mod dataset_size.
+  /// The dataset index that stands in, at attempt k >= 1, for this sample when it cannot be
+  /// produced: the sample at stand_in_position() of this rank's epoch order. Without an order (a
+  /// sample made outside a loader) the position is a dataset index.
   [[nodiscard]] std::uint64_t stand_in(std::uint64_t k, std::uint64_t dataset_size) const noexcept {
-    if (order_ != nullptr) return order_->index_at(epoch_, (position_ + k) % order_->size());
-    return dataset_size ? (index_ + k) % dataset_size : index_;
+    const std::uint64_t pos = stand_in_position(seed_, epoch_, index_, k, epoch_size(dataset_size));
+    return order_ != nullptr ? order_->index_at(epoch_, pos) : pos;
+  }
+  /// Samples in this sample's epoch (this rank's share), or `dataset_size` outside a loader.
+  [[nodiscard]] std::uint64_t epoch_size(std::uint64_t dataset_size) const noexcept {
+    return order_ != nullptr ? order_->size() : dataset_size;
   }
 
   /// Where the sample came from (a file path), for error messages. Optional.

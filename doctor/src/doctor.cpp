@@ -200,7 +200,9 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
   // pool of its finished samples.
   const auto source_for = [&](const loaders::sample_cache& cache, bool finished) -> std::shared_ptr<source> {
     std::shared_ptr<source> s = p.own;
-    if (!s) {
+    if (!s && cache.stage == loaders::cache_stage::none) {
+      s = piped;  // the full pipeline itself (L0): its counters of bad samples go into the report
+    } else if (!s) {
       loaders::pipeline_source_options so = p.source;
       so.cache = cache;
       s = std::make_shared<loaders::pipeline_source>(p.reader, p.steps, so);
@@ -442,6 +444,10 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
     }
     r.modes.push_back(m);
     if (o.on_mode) o.on_mode(m);
+  }
+  if (piped) {  // the full pipeline's source (L0)
+    r.bad_samples = piped->failures();
+    r.replaced = piped->replaced();
   }
   analyse(r);
   return r;

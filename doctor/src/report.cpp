@@ -283,6 +283,9 @@ std::string doctor_report::to_text() const {
   if (!transforms.empty()) print_costs("transform costs (per-transform ladder)", transforms);
   out << "\nverdict: " << verdict << "\n";
   if (!caveat.empty()) out << "caveat: " << caveat << "\n";
+  if (bad_samples > 0)
+    out << "bad samples: " << bad_samples << " skipped (" << replaced << " slot" << (replaced == 1 ? "" : "s")
+        << " filled by a stand-in in the full pipeline's runs)\n";
   if (!suggestions.empty()) {
     out << "suggestions:\n";
     for (const auto& s : suggestions) out << "  - " << s.what << ": " << s.evidence << "\n";
@@ -332,6 +335,8 @@ std::string doctor_report::to_json() const {
   j["bottleneck"] = bottleneck;
   j["verdict"] = verdict;
   j["caveat"] = caveat.empty() ? json(nullptr) : json(caveat);
+  j["bad_samples"] = bad_samples;
+  j["replaced"] = replaced;
   j["suggestions"] = json::array();
   for (const auto& s : suggestions) j["suggestions"].push_back({{"what", s.what}, {"evidence", s.evidence}});
   return j.dump(2);

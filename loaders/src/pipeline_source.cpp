@@ -198,27 +198,40 @@ std::uint64_t pipeline_source::failures() const {
   return bad_ever_.size();
 }
 
-bool pipeline_source::known_bad(std::uint32_t epoch, std::uint64_t index) const {
-  std::lock_guard lock(bad_mutex_);
-  for (const auto& e : bad_by_epoch_)
-    if (e.epoch == epoch) return e.indices.count(index) != 0;
-  return false;
+bool pipeline_source::claim_try(std::uint32_t epoch, std::uint64_t index) {
+  std::unique_lock lock(bad_mutex_);
+  for (;;) {
+    for (const auto& e : bad_by_epoch_)
+      if (e.epoch == epoch && e.indices.count(index) != 0) return false;
+    if (trying_.insert({epoch, index}).second) return true;
+    // Another worker is reading this sample now (its own slot, or a stand-in search): wait for
+    // its outcome. That try never waits on anything itself, so this cannot deadlock.
+    bad_changed_.wait(lock);
+  }
 }
 
-std::uint64_t pipeline_source::remember_bad(std::uint32_t epoch, std::uint64_t index, const sample_error& err,
-                                            stage_stats* stats) {
-  std::lock_guard lock(bad_mutex_);
-  auto it = std::find_if(bad_by_epoch_.begin(), bad_by_epoch_.end(), [&](const epoch_bad& e) { return e.epoch == epoch; });
-  if (it == bad_by_epoch_.end()) {
-    constexpr std::size_t kEpochsKept = 4;
-    if (bad_by_epoch_.size() == kEpochsKept) bad_by_epoch_.pop_front();
-    bad_by_epoch_.push_back({epoch, {}});
-    it = std::prev(bad_by_epoch_.end());
+std::uint64_t pipeline_source::finish_try(std::uint32_t epoch, std::uint64_t index, const sample_error* failure,
+                                          stage_stats* stats) {
+  std::uint64_t bad_in_epoch = 0;
+  {
+    std::lock_guard lock(bad_mutex_);
+    trying_.erase({epoch, index});
+    auto it = std::find_if(bad_by_epoch_.begin(), bad_by_epoch_.end(), [&](const epoch_bad& e) { return e.epoch == epoch; });
+    if (failure != nullptr) {
+      if (it == bad_by_epoch_.end()) {
+        constexpr std::size_t kEpochsKept = 4;
+        if (bad_by_epoch_.size() == kEpochsKept) bad_by_epoch_.pop_front();
+        bad_by_epoch_.push_back({epoch, {}});
+        it = std::prev(bad_by_epoch_.end());
+      }
+      it->indices.insert(index);
+      if (stats != nullptr) stats->add_bad_sample();
+      if (bad_ever_.insert(index).second && failed_.size() < options_.max_failed_paths) failed_.push_back(failure->what());
+    }
+    if (it != bad_by_epoch_.end()) bad_in_epoch = it->indices.size();
   }
-  // Two workers may both have tried the same bad sample before either recorded it: count it once.
-  if (it->indices.insert(index).second && stats != nullptr) stats->add_bad_sample();
-  if (bad_ever_.insert(index).second && failed_.size() < options_.max_failed_paths) failed_.push_back(err.what());
-  return it->indices.size();
+  bad_changed_.notify_all();
+  return bad_in_epoch;
 }
 
 template <class IndexOf, class Attempt>
@@ -228,9 +241,10 @@ void pipeline_source::first_that_works(std::uint64_t reported, std::uint32_t epo
   const std::uint64_t tries = skip ? kStandInDraws + epoch_size + 1 : 1;
   for (std::uint64_t k = 0; k < tries; ++k) {
     const std::uint64_t index = index_of(k);
-    if (skip && known_bad(epoch, index)) continue;  // decoded once per epoch, never again
+    if (skip && !claim_try(epoch, index)) continue;  // known bad in this epoch: read once, never again
     try {
       attempt(index);
+      if (skip) finish_try(epoch, index, nullptr, stats);
       if (k > 0) {
         replaced_.fetch_add(1);
         if (stats != nullptr) stats->add_replaced();
@@ -239,12 +253,16 @@ void pipeline_source::first_that_works(std::uint64_t reported, std::uint32_t epo
     } catch (const sample_error& e) {
       if (!skip) throw;
       if (stats != nullptr) stats->add_error();
-      const std::uint64_t bad = remember_bad(epoch, index, e, stats);
+      const std::uint64_t bad = finish_try(epoch, index, &e, stats);
       const double cap = options_.max_bad_fraction;
       if (cap > 0.0 && static_cast<double>(bad) > cap * static_cast<double>(epoch_size))
         throw std::runtime_error(std::to_string(bad) + " of the epoch's " + std::to_string(epoch_size) +
                                  " samples are bad, more than max_bad_fraction " + std::to_string(cap) +
                                  " allows (the latest: " + e.what() + ")");
+    } catch (...) {
+      // Not a bad sample (out of memory, say): release the claim so no one waits on it, and fail.
+      if (skip) finish_try(epoch, index, nullptr, stats);
+      throw;
     }
   }
   throw sample_error(reported, "skip", "", "every one of the " + std::to_string(epoch_size) + " samples failed (epoch " +

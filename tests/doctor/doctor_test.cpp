@@ -144,6 +144,25 @@ std::vector<image_file> jpeg_folder(const fs::path& root, int n) {
 
 }  // namespace
 
+TEST_CASE("doctor.bad_samples_are_counted_in_the_report") {
+  temp_dir d;
+  const auto files = jpeg_folder(d.path, 12);
+  std::ofstream(files[3].path, std::ios::trunc) << "not a JPEG";
+  std::ofstream(files[8].path, std::ios::trunc) << "";
+  doctor_pipeline p{image_files_reader(files), parse_pipeline("rrc(32)"), {}};
+  p.source.on_error = error_policy::skip;
+  doctor_options o = quick(2, 4);
+  o.per_transform = false;
+  const doctor_report r = doctor(p, o);
+  CHECK(r.bad_samples == 2);  // each counted once, whatever L0 ran
+  CHECK(r.replaced >= 2);     // at least one stand-in per bad sample per epoch L0 ran
+  CHECK(r.to_text().find("bad samples: 2 skipped") != std::string::npos);
+  const auto j = nlohmann::json::parse(r.to_json());
+  CHECK(j["bad_samples"] == 2);
+  CHECK(j["replaced"] == r.replaced);
+  check_json_and_consistency(r);
+}
+
 TEST_CASE("doctor.slow_source_is_named") {
   temp_dir d;
   const auto files = jpeg_folder(d.path, 24);

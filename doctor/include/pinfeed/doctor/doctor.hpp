@@ -137,6 +137,9 @@ struct doctor_report {
   std::vector<std::string> bottleneck;   ///< the stages named, costliest first; empty: none
   std::string verdict;                   ///< one sentence
   std::string caveat;                    ///< empty unless the step time may depend on the data
+  /// Under --on-error skip: distinct bad samples the full pipeline (L0) met, and the slots they cost
+  /// (filled by a stand-in), over all of L0's epochs. 0 for a source of the trainer's own.
+  std::uint64_t bad_samples = 0, replaced = 0;
   std::vector<doctor_suggestion> suggestions;
 
   /// The mode with this id, or null.

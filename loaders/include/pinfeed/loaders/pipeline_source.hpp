@@ -16,7 +16,9 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <condition_variable>
 #include <deque>
+#include <set>
 #include <unordered_set>
 #include <vector>
 
@@ -168,10 +170,13 @@ class pipeline_source final : public source {
   template <class IndexOf, class Attempt>
   void first_that_works(std::uint64_t reported, std::uint32_t epoch, std::uint64_t epoch_size, stage_stats* stats,
                         IndexOf index_of, Attempt attempt);
-  /// Known bad in `epoch` (under skip)?
-  [[nodiscard]] bool known_bad(std::uint32_t epoch, std::uint64_t index) const;
-  /// Records `index` as bad in `epoch`; returns how many samples are bad in that epoch.
-  std::uint64_t remember_bad(std::uint32_t epoch, std::uint64_t index, const sample_error& e, stage_stats* stats);
+  /// Under skip, before trying `index` in `epoch`: false if it is known bad there; waits while
+  /// another worker is trying it (so a bad sample is read exactly once per epoch); else marks it
+  /// as being tried and returns true. Every true is followed by one finish_try().
+  [[nodiscard]] bool claim_try(std::uint32_t epoch, std::uint64_t index);
+  /// Ends a claimed try; a failed one records `index` as bad in `epoch`. Returns how many samples
+  /// are known bad in that epoch.
+  std::uint64_t finish_try(std::uint32_t epoch, std::uint64_t index, const sample_error* failure, stage_stats* stats);
   void produce_one(sample& out, std::uint64_t index);
   void produce_cached(sample& out);
   /// Computes pool entry `p` from the first sample from index p on (wrapping) that works (under
@@ -198,6 +203,8 @@ class pipeline_source final : public source {
     std::unordered_set<std::uint64_t> indices;
   };
   mutable std::mutex bad_mutex_;
+  std::condition_variable bad_changed_;
+  std::set<std::pair<std::uint32_t, std::uint64_t>> trying_;  // (epoch, index) being tried now
   std::deque<epoch_bad> bad_by_epoch_;  // the latest few epochs (a loader runs one at a time)
   std::unordered_set<std::uint64_t> bad_ever_;
   std::atomic<std::uint64_t> replaced_{0};

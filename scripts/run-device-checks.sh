@@ -12,7 +12,8 @@
 #   results.tar.gz   every log and JSONL file of both phases
 # --dry-run runs without a GPU: it checks that every bundled binary starts with the bundle's
 # libraries plus the system base, runs each step in its no-GPU form, and exits 0 if nothing broke.
-# Exit status: 0 when no step failed or timed out (skipped and unsupported steps do not fail).
+# Exit status: 0 when no step failed, timed out or was left unrun by the budget (skipped and
+# unsupported steps do not fail).
 # Usage: run-device-checks.sh [--dry-run] [tests|bench|all]   (default: all with --dry-run, else
 #        a phase must be named)
 set -uo pipefail
@@ -44,7 +45,7 @@ publish() {  # copy the summary and pack every log into $OUT (two files, nothing
 }
 record() {  # record NAME STATUS SECONDS FIGURE
   printf '%-18s %-11s %5ss  %s\n' "$1" "$2" "$3" "$4" | tee -a "$work/summary.txt"
-  case $2 in fail|timeout) failed=1 ;; esac
+  case $2 in fail|timeout|not-run) failed=1 ;; esac
   publish
 }
 
@@ -62,10 +63,11 @@ step() {
   timeout -k 5 "$limit" "$@" >"$work/$name.log" 2>&1
   rc=$? took=$((SECONDS - t0))
 }
-# status of a finished step from $rc: pass, fail, timeout, skip (exit 77), or none (not run)
+# status of a finished step from $rc: pass, fail, timeout, skip (exit 77), or not-run (no time
+# left in the phase budget, which fails the phase: a check that never ran proves nothing)
 status_of() {
   case $rc in
-    -1) echo skip ;; 0) echo pass ;; 77) echo skip ;; 124|137) echo timeout ;; *) echo fail ;;
+    -1) echo not-run ;; 0) echo pass ;; 77) echo skip ;; 124|137) echo timeout ;; *) echo fail ;;
   esac
 }
 no_time="not run: no time left in the ${budget} s phase budget"
@@ -93,8 +95,9 @@ test_step() {  # test_step NAME LIMIT BINARY ARGS...
 find_sanitizer() {
   command -v compute-sanitizer 2>/dev/null && return
   local c
-  for c in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda-*/bin/compute-sanitizer \
-           /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
+  # /usr/local/cuda first, then the versioned installs, newest first.
+  for c in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer \
+           $(ls -d /usr/local/cuda-*/bin/compute-sanitizer 2>/dev/null | sort -rV); do
     [[ -x $c ]] && { echo "$c"; return; }
   done
 }
@@ -118,6 +121,8 @@ sanitizer_step() {  # sanitizer_step NAME LIMIT TOOL BINARY ARGS...
   errors=$(grep -a -o 'ERROR SUMMARY: [0-9]* error' "$work/$name.log" | tail -n 1 | grep -o '[0-9]*')
   if ((rc == -1)); then
     fig=$no_time
+  elif ((rc == 77)); then
+    st=fail fig="device not usable: $(doctest_figure "$name")"
   elif [[ -z $errors && $rc != 0 && $rc != 124 && $rc != 137 ]]; then
     # No report at all: the sanitizer refused the device or could not attach.
     st=unsupported
@@ -145,9 +150,9 @@ check_libraries() {
   done
   {
     for exe in runtime_tests ops_tests doctor_tests; do
-      "$bin/$exe" --list-test-cases >/dev/null 2>&1 || bad+=" $exe:--list-test-cases-failed"
+      timeout 30 "$bin/$exe" --list-test-cases >/dev/null 2>&1 || bad+=" $exe:--list-test-cases-failed"
     done
-    "$bin/pinfeed" --help >/dev/null 2>&1 || bad+=" pinfeed:--help-failed"
+    timeout 30 "$bin/pinfeed" --help >/dev/null 2>&1 || bad+=" pinfeed:--help-failed"
   }
   if [[ -z $bad ]]; then
     listing=$(ls "$here/lib" | wc -l)
@@ -192,7 +197,9 @@ phase_bench() {
 
   step bench-h2d 30 "$bin/pinfeed" bench h2d
   grep -a '^{' "$work/bench-h2d.log" >"$work/bench-h2d.jsonl" 2>/dev/null
-  record bench-h2d "$(status_of)" "$took" "$(python3 - "$work/bench-h2d.jsonl" <<'EOF' 2>/dev/null || echo "no rows"
+  local fig=$no_time
+  if ((rc != -1)); then
+    fig=$(python3 - "$work/bench-h2d.jsonl" 2>/dev/null <<'EOF' || echo "no rows"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 by = {r.get("impl"): r for r in rows if r.get("device") == "cuda"}
@@ -204,12 +211,16 @@ elif skipped:
 else:
     print(f"{len(rows)} rows")
 EOF
-)"
+    )
+  fi
+  record bench-h2d "$(status_of)" "$took" "$fig"
 
   step bench-sampler 80 "$bin/pinfeed" bench sampler --device "$device" --repeats 5 --rows 32 \
     --sizes "${sizes[@]}" --max-cpu-n 100000
   grep -a '^{' "$work/bench-sampler.log" >"$work/bench-sampler.jsonl" 2>/dev/null
-  record bench-sampler "$(status_of)" "$took" "$(python3 - "$work/bench-sampler.jsonl" <<'EOF' 2>/dev/null || echo "no rows"
+  local fig=$no_time
+  if ((rc != -1)); then
+    fig=$(python3 - "$work/bench-sampler.jsonl" 2>/dev/null <<'EOF' || echo "no rows"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 want = [r for r in rows if r.get("impl") in ("graph", "batched", "cub_topk") and r.get("B") == 32 and "median_ms" in r]
@@ -219,28 +230,38 @@ else:
     top = max(r["N"] for r in want)
     print("; ".join(f"{r['impl']} B=32 N={r['N']}: {r['median_ms']:.3f} ms ({r.get('device', '?')})" for r in want if r["N"] == top))
 EOF
-)"
+    )
+  fi
+  record bench-sampler "$(status_of)" "$took" "$fig"
 
   step doctor-article 70 "$bin/pinfeed" doctor --device "$device" --samples "$samples" --batch 64 --prefetch 4 \
     --transforms "crop(256),mask(0.25),ycbcr,scale" --step-ms 2 --json "$work/doctor-article.json"
-  record doctor-article "$(status_of)" "$took" "$(python3 - "$work/doctor-article.json" <<'EOF' 2>/dev/null || echo "no report"
+  local fig=$no_time
+  if ((rc != -1)); then
+    fig=$(python3 - "$work/doctor-article.json" 2>/dev/null <<'EOF' || echo "no report"
 import json, sys
 r = json.load(open(sys.argv[1]))
 print(str(r.get("verdict", "no verdict"))[:160])
 EOF
-)"
+    )
+  fi
+  record doctor-article "$(status_of)" "$took" "$fig"
 
   if python3 -c "import torch" >/dev/null 2>&1; then
     if ((dry)) || python3 -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1; then
       step torch-compare 90 env PYTHONUNBUFFERED=1 python3 "$here/compare/sampler_torch.py" --device "$device" \
         --pinfeed-jsonl "$work/bench-sampler.jsonl" --sizes "${sizes[@]}" --rows 32 --repeats 3 \
         --json "$work/sampler-vs-torch.jsonl"
-      record torch-compare "$(status_of)" "$took" "$(python3 - "$work/sampler-vs-torch.jsonl" <<'EOF' 2>/dev/null || echo "no rows"
+      local fig=$no_time
+      if ((rc != -1)); then
+        fig=$(python3 - "$work/sampler-vs-torch.jsonl" 2>/dev/null <<'EOF' || echo "no rows"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 print("; ".join(f"B={r['B']} N={r['N']}: best torch / pinfeed {r['best_torch_over_pinfeed']:.1f}x" for r in rows if r["B"] > 1))
 EOF
-)"
+        )
+      fi
+      record torch-compare "$(status_of)" "$took" "$fig"
     else
       record torch-compare skip 0 "PyTorch has no usable CUDA device"
     fi

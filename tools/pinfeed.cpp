@@ -51,7 +51,7 @@ int cmd_info() {
   const auto& s = pinfeed::cuda_devices();
   std::printf("pinfeed %s (%s)\n", PINFEED_VERSION_STRING, PINFEED_WITH_CUDA ? "CUDA build" : "CPU-only build, PINFEED_WITH_CUDA=OFF");
   std::printf("CUDA runtime      %s (built with %d.%d)\n", cuda_version(s.runtime_version).c_str(),
-              CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10);
+              PINFEED_CUDART_VERSION / 1000, (PINFEED_CUDART_VERSION % 1000) / 10);
   std::printf("CUDA driver       %s\n", cuda_version(s.driver_version).c_str());
   if (s.usable) {
     std::printf("CUDA devices      %zu\n", s.devices.size());

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include <oneapi/tbb/task_arena.h>
+
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/stats.hpp"
 
@@ -133,6 +135,9 @@ pipeline_source::pipeline_source(std::shared_ptr<source> base, pipeline steps, p
 pipeline_source::pipeline_source(std::shared_ptr<image_reader> reader, pipeline steps, pipeline_source_options options)
     : reader_(std::move(reader)), options_(std::move(options)) {
   if (!reader_) throw std::invalid_argument("pipeline_source: reader is null");
+  if (!(options_.max_bad_fraction >= 0.0 && options_.max_bad_fraction <= 1.0))
+    throw std::invalid_argument("pipeline_source: max_bad_fraction must be in [0, 1], got " +
+                                std::to_string(options_.max_bad_fraction));
   const image_spec in = reader_->image_shape();
   if (steps.empty() && !in.fixed())
     throw std::invalid_argument("pipeline_source: images of '" + reader_->name() +
@@ -213,6 +218,10 @@ bool pipeline_source::claim_try(std::uint32_t epoch, std::uint64_t index) {
 std::uint64_t pipeline_source::finish_try(std::uint32_t epoch, std::uint64_t index, const sample_error* failure,
                                           stage_stats* stats) {
   std::uint64_t bad_in_epoch = 0;
+  struct wake {  // waiters learn of the released claim on every path, a throwing one included
+    std::condition_variable& cv;
+    ~wake() { cv.notify_all(); }
+  } waker{bad_changed_};
   {
     std::lock_guard lock(bad_mutex_);
     trying_.erase({epoch, index});
@@ -230,7 +239,6 @@ std::uint64_t pipeline_source::finish_try(std::uint32_t epoch, std::uint64_t ind
     }
     if (it != bad_by_epoch_.end()) bad_in_epoch = it->indices.size();
   }
-  bad_changed_.notify_all();
   return bad_in_epoch;
 }
 
@@ -243,7 +251,10 @@ void pipeline_source::first_that_works(std::uint64_t reported, std::uint32_t epo
     const std::uint64_t index = index_of(k);
     if (skip && !claim_try(epoch, index)) continue;  // known bad in this epoch: read once, never again
     try {
-      attempt(index);
+      // Isolated: a user source that waits inside TBB must not pick up another chunk on this thread
+      // while it holds a claim, which that chunk's sample could then wait on forever.
+      if (skip) oneapi::tbb::this_task_arena::isolate([&] { attempt(index); });
+      else attempt(index);
       if (skip) finish_try(epoch, index, nullptr, stats);
       if (k > 0) {
         replaced_.fetch_add(1);

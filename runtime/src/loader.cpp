@@ -52,16 +52,22 @@ loader_core::loader_core(const loader_options& o, std::vector<field_spec> f, dev
                                 std::to_string(o.prefetch) + " + max_batches_in_use " +
                                 std::to_string(o.max_batches_in_use) + " slots)");
   };
+  // round_up with an overflow check (the sizes come from options and field shapes).
+  auto checked_round_up = [&](std::size_t x, std::size_t a) {
+    std::size_t r = 0;
+    if (__builtin_add_overflow(x, a - 1, &r)) too_big("the slots' size overflows");
+    return r / a * a;
+  };
   std::size_t offset = 0;
   for (const auto& field : fields) {
-    offset = round_up(offset, kFieldAlign);
+    offset = checked_round_up(offset, kFieldAlign);
     field_offset.push_back(offset);
     std::size_t field_bytes = 0;
     if (__builtin_mul_overflow(field.bytes(), o.batch_size, &field_bytes) ||
         __builtin_add_overflow(offset, field_bytes, &offset))
       too_big("field '" + field.name + "' of " + std::to_string(field.bytes()) + " bytes per sample overflows a slot");
   }
-  slot_bytes = round_up(std::max<std::size_t>(offset, 1), page_size());
+  slot_bytes = checked_round_up(std::max<std::size_t>(offset, 1), page_size());
   const std::size_t slots = ring.size();
   std::size_t total = 0;
   if (__builtin_mul_overflow(slots, slot_bytes, &total)) too_big("the slots' size overflows");

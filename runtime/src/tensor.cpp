@@ -50,6 +50,11 @@ void validate_fields(std::span<const field_spec> fields) {
       if (f.shape[d] <= 0)
         throw std::invalid_argument("field '" + f.name + "' has extent " + std::to_string(f.shape[d]) +
                                     " in dimension " + std::to_string(d) + " (must be positive)");
+    // bytes() multiplies the extents: they must not overflow a size.
+    std::size_t bytes = dtype_size(f.type);
+    for (const auto e : f.shape)
+      if (__builtin_mul_overflow(bytes, static_cast<std::size_t>(e), &bytes))
+        throw std::invalid_argument("field '" + f.name + "' is too large: its bytes per sample overflow");
   }
 }
 

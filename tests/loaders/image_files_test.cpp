@@ -565,6 +565,8 @@ TEST_CASE("image_files.skip_reads_each_bad_file_once_per_epoch_and_spreads_stand
     std::size_t seen = 0;
     while (auto b = ok.next()) seen += b->size();
     CHECK(seen == 12);
+    CHECK_THROWS_WITH_AS(make(1.5), doctest::Contains("max_bad_fraction must be in [0, 1]"), std::invalid_argument);
+    CHECK_THROWS_AS(make(-0.1), std::invalid_argument);
   }
 }
 

@@ -460,4 +460,8 @@ TEST_CASE("loader.oversized_options_name_the_options_not_bad_alloc") {
   auto huge = make_source(16, {{"x", dtype::u8, {std::int64_t{1} << 40}}}, [](sample&) {});
   o.batch_size = std::size_t{1} << 30;
   CHECK_THROWS_WITH_AS(loader(huge, o), doctest::Contains("overflows"), std::invalid_argument);
+  // A field whose own bytes per sample overflow.
+  CHECK_THROWS_WITH_AS(
+      make_source(16, {{"x", dtype::f64, {std::int64_t{1} << 40, std::int64_t{1} << 40}}}, [](sample&) {}),
+      doctest::Contains("too large"), std::invalid_argument);
 }

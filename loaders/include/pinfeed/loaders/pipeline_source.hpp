@@ -119,6 +119,7 @@ struct pipeline_source_options {
   std::size_t max_failed_paths = 1000;  ///< failures listed by failed() (all are counted)
   /// Under skip: when more than this fraction of an epoch's samples is bad, producing fails (the
   /// batch at hand reports it), so a broken mount is not silently trained on. 0 (default): off.
+  /// Must be in [0, 1] (the constructor throws std::invalid_argument otherwise).
   double max_bad_fraction = 0.0;
 };
 
@@ -152,7 +153,8 @@ class pipeline_source final : public source {
   /// max_failed_paths of their errors.
   [[nodiscard]] std::uint64_t failures() const;
   [[nodiscard]] std::vector<std::string> failed() const;
-  /// Slots filled by a stand-in because their own sample was bad (every epoch counted).
+  /// Slots filled by a stand-in because their own sample was bad (every epoch counted; in the
+  /// cached modes, once per pool entry).
   [[nodiscard]] std::uint64_t replaced() const noexcept { return replaced_.load(); }
 
  private:

@@ -10,6 +10,9 @@
 
 #if PINFEED_WITH_CUDA
 #include <cuda_runtime_api.h>
+/// The CUDA runtime version pinfeed was compiled against (0 in a CPU-only build).
+#define PINFEED_CUDART_VERSION CUDART_VERSION
 #else
 #include "pinfeed/runtime/detail/no_cuda.hpp"
+#define PINFEED_CUDART_VERSION 0
 #endif

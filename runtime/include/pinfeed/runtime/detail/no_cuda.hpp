@@ -6,8 +6,8 @@
 
 #include <cstddef>
 
-#if !defined(__host__)
-#define __host__
+#if defined(__CUDA_RUNTIME_API_H__)
+#error "a CPU-only pinfeed (PINFEED_WITH_CUDA=0) cannot share a translation unit with the real CUDA runtime headers"
 #endif
 
 struct CUstream_st;
@@ -44,7 +44,6 @@ inline constexpr unsigned cudaEventDisableTiming = 0x02;
 inline constexpr unsigned cudaEventBlockingSync = 0x01;
 inline constexpr unsigned cudaHostAllocPortable = 0x01;
 inline constexpr unsigned cudaHostAllocMapped = 0x02;
-#define CUDART_VERSION 0
 
 struct cudaDeviceProp {
   char name[256];

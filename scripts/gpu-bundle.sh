@@ -38,12 +38,15 @@ for exe in tests/runtime_tests tests/ops_tests tests/doctor_tests tools/pinfeed;
   cp "$build/$exe" "$bundle/bin/"
 done
 
-# The system base every Linux GPU runner has; everything else the binaries load is bundled.
+# The system base every Linux GPU runner has (one list, read by the dry run too); everything else
+# the binaries load is bundled.
+mapfile -t base < <(grep -v '^#' "$root/scripts/system-base-libs.txt")
 is_base() {
-  case $1 in
-    linux-vdso.so*|ld-linux*|libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|libresolv.so*|libutil.so*) return 0 ;;
-    libstdc++.so*|libgcc_s.so*|libcuda.so*|libnvidia-*) return 0 ;;
-  esac
+  local glob
+  for glob in "${base[@]}"; do
+    # shellcheck disable=SC2053  # the list holds globs
+    [[ $1 == $glob ]] && return 0
+  done
   return 1
 }
 for exe in "$bundle"/bin/*; do
@@ -54,7 +57,7 @@ done
 strip --strip-unneeded "$bundle"/bin/* "$bundle"/lib/*.so* 2>/dev/null || true
 
 cp "$root/bench/compare/sampler_torch.py" "$root/bench/compare/common.py" "$bundle/compare/"
-cp "$root/scripts/run-device-checks.sh" "$bundle/"
+cp "$root/scripts/run-device-checks.sh" "$root/scripts/system-base-libs.txt" "$bundle/"
 chmod +x "$bundle/run-device-checks.sh"
 {
   echo "commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo '+changes')"

@@ -13,7 +13,7 @@
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
 #include "pinfeed/runtime/loader.hpp"
-#include "pinfeed/runtime/parallel.hpp"
+#include "pinfeed/runtime/detail/parallel.hpp"
 #include "pinfeed/runtime/random.hpp"
 
 namespace pinfeed::bench {

@@ -23,6 +23,7 @@
 #include "sampler_bench.hpp"
 #endif
 #include "pinfeed/doctor/doctor.hpp"
+#include "pinfeed/doctor/stages.hpp"
 #include "pinfeed/loaders/image_files.hpp"
 #include "pinfeed/loaders/pipeline_source.hpp"
 #include "pinfeed/loaders/shards.hpp"
@@ -117,11 +118,18 @@ std::optional<std::vector<pinfeed::loaders::image_file>> image_files_of(const st
   return std::nullopt;
 }
 
-/// The pipeline the options describe: reader, transforms and source options (run and doctor share it).
-pinfeed::doctor_pipeline make_pipeline(const run_args& a, const pinfeed::device_choice& dev) {
+/// What the options describe: a reader (behind emulated slow storage when asked), its transforms
+/// and the source options. run and doctor share it.
+struct pipeline_parts {
+  std::shared_ptr<pinfeed::loaders::image_reader> reader;
+  pinfeed::loaders::pipeline steps;
+  pinfeed::loaders::pipeline_source_options source;
+};
+
+pipeline_parts make_pipeline(const run_args& a, const pinfeed::device_choice& dev) {
   if (!a.transforms.empty() && !a.pipeline_file.empty())
     throw std::invalid_argument("give either --transforms or --pipeline, not both");
-  pinfeed::doctor_pipeline p;
+  pipeline_parts p;
   if (!a.transforms.empty()) p.steps = pinfeed::loaders::parse_pipeline(a.transforms);
   if (!a.pipeline_file.empty()) p.steps = pinfeed::loaders::load_pipeline_file(a.pipeline_file);
   // Sources: synthetic | folder:PATH (ImageFolder layout) | list:FILE ("path label" lines) | shards:PATTERN.
@@ -142,7 +150,8 @@ pinfeed::doctor_pipeline make_pipeline(const run_args& a, const pinfeed::device_
   }
   auto& po = p.source;
   po.device_tail = dev.is_cuda();  // with a GPU the colour/scale tail runs there: the slot keeps uint8
-  po.storage = {a.latency_ms, a.bandwidth_mb_s};
+  const pinfeed::storage_emulation storage{a.latency_ms, a.bandwidth_mb_s};
+  if (storage.active()) p.reader = pinfeed::make_slow_storage(p.reader, storage);
   if (a.on_error == "skip") po.on_error = pinfeed::loaders::error_policy::skip;
   else if (a.on_error != "fail") throw std::invalid_argument("--on-error must be fail or skip, got '" + a.on_error + "'");
   if (a.max_bad_fraction > 0.0 && a.on_error != "skip")
@@ -161,24 +170,29 @@ pinfeed::loader_options make_loader_options(const run_args& a, const pinfeed::de
   o.seed = a.seed;
   o.trace = !a.trace.empty();
   o.order = {a.shuffle, a.rank, a.world, a.drop_remainder};
-  o.copy_bandwidth_mb_s = a.copy_bandwidth_mb_s;
+  if (a.copy_bandwidth_mb_s > 0) {
+    if (!dev.is_cuda())
+      throw std::invalid_argument("--copy-bandwidth-mb-s " + std::to_string(a.copy_bandwidth_mb_s) +
+                                  " emulates a slow host-to-device link, but batches stay on the " + dev.to_string() +
+                                  ": nothing is copied");
+    o.after_copy = pinfeed::throttle_copy(a.copy_bandwidth_mb_s);
+  }
   return o;
 }
 
 int cmd_run(const run_args& a) {
   const pinfeed::device_choice dev = pinfeed::resolve_device(a.device);
-  pinfeed::doctor_pipeline p = make_pipeline(a, dev);
-  auto& po = p.source;
-  po.cache.pool = a.cache_pool;
-  if (a.cache == "raw") po.cache.stage = pinfeed::loaders::cache_stage::raw;
-  else if (a.cache == "decoded") po.cache.stage = pinfeed::loaders::cache_stage::decoded;
-  else if (a.cache == "processed") {
-    // The finished samples: a pool in front of the whole pipeline (below).
-  } else if (a.cache.rfind("steps:", 0) == 0) {
-    po.cache.stage = pinfeed::loaders::cache_stage::steps;
+  const pipeline_parts p = make_pipeline(a, dev);
+  pinfeed::sample_cache cache;
+  cache.pool = a.cache_pool;
+  if (a.cache == "raw") cache.stage = pinfeed::cache_stage::raw;
+  else if (a.cache == "decoded") cache.stage = pinfeed::cache_stage::decoded;
+  else if (a.cache == "processed") cache.stage = pinfeed::cache_stage::finished;
+  else if (a.cache.rfind("steps:", 0) == 0) {
+    cache.stage = pinfeed::cache_stage::steps;
     std::size_t used = 0;
     try {
-      po.cache.after_steps = std::stoul(a.cache.substr(6), &used);
+      cache.after_steps = std::stoul(a.cache.substr(6), &used);
     } catch (const std::exception&) {
       used = 0;
     }
@@ -186,9 +200,17 @@ int cmd_run(const run_args& a) {
   } else if (a.cache != "none") {
     throw std::invalid_argument("--cache must be none, raw, decoded, steps:K or processed, got '" + a.cache + "'");
   }
-  auto piped = std::make_shared<pinfeed::loaders::pipeline_source>(p.reader, std::move(p.steps), po);
+  // The full pipeline tells the consumer's tail; the loader runs it with the cache asked for.
+  auto piped = std::make_shared<pinfeed::loaders::pipeline_source>(p.reader, p.steps, p.source);
   std::shared_ptr<pinfeed::source> src = piped;
-  if (a.cache == "processed") src = pinfeed::make_pooled_source(piped, a.cache_pool);
+  std::shared_ptr<pinfeed::loaders::pipeline_source> counted = piped;  // the one whose bad samples are reported
+  if (cache.stage == pinfeed::cache_stage::finished) {
+    src = pinfeed::make_pooled_source(piped, cache.pool);
+  } else if (cache.stage != pinfeed::cache_stage::none) {
+    counted = std::dynamic_pointer_cast<pinfeed::loaders::pipeline_source>(
+        pinfeed::make_cached_pipeline(p.reader, p.steps, p.source, cache));
+    src = counted;
+  }
   if (a.source == "synthetic" && piped->host_steps().empty() && !piped->tail_params() && a.latency_ms <= 0 &&
       a.bandwidth_mb_s <= 0 && a.cache == "none")
     src = pinfeed::loaders::make_synthetic_source({a.samples, a.height, a.width, 1000});  // straight into the slot
@@ -263,11 +285,11 @@ int cmd_run(const run_args& a) {
   std::fprintf(stderr, "%s", st.to_string().c_str());
   std::printf("throughput: %.1f samples/s, %.1f MB/s, consumer wait %.1f%% (%llu batches)\n", st.samples_per_s(),
               st.megabytes_per_s(), 100 * st.consumer_wait_fraction(), static_cast<unsigned long long>(st.batches));
-  if (piped->failures() > 0) {
+  if (counted->failures() > 0) {
     std::fprintf(stderr, "skipped %llu bad sample%s (%llu slot%s filled by a stand-in):\n",
-                 static_cast<unsigned long long>(piped->failures()), piped->failures() == 1 ? "" : "s",
-                 static_cast<unsigned long long>(piped->replaced()), piped->replaced() == 1 ? "" : "s");
-    for (const auto& f : piped->failed()) std::fprintf(stderr, "  %s\n", f.c_str());
+                 static_cast<unsigned long long>(counted->failures()), counted->failures() == 1 ? "" : "s",
+                 static_cast<unsigned long long>(counted->replaced()), counted->replaced() == 1 ? "" : "s");
+    for (const auto& f : counted->failed()) std::fprintf(stderr, "  %s\n", f.c_str());
   }
   if (!a.save_state.empty()) {
     std::ofstream out(a.save_state);
@@ -280,8 +302,8 @@ int cmd_run(const run_args& a) {
   if (!a.json.empty()) {
     nlohmann::json j{{"samples_per_s", st.samples_per_s()}, {"mb_per_s", st.megabytes_per_s()},
                      {"consumer_wait_fraction", st.consumer_wait_fraction()}, {"batches", st.batches},
-                     {"samples", st.samples}, {"errors", st.errors}, {"bad_samples", piped->failures()},
-                     {"replaced", piped->replaced()}, {"wall_s", st.wall_ns / 1e9},
+                     {"samples", st.samples}, {"errors", st.errors}, {"bad_samples", counted->failures()},
+                     {"replaced", counted->replaced()}, {"wall_s", st.wall_ns / 1e9},
                      {"host_bytes", st.host_bytes}, {"device_bytes", st.device_bytes},
                      {"device", l.device().to_string()}, {"workers", l.workers()}};
     for (std::size_t i = 0; i < pinfeed::kStageCount; ++i) {
@@ -333,7 +355,9 @@ int cmd_doctor(const run_args& a, const doctor_args& d) {
     else
       std::fprintf(stderr, "doctor: %-3s %-28s %s\n", m.id.c_str(), m.name.c_str(), m.note.c_str());
   };
-  const pinfeed::doctor_report r = pinfeed::doctor(make_pipeline(a, dev), o);
+  pipeline_parts parts = make_pipeline(a, dev);
+  const pinfeed::doctor_report r =
+      pinfeed::doctor({std::move(parts.reader), std::move(parts.steps), std::move(parts.source), nullptr}, o);
   std::printf("%s", r.to_text().c_str());
   if (!d.json.empty()) {
     std::ofstream out(d.json);

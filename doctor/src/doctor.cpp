@@ -9,6 +9,7 @@
 
 #include <sys/resource.h>
 
+#include "pinfeed/doctor/stages.hpp"
 #include "pinfeed/ops/normalize.hpp"
 #include "pinfeed/runtime/device.hpp"
 #include "pinfeed/runtime/error.hpp"
@@ -18,7 +19,6 @@ namespace pinfeed {
 
 namespace {
 
-using loaders::cache_stage;
 using clock_type = std::chrono::steady_clock;
 
 double seconds_since(clock_type::time_point t) {
@@ -146,8 +146,7 @@ struct batch_store {
 struct plan_entry {
   doctor_mode mode;
   enum class kind { loader, host_batches, device_batches } how = kind::loader;
-  loaders::sample_cache cache;
-  bool finished = false;  ///< the loader runs on a pool of finished samples (L3)
+  sample_cache cache;
 };
 
 }  // namespace
@@ -164,8 +163,6 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
   if (p.reader && p.own) throw std::invalid_argument("doctor: give a reader (with transforms) or a source of your own, not both");
   if (p.own && !p.steps.empty())
     throw std::invalid_argument("doctor: transforms go with a reader; a source of your own runs its own steps");
-  if (p.source.cache.stage != cache_stage::none)
-    throw std::invalid_argument("doctor: leave the pipeline's cache at none; the doctor sets it per mode");
   if (!(o.step_ms >= 0.0) || !std::isfinite(o.step_ms))
     throw std::invalid_argument("doctor: the step time must be a finite number >= 0 ms, got " + std::to_string(o.step_ms));
   if (o.steps == 0) throw std::invalid_argument("doctor: steps per mode must be at least 1");
@@ -196,18 +193,11 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
   const auto& host_steps = piped ? piped->host_steps().steps() : no_steps;
   const bool host_tail = piped && host_steps.size() < p.steps.steps().size() && !piped->tail_params();
   const std::optional<ops::normalize_params> consumer_tail = piped ? piped->tail_params() : std::nullopt;
-  // The source a mode runs: the pipeline (or the own source) with a cache at a stage, or behind a
-  // pool of its finished samples.
-  const auto source_for = [&](const loaders::sample_cache& cache, bool finished) -> std::shared_ptr<source> {
-    std::shared_ptr<source> s = p.own;
-    if (!s && cache.stage == loaders::cache_stage::none) {
-      s = piped;  // the full pipeline itself (L0): its counters of bad samples go into the report
-    } else if (!s) {
-      loaders::pipeline_source_options so = p.source;
-      so.cache = cache;
-      s = std::make_shared<loaders::pipeline_source>(p.reader, p.steps, so);
-    }
-    return finished ? make_pooled_source(std::move(s), pool) : s;
+  // The source a mode runs: the pipeline (or the own source) with a cache at a stage.
+  const auto source_for = [&](const sample_cache& cache) -> std::shared_ptr<source> {
+    if (p.own) return cache.stage == cache_stage::finished ? make_pooled_source(p.own, pool) : p.own;
+    if (cache.stage == cache_stage::none) return piped;  // L0: its counters of bad samples go into the report
+    return make_cached_pipeline(p.reader, p.steps, p.source, cache);
   };
 
   doctor_report r;
@@ -236,7 +226,7 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
   std::vector<plan_entry> plan;
   plan.reserve(8 + host_steps.size());
   const auto add = [&](std::string id, std::string name, std::string skips, plan_entry::kind how,
-                       loaders::sample_cache cache = {}) {
+                       sample_cache cache = {}) {
     plan_entry e;
     e.mode.id = std::move(id);
     e.mode.name = std::move(name);
@@ -254,11 +244,15 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
   auto* l2 = add("L2", "decoded images cached", "reads, decoding", plan_entry::kind::loader, {cache_stage::decoded, 0, pool});
   if (p.own) l2->mode.note = "not applicable: a source of your own has no decode stage the doctor can see";
   add("L3", p.own ? "produced samples cached" : "processed samples cached",
-      p.own ? "producing samples" : "reads, decoding, transforms", plan_entry::kind::loader)
-      ->finished = true;
-  add("L4", "host batches cached", "the workers: only the copy and the step run", plan_entry::kind::host_batches);
+      p.own ? "producing samples" : "reads, decoding, transforms", plan_entry::kind::loader,
+      {cache_stage::finished, 0, pool});
+  auto* l4 = add("L4", "host batches cached", "the workers: only the copy and the step run", plan_entry::kind::host_batches);
   auto* l5 = add("L5", "device batches cached", "everything but the step (the ceiling)", plan_entry::kind::device_batches);
   if (!gpu) l5->mode.note = "same as L4: on the CPU path batches stay in host memory, there is no copy";
+  // Without a step these modes would time an empty loop, a figure of no use: say so instead.
+  const bool no_step = !o.step && o.step_ms == 0;
+  if (no_step && !gpu) l4->mode.note = "not measured: on the CPU path nothing is copied, and there is no step";
+  if (no_step && gpu && !consumer_tail) l5->mode.note = "not measured: no step and no device work to run";
   // Per-transform checkpoints: after host step k, for k = 1 .. (transforms - 1), the fused host tail
   // counting as one more transform.
   std::vector<std::string> transform_names;
@@ -311,13 +305,15 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
     for (std::size_t i = 0; i < warmup; ++i) (void)one();
     if (gpu) PINFEED_CUDA_TRY(cudaStreamSynchronize(consumer_stream));
     if (reset) reset();
-    std::vector<double> waits;
+    std::vector<double> waits, per_image;  // per step: the wait, and the seconds per image
     waits.reserve(o.steps);
     const double cpu0 = process_cpu_seconds();
     const auto t0 = clock_type::now();
     std::size_t images = 0;
     for (;;) {
+      const auto step_start = clock_type::now();
       const step_result s = one();
+      if (s.images > 0) per_image.push_back(seconds_since(step_start) / static_cast<double>(s.images));
       images += s.images;
       waits.push_back(s.wait_s);
       const double elapsed = seconds_since(t0);
@@ -343,6 +339,14 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
     for (std::size_t i = 0; i < top; ++i) top_wait += waits[i];
     m.wait_top_share = total_wait > 0 ? std::clamp(top_wait / total_wait, 0.0, 1.0) : 0.0;
     m.cpu_utilisation = std::clamp(cpu / (wall * r.hardware_threads), 0.0, 1.0);
+    if (per_image.size() >= 2) {  // standard error of the mean time per image
+      double mean = 0, var = 0;
+      for (double x : per_image) mean += x;
+      mean /= static_cast<double>(per_image.size());
+      for (double x : per_image) var += (x - mean) * (x - mean);
+      var /= static_cast<double>(per_image.size() - 1);
+      m.noise_ms_per_image = 1e3 * std::sqrt(var / static_cast<double>(per_image.size()));
+    }
   };
 
   // Modes L4 and L5 replay whole batches made once from a pool of finished samples.
@@ -355,8 +359,8 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
     cpu_lo.device = "cpu";
     cpu_lo.stream.reset();
     cpu_lo.trace = false;
-    cpu_lo.copy_bandwidth_mb_s = 0;
-    loader l(source_for({}, true), cpu_lo);
+    cpu_lo.after_copy = nullptr;
+    loader l(source_for({cache_stage::finished, 0, pool}), cpu_lo);
     r.workers = l.workers();
     store.layout(l.fields(), lo.batch_size);
     host_batches = host_buffer(store.bytes * pool_batches, gpu);
@@ -380,7 +384,7 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
     if (e.how == plan_entry::kind::loader) {
       loader_options mlo = lo;
       mlo.trace = m.id == o.trace_mode;
-      loader l(source_for(e.cache, e.finished), mlo);
+      loader l(source_for(e.cache), mlo);
       r.workers = l.workers();
       std::optional<batch> current;
       timed(
@@ -422,7 +426,7 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
           if (used[d]) PINFEED_CUDA_TRY(cudaEventSynchronize(released[d].e));  // at most two in flight
           const std::size_t bytes = store.bytes;
           PINFEED_CUDA_TRY(cudaMemcpyAsync(dst, host_batches.data() + i * store.bytes, bytes, cudaMemcpyHostToDevice, copy.s));
-          if (o.loader.copy_bandwidth_mb_s > 0) busy_kernel_ms(bytes / (o.loader.copy_bandwidth_mb_s * 1e3), copy.s);
+          if (o.loader.after_copy) o.loader.after_copy(bytes, copy.s);  // the same hook as the loader's copy
           PINFEED_CUDA_TRY(cudaEventRecord(copied[d].e, copy.s));
           PINFEED_CUDA_TRY(cudaStreamWaitEvent(consumer_stream, copied[d].e, 0));
           consume(store.view(dst, batch_sizes[i], where, consumer_stream));

@@ -34,12 +34,18 @@ const doctor_mode* stand_in(const doctor_report& r, const std::string& id) {
   return nullptr;
 }
 
-/// Costs between consecutive checkpoints; shares over the list's positive total.
-void price(std::vector<doctor_stage>& stages, const std::vector<double>& t) {
+/// The noise (standard error, s per image) of a mode that ran, else 0.
+double noise_of(const doctor_mode* m) { return m != nullptr && m->ran ? m->noise_ms_per_image / 1e3 : 0.0; }
+
+/// Costs between consecutive checkpoints (t: s per image, e: their noise); a difference not above
+/// twice the combined noise is within noise and costs 0. Shares over the list's positive total.
+void price(std::vector<doctor_stage>& stages, const std::vector<double>& t, const std::vector<double>& e) {
   double total = 0;
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const double d = t[i] - t[i + 1];
-    stages[i].ms_per_image = std::isfinite(d) ? std::max(0.0, d) * 1e3 : NAN;
+    const double noise = 2.0 * std::sqrt(e[i] * e[i] + e[i + 1] * e[i + 1]);
+    stages[i].within_noise = std::isfinite(d) && d <= noise;
+    stages[i].ms_per_image = !std::isfinite(d) ? NAN : stages[i].within_noise ? 0.0 : d * 1e3;
     if (std::isfinite(stages[i].ms_per_image)) total += stages[i].ms_per_image;
   }
   for (auto& s : stages) s.share = total > 0 && std::isfinite(s.ms_per_image) ? s.ms_per_image / total : 0.0;
@@ -68,34 +74,44 @@ void analyse(doctor_report& r) {
   // The ladder's stages: what skipping each one saves per image.
   const double t0 = per_image(r.mode("L0")), t1 = per_image(stand_in(r, "L1")), t2 = per_image(r.mode("L2")),
                t3 = per_image(r.mode("L3")), t4 = per_image(r.mode("L4")), t5 = per_image(stand_in(r, "L5"));
-  std::vector<double> t;
+  const double e0 = noise_of(r.mode("L0")), e1 = noise_of(stand_in(r, "L1")), e2 = noise_of(r.mode("L2")),
+               e3 = noise_of(r.mode("L3")), e4 = noise_of(r.mode("L4")), e5 = noise_of(stand_in(r, "L5"));
+  std::vector<double> t, e;
   if (r.own_source) {
     r.stages.push_back({"produce", "producing samples (your source)", "L0", "L3"});
     t = {t0};
+    e = {e0};
   } else if (r.encoded) {
     r.stages.push_back({"read", "storage reads", "L0", "L1"});
     r.stages.push_back({"decode", "decoding", "L1", "L2"});
     t = {t0, t1, t2};
+    e = {e0, e1, e2};
   } else {
     r.stages.push_back({"read", "reading the raw images (the source generates them)", "L0", "L2"});
     t = {t0, t2};
+    e = {e0, e2};
   }
   if (!r.own_source) r.stages.push_back({"transforms", "the transforms", "L2", "L3"});
   r.stages.push_back({"loader", "the loader's own work (samples into slots, batching)", "L3", "L4"});
   r.stages.push_back({"copy", "the host-to-device copy", "L4", "L5"});
   t.insert(t.end(), {t3, t4, t5});
-  price(r.stages, t);
+  e.insert(e.end(), {e3, e4, e5});
+  price(r.stages, t, e);
 
   // Per transform: the chain L2, T1, ..., T(n-1), L3 prices transforms 1..n.
   const std::size_t n = r.transform_names.size();
   if (n >= 2 && r.mode("T1") != nullptr) {
-    std::vector<double> tt{t2};
-    for (std::size_t k = 1; k < n; ++k) tt.push_back(per_image(r.mode("T" + std::to_string(k))));
+    std::vector<double> tt{t2}, te{e2};
+    for (std::size_t k = 1; k < n; ++k) {
+      tt.push_back(per_image(r.mode("T" + std::to_string(k))));
+      te.push_back(noise_of(r.mode("T" + std::to_string(k))));
+    }
     tt.push_back(t3);
+    te.push_back(e3);
     for (std::size_t k = 0; k < n; ++k)
       r.transforms.push_back({r.transform_names[k], r.transform_names[k], k == 0 ? "L2" : "T" + std::to_string(k),
                               k + 1 == n ? "L3" : "T" + std::to_string(k + 1)});
-    price(r.transforms, tt);
+    price(r.transforms, tt, te);
   }
 
   const doctor_mode* l0 = r.mode("L0");
@@ -118,13 +134,13 @@ void analyse(doctor_report& r) {
     for (const auto& s : r.stages)
       if (std::isfinite(s.ms_per_image)) ranked.push_back(&s);
     std::sort(ranked.begin(), ranked.end(), [](auto* a, auto* b) { return a->share > b->share; });
-    // Name the costliest stages until they cover three quarters of the time per image (a stage
-    // under a tenth is never named, the costliest always is).
+    // Name the costliest stages until they cover three quarters of the time per image, and every
+    // stage with 15% or more of it (a stage under a tenth is never named, the costliest always is).
     std::vector<std::string> labels;
     std::string level = "L0";
     double covered = 0;
     for (const auto* s : ranked) {
-      if (!r.bottleneck.empty() && (covered >= 0.75 || s->share < 0.10)) break;
+      if (!r.bottleneck.empty() && ((covered >= 0.75 && s->share < 0.15) || s->share < 0.10)) break;
       r.bottleneck.push_back(s->name);
       labels.push_back(s->label);
       level = std::max(level, s->to);
@@ -272,6 +288,9 @@ std::string doctor_report::to_text() const {
     for (const auto& s : v) {
       if (!std::isfinite(s.ms_per_image)) {
         std::snprintf(line, sizeof line, "  %-34s %s -> %s   not measured\n", s.name.substr(0, 34).c_str(), s.from.c_str(), s.to.c_str());
+      } else if (s.within_noise) {
+        std::snprintf(line, sizeof line, "  %-34s %s -> %-3s within noise\n", s.name.substr(0, 34).c_str(), s.from.c_str(),
+                      s.to.c_str());
       } else {
         std::snprintf(line, sizeof line, "  %-34s %s -> %-3s %9.4f ms %5.0f%% |%s|\n", s.name.substr(0, 34).c_str(),
                       s.from.c_str(), s.to.c_str(), s.ms_per_image, 100 * s.share, bar(s.share, 30).c_str());
@@ -320,6 +339,7 @@ std::string doctor_report::to_json() const {
       x["wait_top_share"] = m.wait_top_share;
       x["max_wait_ms"] = m.max_wait_ms;
       x["cpu_utilisation"] = m.cpu_utilisation;
+      x["noise_ms_per_image"] = m.noise_ms_per_image;
     }
     j["modes"].push_back(x);
   }
@@ -327,7 +347,7 @@ std::string doctor_report::to_json() const {
     json a = json::array();
     for (const auto& s : v)
       a.push_back({{"name", s.name}, {"label", s.label}, {"from", s.from}, {"to", s.to},
-                   {"ms_per_image", finite(s.ms_per_image)}, {"share", s.share}});
+                   {"ms_per_image", finite(s.ms_per_image)}, {"within_noise", s.within_noise}, {"share", s.share}});
     return a;
   };
   j["stages"] = stage_list(stages);

@@ -1,16 +1,34 @@
 #pragma once
 /// @file pinfeed.hpp
-/// Everything a trainer needs: the loader, the built-in sources and the device ops.
+/// The whole public API: the loader and its runtime, the built-in sources and transforms, the
+/// device ops and the doctor. (Headers under detail/ are internals, not included.)
 
 #include "pinfeed/config.hpp"
+#include "pinfeed/version.hpp"
 #include "pinfeed/doctor/doctor.hpp"
+#include "pinfeed/doctor/stages.hpp"
+#include "pinfeed/loaders/decode.hpp"
+#include "pinfeed/loaders/image_files.hpp"
+#include "pinfeed/loaders/pipeline_source.hpp"
+#include "pinfeed/loaders/shards.hpp"
 #include "pinfeed/loaders/synthetic.hpp"
+#include "pinfeed/loaders/transforms.hpp"
+#include "pinfeed/ops/encode.hpp"
 #include "pinfeed/ops/normalize.hpp"
+#include "pinfeed/ops/sampler.hpp"
 #include "pinfeed/runtime/batch.hpp"
 #include "pinfeed/runtime/checksum.hpp"
+#include "pinfeed/runtime/cuda_api.hpp"
 #include "pinfeed/runtime/device.hpp"
+#include "pinfeed/runtime/epoch_order.hpp"
 #include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/host_info.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
 #include "pinfeed/runtime/loader.hpp"
+#include "pinfeed/runtime/log.hpp"
+#include "pinfeed/runtime/npy.hpp"
+#include "pinfeed/runtime/philox.hpp"
+#include "pinfeed/runtime/random.hpp"
 #include "pinfeed/runtime/source.hpp"
-#include "pinfeed/version.hpp"
+#include "pinfeed/runtime/stats.hpp"
+#include "pinfeed/runtime/tensor.hpp"

@@ -161,13 +161,6 @@ pipeline_source::pipeline_source(std::shared_ptr<image_reader> reader, pipeline 
   fields_.push_back(image);
   for (auto& f : reader_->extra_fields()) fields_.push_back(f);
   validate_fields(fields_);
-  if (options_.cache.stage != cache_stage::none) {
-    if (options_.cache.pool == 0) throw std::invalid_argument("pipeline_source: cache pool must be at least 1");
-    if (options_.cache.stage == cache_stage::steps && options_.cache.after_steps > host_.steps().size())
-      throw std::invalid_argument("pipeline_source: cache after " + std::to_string(options_.cache.after_steps) +
-                                  " steps, but the host pipeline has " + std::to_string(host_.steps().size()));
-    cache_.reset(new cache_entry[std::min<std::uint64_t>(options_.cache.pool, reader_->size())]);
-  }
 }
 
 std::string pipeline_source::name() const {
@@ -175,22 +168,6 @@ std::string pipeline_source::name() const {
   if (host_tail_) s += " -> fused tail (host, CHW float)";
   if (consumer_tail_) s += " -> tail on the consumer's device";
   return s;
-}
-
-void pipeline_source::emulate_storage(std::size_t bytes) {
-  const auto& e = options_.storage;
-  if (e.latency_ms <= 0.0 && e.bandwidth_mb_s <= 0.0) return;
-  auto until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                      std::chrono::duration<double, std::milli>(e.latency_ms));
-  if (e.bandwidth_mb_s > 0.0) {
-    const auto hold = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-        std::chrono::duration<double>(static_cast<double>(bytes) / (e.bandwidth_mb_s * 1e6)));
-    std::lock_guard lock(link_mutex_);
-    const auto start = std::max(link_free_, std::chrono::steady_clock::now());
-    link_free_ = start + hold;
-    until = std::max(until, link_free_);
-  }
-  std::this_thread::sleep_until(until);
 }
 
 std::vector<std::string> pipeline_source::failed() const {
@@ -281,7 +258,6 @@ void pipeline_source::first_that_works(std::uint64_t reported, std::uint32_t epo
 }
 
 void pipeline_source::produce(sample& s) {
-  if (options_.cache.stage != cache_stage::none) return produce_cached(s);
   // skip: the sample at sample::stand_in() serves instead, a pure function of (seed, epoch, index).
   const std::uint64_t n = reader_->size();
   first_that_works(
@@ -314,13 +290,14 @@ void pipeline_source::produce_one(sample& out, std::uint64_t index) {
   sample s(index, out.epoch(), out.seed(), fields_, t.buffers, out.stats(), out.trace());
   image_spec in;
   bool window_only = false;
+  const std::byte* image = nullptr;
   {
     stage_timer timer(stage::read, s.stats(), s.trace(), index);
     try {
       const read_result r = reader_->read(s, t.a, planner(s));
       in = r.spec;
       window_only = r.window_only;
-      emulate_storage(r.stored_bytes);
+      image = r.data != nullptr ? r.data : t.a.data();
     } catch (const sample_error&) {
       throw;
     } catch (const std::exception& e) {
@@ -328,20 +305,20 @@ void pipeline_source::produce_one(sample& out, std::uint64_t index) {
     }
   }
   out.set_origin(s.origin());
-  (void)run_steps(s, image_view{t.a.data(), in}, window_only, 0, host_.steps().size(), t.a, t.b);
+  // A lent image is read in place and never written: run_steps writes only into its own buffers.
+  run_steps(s, image_view{const_cast<std::byte*>(image), in}, window_only, t.a, t.b);
 }
 
-image_view pipeline_source::run_steps(sample& s, image_view cur, bool window_only, std::size_t first, std::size_t end,
-                                      std::vector<std::byte>& a, std::vector<std::byte>& b) {
+void pipeline_source::run_steps(sample& s, image_view cur, bool window_only, std::vector<std::byte>& a,
+                                std::vector<std::byte>& b) {
   stage_timer timer(stage::transform, s.stats(), s.trace(), s.index());
   const auto& steps = host_.steps();
-  const bool to_slot = end == steps.size();
   std::byte* slot_image = s.bytes(0).data();
   const auto same = [](const image_spec& x, const image_spec& y) {
     return x.height == y.height && x.width == y.width && x.channels == y.channels && x.type == y.type;
   };
-  for (std::size_t k = first; k < end; ++k) {
-    const bool last = to_slot && k + 1 == steps.size() && !host_tail_;
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    const bool last = k + 1 == steps.size() && !host_tail_;
     try {
       // A reader that decoded only the first step's window leaves that step a resize.
       const bool resize_only = k == 0 && window_only;
@@ -353,7 +330,7 @@ image_view pipeline_source::run_steps(sample& s, image_view cur, bool window_onl
       const bool own = cur.data == a.data() || cur.data == b.data() || cur.data == slot_image;
       const bool in_place = !resize_only && steps[k]->in_place() && own && same(next, cur.spec) &&
                             (!last || cur.data == slot_image);
-      const bool feeds_slot = to_slot && !host_tail_ && k + 2 == steps.size() && steps[k + 1]->in_place() &&
+      const bool feeds_slot = !host_tail_ && k + 2 == steps.size() && steps[k + 1]->in_place() &&
                               same(steps[k + 1]->output_spec(next), next);
       std::vector<std::byte>& other = cur.data == a.data() ? b : a;
       std::byte* target = (last || feeds_slot) ? slot_image : in_place ? cur.data : nullptr;
@@ -369,86 +346,15 @@ image_view pipeline_source::run_steps(sample& s, image_view cur, bool window_onl
       throw sample_error(s.index(), "transform " + steps[k]->name(), s.origin(), e.what());
     }
   }
-  if (!to_slot) return cur;
   if (host_tail_) {
     ops::normalize_hwc_to_chw(cur.as<std::uint8_t>(), slot_image,
                               {1, static_cast<std::size_t>(cur.spec.height), static_cast<std::size_t>(cur.spec.width)},
                               *host_tail_);
-  } else if (first == steps.size()) {
+  } else if (steps.empty()) {
     if (cur.spec.bytes() != fields_[0].bytes())
       throw sample_error(s.index(), "read", s.origin(), "image size differs from the declared shape");
     std::memcpy(slot_image, cur.data, cur.spec.bytes());
   }
-  return cur;
-}
-
-void pipeline_source::fill_entry_from(cache_entry& e, std::uint64_t index, const sample& like) {
-  const auto& c = options_.cache;
-  e.fields.resize(fields_.size());
-  std::vector<std::byte*> buffers(fields_.size());
-  for (std::size_t f = 0; f < fields_.size(); ++f) {
-    e.fields[f].resize(fields_[f].bytes());
-    buffers[f] = e.fields[f].data();
-  }
-  sample s(index, like.epoch(), like.seed(), fields_, buffers, like.stats(), like.trace());
-  stage_timer timer(stage::read, s.stats(), s.trace(), index);
-  if (c.stage == cache_stage::raw && reader_->stores_encoded()) {
-    const auto stored = reader_->read_stored(s, e.image);
-    if (stored.data() != e.image.data()) e.image.assign(stored.begin(), stored.end());
-    else e.image.resize(stored.size());
-    e.origin = s.origin();
-    // Decode once now, so a pool entry that cannot decode is replaced (skip) or fails here.
-    std::vector<std::byte> trial;
-    (void)reader_->decode_stored(s, e.image, trial, {});
-    return;
-  }
-  // decoded (or raw for a reader without an encoded form), or after some steps: the full image.
-  std::vector<std::byte> b;
-  try {
-    const read_result r = reader_->read(s, e.image, {});
-    const std::size_t done = c.stage == cache_stage::steps ? c.after_steps : 0;
-    const image_view cur = run_steps(s, image_view{e.image.data(), r.spec}, false, 0, done, e.image, b);
-    e.spec = cur.spec;
-    if (cur.data != e.image.data()) e.image.assign(cur.data, cur.data + cur.spec.bytes());
-  } catch (const sample_error&) {
-    throw;
-  } catch (const std::exception& ex) {
-    throw sample_error(index, "read", s.origin(), ex.what());
-  }
-  e.origin = s.origin();
-}
-
-void pipeline_source::fill_entry(cache_entry& e, std::uint64_t p, const sample& like) {
-  const std::uint64_t n = reader_->size();
-  first_that_works(
-      p, like.epoch(), n, like.stats(), [&](std::uint64_t k) { return (p + k) % n; },
-      [&](std::uint64_t index) { fill_entry_from(e, index, like); });
-}
-
-void pipeline_source::produce_cached(sample& out) {
-  const auto& c = options_.cache;
-  const std::size_t pool = std::min<std::uint64_t>(c.pool, reader_->size());
-  cache_entry& e = cache_[out.index() % pool];
-  std::call_once(e.filled, [&] {
-    try {
-      fill_entry(e, out.index() % pool, out);
-    } catch (...) {
-      e.error = std::current_exception();
-    }
-  });
-  if (e.error) std::rethrow_exception(e.error);
-  out.set_origin(e.origin);
-  for (std::size_t f = 1; f < fields_.size(); ++f) std::memcpy(out.bytes(f).data(), e.fields[f].data(), e.fields[f].size());
-  thread_local std::vector<std::byte> a, b;
-  if (c.stage == cache_stage::raw && reader_->stores_encoded()) {
-    // Storage skipped: decode the kept bytes as a full read would (same plan, same stream).
-    const read_result r = reader_->decode_stored(out, e.image, a, planner(out));
-    (void)run_steps(out, image_view{a.data(), r.spec}, r.window_only, 0, host_.steps().size(), a, b);
-    return;
-  }
-  // The steps read the cached image in place and write into a and b; it is never modified.
-  const std::size_t done = c.stage == cache_stage::steps ? std::min(c.after_steps, host_.steps().size()) : 0;
-  (void)run_steps(out, image_view{e.image.data(), e.spec}, false, done, host_.steps().size(), a, b);
 }
 
 }  // namespace pinfeed::loaders

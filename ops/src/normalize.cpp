@@ -8,7 +8,7 @@
 #include "pinfeed/ops/normalize.hpp"
 
 #include "detail/encode_checks.hpp"
-#include "pinfeed/runtime/parallel.hpp"
+#include "pinfeed/runtime/detail/parallel.hpp"
 #include "pinfeed/runtime/random.hpp"
 
 namespace pinfeed::ops {

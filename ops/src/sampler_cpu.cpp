@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "pinfeed/ops/sampler.hpp"
-#include "pinfeed/runtime/parallel.hpp"
+#include "pinfeed/runtime/detail/parallel.hpp"
 #include "pinfeed/runtime/random.hpp"
 
 #if defined(__x86_64__)

@@ -24,23 +24,7 @@ __global__ void fill_random_kernel(philox_stream stream, std::byte* out, std::si
   }
 }
 
-__global__ void busy_kernel(std::uint64_t ns) {
-  std::uint64_t start;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  for (;;) {
-    std::uint64_t now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    if (now - start >= ns) break;
-  }
-}
-
 }  // namespace
-
-void busy_kernel_ms(double ms, void* cuda_stream) {
-  if (!(ms > 0)) return;
-  busy_kernel<<<1, 1, 0, static_cast<cudaStream_t>(cuda_stream)>>>(static_cast<std::uint64_t>(ms * 1e6));
-  PINFEED_CHECK_LAUNCH();
-}
 
 void fill_random_bytes_device(philox_stream stream, void* d_out, std::size_t bytes, cudaStream_t cuda_stream) {
   if (bytes == 0) return;

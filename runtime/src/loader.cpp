@@ -37,8 +37,6 @@ void validate(const loader_options& o) {
   if (o.prefetch + o.max_batches_in_use > 4096)
     throw std::invalid_argument("loader options prefetch + max_batches_in_use must be at most 4096, got " +
                                 std::to_string(o.prefetch + o.max_batches_in_use));
-  if (!(o.copy_bandwidth_mb_s >= 0.0))
-    throw std::invalid_argument("loader option copy_bandwidth_mb_s must be >= 0, got " + std::to_string(o.copy_bandwidth_mb_s));
 }
 
 namespace detail {
@@ -266,10 +264,9 @@ loader::impl::impl(std::shared_ptr<source> s, loader_options o)
                                 " samples per epoch, fewer than batch_size " + std::to_string(o.batch_size) +
                                 " with drop_last set: an epoch would be empty");
   const device_choice dev = resolve_device(o.device);
-  if (o.copy_bandwidth_mb_s > 0.0 && !dev.is_cuda())
-    throw std::invalid_argument("loader option copy_bandwidth_mb_s (" + std::to_string(o.copy_bandwidth_mb_s) +
-                                ") emulates a slow host-to-device link, but batches stay on the " + dev.to_string() +
-                                ": nothing is copied");
+  if (o.after_copy && !dev.is_cuda())
+    throw std::invalid_argument("loader option after_copy hooks the host-to-device copy, but batches stay on the " +
+                                dev.to_string() + ": nothing is copied");
   core = std::make_shared<detail::loader_core>(o, std::move(fields), dev);
   // TBB caps threads at the hardware count unless told otherwise; the arena needs worker_count.
   if (worker_count + 1 > std::thread::hardware_concurrency())
@@ -418,8 +415,7 @@ void loader::impl::finish_slot(std::size_t slot) {
     }
     PINFEED_CUDA_TRY(cudaMemcpyAsync(c.device_slot(slot), c.host_slot(slot), c.used_bytes(m.count),
                                      cudaMemcpyHostToDevice, c.copy_stream));
-    if (c.options.copy_bandwidth_mb_s > 0.0)  // an emulated slow link: the copy takes bytes / rate
-      busy_kernel_ms(static_cast<double>(c.used_bytes(m.count)) / (c.options.copy_bandwidth_mb_s * 1e3), c.copy_stream);
+    if (c.options.after_copy) c.options.after_copy(c.used_bytes(m.count), c.copy_stream);
     PINFEED_CUDA_TRY(cudaEventRecord(m.copy_event, c.copy_stream));
     m.copy_recorded = true;
   } catch (...) {

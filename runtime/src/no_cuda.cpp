@@ -8,11 +8,6 @@
 
 namespace pinfeed {
 
-void busy_kernel_ms(double ms, void*) {
-  if (!(ms > 0)) return;
-  throw std::runtime_error(std::string("busy_kernel_ms: ") + detail::kNoCuda);
-}
-
 void fill_random_bytes_device(philox_stream, void* d_out, std::size_t bytes, cudaStream_t) {
   if (bytes == 0) return;
   if (d_out == nullptr) throw std::invalid_argument("fill_random_bytes_device: null output pointer");

@@ -1,4 +1,4 @@
-#include "pinfeed/runtime/slot_ring.hpp"
+#include "pinfeed/runtime/detail/slot_ring.hpp"
 
 #include <stdexcept>
 #include <string>

@@ -34,14 +34,6 @@ std::uint32_t thread_id() noexcept {
   return id;
 }
 
-void busy_wait_ms(double ms) noexcept {
-  if (!(ms > 0)) return;
-  const auto until = std::chrono::steady_clock::now() +
-                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double, std::milli>(ms));
-  while (std::chrono::steady_clock::now() < until) {
-  }
-}
-
 namespace detail {
 #if PINFEED_HAVE_NVTX
 void nvtx_push(stage s) noexcept {

@@ -13,6 +13,7 @@
 #include <opencv2/core.hpp>
 
 #include "pinfeed/doctor/doctor.hpp"
+#include "pinfeed/doctor/stages.hpp"
 #include "pinfeed/loaders/decode.hpp"
 #include "pinfeed/loaders/image_files.hpp"
 #include "pinfeed/loaders/synthetic.hpp"
@@ -168,8 +169,8 @@ TEST_CASE("doctor.slow_source_is_named") {
   const auto files = jpeg_folder(d.path, 24);
   for (std::size_t workers : {1u, 2u}) {
     CAPTURE(workers);
-    doctor_pipeline p{image_files_reader(files), parse_pipeline("rrc(32),hflip"), {}};
-    p.source.storage.latency_ms = 15;  // every read waits: the planted bottleneck
+    // Every read waits: the planted bottleneck.
+    doctor_pipeline p{make_slow_storage(image_files_reader(files), {15.0, 0.0}), parse_pipeline("rrc(32),hflip"), {}};
     doctor_options o = quick(workers, 4);
     o.per_transform = false;
     const doctor_report r = doctor(p, o);
@@ -286,10 +287,6 @@ TEST_CASE("doctor.bad_input_is_refused_clearly") {
   o.trace_path = "x.json";
   CHECK_THROWS_WITH_AS((void)doctor(p, o), doctest::Contains("--trace-mode must be a mode that runs the loader"),
                        std::invalid_argument);
-  doctor_pipeline cached = p;
-  cached.source.cache.stage = cache_stage::decoded;
-  CHECK_THROWS_WITH_AS((void)doctor(cached, quick(1)), doctest::Contains("leave the pipeline's cache at none"),
-                       std::invalid_argument);
   doctor_pipeline none{nullptr, {}, {}};
   CHECK_THROWS_WITH_AS((void)doctor(none, quick(1)), doctest::Contains("no reader"), std::invalid_argument);
 
@@ -388,7 +385,7 @@ TEST_CASE("doctor.throttled_copy_is_named" * doctest::test_suite("gpu")) {
     doctor_pipeline p{small_synthetic(256, 96), parse_pipeline("crop(64)"), {}};
     doctor_options o = quick(workers, 32);
     o.loader.device = "cuda";
-    o.loader.copy_bandwidth_mb_s = 20;  // 32 x 64x64x3 bytes = 393 KB per batch: ~20 ms a copy
+    o.loader.after_copy = throttle_copy(20);  // 32 x 64x64x3 bytes = 393 KB per batch: ~20 ms a copy
     o.per_transform = false;
     const doctor_report r = doctor(p, o);
     MESSAGE(r.to_text());

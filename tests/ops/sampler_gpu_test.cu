@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "pinfeed/doctor/stages.hpp"  // busy_kernel_ms: a stream kept busy
 #include "pinfeed/ops/sampler.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/host_memory.hpp"

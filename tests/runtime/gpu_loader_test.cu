@@ -271,3 +271,31 @@ TEST_CASE("gpu.loader.restart_epoch_while_batches_are_held" * doctest::test_suit
   while (auto b = l.next()) seen += b->size();
   CHECK(seen == 256);
 }
+
+TEST_CASE("gpu.loader.after_copy_hook_sees_each_copy_on_the_copy_stream" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("after_copy hook")) return;
+  std::vector<std::size_t> bytes;
+  std::vector<cudaStream_t> streams;
+  auto o = gpu_options(8, 2);
+  o.after_copy = [&](std::size_t b, cudaStream_t s) {  // the copy thread, one call at a time
+    bytes.push_back(b);
+    streams.push_back(s);
+  };
+  {
+    loader l(random_source(20), o);
+    std::size_t n = 0;
+    while (auto b = l.next()) n += b->size();
+    CHECK(n == 20);
+    for (auto s : streams) {
+      CHECK(s != nullptr);
+      CHECK(s != l.stream());  // the copy stream, not the consumer's
+    }
+  }
+  REQUIRE(bytes.size() == 3);  // 8 + 8 + 4 samples
+  CHECK(bytes[0] == static_cast<std::size_t>(8 * kBytes));
+  CHECK(bytes[2] == static_cast<std::size_t>(4 * kBytes));
+  // A hook that throws fails that batch, with its message.
+  o.after_copy = [](std::size_t, cudaStream_t) { throw std::runtime_error("hook refused the copy"); };
+  loader l(random_source(20), o);
+  CHECK_THROWS_WITH((void)l.next(), doctest::Contains("hook refused the copy"));
+}

@@ -383,10 +383,8 @@ TEST_CASE("loader.bad_input") {
   o.drop_last = true;
   expect_invalid(o, "fewer than batch_size 20");
   o = cpu_options(4, 1);
-  o.copy_bandwidth_mb_s = -1;
-  expect_invalid(o, "copy_bandwidth_mb_s must be >= 0");
-  o.copy_bandwidth_mb_s = 50;  // no copy on the CPU path: emulating a slow link there is an error
-  expect_invalid(o, "batches stay on the cpu: nothing is copied");
+  o.after_copy = [](std::size_t, cudaStream_t) {};  // no copy on the CPU path: a hook on it is an error
+  expect_invalid(o, "after_copy hooks the host-to-device copy, but batches stay on the cpu: nothing is copied");
 
   CHECK_THROWS_WITH_AS(loader(nullptr, cpu_options(4, 1)), doctest::Contains("null"), std::invalid_argument);
   auto empty = make_source(0, reference_fields(), produce_reference, "empty-set");

@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "pinfeed/runtime/slot_ring.hpp"
+#include "pinfeed/runtime/detail/slot_ring.hpp"
 #include "test_util.hpp"
 
 using pinfeed::slot_ring;

@@ -16,7 +16,7 @@
 #include "pinfeed/runtime/device.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
 #include "pinfeed/runtime/loader.hpp"
-#include "pinfeed/runtime/slot_ring.hpp"
+#include "pinfeed/runtime/detail/slot_ring.hpp"
 #include "pinfeed/runtime/stats.hpp"
 
 namespace pinfeed::detail {

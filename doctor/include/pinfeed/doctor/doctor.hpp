@@ -39,8 +39,9 @@ struct step_batch {
 /// on the batch's stream and return (the doctor synchronises at the end of each mode).
 using step_function = std::function<void(const step_batch&)>;
 
-/// The pipeline under examination: a reader, its transforms and the source options (storage
-/// emulation, error policy, device tail); their `cache` must be left at none, the doctor sets it.
+/// The pipeline under examination: a reader (behind make_slow_storage() to emulate slow storage),
+/// its transforms and the source options (error policy, device tail); the doctor puts its caches
+/// around the reader (pinfeed/doctor/stages.hpp).
 /// Or, instead of a reader, any source of the trainer's own (`own`): it has no read, decode or
 /// transform stages the doctor can see, so its ladder is L0, L3 (a pool of its produced samples),
 /// L4 and L5, and the stage it prices is "produce".
@@ -98,6 +99,9 @@ struct doctor_mode {
   double wait_top_share = 0;   ///< share of that wait spent in the 10% slowest waits (burstiness)
   double max_wait_ms = 0;      ///< the longest single wait for a batch
   double cpu_utilisation = 0;  ///< process CPU time / (wall time x hardware threads), in [0, 1]
+  /// Standard error of the mean time per image over the mode's steps (ms): how far a repeated run
+  /// of the mode could plausibly land from this one.
+  double noise_ms_per_image = 0;
 };
 
 /// The time per image a stage costs: what caching past it saves.
@@ -105,7 +109,10 @@ struct doctor_stage {
   std::string name;               ///< "read", "decode", "transforms", "loader", "copy", or a transform
   std::string label;              ///< the same in words, e.g. "reading the raw images (generating them)"
   std::string from, to;           ///< the modes compared
-  double ms_per_image = 0;        ///< >= 0 (negative differences are noise and count as 0)
+  double ms_per_image = 0;        ///< >= 0; NaN when a mode it needs was not measured
+  /// The difference is negative or not above twice the two modes' combined noise: printed as
+  /// "within noise", and counted as 0 in the shares and the verdict.
+  bool within_noise = false;
   double share = 0;               ///< of the sum over the stages of its list, in [0, 1]
 };
 

@@ -5,8 +5,9 @@
 /// normalise steps are either fused on the host (one rounding, CHW float output, the same bits as
 /// the GPU op) or left to the GPU (uint8 HWC in the slot: 4x fewer bytes to copy; the consumer runs
 /// pinfeed::ops::normalize_hwc_to_chw_device with tail_params()). Bad samples either fail the batch
-/// (the default) or are replaced by the next sample of the epoch (in its order) that works,
-/// counted and listed.
+/// (the default) or are replaced by a stand-in drawn from the epoch (see stand_in_position),
+/// counted and listed. It produces samples and nothing else: the doctor's caches and emulated
+/// storage wrap its reader (pinfeed/doctor/stages.hpp).
 
 #include <atomic>
 #include <exception>
@@ -42,6 +43,9 @@ struct read_result {
   image_spec spec;               ///< the image written
   std::size_t stored_bytes = 0;  ///< bytes it took in storage (the encoded file; the pixels when generated)
   bool window_only = false;      ///< the image is the planned window (possibly scaled), not the whole
+  /// Where the image is when the reader lends memory of its own instead of writing into `image`
+  /// (a cache, say): valid until the reader is destroyed, never written through. Null: in `image`.
+  const std::byte* data = nullptr;
 };
 
 /// For readers of encoded images: decodes sample s's `bytes` into `image` the way `plan` allows (a
@@ -86,33 +90,7 @@ class image_reader {
 /// What to do with a sample that cannot be read, decoded or transformed.
 enum class error_policy { fail, skip };
 
-/// Slow storage, emulated (off by default): every read waits `latency_ms`, and reads share one
-/// link of `bandwidth_mb_s` (a read of B bytes holds it B / bandwidth seconds, in turn).
-struct storage_emulation {
-  double latency_ms = 0.0;
-  double bandwidth_mb_s = 0.0;  ///< 0: unlimited
-};
-
-/// Caching at a stage of the pipeline, to measure what the stages before it cost (the input-
-/// pipeline article's method). A pool of distinct samples stands in for the dataset: sample i is
-/// served from pool entry i mod pool, computed once from sample (i mod pool). Finished samples are
-/// cached by any source's wrapper, pinfeed::make_pooled_source().
-enum class cache_stage {
-  none,
-  raw,      ///< the stored bytes and labels: storage is skipped, decoding and transforms still run
-            ///< (for a reader that does not store encoded images, the same as `decoded`)
-  decoded,  ///< the decoded full image and its labels; every transform still runs
-  steps,    ///< the image after the first `after_steps` host steps; the rest still run
-};
-struct sample_cache {
-  cache_stage stage = cache_stage::none;
-  std::size_t after_steps = 0;
-  std::size_t pool = 64;
-};
-
 struct pipeline_source_options {
-  storage_emulation storage;
-  sample_cache cache;
   /// Leave the trailing pointwise steps to the consumer's device (the slot keeps uint8).
   bool device_tail = false;
   error_policy on_error = error_policy::fail;
@@ -153,19 +131,10 @@ class pipeline_source final : public source {
   /// max_failed_paths of their errors.
   [[nodiscard]] std::uint64_t failures() const;
   [[nodiscard]] std::vector<std::string> failed() const;
-  /// Slots filled by a stand-in because their own sample was bad (every epoch counted; in the
-  /// cached modes, once per pool entry).
+  /// Slots filled by a stand-in because their own sample was bad (every epoch counted).
   [[nodiscard]] std::uint64_t replaced() const noexcept { return replaced_.load(); }
 
  private:
-  struct cache_entry {
-    std::once_flag filled;
-    image_spec spec;
-    std::vector<std::byte> image;                // decoded or after some steps; the stored bytes (raw)
-    std::vector<std::vector<std::byte>> fields;  // the output fields; the extras are served from them
-    std::string origin;
-    std::exception_ptr error;
-  };
   /// Runs attempt(index_of(0)); under error_policy::skip, on a sample_error, attempt(index_of(1)),
   /// and so on over the dataset, counting and listing each failure. Throws the error (fail), or
   /// one saying every sample failed naming `reported` (skip).
@@ -180,26 +149,17 @@ class pipeline_source final : public source {
   /// are known bad in that epoch.
   std::uint64_t finish_try(std::uint32_t epoch, std::uint64_t index, const sample_error* failure, stage_stats* stats);
   void produce_one(sample& out, std::uint64_t index);
-  void produce_cached(sample& out);
-  /// Computes pool entry `p` from the first sample from index p on (wrapping) that works (under
-  /// error_policy::skip; only p itself under fail).
-  void fill_entry(cache_entry& e, std::uint64_t p, const sample& like);
-  void fill_entry_from(cache_entry& e, std::uint64_t index, const sample& like);
   /// The plan the first host step gives the decoder for sample s.
   [[nodiscard]] decode_planner planner(sample& s) const;
-  /// Runs host steps [first, end) on `cur` (in a or b), then, when `end` is the last step, the
-  /// fused tail into field 0 of `s`. Returns the image after the steps (in a or b, or the slot).
-  image_view run_steps(sample& s, image_view cur, bool window_only, std::size_t first, std::size_t end,
-                       std::vector<std::byte>& a, std::vector<std::byte>& b);
-
-  std::unique_ptr<cache_entry[]> cache_;
+  /// Runs the host steps on `cur` (in a or b, or lent by the reader: then never written), then the
+  /// fused tail, into field 0 of `s`.
+  void run_steps(sample& s, image_view cur, bool window_only, std::vector<std::byte>& a, std::vector<std::byte>& b);
 
   std::shared_ptr<image_reader> reader_;
   pipeline_source_options options_;
   pipeline host_;
   std::optional<ops::normalize_params> host_tail_, consumer_tail_;
   std::vector<field_spec> fields_;
-  void emulate_storage(std::size_t bytes);
   struct epoch_bad {
     std::uint32_t epoch;
     std::unordered_set<std::uint64_t> indices;
@@ -210,8 +170,6 @@ class pipeline_source final : public source {
   std::deque<epoch_bad> bad_by_epoch_;  // the latest few epochs (a loader runs one at a time)
   std::unordered_set<std::uint64_t> bad_ever_;
   std::atomic<std::uint64_t> replaced_{0};
-  std::mutex link_mutex_;
-  std::chrono::steady_clock::time_point link_free_{};
   std::vector<std::string> failed_;  // guarded by bad_mutex_
 };
 

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <optional>
@@ -35,9 +36,12 @@ struct loader_options {
   epoch_order_options order;
   /// The consumer's stream. Unset: the loader creates a non-blocking stream on its device.
   std::optional<cudaStream_t> stream;
-  /// Emulate a slower host-to-device link (experiments, the doctor's tests): after each batch's
-  /// copy the copy stream stays busy for bytes / this rate. 0 (default): off.
-  double copy_bandwidth_mb_s = 0.0;
+  /// Called on the copy thread right after each batch's host-to-device copy is queued on the copy
+  /// stream, with the bytes copied; work it queues on that stream delays the batch's readiness (an
+  /// emulated slow link: pinfeed::throttle_copy; instrumentation). Empty (default): none. Only
+  /// with a GPU: on the CPU path nothing is copied and the loader refuses it. An exception it
+  /// throws fails that batch.
+  std::function<void(std::size_t bytes, cudaStream_t copy_stream)> after_copy;
   bool trace = false;                  ///< record stage spans for a Chrome trace
   std::size_t trace_max_events = 1u << 20;
 };

@@ -152,11 +152,5 @@ class source {
                                                   std::function<void(sample&)> produce,
                                                   std::string name = "callable");
 
-/// `base` served from a pool of its finished samples (caching the whole pipeline, to measure what
-/// producing costs): sample i is a copy of pool entry i mod pool, produced once as sample
-/// (i mod pool). A pool larger than the dataset is capped at its size. An entry that fails to
-/// produce fails every sample it serves, with the original error. Throws std::invalid_argument
-/// for a null base or a pool of 0.
-[[nodiscard]] std::shared_ptr<source> make_pooled_source(std::shared_ptr<source> base, std::size_t pool);
 
 }  // namespace pinfeed

@@ -114,12 +114,6 @@ class trace_recorder {
 /// A small dense id for the calling thread (for traces).
 [[nodiscard]] std::uint32_t thread_id() noexcept;
 
-/// A stand-in training step: keeps the calling thread busy for `ms` milliseconds (CPU consumer).
-void busy_wait_ms(double ms) noexcept;
-/// The same on the GPU: queues a kernel that keeps one SM busy for `ms` milliseconds on `stream`.
-/// Asynchronous; throws cuda_error if the launch fails.
-void busy_kernel_ms(double ms, void* cuda_stream);
-
 namespace detail {
 void nvtx_push(stage s) noexcept;
 void nvtx_pop() noexcept;

@@ -1,0 +1,87 @@
+#pragma once
+/// @file stages.hpp
+/// What the doctor puts at a stage of a pipeline to measure what the stages before it cost (the
+/// caching method of the input-pipeline article): caches that skip the stages before them, slow
+/// storage and a slow host-to-device link emulated, and the stand-in training step. Each is a
+/// wrapper around a production piece (an image_reader, a source, the loader's copy hook); the
+/// pieces themselves know nothing of them. `pinfeed run --cache/--latency-ms/...` uses them too.
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+#include "pinfeed/loaders/pipeline_source.hpp"
+#include "pinfeed/runtime/cuda_api.hpp"
+#include "pinfeed/runtime/source.hpp"
+
+namespace pinfeed {
+
+/// Slow storage, emulated: every read waits `latency_ms`, and reads share one link of
+/// `bandwidth_mb_s` (a read of B bytes holds it B / bandwidth seconds, in turn). 0 turns each off.
+struct storage_emulation {
+  double latency_ms = 0.0;
+  double bandwidth_mb_s = 0.0;
+  [[nodiscard]] bool active() const noexcept { return latency_ms > 0.0 || bandwidth_mb_s > 0.0; }
+};
+
+/// `base` behind emulated slow storage: read() and read_stored() return after the delay the bytes
+/// they read would take. Throws std::invalid_argument for a null base or a negative or non-finite
+/// figure (naming it).
+[[nodiscard]] std::shared_ptr<loaders::image_reader> make_slow_storage(std::shared_ptr<loaders::image_reader> base,
+                                                                       storage_emulation storage);
+
+/// Where a cache sits in the pipeline.
+enum class cache_stage {
+  none,
+  raw,       ///< the stored bytes and labels: storage is skipped, decoding and transforms still run
+             ///< (for a reader that does not store encoded images, the same as `decoded`)
+  decoded,   ///< the decoded full image and its labels; every transform still runs
+  steps,     ///< the image after the first `after_steps` host transforms; the rest still run
+  finished,  ///< the finished sample: reads, decoding and every transform are skipped
+};
+
+/// A cache of a pool of distinct samples standing in for the dataset: sample i is served from
+/// pool entry i mod pool, made once from sample (i mod pool) of the epoch that first needs it.
+struct sample_cache {
+  cache_stage stage = cache_stage::none;
+  std::size_t after_steps = 0;  ///< for cache_stage::steps
+  std::size_t pool = 64;
+};
+
+/// `base` with its reads cached at `stage` (raw or decoded), or after the host transforms
+/// `before` (then the reader yields their output, and the pipeline over it runs only the rest).
+/// A cached image is lent to the pipeline (read_result::data), never copied per sample. An entry
+/// whose sample fails fails every sample it serves, with the original error and index in the
+/// message. Throws std::invalid_argument for a null base, a pool of 0, stage none or finished, or
+/// `before` with a stage other than decoded.
+[[nodiscard]] std::shared_ptr<loaders::image_reader> make_cached_reader(std::shared_ptr<loaders::image_reader> base,
+                                                                        cache_stage stage, std::size_t pool,
+                                                                        loaders::pipeline before = {});
+
+/// The pipeline (reader, steps, options) as a source with a cache at `cache`: the cached reader
+/// under a pipeline_source of the steps left, or (finished) a pool in front of the whole
+/// pipeline. Throws std::invalid_argument when `after_steps` exceeds the host transforms.
+[[nodiscard]] std::shared_ptr<source> make_cached_pipeline(const std::shared_ptr<loaders::image_reader>& reader,
+                                                           const loaders::pipeline& steps,
+                                                           const loaders::pipeline_source_options& options,
+                                                           const sample_cache& cache);
+
+/// `base` served from a pool of its finished samples (caching the whole pipeline, to measure what
+/// producing costs): sample i is a copy of pool entry i mod pool, produced once as sample
+/// (i mod pool). A pool larger than the dataset is capped at its size. An entry that fails to
+/// produce fails every sample it serves, with the original error. Throws std::invalid_argument
+/// for a null base or a pool of 0.
+[[nodiscard]] std::shared_ptr<source> make_pooled_source(std::shared_ptr<source> base, std::size_t pool);
+
+/// A loader_options::after_copy hook that emulates a host-to-device link of `mb_s` MB/s: after each
+/// batch's copy the copy stream stays busy for bytes / rate. Throws std::invalid_argument unless
+/// mb_s > 0 and finite.
+[[nodiscard]] std::function<void(std::size_t, cudaStream_t)> throttle_copy(double mb_s);
+
+/// A stand-in training step: keeps the calling thread busy for `ms` milliseconds (CPU consumer).
+void busy_wait_ms(double ms) noexcept;
+/// The same on the GPU: queues a kernel that keeps one SM busy for `ms` milliseconds on `stream`.
+/// Asynchronous; throws cuda_error if the launch fails (and, built without CUDA, always).
+void busy_kernel_ms(double ms, cudaStream_t stream);
+
+}  // namespace pinfeed

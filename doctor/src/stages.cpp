@@ -1,0 +1,342 @@
+#include "pinfeed/doctor/stages.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pinfeed/runtime/error.hpp"
+
+namespace pinfeed {
+
+namespace {
+
+using loaders::decode_planner;
+using loaders::image_spec;
+using loaders::image_view;
+using loaders::image_reader;
+using loaders::read_result;
+
+std::string figure(double v) {
+  std::string s = std::to_string(v);
+  while (s.size() > 1 && s.back() == '0') s.pop_back();
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+
+class slow_storage_reader final : public image_reader {
+ public:
+  slow_storage_reader(std::shared_ptr<image_reader> base, storage_emulation e) : base_(std::move(base)), e_(e) {
+    if (!base_) throw std::invalid_argument("slow storage: the base reader is null");
+    if (!(e_.latency_ms >= 0.0) || !std::isfinite(e_.latency_ms))
+      throw std::invalid_argument("slow storage: latency_ms must be a finite number >= 0, got " + figure(e_.latency_ms));
+    if (!(e_.bandwidth_mb_s >= 0.0) || !std::isfinite(e_.bandwidth_mb_s))
+      throw std::invalid_argument("slow storage: bandwidth_mb_s must be a finite number >= 0 (0: unlimited), got " +
+                                  figure(e_.bandwidth_mb_s));
+  }
+  std::uint64_t size() const override { return base_->size(); }
+  image_spec image_shape() const override { return base_->image_shape(); }
+  std::vector<field_spec> extra_fields() const override { return base_->extra_fields(); }
+  std::string name() const override {
+    return base_->name() + " (storage emulated: " + figure(e_.latency_ms) + " ms, " +
+           (e_.bandwidth_mb_s > 0 ? figure(e_.bandwidth_mb_s) + " MB/s" : std::string("unlimited")) + ")";
+  }
+  bool stores_encoded() const override { return base_->stores_encoded(); }
+  read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) override {
+    const read_result r = base_->read(s, image, plan);
+    wait(r.stored_bytes);
+    return r;
+  }
+  std::span<const std::byte> read_stored(sample& s, std::vector<std::byte>& storage) override {
+    const auto bytes = base_->read_stored(s, storage);
+    wait(bytes.size());
+    return bytes;
+  }
+  read_result decode_stored(sample& s, std::span<const std::byte> bytes, std::vector<std::byte>& image,
+                            const decode_planner& plan) override {
+    return base_->decode_stored(s, bytes, image, plan);
+  }
+
+ private:
+  void wait(std::size_t bytes) {
+    using clock = std::chrono::steady_clock;
+    auto until = clock::now() + std::chrono::duration_cast<clock::duration>(
+                                    std::chrono::duration<double, std::milli>(e_.latency_ms));
+    if (e_.bandwidth_mb_s > 0.0) {
+      const auto hold = std::chrono::duration_cast<clock::duration>(
+          std::chrono::duration<double>(static_cast<double>(bytes) / (e_.bandwidth_mb_s * 1e6)));
+      std::lock_guard lock(link_mutex_);
+      const auto start = std::max(link_free_, clock::now());
+      link_free_ = start + hold;
+      until = std::max(until, link_free_);
+    }
+    std::this_thread::sleep_until(until);
+  }
+
+  std::shared_ptr<image_reader> base_;
+  storage_emulation e_;
+  std::mutex link_mutex_;
+  std::chrono::steady_clock::time_point link_free_{};
+};
+
+/// The error an entry's failure gives each sample it serves: the original, naming the sample.
+[[noreturn]] void rethrow_for(const std::exception_ptr& error, std::uint64_t index, std::uint64_t entry) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const sample_error& e) {
+    if (e.index() == index) throw;
+    throw sample_error(index, e.stage(), e.path(),
+                       e.message() + " (cached from sample " + std::to_string(e.index()) + ", pool entry " +
+                           std::to_string(entry) + ")");
+  }
+}
+
+class cached_reader final : public image_reader {
+ public:
+  cached_reader(std::shared_ptr<image_reader> base, cache_stage stage, std::size_t pool, loaders::pipeline before)
+      : base_(std::move(base)), before_(std::move(before)) {
+    if (!base_) throw std::invalid_argument("cached reader: the base reader is null");
+    if (pool == 0) throw std::invalid_argument("cached reader: the cache pool must be at least 1");
+    if (stage != cache_stage::raw && stage != cache_stage::decoded && stage != cache_stage::steps)
+      throw std::invalid_argument("cached reader: the stage must be raw, decoded or steps");
+    if (stage == cache_stage::steps) stage = cache_stage::decoded;  // then the steps in `before` run once
+    if (!before_.empty() && stage != cache_stage::decoded)
+      throw std::invalid_argument("cached reader: transforms before the cache need a cache of decoded images");
+    raw_ = stage == cache_stage::raw && base_->stores_encoded();
+    pool_ = static_cast<std::size_t>(std::min<std::uint64_t>(pool, std::max<std::uint64_t>(base_->size(), 1)));
+    entries_.reset(new entry[pool_]);
+    shape_ = base_->image_shape();
+    for (const auto& t : before_.steps()) shape_ = t->output_spec(shape_);  // validates each step
+  }
+
+  std::uint64_t size() const override { return base_->size(); }
+  image_spec image_shape() const override { return shape_; }
+  std::vector<field_spec> extra_fields() const override { return base_->extra_fields(); }
+  std::string name() const override {
+    const std::string what = raw_ ? "stored bytes" : before_.empty() ? "decoded images" : "images after " + before_.to_string();
+    return base_->name() + " (a pool of " + std::to_string(pool_) + " cached " + what + ")";
+  }
+  bool stores_encoded() const override { return raw_; }
+
+  read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) override {
+    const entry& e = filled(s);
+    if (raw_) return base_->decode_stored(s, e.bytes, image, plan);  // storage skipped: decode as a read would
+    read_result r;
+    r.spec = e.spec;
+    r.stored_bytes = e.stored_bytes;
+    r.data = e.bytes.data();  // lent: the pipeline reads it in place and never writes to it
+    return r;
+  }
+  std::span<const std::byte> read_stored(sample& s, std::vector<std::byte>& storage) override {
+    if (!raw_) return image_reader::read_stored(s, storage);
+    return filled(s).bytes;
+  }
+  read_result decode_stored(sample& s, std::span<const std::byte> bytes, std::vector<std::byte>& image,
+                            const decode_planner& plan) override {
+    if (!raw_) return image_reader::decode_stored(s, bytes, image, plan);
+    return base_->decode_stored(s, bytes, image, plan);
+  }
+
+ private:
+  struct entry {
+    std::once_flag once;
+    std::vector<std::byte> bytes;                // stored bytes (raw), or the image
+    image_spec spec;
+    std::size_t stored_bytes = 0;
+    std::vector<field_spec> specs;               // the sample's fields (the extras are served from them)
+    std::vector<std::vector<std::byte>> fields;  // fields 1.. as the base reader wrote them
+    std::string origin;
+    std::exception_ptr error;
+  };
+
+  /// Entry s.index() mod pool, made on first use from that sample; its extra fields and origin
+  /// are written into s.
+  const entry& filled(sample& s) {
+    const std::uint64_t p = s.index() % pool_;
+    entry& e = entries_[p];
+    std::call_once(e.once, [&] {
+      try {
+        fill(e, p, s);
+      } catch (...) {
+        e.error = std::current_exception();
+      }
+    });
+    if (e.error) rethrow_for(e.error, s.index(), p);
+    if (!e.origin.empty()) s.set_origin(e.origin);
+    for (std::size_t f = 1; f < e.fields.size() && f < s.field_count(); ++f)
+      std::memcpy(s.bytes(f).data(), e.fields[f].data(), std::min(e.fields[f].size(), s.bytes(f).size()));
+    return e;
+  }
+
+  void fill(entry& e, std::uint64_t p, const sample& like) {
+    for (std::size_t f = 0; f < like.field_count(); ++f) e.specs.push_back(like.spec(f));
+    e.fields.resize(e.specs.size());
+    std::vector<std::byte*> buffers(e.specs.size(), nullptr);  // field 0 is the pipeline's: a reader never writes it
+    for (std::size_t f = 1; f < e.specs.size(); ++f) {
+      e.fields[f].resize(e.specs[f].bytes());
+      buffers[f] = e.fields[f].data();
+    }
+    sample s(p, like.epoch(), like.seed(), e.specs, buffers, like.stats(), like.trace());
+    if (raw_) {
+      std::vector<std::byte> storage;
+      const auto stored = base_->read_stored(s, storage);
+      e.bytes.assign(stored.begin(), stored.end());
+      e.stored_bytes = e.bytes.size();
+      e.origin = s.origin();
+      // Decoded once now, so an entry that cannot decode fails here, naming its file.
+      std::vector<std::byte> trial;
+      (void)base_->decode_stored(s, e.bytes, trial, {});
+      return;
+    }
+    std::vector<std::byte> image, other;
+    read_result r;
+    try {
+      r = base_->read(s, image, {});  // the full image: no plan, so every sample can take its own window
+    } catch (const sample_error&) {
+      throw;
+    } catch (const std::exception& ex) {
+      throw sample_error(p, "read", s.origin(), ex.what());
+    }
+    image_view cur{r.data != nullptr ? const_cast<std::byte*>(r.data) : image.data(), r.spec};
+    for (std::size_t k = 0; k < before_.steps().size(); ++k) {
+      const auto& step = before_.steps()[k];
+      try {
+        const image_spec next = step->output_spec(cur.spec);
+        std::vector<std::byte>& to = cur.data == image.data() ? other : image;
+        to.resize(next.bytes());
+        step->apply(cur, {to.data(), next}, s.rng(100 + static_cast<std::uint32_t>(k)));
+        cur = {to.data(), next};
+      } catch (const std::exception& ex) {
+        throw sample_error(p, "transform " + step->name(), s.origin(), ex.what());
+      }
+    }
+    e.spec = cur.spec;
+    e.bytes.assign(cur.data, cur.data + cur.spec.bytes());
+    e.stored_bytes = r.stored_bytes;
+    e.origin = s.origin();
+  }
+
+  std::shared_ptr<image_reader> base_;
+  loaders::pipeline before_;
+  bool raw_ = false;
+  std::size_t pool_ = 1;
+  image_spec shape_;
+  std::unique_ptr<entry[]> entries_;
+};
+
+class pooled_source final : public source {
+ public:
+  pooled_source(std::shared_ptr<source> base, std::size_t pool) : base_(std::move(base)) {
+    if (!base_) throw std::invalid_argument("pooled source: the base source is null");
+    if (pool == 0) throw std::invalid_argument("pooled source: the cache pool must be at least 1");
+    fields_ = base_->fields();
+    pool_ = static_cast<std::size_t>(std::min<std::uint64_t>(pool, std::max<std::uint64_t>(base_->size(), 1)));
+    entries_.reset(new entry[pool_]);
+  }
+  std::uint64_t size() const override { return base_->size(); }
+  std::vector<field_spec> fields() const override { return fields_; }
+  std::string name() const override { return base_->name() + " (a pool of " + std::to_string(pool_) + " finished samples)"; }
+  void produce(sample& s) override {
+    const std::uint64_t p = s.index() % pool_;
+    entry& e = entries_[p];
+    std::call_once(e.filled, [&] {
+      try {
+        std::vector<std::byte*> buffers;
+        for (const auto& f : fields_) {
+          e.fields.emplace_back(f.bytes());
+          buffers.push_back(e.fields.back().data());
+        }
+        sample first(p, s.epoch(), s.seed(), fields_, buffers, s.stats(), s.trace());
+        base_->produce(first);
+        e.origin = first.origin();
+      } catch (...) {
+        e.error = std::current_exception();
+      }
+    });
+    if (e.error) std::rethrow_exception(e.error);
+    if (!e.origin.empty()) s.set_origin(e.origin);
+    for (std::size_t f = 0; f < fields_.size(); ++f) std::memcpy(s.bytes(f).data(), e.fields[f].data(), e.fields[f].size());
+  }
+
+ private:
+  struct entry {
+    std::once_flag filled;
+    std::vector<std::vector<std::byte>> fields;
+    std::string origin;
+    std::exception_ptr error;
+  };
+  std::shared_ptr<source> base_;
+  std::vector<field_spec> fields_;
+  std::unique_ptr<entry[]> entries_;
+  std::size_t pool_ = 1;
+};
+
+}  // namespace
+
+std::shared_ptr<image_reader> make_slow_storage(std::shared_ptr<image_reader> base, storage_emulation storage) {
+  return std::make_shared<slow_storage_reader>(std::move(base), storage);
+}
+
+std::shared_ptr<image_reader> make_cached_reader(std::shared_ptr<image_reader> base, cache_stage stage,
+                                                 std::size_t pool, loaders::pipeline before) {
+  return std::make_shared<cached_reader>(std::move(base), stage, pool, std::move(before));
+}
+
+std::shared_ptr<source> make_pooled_source(std::shared_ptr<source> base, std::size_t pool) {
+  return std::make_shared<pooled_source>(std::move(base), pool);
+}
+
+std::shared_ptr<source> make_cached_pipeline(const std::shared_ptr<image_reader>& reader, const loaders::pipeline& steps,
+                                             const loaders::pipeline_source_options& options, const sample_cache& cache) {
+  if (cache.pool == 0) throw std::invalid_argument("cache: the pool must be at least 1");
+  switch (cache.stage) {
+    case cache_stage::none:
+      return std::make_shared<loaders::pipeline_source>(reader, steps, options);
+    case cache_stage::finished:
+      return make_pooled_source(std::make_shared<loaders::pipeline_source>(reader, steps, options), cache.pool);
+    case cache_stage::raw:
+    case cache_stage::decoded:
+      return std::make_shared<loaders::pipeline_source>(make_cached_reader(reader, cache.stage, cache.pool), steps,
+                                                        options);
+    case cache_stage::steps: {
+      // The host transforms are a prefix of the steps (the rest is a tail fused on the host or left
+      // to the device): the first after_steps of them run once per pool entry, the rest per sample.
+      const loaders::pipeline_source probe(reader, steps, options);
+      const std::size_t host = probe.host_steps().steps().size();
+      if (cache.after_steps > host)
+        throw std::invalid_argument("cache after " + std::to_string(cache.after_steps) +
+                                    " steps, but the host pipeline has " + std::to_string(host));
+      const auto& all = steps.steps();
+      const auto cut = all.begin() + static_cast<std::ptrdiff_t>(cache.after_steps);
+      loaders::pipeline before(std::vector<std::shared_ptr<loaders::transform>>(all.begin(), cut));
+      loaders::pipeline rest(std::vector<std::shared_ptr<loaders::transform>>(cut, all.end()));
+      return std::make_shared<loaders::pipeline_source>(
+          make_cached_reader(reader, cache_stage::decoded, cache.pool, std::move(before)), std::move(rest), options);
+    }
+  }
+  throw std::invalid_argument("cache: unknown stage");
+}
+
+std::function<void(std::size_t, cudaStream_t)> throttle_copy(double mb_s) {
+  if (!(mb_s > 0.0) || !std::isfinite(mb_s))
+    throw std::invalid_argument("copy throttle: the link rate must be a finite number of MB/s > 0, got " + figure(mb_s));
+  return [mb_s](std::size_t bytes, cudaStream_t copy_stream) {
+    busy_kernel_ms(static_cast<double>(bytes) / (mb_s * 1e3), copy_stream);
+  };
+}
+
+void busy_wait_ms(double ms) noexcept {
+  if (!(ms > 0)) return;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                            std::chrono::duration<double, std::milli>(ms));
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+}  // namespace pinfeed

@@ -1,0 +1,175 @@
+// The doctor's stage wrappers: caches at a stage, emulated slow storage, the copy throttle.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <vector>
+
+#include "image_fixtures.hpp"
+#include "pinfeed/doctor/stages.hpp"
+#include "pinfeed/loaders/image_files.hpp"
+#include "pinfeed/loaders/pipeline_source.hpp"
+#include "pinfeed/loaders/synthetic.hpp"
+#include "pinfeed/loaders/transforms.hpp"
+#include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/loader.hpp"
+#include "test_util.hpp"
+
+using namespace pinfeed;
+using namespace pinfeed::loaders;
+using pinfeed::test::temp_dir;
+
+namespace {
+
+/// Every sample of the first batch of `src`: its image bytes and, when present, its label.
+struct first_batch {
+  std::vector<std::vector<std::byte>> images;
+  std::vector<std::int64_t> labels;
+  stats_snapshot stats;
+};
+
+first_batch take_first(const std::shared_ptr<source>& src, const loader_options& o) {
+  loader l(src, o);
+  auto b = l.next();
+  REQUIRE(b);
+  first_batch out;
+  const auto img = b->field("image");
+  const std::size_t per = img.bytes() / b->size();
+  const auto* p = static_cast<const std::byte*>(img.data);
+  for (std::size_t j = 0; j < b->size(); ++j) out.images.emplace_back(p + j * per, p + (j + 1) * per);
+  for (std::size_t f = 0; f < b->field_count(); ++f)
+    if (l.fields()[f].name == "label")
+      for (std::size_t j = 0; j < b->size(); ++j) out.labels.push_back(static_cast<const std::int64_t*>(b->field(f).data)[j]);
+  out.stats = l.stats();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("stages.emulated_slow_storage") {
+  // Lower bounds only: a sleep is never shorter than asked.
+  auto base = reader_from_source(make_synthetic_source({12, 16, 16, 10}));
+  const loader_options o = pinfeed::test::cpu_loader(4, 2, 1);
+  auto slow = std::make_shared<pipeline_source>(make_slow_storage(base, {4.0, 0.0}), parse_pipeline("crop(8)"));
+  CHECK(slow->name().find("storage emulated: 4 ms") != std::string::npos);
+  loader l(slow, o);
+  while (l.next()) {
+  }
+  const auto st = l.stats();
+  CHECK(st[stage::read].count == 12);
+  CHECK(st[stage::read].total_ns >= 12u * 4'000'000u);
+  // 12 reads of 768 bytes through a shared 0.1 MB/s link: at least 92 ms in all.
+  auto narrow = std::make_shared<pipeline_source>(make_slow_storage(base, {0.0, 0.1}), parse_pipeline("crop(8)"));
+  const auto t0 = std::chrono::steady_clock::now();
+  loader l2(narrow, o);
+  while (l2.next()) {
+  }
+  CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(92));
+  CHECK_THROWS_WITH_AS(make_slow_storage(base, {-1.0, 0.0}), doctest::Contains("latency_ms must be a finite number >= 0, got -1"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(make_slow_storage(base, {0.0, std::nan("")}), doctest::Contains("bandwidth_mb_s"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(make_slow_storage(nullptr, {1.0, 0.0}), doctest::Contains("base reader is null"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("stages.caching_at_a_stage_serves_a_pool_of_samples") {
+  auto reader = reader_from_source(make_synthetic_source({40, 24, 24, 1000}));
+  const auto steps = parse_pipeline("crop(16),hflip,ycbcr,scale");
+  const loader_options o = pinfeed::test::cpu_loader(40, 2, 6);
+  const auto run = [&](sample_cache c) { return take_first(make_cached_pipeline(reader, steps, {}, c), o); };
+  const auto plain = run({cache_stage::none, 0, 8});
+  REQUIRE(plain.images.size() == 40);
+  const auto finished = run({cache_stage::finished, 0, 8});
+  for (std::size_t i = 0; i < 40; ++i) {
+    CHECK(finished.images[i] == plain.images[i % 8]);  // the finished sample i mod 8
+    CHECK(finished.labels[i] == plain.labels[i % 8]);
+  }
+  const auto decoded = run({cache_stage::decoded, 0, 8});
+  std::size_t differs = 0;
+  for (std::size_t i = 0; i < 40; ++i) {
+    CHECK(decoded.labels[i] == plain.labels[i % 8]);  // labels come with the cached read
+    if (i < 8) CHECK(decoded.images[i] == plain.images[i]);
+    differs += decoded.images[i] != decoded.images[i % 8];  // transforms still run with sample i's stream
+  }
+  CHECK(differs > 10);
+  CHECK(decoded.stats[stage::transform].count == 40);
+  // The crop cached (with entry p's own draw), the flip still drawn per sample with the pipeline
+  // over the cache: the pool's images are the crops of the plain run, possibly mirrored.
+  const auto after_crop = run({cache_stage::steps, 1, 8});
+  std::size_t mirrored_or_same = 0;
+  for (std::size_t i = 0; i < 8; ++i) {
+    const auto& a = after_crop.images[i];
+    const auto& b = plain.images[i];
+    bool mirrored = true;  // float CHW [3, 16, 16] after the fused tail: a(c, y, x) == b(c, y, 15 - x)
+    const auto at = [](std::size_t c, std::size_t y, std::size_t x) { return ((c * 16 + y) * 16 + x) * sizeof(float); };
+    for (std::size_t c = 0; c < 3; ++c)
+      for (std::size_t y = 0; y < 16; ++y)
+        for (std::size_t x = 0; x < 16; ++x) mirrored = mirrored && std::memcmp(a.data() + at(c, y, x), b.data() + at(c, y, 15 - x), 4) == 0;
+    mirrored_or_same += a == b || mirrored;
+  }
+  CHECK(mirrored_or_same == 8);
+  CHECK_THROWS_WITH_AS(run({cache_stage::steps, 9, 8}), doctest::Contains("cache after 9 steps, but the host pipeline has"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(run({cache_stage::decoded, 0, 0}), doctest::Contains("pool must be at least 1"), std::invalid_argument);
+  auto base = make_synthetic_source({4, 8, 8, 10});
+  CHECK_THROWS_WITH_AS(make_pooled_source(base, 0), doctest::Contains("pool must be at least 1"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(make_pooled_source(nullptr, 4), doctest::Contains("base source is null"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(make_cached_reader(reader, cache_stage::finished, 4), doctest::Contains("raw, decoded or steps"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(make_cached_reader(reader, cache_stage::raw, 4, parse_pipeline("crop(8)")),
+                       doctest::Contains("need a cache of decoded images"), std::invalid_argument);
+}
+
+TEST_CASE("stages.cache_stages_over_encoded_files") {
+  temp_dir d;
+  const auto files = test::jpeg_class_folder(d.path, 8, 120, 8, 160);
+  const loader_options o = pinfeed::test::cpu_loader(16, 2, 9);
+  const auto steps = parse_pipeline("rrc(24),hflip");
+  const auto run = [&](sample_cache c, pipeline_source_options po = {}) {
+    return take_first(make_cached_pipeline(image_files_reader(files), steps, po, c), o);
+  };
+  const auto plain = run({});
+  const auto raw = run({cache_stage::raw, 0, 4});
+  // The stored bytes of samples 0..3 are read once each; every sample still decodes (with its own
+  // window) and transforms, so the pool's own samples equal the uncached ones.
+  REQUIRE(raw.images.size() == 8);  // the whole dataset
+  for (std::size_t i = 0; i < 4; ++i) CHECK(raw.images[i] == plain.images[i]);
+  std::size_t differs = 0;
+  for (std::size_t i = 4; i < 8; ++i) differs += raw.images[i] != plain.images[i % 4];
+  CHECK(differs >= 2);  // sample i decodes file i mod 4 with sample i's window and flip
+  CHECK(raw.stats[stage::decode].count >= 8);  // decoding: every sample (and one check per entry)
+
+  // A pool entry whose sample does not decode: under fail the error names the file and the sample
+  // it was cached from; under skip the batch is still full and every failure names it.
+  test::write_bytes(d.path / "c" / "a.jpg", {std::byte{0xFF}, std::byte{0xD8}, std::byte{0x00}});
+  for (auto stage_ : {cache_stage::raw, cache_stage::decoded, cache_stage::finished}) {
+    CAPTURE(static_cast<int>(stage_));
+    loader l(make_cached_pipeline(image_files_reader(files), steps, {}, {stage_, 0, 4}), o);
+    CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("a.jpg"), sample_error);
+    pipeline_source_options skip;
+    skip.on_error = error_policy::skip;
+    const auto src = make_cached_pipeline(image_files_reader(files), steps, skip, {stage_, 0, 4});
+    const auto b = take_first(src, o);
+    CHECK(b.images.size() == 8);
+    CHECK(b.stats.bad_samples >= 1);
+    if (auto piped = std::dynamic_pointer_cast<pipeline_source>(src)) {
+      REQUIRE(!piped->failed().empty());
+      for (const auto& f : piped->failed()) CHECK(f.find("a.jpg") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("stages.copy_throttle_and_step_arguments") {
+  CHECK_THROWS_WITH_AS(throttle_copy(0.0), doctest::Contains("MB/s > 0, got 0"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(throttle_copy(-5.0), doctest::Contains("got -5"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(throttle_copy(std::nan("")), doctest::Contains("MB/s > 0"), std::invalid_argument);
+  CHECK(static_cast<bool>(throttle_copy(20.0)));
+  const auto t0 = std::chrono::steady_clock::now();
+  busy_wait_ms(20.0);
+  CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(20));
+  busy_kernel_ms(0.0, nullptr);  // nothing to do: no launch, no error, with or without a GPU
+}

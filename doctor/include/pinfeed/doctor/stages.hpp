@@ -61,6 +61,9 @@ struct sample_cache {
 /// The pipeline (reader, steps, options) as a source with a cache at `cache`: the cached reader
 /// under a pipeline_source of the steps left, or (finished) a pool in front of the whole
 /// pipeline. Throws std::invalid_argument when `after_steps` exceeds the host transforms.
+/// After a steps cache the steps left draw from the streams of their new positions (step 0, 1,
+/// ... of the shorter pipeline): the same distributions as the full pipeline, not the same bits.
+/// Under error_policy::skip every sample served by a pool entry that failed counts as bad.
 [[nodiscard]] std::shared_ptr<source> make_cached_pipeline(const std::shared_ptr<loaders::image_reader>& reader,
                                                            const loaders::pipeline& steps,
                                                            const loaders::pipeline_source_options& options,

@@ -1,9 +1,5 @@
 #include "pinfeed/runtime/source.hpp"
 
-#include <algorithm>
-#include <cstring>
-#include <exception>
-#include <mutex>
 #include <stdexcept>
 
 namespace pinfeed {

@@ -100,11 +100,9 @@ std::vector<image_file> jpeg_class_folder(const fs::path& root, int count, int h
 
 /// Under error_policy::skip: the first batch has `size` samples, and exactly one failure, naming
 /// `file`, was counted and listed.
-/// Under error_policy::skip: the first batch of `served` (`src` itself, or a source in front of it)
-/// has `size` samples, and `src` counted and listed exactly one failure, naming `file`.
 void check_one_skipped(const std::shared_ptr<pipeline_source>& src, const loader_options& o, std::size_t size,
-                       const std::string& file, std::shared_ptr<source> served = nullptr) {
-  loader l(served ? served : src, o);
+                       const std::string& file) {
+  loader l(src, o);
   auto b = l.next();
   REQUIRE(b);
   CHECK(b->size() == size);

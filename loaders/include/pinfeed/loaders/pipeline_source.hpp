@@ -10,8 +10,6 @@
 /// storage wrap its reader (pinfeed/doctor/stages.hpp).
 
 #include <atomic>
-#include <exception>
-#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>

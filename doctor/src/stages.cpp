@@ -85,6 +85,42 @@ class slow_storage_reader final : public image_reader {
   std::chrono::steady_clock::time_point link_free_{};
 };
 
+/// `pool` entries standing in for a dataset of `dataset` samples (capped at its size): sample i is
+/// served by entry i mod size(), made by make(entry, i mod size()) on first use. An entry whose
+/// making threw keeps the error for every sample it serves.
+template <class Entry>
+class once_pool {
+ public:
+  struct slot {
+    std::once_flag once;
+    Entry entry;
+    std::exception_ptr error;
+  };
+  once_pool(std::size_t pool, std::uint64_t dataset, const char* what) {
+    if (pool == 0) throw std::invalid_argument(std::string(what) + ": the cache pool must be at least 1");
+    size_ = static_cast<std::size_t>(std::min<std::uint64_t>(pool, std::max<std::uint64_t>(dataset, 1)));
+    slots_.reset(new slot[size_]);
+  }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  template <class Make>
+  slot& get(std::uint64_t index, Make&& make) {
+    const std::uint64_t p = index % size_;
+    slot& s = slots_[p];
+    std::call_once(s.once, [&] {
+      try {
+        make(s.entry, p);
+      } catch (...) {
+        s.error = std::current_exception();
+      }
+    });
+    return s;
+  }
+
+ private:
+  std::size_t size_ = 1;
+  std::unique_ptr<slot[]> slots_;
+};
+
 /// The error an entry's failure gives each sample it serves: the original, naming the sample.
 [[noreturn]] void rethrow_for(const std::exception_ptr& error, std::uint64_t index, std::uint64_t entry) {
   try {
@@ -100,17 +136,14 @@ class slow_storage_reader final : public image_reader {
 class cached_reader final : public image_reader {
  public:
   cached_reader(std::shared_ptr<image_reader> base, cache_stage stage, std::size_t pool, loaders::pipeline before)
-      : base_(std::move(base)), before_(std::move(before)) {
+      : base_(std::move(base)), before_(std::move(before)), entries_(pool, base_ ? base_->size() : 0, "cached reader") {
     if (!base_) throw std::invalid_argument("cached reader: the base reader is null");
-    if (pool == 0) throw std::invalid_argument("cached reader: the cache pool must be at least 1");
     if (stage != cache_stage::raw && stage != cache_stage::decoded && stage != cache_stage::steps)
       throw std::invalid_argument("cached reader: the stage must be raw, decoded or steps");
     if (stage == cache_stage::steps) stage = cache_stage::decoded;  // then the steps in `before` run once
     if (!before_.empty() && stage != cache_stage::decoded)
       throw std::invalid_argument("cached reader: transforms before the cache need a cache of decoded images");
     raw_ = stage == cache_stage::raw && base_->stores_encoded();
-    pool_ = static_cast<std::size_t>(std::min<std::uint64_t>(pool, std::max<std::uint64_t>(base_->size(), 1)));
-    entries_.reset(new entry[pool_]);
     shape_ = base_->image_shape();
     for (const auto& t : before_.steps()) shape_ = t->output_spec(shape_);  // validates each step
   }
@@ -120,7 +153,7 @@ class cached_reader final : public image_reader {
   std::vector<field_spec> extra_fields() const override { return base_->extra_fields(); }
   std::string name() const override {
     const std::string what = raw_ ? "stored bytes" : before_.empty() ? "decoded images" : "images after " + before_.to_string();
-    return base_->name() + " (a pool of " + std::to_string(pool_) + " cached " + what + ")";
+    return base_->name() + " (a pool of " + std::to_string(entries_.size()) + " cached " + what + ")";
   }
   bool stores_encoded() const override { return raw_; }
 
@@ -145,29 +178,20 @@ class cached_reader final : public image_reader {
 
  private:
   struct entry {
-    std::once_flag once;
     std::vector<std::byte> bytes;                // stored bytes (raw), or the image
     image_spec spec;
     std::size_t stored_bytes = 0;
     std::vector<field_spec> specs;               // the sample's fields (the extras are served from them)
     std::vector<std::vector<std::byte>> fields;  // fields 1.. as the base reader wrote them
     std::string origin;
-    std::exception_ptr error;
   };
 
   /// Entry s.index() mod pool, made on first use from that sample; its extra fields and origin
   /// are written into s.
   const entry& filled(sample& s) {
-    const std::uint64_t p = s.index() % pool_;
-    entry& e = entries_[p];
-    std::call_once(e.once, [&] {
-      try {
-        fill(e, p, s);
-      } catch (...) {
-        e.error = std::current_exception();
-      }
-    });
-    if (e.error) rethrow_for(e.error, s.index(), p);
+    auto& slot = entries_.get(s.index(), [&](entry& e, std::uint64_t p) { fill(e, p, s); });
+    if (slot.error) rethrow_for(slot.error, s.index(), s.index() % entries_.size());
+    const entry& e = slot.entry;
     if (!e.origin.empty()) s.set_origin(e.origin);
     for (std::size_t f = 1; f < e.fields.size() && f < s.field_count(); ++f)
       std::memcpy(s.bytes(f).data(), e.fields[f].data(), std::min(e.fields[f].size(), s.bytes(f).size()));
@@ -224,57 +248,46 @@ class cached_reader final : public image_reader {
 
   std::shared_ptr<image_reader> base_;
   loaders::pipeline before_;
+  once_pool<entry> entries_;
   bool raw_ = false;
-  std::size_t pool_ = 1;
   image_spec shape_;
-  std::unique_ptr<entry[]> entries_;
 };
 
 class pooled_source final : public source {
  public:
-  pooled_source(std::shared_ptr<source> base, std::size_t pool) : base_(std::move(base)) {
+  pooled_source(std::shared_ptr<source> base, std::size_t pool)
+      : base_(std::move(base)), entries_(pool, base_ ? base_->size() : 0, "pooled source") {
     if (!base_) throw std::invalid_argument("pooled source: the base source is null");
-    if (pool == 0) throw std::invalid_argument("pooled source: the cache pool must be at least 1");
     fields_ = base_->fields();
-    pool_ = static_cast<std::size_t>(std::min<std::uint64_t>(pool, std::max<std::uint64_t>(base_->size(), 1)));
-    entries_.reset(new entry[pool_]);
   }
   std::uint64_t size() const override { return base_->size(); }
   std::vector<field_spec> fields() const override { return fields_; }
-  std::string name() const override { return base_->name() + " (a pool of " + std::to_string(pool_) + " finished samples)"; }
+  std::string name() const override { return base_->name() + " (a pool of " + std::to_string(entries_.size()) + " finished samples)"; }
   void produce(sample& s) override {
-    const std::uint64_t p = s.index() % pool_;
-    entry& e = entries_[p];
-    std::call_once(e.filled, [&] {
-      try {
-        std::vector<std::byte*> buffers;
-        for (const auto& f : fields_) {
-          e.fields.emplace_back(f.bytes());
-          buffers.push_back(e.fields.back().data());
-        }
-        sample first(p, s.epoch(), s.seed(), fields_, buffers, s.stats(), s.trace());
-        base_->produce(first);
-        e.origin = first.origin();
-      } catch (...) {
-        e.error = std::current_exception();
+    auto& slot = entries_.get(s.index(), [&](entry& e, std::uint64_t p) {
+      std::vector<std::byte*> buffers;
+      for (const auto& f : fields_) {
+        e.fields.emplace_back(f.bytes());
+        buffers.push_back(e.fields.back().data());
       }
+      sample first(p, s.epoch(), s.seed(), fields_, buffers, s.stats(), s.trace());
+      base_->produce(first);
+      e.origin = first.origin();
     });
-    if (e.error) std::rethrow_exception(e.error);
+    if (slot.error) std::rethrow_exception(slot.error);
+    const entry& e = slot.entry;
     if (!e.origin.empty()) s.set_origin(e.origin);
     for (std::size_t f = 0; f < fields_.size(); ++f) std::memcpy(s.bytes(f).data(), e.fields[f].data(), e.fields[f].size());
   }
 
  private:
   struct entry {
-    std::once_flag filled;
     std::vector<std::vector<std::byte>> fields;
     std::string origin;
-    std::exception_ptr error;
   };
   std::shared_ptr<source> base_;
+  once_pool<entry> entries_;
   std::vector<field_spec> fields_;
-  std::unique_ptr<entry[]> entries_;
-  std::size_t pool_ = 1;
 };
 
 }  // namespace

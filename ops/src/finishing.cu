@@ -5,6 +5,7 @@
 #include "detail/encode_checks.hpp"
 #include "pinfeed/ops/encode.hpp"
 #include "pinfeed/ops/normalize.hpp"
+#include "pinfeed/runtime/device.hpp"
 #include "pinfeed/runtime/error.hpp"
 
 namespace pinfeed::ops {
@@ -17,10 +18,9 @@ constexpr int kThreads = 256;
 /// Blocks for a grid-stride loop over `items`: one per kThreads items, at most eight per SM of the
 /// current device (about what stays resident), so large inputs take several passes of the loop.
 unsigned grid_for(std::size_t items) {
-  int device = 0, sms = 0;
+  int device = 0;
   PINFEED_CUDA_TRY(cudaGetDevice(&device));
-  PINFEED_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const std::size_t cap = 8 * static_cast<std::size_t>(sms > 0 ? sms : 1);
+  const std::size_t cap = 8 * static_cast<std::size_t>(multiprocessor_count(device));
   return static_cast<unsigned>(std::min<std::size_t>((items + kThreads - 1) / kThreads, cap));
 }
 

@@ -30,6 +30,7 @@
 
 #include "pinfeed/ops/sampler.hpp"
 #include "detail/sampler_hook.hpp"
+#include "pinfeed/runtime/device.hpp"
 #include "pinfeed/runtime/error.hpp"
 
 namespace pinfeed::ops {
@@ -419,7 +420,9 @@ __global__ void ties_kernel(const L* __restrict__ labels, params_dev p, row_stat
 // ---- order: composite (ord(i), i) keys, segment offsets ------------------------------------------
 
 __global__ void order_keys_kernel(params_dev p, const row_state* states, const std::uint32_t* selected,
-                                  std::uint64_t* keys_out, int* begin_off, int* end_off, bool pad) {
+                                  std::uint64_t* keys_out, int* begin_off, int* end_off) {
+  // One row (no segment offsets) is sorted whole over k slots: its unused slots get padding keys.
+  const bool pad = begin_off == nullptr;
   const std::int64_t row = blockIdx.y;
   const std::uint32_t taken = min(states[row].taken, static_cast<std::uint32_t>(p.k));
   const philox_stream ord(p.seed, p.offset, static_cast<std::uint64_t>(row), 1);
@@ -545,12 +548,7 @@ void with_relaxed_capture(Fn&& fn) {
 
 /// Every pointer is visible to the device. Not called while the caller's stream is capturing, and
 /// run in relaxed capture mode so that another thread's global-mode capture is not disturbed.
-void check_device_pointers_now(const sampler_args& a);
 void check_device_pointers(const sampler_args& a) {
-  with_relaxed_capture([&] { check_device_pointers_now(a); });
-}
-
-void check_device_pointers_now(const sampler_args& a) {
   auto device_visible = [](const void* ptr, const char* name) {
     if (ptr == nullptr) return;
     cudaPointerAttributes attr{};
@@ -562,12 +560,14 @@ void check_device_pointers_now(const sampler_args& a) {
       throw std::invalid_argument(std::string("balanced sampler (GPU): ") + name +
                                   " is pageable host memory, not visible to the device");
   };
-  device_visible(a.labels, "labels");
-  device_visible(a.indices, "indices");
-  device_visible(a.valid, "valid");
-  device_visible(a.features, "features");
-  device_visible(a.gathered_features, "gathered_features");
-  device_visible(a.gathered_labels, "gathered_labels");
+  with_relaxed_capture([&] {
+    device_visible(a.labels, "labels");
+    device_visible(a.indices, "indices");
+    device_visible(a.valid, "valid");
+    device_visible(a.features, "features");
+    device_visible(a.gathered_features, "gathered_features");
+    device_visible(a.gathered_labels, "gathered_labels");
+  });
 }
 
 // ---- fault words: one host-mapped word per device, written by the kernels, read by the host -------
@@ -612,13 +612,8 @@ std::string describe_fault(unsigned long long word) {
          "call's output was clamped to its rows and is not a valid sample";
 }
 
-/// Throws (once) what a kernel reported on `device` since the last check. Reads host memory only.
-void rethrow_fault(int device) {
-  unsigned long long* word = nullptr;
-  {
-    std::lock_guard lock(g_fault_mutex);
-    if (device >= 0 && device < kMaxDevices) word = g_fault_words[device];
-  }
+/// Throws (once) what the kernels reported in `word` since the last check. Reads host memory only.
+void rethrow_fault(unsigned long long* word) {
   if (word == nullptr) return;
   const unsigned long long w = __atomic_exchange_n(word, 0ull, __ATOMIC_ACQ_REL);
   if (w != 0) throw std::runtime_error(describe_fault(w));
@@ -641,12 +636,6 @@ bool answer_temp_query(const void* d_temp, std::size_t& temp_bytes, std::size_t 
     throw std::invalid_argument(std::string(who) + ": temp storage of " + std::to_string(temp_bytes) +
                                 " bytes is smaller than the " + std::to_string(needed) + " bytes queried");
   return false;
-}
-
-int sm_count(int device) {
-  int sms = 0;
-  PINFEED_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return std::max(sms, 1);
 }
 
 template <class L, class I>
@@ -692,7 +681,7 @@ void run_pipeline(std::byte* temp, const layout& l, const sampler_args& a, const
   const dim3 kgrid(static_cast<unsigned>((p.k + kThreads - 1) / kThreads), rows);
   const bool one_row = rows == 1;
   order_keys_kernel<<<kgrid, kThreads, 0, stream>>>(p, states, selected, keys_in, one_row ? nullptr : begin_off,
-                                                    end_off, one_row);
+                                                    end_off);
   PINFEED_CHECK_LAUNCH();
   std::size_t sort_bytes = l.sort_bytes;
   if (one_row)
@@ -726,7 +715,15 @@ params_dev make_params(const sampler_args& a, const sampler_params& p) {
 
 }  // namespace
 
-void check_sampler_faults() { rethrow_fault(current_device()); }
+void check_sampler_faults() {
+  const int device = current_device();
+  unsigned long long* word = nullptr;
+  {
+    std::lock_guard lock(g_fault_mutex);
+    if (device >= 0 && device < kMaxDevices) word = g_fault_words[device];  // none yet: nothing ran
+  }
+  rethrow_fault(word);
+}
 
 void balanced_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
                          cudaStream_t stream) {
@@ -738,19 +735,18 @@ void detail::balanced_sample_gpu_hooked(void* d_temp, std::size_t& temp_bytes, c
                                         void* hook_ctx) {
   const bool running = d_temp != nullptr;
   detail::validate_gpu_shapes(a, p, running);
-  const int device = current_device();
-  if (running) {
-    if (!capturing(stream)) check_device_pointers(a);
-    rethrow_fault(device);  // not on a size query: it is no call whose result could be affected
-  }
   params_dev d = make_params(a, p);
-  d.fault = fault_word(device);
   const layout l = make_layout(a, p, d.index_bits);
   if (answer_temp_query(d_temp, temp_bytes, l.total, "balanced sampler (GPU)")) return;
+  // A running call: not a size query, which no earlier fault could affect.
+  if (!capturing(stream)) check_device_pointers(a);
+  const int device = current_device();
+  d.fault = fault_word(device);
+  rethrow_fault(d.fault);
   if (a.rows == 0) return;
   // Blocks per row: enough blocks in all to fill the device about four times over, at least 16K
   // items per block, one block per row for short rows. Decided from shapes only, never from data.
-  const std::int64_t target_blocks = 4 * static_cast<std::int64_t>(sm_count(device));
+  const std::int64_t target_blocks = 4 * static_cast<std::int64_t>(multiprocessor_count(device));
   const std::int64_t by_device = std::max<std::int64_t>(1, target_blocks / a.rows);
   const std::int64_t by_size = std::max<std::int64_t>(1, (a.n + 16383) / 16384);
   d.blocks_per_row = static_cast<int>(std::min<std::int64_t>({by_device, by_size, 65535}));

@@ -51,6 +51,13 @@ int env_int(const char* name) {
 
 }  // namespace
 
+int multiprocessor_count(int device) noexcept {
+  const auto& devices = cuda_devices().devices;
+  for (const auto& d : devices)
+    if (d.index == device) return d.multiprocessors > 0 ? d.multiprocessors : 1;
+  return 1;
+}
+
 const cuda_status& cuda_devices() {
   static const cuda_status status = [] {
     cuda_status s = discover();

@@ -23,8 +23,6 @@ using detail::device_guard;
 
 constexpr std::size_t kFieldAlign = 256;  // every field starts on a 256-byte boundary (coalesced loads)
 
-std::size_t round_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }
-
 }  // namespace
 
 void validate(const loader_options& o) {
@@ -45,12 +43,11 @@ loader_core::loader_core(const loader_options& o, std::vector<field_spec> f, dev
     : options(o), fields(std::move(f)), dev(d), ring(o.prefetch + o.max_batches_in_use) {
   // Sizes driven by the options, checked before anything is allocated: an overflow or a request
   // beyond the machine's memory is an error naming the options, not a std::bad_alloc.
-  auto too_big = [&](const std::string& what) {
-    throw std::invalid_argument("loader: " + what + " (batch_size " + std::to_string(o.batch_size) + ", prefetch " +
-                                std::to_string(o.prefetch) + " + max_batches_in_use " +
-                                std::to_string(o.max_batches_in_use) + " slots)");
-  };
-  // round_up with an overflow check (the sizes come from options and field shapes).
+  const std::string options_used = "batch_size " + std::to_string(o.batch_size) + ", prefetch " +
+                                   std::to_string(o.prefetch) + " + max_batches_in_use " +
+                                   std::to_string(o.max_batches_in_use) + " slots";
+  auto too_big = [&](const std::string& what) { throw std::invalid_argument("loader: " + what + " (" + options_used + ")"); };
+  // Rounds x up to a multiple of a, with an overflow check (the sizes come from options and field shapes).
   auto checked_round_up = [&](std::size_t x, std::size_t a) {
     std::size_t r = 0;
     if (__builtin_add_overflow(x, a - 1, &r)) too_big("the slots' size overflows");
@@ -85,9 +82,7 @@ loader_core::loader_core(const loader_options& o, std::vector<field_spec> f, dev
   auto allocation_failed = [&](const char* where, const std::exception& e) {
     throw std::runtime_error("loader: allocating " + std::to_string(total) + " bytes of " + where + " for " +
                              std::to_string(slots) + " slots of " + std::to_string(slot_bytes) +
-                             " bytes failed (batch_size " + std::to_string(o.batch_size) + ", prefetch " +
-                             std::to_string(o.prefetch) + ", max_batches_in_use " +
-                             std::to_string(o.max_batches_in_use) + "): " + e.what());
+                             " bytes failed (" + options_used + "): " + e.what());
   };
   if (!dev.is_cuda()) {
     try {
@@ -136,17 +131,8 @@ void loader_core::release_cuda() noexcept {
   PINFEED_CUDA_TRY_NOTHROW(cudaGetDevice(&previous));
   PINFEED_CUDA_TRY_NOTHROW(cudaSetDevice(dev.index));
   // Copies and consumer work may still read or write the slots: finish them before freeing.
-  auto finish = [&](cudaStream_t s) {
-    if (s == nullptr) return;
-    if (drain_event != nullptr) {
-      PINFEED_CUDA_TRY_NOTHROW(cudaEventRecord(drain_event, s));
-      PINFEED_CUDA_TRY_NOTHROW(cudaEventSynchronize(drain_event));
-    } else {
-      PINFEED_CUDA_TRY_NOTHROW(cudaStreamSynchronize(s));
-    }
-  };
-  finish(copy_stream);
-  finish(consumer_stream);
+  for (cudaStream_t s : {copy_stream, consumer_stream})
+    if (s != nullptr) wait_for_stream_nothrow(s, drain_event);
   for (std::size_t s = 0; s < ring.size(); ++s) {
     if (meta[s].after_recorded) PINFEED_CUDA_TRY_NOTHROW(cudaEventSynchronize(meta[s].after_event));
     for (cudaEvent_t* e : {&meta[s].copy_event, &meta[s].release_event, &meta[s].after_event})

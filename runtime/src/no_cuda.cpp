@@ -4,7 +4,6 @@
 
 #include "pinfeed/runtime/cuda_api.hpp"
 #include "pinfeed/runtime/random.hpp"
-#include "pinfeed/runtime/stats.hpp"
 
 namespace pinfeed {
 

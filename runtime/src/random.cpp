@@ -35,7 +35,7 @@ simd_level detect() noexcept {
 /// The CPU's level, capped by PINFEED_SIMD when it is set. A bad value is reported and ignored here
 /// (this runs inside noexcept calls); the command line checks it up front with parse_simd_level().
 simd_level initial_level() noexcept {
-  const simd_level cpu = detect();
+  const simd_level cpu = cpu_simd_support();
   const char* env = std::getenv("PINFEED_SIMD");
   if (env == nullptr || *env == '\0') return cpu;
   try {
@@ -62,8 +62,8 @@ std::atomic<int>& level_ref() {
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) inline void philox_x16_regs(
     __m512i x0, std::uint32_t c1, std::uint32_t c2, std::uint32_t c3, std::uint32_t k0, std::uint32_t k1,
     __m512i x[4]) {
-  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(0xD2511F53u));
-  const __m512i m1 = _mm512_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(kPhiloxM0));
+  const __m512i m1 = _mm512_set1_epi32(static_cast<int>(kPhiloxM1));
   __m512i x1 = _mm512_set1_epi32(static_cast<int>(c1));
   __m512i x2 = _mm512_set1_epi32(static_cast<int>(c2));
   __m512i x3 = _mm512_set1_epi32(static_cast<int>(c3));
@@ -79,8 +79,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) inline void philox
     x1 = lo1;
     x2 = _mm512_xor_si512(_mm512_xor_si512(hi0, x3), _mm512_set1_epi32(static_cast<int>(kb)));
     x3 = lo0;
-    ka += 0x9E3779B9u;
-    kb += 0xBB67AE85u;
+    ka += kPhiloxW0;
+    kb += kPhiloxW1;
   }
   x[0] = x0;
   x[1] = x1;
@@ -122,8 +122,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void philox_words_
 __attribute__((target("avx2"))) void philox_x8(const std::uint32_t c0[8], std::uint32_t c1, std::uint32_t c2,
                                                  std::uint32_t c3, std::uint32_t k0, std::uint32_t k1,
                                                  std::uint32_t out[4][8]) {
-  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
-  const __m256i m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(kPhiloxM0));
+  const __m256i m1 = _mm256_set1_epi32(static_cast<int>(kPhiloxM1));
   __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c0));
   __m256i x1 = _mm256_set1_epi32(static_cast<int>(c1));
   __m256i x2 = _mm256_set1_epi32(static_cast<int>(c2));
@@ -142,8 +142,8 @@ __attribute__((target("avx2"))) void philox_x8(const std::uint32_t c0[8], std::u
     x1 = lo1;
     x2 = _mm256_xor_si256(_mm256_xor_si256(hi0, x3), kb_v);
     x3 = lo0;
-    ka += 0x9E3779B9u;
-    kb += 0xBB67AE85u;
+    ka += kPhiloxW0;
+    kb += kPhiloxW1;
   }
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[0]), x0);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[1]), x1);
@@ -170,14 +170,14 @@ void philox_words_portable(std::uint32_t first, std::uint32_t c1, std::uint32_t 
     std::uint32_t ka = k0, kb = k1;
     for (int round = 0; round < 10; ++round) {
       for (std::size_t l = 0; l < kLanes; ++l) {
-        const std::uint64_t p0 = std::uint64_t{0xD2511F53u} * x0[l], p1 = std::uint64_t{0xCD9E8D57u} * x2[l];
+        const std::uint64_t p0 = std::uint64_t{kPhiloxM0} * x0[l], p1 = std::uint64_t{kPhiloxM1} * x2[l];
         x0[l] = static_cast<std::uint32_t>(p1 >> 32) ^ x1[l] ^ ka;
         x1[l] = static_cast<std::uint32_t>(p1);
         x2[l] = static_cast<std::uint32_t>(p0 >> 32) ^ x3[l] ^ kb;
         x3[l] = static_cast<std::uint32_t>(p0);
       }
-      ka += 0x9E3779B9u;
-      kb += 0xBB67AE85u;
+      ka += kPhiloxW0;
+      kb += kPhiloxW1;
     }
     for (std::size_t l = 0; l < kLanes; ++l) {
       std::uint32_t* o = out + 4 * (j + l);

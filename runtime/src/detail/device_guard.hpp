@@ -32,4 +32,15 @@ inline void wait_for_stream(cudaStream_t stream, cudaEvent_t event) {
   PINFEED_CUDA_TRY(cudaEventSynchronize(event));
 }
 
+/// The same for teardown: never throws (failures are logged), and synchronises the stream itself
+/// when there is no event to wait on.
+inline void wait_for_stream_nothrow(cudaStream_t stream, cudaEvent_t event) noexcept {
+  if (event == nullptr) {
+    PINFEED_CUDA_TRY_NOTHROW(cudaStreamSynchronize(stream));
+    return;
+  }
+  PINFEED_CUDA_TRY_NOTHROW(cudaEventRecord(event, stream));
+  PINFEED_CUDA_TRY_NOTHROW(cudaEventSynchronize(event));
+}
+
 }  // namespace pinfeed::detail

@@ -32,6 +32,10 @@ struct cuda_status {
 /// Never throws: a failure to find a device is reported in the result.
 [[nodiscard]] const cuda_status& cuda_devices();
 
+/// The multiprocessors of CUDA device `device` as discovery found them, 1 when it knows none: a
+/// lookup, no CUDA call, so kernels can size their grids on every launch (and during capture).
+[[nodiscard]] int multiprocessor_count(int device) noexcept;
+
 /// Which device a loader runs on.
 struct device_choice {
   enum class kind { cpu, cuda } where = kind::cpu;

@@ -20,10 +20,14 @@ struct philox_block {
   std::uint32_t v[4];
 };
 
+/// Philox4x32's round multipliers and key increments (Salmon et al., SC'11). The SIMD versions in
+/// random.cpp use the same constants.
+inline constexpr std::uint32_t kPhiloxM0 = 0xD2511F53u, kPhiloxM1 = 0xCD9E8D57u;
+inline constexpr std::uint32_t kPhiloxW0 = 0x9E3779B9u, kPhiloxW1 = 0xBB67AE85u;
+
 /// Philox4x32 with 10 rounds: maps (counter, key) to four uniformly distributed 32-bit words.
 PINFEED_HD philox_block philox4x32_10(philox_block ctr, std::uint32_t k0, std::uint32_t k1) {
-  constexpr std::uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
-  constexpr std::uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+  constexpr std::uint32_t kM0 = kPhiloxM0, kM1 = kPhiloxM1, kW0 = kPhiloxW0, kW1 = kPhiloxW1;
   for (int round = 0; round < 10; ++round) {
     const std::uint64_t p0 = static_cast<std::uint64_t>(kM0) * ctr.v[0];
     const std::uint64_t p1 = static_cast<std::uint64_t>(kM1) * ctr.v[2];

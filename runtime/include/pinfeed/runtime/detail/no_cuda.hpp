@@ -110,7 +110,6 @@ static inline cudaError_t cudaMemcpyAsync(void*, const void*, std::size_t, cudaM
   return cudaErrorNoDevice;
 }
 static inline cudaError_t cudaMemset(void*, int, std::size_t) { return cudaErrorNoDevice; }
-static inline cudaError_t cudaMemsetAsync(void*, int, std::size_t, cudaStream_t = nullptr) { return cudaErrorNoDevice; }
 static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
   if (s) *s = nullptr;
   return cudaErrorNoDevice;
@@ -123,10 +122,6 @@ static inline cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t* g) {
   if (g) *g = nullptr;
   return cudaErrorNoDevice;
 }
-static inline cudaError_t cudaEventCreate(cudaEvent_t* e) {
-  if (e) *e = nullptr;
-  return cudaErrorNoDevice;
-}
 static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
   if (e) *e = nullptr;
   return cudaErrorNoDevice;
@@ -134,7 +129,6 @@ static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
 static inline cudaError_t cudaEventDestroy(cudaEvent_t) { return cudaErrorNoDevice; }
 static inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t = nullptr) { return cudaErrorNoDevice; }
 static inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaErrorNoDevice; }
-static inline cudaError_t cudaEventQuery(cudaEvent_t) { return cudaErrorNoDevice; }
 static inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t* e, cudaGraph_t, unsigned long long = 0) {
   if (e) *e = nullptr;
   return cudaErrorNoDevice;

@@ -202,15 +202,7 @@ int cmd_run(const run_args& a) {
   }
   // The full pipeline tells the consumer's tail; the loader runs it with the cache asked for.
   auto piped = std::make_shared<pinfeed::loaders::pipeline_source>(p.reader, p.steps, p.source);
-  std::shared_ptr<pinfeed::source> src = piped;
-  std::shared_ptr<pinfeed::loaders::pipeline_source> counted = piped;  // the one whose bad samples are reported
-  if (cache.stage == pinfeed::cache_stage::finished) {
-    src = pinfeed::make_pooled_source(piped, cache.pool);
-  } else if (cache.stage != pinfeed::cache_stage::none) {
-    counted = std::dynamic_pointer_cast<pinfeed::loaders::pipeline_source>(
-        pinfeed::make_cached_pipeline(p.reader, p.steps, p.source, cache));
-    src = counted;
-  }
+  auto [src, counted] = pinfeed::make_cached_pipeline(piped, cache);  // counted: whose bad samples are reported
   if (a.source == "synthetic" && piped->host_steps().empty() && !piped->tail_params() && a.latency_ms <= 0 &&
       a.bandwidth_mb_s <= 0 && a.cache == "none")
     src = pinfeed::loaders::make_synthetic_source({a.samples, a.height, a.width, 1000});  // straight into the slot

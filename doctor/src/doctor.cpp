@@ -196,8 +196,7 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
   // The source a mode runs: the pipeline (or the own source) with a cache at a stage.
   const auto source_for = [&](const sample_cache& cache) -> std::shared_ptr<source> {
     if (p.own) return cache.stage == cache_stage::finished ? make_pooled_source(p.own, pool) : p.own;
-    if (cache.stage == cache_stage::none) return piped;  // L0: its counters of bad samples go into the report
-    return make_cached_pipeline(p.reader, p.steps, p.source, cache);
+    return make_cached_pipeline(piped, cache).source;  // L0 runs `piped` itself: its counts go into the report
   };
 
   doctor_report r;

@@ -305,32 +305,34 @@ std::shared_ptr<source> make_pooled_source(std::shared_ptr<source> base, std::si
   return std::make_shared<pooled_source>(std::move(base), pool);
 }
 
-std::shared_ptr<source> make_cached_pipeline(const std::shared_ptr<image_reader>& reader, const loaders::pipeline& steps,
-                                             const loaders::pipeline_source_options& options, const sample_cache& cache) {
+cached_pipeline make_cached_pipeline(const std::shared_ptr<loaders::pipeline_source>& full, const sample_cache& cache) {
+  if (!full) throw std::invalid_argument("cache: the pipeline is null");
   if (cache.pool == 0) throw std::invalid_argument("cache: the pool must be at least 1");
+  const auto over = [&](std::shared_ptr<image_reader> reader, loaders::pipeline steps) -> cached_pipeline {
+    auto p = std::make_shared<loaders::pipeline_source>(std::move(reader), std::move(steps), full->options());
+    return {p, p};
+  };
   switch (cache.stage) {
     case cache_stage::none:
-      return std::make_shared<loaders::pipeline_source>(reader, steps, options);
+      return {full, full};
     case cache_stage::finished:
-      return make_pooled_source(std::make_shared<loaders::pipeline_source>(reader, steps, options), cache.pool);
+      return {make_pooled_source(full, cache.pool), full};
     case cache_stage::raw:
     case cache_stage::decoded:
-      return std::make_shared<loaders::pipeline_source>(make_cached_reader(reader, cache.stage, cache.pool), steps,
-                                                        options);
+      return over(make_cached_reader(full->reader(), cache.stage, cache.pool), full->steps());
     case cache_stage::steps: {
       // The host transforms are a prefix of the steps (the rest is a tail fused on the host or left
       // to the device): the first after_steps of them run once per pool entry, the rest per sample.
-      const loaders::pipeline_source probe(reader, steps, options);
-      const std::size_t host = probe.host_steps().steps().size();
+      const std::size_t host = full->host_steps().steps().size();
       if (cache.after_steps > host)
         throw std::invalid_argument("cache after " + std::to_string(cache.after_steps) +
                                     " steps, but the host pipeline has " + std::to_string(host));
-      const auto& all = steps.steps();
+      const auto& all = full->steps().steps();
       const auto cut = all.begin() + static_cast<std::ptrdiff_t>(cache.after_steps);
       loaders::pipeline before(std::vector<std::shared_ptr<loaders::transform>>(all.begin(), cut));
       loaders::pipeline rest(std::vector<std::shared_ptr<loaders::transform>>(cut, all.end()));
-      return std::make_shared<loaders::pipeline_source>(
-          make_cached_reader(reader, cache_stage::decoded, cache.pool, std::move(before)), std::move(rest), options);
+      return over(make_cached_reader(full->reader(), cache_stage::decoded, cache.pool, std::move(before)),
+                  std::move(rest));
     }
   }
   throw std::invalid_argument("cache: unknown stage");

@@ -132,7 +132,7 @@ pipeline_source::pipeline_source(std::shared_ptr<source> base, pipeline steps, p
     : pipeline_source(reader_from_source(std::move(base), image_field), std::move(steps), std::move(options)) {}
 
 pipeline_source::pipeline_source(std::shared_ptr<image_reader> reader, pipeline steps, pipeline_source_options options)
-    : reader_(std::move(reader)), options_(std::move(options)) {
+    : reader_(std::move(reader)), options_(std::move(options)), steps_(steps) {
   if (!reader_) throw std::invalid_argument("pipeline_source: reader is null");
   if (!(options_.max_bad_fraction >= 0.0 && options_.max_bad_fraction <= 1.0))
     throw std::invalid_argument("pipeline_source: max_bad_fraction must be in [0, 1], got " +

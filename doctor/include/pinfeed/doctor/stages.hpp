@@ -58,16 +58,22 @@ struct sample_cache {
                                                                         cache_stage stage, std::size_t pool,
                                                                         loaders::pipeline before = {});
 
-/// The pipeline (reader, steps, options) as a source with a cache at `cache`: the cached reader
-/// under a pipeline_source of the steps left, or (finished) a pool in front of the whole
-/// pipeline. Throws std::invalid_argument when `after_steps` exceeds the host transforms.
+/// What runs a pipeline with a cache: the source to hand the loader, and the pipeline_source
+/// inside it whose failures() and replaced() count the run's bad samples.
+struct cached_pipeline {
+  std::shared_ptr<pinfeed::source> source;
+  std::shared_ptr<loaders::pipeline_source> pipeline;
+};
+
+/// `full` with a cache at `cache`: `full` itself (none), a pool in front of it (finished), or the
+/// cached reader of its reader under a pipeline_source of the steps left (raw, decoded, steps).
+/// Throws std::invalid_argument for a null pipeline, a pool of 0, or `after_steps` beyond its host
+/// transforms.
 /// After a steps cache the steps left draw from the streams of their new positions (step 0, 1,
 /// ... of the shorter pipeline): the same distributions as the full pipeline, not the same bits.
 /// Under error_policy::skip every sample served by a pool entry that failed counts as bad.
-[[nodiscard]] std::shared_ptr<source> make_cached_pipeline(const std::shared_ptr<loaders::image_reader>& reader,
-                                                           const loaders::pipeline& steps,
-                                                           const loaders::pipeline_source_options& options,
-                                                           const sample_cache& cache);
+[[nodiscard]] cached_pipeline make_cached_pipeline(const std::shared_ptr<loaders::pipeline_source>& full,
+                                                   const sample_cache& cache);
 
 /// `base` served from a pool of its finished samples (caching the whole pipeline, to measure what
 /// producing costs): sample i is a copy of pool entry i mod pool, produced once as sample

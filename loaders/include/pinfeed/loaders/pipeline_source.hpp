@@ -120,6 +120,10 @@ class pipeline_source final : public source {
   /// The pointwise tail the consumer must run (device_tail mode; nullopt otherwise).
   [[nodiscard]] const std::optional<ops::normalize_params>& tail_params() const noexcept { return consumer_tail_; }
   [[nodiscard]] const pipeline& host_steps() const noexcept { return host_; }
+  /// What it was built from: the reader, every step (host and tail) and the options.
+  [[nodiscard]] const std::shared_ptr<image_reader>& reader() const noexcept { return reader_; }
+  [[nodiscard]] const pipeline& steps() const noexcept { return steps_; }
+  [[nodiscard]] const pipeline_source_options& options() const noexcept { return options_; }
 
   /// Under error_policy::skip a bad sample is tried once per epoch: its index is remembered for
   /// that epoch (for any worker count) and later stand-in searches pass over it without reading
@@ -155,7 +159,7 @@ class pipeline_source final : public source {
 
   std::shared_ptr<image_reader> reader_;
   pipeline_source_options options_;
-  pipeline host_;
+  pipeline steps_, host_;
   std::optional<ops::normalize_params> host_tail_, consumer_tail_;
   std::vector<field_spec> fields_;
   struct epoch_bad {

@@ -17,9 +17,7 @@ done
 if [[ -z $build_dir ]]; then
   build_dir=$root/build${sanitize:+-$sanitize}
 fi
-if ! command -v nvcc >/dev/null 2>&1; then
-  for d in /usr/local/cuda/bin /usr/local/cuda-13.0/bin; do [[ -x $d/nvcc ]] && export PATH=$d:$PATH && break; done
-fi
+source "$root/scripts/find-nvcc.sh"
 bash "$root/scripts/install-deps.sh"
 if [[ -n $sanitize ]]; then build_type=RelWithDebInfo; fi
 cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=$build_type \

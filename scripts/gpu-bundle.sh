@@ -19,9 +19,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bundle=$(realpath -m "${1:-$root/bundle}")
 build=${PINFEED_BUNDLE_BUILD_DIR:-$root/build-bundle}
 archs=${PINFEED_BUNDLE_ARCHS:-90}
-if ! command -v nvcc >/dev/null 2>&1; then
-  for d in /usr/local/cuda/bin /usr/local/cuda-13.0/bin; do [[ -x $d/nvcc ]] && export PATH=$d:$PATH && break; done
-fi
+source "$root/scripts/find-nvcc.sh"
 bash "$root/scripts/install-deps.sh"
 
 
@@ -40,24 +38,16 @@ done
 
 # The system base every Linux GPU runner has (one list, read by the dry run too); everything else
 # the binaries load is bundled.
-mapfile -t base < <(grep -v '^#' "$root/scripts/system-base-libs.txt")
-is_base() {
-  local glob
-  for glob in "${base[@]}"; do
-    # shellcheck disable=SC2053  # the list holds globs
-    [[ $1 == $glob ]] && return 0
-  done
-  return 1
-}
+source "$root/scripts/base-libs.sh"
 for exe in "$bundle"/bin/*; do
   ldd "$exe" | awk '/=> \// {print $1, $3}' | while read -r name path; do
-    is_base "$name" || cp -nL "$path" "$bundle/lib/$name"
+    is_base_lib "$name" || cp -nL "$path" "$bundle/lib/$name"
   done
 done
 strip --strip-unneeded "$bundle"/bin/* "$bundle"/lib/*.so* 2>/dev/null || true
 
 cp "$root/bench/compare/sampler_torch.py" "$root/bench/compare/common.py" "$bundle/compare/"
-cp "$root/scripts/run-device-checks.sh" "$root/scripts/system-base-libs.txt" "$bundle/"
+cp "$root/scripts/run-device-checks.sh" "$root/scripts/system-base-libs.txt" "$root/scripts/base-libs.sh" "$bundle/"
 chmod +x "$bundle/run-device-checks.sh"
 {
   echo "commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo '+changes')"

@@ -135,18 +135,13 @@ sanitizer_step() {  # sanitizer_step NAME LIMIT TOOL BINARY ARGS...
 
 # --- the bundle's binaries start with their own libraries plus the system base ---------------------
 check_libraries() {
-  local t0=$SECONDS bad="" exe lib path listing glob base_lib
-  mapfile -t base < <(grep -v '^#' "$here/system-base-libs.txt")
+  local t0=$SECONDS bad="" exe lib path listing
+  source "$here/base-libs.sh"
   for exe in "$bin"/*; do
     while read -r lib path; do
       [[ -n $path ]] && path=$(realpath -m "$path")
       [[ $path == "$here"/lib/* ]] && continue
-      base_lib=0
-      for glob in "${base[@]}"; do
-        # shellcheck disable=SC2053  # the list holds globs
-        [[ $lib == $glob ]] && base_lib=1 && break
-      done
-      ((base_lib)) || bad+=" $(basename "$exe"):$lib=>${path:-missing}"
+      is_base_lib "$lib" || bad+=" $(basename "$exe"):$lib=>${path:-missing}"
     done < <(ldd "$exe" 2>&1 | awk '/=>/ {print $1, ($3 ~ /^\//) ? $3 : ""}')
   done
   {

@@ -37,13 +37,17 @@ const doctor_mode* stand_in(const doctor_report& r, const std::string& id) {
 /// The noise (standard error, s per image) of a mode that ran, else 0.
 double noise_of(const doctor_mode* m) { return m != nullptr && m->ran ? m->noise_ms_per_image / 1e3 : 0.0; }
 
-/// Costs between consecutive checkpoints (t: s per image, e: their noise); a difference not above
-/// twice the combined noise is within noise and costs 0. Shares over the list's positive total.
-void price(std::vector<doctor_stage>& stages, const std::vector<double>& t, const std::vector<double>& e) {
+/// Each stage's cost: the time per image of its `from` mode less its `to` mode's (each mode, or the
+/// one standing for it); a difference not above twice the two modes' combined noise is within
+/// noise and costs 0. Shares over the list's positive total.
+void price(const doctor_report& r, std::vector<doctor_stage>& stages) {
   double total = 0;
   for (std::size_t i = 0; i < stages.size(); ++i) {
-    const double d = t[i] - t[i + 1];
-    const double noise = 2.0 * std::sqrt(e[i] * e[i] + e[i + 1] * e[i + 1]);
+    const doctor_mode* from = stand_in(r, stages[i].from);
+    const doctor_mode* to = stand_in(r, stages[i].to);
+    const double d = per_image(from) - per_image(to);
+    const double e_from = noise_of(from), e_to = noise_of(to);
+    const double noise = 2.0 * std::sqrt(e_from * e_from + e_to * e_to);
     stages[i].within_noise = std::isfinite(d) && d <= noise;
     stages[i].ms_per_image = !std::isfinite(d) ? NAN : stages[i].within_noise ? 0.0 : d * 1e3;
     if (std::isfinite(stages[i].ms_per_image)) total += stages[i].ms_per_image;
@@ -72,46 +76,26 @@ void analyse(doctor_report& r) {
   r.caveat.clear();
 
   // The ladder's stages: what skipping each one saves per image.
-  const double t0 = per_image(r.mode("L0")), t1 = per_image(stand_in(r, "L1")), t2 = per_image(r.mode("L2")),
-               t3 = per_image(r.mode("L3")), t4 = per_image(r.mode("L4")), t5 = per_image(stand_in(r, "L5"));
-  const double e0 = noise_of(r.mode("L0")), e1 = noise_of(stand_in(r, "L1")), e2 = noise_of(r.mode("L2")),
-               e3 = noise_of(r.mode("L3")), e4 = noise_of(r.mode("L4")), e5 = noise_of(stand_in(r, "L5"));
-  std::vector<double> t, e;
   if (r.own_source) {
     r.stages.push_back({"produce", "producing samples (your source)", "L0", "L3"});
-    t = {t0};
-    e = {e0};
   } else if (r.encoded) {
     r.stages.push_back({"read", "storage reads", "L0", "L1"});
     r.stages.push_back({"decode", "decoding", "L1", "L2"});
-    t = {t0, t1, t2};
-    e = {e0, e1, e2};
   } else {
     r.stages.push_back({"read", "reading the raw images (the source generates them)", "L0", "L2"});
-    t = {t0, t2};
-    e = {e0, e2};
   }
   if (!r.own_source) r.stages.push_back({"transforms", "the transforms", "L2", "L3"});
   r.stages.push_back({"loader", "the loader's own work (samples into slots, batching)", "L3", "L4"});
   r.stages.push_back({"copy", "the host-to-device copy", "L4", "L5"});
-  t.insert(t.end(), {t3, t4, t5});
-  e.insert(e.end(), {e3, e4, e5});
-  price(r.stages, t, e);
+  price(r, r.stages);
 
   // Per transform: the chain L2, T1, ..., T(n-1), L3 prices transforms 1..n.
   const std::size_t n = r.transform_names.size();
   if (n >= 2 && r.mode("T1") != nullptr) {
-    std::vector<double> tt{t2}, te{e2};
-    for (std::size_t k = 1; k < n; ++k) {
-      tt.push_back(per_image(r.mode("T" + std::to_string(k))));
-      te.push_back(noise_of(r.mode("T" + std::to_string(k))));
-    }
-    tt.push_back(t3);
-    te.push_back(e3);
     for (std::size_t k = 0; k < n; ++k)
       r.transforms.push_back({r.transform_names[k], r.transform_names[k], k == 0 ? "L2" : "T" + std::to_string(k),
                               k + 1 == n ? "L3" : "T" + std::to_string(k + 1)});
-    price(r.transforms, tt, te);
+    price(r, r.transforms);
   }
 
   const doctor_mode* l0 = r.mode("L0");

@@ -218,19 +218,22 @@ std::uint64_t pipeline_source::finish_try(std::uint32_t epoch, std::uint64_t ind
   return bad_in_epoch;
 }
 
-template <class IndexOf, class Attempt>
-void pipeline_source::first_that_works(std::uint64_t reported, std::uint32_t epoch, std::uint64_t epoch_size,
-                                       stage_stats* stats, IndexOf index_of, Attempt attempt) {
+void pipeline_source::produce(sample& s) {
+  // skip: the sample at sample::stand_in() serves instead, a pure function of (seed, epoch, index).
+  const std::uint64_t n = reader_->size();
+  const std::uint32_t epoch = s.epoch();
+  const std::uint64_t epoch_size = s.epoch_size(n);
+  stage_stats* const stats = s.stats();
   const bool skip = options_.on_error == error_policy::skip;
   const std::uint64_t tries = skip ? kStandInDraws + epoch_size + 1 : 1;
   for (std::uint64_t k = 0; k < tries; ++k) {
-    const std::uint64_t index = index_of(k);
+    const std::uint64_t index = k == 0 ? s.index() : s.stand_in(k, n);
     if (skip && !claim_try(epoch, index)) continue;  // known bad in this epoch: read once, never again
     try {
       // Isolated: a user source that waits inside TBB must not pick up another chunk on this thread
       // while it holds a claim, which that chunk's sample could then wait on forever.
-      if (skip) oneapi::tbb::this_task_arena::isolate([&] { attempt(index); });
-      else attempt(index);
+      if (skip) oneapi::tbb::this_task_arena::isolate([&] { produce_one(s, index); });
+      else produce_one(s, index);
       if (skip) finish_try(epoch, index, nullptr, stats);
       if (k > 0) {
         replaced_.fetch_add(1);
@@ -252,17 +255,8 @@ void pipeline_source::first_that_works(std::uint64_t reported, std::uint32_t epo
       throw;
     }
   }
-  throw sample_error(reported, "skip", "", "every one of the " + std::to_string(epoch_size) + " samples failed (epoch " +
+  throw sample_error(s.index(), "skip", "", "every one of the " + std::to_string(epoch_size) + " samples failed (epoch " +
                                                std::to_string(epoch) + ")");
-}
-
-void pipeline_source::produce(sample& s) {
-  // skip: the sample at sample::stand_in() serves instead, a pure function of (seed, epoch, index).
-  const std::uint64_t n = reader_->size();
-  first_that_works(
-      s.index(), s.epoch(), s.epoch_size(n), s.stats(),
-      [&](std::uint64_t k) { return k == 0 ? s.index() : s.stand_in(k, n); },
-      [&](std::uint64_t index) { produce_one(s, index); });
 }
 
 decode_planner pipeline_source::planner(sample& s) const {

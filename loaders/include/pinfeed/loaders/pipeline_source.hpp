@@ -137,12 +137,6 @@ class pipeline_source final : public source {
   [[nodiscard]] std::uint64_t replaced() const noexcept { return replaced_.load(); }
 
  private:
-  /// Runs attempt(index_of(0)); under error_policy::skip, on a sample_error, attempt(index_of(1)),
-  /// and so on over the dataset, counting and listing each failure. Throws the error (fail), or
-  /// one saying every sample failed naming `reported` (skip).
-  template <class IndexOf, class Attempt>
-  void first_that_works(std::uint64_t reported, std::uint32_t epoch, std::uint64_t epoch_size, stage_stats* stats,
-                        IndexOf index_of, Attempt attempt);
   /// Under skip, before trying `index` in `epoch`: false if it is known bad there; waits while
   /// another worker is trying it (so a bad sample is read exactly once per epoch); else marks it
   /// as being tried and returns true. Every true is followed by one finish_try().

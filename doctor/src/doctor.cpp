@@ -11,6 +11,7 @@
 
 #include "pinfeed/doctor/stages.hpp"
 #include "pinfeed/ops/normalize.hpp"
+#include "pinfeed/runtime/cuda_handles.hpp"
 #include "pinfeed/runtime/device.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
@@ -32,21 +33,6 @@ double process_cpu_seconds() {
   return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
-
-struct stream_handle {
-  cudaStream_t s = nullptr;
-  stream_handle() { PINFEED_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
-  ~stream_handle() { cudaStreamDestroy(s); }
-  stream_handle(const stream_handle&) = delete;
-  stream_handle& operator=(const stream_handle&) = delete;
-};
-struct event_handle {
-  cudaEvent_t e = nullptr;
-  event_handle() { PINFEED_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming | cudaEventBlockingSync)); }
-  ~event_handle() { cudaEventDestroy(e); }
-  event_handle(const event_handle&) = delete;
-  event_handle& operator=(const event_handle&) = delete;
-};
 
 /// What one step of a mode did.
 struct step_result {
@@ -157,8 +143,10 @@ const doctor_mode* doctor_report::mode(const std::string& id) const {
   return nullptr;
 }
 
-doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
-  // Everything is checked before anything runs.
+namespace {
+
+/// Everything doctor() checks before anything runs; returns the cache pool and the device.
+std::pair<std::size_t, device_choice> check_request(const doctor_pipeline& p, const doctor_options& o) {
   if (!p.reader && !p.own) throw std::invalid_argument("doctor: the pipeline has no reader and no source of its own");
   if (p.reader && p.own) throw std::invalid_argument("doctor: give a reader (with transforms) or a source of your own, not both");
   if (p.own && !p.steps.empty())
@@ -179,133 +167,180 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
                                 std::to_string(dataset) + " samples); give a pool of at most " + std::to_string(dataset));
   const std::size_t pool = o.pool != 0 ? o.pool : static_cast<std::size_t>(std::min<std::uint64_t>(64, dataset));
   const device_choice dev = resolve_device(o.loader.device);
-  const bool gpu = dev.is_cuda();
   if (o.step_on != "auto" && o.step_on != "host" && o.step_on != "device")
     throw std::invalid_argument("doctor: step_on must be auto, host or device, got '" + o.step_on + "'");
-  if (o.step_on == "device" && !gpu)
+  if (o.step_on == "device" && !dev.is_cuda())
     throw std::invalid_argument("doctor: a device step needs a GPU, but the batches go to " + dev.to_string());
+  return {pool, dev};
+}
 
-  // The full pipeline's source tells the shapes, the host steps and the tail.
-  std::shared_ptr<loaders::pipeline_source> piped;
-  if (!p.own) piped = std::make_shared<loaders::pipeline_source>(p.reader, p.steps, p.source);
-  const std::shared_ptr<source> full = p.own ? p.own : std::shared_ptr<source>(piped);
-  static const std::vector<std::shared_ptr<loaders::transform>> no_steps;
-  const auto& host_steps = piped ? piped->host_steps().steps() : no_steps;
-  const bool host_tail = piped && host_steps.size() < p.steps.steps().size() && !piped->tail_params();
-  const std::optional<ops::normalize_params> consumer_tail = piped ? piped->tail_params() : std::nullopt;
-  // The source a mode runs: the pipeline (or the own source) with a cache at a stage.
-  const auto source_for = [&](const sample_cache& cache) -> std::shared_ptr<source> {
-    if (p.own) return cache.stage == cache_stage::finished ? make_pooled_source(p.own, pool) : p.own;
-    return make_cached_pipeline(piped, cache).source;  // L0 runs `piped` itself: its counts go into the report
-  };
-
-  doctor_report r;
-  r.pipeline = full->name();
-  r.device = dev.to_string();
-  r.batch_size = o.loader.batch_size;
-  r.prefetch = o.loader.prefetch;
-  r.hardware_threads = std::max(1u, std::thread::hardware_concurrency());
-  r.pool = pool;
-  r.step_ms = o.step_ms;
-  r.user_step = static_cast<bool>(o.step);
-  r.gpu = gpu;
-  r.own_source = static_cast<bool>(p.own);
-  r.encoded = p.reader && p.reader->stores_encoded();
-  r.sharded = p.reader && p.reader->name().find("tar shard") != std::string::npos;
-  r.varying_sizes = p.reader && !p.reader->image_shape().fixed();
-  r.float_images = full->fields()[0].type != dtype::u8;
-  if (!host_steps.empty()) {  // does the first step shrink or window a large image before decoding?
-    const philox_stream probe(0, 0, 0, 100);
-    r.planned_decode = host_steps.front()->window(4096, 4096, probe).has_value() ||
-                       host_steps.front()->min_short_side(4096, 4096, probe) > 0;
+/// One run of the ladder: describe the pipeline, plan the modes, measure each, report.
+class ladder {
+ public:
+  ladder(const doctor_pipeline& p, const doctor_options& o)
+      : p_(p), o_(o), checked_(check_request(p, o)), pool_(checked_.first), dev_(checked_.second),
+        gpu_(dev_.is_cuda()) {
+    // The full pipeline's source tells the shapes, the host steps and the tail.
+    if (!p.own) piped_ = std::make_shared<loaders::pipeline_source>(p.reader, p.steps, p.source);
+    full_ = p.own ? p.own : std::shared_ptr<source>(piped_);
+    if (piped_) host_steps_ = piped_->host_steps().steps();
+    describe();
+    plan();
   }
-  for (const auto& f : full->fields()) r.batch_bytes += f.bytes() * o.loader.batch_size;
 
-  // The ladder (reserved: add() hands out pointers into it).
-  std::vector<plan_entry> plan;
-  plan.reserve(8 + host_steps.size());
-  const auto add = [&](std::string id, std::string name, std::string skips, plan_entry::kind how,
-                       sample_cache cache = {}) {
+  doctor_report run() {
+    // The device stays current for the run only; the caller's comes back with the guard.
+    std::optional<device_guard> on_device;
+    loader_options lo = o_.loader;
+    std::optional<cuda_stream> own_stream;
+    if (gpu_) {
+      on_device.emplace(dev_.index);
+      if (!o_.loader.stream) own_stream = cuda_stream::create();
+      consumer_stream_ = o_.loader.stream ? *o_.loader.stream : own_stream->get();
+      lo.stream = consumer_stream_;
+      drained_ = cuda_event::create();
+    }
+    loader_options_ = lo;
+    consume_.emplace(o_, piped_ ? piped_->tail_params() : std::nullopt, full_->fields()[0], lo.batch_size, gpu_);
+    for (auto& e : plan_) {
+      doctor_mode& m = e.mode;
+      if (m.note.empty()) {
+        if (e.how == plan_entry::kind::loader) run_loader(e);
+        else if (!gpu_) run_host_batches(m);
+        else run_device_batches(m, e.how == plan_entry::kind::host_batches);
+      }
+      r_.modes.push_back(m);
+      if (o_.on_mode) o_.on_mode(m);
+    }
+    if (piped_) {  // the full pipeline's source (L0)
+      r_.bad_samples = piped_->failures();
+      r_.replaced = piped_->replaced();
+    }
+    consume_.reset();  // the device's own buffers and event go while it is still current
+    drained_.reset();
+    analyse(r_);
+    return std::move(r_);
+  }
+
+ private:
+  /// The source a mode runs: the pipeline (or the own source) with a cache at a stage.
+  std::shared_ptr<source> source_for(const sample_cache& cache) const {
+    if (p_.own) return cache.stage == cache_stage::finished ? make_pooled_source(p_.own, pool_) : p_.own;
+    return make_cached_pipeline(piped_, cache).source;  // L0 runs `piped_` itself: its counts go into the report
+  }
+
+  /// The report's facts of the pipeline, which the analysis reads.
+  void describe() {
+    r_.pipeline = full_->name();
+    r_.device = dev_.to_string();
+    r_.batch_size = o_.loader.batch_size;
+    r_.prefetch = o_.loader.prefetch;
+    r_.hardware_threads = std::max(1u, std::thread::hardware_concurrency());
+    r_.pool = pool_;
+    r_.step_ms = o_.step_ms;
+    r_.user_step = static_cast<bool>(o_.step);
+    r_.gpu = gpu_;
+    r_.own_source = static_cast<bool>(p_.own);
+    r_.encoded = p_.reader && p_.reader->stores_encoded();
+    r_.sharded = p_.reader && p_.reader->name().find("tar shard") != std::string::npos;
+    r_.varying_sizes = p_.reader && !p_.reader->image_shape().fixed();
+    r_.float_images = full_->fields()[0].type != dtype::u8;
+    if (!host_steps_.empty()) {  // does the first step shrink or window a large image before decoding?
+      const philox_stream probe(0, 0, 0, 100);
+      r_.planned_decode = host_steps_.front()->window(4096, 4096, probe).has_value() ||
+                          host_steps_.front()->min_short_side(4096, 4096, probe) > 0;
+    }
+    for (const auto& f : full_->fields()) r_.batch_bytes += f.bytes() * o_.loader.batch_size;
+    // The host transforms in order, a fused host tail counting as one more.
+    for (const auto& t : host_steps_) r_.transform_names.push_back(t->name());
+    const bool host_tail = piped_ && host_steps_.size() < p_.steps.steps().size() && !piped_->tail_params();
+    if (host_tail) r_.transform_names.push_back(p_.steps.device_tail().to_string() + " (fused)");
+  }
+
+  plan_entry& add(std::string id, std::string name, std::string skips, plan_entry::kind how, sample_cache cache = {}) {
     plan_entry e;
     e.mode.id = std::move(id);
     e.mode.name = std::move(name);
     e.mode.skips = std::move(skips);
     e.how = how;
     e.cache = cache;
-    e.cache.pool = pool;
-    plan.push_back(std::move(e));
-    return &plan.back();
-  };
-  add("L0", "full pipeline", "nothing", plan_entry::kind::loader);
-  auto* l1 = add("L1", "stored bytes cached", "storage reads", plan_entry::kind::loader, {cache_stage::raw, 0, pool});
-  if (p.own) l1->mode.note = "not applicable: a source of your own has no read stage the doctor can see";
-  else if (!r.encoded) l1->mode.note = "same as L2: '" + p.reader->name() + "' yields images, not encoded bytes";
-  auto* l2 = add("L2", "decoded images cached", "reads, decoding", plan_entry::kind::loader, {cache_stage::decoded, 0, pool});
-  if (p.own) l2->mode.note = "not applicable: a source of your own has no decode stage the doctor can see";
-  add("L3", p.own ? "produced samples cached" : "processed samples cached",
-      p.own ? "producing samples" : "reads, decoding, transforms", plan_entry::kind::loader,
-      {cache_stage::finished, 0, pool});
-  auto* l4 = add("L4", "host batches cached", "the workers: only the copy and the step run", plan_entry::kind::host_batches);
-  auto* l5 = add("L5", "device batches cached", "everything but the step (the ceiling)", plan_entry::kind::device_batches);
-  if (!gpu) l5->mode.note = "same as L4: on the CPU path batches stay in host memory, there is no copy";
-  // Without a step these modes would time an empty loop, a figure of no use: say so instead.
-  const bool no_step = !o.step && o.step_ms == 0;
-  if (no_step && !gpu) l4->mode.note = "not measured: on the CPU path nothing is copied, and there is no step";
-  if (no_step && gpu && !consumer_tail) l5->mode.note = "not measured: no step and no device work to run";
-  // Per-transform checkpoints: after host step k, for k = 1 .. (transforms - 1), the fused host tail
-  // counting as one more transform.
-  std::vector<std::string> transform_names;
-  for (const auto& t : host_steps) transform_names.push_back(t->name());
-  if (host_tail) transform_names.push_back(p.steps.device_tail().to_string() + " (fused)");
-  r.transform_names = transform_names;
-  if (o.per_transform)
-    for (std::size_t k = 1; k < transform_names.size(); ++k) {
-      std::string skips = "reads, decoding";
-      for (std::size_t j = 0; j < k; ++j) skips += ", " + transform_names[j];
-      add("T" + std::to_string(k), "cached after " + transform_names[k - 1], skips, plan_entry::kind::loader,
-          {cache_stage::steps, k, pool});
-    }
-  if (!o.modes.empty()) {
-    for (const auto& want : o.modes) {
-      const bool known = std::any_of(plan.begin(), plan.end(), [&](const plan_entry& e) { return e.mode.id == want; });
-      if (!known) {
-        std::string ids;
-        for (const auto& e : plan) ids += (ids.empty() ? "" : ", ") + e.mode.id;
-        throw std::invalid_argument("doctor: unknown mode '" + want + "' (this pipeline has " + ids + ")");
+    e.cache.pool = pool_;
+    plan_.push_back(std::move(e));
+    return plan_.back();
+  }
+
+  /// The ladder's modes, each with the note that says why it does not run, if it does not; checks
+  /// the modes and the trace mode asked for.
+  void plan() {
+    plan_.reserve(8 + r_.transform_names.size());  // add() hands out references into it
+    const bool own = static_cast<bool>(p_.own);
+    add("L0", "full pipeline", "nothing", plan_entry::kind::loader);
+    auto& l1 = add("L1", "stored bytes cached", "storage reads", plan_entry::kind::loader, {cache_stage::raw, 0, pool_});
+    if (own) l1.mode.note = "not applicable: a source of your own has no read stage the doctor can see";
+    else if (!r_.encoded) l1.mode.note = "same as L2: '" + p_.reader->name() + "' yields images, not encoded bytes";
+    auto& l2 = add("L2", "decoded images cached", "reads, decoding", plan_entry::kind::loader,
+                   {cache_stage::decoded, 0, pool_});
+    if (own) l2.mode.note = "not applicable: a source of your own has no decode stage the doctor can see";
+    add("L3", own ? "produced samples cached" : "processed samples cached",
+        own ? "producing samples" : "reads, decoding, transforms", plan_entry::kind::loader,
+        {cache_stage::finished, 0, pool_});
+    auto& l4 = add("L4", "host batches cached", "the workers: only the copy and the step run",
+                   plan_entry::kind::host_batches);
+    auto& l5 = add("L5", "device batches cached", "everything but the step (the ceiling)",
+                   plan_entry::kind::device_batches);
+    if (!gpu_) l5.mode.note = "same as L4: on the CPU path batches stay in host memory, there is no copy";
+    // Without a step these modes would time an empty loop, a figure of no use: say so instead.
+    const bool no_step = !o_.step && o_.step_ms == 0;
+    if (no_step && !gpu_) l4.mode.note = "not measured: on the CPU path nothing is copied, and there is no step";
+    if (no_step && gpu_ && !(piped_ && piped_->tail_params()))
+      l5.mode.note = "not measured: no step and no device work to run";
+    // Per-transform checkpoints: after host transform k, for k = 1 .. (transforms - 1).
+    const auto& names = r_.transform_names;
+    if (o_.per_transform)
+      for (std::size_t k = 1; k < names.size(); ++k) {
+        std::string skips = "reads, decoding";
+        for (std::size_t j = 0; j < k; ++j) skips += ", " + names[j];
+        add("T" + std::to_string(k), "cached after " + names[k - 1], skips, plan_entry::kind::loader,
+            {cache_stage::steps, k, pool_});
       }
+    if (!o_.modes.empty()) {
+      for (const auto& want : o_.modes) {
+        const bool known = std::any_of(plan_.begin(), plan_.end(), [&](const plan_entry& e) { return e.mode.id == want; });
+        if (!known) {
+          std::string ids;
+          for (const auto& e : plan_) ids += (ids.empty() ? "" : ", ") + e.mode.id;
+          throw std::invalid_argument("doctor: unknown mode '" + want + "' (this pipeline has " + ids + ")");
+        }
+      }
+      for (auto& e : plan_)
+        if (std::find(o_.modes.begin(), o_.modes.end(), e.mode.id) == o_.modes.end() && e.mode.note.empty())
+          e.mode.note = "not selected";
     }
-    for (auto& e : plan)
-      if (std::find(o.modes.begin(), o.modes.end(), e.mode.id) == o.modes.end() && e.mode.note.empty())
-        e.mode.note = "not selected";
-  }
-  if (!o.trace_mode.empty()) {
-    const auto it = std::find_if(plan.begin(), plan.end(), [&](const plan_entry& e) { return e.mode.id == o.trace_mode; });
-    if (it == plan.end() || it->how != plan_entry::kind::loader || !it->mode.note.empty())
-      throw std::invalid_argument("doctor: --trace-mode must be a mode that runs the loader (L0-L3 or T1..) and is "
-                                  "run, got '" + o.trace_mode + "'");
-    if (o.trace_path.empty()) throw std::invalid_argument("doctor: trace_mode given without a trace path");
+    if (!o_.trace_mode.empty()) {
+      const auto it =
+          std::find_if(plan_.begin(), plan_.end(), [&](const plan_entry& e) { return e.mode.id == o_.trace_mode; });
+      if (it == plan_.end() || it->how != plan_entry::kind::loader || !it->mode.note.empty())
+        throw std::invalid_argument("doctor: --trace-mode must be a mode that runs the loader (L0-L3 or T1..) and is "
+                                    "run, got '" + o_.trace_mode + "'");
+      if (o_.trace_path.empty()) throw std::invalid_argument("doctor: trace_mode given without a trace path");
+    }
   }
 
-  loader_options lo = o.loader;
-  const std::size_t pool_batches = (pool + lo.batch_size - 1) / lo.batch_size;
-  const std::size_t warmup = std::max(o.warmup, pool_batches + 1);  // the cache fills inside the warm-up
-  std::optional<stream_handle> own_stream;
-  cudaStream_t consumer_stream = nullptr;
-  if (gpu) {
-    PINFEED_CUDA_TRY(cudaSetDevice(dev.index));
-    if (!o.loader.stream) own_stream.emplace();
-    consumer_stream = o.loader.stream ? *o.loader.stream : own_stream->s;
-    lo.stream = consumer_stream;
-  }
-  consumer consume(o, consumer_tail, full->fields()[0], lo.batch_size, gpu);
+  std::size_t pool_batches() const { return (pool_ + o_.loader.batch_size - 1) / o_.loader.batch_size; }
 
-  // Runs `one` for warm-up, then timed; fills the mode's numbers.
-  const auto timed = [&](doctor_mode& m, const std::function<step_result()>& one, const std::function<void()>& reset) {
+  /// Sleeps (no spinning: the workers need the cores) until the consumer stream's work is done.
+  void drain_consumer() {
+    if (gpu_) wait_for_stream(consumer_stream_, drained_.get());
+  }
+
+  /// Runs `one` for the warm-up (the caches fill inside it), then timed; fills the mode's numbers.
+  void measure(doctor_mode& m, const std::function<step_result()>& one, const std::function<void()>& reset) {
+    const std::size_t warmup = std::max(o_.warmup, pool_batches() + 1);
     for (std::size_t i = 0; i < warmup; ++i) (void)one();
-    if (gpu) PINFEED_CUDA_TRY(cudaStreamSynchronize(consumer_stream));
+    drain_consumer();
     if (reset) reset();
     std::vector<double> waits, per_image;  // per step: the wait, and the seconds per image
-    waits.reserve(o.steps);
+    waits.reserve(o_.steps);
     const double cpu0 = process_cpu_seconds();
     const auto t0 = clock_type::now();
     std::size_t images = 0;
@@ -316,10 +351,10 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
       images += s.images;
       waits.push_back(s.wait_s);
       const double elapsed = seconds_since(t0);
-      if (waits.size() >= o.steps && elapsed >= o.min_mode_seconds) break;
-      if (waits.size() >= o.min_steps && elapsed > o.max_mode_seconds) break;
+      if (waits.size() >= o_.steps && elapsed >= o_.min_mode_seconds) break;
+      if (waits.size() >= o_.min_steps && elapsed > o_.max_mode_seconds) break;
     }
-    if (gpu) PINFEED_CUDA_TRY(cudaStreamSynchronize(consumer_stream));
+    drain_consumer();
     const double wall = std::max(seconds_since(t0), 1e-9);
     const double cpu = process_cpu_seconds() - cpu0;
     m.ran = true;
@@ -337,7 +372,7 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
     double top_wait = 0;
     for (std::size_t i = 0; i < top; ++i) top_wait += waits[i];
     m.wait_top_share = total_wait > 0 ? std::clamp(top_wait / total_wait, 0.0, 1.0) : 0.0;
-    m.cpu_utilisation = std::clamp(cpu / (wall * r.hardware_threads), 0.0, 1.0);
+    m.cpu_utilisation = std::clamp(cpu / (wall * r_.hardware_threads), 0.0, 1.0);
     if (per_image.size() >= 2) {  // standard error of the mean time per image
       double mean = 0, var = 0;
       for (double x : per_image) mean += x;
@@ -346,114 +381,131 @@ doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) {
       var /= static_cast<double>(per_image.size() - 1);
       m.noise_ms_per_image = 1e3 * std::sqrt(var / static_cast<double>(per_image.size()));
     }
-  };
+  }
 
-  // Modes L4 and L5 replay whole batches made once from a pool of finished samples.
-  batch_store store;
-  host_buffer host_batches;
-  std::vector<std::size_t> batch_sizes;
-  const auto make_batches = [&] {
-    if (!batch_sizes.empty()) return;
-    loader_options cpu_lo = o.loader;
+  /// L0-L3 and T1..: the loader over the mode's source, the step on each batch.
+  void run_loader(plan_entry& e) {
+    doctor_mode& m = e.mode;
+    loader_options mlo = loader_options_;
+    mlo.trace = m.id == o_.trace_mode;
+    loader l(source_for(e.cache), mlo);
+    r_.workers = l.workers();
+    std::optional<batch> current;
+    measure(
+        m,
+        [&] {
+          current.reset();  // return the slot before waiting for the next one
+          const auto t = clock_type::now();
+          batch b = next_cycling(l, "mode " + m.id);
+          const double wait = seconds_since(t);
+          (*consume_)(view_of(b));
+          current = std::move(b);
+          return step_result{current->size(), wait};
+        },
+        [&] { l.reset_stats(); });
+    current.reset();
+    if (mlo.trace) l.write_trace(o_.trace_path);
+  }
+
+  /// Modes L4 and L5 replay whole batches made once from a pool of finished samples.
+  void make_batches() {
+    if (!batch_sizes_.empty()) return;
+    loader_options cpu_lo = o_.loader;
     cpu_lo.device = "cpu";
     cpu_lo.stream.reset();
     cpu_lo.trace = false;
     cpu_lo.after_copy = nullptr;
-    loader l(source_for({cache_stage::finished, 0, pool}), cpu_lo);
-    r.workers = l.workers();
-    store.layout(l.fields(), lo.batch_size);
-    host_batches = host_buffer(store.bytes * pool_batches, gpu);
-    for (std::size_t i = 0; i < pool_batches; ++i) {
+    loader l(source_for({cache_stage::finished, 0, pool_}), cpu_lo);
+    r_.workers = l.workers();
+    store_.layout(l.fields(), o_.loader.batch_size);
+    host_batches_ = host_buffer(store_.bytes * pool_batches(), gpu_);
+    for (std::size_t i = 0; i < pool_batches(); ++i) {
       const batch b = next_cycling(l, "the cached host batches");
       for (std::size_t f = 0; f < b.field_count(); ++f) {
         const auto v = b.field(f);
-        std::memcpy(host_batches.data() + i * store.bytes + store.offsets[f], v.data, v.bytes());
+        std::memcpy(host_batches_.data() + i * store_.bytes + store_.offsets[f], v.data, v.bytes());
       }
-      batch_sizes.push_back(b.size());
+      batch_sizes_.push_back(b.size());
     }
-  };
+  }
 
-  for (auto& e : plan) {
-    doctor_mode& m = e.mode;
-    if (!m.note.empty()) {
-      r.modes.push_back(m);
-      if (o.on_mode) o.on_mode(m);
-      continue;
-    }
-    if (e.how == plan_entry::kind::loader) {
-      loader_options mlo = lo;
-      mlo.trace = m.id == o.trace_mode;
-      loader l(source_for(e.cache), mlo);
-      r.workers = l.workers();
-      std::optional<batch> current;
-      timed(
-          m,
-          [&] {
-            current.reset();  // return the slot before waiting for the next one
-            const auto t = clock_type::now();
-            batch b = next_cycling(l, "mode " + m.id);
-            const double wait = seconds_since(t);
-            consume(view_of(b));
-            current = std::move(b);
-            return step_result{current->size(), wait};
-          },
-          [&] { l.reset_stats(); });
-      current.reset();
-      if (mlo.trace) l.write_trace(o.trace_path);
-    } else if (!gpu) {  // L4 on the CPU path: the step on cached host batches
-      make_batches();
+  /// L4 on the CPU path: the step on cached host batches.
+  void run_host_batches(doctor_mode& m) {
+    make_batches();
+    std::size_t j = 0;
+    measure(m, [&] {
+      const std::size_t i = j++ % batch_sizes_.size();
+      (*consume_)(store_.view(host_batches_.data() + i * store_.bytes, batch_sizes_[i], {}, nullptr));
+      return step_result{batch_sizes_[i], 0.0};
+    }, {});
+  }
+
+  /// With a GPU: L4 copies each cached host batch and steps on it, L5 steps on batches already there.
+  void run_device_batches(doctor_mode& m, bool copy_each) {
+    make_batches();
+    const memory_location where{memory_location::kind::cuda, dev_.index};
+    if (copy_each) {
+      // Copy + step, two device buffers in turn, as the loader's copy engine does.
+      const cuda_stream copy = cuda_stream::create();
+      device_buffer device(store_.bytes * 2);
+      const cuda_event copied[2] = {cuda_event::create(), cuda_event::create()};
+      const cuda_event released[2] = {cuda_event::create(), cuda_event::create()};
+      bool used[2] = {false, false};
       std::size_t j = 0;
-      timed(m, [&] {
-        const std::size_t i = j++ % batch_sizes.size();
-        consume(store.view(host_batches.data() + i * store.bytes, batch_sizes[i], {}, nullptr));
-        return step_result{batch_sizes[i], 0.0};
+      measure(m, [&] {
+        const std::size_t i = j % batch_sizes_.size(), d = j % 2;
+        ++j;
+        std::byte* dst = device.data() + d * store_.bytes;
+        if (used[d]) PINFEED_CUDA_TRY(cudaEventSynchronize(released[d].get()));  // at most two in flight
+        const std::size_t bytes = store_.bytes;
+        PINFEED_CUDA_TRY(cudaMemcpyAsync(dst, host_batches_.data() + i * store_.bytes, bytes, cudaMemcpyHostToDevice,
+                                         copy.get()));
+        if (o_.loader.after_copy) o_.loader.after_copy(bytes, copy.get());  // the same hook as the loader's copy
+        PINFEED_CUDA_TRY(cudaEventRecord(copied[d].get(), copy.get()));
+        PINFEED_CUDA_TRY(cudaStreamWaitEvent(consumer_stream_, copied[d].get(), 0));
+        (*consume_)(store_.view(dst, batch_sizes_[i], where, consumer_stream_));
+        PINFEED_CUDA_TRY(cudaEventRecord(released[d].get(), consumer_stream_));
+        used[d] = true;
+        return step_result{batch_sizes_[i], 0.0};
       }, {});
+      wait_for_stream(copy.get(), drained_.get());
     } else {
-      make_batches();
-      const memory_location where{memory_location::kind::cuda, dev.index};
-      if (e.how == plan_entry::kind::host_batches) {
-        // Copy + step, two device buffers in turn, as the loader's copy engine does.
-        stream_handle copy;
-        device_buffer device(store.bytes * 2);
-        event_handle copied[2], released[2];
-        bool used[2] = {false, false};
-        std::size_t j = 0;
-        timed(m, [&] {
-          const std::size_t i = j % batch_sizes.size(), d = j % 2;
-          ++j;
-          std::byte* dst = device.data() + d * store.bytes;
-          if (used[d]) PINFEED_CUDA_TRY(cudaEventSynchronize(released[d].e));  // at most two in flight
-          const std::size_t bytes = store.bytes;
-          PINFEED_CUDA_TRY(cudaMemcpyAsync(dst, host_batches.data() + i * store.bytes, bytes, cudaMemcpyHostToDevice, copy.s));
-          if (o.loader.after_copy) o.loader.after_copy(bytes, copy.s);  // the same hook as the loader's copy
-          PINFEED_CUDA_TRY(cudaEventRecord(copied[d].e, copy.s));
-          PINFEED_CUDA_TRY(cudaStreamWaitEvent(consumer_stream, copied[d].e, 0));
-          consume(store.view(dst, batch_sizes[i], where, consumer_stream));
-          PINFEED_CUDA_TRY(cudaEventRecord(released[d].e, consumer_stream));
-          used[d] = true;
-          return step_result{batch_sizes[i], 0.0};
-        }, {});
-        PINFEED_CUDA_TRY(cudaStreamSynchronize(copy.s));
-      } else {
-        device_buffer device(store.bytes * batch_sizes.size());
-        PINFEED_CUDA_TRY(cudaMemcpy(device.data(), host_batches.data(), device.size(), cudaMemcpyHostToDevice));
-        std::size_t j = 0;
-        timed(m, [&] {
-          const std::size_t i = j++ % batch_sizes.size();
-          consume(store.view(device.data() + i * store.bytes, batch_sizes[i], where, consumer_stream));
-          return step_result{batch_sizes[i], 0.0};
-        }, {});
-      }
+      device_buffer device(store_.bytes * batch_sizes_.size());
+      PINFEED_CUDA_TRY(cudaMemcpy(device.data(), host_batches_.data(), device.size(), cudaMemcpyHostToDevice));
+      std::size_t j = 0;
+      measure(m, [&] {
+        const std::size_t i = j++ % batch_sizes_.size();
+        (*consume_)(store_.view(device.data() + i * store_.bytes, batch_sizes_[i], where, consumer_stream_));
+        return step_result{batch_sizes_[i], 0.0};
+      }, {});
     }
-    r.modes.push_back(m);
-    if (o.on_mode) o.on_mode(m);
   }
-  if (piped) {  // the full pipeline's source (L0)
-    r.bad_samples = piped->failures();
-    r.replaced = piped->replaced();
-  }
-  analyse(r);
-  return r;
-}
+
+  const doctor_pipeline& p_;
+  const doctor_options& o_;
+  std::pair<std::size_t, device_choice> checked_;
+  std::size_t pool_;
+  device_choice dev_;
+  bool gpu_;
+  std::shared_ptr<loaders::pipeline_source> piped_;
+  std::shared_ptr<source> full_;
+  std::vector<std::shared_ptr<loaders::transform>> host_steps_;
+  doctor_report r_;
+  std::vector<plan_entry> plan_;
+  // While running.
+  loader_options loader_options_;
+  cudaStream_t consumer_stream_ = nullptr;
+  cuda_event drained_;
+  std::optional<consumer> consume_;
+  batch_store store_;
+  host_buffer host_batches_;
+  std::vector<std::size_t> batch_sizes_;
+};
+
+}  // namespace
+
+/// The ladder in four steps: check the request, describe the pipeline and plan the modes (the
+/// constructor), measure each mode, then analyse (and advise) in analyse().
+doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) { return ladder(p, o).run(); }
 
 }  // namespace pinfeed

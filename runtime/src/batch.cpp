@@ -52,9 +52,8 @@ tensor_view batch::field(std::size_t i) const {
   std::byte* base = c.dev.is_cuda() ? c.device_slot(l.slot) : c.host_slot(l.slot);
   v.data = base + c.field_offset[i];
   v.type = spec.type;
-  v.shape.reserve(spec.shape.size() + 1);
   v.shape.push_back(static_cast<std::int64_t>(c.meta[l.slot].count));
-  v.shape.insert(v.shape.end(), spec.shape.begin(), spec.shape.end());
+  for (const auto e : spec.shape) v.shape.push_back(e);  // validate_fields capped the rank
   v.location = location();
   return v;
 }
@@ -68,7 +67,7 @@ tensor_view batch::field(std::string_view name) const {
 
 cudaEvent_t batch::ready_event() const {
   const auto& l = lease();
-  return l.core->dev.is_cuda() ? l.core->meta[l.slot].copy_event : nullptr;
+  return l.core->dev.is_cuda() ? l.core->meta[l.slot].copy_event.get() : nullptr;
 }
 
 cudaStream_t batch::stream() const { return lease().core->consumer_stream; }
@@ -115,7 +114,7 @@ DLManagedTensor* batch::to_dlpack(std::string_view name) const {
   const tensor_view v = field(name);
   auto holder = std::make_unique<dlpack_holder>();
   holder->lease = lease_;
-  holder->shape = v.shape;
+  holder->shape.assign(v.shape.begin(), v.shape.end());
   DLTensor& t = holder->tensor.dl_tensor;
   t.data = v.data;
   const auto& c = *lease_->core;

@@ -40,15 +40,6 @@ cuda_status discover() {
   return s;
 }
 
-int env_int(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return -1;
-  char* end = nullptr;
-  const long x = std::strtol(v, &end, 10);
-  if (*end != '\0' || x < 0) throw std::invalid_argument(std::string(name) + "='" + v + "' is not a rank");
-  return static_cast<int>(x);
-}
-
 }  // namespace
 
 int multiprocessor_count(int device) noexcept {
@@ -76,49 +67,75 @@ std::string device_choice::to_string() const {
   return is_cuda() ? "cuda:" + std::to_string(index) : "cpu";
 }
 
-int local_rank_from_env() {
-  for (const char* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}) {
-    const int r = env_int(name);
-    if (r >= 0) return r;
-  }
-  return -1;
-}
-
-device_choice resolve_device(std::string_view request) {
-  auto cuda_index = [](int index, std::string_view what) {
-    const auto& s = cuda_devices();
-    if (!s.usable)
-      throw std::runtime_error("device '" + std::string(what) + "' requested but no CUDA device is usable (" +
-                               s.reason + ")");
-    if (index < 0 || index >= static_cast<int>(s.devices.size()))
-      throw std::runtime_error("device '" + std::string(what) + "': CUDA device " + std::to_string(index) +
-                               " does not exist (" + std::to_string(s.devices.size()) + " present)");
-    return device_choice{device_choice::kind::cuda, index};
-  };
-  if (request == "cpu") return {};
-  if (request == "auto") {
-    if (!cuda_devices().usable) return {};
-    const int r = local_rank_from_env();
-    return cuda_index(r < 0 ? 0 : r, r < 0 ? "auto" : "auto (local rank)");
-  }
-  if (request == "cuda") return cuda_index(0, request);
-  if (request == "local_rank") {
-    const int r = local_rank_from_env();
-    if (r < 0)
-      throw std::runtime_error(
-          "device 'local_rank': none of LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID is set");
-    return cuda_index(r, request);
-  }
-  if (request.starts_with("cuda:")) {
-    const std::string digits(request.substr(5));
+device_spec::device_spec(std::string_view text) {
+  if (text == "auto") return;
+  if (text == "cpu") {
+    kind_ = kind::cpu;
+  } else if (text == "cuda") {
+    kind_ = kind::cuda;
+  } else if (text == "local_rank") {
+    kind_ = kind::local_rank;
+  } else if (text.starts_with("cuda:")) {
+    const std::string digits(text.substr(5));
     char* end = nullptr;
     const long idx = digits.empty() ? -1 : std::strtol(digits.c_str(), &end, 10);
-    if (digits.empty() || *end != '\0' || idx < 0)
-      throw std::invalid_argument("device '" + std::string(request) + "': expected cuda:N with N >= 0");
-    return cuda_index(static_cast<int>(idx), request);
+    if (digits.empty() || *end != '\0' || idx < 0 || idx > 0x7FFFFFFF)
+      throw std::invalid_argument("device '" + std::string(text) + "': expected cuda:N with N >= 0");
+    kind_ = kind::cuda;
+    index_ = static_cast<int>(idx);
+  } else {
+    throw std::invalid_argument("unknown device '" + std::string(text) +
+                                "' (expected auto, cpu, cuda, cuda:N or local_rank)");
   }
-  throw std::invalid_argument("unknown device '" + std::string(request) +
-                              "' (expected auto, cpu, cuda, cuda:N or local_rank)");
+}
+
+device_spec device_spec::cuda(int index) {
+  if (index < 0) throw std::invalid_argument("device cuda:" + std::to_string(index) + ": the index must be >= 0");
+  device_spec s;
+  s.kind_ = kind::cuda;
+  s.index_ = index;
+  return s;
+}
+
+std::string device_spec::to_string() const {
+  switch (kind_) {
+    case kind::automatic: return "auto";
+    case kind::cpu: return "cpu";
+    case kind::cuda: return "cuda:" + std::to_string(index_);
+    case kind::local_rank: return "local_rank";
+  }
+  return "auto";
+}
+
+device_choice resolve_device(const device_spec& request) {
+  const std::string what = request.to_string();
+  auto cuda_index = [](int index, const std::string& what) {
+    const auto& s = cuda_devices();
+    if (!s.usable)
+      throw std::runtime_error("device '" + what + "' requested but no CUDA device is usable (" + s.reason + ")");
+    if (index < 0 || index >= static_cast<int>(s.devices.size()))
+      throw std::runtime_error("device '" + what + "': CUDA device " + std::to_string(index) + " does not exist (" +
+                               std::to_string(s.devices.size()) + " present)");
+    return device_choice{device_choice::kind::cuda, index};
+  };
+  switch (request.which()) {
+    case device_spec::kind::cpu:
+      return {};
+    case device_spec::kind::automatic: {
+      if (!cuda_devices().usable) return {};
+      const int r = local_rank_from_env();
+      return cuda_index(r < 0 ? 0 : r, r < 0 ? "auto" : "auto (local rank)");
+    }
+    case device_spec::kind::cuda:
+      return cuda_index(request.index(), what);
+    case device_spec::kind::local_rank: {
+      const int r = local_rank_from_env();
+      if (r < 0)
+        throw std::runtime_error("device 'local_rank': none of LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID is set");
+      return cuda_index(r, what);
+    }
+  }
+  return {};
 }
 
 }  // namespace pinfeed

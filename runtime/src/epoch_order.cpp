@@ -19,17 +19,28 @@ long env_number(const char* name) {
   return x;
 }
 
+/// The launchers whose environment pinfeed reads, in the order it looks: the one table behind
+/// distributed_from_env() and local_rank_from_env().
+struct launcher {
+  const char *name, *rank, *world, *local;
+};
+constexpr launcher kLaunchers[] = {
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+};
+
 }  // namespace
 
+int local_rank_from_env() {
+  for (const auto& l : kLaunchers) {
+    const long r = env_number(l.local);
+    if (r >= 0) return static_cast<int>(r);
+  }
+  return -1;
+}
+
 distributed_env distributed_from_env() {
-  struct launcher {
-    const char *name, *rank, *world, *local;
-  };
-  constexpr launcher kLaunchers[] = {
-      {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
-      {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
-      {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
-  };
   for (const auto& l : kLaunchers) {
     const long rank = env_number(l.rank), world = env_number(l.world);
     if (rank < 0 && world < 0) continue;

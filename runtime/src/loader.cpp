@@ -11,7 +11,7 @@
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
 
-#include "detail/device_guard.hpp"
+#include "pinfeed/runtime/cuda_handles.hpp"
 #include "detail/loader_core.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/log.hpp"
@@ -19,7 +19,6 @@
 namespace pinfeed {
 namespace {
 
-using detail::device_guard;
 
 constexpr std::size_t kFieldAlign = 256;  // every field starts on a 256-byte boundary (coalesced loads)
 
@@ -104,20 +103,20 @@ loader_core::loader_core(const loader_options& o, std::vector<field_spec> f, dev
     } catch (const std::exception& e) {
       allocation_failed(("memory on " + dev.to_string()).c_str(), e);
     }
-    PINFEED_CUDA_TRY(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking));
+    copy_stream = cuda_stream::create();
     if (o.stream) {
       consumer_stream = *o.stream;
     } else {
-      PINFEED_CUDA_TRY(cudaStreamCreateWithFlags(&consumer_stream, cudaStreamNonBlocking));
-      own_consumer_stream = true;
+      own_consumer_stream = cuda_stream::create();
+      consumer_stream = own_consumer_stream.get();
     }
-    // The feeder and the destructor wait on these: blocking sync, so a waiting thread sleeps.
-    constexpr unsigned kWaited = cudaEventDisableTiming | cudaEventBlockingSync;
-    PINFEED_CUDA_TRY(cudaEventCreateWithFlags(&drain_event, kWaited));
+    // The feeder and the destructor wait on these: blocking sync (the default), so a waiting
+    // thread sleeps.
+    drain_event = cuda_event::create();
     for (std::size_t s = 0; s < slots; ++s) {
-      PINFEED_CUDA_TRY(cudaEventCreateWithFlags(&meta[s].copy_event, kWaited));
-      PINFEED_CUDA_TRY(cudaEventCreateWithFlags(&meta[s].release_event, cudaEventDisableTiming));
-      PINFEED_CUDA_TRY(cudaEventCreateWithFlags(&meta[s].after_event, kWaited));
+      meta[s].copy_event = cuda_event::create();
+      meta[s].release_event = cuda_event::create(cudaEventDisableTiming);
+      meta[s].after_event = cuda_event::create();
     }
   } catch (...) {
     release_cuda();  // the destructor does not run for a constructor that throws
@@ -131,33 +130,29 @@ void loader_core::release_cuda() noexcept {
   PINFEED_CUDA_TRY_NOTHROW(cudaGetDevice(&previous));
   PINFEED_CUDA_TRY_NOTHROW(cudaSetDevice(dev.index));
   // Copies and consumer work may still read or write the slots: finish them before freeing.
-  for (cudaStream_t s : {copy_stream, consumer_stream})
-    if (s != nullptr) wait_for_stream_nothrow(s, drain_event);
+  for (cudaStream_t s : {copy_stream.get(), consumer_stream})
+    if (s != nullptr) wait_for_stream_nothrow(s, drain_event.get());
   for (std::size_t s = 0; s < ring.size(); ++s) {
-    if (meta[s].after_recorded) PINFEED_CUDA_TRY_NOTHROW(cudaEventSynchronize(meta[s].after_event));
-    for (cudaEvent_t* e : {&meta[s].copy_event, &meta[s].release_event, &meta[s].after_event})
-      if (*e != nullptr) {
-        PINFEED_CUDA_TRY_NOTHROW(cudaEventDestroy(*e));
-        *e = nullptr;
-      }
+    if (meta[s].after_recorded) PINFEED_CUDA_TRY_NOTHROW(cudaEventSynchronize(meta[s].after_event.get()));
+    meta[s].copy_event.reset();
+    meta[s].release_event.reset();
+    meta[s].after_event.reset();
   }
-  if (drain_event != nullptr) PINFEED_CUDA_TRY_NOTHROW(cudaEventDestroy(drain_event));
-  if (copy_stream != nullptr) PINFEED_CUDA_TRY_NOTHROW(cudaStreamDestroy(copy_stream));
-  if (own_consumer_stream && consumer_stream != nullptr) PINFEED_CUDA_TRY_NOTHROW(cudaStreamDestroy(consumer_stream));
-  drain_event = nullptr;
-  copy_stream = consumer_stream = nullptr;
-  own_consumer_stream = false;
+  drain_event.reset();
+  copy_stream.reset();
+  own_consumer_stream.reset();
+  consumer_stream = nullptr;
   host = host_buffer();
   device = device_buffer();
   if (previous >= 0) PINFEED_CUDA_TRY_NOTHROW(cudaSetDevice(previous));
 }
 
-void loader_core::drain(cudaStream_t stream) { wait_for_stream(stream, drain_event); }
+void loader_core::drain(cudaStream_t stream) { wait_for_stream(stream, drain_event.get()); }
 
 void loader_core::release_after(std::size_t slot, cudaStream_t stream) {
   if (!dev.is_cuda()) return;
   device_guard guard(dev.index);
-  PINFEED_CUDA_TRY(cudaEventRecord(meta[slot].after_event, stream));
+  PINFEED_CUDA_TRY(cudaEventRecord(meta[slot].after_event.get(), stream));
   meta[slot].after_recorded = true;
 }
 
@@ -171,7 +166,7 @@ void loader_core::release_slot(std::size_t slot) noexcept {
   if (dev.is_cuda()) {
     try {
       device_guard guard(dev.index);
-      PINFEED_CUDA_TRY(cudaEventRecord(meta[slot].release_event, consumer_stream));
+      PINFEED_CUDA_TRY(cudaEventRecord(meta[slot].release_event.get(), consumer_stream));
       meta[slot].release_recorded = true;
     } catch (const std::exception& e) {
       log(log_level::error, std::string("releasing a batch slot: ") + e.what());
@@ -274,7 +269,7 @@ void loader::impl::cancel() noexcept {
   if (core->dev.is_cuda()) {
     try {
       device_guard guard(core->dev.index);
-      core->drain(core->copy_stream);
+      core->drain(core->copy_stream.get());
     } catch (const std::exception& e) {
       log(log_level::error, std::string("cancelling copies: ") + e.what());
     }
@@ -312,7 +307,7 @@ void loader::impl::feed(std::uint32_t e, std::uint64_t first_batch, std::uint64_
       // The host slot is rewritten only once its previous copy has completed.
       if (c.dev.is_cuda() && m.copy_recorded) {
         try {
-          PINFEED_CUDA_TRY(cudaEventSynchronize(m.copy_event));
+          PINFEED_CUDA_TRY(cudaEventSynchronize(m.copy_event.get()));
         } catch (...) {
           failure = std::current_exception();
         }
@@ -394,15 +389,15 @@ void loader::impl::finish_slot(std::size_t slot) {
     stage_timer t(stage::copy, &c.stats, c.trace.get(), m.batch);
     device_guard guard(c.dev.index);
     // The device slot may still be read by consumer work queued before its last release.
-    if (m.release_recorded) PINFEED_CUDA_TRY(cudaStreamWaitEvent(c.copy_stream, m.release_event, 0));
+    if (m.release_recorded) PINFEED_CUDA_TRY(cudaStreamWaitEvent(c.copy_stream.get(), m.release_event.get(), 0));
     if (m.after_recorded) {  // work the consumer queued on its own stream before release_after()
-      PINFEED_CUDA_TRY(cudaStreamWaitEvent(c.copy_stream, m.after_event, 0));
+      PINFEED_CUDA_TRY(cudaStreamWaitEvent(c.copy_stream.get(), m.after_event.get(), 0));
       m.after_recorded = false;
     }
     PINFEED_CUDA_TRY(cudaMemcpyAsync(c.device_slot(slot), c.host_slot(slot), c.used_bytes(m.count),
-                                     cudaMemcpyHostToDevice, c.copy_stream));
-    if (c.options.after_copy) c.options.after_copy(c.used_bytes(m.count), c.copy_stream);
-    PINFEED_CUDA_TRY(cudaEventRecord(m.copy_event, c.copy_stream));
+                                     cudaMemcpyHostToDevice, c.copy_stream.get()));
+    if (c.options.after_copy) c.options.after_copy(c.used_bytes(m.count), c.copy_stream.get());
+    PINFEED_CUDA_TRY(cudaEventRecord(m.copy_event.get(), c.copy_stream.get()));
     m.copy_recorded = true;
   } catch (...) {
     std::lock_guard lock(m.error_mutex);
@@ -434,7 +429,7 @@ std::optional<batch> loader::impl::next() {
   }
   if (c.dev.is_cuda()) {
     device_guard guard(c.dev.index);
-    PINFEED_CUDA_TRY(cudaStreamWaitEvent(c.consumer_stream, m.copy_event, 0));
+    PINFEED_CUDA_TRY(cudaStreamWaitEvent(c.consumer_stream, m.copy_event.get(), 0));
   }
   c.stats.add_batch(m.count, c.used_bytes(m.count));
   return batch(std::move(lease));

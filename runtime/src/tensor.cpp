@@ -19,7 +19,7 @@ constexpr std::array<dtype_row, 12> kTypes{{
     {dtype::f16, 2, "float16", "f16"},   {dtype::bf16, 2, "bfloat16", "bf16"},
     {dtype::f32, 4, "float32", "f32"},   {dtype::f64, 8, "float64", "f64"},
 }};
-std::size_t product(const std::vector<std::int64_t>& shape) noexcept {
+std::size_t product(std::span<const std::int64_t> shape) noexcept {
   std::size_t n = 1;
   for (auto d : shape) n *= static_cast<std::size_t>(d);
   return n;
@@ -36,7 +36,7 @@ dtype parse_dtype(std::string_view name) {
 }
 
 std::size_t field_spec::elements() const noexcept { return product(shape); }
-std::size_t tensor_view::elements() const noexcept { return product(shape); }
+std::size_t tensor_view::elements() const noexcept { return product({shape.begin(), shape.end()}); }
 
 void validate_fields(std::span<const field_spec> fields) {
   if (fields.empty()) throw std::invalid_argument("a source must declare at least one field");
@@ -44,6 +44,9 @@ void validate_fields(std::span<const field_spec> fields) {
   for (std::size_t i = 0; i < fields.size(); ++i) {
     const auto& f = fields[i];
     if (f.name.empty()) throw std::invalid_argument("field " + std::to_string(i) + " has an empty name");
+    if (f.shape.size() > kMaxFieldRank)
+      throw std::invalid_argument("field '" + f.name + "' has " + std::to_string(f.shape.size()) +
+                                  " dimensions; at most " + std::to_string(kMaxFieldRank) + " are supported");
     if (!seen.insert(f.name).second)
       throw std::invalid_argument("field name '" + f.name + "' is declared twice");
     for (std::size_t d = 0; d < f.shape.size(); ++d)

@@ -65,12 +65,15 @@ void check_batch_against_reference(const batch& b, std::uint64_t seed, std::uint
   const auto noise = b.field("noise");
   REQUIRE(data.shape == std::vector<std::int64_t>{static_cast<std::int64_t>(b.size()), kFeatures});
   REQUIRE(id.shape == std::vector<std::int64_t>{static_cast<std::int64_t>(b.size())});
+  CHECK(data.as<std::uint8_t>() == data.data);
+  CHECK_THROWS_WITH_AS((void)noise.as<double>(), doctest::Contains("holds float32, not float64"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS((void)id.as<std::int32_t>(), doctest::Contains("holds int64, not int32"), std::invalid_argument);
   for (std::size_t j = 0; j < b.size(); ++j) {
     const std::uint64_t i = b.index() * batch_size + j;
     REQUIRE(b.indices()[j] == i);
     const auto e = reference(seed, epoch, i);
     REQUIRE(std::memcmp(static_cast<std::byte*>(data.data) + j * kFeatures, e.data.data(), kFeatures) == 0);
-    REQUIRE(static_cast<std::int64_t*>(id.data)[j] == e.id);
+    REQUIRE(id.as<const std::int64_t>()[j] == e.id);  // the typed accessor, checked against int64
     float got;
     std::memcpy(&got, static_cast<float*>(noise.data) + j, sizeof got);
     REQUIRE(std::memcmp(&got, &e.noise, sizeof got) == 0);
@@ -374,11 +377,9 @@ TEST_CASE("loader.bad_input") {
   o.workers = 5000;
   expect_invalid(o, "5000");
   o = cpu_options(4, 1);
-  o.device = "gpu7";
-  expect_invalid(o, "gpu7");
-  o = cpu_options(4, 1);
-  o.device = "cuda:x";
-  expect_invalid(o, "cuda:x");
+  // A bad device spelling fails where the option is set, before any loader exists.
+  CHECK_THROWS_WITH_AS(o.device = "gpu7", doctest::Contains("gpu7"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(o.device = "cuda:x", doctest::Contains("cuda:x"), std::invalid_argument);
   o = cpu_options(20, 1);
   o.drop_last = true;
   expect_invalid(o, "fewer than batch_size 20");
@@ -391,6 +392,12 @@ TEST_CASE("loader.bad_input") {
   CHECK_THROWS_WITH_AS(loader(empty, cpu_options(4, 1)), doctest::Contains("empty-set"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(make_source(4, {{"a", dtype::u8, {3, 0}}}, produce_reference),
                        doctest::Contains("extent 0"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(make_source(4, {{"deep", dtype::u8, {1, 1, 1, 1, 1, 1, 1, 1}}}, produce_reference),
+                       doctest::Contains("'deep' has 8 dimensions; at most 7"), std::invalid_argument);
+  tensor_shape full{1, 2, 3, 4, 5, 6, 7, 8};  // a batch of rank-7 samples: the most a view holds
+  CHECK(full.size() == tensor_shape::kCapacity);
+  CHECK(full == std::vector<std::int64_t>{1, 2, 3, 4, 5, 6, 7, 8});
+  CHECK_THROWS_AS(full.push_back(9), std::length_error);
   CHECK_THROWS_WITH_AS(make_source(4, {{"a", dtype::u8, {3}}, {"a", dtype::u8, {}}}, produce_reference),
                        doctest::Contains("'a' is declared twice"), std::invalid_argument);
   CHECK_THROWS_AS(make_source(4, {}, produce_reference), std::invalid_argument);

@@ -5,6 +5,7 @@
 
 #include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/device.hpp"
+#include "pinfeed/runtime/loader.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
 #include "pinfeed/runtime/stats.hpp"
@@ -44,6 +45,21 @@ TEST_CASE("device.spelling_and_local_rank") {
   CHECK_THROWS_AS((void)resolve_device("cuda:"), std::invalid_argument);
   CHECK_THROWS_AS((void)resolve_device("cuda:-1"), std::invalid_argument);
   CHECK_THROWS_AS((void)resolve_device("cuda:1x"), std::invalid_argument);
+  // The spelling is checked once, where the spec is made: an option assignment fails there.
+  const device_spec three = "cuda:3";
+  CHECK(three.which() == device_spec::kind::cuda);
+  CHECK(three.index() == 3);
+  CHECK(three.to_string() == "cuda:3");
+  CHECK(three == device_spec::cuda(3));
+  CHECK(device_spec("cuda").to_string() == "cuda:0");
+  CHECK(device_spec().which() == device_spec::kind::automatic);
+  CHECK(device_spec("local_rank").to_string() == "local_rank");
+  CHECK_THROWS_WITH_AS(device_spec::cuda(-2), doctest::Contains("cuda:-2"), std::invalid_argument);
+  loader_options o;
+  CHECK(o.device.to_string() == "auto");
+  CHECK_THROWS_WITH_AS(o.device = "gpu0", doctest::Contains("unknown device 'gpu0'"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(o.device = "cuda:99999999999", doctest::Contains("expected cuda:N"), std::invalid_argument);
+  CHECK(o.device.to_string() == "auto");  // a failed assignment leaves the option as it was
   {
     scoped_env a("LOCAL_RANK", nullptr), b("OMPI_COMM_WORLD_LOCAL_RANK", nullptr), c("SLURM_LOCALID", nullptr);
     CHECK(local_rank_from_env() == -1);

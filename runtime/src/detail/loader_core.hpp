@@ -17,6 +17,7 @@
 #include "pinfeed/runtime/host_memory.hpp"
 #include "pinfeed/runtime/loader.hpp"
 #include "pinfeed/runtime/detail/slot_ring.hpp"
+#include "pinfeed/runtime/cuda_handles.hpp"
 #include "pinfeed/runtime/stats.hpp"
 
 namespace pinfeed::detail {
@@ -31,9 +32,9 @@ struct slot_meta {
   std::exception_ptr error;              // of the lowest failing index
   std::uint64_t error_index = 0;
   std::size_t error_count = 0;
-  cudaEvent_t copy_event = nullptr;      // recorded on the copy stream after the H2D copy (blocking sync)
-  cudaEvent_t release_event = nullptr;   // recorded on the consumer stream at release
-  cudaEvent_t after_event = nullptr;     // recorded on the stream given to batch::release_after
+  cuda_event copy_event;                 // recorded on the copy stream after the H2D copy (blocking sync)
+  cuda_event release_event;              // recorded on the consumer stream at release
+  cuda_event after_event;                // recorded on the stream given to batch::release_after
   bool copy_recorded = false;
   bool release_recorded = false;
   bool after_recorded = false;           // the next copy into the slot waits on after_event too
@@ -42,8 +43,8 @@ struct slot_meta {
 struct loader_core {
   loader_core(const loader_options& o, std::vector<field_spec> f, device_choice d);
   ~loader_core() { release_cuda(); }
-  /// Finishes queued copies and consumer work, then destroys streams and events and frees memory.
-  /// Safe on a partly constructed core.
+  /// Finishes queued copies and consumer work, then destroys streams and events and frees memory,
+  /// with the loader's device current (the caller's restored after).
   void release_cuda() noexcept;
   loader_core(const loader_core&) = delete;
   loader_core& operator=(const loader_core&) = delete;
@@ -68,10 +69,10 @@ struct loader_core {
   host_buffer host;
   device_buffer device;
   std::unique_ptr<slot_meta[]> meta;
-  cudaStream_t copy_stream = nullptr;
-  cudaStream_t consumer_stream = nullptr;
-  cudaEvent_t drain_event = nullptr;     // blocking-sync event for drain()
-  bool own_consumer_stream = false;
+  cuda_stream copy_stream;
+  cuda_stream own_consumer_stream;       // none when the caller gave its stream
+  cudaStream_t consumer_stream = nullptr;  // the caller's, or own_consumer_stream's
+  cuda_event drain_event;                // blocking-sync event for drain()
   stage_stats stats;
   std::unique_ptr<trace_recorder> trace;
   std::atomic<std::uint64_t> first_take_ns{0};

@@ -44,16 +44,40 @@ struct device_choice {
   [[nodiscard]] std::string to_string() const;
 };
 
-/// Resolves a device request against what cuda_devices() found:
+/// A device request, its spelling checked once, when it is made:
 ///   "auto"       - CUDA device LOCAL_RANK (or 0) if any device is usable, else the CPU;
 ///   "cpu"        - the CPU;
 ///   "cuda"       - CUDA device 0;   "cuda:N" - CUDA device N;
 ///   "local_rank" - CUDA device $LOCAL_RANK (then OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID).
-/// Throws std::invalid_argument for an unknown spelling and std::runtime_error when a CUDA device
-/// is requested that does not exist (naming the index and CUDA's reason).
-[[nodiscard]] device_choice resolve_device(std::string_view request);
+/// Made from text implicitly, so options read naturally (`o.device = "cpu"`); a bad spelling
+/// throws std::invalid_argument quoting it.
+class device_spec {
+ public:
+  enum class kind { automatic, cpu, cuda, local_rank };
+  device_spec() noexcept = default;  ///< auto
+  device_spec(std::string_view text);  // NOLINT(google-explicit-constructor): a spelling is a spec
+  device_spec(const char* text) : device_spec(std::string_view(text)) {}  // NOLINT
+  device_spec(const std::string& text) : device_spec(std::string_view(text)) {}  // NOLINT
+  [[nodiscard]] static device_spec cuda(int index);
+  [[nodiscard]] kind which() const noexcept { return kind_; }
+  [[nodiscard]] int index() const noexcept { return index_; }  ///< the N of cuda:N (0 for "cuda")
+  /// The spelling ("auto", "cpu", "cuda:N", "local_rank").
+  [[nodiscard]] std::string to_string() const;
+  friend bool operator==(const device_spec&, const device_spec&) = default;
 
-/// The local rank from the launcher's environment (torchrun, Open MPI, Slurm), or -1 if unset.
+ private:
+  kind kind_ = kind::automatic;
+  int index_ = 0;
+};
+
+/// Resolves a request against what cuda_devices() found and the launcher's environment. Throws
+/// std::runtime_error when a CUDA device is requested that does not exist or is not usable
+/// (naming the index and CUDA's reason), or local_rank without a local rank in the environment.
+[[nodiscard]] device_choice resolve_device(const device_spec& request);
+
+/// The local rank from the launcher's environment (LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK,
+/// SLURM_LOCALID: the launchers of distributed_from_env(), in its order), or -1 if unset. Throws
+/// std::invalid_argument naming a variable that is not a non-negative integer.
 [[nodiscard]] int local_rank_from_env();
 
 }  // namespace pinfeed

@@ -27,7 +27,7 @@ struct loader_options {
   std::size_t workers = 0;             ///< worker threads; 0 = one per hardware thread
   std::size_t prefetch = 2;            ///< batches produced ahead of the consumer
   std::size_t max_batches_in_use = 1;  ///< batches the consumer may hold at once (slots = prefetch + this)
-  std::string device = "auto";         ///< see resolve_device(): auto, cpu, cuda, cuda:N, local_rank
+  device_spec device;                  ///< auto (default), cpu, cuda, cuda:N, local_rank: see device_spec
   bool drop_last = false;              ///< drop a last partial batch
   std::uint64_t seed = 0;              ///< with (epoch, index), fixes every sample's random stream
   std::uint32_t epoch = 0;             ///< the epoch next() starts with

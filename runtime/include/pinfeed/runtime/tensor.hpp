@@ -2,11 +2,16 @@
 /// @file tensor.hpp
 /// Element types, field declarations and non-owning tensor views.
 
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace pinfeed {
@@ -22,6 +27,65 @@ enum class dtype : std::uint8_t { u8, i8, u16, i16, i32, u32, i64, u64, f16, bf1
 /// naming the text when it is not a known type.
 [[nodiscard]] dtype parse_dtype(std::string_view name);
 
+/// Dimensions a field may have per sample (a batch adds one).
+inline constexpr std::size_t kMaxFieldRank = 7;
+
+/// The shape of a tensor_view: up to kMaxFieldRank + 1 extents held inline, so handing out a view
+/// allocates nothing.
+class tensor_shape {
+ public:
+  static constexpr std::size_t kCapacity = kMaxFieldRank + 1;
+  tensor_shape() noexcept = default;
+  tensor_shape(std::initializer_list<std::int64_t> extents) {
+    for (auto e : extents) push_back(e);
+  }
+  /// Appends an extent; throws std::length_error past kCapacity.
+  void push_back(std::int64_t extent) {
+    if (size_ == kCapacity)
+      throw std::length_error("tensor_shape holds at most " + std::to_string(kCapacity) + " extents");
+    extents_[size_++] = extent;
+  }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  [[nodiscard]] std::int64_t operator[](std::size_t i) const noexcept { return extents_[i]; }
+  [[nodiscard]] std::int64_t back() const noexcept { return extents_[size_ - 1]; }
+  [[nodiscard]] const std::int64_t* data() const noexcept { return extents_.data(); }
+  [[nodiscard]] const std::int64_t* begin() const noexcept { return extents_.data(); }
+  [[nodiscard]] const std::int64_t* end() const noexcept { return extents_.data() + size_; }
+  friend bool operator==(const tensor_shape& a, const tensor_shape& b) noexcept {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  }
+  friend bool operator==(const tensor_shape& a, const std::vector<std::int64_t>& b) noexcept {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  }
+
+ private:
+  std::array<std::int64_t, kCapacity> extents_{};
+  std::size_t size_ = 0;
+};
+
+/// The dtype of a C++ element type (the integer and float types; f16 and bf16 have none).
+template <class T>
+inline constexpr bool has_dtype_v = false;
+template <class T>
+inline constexpr dtype dtype_of_v = dtype::u8;
+#define PINFEED_DTYPE_OF(T, D)                    \
+  template <>                                     \
+  inline constexpr bool has_dtype_v<T> = true;    \
+  template <>                                     \
+  inline constexpr dtype dtype_of_v<T> = dtype::D;
+PINFEED_DTYPE_OF(std::uint8_t, u8)
+PINFEED_DTYPE_OF(std::int8_t, i8)
+PINFEED_DTYPE_OF(std::uint16_t, u16)
+PINFEED_DTYPE_OF(std::int16_t, i16)
+PINFEED_DTYPE_OF(std::int32_t, i32)
+PINFEED_DTYPE_OF(std::uint32_t, u32)
+PINFEED_DTYPE_OF(std::int64_t, i64)
+PINFEED_DTYPE_OF(std::uint64_t, u64)
+PINFEED_DTYPE_OF(float, f32)
+PINFEED_DTYPE_OF(double, f64)
+#undef PINFEED_DTYPE_OF
+
 /// A named field of every sample, with its per-sample shape and element type declared up front
 /// (a batch of B samples has shape [B, shape...]).
 struct field_spec {
@@ -33,8 +97,8 @@ struct field_spec {
   [[nodiscard]] std::size_t bytes() const noexcept { return elements() * dtype_size(type); }
 };
 
-/// Checks a field list: non-empty, unique non-empty names, positive extents. Throws
-/// std::invalid_argument naming the field and the bad value.
+/// Checks a field list: non-empty, unique non-empty names, at most kMaxFieldRank dimensions,
+/// positive extents. Throws std::invalid_argument naming the field and the bad value.
 void validate_fields(std::span<const field_spec> fields);
 
 /// Where a tensor's memory lives.
@@ -48,11 +112,21 @@ struct memory_location {
 struct tensor_view {
   void* data = nullptr;
   dtype type = dtype::u8;
-  std::vector<std::int64_t> shape;
+  tensor_shape shape;
   memory_location location;
 
   [[nodiscard]] std::size_t elements() const noexcept;
   [[nodiscard]] std::size_t bytes() const noexcept { return elements() * dtype_size(type); }
+  /// The data as elements of T, checked against the view's type: throws std::invalid_argument
+  /// naming both when they differ. (Device memory stays device memory: the pointer is for kernels.)
+  template <class T>
+  [[nodiscard]] T* as() const {
+    static_assert(has_dtype_v<std::remove_const_t<T>>, "tensor_view::as<T>: T has no pinfeed dtype");
+    if (dtype_of_v<std::remove_const_t<T>> != type)
+      throw std::invalid_argument("tensor_view::as: the view holds " + std::string(dtype_name(type)) + ", not " +
+                                  std::string(dtype_name(dtype_of_v<std::remove_const_t<T>>)));
+    return static_cast<T*>(data);
+  }
 };
 
 }  // namespace pinfeed

@@ -46,4 +46,4 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch6
 cmake --build "$build" -j "$(nproc)" --target runtime_tests ops_tests loaders_tests
 readelf -h "$build/tests/ops_tests" | grep -q "AArch64" || { echo "cross-aarch64: ops_tests is not an aarch64 binary" >&2; exit 1; }
 cd "$build"
-ctest --output-on-failure -j 2 -R '^(runtime|ops|loaders)_tests$' "$@"
+ctest --output-on-failure -j 2 -L cpu -R '^(runtime|ops|loaders)_tests[.]' "$@"

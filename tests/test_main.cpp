@@ -13,6 +13,32 @@ namespace {
 /// the test as skipped (SKIP_RETURN_CODE), not passed.
 constexpr int kSkipped = 77;
 
+/// Counts the test cases that ran, so that a run asked for named cases fails when none matched
+/// (a CTest test per case must not pass by running nothing).
+std::size_t g_cases_run = 0;
+struct case_counter : doctest::IReporter {
+  explicit case_counter(const doctest::ContextOptions&) {}
+  void report_query(const doctest::QueryData&) override {}
+  void test_run_start() override {}
+  void test_run_end(const doctest::TestRunStats&) override {}
+  void test_case_start(const doctest::TestCaseData&) override { ++g_cases_run; }
+  void test_case_reenter(const doctest::TestCaseData&) override {}
+  void test_case_end(const doctest::CurrentTestCaseStats&) override {}
+  void test_case_exception(const doctest::TestCaseException&) override {}
+  void subcase_start(const doctest::SubcaseSignature&) override {}
+  void subcase_end() override {}
+  void log_assert(const doctest::AssertData&) override {}
+  void log_message(const doctest::MessageData&) override {}
+  void test_case_skipped(const doctest::TestCaseData&) override {}
+};
+REGISTER_LISTENER("case_counter", 1, case_counter);
+
+bool names_cases(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view(argv[i]).starts_with("--test-case=") || std::string_view(argv[i]).starts_with("-tc=")) return true;
+  return false;
+}
+
 bool gpu_suite_only(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view a(argv[i]);
@@ -26,6 +52,10 @@ int main(int argc, char** argv) {
   pinfeed::set_log_level(pinfeed::log_level::warn);
   doctest::Context context(argc, argv);
   const int rc = context.run();
+  if (rc == 0 && !context.shouldExit() && names_cases(argc, argv) && g_cases_run == 0) {
+    std::printf("no test case matches the name given\n");
+    return 1;
+  }
   if (rc == 0 && !context.shouldExit() && gpu_suite_only(argc, argv) && !pinfeed::cuda_devices().usable) {
     std::printf("skipped: every GPU case of this suite, no usable CUDA device (%s)\n",
                 pinfeed::cuda_devices().reason.c_str());

@@ -188,15 +188,23 @@ class ladder {
     plan();
   }
 
+  ladder(const ladder&) = delete;
+  ladder& operator=(const ladder&) = delete;
+  /// On every path, a failed mode's included: the consumer's queued work finishes before its
+  /// buffers go, and the members holding device memory go before the guard gives the caller's
+  /// device back (they are declared after it).
+  ~ladder() {
+    if (consumer_stream_ != nullptr) wait_for_stream_nothrow(consumer_stream_, drained_.get());
+  }
+
   doctor_report run() {
-    // The device stays current for the run only; the caller's comes back with the guard.
-    std::optional<device_guard> on_device;
+    // The device stays current for the run only (the guard is a member, so it outlives everything
+    // that holds device memory).
     loader_options lo = o_.loader;
-    std::optional<cuda_stream> own_stream;
     if (gpu_) {
-      on_device.emplace(dev_.index);
-      if (!o_.loader.stream) own_stream = cuda_stream::create();
-      consumer_stream_ = o_.loader.stream ? *o_.loader.stream : own_stream->get();
+      on_device_.emplace(dev_.index);
+      if (!o_.loader.stream) own_stream_ = cuda_stream::create();
+      consumer_stream_ = o_.loader.stream ? *o_.loader.stream : own_stream_.get();
       lo.stream = consumer_stream_;
       drained_ = cuda_event::create();
     }
@@ -216,8 +224,6 @@ class ladder {
       r_.bad_samples = piped_->failures();
       r_.replaced = piped_->replaced();
     }
-    consume_.reset();  // the device's own buffers and event go while it is still current
-    drained_.reset();
     analyse(r_);
     return std::move(r_);
   }
@@ -492,7 +498,9 @@ class ladder {
   std::vector<std::shared_ptr<loaders::transform>> host_steps_;
   doctor_report r_;
   std::vector<plan_entry> plan_;
-  // While running.
+  // While running; destroyed in reverse: device memory first, the device guard last.
+  std::optional<device_guard> on_device_;
+  cuda_stream own_stream_;
   loader_options loader_options_;
   cudaStream_t consumer_stream_ = nullptr;
   cuda_event drained_;

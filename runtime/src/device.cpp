@@ -1,11 +1,18 @@
 #include "pinfeed/runtime/device.hpp"
 
+#include "pinfeed/runtime/cuda_api.hpp"
+#if PINFEED_WITH_CUDA
+#include <cuda.h>
+#endif
+#include "pinfeed/runtime/cuda_handles.hpp"
+
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
 
 #include "pinfeed/runtime/cuda_api.hpp"
 
+#include "detail/parse_index.hpp"
 #include "pinfeed/runtime/log.hpp"
 
 namespace pinfeed {
@@ -42,6 +49,31 @@ cuda_status discover() {
 
 }  // namespace
 
+namespace detail {
+bool thread_has_cuda_context() noexcept {
+#if PINFEED_WITH_CUDA && CUDART_VERSION >= 12050
+  // The runtime API cannot tell; the driver's cuCtxGetCurrent can, reached through the runtime so
+  // that nothing links the driver library directly.
+  using get_current = CUresult(CUDAAPI*)(CUcontext*);
+  static const get_current fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &p, 4000, cudaEnableDefault, &status) != cudaSuccess ||
+        status != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return get_current{nullptr};
+    }
+    return reinterpret_cast<get_current>(p);
+  }();
+  if (fn == nullptr) return true;  // cannot tell: treat it as set, and restore it
+  CUcontext ctx = nullptr;
+  return fn(&ctx) == CUDA_SUCCESS && ctx != nullptr;
+#else
+  return true;
+#endif
+}
+}  // namespace detail
+
 int multiprocessor_count(int device) noexcept {
   const auto& devices = cuda_devices().devices;
   for (const auto& d : devices)
@@ -76,10 +108,8 @@ device_spec::device_spec(std::string_view text) {
   } else if (text == "local_rank") {
     kind_ = kind::local_rank;
   } else if (text.starts_with("cuda:")) {
-    const std::string digits(text.substr(5));
-    char* end = nullptr;
-    const long idx = digits.empty() ? -1 : std::strtol(digits.c_str(), &end, 10);
-    if (digits.empty() || *end != '\0' || idx < 0 || idx > 0x7FFFFFFF)
+    const long idx = detail::parse_index(text.substr(5));
+    if (idx < 0)
       throw std::invalid_argument("device '" + std::string(text) + "': expected cuda:N with N >= 0");
     kind_ = kind::cuda;
     index_ = static_cast<int>(idx);

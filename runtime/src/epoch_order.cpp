@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "detail/parse_index.hpp"
 #include "pinfeed/runtime/philox.hpp"
 
 namespace pinfeed {
@@ -12,10 +13,10 @@ namespace {
 long env_number(const char* name) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return -1;
-  char* end = nullptr;
-  const long x = std::strtol(v, &end, 10);
-  if (*end != '\0' || x < 0)
-    throw std::invalid_argument(std::string("environment variable ") + name + "='" + v + "' is not a non-negative integer");
+  const long x = detail::parse_index(v);
+  if (x < 0)
+    throw std::invalid_argument(std::string("environment variable ") + name + "='" + v +
+                                "' is not a non-negative integer (at most 2147483647)");
   return x;
 }
 

@@ -126,9 +126,12 @@ loader_core::loader_core(const loader_options& o, std::vector<field_spec> f, dev
 
 void loader_core::release_cuda() noexcept {
   if (!dev.is_cuda()) return;
-  int previous = -1;
-  PINFEED_CUDA_TRY_NOTHROW(cudaGetDevice(&previous));
-  PINFEED_CUDA_TRY_NOTHROW(cudaSetDevice(dev.index));
+  std::optional<device_guard> on_device;  // the caller's device back afterwards (if it had one)
+  try {
+    on_device.emplace(dev.index);
+  } catch (const std::exception& e) {
+    log(log_level::error, std::string("loader teardown: ") + e.what());
+  }
   // Copies and consumer work may still read or write the slots: finish them before freeing.
   for (cudaStream_t s : {copy_stream.get(), consumer_stream})
     if (s != nullptr) wait_for_stream_nothrow(s, drain_event.get());
@@ -144,7 +147,6 @@ void loader_core::release_cuda() noexcept {
   consumer_stream = nullptr;
   host = host_buffer();
   device = device_buffer();
-  if (previous >= 0) PINFEED_CUDA_TRY_NOTHROW(cudaSetDevice(previous));
 }
 
 void loader_core::drain(cudaStream_t stream) { wait_for_stream(stream, drain_event.get()); }

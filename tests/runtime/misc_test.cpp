@@ -60,6 +60,14 @@ TEST_CASE("device.spelling_and_local_rank") {
   CHECK_THROWS_WITH_AS(o.device = "gpu0", doctest::Contains("unknown device 'gpu0'"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(o.device = "cuda:99999999999", doctest::Contains("expected cuda:N"), std::invalid_argument);
   CHECK(o.device.to_string() == "auto");  // a failed assignment leaves the option as it was
+  CHECK_THROWS_AS(device_spec("cuda:+1"), std::invalid_argument);
+  CHECK_THROWS_AS(device_spec("cuda: 1"), std::invalid_argument);
+  const char* unset = nullptr;  // getenv of an unset variable, say
+  CHECK_THROWS_WITH_AS(device_spec{unset}, doctest::Contains("(null)"), std::invalid_argument);
+  {
+    scoped_env a("LOCAL_RANK", "4294967297");  // would wrap to 1 as an int
+    CHECK_THROWS_WITH_AS((void)local_rank_from_env(), doctest::Contains("at most 2147483647"), std::invalid_argument);
+  }
   {
     scoped_env a("LOCAL_RANK", nullptr), b("OMPI_COMM_WORLD_LOCAL_RANK", nullptr), c("SLURM_LOCALID", nullptr);
     CHECK(local_rank_from_env() == -1);

@@ -12,14 +12,24 @@
 
 namespace pinfeed {
 
-/// Makes `device` current on this thread for a scope and restores the previous one. Throws
-/// cuda_error when the device cannot be made current.
+namespace detail {
+/// Whether the calling thread has a CUDA context current (true when that cannot be told).
+[[nodiscard]] bool thread_has_cuda_context() noexcept;
+}  // namespace detail
+
+/// Makes `device` current on this thread for a scope and restores the previous one. A thread that
+/// had no device current (cudaGetDevice then reports 0 all the same) is left on `device`: making
+/// device 0 current on the way out would create a context there, on every rank of a multi-GPU
+/// job. Throws cuda_error when the device cannot be made current.
 class device_guard {
  public:
   explicit device_guard(int device) {
-    PINFEED_CUDA_TRY(cudaGetDevice(&previous_));
-    if (previous_ != device) PINFEED_CUDA_TRY(cudaSetDevice(device));
-    else previous_ = -1;
+    int current = 0;
+    PINFEED_CUDA_TRY(cudaGetDevice(&current));
+    const bool had_context = detail::thread_has_cuda_context();
+    if (had_context && current == device) return;  // already there: nothing to do or restore
+    if (had_context) previous_ = current;
+    PINFEED_CUDA_TRY(cudaSetDevice(device));
   }
   ~device_guard() {
     if (previous_ >= 0) PINFEED_CUDA_TRY_NOTHROW(cudaSetDevice(previous_));

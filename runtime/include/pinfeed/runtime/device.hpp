@@ -56,7 +56,7 @@ class device_spec {
   enum class kind { automatic, cpu, cuda, local_rank };
   device_spec() noexcept = default;  ///< auto
   device_spec(std::string_view text);  // NOLINT(google-explicit-constructor): a spelling is a spec
-  device_spec(const char* text) : device_spec(std::string_view(text)) {}  // NOLINT
+  device_spec(const char* text) : device_spec(text != nullptr ? std::string_view(text) : std::string_view("(null)")) {}  // NOLINT
   device_spec(const std::string& text) : device_spec(std::string_view(text)) {}  // NOLINT
   [[nodiscard]] static device_spec cuda(int index);
   [[nodiscard]] kind which() const noexcept { return kind_; }

@@ -224,7 +224,7 @@ class ladder {
       r_.bad_samples = piped_->failures();
       r_.replaced = piped_->replaced();
     }
-    analyse(r_);
+    analyze(r_);
     return std::move(r_);
   }
 
@@ -378,7 +378,7 @@ class ladder {
     double top_wait = 0;
     for (std::size_t i = 0; i < top; ++i) top_wait += waits[i];
     m.wait_top_share = total_wait > 0 ? std::clamp(top_wait / total_wait, 0.0, 1.0) : 0.0;
-    m.cpu_utilisation = std::clamp(cpu / (wall * r_.hardware_threads), 0.0, 1.0);
+    m.cpu_utilization = std::clamp(cpu / (wall * r_.hardware_threads), 0.0, 1.0);
     if (per_image.size() >= 2) {  // standard error of the mean time per image
       double mean = 0, var = 0;
       for (double x : per_image) mean += x;
@@ -513,7 +513,7 @@ class ladder {
 }  // namespace
 
 /// The ladder in four steps: check the request, describe the pipeline and plan the modes (the
-/// constructor), measure each mode, then analyse (and advise) in analyse().
+/// constructor), measure each mode, then analyze (and advise) in analyze().
 doctor_report doctor(const doctor_pipeline& p, const doctor_options& o) { return ladder(p, o).run(); }
 
 }  // namespace pinfeed

@@ -68,7 +68,7 @@ std::string bar(double fraction, std::size_t width) {
 
 }  // namespace
 
-void analyse(doctor_report& r) {
+void analyze(doctor_report& r) {
   r.stages.clear();
   r.transforms.clear();
   r.bottleneck.clear();
@@ -165,8 +165,8 @@ void analyse(doctor_report& r) {
   const auto stage = [&](const char* s) -> const doctor_stage& {
     return *std::find_if(r.stages.begin(), r.stages.end(), [&](const auto& x) { return x.name == s; });
   };
-  if (!r.bottleneck.empty() && l0->cpu_utilisation < 0.75) {
-    const std::string evidence = "the CPU is busy " + pct(l0->cpu_utilisation) + " of " + std::to_string(r.hardware_threads) +
+  if (!r.bottleneck.empty() && l0->cpu_utilization < 0.75) {
+    const std::string evidence = "the CPU is busy " + pct(l0->cpu_utilization) + " of " + std::to_string(r.hardware_threads) +
                                  " hardware threads while the consumer waits " + pct(l0->consumer_wait) + " (L0)";
     if (r.workers < r.hardware_threads)
       r.suggestions.push_back({"raise workers from " + std::to_string(r.workers) + " to " + std::to_string(r.hardware_threads), evidence});
@@ -190,7 +190,7 @@ void analyse(doctor_report& r) {
     const std::string rate =
         l4 != nullptr && l4->ran ? ", " + num(l4->steps_per_s * static_cast<double>(r.batch_bytes) / 1e9, 2) + " GB/s" : "";
     if (r.float_images)
-      r.suggestions.push_back({"keep uint8 until the GPU: run the colour/scale/normalise tail on the device",
+      r.suggestions.push_back({"keep uint8 until the GPU: run the colour/scale/normalize tail on the device",
                                "the copy costs " + pct(stage("copy").share) + " of the time per image and the images cross "
                                "as float32, 4x the bytes of uint8 (" + num(r.batch_bytes / 1048576.0, 1) + " MiB per batch" + rate + ")"});
     else
@@ -200,7 +200,7 @@ void analyse(doctor_report& r) {
   }
   if (named("produce"))
     r.suggestions.push_back({"make the source's produce() cheaper" +
-                                 std::string(l0->cpu_utilisation < 0.75 ? "" : ", or give it more cores"),
+                                 std::string(l0->cpu_utilization < 0.75 ? "" : ", or give it more cores"),
                              "producing a sample costs " + num(stage("produce").ms_per_image, 3) + " ms, " +
                                  pct(stage("produce").share) + " of the time per image"});
   if (named("read") && r.encoded && !r.sharded)
@@ -215,7 +215,7 @@ void analyse(doctor_report& r) {
   if (named("decode"))
     r.suggestions.push_back({r.planned_decode
                                  ? "store the images nearer the training size, or decode on the GPU" +
-                                       std::string(l0->cpu_utilisation < 0.75 ? ", or add workers" : "") +
+                                       std::string(l0->cpu_utilization < 0.75 ? ", or add workers" : "") +
                                        ": JPEGs already decode only the window the first transform uses"
                                  : "decode less: start the pipeline with rrc(...), a crop or resize(...) so JPEGs decode "
                                    "only that window, at a DCT scale when it is large",
@@ -249,7 +249,7 @@ std::string doctor_report::to_text() const {
     if (m.ran)
       std::snprintf(line, sizeof line, "%-4s %-30s %6zu %9.2f %10.1f %6.1f%% %5.0f%%\n", m.id.c_str(),
                     m.name.substr(0, 30).c_str(), m.steps, m.steps_per_s, m.images_per_s, 100 * m.consumer_wait,
-                    100 * m.cpu_utilisation);
+                    100 * m.cpu_utilization);
     else
       std::snprintf(line, sizeof line, "%-4s %-30s %6s   %s\n", m.id.c_str(), m.name.substr(0, 30).c_str(), "-", m.note.c_str());
     out << line;
@@ -300,7 +300,7 @@ std::string doctor_report::to_json() const {
   using nlohmann::json;
   const auto finite = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
   json j;
-  j["schema"] = "pinfeed.doctor/1";
+  j["schema"] = "pinfeed.doctor/2";
   j["pipeline"] = pipeline;
   j["device"] = device;
   j["workers"] = workers;
@@ -322,7 +322,7 @@ std::string doctor_report::to_json() const {
       x["consumer_wait"] = m.consumer_wait;
       x["wait_top_share"] = m.wait_top_share;
       x["max_wait_ms"] = m.max_wait_ms;
-      x["cpu_utilisation"] = m.cpu_utilisation;
+      x["cpu_utilization"] = m.cpu_utilization;
       x["noise_ms_per_image"] = m.noise_ms_per_image;
     }
     j["modes"].push_back(x);

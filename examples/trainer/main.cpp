@@ -1,4 +1,4 @@
-// A ten-line training loop on pinfeed. The "step" normalises each batch on the batch's device.
+// A ten-line training loop on pinfeed. The "step" normalizes each batch on the batch's device.
 // Then the doctor examines the same source with the same step and says what limits it.
 #include <cstdio>
 #include <vector>

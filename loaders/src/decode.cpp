@@ -67,7 +67,7 @@ void check_pixels(const image_size& s, const decode_options& o, const std::strin
                    std::to_string(o.max_pixels) + " pixels");
 }
 
-/// The formats handed to OpenCV, recognised by their magic bytes. Anything else is refused here:
+/// The formats handed to OpenCV, recognized by their magic bytes. Anything else is refused here:
 /// OpenCV would otherwise try every decoder it was built with (GDAL, GDCM, ...), and some of those
 /// abort the process on hostile input.
 bool opencv_format(std::span<const std::byte> b) {

@@ -44,7 +44,7 @@ template <class Out>
     for (int j = 0; j < 3; ++j) m[c][j] = detail::ycbcr_matrix(c, j);
   }
   // Row by row through three planar float rows: every loop below is a plain stride-1 loop the
-  // compiler vectorises (the fma builtin becomes vfmadd with FMA enabled).
+  // compiler vectorizes (the fma builtin becomes vfmadd with FMA enabled).
   thread_local std::vector<float> rows;
   rows.resize(6 * w);
   float* in_c[3] = {rows.data(), rows.data() + w, rows.data() + 2 * w};

@@ -2,7 +2,7 @@
 // num_pos-th and num_neg-th selection key of every row, built from CUB block primitives) and the
 // naive per-row baseline.
 //
-// Pipeline, all on one stream, no host synchronisation (capturable in a CUDA graph):
+// Pipeline, all on one stream, no host synchronization (capturable in a CUDA graph):
 //   count_hist      full read: P and Nn per row, histogram of key bits 31..21 per class
 //   choose<0>       one block per row: counts -> num_pos/num_neg, bucket of the k-th key
 //   filter          full read: keys below the bucket are taken, keys in it become candidates
@@ -849,7 +849,7 @@ void naive_rows(std::byte* temp, const naive_layout& l, const sampler_args& a, c
       PINFEED_CUDA_TRY(cub::DeviceSelect::If(cub_temp, bytes, it, lists[c], counts + c, n,
                                              is_class<L>{labels, p.negative_label, p.ignore_label, c}, stream));
     }
-    // The host needs the counts to size what follows: this is the synchronisation.
+    // The host needs the counts to size what follows: this is the synchronization.
     std::int64_t h_counts[2];
     PINFEED_CUDA_TRY(cudaMemcpyAsync(h_counts, counts, sizeof h_counts, cudaMemcpyDeviceToHost, stream));
     PINFEED_CUDA_TRY(cudaStreamSynchronize(stream));

@@ -154,7 +154,7 @@ __attribute__((target("avx2"))) void philox_x8(const std::uint32_t c0[8], std::u
 
 /// Philox4x32-10 of `blocks` consecutive counters (first, c1, c2, c3) into stream-order words, eight
 /// independent blocks interleaved: the portable code, whose rounds the compiler can overlap or
-/// vectorise with the baseline instruction set (SSE2, NEON). Same bits as philox4x32_10().
+/// vectorize with the baseline instruction set (SSE2, NEON). Same bits as philox4x32_10().
 void philox_words_portable(std::uint32_t first, std::uint32_t c1, std::uint32_t c2, std::uint32_t c3, std::uint32_t k0,
                            std::uint32_t k1, std::size_t blocks, std::uint32_t* out) noexcept {
   constexpr std::size_t kLanes = 8;

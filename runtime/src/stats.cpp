@@ -37,9 +37,9 @@ std::uint32_t thread_id() noexcept {
 namespace detail {
 #if PINFEED_HAVE_NVTX
 void nvtx_push(stage s) noexcept {
-  // NVTX binds its entry points lazily without synchronisation; bind them once, before any race.
-  static const bool initialised = (nvtxInitialize(nullptr), true);
-  (void)initialised;
+  // NVTX binds its entry points lazily without synchronization; bind them once, before any race.
+  static const bool initialized = (nvtxInitialize(nullptr), true);
+  (void)initialized;
   nvtxRangePushA(kStageNames[static_cast<std::size_t>(s)].data());
 }
 void nvtx_pop() noexcept { nvtxRangePop(); }

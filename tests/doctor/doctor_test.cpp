@@ -67,7 +67,7 @@ bool suggests(const doctor_report& r, const std::string& words) {
 /// The report's JSON against its schema, and its numbers against each other.
 void check_json_and_consistency(const doctor_report& r) {
   const auto j = nlohmann::json::parse(r.to_json());
-  CHECK(j.at("schema") == "pinfeed.doctor/1");
+  CHECK(j.at("schema") == "pinfeed.doctor/2");
   for (const char* k : {"pipeline", "device", "verdict"}) CHECK(j.at(k).is_string());
   for (const char* k : {"workers", "hardware_threads", "batch_size", "prefetch", "pool"}) CHECK(j.at(k).is_number_unsigned());
   CHECK(j.at("step_ms").is_number());
@@ -87,7 +87,7 @@ void check_json_and_consistency(const doctor_report& r) {
     CHECK(m.at("steps_per_s").get<double>() > 0);
     CHECK(m.at("seconds").get<double>() > 0);
     CHECK(m.at("max_wait_ms").get<double>() >= 0);
-    for (const char* k : {"consumer_wait", "wait_top_share", "cpu_utilisation"}) {
+    for (const char* k : {"consumer_wait", "wait_top_share", "cpu_utilization"}) {
       const double v = m.at(k).get<double>();
       CHECK(v >= 0.0);
       CHECK(v <= 1.0);
@@ -315,7 +315,7 @@ TEST_CASE("doctor.analysis_rules_on_given_numbers") {
     m.images_per_s = ips;
     m.steps_per_s = ips / 32;
     m.consumer_wait = wait;
-    m.cpu_utilisation = cpu;
+    m.cpu_utilization = cpu;
     m.wait_top_share = top;
     return m;
   };
@@ -332,7 +332,7 @@ TEST_CASE("doctor.analysis_rules_on_given_numbers") {
   // A copy-bound GPU pipeline: everything before the copy is fast, the copy is not.
   r.modes = {mode("L0", 1000, 0.6, 0.9), mode("L1", 1010, 0.6, 0.9), mode("L2", 1020, 0.6, 0.9),
              mode("L3", 1030, 0.6, 0.9), mode("L4", 1040, 0.6, 0.9), mode("L5", 5000, 0.0, 0.1)};
-  analyse(r);
+  analyze(r);
   REQUIRE(r.bottleneck.size() == 1);
   CHECK(r.bottleneck[0] == "copy");
   CHECK(suggests(r, "keep uint8 until the GPU"));
@@ -342,7 +342,7 @@ TEST_CASE("doctor.analysis_rules_on_given_numbers") {
   r.float_images = false;
   r.modes = {mode("L0", 100, 0.3, 0.2, 0.8), mode("L1", 1000, 0.1, 0.9), mode("L2", 1050, 0.6, 0.9),
              mode("L3", 1100, 0.6, 0.9), mode("L4", 1150, 0.0, 0.9), mode("L5", 1200, 0.0, 0.1)};
-  analyse(r);
+  analyze(r);
   REQUIRE(!r.bottleneck.empty());
   CHECK(r.bottleneck[0] == "read");
   CHECK(suggests(r, "tar shards"));
@@ -354,12 +354,12 @@ TEST_CASE("doctor.analysis_rules_on_given_numbers") {
   r.modes = {mode("L0", 100, 0.9, 0.95), mode("L1", 105, 0.9, 0.95), mode("L2", 1000, 0.5, 0.95),
              mode("L3", 1050, 0.5, 0.95), mode("L4", 1100, 0.0, 0.9), mode("L5", 1150, 0.0, 0.1)};
   r.planned_decode = false;
-  analyse(r);
+  analyze(r);
   REQUIRE(!r.bottleneck.empty());
   CHECK(r.bottleneck[0] == "decode");
   CHECK(suggests(r, "decode less"));
   r.planned_decode = true;
-  analyse(r);
+  analyze(r);
   CHECK(!suggests(r, "decode less"));
   CHECK(suggests(r, "store the images nearer the training size"));
   CHECK(!suggests(r, "raise workers"));  // the CPU is busy
@@ -367,14 +367,14 @@ TEST_CASE("doctor.analysis_rules_on_given_numbers") {
   // A pipeline at the ceiling: no bottleneck, no suggestion.
   r.modes = {mode("L0", 990, 0.01, 0.5), mode("L1", 1000, 0.0, 0.5), mode("L2", 1000, 0.0, 0.5),
              mode("L3", 1000, 0.0, 0.5), mode("L4", 1000, 0.0, 0.5), mode("L5", 1000, 0.0, 0.5)};
-  analyse(r);
+  analyze(r);
   CHECK(r.bottleneck.empty());
   CHECK(r.suggestions.empty());
   CHECK(r.verdict.rfind("no bottleneck", 0) == 0);
 
   // Without L0 there is no verdict to give.
   r.modes[0].ran = false;
-  analyse(r);
+  analyze(r);
   CHECK(r.verdict.rfind("no verdict", 0) == 0);
 }
 
@@ -409,7 +409,7 @@ TEST_CASE("doctor.article_pipeline_verdict_is_the_articles") {
   check_json_and_consistency(r);
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   // Instrumentation slows plain loops far more than the generator's SIMD code: the balance of the
-  // stages, which is what the verdict reports, is not this machine's optimised build's.
+  // stages, which is what the verdict reports, is not this machine's optimized build's.
   MESSAGE("sanitizer build: the verdict's stages are not checked");
   return;
 #endif

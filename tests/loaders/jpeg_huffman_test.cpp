@@ -167,7 +167,7 @@ TEST_CASE("jpeg_huffman.same_pixels_as_libjpeg_for_every_layout_quality_and_tabl
           // Really decoded by pinfeed's decoder (where it is built in).
           CHECK((detail::pinfeed_huffman_scans() > before) == kBuilt);
         }
-      // libjpeg's encoder (OpenCV's): restart intervals, optimised (per-image) Huffman tables.
+      // libjpeg's encoder (OpenCV's): restart intervals, optimized (per-image) Huffman tables.
       for (const int rst : {0, 1, 3, 64})
         for (const int optimize : {0, 1}) {
           CAPTURE(rst);

@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -175,6 +176,45 @@ TEST_CASE("transforms.parse_pipeline") {
   expect("ycbcr(1)", "takes 0 argument(s), got 1", 6);
   expect("crop,", "takes 1 argument(s), got 0", 4);
   expect(",crop(3)", "expected a transform name", 0);
+}
+
+namespace {
+/// A transform of a trainer's own: inverts uint8 pixels.
+class invert_transform final : public transform {
+ public:
+  std::string name() const override { return "invert"; }
+  image_spec output_spec(const image_spec& in) const override { return in; }
+  void apply(const image_view& in, const image_view& out, philox_stream) const override {
+    for (std::size_t i = 0; i < in.spec.bytes(); ++i) out.data[i] = static_cast<std::byte>(255 - static_cast<int>(in.data[i]));
+  }
+};
+}  // namespace
+
+TEST_CASE("transforms.registry_takes_a_transform_of_ones_own") {
+  const auto names = transform_names();
+  for (const char* n : {"crop", "random_crop", "center_crop", "resize", "rrc", "mask", "hflip", "ycbcr", "scale", "normalize"})
+    CHECK(std::find(names.begin(), names.end(), n) != names.end());
+  register_transform({{"invert_test"}, 0, 0, "invert_test", [](std::span<const double>) {
+                        return std::shared_ptr<transform>(std::make_shared<invert_transform>());
+                      }});
+  const pipeline p = parse_pipeline("crop(4),invert_test");
+  REQUIRE(p.steps().size() == 2);
+  std::vector<std::byte> in(8 * 8 * 3, std::byte{10}), mid(4 * 4 * 3), out(4 * 4 * 3);
+  p.steps()[0]->apply({in.data(), {8, 8, 3, dtype::u8}}, {mid.data(), {4, 4, 3, dtype::u8}}, philox_stream(0, 0, 0));
+  p.steps()[1]->apply({mid.data(), {4, 4, 3, dtype::u8}}, {out.data(), {4, 4, 3, dtype::u8}}, philox_stream(0, 0, 0));
+  CHECK(out[0] == std::byte{245});
+  CHECK_THROWS_WITH_AS(parse_pipeline("invert_test(2)"), doctest::Contains("takes 0 argument(s), got 1"),
+                       std::invalid_argument);
+  const auto make = [](std::span<const double>) { return std::shared_ptr<transform>(); };
+  CHECK_THROWS_WITH_AS(register_transform({{"flip_x", "crop"}, 0, 0, "flip_x", make}),
+                       doctest::Contains("'crop' is taken by crop(N)"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(register_transform({{"bad name"}, 0, 0, "x", make}), doctest::Contains("'bad name'"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(register_transform({{"two_three"}, 3, 2, "x", make}), doctest::Contains("at least 3 but at most 2"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(register_transform({{"no_make"}, 0, 0, "x", {}}), doctest::Contains("no make function"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(parse_pipeline("blur(3)"), doctest::Contains("invert_test"), std::invalid_argument);  // listed
 }
 
 TEST_CASE("transforms.pipeline_file") {

@@ -1,5 +1,5 @@
 // GPU cases of the balanced sampler: bit-identical to the CPU reference, the tie and candidate-
-// overflow paths, graph capture, no host synchronisation, the naive baseline, bad input.
+// overflow paths, graph capture, no host synchronization, the naive baseline, bad input.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -225,7 +225,7 @@ TEST_CASE("gpu.sampler.graph_capture_and_replay" * doctest::test_suite("gpu")) {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   // Global mode: any capture-unsafe call from any thread (a pointer-attribute query, an allocation,
-  // a synchronisation) would invalidate the capture.
+  // a synchronization) would invalidate the capture.
   PINFEED_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   balanced_sample_gpu(temp.data(), temp_bytes, a, p, s);
   PINFEED_CUDA_TRY(cudaStreamEndCapture(s, &graph));
@@ -247,7 +247,7 @@ TEST_CASE("gpu.sampler.graph_capture_and_replay" * doctest::test_suite("gpu")) {
 
 
 TEST_CASE("gpu.sampler.never_waits_for_the_device" * doctest::test_suite("gpu")) {
-  if (!test::gpu_available("sampler host synchronisation")) return;
+  if (!test::gpu_available("sampler host synchronization")) return;
   const std::int64_t rows = 32, n = 100000;
   sampler_params p;
   p.k = 10000;
@@ -270,7 +270,7 @@ TEST_CASE("gpu.sampler.never_waits_for_the_device" * doctest::test_suite("gpu"))
   const auto t0 = std::chrono::steady_clock::now();
   balanced_sample_gpu(temp.data(), temp_bytes, a, p, s);
   const double call_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  // A hidden synchronisation would have waited for the busy kernel: it has not finished yet, and
+  // A hidden synchronization would have waited for the busy kernel: it has not finished yet, and
   // the call took less than the busy time.
   CHECK(cudaEventQuery(busy_done) == cudaErrorNotReady);
   CHECK(call_ms < kBusyMs);

@@ -216,7 +216,7 @@ check "doctor prints the per-transform ladder" grep -q "mask(0.25)" "$work/docto
 check "doctor JSON matches the text" python3 -c "
 import json,sys; r=json.load(open('$work/doctor.json')); t=open('$work/doctor.txt').read()
 ids=[m['id'] for m in r['modes']]
-ok = r['schema']=='pinfeed.doctor/1' and ids[:6]==['L0','L1','L2','L3','L4','L5'] and ('verdict: '+r['verdict']) in t
+ok = r['schema']=='pinfeed.doctor/2' and ids[:6]==['L0','L1','L2','L3','L4','L5'] and ('verdict: '+r['verdict']) in t
 ok = ok and all(0<=m['consumer_wait']<=1 for m in r['modes'] if m['ran']) and len(r['transforms'])==3
 sys.exit(0 if ok else 1)"
 schema=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/doctor/schema/doctor-report.schema.json

@@ -1,7 +1,7 @@
 #pragma once
 /// @file doctor.hpp
-/// Finds what starves the consumer by caching at each stage of a pipeline (the input-pipeline
-/// article's method, automated). The same pipeline runs in a ladder of modes, each for a fixed
+/// Finds what starves the consumer by caching at each stage of a pipeline (the caching method
+/// that README describes, automated). The same pipeline runs in a ladder of modes, each for a fixed
 /// number of steps after a warm-up, with the same consumer step:
 ///
 ///   L0 full pipeline                  L3 processed samples cached (transforms skipped)
@@ -36,7 +36,7 @@ struct step_batch {
   cudaStream_t stream = nullptr;
 };
 /// A training step: called once per batch on the consumer thread. On a GPU it should queue its work
-/// on the batch's stream and return (the doctor synchronises at the end of each mode).
+/// on the batch's stream and return (the doctor synchronizes at the end of each mode).
 using step_function = std::function<void(const step_batch&)>;
 
 /// The pipeline under examination: a reader (behind make_slow_storage() to emulate slow storage),
@@ -98,7 +98,7 @@ struct doctor_mode {
   double consumer_wait = 0;    ///< fraction of the timed wall time the consumer waited for a batch
   double wait_top_share = 0;   ///< share of that wait spent in the 10% slowest waits (burstiness)
   double max_wait_ms = 0;      ///< the longest single wait for a batch
-  double cpu_utilisation = 0;  ///< process CPU time / (wall time x hardware threads), in [0, 1]
+  double cpu_utilization = 0;  ///< process CPU time / (wall time x hardware threads), in [0, 1]
   /// Standard error of the mean time per image over the mode's steps (ms): how far a repeated run
   /// of the mode could plausibly land from this one.
   double noise_ms_per_image = 0;
@@ -164,6 +164,6 @@ struct doctor_report {
 
 /// Derives stages, verdict, caveat and suggestions from the measured modes (doctor() calls it; a
 /// separate step so the rules can be checked on given numbers).
-void analyse(doctor_report& report);
+void analyze(doctor_report& report);
 
 }  // namespace pinfeed

@@ -1,7 +1,7 @@
 #pragma once
 /// @file stages.hpp
 /// What the doctor puts at a stage of a pipeline to measure what the stages before it cost (the
-/// caching method of the input-pipeline article): caches that skip the stages before them, slow
+/// caching method, see README): caches that skip the stages before them, slow
 /// storage and a slow host-to-device link emulated, and the stand-in training step. Each is a
 /// wrapper around a production piece (an image_reader, a source, the loader's copy hook); the
 /// pieces themselves know nothing of them. `pinfeed run --cache/--latency-ms/...` uses them too.

@@ -2,7 +2,7 @@
 /// @file pipeline_source.hpp
 /// A source that reads an image per sample (generated, or a file decoded), runs a transform
 /// pipeline on the worker and writes the result straight into the slot. Trailing colour/scale/
-/// normalise steps are either fused on the host (one rounding, CHW float output, the same bits as
+/// normalize steps are either fused on the host (one rounding, CHW float output, the same bits as
 /// the GPU op) or left to the GPU (uint8 HWC in the slot: 4x fewer bytes to copy; the consumer runs
 /// pinfeed::ops::normalize_hwc_to_chw_device with tail_params()). Bad samples either fail the batch
 /// (the default) or are replaced by a stand-in drawn from the epoch (see stand_in_position),

@@ -1,8 +1,8 @@
 #pragma once
 /// @file synthetic.hpp
-/// The synthetic workload of the input-pipeline article: a random RGB image (1024x1024 by default)
+/// A synthetic image workload: a random RGB image (1024x1024 by default)
 /// and a random class label per index, both drawn from the sample's Philox stream, so every run,
-/// worker count and machine produces the same bytes. The whole image is materialised for every
+/// worker count and machine produces the same bytes. The whole image is materialized for every
 /// sample: that cost is part of the workload.
 
 #include <cstdint>

@@ -3,7 +3,7 @@
 /// Per-sample image transforms, written straight into the sample's slot, each drawing its
 /// randomness from the sample's (seed, epoch, index) stream so results never depend on threads.
 ///
-/// The article's pipeline: RandomCrop(256) -> RandomMask(0.25, 4-neighbour dilation) ->
+/// A typical pipeline (the doctor's demo, see README): RandomCrop(256) -> RandomMask(0.25, 4-neighbour dilation) ->
 /// ConvertColor (RGB -> YCbCr) -> Scale(1/255). Text spelling: "crop(256),mask(0.25),ycbcr,scale".
 /// Float steps use the rounding rule of pinfeed::ops::normalize (fma, rounded once), so a pipeline
 /// that stops at uint8 and finishes with the device op gives the same floats.
@@ -11,7 +11,9 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,7 +47,7 @@ struct image_view {
   [[nodiscard]] T* as() const noexcept { return reinterpret_cast<T*>(data); }
 };
 
-/// What a pointwise step does (colour conversion, scale or normalisation).
+/// What a pointwise step does (colour conversion, scale or normalization).
 struct pointwise_step {
   enum class kind { ycbcr, scale, normalize } which = kind::scale;
   float factor = 1.0f;                      ///< scale
@@ -75,7 +77,7 @@ class transform {
   /// pipeline then runs the step in place and saves a pass over the image.
   [[nodiscard]] virtual bool in_place() const { return false; }
   /// For a step that only changes pixel values per channel (colour conversion, scale,
-  /// normalisation), what it does: those can run on the GPU instead (see pipeline::device_tail()).
+  /// normalization), what it does: those can run on the GPU instead (see pipeline::device_tail()).
   [[nodiscard]] virtual std::optional<pointwise_step> pointwise() const { return std::nullopt; }
   /// As the first step of a pipeline over encoded images: the shortest side the decoded image
   /// needs for this sample, given the full size (0: full resolution). Lets JPEGs decode at 1/2,
@@ -117,7 +119,7 @@ class transform {
 [[nodiscard]] std::shared_ptr<transform> random_mask(double ratio);
 /// RandomHorizontalFlip with probability p.
 [[nodiscard]] std::shared_ptr<transform> random_hflip(double p = 0.5);
-/// ConvertColor: RGB -> YCbCr with the article's matrix and [0, 128, 128] offset; float output.
+/// ConvertColor: RGB -> YCbCr with the full-range BT.601 matrix and [0, 128, 128] offset; float output.
 [[nodiscard]] std::shared_ptr<transform> convert_ycbcr();
 /// Scale: x * factor (default 1/255); float output.
 [[nodiscard]] std::shared_ptr<transform> scale(float factor = 1.0f / 255.0f);
@@ -141,7 +143,7 @@ class pipeline {
   [[nodiscard]] image_spec output_spec(const image_spec& in) const;
   /// "crop(256),mask(0.25),ycbcr,scale"
   [[nodiscard]] std::string to_string() const;
-  /// The trailing pointwise steps (colour, scale, normalise) that a GPU consumer can run instead,
+  /// The trailing pointwise steps (colour, scale, normalize) that a GPU consumer can run instead,
   /// and the pipeline without them (which then ends in uint8: 4x fewer bytes to copy).
   [[nodiscard]] pipeline host_part() const;
   [[nodiscard]] pipeline device_tail() const;
@@ -149,6 +151,21 @@ class pipeline {
  private:
   std::vector<std::shared_ptr<transform>> steps_;
 };
+
+/// How the parser and the pipeline-file loader make a transform from its name and arguments.
+struct transform_kind {
+  std::vector<std::string> names;  ///< its name and aliases ("crop", "random_crop"): letters, digits, _
+  std::size_t min_args = 0, max_args = 0;
+  std::string usage;               ///< for messages, e.g. "crop(N)"
+  /// Makes the step from min_args..max_args numbers; throws std::invalid_argument for a bad value.
+  std::function<std::shared_ptr<transform>(std::span<const double> args)> make;
+};
+/// Makes a transform of the trainer's own known to parse_pipeline() and load_pipeline_file() by
+/// its names. Thread-safe. Throws std::invalid_argument for a name taken (by a built-in too), an
+/// empty or malformed name, no make function or min_args > max_args.
+void register_transform(transform_kind kind);
+/// Every name the parser knows, built-in and registered.
+[[nodiscard]] std::vector<std::string> transform_names();
 
 /// Parses "crop(256),mask(0.25),ycbcr,scale". Names: crop|random_crop(N), center_crop(N),
 /// resize(N), rrc|random_resized_crop(N[, smin, smax[, rmin, rmax]]),

@@ -8,7 +8,7 @@
 ///   out[c] = fma(v[c], a[c], b[c]) with a[c] = scale / std[c], b[c] = -mean[c] / std[c]
 /// computed once on the host in float, each fma rounded once; float16/bfloat16 outputs round the
 /// float32 result to nearest even (float_to_half / float_to_bfloat16 below).
-/// M and offset are the article's: [[0.299, 0.587, 0.114], [-0.16874, -0.33126, 0.5],
+/// M and offset are full-range BT.601 (JPEG's): [[0.299, 0.587, 0.114], [-0.16874, -0.33126, 0.5],
 /// [0.5, -0.41869, -0.08131]] and [0, 128, 128].
 
 #include <array>
@@ -27,7 +27,7 @@ struct normalize_params {
   float scale = 1.0f / 255.0f;               ///< applied to the (converted) value first
   std::array<float, 3> mean{0.f, 0.f, 0.f};  ///< in scaled units (e.g. ImageNet 0.485, 0.456, 0.406)
   std::array<float, 3> std{1.f, 1.f, 1.f};   ///< in scaled units, each > 0
-  bool ycbcr = false;                        ///< convert RGB -> YCbCr first (the article's ConvertColor)
+  bool ycbcr = false;                        ///< convert RGB -> YCbCr first (ConvertColor)
   bool hflip = false;                        ///< mirror every image left-right
   dtype out = dtype::f32;                    ///< f32, f16 or bf16
 };
@@ -42,7 +42,7 @@ struct image_batch_shape {
 /// with a non-empty shape, a std that is not positive, or an unsupported output type.
 void normalize_hwc_to_chw(const std::uint8_t* in, void* out, image_batch_shape shape, const normalize_params& params);
 
-/// The same on the device, asynchronous on `stream` (no host synchronisation, capturable in a graph).
+/// The same on the device, asynchronous on `stream` (no host synchronization, capturable in a graph).
 /// Throws std::invalid_argument before launching anything on bad arguments, cuda_error on launch failure.
 void normalize_hwc_to_chw_device(const std::uint8_t* d_in, void* d_out, image_batch_shape shape,
                                  const normalize_params& params, cudaStream_t stream);
@@ -87,7 +87,7 @@ PINFEED_HD std::uint16_t float_to_bfloat16(float f) {
 namespace detail {
 /// Per-channel (a, b) of the rounding rule above; validates params.
 void normalize_coefficients(const normalize_params& p, float a[3], float b[3]);
-/// The article's RGB -> YCbCr matrix M[c][j] and offset[c] (functions: usable in device code).
+/// The full-range BT.601 RGB -> YCbCr matrix M[c][j] and offset[c] (functions: usable in device code).
 PINFEED_HD constexpr float ycbcr_matrix(int c, int j) {
   constexpr float m[3][3] = {{0.299f, 0.587f, 0.114f}, {-0.16874f, -0.33126f, 0.5f}, {0.5f, -0.41869f, -0.08131f}};
   return m[c][j];

@@ -2,7 +2,7 @@
 /// @file sampler.hpp
 /// The balanced sampler: pick K of N items per row, a positive fraction of them positive, topped up
 /// from the other class when one is short, in a uniformly random order. Static shapes, no host
-/// synchronisation on the GPU, batched over rows.
+/// synchronization on the GPU, batched over rows.
 ///
 /// Semantics (CPU and GPU give the same bits):
 ///  - labels [rows, n], int32 or int64. negative_label marks negatives, ignore_label is never
@@ -85,13 +85,13 @@ void validate_naive_gpu_shapes(const sampler_args& a, const sampler_params& p, b
 /// std::invalid_argument before touching any output on bad input.
 void balanced_sample_cpu(const sampler_args& a, const sampler_params& p);
 
-/// The article's first version as a per-row host loop (nonzero -> randperm -> cat -> randperm):
+/// The dynamic-shape formulation as a per-row host loop (nonzero -> randperm -> cat -> randperm):
 /// a benchmark baseline. Its picks follow the same counts but not the same bits as the reference.
 void naive_sample_cpu(const sampler_args& a, const sampler_params& p);
 
 /// Device implementation, CUB-style two-phase: with d_temp == nullptr only sets temp_bytes (the
 /// pointers may still be null then); then call again with a buffer of that size. Limits: rows up to
-/// 65535 and rows * k below 2^31 per call. No host synchronisation, capturable in a CUDA graph
+/// 65535 and rows * k below 2^31 per call. No host synchronization, capturable in a CUDA graph
 /// (while `stream` is capturing, the pointer checks, which query the driver, are skipped);
 /// asynchronous on `stream`. Device pointers. One row is ordered by a device-wide sort, several
 /// rows by a segmented one.
@@ -108,13 +108,13 @@ void balanced_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_ar
 
 /// Throws std::runtime_error if a balanced_sample_gpu call on the current device, completed since
 /// the last check, found its state inconsistent (see above). Reads host memory only: it does not
-/// synchronise, so synchronise the stream first to include the calls still in flight.
+/// synchronize, so synchronize the stream first to include the calls still in flight.
 void check_sampler_faults();
 
-/// The article's first version on the GPU: per row, cub::DeviceSelect of positives and negatives,
-/// then the counts are copied to the host (the synchronisation the static version removes), then
+/// The dynamic-shape formulation on the GPU: per row, cub::DeviceSelect of positives and negatives,
+/// then the counts are copied to the host (the synchronization the static version removes), then
 /// random permutations and a gather. Benchmark baseline; two-phase temp storage like the above.
-/// n up to 2^31 - 1 (CUB's item counts); synchronises `stream` once per row.
+/// n up to 2^31 - 1 (CUB's item counts); synchronizes `stream` once per row.
 void naive_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
                       cudaStream_t stream);
 

@@ -15,7 +15,7 @@ namespace pinfeed {
 [[nodiscard]] std::uint64_t hash_bytes(const void* data, std::size_t bytes, std::uint64_t seed = 0) noexcept;
 
 /// One line: "batch <epoch>:<index> n=<size> indices=<first>..<last> #<hash of indices> <field>=<hash> ...".
-/// Device batches are copied to the host first: this synchronises the batch's stream.
+/// Device batches are copied to the host first: this synchronizes the batch's stream.
 [[nodiscard]] std::string checksum_line(const batch& b);
 
 }  // namespace pinfeed

@@ -107,7 +107,7 @@ inline void wait_for_stream(cudaStream_t stream, cudaEvent_t event) {
   PINFEED_CUDA_TRY(cudaEventSynchronize(event));
 }
 
-/// The same for teardown: never throws (failures are logged), and synchronises the stream itself
+/// The same for teardown: never throws (failures are logged), and synchronizes the stream itself
 /// when there is no event to wait on.
 inline void wait_for_stream_nothrow(cudaStream_t stream, cudaEvent_t event) noexcept {
   if (event == nullptr) {

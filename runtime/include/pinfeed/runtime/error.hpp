@@ -79,5 +79,5 @@ void report_cuda_error_nothrow(cudaError_t code, const char* call, const char* f
     }                                                                                        \
   } while (0)
 
-/// After a kernel launch: surfaces launch-configuration errors without synchronising.
+/// After a kernel launch: surfaces launch-configuration errors without synchronizing.
 #define PINFEED_CHECK_LAUNCH() PINFEED_CUDA_TRY(cudaPeekAtLastError())

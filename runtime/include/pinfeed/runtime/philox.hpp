@@ -58,7 +58,7 @@ class philox_stream {
   [[nodiscard]] PINFEED_HD philox_block block_at(std::uint32_t block) const {
     return philox4x32_10(counter(block), k0_, k1_);
   }
-  /// The Philox counter of block `block` and the two key words (for vectorised generators).
+  /// The Philox counter of block `block` and the two key words (for vectorized generators).
   [[nodiscard]] PINFEED_HD philox_block counter(std::uint32_t block) const {
     return philox_block{{block, index_lo_, index_hi_sub_, epoch_}};
   }

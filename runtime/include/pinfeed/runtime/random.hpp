@@ -41,7 +41,7 @@ void set_simd_level(simd_level level) noexcept;
 [[nodiscard]] const char* to_string(simd_level level) noexcept;
 
 /// Fills `bytes` bytes at device pointer `d_out` on `stream` with the same bytes fill_random_bytes()
-/// gives. Asynchronous: does not synchronise. Throws cuda_error if the launch fails and
+/// gives. Asynchronous: does not synchronize. Throws cuda_error if the launch fails and
 /// std::invalid_argument for a null pointer with bytes > 0.
 void fill_random_bytes_device(philox_stream stream, void* d_out, std::size_t bytes, cudaStream_t cuda_stream);
 

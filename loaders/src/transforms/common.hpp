@@ -1,0 +1,63 @@
+#pragma once
+// Helpers shared by the transforms' files (internal).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <span>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pinfeed/loaders/transforms.hpp"
+#include "pinfeed/runtime/random.hpp"
+
+namespace pinfeed::loaders::detail {
+
+inline std::string shape_text(const image_spec& s) {
+  return std::to_string(s.height) + "x" + std::to_string(s.width) + "x" + std::to_string(s.channels) + " " +
+         std::string(dtype_name(s.type));
+}
+
+inline void require_type(const transform& t, const image_spec& in, bool allow_float) {
+  if (in.type != dtype::u8 && !(allow_float && in.type == dtype::f32))
+    throw std::invalid_argument(t.name() + ": unsupported input " + shape_text(in));
+}
+
+/// Shortest text that reads back as the same float (names must round-trip through the parser).
+inline std::string format_number(double v) {
+  for (int precision = 6; precision <= 17; ++precision) {
+    std::ostringstream os;
+    os.precision(precision);
+    os << v;
+    if (std::stod(os.str()) == v || static_cast<float>(std::stod(os.str())) == static_cast<float>(v)) return os.str();
+  }
+  return std::to_string(v);
+}
+
+/// Copies the window [y0, y0 + h) x [x0, x0 + w) of `in` to `out`.
+inline void copy_window(const image_view& in, const image_view& out, std::int64_t y0, std::int64_t x0) {
+  const std::size_t px = static_cast<std::size_t>(in.spec.channels) * dtype_size(in.spec.type);
+  for (std::int64_t y = 0; y < out.spec.height; ++y)
+    std::memcpy(out.data + static_cast<std::size_t>(y * out.spec.width) * px,
+                in.data + (static_cast<std::size_t>((y0 + y) * in.spec.width + x0)) * px,
+                static_cast<std::size_t>(out.spec.width) * px);
+}
+
+/// Bilinear resize of an 8-bit (or float) HWC window of `in` to out's shape (OpenCV, fixed point
+/// for uint8). In resize.cpp.
+void resize_window(const image_view& in, std::int64_t y0, std::int64_t x0, std::int64_t h, std::int64_t w,
+                   const image_view& out);
+
+/// A size argument of the parser: a positive integer (up to 1e9), else std::invalid_argument.
+inline std::int64_t size_argument(const std::string& name, double v) {
+  if (v != static_cast<double>(static_cast<std::int64_t>(v)) || v <= 0 || v > 1e9)
+    throw std::invalid_argument(name + " needs a positive integer size");
+  return static_cast<std::int64_t>(v);
+}
+
+}  // namespace pinfeed::loaders::detail

@@ -1,0 +1,111 @@
+// The pointwise steps: RGB -> YCbCr, scale, normalize (the tail a GPU consumer can run).
+#include <array>
+#include <string>
+
+#include "pinfeed/ops/normalize.hpp"
+
+#include "common.hpp"
+#include "kinds.hpp"
+
+namespace pinfeed::loaders {
+using namespace detail;
+namespace {
+
+class pointwise_transform final : public transform {
+ public:
+  enum class kind { ycbcr, scale, normalize };
+  pointwise_transform(kind k, float factor, std::array<float, 3> mean, std::array<float, 3> std)
+      : kind_(k), factor_(factor), mean_(mean), std_(std) {
+    if (k == kind::scale && !std::isfinite(factor)) throw std::invalid_argument("scale: factor must be finite");
+    if (k == kind::normalize)
+      for (int c = 0; c < 3; ++c)
+        if (!(std[c] > 0.0f) || !std::isfinite(std[c]) || !std::isfinite(mean[c]))
+          throw std::invalid_argument("normalize: std[" + std::to_string(c) + "] = " + format_number(std[c]) +
+                                      " must be positive and finite");
+  }
+  std::string name() const override {
+    switch (kind_) {
+      case kind::ycbcr: return "ycbcr";
+      case kind::scale: return "scale(" + format_number(factor_) + ")";
+      case kind::normalize: {
+        std::string s = "normalize(";
+        for (int c = 0; c < 3; ++c) s += format_number(mean_[c]) + ",";
+        for (int c = 0; c < 3; ++c) s += format_number(std_[c]) + (c < 2 ? "," : ")");
+        return s;
+      }
+    }
+    return "?";
+  }
+  image_spec output_spec(const image_spec& in) const override {
+    require_type(*this, in, true);
+    if (in.channels != 3) throw std::invalid_argument(name() + ": needs 3 channels, input is " + shape_text(in));
+    return {in.height, in.width, 3, dtype::f32};
+  }
+  std::optional<pointwise_step> pointwise() const override {
+    pointwise_step p;
+    p.which = kind_ == kind::ycbcr ? pointwise_step::kind::ycbcr
+              : kind_ == kind::scale ? pointwise_step::kind::scale : pointwise_step::kind::normalize;
+    p.factor = factor_;
+    p.mean = mean_;
+    p.std = std_;
+    return p;
+  }
+  void apply(const image_view& in, const image_view& out, philox_stream) const override {
+    const auto pixels = static_cast<std::size_t>(in.spec.height * in.spec.width);
+    float* dst = out.as<float>();
+    float a[3] = {1, 1, 1}, b[3] = {0, 0, 0};
+    if (kind_ == kind::scale) a[0] = a[1] = a[2] = factor_;
+    if (kind_ == kind::normalize)
+      for (int c = 0; c < 3; ++c) {
+        a[c] = 1.0f / std_[c];
+        b[c] = -mean_[c] / std_[c];
+      }
+    for (std::size_t p = 0; p < pixels; ++p) {
+      float v[3];
+      for (int c = 0; c < 3; ++c)
+        v[c] = in.spec.type == dtype::u8 ? static_cast<float>(in.as<std::uint8_t>()[3 * p + c]) : in.as<float>()[3 * p + c];
+      if (kind_ == kind::ycbcr) {
+        float t[3];
+        for (int c = 0; c < 3; ++c)
+          t[c] = std::fma(ops::detail::ycbcr_matrix(c, 0), v[0],
+                          std::fma(ops::detail::ycbcr_matrix(c, 1), v[1],
+                                   std::fma(ops::detail::ycbcr_matrix(c, 2), v[2], ops::detail::ycbcr_offset(c))));
+        for (int c = 0; c < 3; ++c) dst[3 * p + c] = t[c];
+      } else {
+        for (int c = 0; c < 3; ++c) dst[3 * p + c] = std::fma(v[c], a[c], b[c]);
+      }
+    }
+  }
+
+ private:
+  kind kind_;
+  float factor_;
+  std::array<float, 3> mean_, std_;
+};
+
+}  // namespace
+
+std::shared_ptr<transform> convert_ycbcr() {
+  return std::make_shared<pointwise_transform>(pointwise_transform::kind::ycbcr, 1.0f, std::array<float, 3>{},
+                                               std::array<float, 3>{1, 1, 1});
+}
+std::shared_ptr<transform> scale(float factor) {
+  return std::make_shared<pointwise_transform>(pointwise_transform::kind::scale, factor, std::array<float, 3>{},
+                                               std::array<float, 3>{1, 1, 1});
+}
+std::shared_ptr<transform> normalize(std::array<float, 3> mean, std::array<float, 3> std) {
+  return std::make_shared<pointwise_transform>(pointwise_transform::kind::normalize, 1.0f, mean, std);
+}
+
+void add_pointwise_kinds(std::vector<transform_kind>& kinds) {
+  kinds.push_back({{"ycbcr", "convert_color"}, 0, 0, "ycbcr", [](std::span<const double>) { return convert_ycbcr(); }});
+  kinds.push_back({{"scale"}, 0, 1, "scale[(F)]", [](std::span<const double> a) {
+                     return scale(a.empty() ? 1.0f / 255.0f : static_cast<float>(a[0]));
+                   }});
+  kinds.push_back({{"normalize"}, 6, 6, "normalize(m0,m1,m2,s0,s1,s2)", [](std::span<const double> a) {
+                     return normalize({static_cast<float>(a[0]), static_cast<float>(a[1]), static_cast<float>(a[2])},
+                                      {static_cast<float>(a[3]), static_cast<float>(a[4]), static_cast<float>(a[5])});
+                   }});
+}
+
+}  // namespace pinfeed::loaders

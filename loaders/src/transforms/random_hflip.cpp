@@ -1,0 +1,98 @@
+// RandomHorizontalFlip.
+#include <string>
+
+#include "common.hpp"
+#include "kinds.hpp"
+
+namespace pinfeed::loaders {
+using namespace detail;
+namespace {
+
+class hflip_transform final : public transform {
+ public:
+  explicit hflip_transform(double p) : p_(p) {
+    if (!(p >= 0.0 && p <= 1.0)) throw std::invalid_argument("hflip: probability must be in [0, 1], got " + format_number(p));
+  }
+  std::string name() const override { return "hflip(" + format_number(p_) + ")"; }
+  image_spec output_spec(const image_spec& in) const override {
+    require_type(*this, in, true);
+    return in;
+  }
+  void apply(const image_view& in, const image_view& out, philox_stream rng) const override {
+    const bool flip = static_cast<double>(rng.next_u32()) < p_ * 4294967296.0;
+    const std::int64_t h = in.spec.height, w = in.spec.width;
+    const std::size_t px = static_cast<std::size_t>(in.spec.channels) * dtype_size(in.spec.type);
+    if (!flip) {
+      if (in.data != out.data) std::memcpy(out.data, in.data, static_cast<std::size_t>(h * w) * px);
+      return;
+    }
+    if (in.data == out.data && px == 3) {  // in place, uint8 RGB: swap pixel x with pixel w - 1 - x
+      for (std::int64_t y = 0; y < h; ++y) {
+        std::byte* row = out.data + static_cast<std::size_t>(y * w) * 3;
+        for (std::int64_t x = 0; x < w / 2; ++x) {
+          std::byte* l = row + 3 * x;
+          std::byte* r = row + 3 * (w - 1 - x);
+          const std::byte l0 = l[0], l1 = l[1], l2 = l[2];
+          l[0] = r[0];
+          l[1] = r[1];
+          l[2] = r[2];
+          r[0] = l0;
+          r[1] = l1;
+          r[2] = l2;
+        }
+      }
+      return;
+    }
+    if (in.data == out.data) {  // in place, any pixel size
+      std::byte tmp[64];
+      for (std::int64_t y = 0; y < h; ++y) {
+        std::byte* row = out.data + static_cast<std::size_t>(y * w) * px;
+        for (std::int64_t x = 0; x < w / 2; ++x) {
+          std::byte* l = row + static_cast<std::size_t>(x) * px;
+          std::byte* r = row + static_cast<std::size_t>(w - 1 - x) * px;
+          if (px <= sizeof tmp) {
+            std::memcpy(tmp, l, px);
+            std::memcpy(l, r, px);
+            std::memcpy(r, tmp, px);
+          } else {
+            std::swap_ranges(l, l + px, r);
+          }
+        }
+      }
+      return;
+    }
+    if (px == 3) {  // uint8 RGB: byte moves the compiler can keep in registers
+      for (std::int64_t y = 0; y < h; ++y) {
+        const std::byte* src = in.data + static_cast<std::size_t>(y * w) * 3;
+        std::byte* dst = out.data + static_cast<std::size_t>(y * w) * 3;
+        for (std::int64_t x = 0; x < w; ++x) {
+          const std::byte* s = src + (w - 1 - x) * 3;
+          dst[3 * x] = s[0];
+          dst[3 * x + 1] = s[1];
+          dst[3 * x + 2] = s[2];
+        }
+      }
+      return;
+    }
+    for (std::int64_t y = 0; y < h; ++y)
+      for (std::int64_t x = 0; x < w; ++x)
+        std::memcpy(out.data + static_cast<std::size_t>(y * w + x) * px,
+                    in.data + static_cast<std::size_t>(y * w + (w - 1 - x)) * px, px);
+  }
+  bool in_place() const override { return true; }
+
+ private:
+  double p_;
+};
+
+
+}  // namespace
+
+std::shared_ptr<transform> random_hflip(double p) { return std::make_shared<hflip_transform>(p); }
+
+void add_random_hflip_kinds(std::vector<transform_kind>& kinds) {
+  kinds.push_back({{"hflip", "random_hflip"}, 0, 1, "hflip[(P)]",
+                   [](std::span<const double> a) { return random_hflip(a.empty() ? 0.5 : a[0]); }});
+}
+
+}  // namespace pinfeed::loaders

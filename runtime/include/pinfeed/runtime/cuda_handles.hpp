@@ -41,62 +41,59 @@ class device_guard {
   int previous_ = -1;
 };
 
-/// A stream destroyed with its owner. Move-only. Default-constructed it holds none; create() makes
-/// one on the current device (non-blocking with respect to the legacy stream by default).
-class cuda_stream {
+namespace detail {
+/// A CUDA handle destroyed with its owner by Traits::destroy (cudaStreamDestroy,
+/// cudaEventDestroy). Move-only; default-constructed it holds none.
+template <class Handle, class Traits>
+class owned_handle {
  public:
-  cuda_stream() noexcept = default;
+  owned_handle() noexcept = default;
+  ~owned_handle() { reset(); }
+  owned_handle(owned_handle&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  owned_handle& operator=(owned_handle&& o) noexcept {
+    std::swap(h_, o.h_);
+    return *this;
+  }
+  owned_handle(const owned_handle&) = delete;
+  owned_handle& operator=(const owned_handle&) = delete;
+  [[nodiscard]] Handle get() const noexcept { return h_; }
+  /// Destroys the handle now (work queued on a stream still completes).
+  void reset() noexcept {
+    if (h_ != nullptr) PINFEED_CUDA_TRY_NOTHROW(Traits::destroy(h_));
+    h_ = nullptr;
+  }
+
+ protected:
+  Handle h_ = nullptr;
+};
+struct stream_traits {
+  static cudaError_t destroy(cudaStream_t s) noexcept { return cudaStreamDestroy(s); }
+};
+struct event_traits {
+  static cudaError_t destroy(cudaEvent_t e) noexcept { return cudaEventDestroy(e); }
+};
+}  // namespace detail
+
+/// A stream destroyed with its owner. create() makes one on the current device (non-blocking with
+/// respect to the legacy stream by default).
+class cuda_stream : public detail::owned_handle<cudaStream_t, detail::stream_traits> {
+ public:
   [[nodiscard]] static cuda_stream create(unsigned flags = cudaStreamNonBlocking) {
     cuda_stream out;
-    PINFEED_CUDA_TRY(cudaStreamCreateWithFlags(&out.s_, flags));
+    PINFEED_CUDA_TRY(cudaStreamCreateWithFlags(&out.h_, flags));
     return out;
   }
-  ~cuda_stream() { reset(); }
-  cuda_stream(cuda_stream&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
-  cuda_stream& operator=(cuda_stream&& o) noexcept {
-    std::swap(s_, o.s_);
-    return *this;
-  }
-  cuda_stream(const cuda_stream&) = delete;
-  cuda_stream& operator=(const cuda_stream&) = delete;
-  [[nodiscard]] cudaStream_t get() const noexcept { return s_; }
-  /// Destroys the stream now (work queued on it still completes).
-  void reset() noexcept {
-    if (s_ != nullptr) PINFEED_CUDA_TRY_NOTHROW(cudaStreamDestroy(s_));
-    s_ = nullptr;
-  }
-
- private:
-  cudaStream_t s_ = nullptr;
 };
 
-/// An event destroyed with its owner. Move-only. Default-constructed it holds none; create() makes
-/// one without timing, by default one a waiting host thread sleeps on (cudaEventBlockingSync)
-/// instead of spinning a core the workers need.
-class cuda_event {
+/// An event destroyed with its owner. create() makes one without timing, by default one a waiting
+/// host thread sleeps on (cudaEventBlockingSync) instead of spinning a core the workers need.
+class cuda_event : public detail::owned_handle<cudaEvent_t, detail::event_traits> {
  public:
-  cuda_event() noexcept = default;
   [[nodiscard]] static cuda_event create(unsigned flags = cudaEventDisableTiming | cudaEventBlockingSync) {
     cuda_event out;
-    PINFEED_CUDA_TRY(cudaEventCreateWithFlags(&out.e_, flags));
+    PINFEED_CUDA_TRY(cudaEventCreateWithFlags(&out.h_, flags));
     return out;
   }
-  ~cuda_event() { reset(); }
-  cuda_event(cuda_event&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
-  cuda_event& operator=(cuda_event&& o) noexcept {
-    std::swap(e_, o.e_);
-    return *this;
-  }
-  cuda_event(const cuda_event&) = delete;
-  cuda_event& operator=(const cuda_event&) = delete;
-  [[nodiscard]] cudaEvent_t get() const noexcept { return e_; }
-  void reset() noexcept {
-    if (e_ != nullptr) PINFEED_CUDA_TRY_NOTHROW(cudaEventDestroy(e_));
-    e_ = nullptr;
-  }
-
- private:
-  cudaEvent_t e_ = nullptr;
 };
 
 /// Waits for the work queued on `stream` so far by recording `event` there and waiting on it.

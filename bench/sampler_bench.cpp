@@ -1,7 +1,7 @@
 #include "sampler_bench.hpp"
 
 #include "bench_rows.hpp"
-#include "topk_baseline.hpp"
+#include "baselines.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -103,7 +103,7 @@ void run_cpu(const sampler_bench_options& o, std::int64_t n, std::ostream& out) 
   p.k = k;
   for (const std::int64_t b : {std::int64_t{1}, rows}) {
     const auto a = c.args(b, n, d);
-    emit(out, "naive_loop", "cpu", b, n, k, d, measure(o, [&] { ops::naive_sample_cpu(a, p); }));
+    emit(out, "naive_loop", "cpu", b, n, k, d, measure(o, [&] { naive_sample_cpu(a, p); }));
     emit(out, b == 1 ? "static_single" : "batched", "cpu", b, n, k, d,
          measure(o, [&] { ops::balanced_sample_cpu(a, p); }));
     std::atomic<std::int64_t> sink{0};
@@ -145,14 +145,20 @@ void run_gpu(const sampler_bench_options& o, std::int64_t n, std::ostream& out) 
       a.gathered_features = d_gathered.data();
     }
     a.gathered_labels = d_glab.data();
-    std::size_t naive_bytes = 0, bytes = 0;
-    ops::naive_sample_gpu(nullptr, naive_bytes, a, p, s);
+#if PINFEED_WITH_CUDA
+    {
+      std::size_t naive_bytes = 0;
+      naive_sample_gpu(nullptr, naive_bytes, a, p, s);
+      device_buffer naive_temp(naive_bytes);
+      emit(out, "naive_loop", "cuda", b, n, k, d, measure(o, [&] {
+             naive_sample_gpu(naive_temp.data(), naive_bytes, a, p, s);
+             sync(s);
+           }));
+    }
+#endif
+    std::size_t bytes = 0;
     ops::balanced_sample_gpu(nullptr, bytes, a, p, s);
-    device_buffer naive_temp(naive_bytes), temp(bytes);
-    emit(out, "naive_loop", "cuda", b, n, k, d, measure(o, [&] {
-           ops::naive_sample_gpu(naive_temp.data(), naive_bytes, a, p, s);
-           sync(s);
-         }));
+    device_buffer temp(bytes);
     emit(out, b == 1 ? "static_single" : "batched", "cuda", b, n, k, d, measure(o, [&] {
            ops::balanced_sample_gpu(temp.data(), bytes, a, p, s);
            sync(s);

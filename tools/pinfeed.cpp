@@ -1,4 +1,5 @@
 // The pinfeed command line: info, run, bench.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <cstdlib>
 
+#include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/info.h>
 #include <oneapi/tbb/version.h>
 
@@ -30,6 +32,7 @@
 #include "pinfeed/loaders/synthetic.hpp"
 #include "pinfeed/ops/normalize.hpp"
 #include "pinfeed/ops/sampler.hpp"
+#include "pinfeed/ops/detail/sampler_checks.hpp"
 #include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/device.hpp"
 #include "pinfeed/loaders/decode.hpp"
@@ -597,6 +600,13 @@ int main(int argc, char** argv) {
 
 #endif
   CLI11_PARSE(app, argc, argv);
+  // This program owns its process, so it (not the library) sets TBB's process-wide thread cap: as
+  // many workers as asked for, and one per hardware thread for --workers 0, plus the calling thread.
+  std::size_t asked = std::max({ra.workers, da.workers, std::size_t{std::max(1u, std::thread::hardware_concurrency())}});
+#if PINFEED_TOOL_BENCH
+  asked = std::max({asked, ho.workers, po.workers, dbo.workers});
+#endif
+  const tbb::global_control thread_cap(tbb::global_control::max_allowed_parallelism, asked + 1);
   try {
     // A bad PINFEED_SIMD is an error here, before any work (the library only logs it).
     if (const char* simd = std::getenv("PINFEED_SIMD"); simd != nullptr && *simd != '\0') {

@@ -9,6 +9,7 @@
 #include "pinfeed/ops/encode.hpp"
 #include "pinfeed/ops/normalize.hpp"
 #include "pinfeed/ops/sampler.hpp"
+#include "pinfeed/ops/detail/sampler_checks.hpp"
 #include "pinfeed/runtime/cuda_api.hpp"
 
 namespace pinfeed::ops {
@@ -29,11 +30,6 @@ void detail::balanced_sample_gpu_hooked(void* d_temp, std::size_t&, const sample
                                         cudaStream_t, sampler_stage_hook, void*) {
   validate_gpu_shapes(a, p, d_temp != nullptr);
   no_gpu("balanced_sample_gpu");
-}
-
-void naive_sample_gpu(void* d_temp, std::size_t&, const sampler_args& a, const sampler_params& p, cudaStream_t) {
-  detail::validate_naive_gpu_shapes(a, p, d_temp != nullptr);
-  no_gpu("naive_sample_gpu");
 }
 
 void check_sampler_faults() {}  // no GPU call has run, so none has faulted

@@ -1,6 +1,5 @@
 // Device side of sampler.hpp: the sync-free batched balanced sampler (a radix select of the
-// num_pos-th and num_neg-th selection key of every row, built from CUB block primitives) and the
-// naive per-row baseline.
+// num_pos-th and num_neg-th selection key of every row, built from CUB block primitives).
 //
 // Pipeline, all on one stream, no host synchronization (capturable in a CUDA graph):
 //   count_hist      full read: P and Nn per row, histogram of key bits 31..21 per class
@@ -25,10 +24,9 @@
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
-#include <cub/device/device_select.cuh>
-#include <thrust/iterator/counting_iterator.h>
 
 #include "pinfeed/ops/sampler.hpp"
+#include "pinfeed/ops/detail/sampler_checks.hpp"
 #include "detail/sampler_hook.hpp"
 #include "pinfeed/runtime/device.hpp"
 #include "pinfeed/runtime/error.hpp"
@@ -518,18 +516,6 @@ layout make_layout(const sampler_args& a, const sampler_params& p, int index_bit
   return l;
 }
 
-/// True while `stream` is being captured into a graph (also when it is the legacy default stream
-/// and a blocking stream of the device is being captured): then nothing that is not capturable may run.
-bool capturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  const cudaError_t err = cudaStreamIsCapturing(stream, &status);
-  if (err == cudaErrorStreamCaptureImplicit) {
-    (void)cudaGetLastError();
-    return true;
-  }
-  PINFEED_CUDA_TRY(err);
-  return status != cudaStreamCaptureStatusNone;
-}
 
 /// Runs `fn` with this thread's capture mode relaxed, so that a driver query or a one-time
 /// allocation does not invalidate a capture another thread runs in global mode.
@@ -546,29 +532,6 @@ void with_relaxed_capture(Fn&& fn) {
   PINFEED_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
 }
 
-/// Every pointer is visible to the device. Not called while the caller's stream is capturing, and
-/// run in relaxed capture mode so that another thread's global-mode capture is not disturbed.
-void check_device_pointers(const sampler_args& a) {
-  auto device_visible = [](const void* ptr, const char* name) {
-    if (ptr == nullptr) return;
-    cudaPointerAttributes attr{};
-    if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
-      (void)cudaGetLastError();
-      throw std::invalid_argument(std::string("balanced sampler (GPU): cannot query pointer ") + name);
-    }
-    if (attr.type == cudaMemoryTypeUnregistered)
-      throw std::invalid_argument(std::string("balanced sampler (GPU): ") + name +
-                                  " is pageable host memory, not visible to the device");
-  };
-  with_relaxed_capture([&] {
-    device_visible(a.labels, "labels");
-    device_visible(a.indices, "indices");
-    device_visible(a.valid, "valid");
-    device_visible(a.features, "features");
-    device_visible(a.gathered_features, "gathered_features");
-    device_visible(a.gathered_labels, "gathered_labels");
-  });
-}
 
 // ---- fault words: one host-mapped word per device, written by the kernels, read by the host -------
 
@@ -627,16 +590,6 @@ int current_device() {
 
 /// CUB's two-phase temp storage: with no storage, reports the bytes needed and returns true (the
 /// call was a query); otherwise checks the storage is large enough.
-bool answer_temp_query(const void* d_temp, std::size_t& temp_bytes, std::size_t needed, const char* who) {
-  if (d_temp == nullptr) {
-    temp_bytes = needed;
-    return true;
-  }
-  if (temp_bytes < needed)
-    throw std::invalid_argument(std::string(who) + ": temp storage of " + std::to_string(temp_bytes) +
-                                " bytes is smaller than the " + std::to_string(needed) + " bytes queried");
-  return false;
-}
 
 template <class L, class I>
 void run_pipeline(std::byte* temp, const layout& l, const sampler_args& a, const params_dev& p, cudaStream_t stream,
@@ -715,6 +668,58 @@ params_dev make_params(const sampler_args& a, const sampler_params& p) {
 
 }  // namespace
 
+namespace detail {
+
+/// True while `stream` is being captured into a graph (also when it is the legacy default stream
+/// and a blocking stream of the device is being captured): then nothing that is not capturable may run.
+bool stream_capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaError_t err = cudaStreamIsCapturing(stream, &status);
+  if (err == cudaErrorStreamCaptureImplicit) {
+    (void)cudaGetLastError();
+    return true;
+  }
+  PINFEED_CUDA_TRY(err);
+  return status != cudaStreamCaptureStatusNone;
+}
+
+/// Every pointer is visible to the device. Not called while the caller's stream is capturing, and
+/// run in relaxed capture mode so that another thread's global-mode capture is not disturbed.
+void check_device_pointers(const sampler_args& a, const char* who) {
+  auto device_visible = [who](const void* ptr, const char* name) {
+    if (ptr == nullptr) return;
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw std::invalid_argument(std::string(who) + ": cannot query pointer " + name);
+    }
+    if (attr.type == cudaMemoryTypeUnregistered)
+      throw std::invalid_argument(std::string(who) + ": " + name +
+                                  " is pageable host memory, not visible to the device");
+  };
+  with_relaxed_capture([&] {
+    device_visible(a.labels, "labels");
+    device_visible(a.indices, "indices");
+    device_visible(a.valid, "valid");
+    device_visible(a.features, "features");
+    device_visible(a.gathered_features, "gathered_features");
+    device_visible(a.gathered_labels, "gathered_labels");
+  });
+}
+
+bool answer_temp_query(const void* d_temp, std::size_t& temp_bytes, std::size_t needed, const char* who) {
+  if (d_temp == nullptr) {
+    temp_bytes = needed;
+    return true;
+  }
+  if (temp_bytes < needed)
+    throw std::invalid_argument(std::string(who) + ": temp storage of " + std::to_string(temp_bytes) +
+                                " bytes is smaller than the " + std::to_string(needed) + " bytes queried");
+  return false;
+}
+
+}  // namespace detail
+
 void check_sampler_faults() {
   const int device = current_device();
   unsigned long long* word = nullptr;
@@ -737,9 +742,9 @@ void detail::balanced_sample_gpu_hooked(void* d_temp, std::size_t& temp_bytes, c
   detail::validate_gpu_shapes(a, p, running);
   params_dev d = make_params(a, p);
   const layout l = make_layout(a, p, d.index_bits);
-  if (answer_temp_query(d_temp, temp_bytes, l.total, "balanced sampler (GPU)")) return;
+  if (detail::answer_temp_query(d_temp, temp_bytes, l.total, "balanced sampler (GPU)")) return;
   // A running call: not a size query, which no earlier fault could affect.
-  if (!capturing(stream)) check_device_pointers(a);
+  if (!detail::stream_capturing(stream)) detail::check_device_pointers(a, "balanced sampler (GPU)");
   const int device = current_device();
   d.fault = fault_word(device);
   rethrow_fault(d.fault);
@@ -757,160 +762,6 @@ void detail::balanced_sample_gpu_hooked(void* d_temp, std::size_t& temp_bytes, c
   else if (l64) run_pipeline<std::int64_t, std::int32_t>(temp, l, a, d, stream, hook, hook_ctx);
   else if (i64) run_pipeline<std::int32_t, std::int64_t>(temp, l, a, d, stream, hook, hook_ctx);
   else run_pipeline<std::int32_t, std::int32_t>(temp, l, a, d, stream, hook, hook_ctx);
-}
-
-// ---- the naive baseline ----------------------------------------------------------------------------
-
-namespace {
-
-template <class L>
-struct is_class {
-  const L* labels;
-  std::int64_t neg, ign;
-  int cls;
-  __device__ bool operator()(std::uint32_t i) const { return item_class(labels[i], neg, ign) == cls; }
-};
-
-/// Random sort keys for positions [0, count) of a permutation draw.
-__global__ void perm_keys_kernel(std::uint64_t seed, std::uint32_t offset, std::uint64_t row, std::uint32_t sub,
-                                 std::uint32_t count, std::uint32_t* keys) {
-  const std::uint32_t j = blockIdx.x * kThreads + threadIdx.x;
-  if (j < count) keys[j] = philox_stream(seed, offset, row, sub).word_at(j);
-}
-
-template <class L, class I>
-__global__ void naive_write_kernel(const std::uint32_t* picked, std::uint32_t taken, std::int64_t k, const L* labels,
-                                   std::int64_t ignore, I* indices, L* gathered_labels, const std::byte* features,
-                                   std::byte* gathered_features, std::size_t feature_bytes) {
-  const std::int64_t j = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x;
-  if (j >= k) return;
-  const std::int64_t idx = j < taken ? static_cast<std::int64_t>(picked[j]) : std::int64_t{-1};
-  indices[j] = static_cast<I>(idx);
-  if (gathered_labels != nullptr) gathered_labels[j] = idx >= 0 ? labels[idx] : static_cast<L>(ignore);
-  if (gathered_features != nullptr)
-    for (std::size_t b = 0; b < feature_bytes; ++b)
-      gathered_features[j * feature_bytes + b] = idx >= 0 ? features[idx * feature_bytes + b] : std::byte{0};
-}
-
-struct naive_layout {
-  std::size_t pos, neg, keys_a, keys_b, vals, picked, out, counts, cub, cub_bytes, total;
-};
-
-template <class L>
-naive_layout make_naive_layout(const sampler_args& a) {
-  naive_layout l{};
-  const auto n = static_cast<std::size_t>(std::max<std::int64_t>(a.n, 1));
-  std::size_t at = 0;
-  auto take = [&](std::size_t bytes) {
-    const std::size_t here = at;
-    at += align256(bytes);
-    return here;
-  };
-  l.pos = take(n * sizeof(std::uint32_t));
-  l.neg = take(n * sizeof(std::uint32_t));
-  l.keys_a = take(n * sizeof(std::uint32_t));
-  l.keys_b = take(n * sizeof(std::uint32_t));
-  l.vals = take(n * sizeof(std::uint32_t));
-  l.picked = take(n * sizeof(std::uint32_t));
-  l.out = take(n * sizeof(std::uint32_t));
-  l.counts = take(2 * sizeof(std::int64_t));
-  std::size_t select_bytes = 0, sort_bytes = 0;
-  thrust::counting_iterator<std::uint32_t> it(0);
-  PINFEED_CUDA_TRY(cub::DeviceSelect::If(nullptr, select_bytes, it, static_cast<std::uint32_t*>(nullptr),
-                                         static_cast<std::int64_t*>(nullptr), static_cast<std::int64_t>(n),
-                                         is_class<L>{nullptr, 0, 0, 0}));
-  PINFEED_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, static_cast<const std::uint32_t*>(nullptr),
-                                                   static_cast<std::uint32_t*>(nullptr),
-                                                   static_cast<const std::uint32_t*>(nullptr),
-                                                   static_cast<std::uint32_t*>(nullptr), static_cast<int>(n)));
-  l.cub_bytes = std::max(select_bytes, sort_bytes);
-  l.cub = take(l.cub_bytes);
-  l.total = at;
-  return l;
-}
-
-template <class L, class I>
-void naive_rows(std::byte* temp, const naive_layout& l, const sampler_args& a, const sampler_params& p,
-                cudaStream_t stream) {
-  auto buffer = [&](std::size_t offset) { return reinterpret_cast<std::uint32_t*>(temp + offset); };
-  std::uint32_t* lists[2] = {buffer(l.pos), buffer(l.neg)};
-  std::uint32_t *keys_a = buffer(l.keys_a), *keys_b = buffer(l.keys_b), *vals = buffer(l.vals);
-  std::uint32_t *picked = buffer(l.picked), *out = buffer(l.out);
-  auto* counts = reinterpret_cast<std::int64_t*>(temp + l.counts);
-  void* cub_temp = temp + l.cub;
-  const std::int64_t target = positive_target(p), n = a.n;
-  for (std::int64_t row = 0; row < a.rows; ++row) {
-    const L* labels = static_cast<const L*>(a.labels) + row * n;
-    thrust::counting_iterator<std::uint32_t> it(0);
-    std::size_t bytes = 0;
-    // nonzero(labels == positive), nonzero(labels == negative)
-    for (int c = 0; c < 2; ++c) {
-      bytes = l.cub_bytes;
-      PINFEED_CUDA_TRY(cub::DeviceSelect::If(cub_temp, bytes, it, lists[c], counts + c, n,
-                                             is_class<L>{labels, p.negative_label, p.ignore_label, c}, stream));
-    }
-    // The host needs the counts to size what follows: this is the synchronization.
-    std::int64_t h_counts[2];
-    PINFEED_CUDA_TRY(cudaMemcpyAsync(h_counts, counts, sizeof h_counts, cudaMemcpyDeviceToHost, stream));
-    PINFEED_CUDA_TRY(cudaStreamSynchronize(stream));
-    const class_counts cc = balanced_counts(h_counts[0], h_counts[1], p.k, target, p.mode);
-    // randperm(P)[:num_pos], randperm(Nn)[:num_neg]: sort each list by random keys, keep a prefix.
-    std::int64_t at = 0;
-    for (int c = 0; c < 2; ++c) {
-      const auto count = static_cast<std::uint32_t>(h_counts[c]);
-      const std::int64_t want = c == 0 ? cc.num_pos : cc.num_neg;
-      if (count == 0 || want == 0) continue;
-      perm_keys_kernel<<<(count + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
-          p.seed, p.offset, static_cast<std::uint64_t>(row), 2 + c, count, keys_a);
-      PINFEED_CHECK_LAUNCH();
-      bytes = l.cub_bytes;
-      PINFEED_CUDA_TRY(cub::DeviceRadixSort::SortPairs(cub_temp, bytes, keys_a, keys_b, lists[c], vals,
-                                                       static_cast<int>(count), 0, 32, stream));
-      PINFEED_CUDA_TRY(cudaMemcpyAsync(picked + at, vals, static_cast<std::size_t>(want) * sizeof(std::uint32_t),
-                                       cudaMemcpyDeviceToDevice, stream));
-      at += want;
-    }
-    // cat, then randperm of the concatenation
-    const auto taken = static_cast<std::uint32_t>(at);
-    if (taken > 0) {
-      perm_keys_kernel<<<(taken + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
-          p.seed, p.offset, static_cast<std::uint64_t>(row), 4, taken, keys_a);
-      PINFEED_CHECK_LAUNCH();
-      bytes = l.cub_bytes;
-      PINFEED_CUDA_TRY(cub::DeviceRadixSort::SortPairs(cub_temp, bytes, keys_a, keys_b, picked, out,
-                                                       static_cast<int>(taken), 0, 32, stream));
-    }
-    if (p.k > 0) {
-      naive_write_kernel<L, I><<<static_cast<unsigned>((p.k + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-          out, taken, p.k, labels, p.ignore_label, static_cast<I*>(a.indices) + row * p.k,
-          a.gathered_labels ? static_cast<L*>(a.gathered_labels) + row * p.k : nullptr,
-          a.features ? static_cast<const std::byte*>(a.features) + row * n * a.feature_bytes : nullptr,
-          a.gathered_features ? static_cast<std::byte*>(a.gathered_features) + row * p.k * a.feature_bytes : nullptr,
-          a.feature_bytes);
-      PINFEED_CHECK_LAUNCH();
-    }
-    if (a.valid != nullptr) {
-      const auto v = static_cast<std::int32_t>(taken);
-      PINFEED_CUDA_TRY(cudaMemcpyAsync(a.valid + row, &v, sizeof v, cudaMemcpyHostToDevice, stream));
-      PINFEED_CUDA_TRY(cudaStreamSynchronize(stream));  // `v` lives on this stack frame
-    }
-  }
-}
-
-}  // namespace
-
-void naive_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
-                      cudaStream_t stream) {
-  detail::validate_naive_gpu_shapes(a, p, d_temp != nullptr);
-  if (d_temp != nullptr && !capturing(stream)) check_device_pointers(a);
-  const bool l64 = a.label_type == dtype::i64, i64 = a.index_type == dtype::i64;
-  const naive_layout l = l64 ? make_naive_layout<std::int64_t>(a) : make_naive_layout<std::int32_t>(a);
-  if (answer_temp_query(d_temp, temp_bytes, l.total, "naive sampler (GPU)")) return;
-  auto* temp = static_cast<std::byte*>(d_temp);
-  if (l64 && i64) naive_rows<std::int64_t, std::int64_t>(temp, l, a, p, stream);
-  else if (l64) naive_rows<std::int64_t, std::int32_t>(temp, l, a, p, stream);
-  else if (i64) naive_rows<std::int32_t, std::int64_t>(temp, l, a, p, stream);
-  else naive_rows<std::int32_t, std::int32_t>(temp, l, a, p, stream);
 }
 
 }  // namespace pinfeed::ops

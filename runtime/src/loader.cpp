@@ -196,7 +196,6 @@ struct loader::impl {
   std::uint64_t batches;
   std::size_t worker_count;
   std::shared_ptr<detail::loader_core> core;
-  std::unique_ptr<tbb::global_control> thread_limit;
   tbb::task_arena arena;
 
   std::thread feeder;
@@ -224,17 +223,31 @@ struct loader::impl {
 };
 
 namespace {
-std::size_t default_workers(std::size_t requested) {
-  if (requested != 0) return requested;
-  return std::max(1u, std::thread::hardware_concurrency());
+/// Worker threads TBB lets one arena have in this process: max_allowed_parallelism less the
+/// thread that calls in (by default the hardware threads less one). Only the application changes
+/// the limit (a tbb::global_control it owns); the loader never does.
+std::size_t tbb_worker_limit() {
+  const std::size_t allowed = tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
+  return allowed > 1 ? allowed - 1 : 1;
+}
+
+std::size_t effective_workers(std::size_t requested) {
+  const std::size_t limit = tbb_worker_limit();
+  if (requested == 0) return limit;
+  if (requested > limit)
+    log(log_level::warn, "loader: " + std::to_string(requested) + " workers asked for, but TBB allows " +
+                             std::to_string(limit) + (limit == 1 ? " worker thread" : " worker threads") + " in this process (tbb::global_control::"
+                             "max_allowed_parallelism is " + std::to_string(limit + 1) + "); running " +
+                             std::to_string(limit) + ". To run more, hold a tbb::global_control raising it "
+                             "while the loader lives");
+  return std::min(requested, limit);
 }
 }  // namespace
 
 loader::impl::impl(std::shared_ptr<source> s, loader_options o)
-    : src(std::move(s)), dataset_size(0), batches(0), worker_count(default_workers(o.workers)),
-      arena(static_cast<int>(default_workers(o.workers)), 0) {
+    : src(std::move(s)), dataset_size(0), batches(0), worker_count((validate(o), effective_workers(o.workers))),
+      arena(static_cast<int>(worker_count), 0) {
   if (!src) throw std::invalid_argument("loader needs a source, got a null pointer");
-  validate(o);
   dataset_size = src->size();
   if (dataset_size == 0) throw std::invalid_argument("source '" + src->name() + "' has no samples");
   auto fields = src->fields();
@@ -251,10 +264,6 @@ loader::impl::impl(std::shared_ptr<source> s, loader_options o)
     throw std::invalid_argument("loader option after_copy hooks the host-to-device copy, but batches stay on the " +
                                 dev.to_string() + ": nothing is copied");
   core = std::make_shared<detail::loader_core>(o, std::move(fields), dev);
-  // TBB caps threads at the hardware count unless told otherwise; the arena needs worker_count.
-  if (worker_count + 1 > std::thread::hardware_concurrency())
-    thread_limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
-                                                         worker_count + 1);
   arena.initialize();
   epoch = o.epoch;
 }

@@ -1,5 +1,5 @@
 // GPU cases of the balanced sampler: bit-identical to the CPU reference, the tie and candidate-
-// overflow paths, graph capture, no host synchronization, the naive baseline, bad input.
+// overflow paths, graph capture, no host synchronization, bad input.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -32,7 +32,6 @@ struct run_options {
   dtype label_type = dtype::i64, index_type = dtype::i64;
   std::size_t feature_bytes = 0;  ///< bytes per item row; 0: no features
   std::size_t misalign = 0;       ///< features and gathered features start this many bytes past an allocation
-  bool naive = false;
   cudaStream_t stream = nullptr;
 };
 
@@ -93,7 +92,7 @@ outputs run(bool gpu, const std::vector<std::int64_t>& labels64, std::int64_t ro
       a.features = features.data() + o.misalign;
       a.gathered_features = gfeat.data() + o.misalign;
     }
-    o.naive ? naive_sample_cpu(a, p) : balanced_sample_cpu(a, p);
+    balanced_sample_cpu(a, p);
     return finish();
   }
   auto bytes = [](const auto& v) { return std::max<std::size_t>(v.size() * sizeof(v[0]), 1); };
@@ -111,10 +110,9 @@ outputs run(bool gpu, const std::vector<std::int64_t>& labels64, std::int64_t ro
     a.gathered_features = d_gfeat.data() + o.misalign;
   }
   std::size_t temp_bytes = 0;
-  o.naive ? naive_sample_gpu(nullptr, temp_bytes, a, p, o.stream) : balanced_sample_gpu(nullptr, temp_bytes, a, p, o.stream);
+  balanced_sample_gpu(nullptr, temp_bytes, a, p, o.stream);
   device_buffer temp(temp_bytes);
-  o.naive ? naive_sample_gpu(temp.data(), temp_bytes, a, p, o.stream)
-          : balanced_sample_gpu(temp.data(), temp_bytes, a, p, o.stream);
+  balanced_sample_gpu(temp.data(), temp_bytes, a, p, o.stream);
   PINFEED_CUDA_TRY(cudaStreamSynchronize(o.stream));
   check_sampler_faults();
   PINFEED_CUDA_TRY(cudaMemcpy(idx.data(), d_idx.data(), idx.size(), cudaMemcpyDeviceToHost));
@@ -425,28 +423,6 @@ TEST_CASE("gpu.sampler.labels_changed_mid_call_are_reported" * doctest::test_sui
   CHECK_NOTHROW(check_sampler_faults());
   PINFEED_CUDA_TRY(cudaMemcpy(idx.data(), d_idx.data(), idx.size() * 8, cudaMemcpyDeviceToHost));
   CHECK(idx == run(false, labels, rows, n, p).indices);
-}
-
-TEST_CASE("gpu.sampler.naive_baseline_counts" * doctest::test_suite("gpu")) {
-  if (!test::gpu_available("naive GPU sampler")) return;
-  const std::int64_t rows = 3, n = 5000;
-  sampler_params p;
-  p.k = 300;
-  p.seed = 8;
-  const auto labels = test::random_labels(rows * n, 3, 4, 10);
-  run_options o;
-  o.feature_bytes = 16;
-  o.naive = true;
-  const auto gpu = run(true, labels, rows, n, p, o);
-  o.naive = false;
-  const auto cpu = run(false, labels, rows, n, p, o);
-  CHECK(gpu.valid == cpu.valid);  // same counts, other picks
-  for (std::int64_t r = 0; r < rows; ++r) {
-    std::vector<std::int64_t> picked(gpu.indices.begin() + r * p.k, gpu.indices.begin() + r * p.k + gpu.valid[r]);
-    std::sort(picked.begin(), picked.end());
-    CHECK(std::adjacent_find(picked.begin(), picked.end()) == picked.end());
-    for (auto idx : picked) CHECK(labels[r * n + idx] != -1);
-  }
 }
 
 TEST_CASE("gpu.sampler.bad_input" * doctest::test_suite("gpu")) {

@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <set>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "pinfeed/ops/sampler.hpp"
 #include "pinfeed/runtime/philox.hpp"
@@ -123,6 +126,47 @@ inline bool make_tied_rows(std::uint64_t seed, std::int64_t rows, std::int64_t n
     }
   }
   return true;
+}
+
+/// A CPU run's outputs: indices, valid counts and gathered labels (int64).
+struct result {
+  std::vector<std::int64_t> indices;
+  std::vector<std::int32_t> valid;
+  std::vector<std::int64_t> labels;
+};
+
+/// Checks the invariants every output must satisfy, whatever the randomness.
+inline void check_invariants(const std::vector<std::int64_t>& labels, std::int64_t rows, std::int64_t n, const ops::sampler_params& p,
+                      const result& r) {
+  for (std::int64_t row = 0; row < rows; ++row) {
+    std::int64_t positives = 0, negatives = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto l = labels[row * n + i];
+      negatives += l == p.negative_label;
+      positives += l != p.negative_label && l != p.ignore_label;
+    }
+    const auto cc = ops::balanced_counts(positives, negatives, p.k, ops::positive_target(p), p.mode);
+    REQUIRE(r.valid[row] == cc.num_pos + cc.num_neg);
+    std::set<std::int64_t> seen;
+    std::int64_t got_pos = 0, got_neg = 0;
+    for (std::int64_t j = 0; j < p.k; ++j) {
+      const auto idx = r.indices[row * p.k + j];
+      if (j >= r.valid[row]) {
+        REQUIRE(idx == -1);
+        REQUIRE(r.labels[row * p.k + j] == p.ignore_label);
+        continue;
+      }
+      REQUIRE(idx >= 0);
+      REQUIRE(idx < n);
+      REQUIRE(seen.insert(idx).second);  // distinct
+      const auto l = labels[row * n + idx];
+      REQUIRE(l != p.ignore_label);        // ignored items are never chosen
+      REQUIRE(r.labels[row * p.k + j] == l);  // gathered labels match
+      (l == p.negative_label ? got_neg : got_pos)++;
+    }
+    REQUIRE(got_pos == cc.num_pos);
+    REQUIRE(got_neg == cc.num_neg);
+  }
 }
 
 }  // namespace pinfeed::test

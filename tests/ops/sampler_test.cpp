@@ -14,7 +14,9 @@
 
 using namespace pinfeed;
 using namespace pinfeed::ops;
+using pinfeed::test::check_invariants;
 using pinfeed::test::random_labels;
+using pinfeed::test::result;
 
 namespace {
 
@@ -43,12 +45,6 @@ std::vector<std::int64_t> oracle_row(const std::vector<std::int64_t>& labels, st
   return out;
 }
 
-struct result {
-  std::vector<std::int64_t> indices;
-  std::vector<std::int32_t> valid;
-  std::vector<std::int64_t> labels;
-};
-
 result run_cpu(const std::vector<std::int64_t>& labels, std::int64_t rows, std::int64_t n, const sampler_params& p) {
   result r{std::vector<std::int64_t>(static_cast<std::size_t>(rows * p.k)), std::vector<std::int32_t>(rows),
            std::vector<std::int64_t>(static_cast<std::size_t>(rows * p.k))};
@@ -61,40 +57,6 @@ result run_cpu(const std::vector<std::int64_t>& labels, std::int64_t rows, std::
   a.gathered_labels = r.labels.data();
   balanced_sample_cpu(a, p);
   return r;
-}
-
-/// Checks the invariants every output must satisfy, whatever the randomness.
-void check_invariants(const std::vector<std::int64_t>& labels, std::int64_t rows, std::int64_t n, const sampler_params& p,
-                      const result& r) {
-  for (std::int64_t row = 0; row < rows; ++row) {
-    std::int64_t positives = 0, negatives = 0;
-    for (std::int64_t i = 0; i < n; ++i) {
-      const auto l = labels[row * n + i];
-      negatives += l == p.negative_label;
-      positives += l != p.negative_label && l != p.ignore_label;
-    }
-    const auto cc = balanced_counts(positives, negatives, p.k, positive_target(p), p.mode);
-    REQUIRE(r.valid[row] == cc.num_pos + cc.num_neg);
-    std::set<std::int64_t> seen;
-    std::int64_t got_pos = 0, got_neg = 0;
-    for (std::int64_t j = 0; j < p.k; ++j) {
-      const auto idx = r.indices[row * p.k + j];
-      if (j >= r.valid[row]) {
-        REQUIRE(idx == -1);
-        REQUIRE(r.labels[row * p.k + j] == p.ignore_label);
-        continue;
-      }
-      REQUIRE(idx >= 0);
-      REQUIRE(idx < n);
-      REQUIRE(seen.insert(idx).second);  // distinct
-      const auto l = labels[row * n + idx];
-      REQUIRE(l != p.ignore_label);        // ignored items are never chosen
-      REQUIRE(r.labels[row * p.k + j] == l);  // gathered labels match
-      (l == p.negative_label ? got_neg : got_pos)++;
-    }
-    REQUIRE(got_pos == cc.num_pos);
-    REQUIRE(got_neg == cc.num_neg);
-  }
 }
 
 /// Row `row` of the result equals the contract oracle's; returns that row's labels.
@@ -352,7 +314,6 @@ TEST_CASE("sampler.bad_input") {
     std::fill(out.begin(), out.end(), 42);
     CHECK_THROWS_WITH_AS(balanced_sample_cpu(args, params), doctest::Contains(needle), std::invalid_argument);
     CHECK(std::all_of(out.begin(), out.end(), [](auto x) { return x == 42; }));  // nothing written
-    CHECK_THROWS_AS(naive_sample_cpu(args, params), std::invalid_argument);
   };
   auto q = p;
   q.k = -3;
@@ -396,23 +357,6 @@ TEST_CASE("sampler.bad_input") {
   expect(b, q, "do not fit int32");
 }
 
-TEST_CASE("sampler.naive_baseline_obeys_the_counts") {
-  sampler_params p;
-  p.k = 100;
-  p.seed = 1;
-  const auto labels = random_labels(3 * 2000, 4, 5, 10);
-  result r{std::vector<std::int64_t>(300), std::vector<std::int32_t>(3), std::vector<std::int64_t>(300)};
-  sampler_args a;
-  a.rows = 3;
-  a.n = 2000;
-  a.labels = labels.data();
-  a.indices = r.indices.data();
-  a.valid = r.valid.data();
-  a.gathered_labels = r.labels.data();
-  naive_sample_cpu(a, p);
-  check_invariants(labels, 3, 2000, p, r);
-}
-
 TEST_CASE("sampler.tie_at_threshold_lowest_index_wins") {
   test::tie_case t;
   REQUIRE(test::find_tie(77, 1 << 18, t));  // about 8 tied pairs are expected among 2^18 keys
@@ -450,12 +394,9 @@ TEST_CASE("sampler.tie_at_threshold_both_classes_several_rows") {
 TEST_CASE("sampler.gpu_limits_are_checked_before_any_cuda_call") {
   // These throw on a machine without a GPU too: the checks come before the first CUDA call.
   sampler_args a;
-  a.n = 3'000'000'000;
   sampler_params p;
   p.k = 10;
   std::size_t bytes = 0;
-  CHECK_THROWS_WITH_AS(naive_sample_gpu(nullptr, bytes, a, p, nullptr), doctest::Contains("2^31 - 1"),
-                       std::invalid_argument);
   a.n = 100;
   a.rows = 70000;
   CHECK_THROWS_WITH_AS(balanced_sample_gpu(nullptr, bytes, a, p, nullptr), doctest::Contains("65535"),

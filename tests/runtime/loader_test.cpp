@@ -7,7 +7,11 @@
 #include <thread>
 #include <vector>
 
+#include <mutex>
+#include <set>
+
 #include <nlohmann/json.hpp>
+#include <oneapi/tbb/global_control.h>
 
 #include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/error.hpp"
@@ -99,6 +103,48 @@ TEST_CASE("loader.order.random_delays_1_2_8_workers") {
     CHECK(expect == 26);  // 203 = 25 * 8 + 3: the last batch is partial
     CHECK(l.stats().samples == 203);
   }
+}
+
+TEST_CASE("loader.workers.tbb_thread_cap_belongs_to_the_application") {
+  using tbb::global_control;
+  const std::size_t cap = global_control::active_value(global_control::max_allowed_parallelism);
+  const std::size_t allowed = cap > 1 ? cap - 1 : 1;
+  // Counts the distinct threads that produced samples; each sample sleeps so that tasks overlap.
+  auto run = [](std::size_t workers, std::size_t& reported) {
+    std::mutex m;
+    std::set<std::thread::id> threads;
+    auto src = make_source(96, reference_fields(), [&](sample& s) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      produce_reference(s);
+      std::lock_guard lock(m);
+      threads.insert(std::this_thread::get_id());
+    });
+    loader l(src, cpu_options(32, workers));
+    reported = l.workers();
+    std::uint64_t batches = 0;
+    while (auto b = l.next()) {
+      check_batch_against_reference(*b, 2024, 0, 32);
+      ++batches;
+    }
+    CHECK(batches == 3);
+    return threads.size();
+  };
+  SUBCASE("more workers than the cap: the loader runs what TBB allows and leaves the cap alone") {
+    std::size_t reported = 0;
+    const std::size_t used = run(allowed + 3, reported);
+    CHECK(reported == allowed);
+    CHECK(used <= reported);
+    CHECK(global_control::active_value(global_control::max_allowed_parallelism) == cap);
+  }
+  SUBCASE("an application that raises the cap gets every worker it asks for") {
+    const global_control raised(global_control::max_allowed_parallelism, 10);
+    std::size_t reported = 0;
+    const std::size_t used = run(9, reported);
+    CHECK(reported == 9);
+    CHECK(used >= 2);
+    CHECK(used <= 9);
+  }
+  CHECK(global_control::active_value(global_control::max_allowed_parallelism) == cap);
 }
 
 TEST_CASE("loader.contents.bit_identical_for_any_worker_count") {

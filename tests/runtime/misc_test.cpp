@@ -54,7 +54,7 @@ TEST_CASE("device.spelling_and_local_rank") {
   CHECK(device_spec("cuda").to_string() == "cuda:0");
   CHECK(device_spec().which() == device_spec::kind::automatic);
   CHECK(device_spec("local_rank").to_string() == "local_rank");
-  CHECK_THROWS_WITH_AS(device_spec::cuda(-2), doctest::Contains("cuda:-2"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS((void)device_spec::cuda(-2), doctest::Contains("cuda:-2"), std::invalid_argument);
   loader_options o;
   CHECK(o.device.to_string() == "auto");
   CHECK_THROWS_WITH_AS(o.device = "gpu0", doctest::Contains("unknown device 'gpu0'"), std::invalid_argument);

@@ -72,22 +72,10 @@ PINFEED_HD class_counts balanced_counts(std::int64_t positives, std::int64_t neg
 
 /// Checks shapes, types, pointers and parameters; throws std::invalid_argument naming the bad value.
 void validate(const sampler_args& a, const sampler_params& p);
-namespace detail {
-/// validate() without the pointer checks (for temp-storage queries).
-void validate_shapes(const sampler_args& a, const sampler_params& p);
-/// The GPU samplers' checks that need no CUDA call: shapes and parameters, the pointers when
-/// `running`, and the per-call limits (rows, rows * k; n for the naive one).
-void validate_gpu_shapes(const sampler_args& a, const sampler_params& p, bool running);
-void validate_naive_gpu_shapes(const sampler_args& a, const sampler_params& p, bool running);
-}  // namespace detail
 
 /// Host implementation (the reference): rows in parallel with TBB. Host pointers. Throws
 /// std::invalid_argument before touching any output on bad input.
 void balanced_sample_cpu(const sampler_args& a, const sampler_params& p);
-
-/// The dynamic-shape formulation as a per-row host loop (nonzero -> randperm -> cat -> randperm):
-/// a benchmark baseline. Its picks follow the same counts but not the same bits as the reference.
-void naive_sample_cpu(const sampler_args& a, const sampler_params& p);
 
 /// Device implementation, CUB-style two-phase: with d_temp == nullptr only sets temp_bytes (the
 /// pointers may still be null then); then call again with a buffer of that size. Limits: rows up to
@@ -110,12 +98,5 @@ void balanced_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_ar
 /// the last check, found its state inconsistent (see above). Reads host memory only: it does not
 /// synchronize, so synchronize the stream first to include the calls still in flight.
 void check_sampler_faults();
-
-/// The dynamic-shape formulation on the GPU: per row, cub::DeviceSelect of positives and negatives,
-/// then the counts are copied to the host (the synchronization the static version removes), then
-/// random permutations and a gather. Benchmark baseline; two-phase temp storage like the above.
-/// n up to 2^31 - 1 (CUB's item counts); synchronizes `stream` once per row.
-void naive_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
-                      cudaStream_t stream);
 
 }  // namespace pinfeed::ops

@@ -24,7 +24,12 @@ namespace pinfeed {
 
 struct loader_options {
   std::size_t batch_size = 32;
-  std::size_t workers = 0;             ///< worker threads; 0 = one per hardware thread
+  /// Worker threads; 0 = as many as TBB allows. TBB caps the threads of a process
+  /// (tbb::global_control::max_allowed_parallelism, by default the hardware threads, one of them
+  /// the caller's), and the loader runs min(workers, that cap - 1) and logs a warning when that is
+  /// fewer than asked. The loader never changes the cap: an application that wants more workers
+  /// than that holds its own tbb::global_control while the loader lives (the pinfeed tools do).
+  std::size_t workers = 0;
   std::size_t prefetch = 2;            ///< batches produced ahead of the consumer
   std::size_t max_batches_in_use = 1;  ///< batches the consumer may hold at once (slots = prefetch + this)
   device_spec device;                  ///< auto (default), cpu, cuda, cuda:N, local_rank: see device_spec
@@ -129,6 +134,7 @@ class loader {
   /// Host memory held by the slot arena: slots() * slot_bytes(), fixed at construction.
   [[nodiscard]] std::size_t host_bytes() const noexcept;
   [[nodiscard]] std::size_t device_bytes() const noexcept;
+  /// The worker threads that run (see loader_options::workers).
   [[nodiscard]] std::size_t workers() const noexcept;
 
   [[nodiscard]] stats_snapshot stats() const;

@@ -10,7 +10,6 @@
 #include <thread>
 
 #include <nlohmann/json.hpp>
-#include <opencv2/core.hpp>
 
 #include "pinfeed/doctor/doctor.hpp"
 #include "pinfeed/doctor/stages.hpp"
@@ -18,6 +17,7 @@
 #include "pinfeed/loaders/image_files.hpp"
 #include "pinfeed/loaders/synthetic.hpp"
 #include "pinfeed/runtime/error.hpp"
+#include "image_fixtures.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -123,22 +123,12 @@ void check_json_and_consistency(const doctor_report& r) {
   CHECK(r.to_text().find("verdict: " + r.verdict) != std::string::npos);
 }
 
-cv::Mat picture(int h, int w, int seed) {
-  cv::Mat m(h, w, CV_8UC3);
-  for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x)
-      m.at<cv::Vec3b>(y, x) = cv::Vec3b(static_cast<uchar>(x * 3 + seed), static_cast<uchar>(y * 5), static_cast<uchar>(x + y));
-  return m;
-}
-
 std::vector<image_file> jpeg_folder(const fs::path& root, int n) {
   for (int i = 0; i < n; ++i) {
     const fs::path dir = root / (i % 2 ? "b" : "a");
     fs::create_directories(dir);
-    const cv::Mat m = picture(60 + i % 5, 80, i);
-    const auto jpeg = encode_jpeg({m.data, m.total() * 3}, m.cols, m.rows);
-    std::ofstream f(dir / ("img" + std::to_string(i) + ".jpg"), std::ios::binary);
-    REQUIRE(f.write(reinterpret_cast<const char*>(jpeg.data()), static_cast<std::streamsize>(jpeg.size())));
+    const int h = 60 + i % 5;
+    test::write_bytes(dir / ("img" + std::to_string(i) + ".jpg"), encode_jpeg(test::picture_rgb(h, 80, i), 80, h));
   }
   return list_image_folder(root.string()).files;
 }

@@ -21,24 +21,25 @@
 #include "pinfeed/loaders/pipeline_source.hpp"
 #include "pinfeed/runtime/epoch_order.hpp"
 #include "pinfeed/runtime/error.hpp"
+#include "image_fixtures.hpp"
 #include "test_util.hpp"
 #include "pinfeed/runtime/loader.hpp"
 
 namespace fs = std::filesystem;
 using namespace pinfeed;
 using namespace pinfeed::loaders;
+using pinfeed::test::jpeg_class_folder;
 using pinfeed::test::temp_dir;
+using pinfeed::test::write_bytes;
 
 namespace {
 
-/// A smooth colourful test picture (JPEG-friendly), BGR as OpenCV keeps it.
+/// The shared test picture (image_fixtures.hpp) as OpenCV keeps it, BGR.
 cv::Mat picture(int h, int w, int seed) {
-  cv::Mat m(h, w, CV_8UC3);
-  for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x)
-      m.at<cv::Vec3b>(y, x) = cv::Vec3b(static_cast<uchar>((x * 255) / w), static_cast<uchar>((y * 255) / h),
-                                        static_cast<uchar>((x + y + seed * 40) % 256));
-  return m;
+  std::vector<std::uint8_t> rgb = test::picture_rgb(h, w, seed);
+  cv::Mat bgr;
+  cv::cvtColor(cv::Mat(h, w, CV_8UC3, rgb.data()), bgr, cv::COLOR_RGB2BGR);
+  return bgr;
 }
 
 std::vector<std::byte> encode(const cv::Mat& m, const std::string& ext, std::vector<int> params = {}) {
@@ -81,21 +82,6 @@ int max_abs_diff(const std::vector<std::byte>& got, const cv::Mat& ref) {
   for (std::size_t i = 0; i < got.size(); ++i)
     worst = std::max(worst, std::abs(static_cast<int>(got[i]) - static_cast<int>(ref.data[i])));
   return worst;
-}
-
-void write_bytes(const fs::path& p, const std::vector<std::byte>& b) {
-  std::ofstream out(p, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-}
-
-/// `count` JPEGs a.jpg, b.jpg, ... in <root>/c, image i of size (height + i * grow) x width; their
-/// listing as an image folder.
-std::vector<image_file> jpeg_class_folder(const fs::path& root, int count, int height, int grow, int width) {
-  fs::create_directories(root / "c");
-  for (int i = 0; i < count; ++i)
-    write_bytes(root / "c" / (std::string(1, static_cast<char>('a' + i)) + ".jpg"),
-                encode(picture(height + grow * i, width, i), ".jpg"));
-  return list_image_folder(root.string()).files;
 }
 
 /// Under error_policy::skip: the first batch has `size` samples, and exactly one failure, naming

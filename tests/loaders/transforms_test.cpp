@@ -9,7 +9,6 @@
 #include <set>
 #include <vector>
 
-#include <unistd.h>
 
 #include "test_util.hpp"
 #include "pinfeed/loaders/pipeline_source.hpp"
@@ -218,8 +217,8 @@ TEST_CASE("transforms.registry_takes_a_transform_of_ones_own") {
 }
 
 TEST_CASE("transforms.pipeline_file") {
-  const auto dir = std::filesystem::temp_directory_path() / ("pinfeed_pipe_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const test::temp_dir scratch;
+  const auto& dir = scratch.path;
   const auto good = (dir / "good.json").string(), bad = (dir / "bad.json").string(), list = (dir / "list.json").string();
   std::ofstream(good) << R"J({"transforms": ["crop(16)", "mask(0.1)", "ycbcr", "scale"]})J";
   std::ofstream(list) << R"J(["crop(16),hflip"])J";
@@ -233,7 +232,6 @@ TEST_CASE("transforms.pipeline_file") {
   CHECK_THROWS_WITH_AS(load_pipeline_file(bad), doctest::Contains("not JSON"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(load_pipeline_file((dir / "missing.json").string()), doctest::Contains("missing.json"),
                        std::invalid_argument);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("pipeline_source.the_articles_pipeline_host_and_device_tail_agree") {

@@ -7,16 +7,18 @@
 #include <numeric>
 #include <string>
 
-#include <unistd.h>
 
 #include "pinfeed/runtime/npy.hpp"
+#include "test_util.hpp"
 
 using namespace pinfeed;
 
 namespace {
 
+/// A path in this test run's scratch directory (removed at exit).
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("pinfeed_npy_" + std::to_string(::getpid()) + "_" + name)).string();
+  static const test::temp_dir scratch;
+  return (scratch.path / name).string();
 }
 
 /// Writes an .npy file by hand: version 1 header `dict` (padded), then `data_bytes` bytes.

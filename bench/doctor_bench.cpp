@@ -20,7 +20,7 @@ double median_of(std::vector<double> v) {
 }
 
 doctor_pipeline article_pipeline(const doctor_bench_options& o) {
-  return {loaders::reader_from_source(loaders::make_synthetic_source({o.samples, 1024, 1024, 1000})),
+  return {loaders::make_reader_from_source(loaders::make_synthetic_source({o.samples, 1024, 1024, 1000})),
           loaders::parse_pipeline(o.transforms),
           {}};
 }

@@ -113,9 +113,9 @@ void run_pipeline_once(const pipeline_bench_options& o, std::ostream& out) {
   // (b) JPEG folder and (c) the same JPEGs in shards, RandomResizedCrop(224) + flip, uint8 out
   const auto files = loaders::list_image_folder((fs::path(o.data_dir) / "jpeg").string()).files;
   const auto steps = loaders::parse_pipeline("rrc(224),hflip");
-  auto folder = std::make_shared<loaders::pipeline_source>(loaders::image_files_reader(files), steps);
+  auto folder = std::make_shared<loaders::pipeline_source>(loaders::make_image_files_reader(files), steps);
   const auto shard_paths = loaders::expand_shard_pattern((fs::path(o.data_dir) / "shards" / "train-*.tar").string());
-  auto shards = std::make_shared<loaders::pipeline_source>(loaders::shard_reader(shard_paths), steps);
+  auto shards = std::make_shared<loaders::pipeline_source>(loaders::make_shard_reader(shard_paths), steps);
   const auto n = static_cast<std::int64_t>(files.size());
   emit(out, "jpeg_folder_rrc_flip", workers, n, epoch_seconds(folder, workers, o.batch, o.repeats));
   emit(out, "jpeg_shards_rrc_flip", workers, n, epoch_seconds(shards, workers, o.batch, o.repeats));
@@ -127,7 +127,7 @@ void run_pipeline_once(const pipeline_bench_options& o, std::ostream& out) {
   loaders::decode_options libjpeg_huffman;
   libjpeg_huffman.huffman = loaders::decode_options::huffman_decoder::libjpeg;
   auto folder_libjpeg =
-      std::make_shared<loaders::pipeline_source>(loaders::image_files_reader(files, libjpeg_huffman), steps);
+      std::make_shared<loaders::pipeline_source>(loaders::make_image_files_reader(files, libjpeg_huffman), steps);
   const double one_libjpeg = epoch_seconds(folder_libjpeg, 1, o.batch, o.repeats);
   emit(out, "jpeg_folder_rrc_flip_1worker_libjpeg_huffman", 1, n, one_libjpeg);
   out << with_host({{"bench", "pipeline"}, {"workload", "pinfeed_huffman_over_libjpeg_huffman"}, {"ratio", one_libjpeg / one}}).dump()

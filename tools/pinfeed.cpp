@@ -137,16 +137,16 @@ pipeline_parts make_pipeline(const run_args& a, const pinfeed::device_choice& de
   if (!a.pipeline_file.empty()) p.steps = pinfeed::loaders::load_pipeline_file(a.pipeline_file);
   // Sources: synthetic | folder:PATH (ImageFolder layout) | list:FILE ("path label" lines) | shards:PATTERN.
   if (a.source == "synthetic") {
-    p.reader = pinfeed::loaders::reader_from_source(
+    p.reader = pinfeed::loaders::make_reader_from_source(
         pinfeed::loaders::make_synthetic_source({a.samples, a.height, a.width, 1000}));
   } else if (a.source.rfind("shards:", 0) == 0) {
     pinfeed::loaders::shard_options so;
     so.decode.max_pixels = a.max_pixels;
-    p.reader = pinfeed::loaders::shard_reader(pinfeed::loaders::expand_shard_pattern(a.source.substr(7)), so);
+    p.reader = pinfeed::loaders::make_shard_reader(pinfeed::loaders::expand_shard_pattern(a.source.substr(7)), so);
   } else if (auto files = image_files_of(a.source)) {
     pinfeed::loaders::decode_options d;
     d.max_pixels = a.max_pixels;
-    p.reader = pinfeed::loaders::image_files_reader(std::move(*files), d);
+    p.reader = pinfeed::loaders::make_image_files_reader(std::move(*files), d);
   } else {
     throw std::invalid_argument("unknown source '" + a.source +
                                 "' (synthetic, folder:PATH, list:FILE or shards:PATTERN)");

@@ -145,7 +145,7 @@ std::vector<image_file> parse_file_list(std::string_view text_all, const std::st
   return files;
 }
 
-std::shared_ptr<image_reader> image_files_reader(std::vector<image_file> files, decode_options options) {
+std::shared_ptr<image_reader> make_image_files_reader(std::vector<image_file> files, decode_options options) {
   return std::make_shared<files_reader>(std::move(files), options);
 }
 

@@ -123,13 +123,13 @@ class source_reader final : public image_reader {
 
 }  // namespace
 
-std::shared_ptr<image_reader> reader_from_source(std::shared_ptr<source> base, const std::string& image_field) {
+std::shared_ptr<image_reader> make_reader_from_source(std::shared_ptr<source> base, const std::string& image_field) {
   return std::make_shared<source_reader>(std::move(base), image_field);
 }
 
 pipeline_source::pipeline_source(std::shared_ptr<source> base, pipeline steps, pipeline_source_options options,
                                  const std::string& image_field)
-    : pipeline_source(reader_from_source(std::move(base), image_field), std::move(steps), std::move(options)) {}
+    : pipeline_source(make_reader_from_source(std::move(base), image_field), std::move(steps), std::move(options)) {}
 
 pipeline_source::pipeline_source(std::shared_ptr<image_reader> reader, pipeline steps, pipeline_source_options options)
     : reader_(std::move(reader)), options_(std::move(options)), steps_(steps) {

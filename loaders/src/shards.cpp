@@ -345,7 +345,7 @@ void append_member(std::ofstream& out, const std::string& name, std::span<const 
 
 }  // namespace
 
-std::shared_ptr<image_reader> shard_reader(const std::vector<std::string>& shards, shard_options options) {
+std::shared_ptr<image_reader> make_shard_reader(const std::vector<std::string>& shards, shard_options options) {
   return std::make_shared<tar_reader>(shards, std::move(options));
 }
 

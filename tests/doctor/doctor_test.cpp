@@ -43,7 +43,7 @@ class sleepy final : public transform {
 };
 
 std::shared_ptr<image_reader> small_synthetic(std::uint64_t n = 64, std::int64_t side = 48) {
-  return reader_from_source(make_synthetic_source({n, side, side, 10}));
+  return make_reader_from_source(make_synthetic_source({n, side, side, 10}));
 }
 
 /// Short modes: the planted effects are 10x and more, far above the noise of a short run.
@@ -140,7 +140,7 @@ TEST_CASE("doctor.bad_samples_are_counted_in_the_report") {
   const auto files = jpeg_folder(d.path, 12);
   std::ofstream(files[3].path, std::ios::trunc) << "not a JPEG";
   std::ofstream(files[8].path, std::ios::trunc) << "";
-  doctor_pipeline p{image_files_reader(files), parse_pipeline("rrc(32)"), {}};
+  doctor_pipeline p{make_image_files_reader(files), parse_pipeline("rrc(32)"), {}};
   p.source.on_error = error_policy::skip;
   doctor_options o = quick(2, 4);
   o.per_transform = false;
@@ -160,7 +160,7 @@ TEST_CASE("doctor.slow_source_is_named") {
   for (std::size_t workers : {1u, 2u}) {
     CAPTURE(workers);
     // Every read waits: the planted bottleneck.
-    doctor_pipeline p{make_slow_storage(image_files_reader(files), {15.0, 0.0}), parse_pipeline("rrc(32),hflip"), {}};
+    doctor_pipeline p{make_slow_storage(make_image_files_reader(files), {15.0, 0.0}), parse_pipeline("rrc(32),hflip"), {}};
     doctor_options o = quick(workers, 4);
     o.per_transform = false;
     const doctor_report r = doctor(p, o);
@@ -183,7 +183,7 @@ TEST_CASE("doctor.slow_transform_is_named_with_its_share") {
   for (std::size_t workers : {1u, 2u}) {
     CAPTURE(workers);
     doctor_pipeline p{small_synthetic(),
-                      pipeline({random_crop(32), std::make_shared<sleepy>(3.0), random_hflip()}), {}};
+                      pipeline({make_random_crop(32), std::make_shared<sleepy>(3.0), make_random_hflip()}), {}};
     const doctor_report r = doctor(p, quick(workers));
     MESSAGE(r.to_text());
     REQUIRE(!r.bottleneck.empty());
@@ -286,7 +286,7 @@ TEST_CASE("doctor.bad_input_is_refused_clearly") {
   for (int i = 0; i < 6; ++i) std::ofstream(d.path / "a" / ("bad" + std::to_string(i) + ".jpg")) << "not a jpeg";
   const auto files = list_image_folder(d.path.string()).files;
   pinfeed::test::run_with_timeout(std::chrono::seconds(120), [&] {
-    doctor_pipeline bad{image_files_reader(files), parse_pipeline("rrc(16)"), {}};
+    doctor_pipeline bad{make_image_files_reader(files), parse_pipeline("rrc(16)"), {}};
     CHECK_THROWS_WITH_AS((void)doctor(bad, quick(2)), doctest::Contains("bad0.jpg"), sample_error);
     bad.source.on_error = error_policy::skip;
     CHECK_THROWS_WITH_AS((void)doctor(bad, quick(2)), doctest::Contains("every one of the 6 samples failed"), sample_error);
@@ -390,7 +390,7 @@ TEST_CASE("doctor.throttled_copy_is_named" * doctest::test_suite("gpu")) {
 TEST_CASE("doctor.article_pipeline_verdict_is_the_articles") {
   // The main job's workload: random 1024x1024 images -> crop(256), mask(0.25), ycbcr, scale. The
   // article found the raw-image generation and the transforms, not the copy, limit it.
-  doctor_pipeline p{reader_from_source(make_synthetic_source({512, 1024, 1024, 1000})),
+  doctor_pipeline p{make_reader_from_source(make_synthetic_source({512, 1024, 1024, 1000})),
                     parse_pipeline("crop(256),mask(0.25),ycbcr,scale"), {}};
   doctor_options o = quick(2, 64);
   o.min_mode_seconds = 0.5;

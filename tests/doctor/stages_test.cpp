@@ -51,7 +51,7 @@ first_batch take_first(const std::shared_ptr<source>& src, const loader_options&
 
 TEST_CASE("stages.emulated_slow_storage") {
   // Lower bounds only: a sleep is never shorter than asked.
-  auto base = reader_from_source(make_synthetic_source({12, 16, 16, 10}));
+  auto base = make_reader_from_source(make_synthetic_source({12, 16, 16, 10}));
   const loader_options o = pinfeed::test::cpu_loader(4, 2, 1);
   auto slow = std::make_shared<pipeline_source>(make_slow_storage(base, {4.0, 0.0}), parse_pipeline("crop(8)"));
   CHECK(slow->name().find("storage emulated: 4 ms") != std::string::npos);
@@ -77,7 +77,7 @@ TEST_CASE("stages.emulated_slow_storage") {
 }
 
 TEST_CASE("stages.caching_at_a_stage_serves_a_pool_of_samples") {
-  auto reader = reader_from_source(make_synthetic_source({40, 24, 24, 1000}));
+  auto reader = make_reader_from_source(make_synthetic_source({40, 24, 24, 1000}));
   const auto steps = parse_pipeline("crop(16),hflip,ycbcr,scale");
   const loader_options o = pinfeed::test::cpu_loader(40, 2, 6);
   const auto full = std::make_shared<pipeline_source>(reader, steps);
@@ -135,7 +135,7 @@ TEST_CASE("stages.cache_stages_over_encoded_files") {
   const loader_options o = pinfeed::test::cpu_loader(16, 2, 9);
   const auto steps = parse_pipeline("rrc(24),hflip");
   const auto piped = [&](pipeline_source_options po = {}) {
-    return std::make_shared<pipeline_source>(image_files_reader(files), steps, po);
+    return std::make_shared<pipeline_source>(make_image_files_reader(files), steps, po);
   };
   const auto run = [&](sample_cache c) { return take_first(make_cached_pipeline(piped(), c).source, o); };
   const auto plain = run({});

@@ -277,7 +277,7 @@ TEST_CASE("image_files.loader_end_to_end_pixels_labels_and_bad_data") {
   auto make = [&](error_policy policy) {
     pipeline_source_options po;
     po.on_error = policy;
-    return std::make_shared<pipeline_source>(image_files_reader(list_image_folder(d.path.string()).files),
+    return std::make_shared<pipeline_source>(make_image_files_reader(list_image_folder(d.path.string()).files),
                                              parse_pipeline("center_crop(16)"), po);
   };
   loader_options o;
@@ -360,7 +360,7 @@ TEST_CASE("image_files.loader_end_to_end_pixels_labels_and_bad_data") {
   {
     loader_options o3 = o;
     o3.batch_size = 3;
-    loader l3(std::make_shared<pipeline_source>(image_files_reader(list_image_folder(big.string()).files),
+    loader l3(std::make_shared<pipeline_source>(make_image_files_reader(list_image_folder(big.string()).files),
                                                 parse_pipeline("rrc(32),hflip")),
               o3);
     std::size_t n = 0;
@@ -374,7 +374,7 @@ TEST_CASE("image_files.loader_end_to_end_pixels_labels_and_bad_data") {
   std::ofstream(d.path / "list.txt") << "class1/img0.png 0\nclass1/missing.png 1\n";
   loader_options o2 = o;
   o2.batch_size = 2;
-  loader l(std::make_shared<pipeline_source>(image_files_reader(read_file_list((d.path / "list.txt").string())),
+  loader l(std::make_shared<pipeline_source>(make_image_files_reader(read_file_list((d.path / "list.txt").string())),
                                              parse_pipeline("center_crop(16)")),
            o2);
   CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("'read'"), sample_error);
@@ -394,7 +394,7 @@ TEST_CASE("image_files.oversized_image_under_both_policies") {
   o.device = "cpu";
   const auto files = list_image_folder(d.path.string()).files;
   {
-    loader l(std::make_shared<pipeline_source>(image_files_reader(files, limit), parse_pipeline("center_crop(16)")), o);
+    loader l(std::make_shared<pipeline_source>(make_image_files_reader(files, limit), parse_pipeline("center_crop(16)")), o);
     try {
       (void)l.next();
       FAIL("the oversized image must fail its batch");
@@ -407,7 +407,7 @@ TEST_CASE("image_files.oversized_image_under_both_policies") {
   }
   pipeline_source_options skip;
   skip.on_error = error_policy::skip;
-  check_one_skipped(std::make_shared<pipeline_source>(image_files_reader(files, limit), parse_pipeline("center_crop(16)"), skip),
+  check_one_skipped(std::make_shared<pipeline_source>(make_image_files_reader(files, limit), parse_pipeline("center_crop(16)"), skip),
                     o, 3, "1.jpg");
 }
 
@@ -421,7 +421,7 @@ TEST_CASE("image_files.shuffled_skip_takes_a_drawn_stand_in_and_runs_are_determi
   pipeline_source_options skip;
   skip.on_error = error_policy::skip;
   auto make = [&] {
-    return std::make_shared<pipeline_source>(image_files_reader(files), parse_pipeline("center_crop(8),hflip"), skip);
+    return std::make_shared<pipeline_source>(make_image_files_reader(files), parse_pipeline("center_crop(8),hflip"), skip);
   };
   loader_options o;
   o.batch_size = 5;
@@ -487,7 +487,7 @@ TEST_CASE("image_files.skip_reads_each_bad_file_once_per_epoch_and_spreads_stand
     pipeline_source_options skip;
     skip.on_error = error_policy::skip;
     skip.max_bad_fraction = max_bad_fraction;
-    return std::make_shared<pipeline_source>(image_files_reader(files), parse_pipeline("center_crop(8)"), skip);
+    return std::make_shared<pipeline_source>(make_image_files_reader(files), parse_pipeline("center_crop(8)"), skip);
   };
   loader_options o = test::cpu_loader(4, 2, 9);
   o.order = {true, 0, 1, false};
@@ -615,7 +615,7 @@ TEST_CASE("image_files.jpeg_window_decoding_in_the_pipeline") {
   for (const char* spec : {"rrc(32)", "center_crop(64)", "crop(48)"}) {
     CAPTURE(spec);
     const auto steps = parse_pipeline(spec);
-    loader l(std::make_shared<pipeline_source>(image_files_reader(files), steps), o);
+    loader l(std::make_shared<pipeline_source>(make_image_files_reader(files), steps), o);
     auto b = l.next();
     REQUIRE(b);
     const auto img = b->field("image");

@@ -83,7 +83,7 @@ TEST_CASE("shards.pack_then_read_equals_the_folder") {
   // And the shards give the very batches the folder gives.
   const auto pattern = (d.path / "train-*.tar").string();
   CHECK(expand_shard_pattern(pattern) == shards);
-  CHECK(checksums(shard_reader(shards)) == checksums(image_files_reader(listing.files)));
+  CHECK(checksums(make_shard_reader(shards)) == checksums(make_image_files_reader(listing.files)));
 }
 
 TEST_CASE("shards.read_gnu_tar_archives_with_long_names") {
@@ -105,7 +105,7 @@ TEST_CASE("shards.read_gnu_tar_archives_with_long_names") {
     std::set<std::string> names;
     for (const auto& m : members) names.insert(m.name);
     CHECK(names.count("./" + dir + "/sample01.png") == 1);
-    auto reader = shard_reader({tar.string()});
+    auto reader = make_shard_reader({tar.string()});
     CHECK(reader->size() == 2);
     loader_options o;
     o.batch_size = 2;
@@ -152,8 +152,8 @@ TEST_CASE("shards.malformed_shards_fail_at_construction") {
   };
   auto expect = [&](const std::string& path, const char* needle) {
     CAPTURE(needle);
-    CHECK_THROWS_WITH_AS((void)shard_reader({path}), doctest::Contains(needle), std::invalid_argument);
-    CHECK_THROWS_WITH_AS((void)shard_reader({path}), doctest::Contains(path.c_str()), std::invalid_argument);
+    CHECK_THROWS_WITH_AS((void)make_shard_reader({path}), doctest::Contains(needle), std::invalid_argument);
+    CHECK_THROWS_WITH_AS((void)make_shard_reader({path}), doctest::Contains(path.c_str()), std::invalid_argument);
   };
   expect(write("truncated.tar", std::vector<std::byte>(bytes.begin(), bytes.begin() + 700)), "truncated");
   expect(write("cut.tar", std::vector<std::byte>(bytes.begin(), bytes.begin() + 520)), "runs past the end");
@@ -172,5 +172,5 @@ TEST_CASE("shards.malformed_shards_fail_at_construction") {
   auto bad_label = bytes;
   bad_label[members[1].offset] = std::byte{'x'};
   expect(write("badlabel.tar", bad_label), "has label 'x', not an integer");
-  CHECK_THROWS_WITH_AS((void)shard_reader({}), doctest::Contains("no shard"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS((void)make_shard_reader({}), doctest::Contains("no shard"), std::invalid_argument);
 }

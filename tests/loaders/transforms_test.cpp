@@ -46,7 +46,7 @@ owned_image run_step(const transform& t, const owned_image& in, philox_stream rn
 
 TEST_CASE("transforms.crop_windows") {
   auto im = random_image(8, 9, 1);
-  const auto crop = random_crop(6);
+  const auto crop = make_random_crop(6);
   std::set<std::pair<int, int>> offsets;
   for (std::uint64_t i = 0; i < 400; ++i) {
     const auto out = run_step(*crop, im, philox_stream(3, 0, i, 100));
@@ -69,17 +69,17 @@ TEST_CASE("transforms.crop_windows") {
   CHECK(offsets.size() == 12);  // every placement occurs
   // Same stream, same window.
   CHECK(run_step(*crop, im, philox_stream(3, 0, 7, 100)).bytes == run_step(*crop, im, philox_stream(3, 0, 7, 100)).bytes);
-  const auto centre = run_step(*center_crop(4), im, philox_stream(0, 0, 0));
+  const auto centre = run_step(*make_center_crop(4), im, philox_stream(0, 0, 0));
   for (int y = 0; y < 4; ++y) CHECK(std::memcmp(centre.bytes.data() + y * 12, im.bytes.data() + ((2 + y) * 9 + 2) * 3, 12) == 0);
-  CHECK_THROWS_WITH_AS((void)random_crop(10)->output_spec(im.spec), doctest::Contains("smaller than the crop"),
+  CHECK_THROWS_WITH_AS((void)make_random_crop(10)->output_spec(im.spec), doctest::Contains("smaller than the crop"),
                        std::invalid_argument);
   auto small = random_image(5, 20, 2);
-  CHECK_THROWS_WITH_AS((void)random_crop(6)->output_spec(small.spec), doctest::Contains("input 5x20x3"),
+  CHECK_THROWS_WITH_AS((void)make_random_crop(6)->output_spec(small.spec), doctest::Contains("input 5x20x3"),
                        std::invalid_argument);
   std::vector<std::byte> out(6 * 6 * 3);  // variable-size inputs reach apply(): it checks too
-  CHECK_THROWS_WITH_AS(random_crop(6)->apply(small.view(), {out.data(), {6, 6, 3, dtype::u8}}, philox_stream(0, 0, 0)),
+  CHECK_THROWS_WITH_AS(make_random_crop(6)->apply(small.view(), {out.data(), {6, 6, 3, dtype::u8}}, philox_stream(0, 0, 0)),
                        doctest::Contains("image 5x20"), std::runtime_error);
-  CHECK_THROWS_AS(random_crop(0), std::invalid_argument);
+  CHECK_THROWS_AS(make_random_crop(0), std::invalid_argument);
 }
 
 TEST_CASE("transforms.mask_matches_convolve2d_reference") {
@@ -87,7 +87,7 @@ TEST_CASE("transforms.mask_matches_convolve2d_reference") {
     CAPTURE(ratio);
     auto im = random_image(31, 17, 4);
     const philox_stream rng(5, 1, 2, 101);
-    const auto out = run_step(*random_mask(ratio), im, rng);
+    const auto out = run_step(*make_random_mask(ratio), im, rng);
     // Reference: pick = word p < ratio * 2^32; dilated = convolve2d(pick, cross, 'same') > 0.
     const double limit = ratio * 4294967296.0;
     std::vector<int> pick(31 * 17);
@@ -112,23 +112,23 @@ TEST_CASE("transforms.mask_matches_convolve2d_reference") {
   }
   // Interior pixels survive with probability (1 - r)^5: 23.7% at r = 0.25.
   auto big = random_image(256, 256, 9);
-  const auto out = run_step(*random_mask(0.25), big, philox_stream(1, 0, 0, 101));
+  const auto out = run_step(*make_random_mask(0.25), big, philox_stream(1, 0, 0, 101));
   std::size_t zero_pixels = 0;
   for (std::size_t p = 0; p < 256 * 256; ++p)
     zero_pixels += out.bytes[3 * p] == std::byte{0} && out.bytes[3 * p + 1] == std::byte{0} && out.bytes[3 * p + 2] == std::byte{0};
   CHECK(zero_pixels / 65536.0 == doctest::Approx(1 - std::pow(0.75, 5)).epsilon(0.02));
-  CHECK_THROWS_WITH_AS(random_mask(1.5), doctest::Contains("ratio must be in [0, 1], got 1.5"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(make_random_mask(1.5), doctest::Contains("ratio must be in [0, 1], got 1.5"), std::invalid_argument);
 }
 
 TEST_CASE("transforms.flip_and_pointwise_steps") {
   auto im = random_image(3, 4, 6);
-  const auto flipped = run_step(*random_hflip(1.0), im, philox_stream(0, 0, 0));
-  const auto same = run_step(*random_hflip(0.0), im, philox_stream(0, 0, 0));
+  const auto flipped = run_step(*make_random_hflip(1.0), im, philox_stream(0, 0, 0));
+  const auto same = run_step(*make_random_hflip(0.0), im, philox_stream(0, 0, 0));
   CHECK(same.bytes == im.bytes);
   for (int y = 0; y < 3; ++y)
     for (int x = 0; x < 4; ++x)
       CHECK(std::memcmp(flipped.bytes.data() + (y * 4 + x) * 3, im.bytes.data() + (y * 4 + 3 - x) * 3, 3) == 0);
-  auto ycc = run_step(*convert_ycbcr(), im, philox_stream(0, 0, 0));
+  auto ycc = run_step(*make_convert_ycbcr(), im, philox_stream(0, 0, 0));
   CHECK(ycc.spec.type == dtype::f32);
   const auto* f = reinterpret_cast<const float*>(ycc.bytes.data());
   const auto* u = reinterpret_cast<const std::uint8_t*>(im.bytes.data());
@@ -136,13 +136,13 @@ TEST_CASE("transforms.flip_and_pointwise_steps") {
     CHECK(f[3 * p] == doctest::Approx(0.299 * u[3 * p] + 0.587 * u[3 * p + 1] + 0.114 * u[3 * p + 2]).epsilon(1e-5));
     CHECK(f[3 * p + 1] == doctest::Approx(-0.16874 * u[3 * p] - 0.33126 * u[3 * p + 1] + 0.5 * u[3 * p + 2] + 128).epsilon(1e-5));
   }
-  const auto scaled = run_step(*scale(), ycc, philox_stream(0, 0, 0));
+  const auto scaled = run_step(*make_scale(), ycc, philox_stream(0, 0, 0));
   const auto* g = reinterpret_cast<const float*>(scaled.bytes.data());
   for (int i = 0; i < 36; ++i) CHECK(g[i] == f[i] * (1.0f / 255.0f));
-  const auto normed = run_step(*normalize({0.5f, 0.5f, 0.5f}, {0.25f, 0.25f, 0.25f}), scaled, philox_stream(0, 0, 0));
+  const auto normed = run_step(*make_normalize({0.5f, 0.5f, 0.5f}, {0.25f, 0.25f, 0.25f}), scaled, philox_stream(0, 0, 0));
   const auto* h = reinterpret_cast<const float*>(normed.bytes.data());
   for (int i = 0; i < 36; ++i) CHECK(h[i] == doctest::Approx((g[i] - 0.5f) / 0.25f).epsilon(1e-5));
-  CHECK_THROWS_WITH_AS(normalize({0, 0, 0}, {1, 0, 1}), doctest::Contains("std[1]"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(make_normalize({0, 0, 0}, {1, 0, 1}), doctest::Contains("std[1]"), std::invalid_argument);
 }
 
 TEST_CASE("transforms.parse_pipeline") {
@@ -292,14 +292,14 @@ TEST_CASE("pipeline_source.bad_input") {
 
 TEST_CASE("transforms.resize_and_random_resized_crop") {
   auto im = random_image(30, 40, 12);
-  const auto r = run_step(*resize(15), im, philox_stream(0, 0, 0));
+  const auto r = run_step(*make_resize(15), im, philox_stream(0, 0, 0));
   CHECK(r.spec.height == 15);
   CHECK(r.spec.width == 20);
-  CHECK(resize(15)->output_spec({-1, -1, 3, dtype::u8}).height == -1);  // varies with the input
+  CHECK(make_resize(15)->output_spec({-1, -1, 3, dtype::u8}).height == -1);  // varies with the input
   auto tall = random_image(50, 20, 13);
-  CHECK(run_step(*resize(10), tall, philox_stream(0, 0, 0)).spec.height == 25);
+  CHECK(run_step(*make_resize(10), tall, philox_stream(0, 0, 0)).spec.height == 25);
 
-  const auto rrc = random_resized_crop(16);
+  const auto rrc = make_random_resized_crop(16);
   CHECK(rrc->name() == "rrc(16,0.08,1,0.75,1.33333333)");
   CHECK(parse_pipeline(rrc->name()).to_string() == rrc->name());
   std::set<std::uint64_t> distinct;  // content hashes
@@ -321,8 +321,8 @@ TEST_CASE("transforms.resize_and_random_resized_crop") {
     shrinkable += need > 0 && need < 3000;
   }
   CHECK(shrinkable > 40);
-  CHECK(random_resized_crop(512)->min_short_side(300, 400, philox_stream(0, 0, 0)) == 0);
-  CHECK_THROWS_WITH_AS(random_resized_crop(16, 0.5, 0.2), doctest::Contains("scale range"), std::invalid_argument);
+  CHECK(make_random_resized_crop(512)->min_short_side(300, 400, philox_stream(0, 0, 0)) == 0);
+  CHECK_THROWS_WITH_AS(make_random_resized_crop(16, 0.5, 0.2), doctest::Contains("scale range"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(parse_pipeline("rrc(16,0.5)"), doctest::Contains("takes 1, 3 or 5 arguments"), std::invalid_argument);
 }
 
@@ -340,7 +340,7 @@ TEST_CASE("transforms.in_place_steps_match_out_of_place") {
       }
       im = f;
     }
-    for (const auto& t : {random_hflip(1.0), random_hflip(0.0), random_mask(0.3)}) {
+    for (const auto& t : {make_random_hflip(1.0), make_random_hflip(0.0), make_random_mask(0.3)}) {
       CAPTURE(t->name());
       REQUIRE(t->in_place());
       for (std::uint64_t i = 0; i < 6; ++i) {
@@ -352,8 +352,8 @@ TEST_CASE("transforms.in_place_steps_match_out_of_place") {
       }
     }
   }
-  CHECK_FALSE(random_crop(4)->in_place());
-  CHECK_FALSE(convert_ycbcr()->in_place());
+  CHECK_FALSE(make_random_crop(4)->in_place());
+  CHECK_FALSE(make_convert_ycbcr()->in_place());
 }
 
 TEST_CASE("pipeline_source.in_place_steps_give_the_step_by_step_result") {

@@ -48,14 +48,14 @@ class crop_transform final : public transform {
 
 }  // namespace
 
-std::shared_ptr<transform> random_crop(std::int64_t size) { return std::make_shared<crop_transform>(size, true); }
-std::shared_ptr<transform> center_crop(std::int64_t size) { return std::make_shared<crop_transform>(size, false); }
+std::shared_ptr<transform> make_random_crop(std::int64_t size) { return std::make_shared<crop_transform>(size, true); }
+std::shared_ptr<transform> make_center_crop(std::int64_t size) { return std::make_shared<crop_transform>(size, false); }
 
 void add_crop_kinds(std::vector<transform_kind>& kinds) {
   kinds.push_back({{"crop", "random_crop"}, 1, 1, "crop(N)",
-                   [](std::span<const double> a) { return random_crop(size_argument("crop", a[0])); }});
+                   [](std::span<const double> a) { return make_random_crop(size_argument("crop", a[0])); }});
   kinds.push_back({{"center_crop"}, 1, 1, "center_crop(N)",
-                   [](std::span<const double> a) { return center_crop(size_argument("center_crop", a[0])); }});
+                   [](std::span<const double> a) { return make_center_crop(size_argument("center_crop", a[0])); }});
 }
 
 }  // namespace pinfeed::loaders

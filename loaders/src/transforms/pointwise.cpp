@@ -85,25 +85,25 @@ class pointwise_transform final : public transform {
 
 }  // namespace
 
-std::shared_ptr<transform> convert_ycbcr() {
+std::shared_ptr<transform> make_convert_ycbcr() {
   return std::make_shared<pointwise_transform>(pointwise_transform::kind::ycbcr, 1.0f, std::array<float, 3>{},
                                                std::array<float, 3>{1, 1, 1});
 }
-std::shared_ptr<transform> scale(float factor) {
+std::shared_ptr<transform> make_scale(float factor) {
   return std::make_shared<pointwise_transform>(pointwise_transform::kind::scale, factor, std::array<float, 3>{},
                                                std::array<float, 3>{1, 1, 1});
 }
-std::shared_ptr<transform> normalize(std::array<float, 3> mean, std::array<float, 3> std) {
+std::shared_ptr<transform> make_normalize(std::array<float, 3> mean, std::array<float, 3> std) {
   return std::make_shared<pointwise_transform>(pointwise_transform::kind::normalize, 1.0f, mean, std);
 }
 
 void add_pointwise_kinds(std::vector<transform_kind>& kinds) {
-  kinds.push_back({{"ycbcr", "convert_color"}, 0, 0, "ycbcr", [](std::span<const double>) { return convert_ycbcr(); }});
+  kinds.push_back({{"ycbcr", "convert_color"}, 0, 0, "ycbcr", [](std::span<const double>) { return make_convert_ycbcr(); }});
   kinds.push_back({{"scale"}, 0, 1, "scale[(F)]", [](std::span<const double> a) {
-                     return scale(a.empty() ? 1.0f / 255.0f : static_cast<float>(a[0]));
+                     return make_scale(a.empty() ? 1.0f / 255.0f : static_cast<float>(a[0]));
                    }});
   kinds.push_back({{"normalize"}, 6, 6, "normalize(m0,m1,m2,s0,s1,s2)", [](std::span<const double> a) {
-                     return normalize({static_cast<float>(a[0]), static_cast<float>(a[1]), static_cast<float>(a[2])},
+                     return make_normalize({static_cast<float>(a[0]), static_cast<float>(a[1]), static_cast<float>(a[2])},
                                       {static_cast<float>(a[3]), static_cast<float>(a[4]), static_cast<float>(a[5])});
                    }});
 }

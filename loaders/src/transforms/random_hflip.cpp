@@ -88,11 +88,11 @@ class hflip_transform final : public transform {
 
 }  // namespace
 
-std::shared_ptr<transform> random_hflip(double p) { return std::make_shared<hflip_transform>(p); }
+std::shared_ptr<transform> make_random_hflip(double p) { return std::make_shared<hflip_transform>(p); }
 
 void add_random_hflip_kinds(std::vector<transform_kind>& kinds) {
   kinds.push_back({{"hflip", "random_hflip"}, 0, 1, "hflip[(P)]",
-                   [](std::span<const double> a) { return random_hflip(a.empty() ? 0.5 : a[0]); }});
+                   [](std::span<const double> a) { return make_random_hflip(a.empty() ? 0.5 : a[0]); }});
 }
 
 }  // namespace pinfeed::loaders

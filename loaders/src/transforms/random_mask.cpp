@@ -68,10 +68,10 @@ class mask_transform final : public transform {
 
 }  // namespace
 
-std::shared_ptr<transform> random_mask(double ratio) { return std::make_shared<mask_transform>(ratio); }
+std::shared_ptr<transform> make_random_mask(double ratio) { return std::make_shared<mask_transform>(ratio); }
 
 void add_random_mask_kinds(std::vector<transform_kind>& kinds) {
-  kinds.push_back({{"mask", "random_mask"}, 1, 1, "mask(R)", [](std::span<const double> a) { return random_mask(a[0]); }});
+  kinds.push_back({{"mask", "random_mask"}, 1, 1, "mask(R)", [](std::span<const double> a) { return make_random_mask(a[0]); }});
 }
 
 }  // namespace pinfeed::loaders

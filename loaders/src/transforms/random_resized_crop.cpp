@@ -76,7 +76,7 @@ class rrc_transform final : public transform {
 
 }  // namespace
 
-std::shared_ptr<transform> random_resized_crop(std::int64_t size, double smin, double smax, double rmin, double rmax) {
+std::shared_ptr<transform> make_random_resized_crop(std::int64_t size, double smin, double smax, double rmin, double rmax) {
   return std::make_shared<rrc_transform>(size, smin, smax, rmin, rmax);
 }
 
@@ -87,7 +87,7 @@ void add_random_resized_crop_kinds(std::vector<transform_kind>& kinds) {
                      if (a.size() != 1 && a.size() != 3 && a.size() != 5)
                        throw std::invalid_argument("rrc takes 1, 3 or 5 arguments (size[, scale min, max[, ratio min, "
                                                    "max]]), got " + std::to_string(a.size()));
-                     return random_resized_crop(size_argument("rrc", a[0]), a.size() > 1 ? a[1] : 0.08,
+                     return make_random_resized_crop(size_argument("rrc", a[0]), a.size() > 1 ? a[1] : 0.08,
                                                 a.size() > 1 ? a[2] : 1.0, a.size() > 3 ? a[3] : 3.0 / 4.0,
                                                 a.size() > 3 ? a[4] : 4.0 / 3.0);
                    }});

@@ -56,11 +56,11 @@ void resize_into(const image_view& in, const image_view& out) {
   resize_window(in, 0, 0, in.spec.height, in.spec.width, out);
 }
 
-std::shared_ptr<transform> resize(std::int64_t shorter) { return std::make_shared<resize_transform>(shorter); }
+std::shared_ptr<transform> make_resize(std::int64_t shorter) { return std::make_shared<resize_transform>(shorter); }
 
 void add_resize_kinds(std::vector<transform_kind>& kinds) {
   kinds.push_back({{"resize"}, 1, 1, "resize(N)",
-                   [](std::span<const double> a) { return resize(size_argument("resize", a[0])); }});
+                   [](std::span<const double> a) { return make_resize(size_argument("resize", a[0])); }});
 }
 
 }  // namespace pinfeed::loaders

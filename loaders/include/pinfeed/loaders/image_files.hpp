@@ -44,6 +44,6 @@ struct image_folder_listing {
                                                       const std::string& base_dir);
 
 /// Reads and decodes the files; fields: image (varies) and "label" int64.
-[[nodiscard]] std::shared_ptr<image_reader> image_files_reader(std::vector<image_file> files, decode_options options = {});
+[[nodiscard]] std::shared_ptr<image_reader> make_image_files_reader(std::vector<image_file> files, decode_options options = {});
 
 }  // namespace pinfeed::loaders

@@ -82,7 +82,7 @@ class image_reader {
 };
 
 /// A reader over a source with a fixed-size uint8 [H, W, C] field (the synthetic source, say).
-[[nodiscard]] std::shared_ptr<image_reader> reader_from_source(std::shared_ptr<source> base,
+[[nodiscard]] std::shared_ptr<image_reader> make_reader_from_source(std::shared_ptr<source> base,
                                                                const std::string& image_field = "image");
 
 /// What to do with a sample that cannot be read, decoded or transformed.

@@ -45,7 +45,7 @@ struct shard_options {
 /// Reads the samples of tar shards: fields image (varies) and "label" int64. Every shard is
 /// mapped and indexed at construction; a sample without an image or a label member, or a label
 /// that is not an integer, is an error there, naming the shard and the key.
-[[nodiscard]] std::shared_ptr<image_reader> shard_reader(const std::vector<std::string>& shards,
+[[nodiscard]] std::shared_ptr<image_reader> make_shard_reader(const std::vector<std::string>& shards,
                                                          shard_options options = {});
 
 /// Writes tar shards of at most `shard_bytes` each (at least one sample per shard) from image

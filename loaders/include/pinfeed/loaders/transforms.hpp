@@ -102,29 +102,29 @@ class transform {
 };
 
 /// RandomCrop: a uniformly placed size x size window. Throws when the image is smaller.
-[[nodiscard]] std::shared_ptr<transform> random_crop(std::int64_t size);
+[[nodiscard]] std::shared_ptr<transform> make_random_crop(std::int64_t size);
 /// CenterCrop: the centred size x size window.
-[[nodiscard]] std::shared_ptr<transform> center_crop(std::int64_t size);
+[[nodiscard]] std::shared_ptr<transform> make_center_crop(std::int64_t size);
 /// Resize so the shorter side is `shorter` (the longer side keeps the aspect ratio, truncated),
 /// bilinear (OpenCV's fixed-point INTER_LINEAR for uint8).
-[[nodiscard]] std::shared_ptr<transform> resize(std::int64_t shorter);
+[[nodiscard]] std::shared_ptr<transform> make_resize(std::int64_t shorter);
 /// RandomResizedCrop(size, scale, ratio) as torchvision draws it (10 tries, then a centred
 /// fallback), resized bilinearly to size x size.
-[[nodiscard]] std::shared_ptr<transform> random_resized_crop(std::int64_t size, double scale_min = 0.08,
+[[nodiscard]] std::shared_ptr<transform> make_random_resized_crop(std::int64_t size, double scale_min = 0.08,
                                                              double scale_max = 1.0, double ratio_min = 3.0 / 4.0,
                                                              double ratio_max = 4.0 / 3.0);
 /// RandomMask: each pixel is picked with probability `ratio`, the picks are dilated to their 4
 /// neighbours (the same as convolve2d with a cross kernel > 0), and picked pixels become 0 in every
 /// channel.
-[[nodiscard]] std::shared_ptr<transform> random_mask(double ratio);
+[[nodiscard]] std::shared_ptr<transform> make_random_mask(double ratio);
 /// RandomHorizontalFlip with probability p.
-[[nodiscard]] std::shared_ptr<transform> random_hflip(double p = 0.5);
+[[nodiscard]] std::shared_ptr<transform> make_random_hflip(double p = 0.5);
 /// ConvertColor: RGB -> YCbCr with the full-range BT.601 matrix and [0, 128, 128] offset; float output.
-[[nodiscard]] std::shared_ptr<transform> convert_ycbcr();
+[[nodiscard]] std::shared_ptr<transform> make_convert_ycbcr();
 /// Scale: x * factor (default 1/255); float output.
-[[nodiscard]] std::shared_ptr<transform> scale(float factor = 1.0f / 255.0f);
+[[nodiscard]] std::shared_ptr<transform> make_scale(float factor = 1.0f / 255.0f);
 /// Normalize: (x - mean[c]) / std[c] on values already scaled; float output.
-[[nodiscard]] std::shared_ptr<transform> normalize(std::array<float, 3> mean, std::array<float, 3> std);
+[[nodiscard]] std::shared_ptr<transform> make_normalize(std::array<float, 3> mean, std::array<float, 3> std);
 
 /// Bilinear resize of `in` to out's shape (OpenCV's fixed-point INTER_LINEAR for uint8); a copy
 /// when the shapes are equal.

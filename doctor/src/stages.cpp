@@ -1,6 +1,9 @@
 #include "pinfeed/doctor/stages.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -12,6 +15,7 @@
 #include <vector>
 
 #include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/host_info.hpp"
 
 namespace pinfeed {
 
@@ -85,9 +89,20 @@ class slow_storage_reader final : public image_reader {
   std::chrono::steady_clock::time_point link_free_{};
 };
 
+std::string gib(std::size_t bytes) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.2f GiB (%zu bytes)", static_cast<double>(bytes) / 1073741824.0, bytes);
+  return text;
+}
+
 /// `pool` entries standing in for a dataset of `dataset` samples (capped at its size): sample i is
 /// served by entry i mod size(), made by make(entry, i mod size()) on first use. An entry whose
 /// making threw keeps the error for every sample it serves.
+///
+/// The entries together may hold at most `max_bytes` (0: half of this machine's memory). A pool
+/// that would need more fails up front where its entries' size is known (check_up_front), or at
+/// the entry that passes the budget, with a fatal_error (never a bad sample) naming the pool, the
+/// bytes and the budget, instead of running the machine out of memory.
 template <class Entry>
 class once_pool {
  public:
@@ -96,20 +111,42 @@ class once_pool {
     Entry entry;
     std::exception_ptr error;
   };
-  once_pool(std::size_t pool, std::uint64_t dataset, const char* what) {
+  once_pool(std::size_t pool, std::uint64_t dataset, const char* what, std::size_t max_bytes) : what_(what) {
     if (pool == 0) throw std::invalid_argument(std::string(what) + ": the cache pool must be at least 1");
     size_ = static_cast<std::size_t>(std::min<std::uint64_t>(pool, std::max<std::uint64_t>(dataset, 1)));
+    if (max_bytes != 0) {
+      budget_ = max_bytes;
+      budget_text_ = gib(budget_) + ", its max_bytes";
+    } else if (const std::size_t phys = physical_memory_bytes(); phys != 0) {
+      budget_ = phys / 2;
+      budget_text_ = gib(budget_) + ", half of this machine's " + gib(phys) + " of memory";
+    }
     slots_.reset(new slot[size_]);
   }
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] std::size_t budget() const noexcept { return budget_; }
+
+  /// Fails now if every entry takes `entry_bytes` and all of them would pass the budget.
+  void check_up_front(std::size_t entry_bytes) const {
+    std::size_t need = 0;
+    if (__builtin_mul_overflow(entry_bytes, size_, &need) || need > budget_)
+      throw fatal_error(what_ + ": a pool of " + std::to_string(size_) + " entries of " + std::to_string(entry_bytes) +
+                        " bytes needs " + (need >= entry_bytes ? gib(need) : std::string("more than 2^64 bytes")) +
+                        ", over its budget of " + budget_text_ + "; lower the pool (--cache-pool, sample_cache::pool) "
+                        "or cache a later, smaller stage");
+  }
+
+  /// The entry of sample `index`; make(entry, position) fills it on first use and returns the bytes
+  /// it holds.
   template <class Make>
   slot& get(std::uint64_t index, Make&& make) {
     const std::uint64_t p = index % size_;
     slot& s = slots_[p];
     std::call_once(s.once, [&] {
       try {
-        make(s.entry, p);
+        charge(make(s.entry, p));
       } catch (...) {
+        s.entry = Entry{};
         s.error = std::current_exception();
       }
     });
@@ -117,7 +154,20 @@ class once_pool {
   }
 
  private:
+  void charge(std::size_t bytes) {
+    const std::size_t held = held_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    const std::size_t made = made_.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (held > budget_)
+      throw fatal_error(what_ + ": the cache pool holds " + gib(held) + " after " + std::to_string(made) + " of its " +
+                        std::to_string(size_) + " entries, over its budget of " + budget_text_ +
+                        "; lower the pool (--cache-pool, sample_cache::pool) or cache a later, smaller stage");
+  }
+
+  std::string what_;
   std::size_t size_ = 1;
+  std::size_t budget_ = SIZE_MAX;
+  std::string budget_text_ = "unlimited";
+  std::atomic<std::size_t> held_{0}, made_{0};
   std::unique_ptr<slot[]> slots_;
 };
 
@@ -135,8 +185,10 @@ class once_pool {
 
 class cached_reader final : public image_reader {
  public:
-  cached_reader(std::shared_ptr<image_reader> base, cache_stage stage, std::size_t pool, loaders::pipeline before)
-      : base_(std::move(base)), before_(std::move(before)), entries_(pool, base_ ? base_->size() : 0, "cached reader") {
+  cached_reader(std::shared_ptr<image_reader> base, cache_stage stage, std::size_t pool, loaders::pipeline before,
+                std::size_t max_bytes)
+      : base_(std::move(base)), before_(std::move(before)),
+        entries_(pool, base_ ? base_->size() : 0, "cached reader", max_bytes) {
     if (!base_) throw std::invalid_argument("cached reader: the base reader is null");
     if (stage != cache_stage::raw && stage != cache_stage::decoded && stage != cache_stage::steps)
       throw std::invalid_argument("cached reader: the stage must be raw, decoded or steps");
@@ -146,6 +198,7 @@ class cached_reader final : public image_reader {
     raw_ = stage == cache_stage::raw && base_->stores_encoded();
     shape_ = base_->image_shape();
     for (const auto& t : before_.steps()) shape_ = t->output_spec(shape_);  // validates each step
+    if (!raw_ && shape_.fixed()) entries_.check_up_front(shape_.bytes());
   }
 
   std::uint64_t size() const override { return base_->size(); }
@@ -189,7 +242,12 @@ class cached_reader final : public image_reader {
   /// Entry s.index() mod pool, made on first use from that sample; its extra fields and origin
   /// are written into s.
   const entry& filled(sample& s) {
-    auto& slot = entries_.get(s.index(), [&](entry& e, std::uint64_t p) { fill(e, p, s); });
+    auto& slot = entries_.get(s.index(), [&](entry& e, std::uint64_t p) {
+      fill(e, p, s);
+      std::size_t bytes = e.bytes.capacity();
+      for (const auto& f : e.fields) bytes += f.capacity();
+      return bytes;
+    });
     if (slot.error) rethrow_for(slot.error, s.index(), s.index() % entries_.size());
     const entry& e = slot.entry;
     if (!e.origin.empty()) s.set_origin(e.origin);
@@ -222,10 +280,8 @@ class cached_reader final : public image_reader {
     read_result r;
     try {
       r = base_->read(s, image, {});  // the full image: no plan, so every sample can take its own window
-    } catch (const sample_error&) {
-      throw;
-    } catch (const std::exception& ex) {
-      throw sample_error(p, "read", s.origin(), ex.what());
+    } catch (...) {
+      rethrow_as_sample_error(p, "read", s.origin());
     }
     image_view cur{r.data != nullptr ? const_cast<std::byte*>(r.data) : image.data(), r.spec};
     for (std::size_t k = 0; k < before_.steps().size(); ++k) {
@@ -236,8 +292,8 @@ class cached_reader final : public image_reader {
         to.resize(next.bytes());
         step->apply(cur, {to.data(), next}, s.rng(100 + static_cast<std::uint32_t>(k)));
         cur = {to.data(), next};
-      } catch (const std::exception& ex) {
-        throw sample_error(p, "transform " + step->name(), s.origin(), ex.what());
+      } catch (...) {
+        rethrow_as_sample_error(p, "transform " + step->name(), s.origin());
       }
     }
     e.spec = cur.spec;
@@ -255,10 +311,13 @@ class cached_reader final : public image_reader {
 
 class pooled_source final : public source {
  public:
-  pooled_source(std::shared_ptr<source> base, std::size_t pool)
-      : base_(std::move(base)), entries_(pool, base_ ? base_->size() : 0, "pooled source") {
+  pooled_source(std::shared_ptr<source> base, std::size_t pool, std::size_t max_bytes)
+      : base_(std::move(base)), entries_(pool, base_ ? base_->size() : 0, "pooled source", max_bytes) {
     if (!base_) throw std::invalid_argument("pooled source: the base source is null");
     fields_ = base_->fields();
+    std::size_t bytes = 0;
+    for (const auto& f : fields_) bytes += f.bytes();
+    entries_.check_up_front(bytes);
   }
   std::uint64_t size() const override { return base_->size(); }
   std::vector<field_spec> fields() const override { return fields_; }
@@ -273,6 +332,9 @@ class pooled_source final : public source {
       sample first(p, s.epoch(), s.seed(), fields_, buffers, s.stats(), s.trace());
       base_->produce(first);
       e.origin = first.origin();
+      std::size_t bytes = 0;
+      for (const auto& f : e.fields) bytes += f.capacity();
+      return bytes;
     });
     if (slot.error) std::rethrow_exception(slot.error);
     const entry& e = slot.entry;
@@ -297,12 +359,12 @@ std::shared_ptr<image_reader> make_slow_storage(std::shared_ptr<image_reader> ba
 }
 
 std::shared_ptr<image_reader> make_cached_reader(std::shared_ptr<image_reader> base, cache_stage stage,
-                                                 std::size_t pool, loaders::pipeline before) {
-  return std::make_shared<cached_reader>(std::move(base), stage, pool, std::move(before));
+                                                 std::size_t pool, loaders::pipeline before, std::size_t max_bytes) {
+  return std::make_shared<cached_reader>(std::move(base), stage, pool, std::move(before), max_bytes);
 }
 
-std::shared_ptr<source> make_pooled_source(std::shared_ptr<source> base, std::size_t pool) {
-  return std::make_shared<pooled_source>(std::move(base), pool);
+std::shared_ptr<source> make_pooled_source(std::shared_ptr<source> base, std::size_t pool, std::size_t max_bytes) {
+  return std::make_shared<pooled_source>(std::move(base), pool, max_bytes);
 }
 
 cached_pipeline make_cached_pipeline(const std::shared_ptr<loaders::pipeline_source>& full, const sample_cache& cache) {
@@ -316,10 +378,10 @@ cached_pipeline make_cached_pipeline(const std::shared_ptr<loaders::pipeline_sou
     case cache_stage::none:
       return {full, full};
     case cache_stage::finished:
-      return {make_pooled_source(full, cache.pool), full};
+      return {make_pooled_source(full, cache.pool, cache.max_bytes), full};
     case cache_stage::raw:
     case cache_stage::decoded:
-      return over(make_cached_reader(full->reader(), cache.stage, cache.pool), full->steps());
+      return over(make_cached_reader(full->reader(), cache.stage, cache.pool, {}, cache.max_bytes), full->steps());
     case cache_stage::steps: {
       // The host transforms are a prefix of the steps (the rest is a tail fused on the host or left
       // to the device): the first after_steps of them run once per pool entry, the rest per sample.
@@ -331,7 +393,7 @@ cached_pipeline make_cached_pipeline(const std::shared_ptr<loaders::pipeline_sou
       const auto cut = all.begin() + static_cast<std::ptrdiff_t>(cache.after_steps);
       loaders::pipeline before(std::vector<std::shared_ptr<loaders::transform>>(all.begin(), cut));
       loaders::pipeline rest(std::vector<std::shared_ptr<loaders::transform>>(cut, all.end()));
-      return over(make_cached_reader(full->reader(), cache_stage::decoded, cache.pool, std::move(before)),
+      return over(make_cached_reader(full->reader(), cache_stage::decoded, cache.pool, std::move(before), cache.max_bytes),
                   std::move(rest));
     }
   }

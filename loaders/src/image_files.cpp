@@ -48,8 +48,8 @@ class files_reader final : public image_reader {
     s.set_origin(f.path);
     try {
       read_file(f.path, storage);
-    } catch (const std::exception& e) {
-      throw sample_error(s.index(), "read", f.path, e.what());
+    } catch (...) {
+      rethrow_as_sample_error(s.index(), "read", f.path);
     }
     s.as<std::int64_t>(1)[0] = f.label;
     return storage;

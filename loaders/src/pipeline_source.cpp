@@ -58,8 +58,8 @@ read_result decode_sample(sample& s, std::span<const std::byte> bytes, std::vect
   r.stored_bytes = bytes.size();
   try {
     r.spec = decode_planned(bytes, image, options, plan, origin, r.window_only);
-  } catch (const std::exception& e) {
-    throw sample_error(s.index(), "decode", origin, e.what());
+  } catch (...) {
+    rethrow_as_sample_error(s.index(), "decode", origin);
   }
   return r;
 }
@@ -291,10 +291,8 @@ void pipeline_source::produce_one(sample& out, std::uint64_t index) {
       in = r.spec;
       window_only = r.window_only;
       image = r.data != nullptr ? r.data : t.a.data();
-    } catch (const sample_error&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw sample_error(index, "read", s.origin(), e.what());
+    } catch (...) {
+      rethrow_as_sample_error(index, "read", s.origin());
     }
   }
   out.set_origin(s.origin());
@@ -335,8 +333,8 @@ void pipeline_source::run_steps(sample& s, image_view cur, bool window_only, std
       if (resize_only) resize_into(cur, dst);
       else steps[k]->apply(cur, dst, s.rng(100 + static_cast<std::uint32_t>(k)));
       cur = dst;
-    } catch (const std::exception& e) {
-      throw sample_error(s.index(), "transform " + steps[k]->name(), s.origin(), e.what());
+    } catch (...) {
+      rethrow_as_sample_error(s.index(), "transform " + steps[k]->name(), s.origin());
     }
   }
   if (host_tail_) {

@@ -28,6 +28,20 @@ sample_error::sample_error(std::uint64_t index, std::string stage, std::string p
     : std::runtime_error(sample_message(index, stage, path, message)),
       index_(index), stage_(std::move(stage)), path_(std::move(path)), message_(message) {}
 
+void rethrow_as_sample_error(std::uint64_t index, const std::string& stage, const std::string& path) {
+  try {
+    throw;
+  } catch (const sample_error&) {
+    throw;
+  } catch (const fatal_error&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw sample_error(index, stage, path, e.what());
+  }
+}
+
 namespace detail {
 void throw_cuda_error(cudaError_t code, const char* call, const char* file, int line) {
   throw cuda_error(code, call, file, line);

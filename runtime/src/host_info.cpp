@@ -1,5 +1,7 @@
 #include "pinfeed/runtime/host_info.hpp"
 
+#include <unistd.h>
+
 #include <fstream>
 
 namespace pinfeed {
@@ -29,6 +31,11 @@ std::string read_cpu_model() {
 const std::string& cpu_model() {
   static const std::string model = read_cpu_model();
   return model;
+}
+
+std::size_t physical_memory_bytes() noexcept {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : 0;
 }
 
 }  // namespace pinfeed

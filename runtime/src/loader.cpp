@@ -14,6 +14,7 @@
 #include "pinfeed/runtime/cuda_handles.hpp"
 #include "detail/loader_core.hpp"
 #include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/host_info.hpp"
 #include "pinfeed/runtime/log.hpp"
 
 namespace pinfeed {
@@ -70,7 +71,7 @@ loader_core::loader_core(const loader_options& o, std::vector<field_spec> f, dev
   if (__builtin_mul_overflow(slots * sizeof(std::uint64_t), o.batch_size, &index_bytes) ||
       __builtin_add_overflow(total, index_bytes, &host_need))
     too_big("the slots' size overflows");
-  const auto phys = static_cast<std::size_t>(sysconf(_SC_PHYS_PAGES)) * page_size();
+  const std::size_t phys = physical_memory_bytes();
   if (phys > 0 && host_need > phys)
     too_big("the slots need " + std::to_string(host_need) + " bytes of host memory (" + std::to_string(slots) +
             " x " + std::to_string(slot_bytes) + " + indices), more than this machine's " + std::to_string(phys));
@@ -366,6 +367,10 @@ void loader::impl::run_chunk(std::size_t slot, std::size_t begin, std::size_t en
         stage_timer t(stage::produce, &c.stats, c.trace.get(), s.index());
         src->produce(s);
       } catch (const sample_error&) {
+        err = std::current_exception();
+      } catch (const fatal_error&) {  // not the sample's fault: reaches the consumer as it is
+        err = std::current_exception();
+      } catch (const std::bad_alloc&) {
         err = std::current_exception();
       } catch (const std::exception& ex) {
         err = std::make_exception_ptr(sample_error(s.index(), "produce", s.origin(), ex.what()));

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <vector>
@@ -165,6 +166,33 @@ TEST_CASE("stages.cache_stages_over_encoded_files") {
     REQUIRE(!cached.pipeline->failed().empty());  // the pipeline that ran counted them
     for (const auto& f : cached.pipeline->failed()) CHECK(f.find("a.jpg") != std::string::npos);
   }
+}
+
+TEST_CASE("stages.a_cache_pool_over_its_memory_budget_fails_the_run_and_is_no_bad_sample") {
+  // Known entry sizes fail up front: 64 finished samples of 32x32x3 + label against 10 KB.
+  auto synthetic = make_reader_from_source(make_synthetic_source({64, 32, 32, 10}));
+  auto full = std::make_shared<pipeline_source>(synthetic, parse_pipeline("crop(32)"));
+  CHECK_THROWS_WITH_AS(make_pooled_source(full, 64, 10'000), doctest::Contains("a pool of 64 entries"), fatal_error);
+  CHECK_THROWS_WITH_AS(make_cached_reader(synthetic, cache_stage::decoded, 64, {}, 10'000),
+                       doctest::Contains("over its budget of"), fatal_error);
+  CHECK_THROWS_WITH_AS(make_cached_pipeline(full, {cache_stage::finished, 0, 64, 10'000}),
+                       doctest::Contains("--cache-pool"), fatal_error);
+  CHECK_NOTHROW((void)make_pooled_source(full, 64, 64 * (32 * 32 * 3 + 8)));  // exactly fits
+
+  // Stored bytes vary by file: the entry that passes the budget fails the run, under skip too,
+  // and nothing is counted as a bad sample.
+  temp_dir d;
+  const auto files = test::jpeg_class_folder(d.path, 8, 120, 8, 160);
+  const auto one_file = std::filesystem::file_size(files[0].path);
+  pipeline_source_options skip;
+  skip.on_error = error_policy::skip;
+  const auto cached = make_cached_pipeline(
+      std::make_shared<pipeline_source>(make_image_files_reader(files), parse_pipeline("center_crop(16)"), skip),
+      {cache_stage::raw, 0, 8, 3 * one_file});
+  loader l(cached.source, pinfeed::test::cpu_loader(8, 1, 9));
+  CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("of its 8 entries, over its budget of"), fatal_error);
+  CHECK(cached.pipeline->failures() == 0);
+  CHECK(l.stats().bad_samples == 0);
 }
 
 TEST_CASE("stages.copy_throttle_and_step_arguments") {

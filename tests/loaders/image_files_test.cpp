@@ -7,6 +7,8 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <new>
+#include <type_traits>
 #include <vector>
 
 #include <opencv2/core.hpp>
@@ -551,6 +553,50 @@ TEST_CASE("image_files.skip_reads_each_bad_file_once_per_epoch_and_spreads_stand
     CHECK(seen == 12);
     CHECK_THROWS_WITH_AS(make(1.5), doctest::Contains("max_bad_fraction must be in [0, 1]"), std::invalid_argument);
     CHECK_THROWS_AS(make(-0.1), std::invalid_argument);
+  }
+}
+
+namespace {
+/// A transform that fails every sample with an exception that is not the sample's fault.
+template <class Error>
+class failing_transform final : public transform {
+ public:
+  std::string name() const override { return "failing"; }
+  image_spec output_spec(const image_spec& in) const override { return in; }
+  void apply(const image_view&, const image_view&, philox_stream) const override {
+    if constexpr (std::is_same_v<Error, std::bad_alloc>) throw std::bad_alloc();
+    else throw Error("budget exceeded");
+  }
+};
+}  // namespace
+
+TEST_CASE("image_files.out_of_memory_and_fatal_errors_are_no_bad_samples") {
+  // Under skip, only a sample's own failure is skipped: running out of memory, or a fatal_error
+  // (a budget, an option), ends the run with that exception and counts no bad sample.
+  temp_dir d;
+  const auto files = jpeg_class_folder(d.path, 6, 40, 0, 40);
+  pipeline_source_options skip;
+  skip.on_error = error_policy::skip;
+  const auto run = [&](std::shared_ptr<transform> t) {
+    auto src = std::make_shared<pipeline_source>(make_image_files_reader(files), pipeline({make_center_crop(8), t}), skip);
+    return std::make_pair(src, std::make_shared<loader>(src, test::cpu_loader(3, 1, 9)));
+  };
+  {
+    auto [src, l] = run(std::make_shared<failing_transform<std::bad_alloc>>());
+    CHECK_THROWS_AS((void)l->next(), std::bad_alloc);
+    CHECK(src->failures() == 0);
+    CHECK(l->stats().bad_samples == 0);
+  }
+  {
+    auto [src, l] = run(std::make_shared<failing_transform<fatal_error>>());
+    CHECK_THROWS_WITH_AS((void)l->next(), doctest::Contains("budget exceeded"), fatal_error);
+    CHECK(src->failures() == 0);
+    CHECK(l->stats().bad_samples == 0);
+  }
+  {  // an ordinary exception is the sample's: skipped until none is left
+    auto [src, l] = run(std::make_shared<failing_transform<std::runtime_error>>());
+    CHECK_THROWS_WITH_AS((void)l->next(), doctest::Contains("every one of the 6 samples failed"), sample_error);
+    CHECK(src->failures() == 6);
   }
 }
 

@@ -46,17 +46,22 @@ struct sample_cache {
   cache_stage stage = cache_stage::none;
   std::size_t after_steps = 0;  ///< for cache_stage::steps
   std::size_t pool = 64;
+  /// The most bytes the pool's entries may hold together; 0: half of this machine's memory. A
+  /// pool that needs more fails with a fatal_error (up front where the entries' size is known).
+  std::size_t max_bytes = 0;
 };
 
 /// `base` with its reads cached at `stage` (raw or decoded), or after the host transforms
 /// `before` (then the reader yields their output, and the pipeline over it runs only the rest).
 /// A cached image is lent to the pipeline (read_result::data), never copied per sample. An entry
 /// whose sample fails fails every sample it serves, with the original error and index in the
-/// message. Throws std::invalid_argument for a null base, a pool of 0, stage none or finished, or
+/// message. The entries hold at most `max_bytes` together (see sample_cache::max_bytes): past it,
+/// fatal_error. Throws std::invalid_argument for a null base, a pool of 0, stage none or finished, or
 /// `before` with a stage other than decoded.
 [[nodiscard]] std::shared_ptr<loaders::image_reader> make_cached_reader(std::shared_ptr<loaders::image_reader> base,
                                                                         cache_stage stage, std::size_t pool,
-                                                                        loaders::pipeline before = {});
+                                                                        loaders::pipeline before = {},
+                                                                        std::size_t max_bytes = 0);
 
 /// What runs a pipeline with a cache: the source to hand the loader, and the pipeline_source
 /// inside it whose failures() and replaced() count the run's bad samples.
@@ -79,8 +84,10 @@ struct cached_pipeline {
 /// producing costs): sample i is a copy of pool entry i mod pool, produced once as sample
 /// (i mod pool). A pool larger than the dataset is capped at its size. An entry that fails to
 /// produce fails every sample it serves, with the original error. Throws std::invalid_argument
-/// for a null base or a pool of 0.
-[[nodiscard]] std::shared_ptr<source> make_pooled_source(std::shared_ptr<source> base, std::size_t pool);
+/// for a null base or a pool of 0, and fatal_error for a pool over `max_bytes` (0: half of this
+/// machine's memory; see sample_cache::max_bytes).
+[[nodiscard]] std::shared_ptr<source> make_pooled_source(std::shared_ptr<source> base, std::size_t pool,
+                                                         std::size_t max_bytes = 0);
 
 /// A loader_options::after_copy hook that emulates a host-to-device link of `mb_s` MB/s: after each
 /// batch's copy the copy stream stays busy for bytes / rate. Throws std::invalid_argument unless

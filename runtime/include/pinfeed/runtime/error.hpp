@@ -45,6 +45,19 @@ class sample_error : public std::runtime_error {
   std::string message_;
 };
 
+/// An error that ends the run whatever the bad-sample policy: not the sample's fault (a memory
+/// budget exceeded, an option that cannot work). Never counted or skipped as a bad sample;
+/// neither is std::bad_alloc.
+class fatal_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// For a catch (...) around one stage of one sample: rethrows the exception in flight as a
+/// sample_error of `index` at `stage` from `path`, unless it already is one or is not the sample's
+/// fault (fatal_error, std::bad_alloc, or not a std::exception), which pass unchanged.
+[[noreturn]] void rethrow_as_sample_error(std::uint64_t index, const std::string& stage, const std::string& path);
+
 /// The loader was closed (destroyed or restarted) while a call was waiting on it.
 class loader_closed : public std::runtime_error {
  public:

@@ -3,6 +3,7 @@
 /// What the host CPU is, for benchmark rows and `pinfeed info`: a figure holds only on the machine
 /// that measured it.
 
+#include <cstddef>
 #include <string>
 
 namespace pinfeed {
@@ -11,5 +12,9 @@ namespace pinfeed {
 /// implementer and part, e.g. "Arm implementer 0x41 part 0xd4f"), or "unknown". Reads
 /// /proc/cpuinfo once; thread-safe.
 [[nodiscard]] const std::string& cpu_model();
+
+/// The machine's physical memory in bytes (0 where the system does not say): what allocations
+/// an option drives are checked against.
+[[nodiscard]] std::size_t physical_memory_bytes() noexcept;
 
 }  // namespace pinfeed

@@ -30,13 +30,8 @@ TEST_CASE("gpu.baselines.naive_gpu_keeps_the_counts" * doctest::test_suite("gpu"
   PINFEED_CUDA_TRY(cudaMemcpy(d_labels.data(), labels.data(), labels.size() * 8, cudaMemcpyHostToDevice));
   PINFEED_CUDA_TRY(cudaMemcpy(d_feat.data(), features.data(), features.size(), cudaMemcpyHostToDevice));
   PINFEED_CUDA_TRY(cudaMemset(d_gfeat.data(), 0xEE, d_gfeat.size()));
-  sampler_args a;
-  a.rows = rows;
-  a.n = n;
-  a.labels = d_labels.data();
-  a.indices = d_idx.data();
-  a.valid = reinterpret_cast<std::int32_t*>(d_valid.data());
-  a.gathered_labels = d_glab.data();
+  sampler_args a = test::args_over(rows, n, d_labels.data(), d_idx.data(), reinterpret_cast<std::int32_t*>(d_valid.data()),
+                                   d_glab.data());
   a.features = d_feat.data();
   a.feature_bytes = fb;
   a.gathered_features = d_gfeat.data();
@@ -51,8 +46,7 @@ TEST_CASE("gpu.baselines.naive_gpu_keeps_the_counts" * doctest::test_suite("gpu"
   bench::naive_sample_gpu(temp.data(), temp_bytes, a, p, nullptr);
   PINFEED_CUDA_TRY(cudaStreamSynchronize(nullptr));
 
-  test::result r{std::vector<std::int64_t>(rows * p.k), std::vector<std::int32_t>(rows),
-                 std::vector<std::int64_t>(rows * p.k)};
+  test::result r = test::make_result(rows, p.k);
   std::vector<std::byte> gathered(rows * p.k * fb);
   PINFEED_CUDA_TRY(cudaMemcpy(r.indices.data(), d_idx.data(), r.indices.size() * 8, cudaMemcpyDeviceToHost));
   PINFEED_CUDA_TRY(cudaMemcpy(r.valid.data(), d_valid.data(), r.valid.size() * 4, cudaMemcpyDeviceToHost));
@@ -61,22 +55,8 @@ TEST_CASE("gpu.baselines.naive_gpu_keeps_the_counts" * doctest::test_suite("gpu"
   test::check_invariants(labels, rows, n, p, r);  // the counts of balanced_counts, distinct eligible picks
 
   // Same counts as the host baseline; other bits are allowed.
-  test::result cpu{std::vector<std::int64_t>(rows * p.k), std::vector<std::int32_t>(rows),
-                   std::vector<std::int64_t>(rows * p.k)};
-  a.labels = labels.data();
-  a.indices = cpu.indices.data();
-  a.valid = cpu.valid.data();
-  a.gathered_labels = cpu.labels.data();
-  a.features = nullptr;
-  a.feature_bytes = 0;
-  a.gathered_features = nullptr;
-  bench::naive_sample_cpu(a, p);
+  test::result cpu = test::make_result(rows, p.k);
+  bench::naive_sample_cpu(test::args_over(rows, n, labels.data(), cpu.indices.data(), cpu.valid.data(), cpu.labels.data()), p);
   CHECK(cpu.valid == r.valid);
-  for (std::int64_t row = 0; row < rows; ++row)
-    for (std::int64_t j = 0; j < p.k; ++j) {
-      const auto idx = r.indices[row * p.k + j];
-      const std::byte* got = gathered.data() + (row * p.k + j) * fb;
-      if (idx < 0) CHECK(std::all_of(got, got + fb, [](std::byte b) { return b == std::byte{0}; }));
-      else CHECK(std::memcmp(got, features.data() + (row * n + idx) * fb, fb) == 0);
-    }
+  test::check_gathered_features(r, rows, n, p.k, features, gathered, fb);
 }

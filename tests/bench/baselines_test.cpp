@@ -22,30 +22,17 @@ TEST_CASE("baselines.naive_cpu_obeys_the_counts") {
   for (const auto mode : {sampler_mode::topup, sampler_mode::detectron2}) {
     CAPTURE(static_cast<int>(mode));
     p.mode = mode;
-    test::result r{std::vector<std::int64_t>(rows * p.k), std::vector<std::int32_t>(rows),
-                   std::vector<std::int64_t>(rows * p.k)};
+    test::result r = test::make_result(rows, p.k);
     const std::size_t fb = 12;
     std::vector<std::byte> features(rows * n * fb), gathered(rows * p.k * fb, std::byte{0xEE});
     for (std::size_t i = 0; i < features.size(); ++i) features[i] = static_cast<std::byte>(i * 7 % 253);
-    sampler_args a;
-    a.rows = rows;
-    a.n = n;
-    a.labels = labels.data();
-    a.indices = r.indices.data();
-    a.valid = r.valid.data();
-    a.gathered_labels = r.labels.data();
+    sampler_args a = test::args_over(rows, n, labels.data(), r.indices.data(), r.valid.data(), r.labels.data());
     a.features = features.data();
     a.feature_bytes = fb;
     a.gathered_features = gathered.data();
     bench::naive_sample_cpu(a, p);
     test::check_invariants(labels, rows, n, p, r);
-    for (std::int64_t row = 0; row < rows; ++row)
-      for (std::int64_t j = 0; j < p.k; ++j) {
-        const auto idx = r.indices[row * p.k + j];
-        const std::byte* got = gathered.data() + (row * p.k + j) * fb;
-        if (idx < 0) CHECK(std::all_of(got, got + fb, [](std::byte b) { return b == std::byte{0}; }));
-        else CHECK(std::memcmp(got, features.data() + (row * n + idx) * fb, fb) == 0);
-      }
+    test::check_gathered_features(r, rows, n, p.k, features, gathered, fb);
   }
 }
 
@@ -53,14 +40,9 @@ TEST_CASE("baselines.naive_cpu_int32_and_short_rows") {
   // A row with fewer eligible items than k is padded; int32 labels and indices.
   const std::vector<std::int32_t> labels = {1, -1, 0, 0, -1, 1, -1, -1, -1, -1};
   std::vector<std::int32_t> idx(8, 42), glab(8, 42), valid(1, 42);
-  sampler_args a;
-  a.n = 10;
-  a.labels = labels.data();
+  sampler_args a = test::args_over(1, 10, labels.data(), idx.data(), valid.data(), glab.data());
   a.label_type = dtype::i32;
-  a.indices = idx.data();
   a.index_type = dtype::i32;
-  a.valid = valid.data();
-  a.gathered_labels = glab.data();
   sampler_params p;
   p.k = 8;
   bench::naive_sample_cpu(a, p);

@@ -208,12 +208,7 @@ TEST_CASE("gpu.sampler.graph_capture_and_replay" * doctest::test_suite("gpu")) {
   p.seed = 9;
   auto labels = test::random_labels(rows * n, 1, 40, 10);
   device_buffer d_labels(labels.size() * 8), d_idx(rows * p.k * 8), d_valid(rows * 4);
-  sampler_args a;
-  a.rows = rows;
-  a.n = n;
-  a.labels = d_labels.data();
-  a.indices = d_idx.data();
-  a.valid = reinterpret_cast<std::int32_t*>(d_valid.data());
+  sampler_args a = test::args_over(rows, n, d_labels.data(), d_idx.data(), reinterpret_cast<std::int32_t*>(d_valid.data()));
   cudaStream_t s;
   PINFEED_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   std::size_t temp_bytes = 0;

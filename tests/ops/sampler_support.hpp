@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <set>
 #include <vector>
 
@@ -134,6 +135,39 @@ struct result {
   std::vector<std::int32_t> valid;
   std::vector<std::int64_t> labels;
 };
+
+/// Outputs for `rows` rows of k picks.
+inline result make_result(std::int64_t rows, std::int64_t k) {
+  return {std::vector<std::int64_t>(static_cast<std::size_t>(rows * k)), std::vector<std::int32_t>(static_cast<std::size_t>(rows)),
+          std::vector<std::int64_t>(static_cast<std::size_t>(rows * k))};
+}
+
+/// Arguments over the given buffers (host or device): int64 labels and indices, valid counts and,
+/// optionally, gathered labels.
+inline ops::sampler_args args_over(std::int64_t rows, std::int64_t n, const void* labels, void* indices, std::int32_t* valid,
+                                   void* gathered_labels = nullptr) {
+  ops::sampler_args a;
+  a.rows = rows;
+  a.n = n;
+  a.labels = labels;
+  a.indices = indices;
+  a.valid = valid;
+  a.gathered_labels = gathered_labels;
+  return a;
+}
+
+/// The gathered feature rows (fb bytes each) are the picked items' rows, zero bytes past the valid ones.
+inline void check_gathered_features(const result& r, std::int64_t rows, std::int64_t n, std::int64_t k,
+                                    const std::vector<std::byte>& features, const std::vector<std::byte>& gathered,
+                                    std::size_t fb) {
+  for (std::int64_t row = 0; row < rows; ++row)
+    for (std::int64_t j = 0; j < k; ++j) {
+      const auto idx = r.indices[row * k + j];
+      const std::byte* got = gathered.data() + (row * k + j) * fb;
+      if (idx < 0) CHECK(std::all_of(got, got + fb, [](std::byte b) { return b == std::byte{0}; }));
+      else CHECK(std::memcmp(got, features.data() + (row * n + idx) * fb, fb) == 0);
+    }
+}
 
 /// Checks the invariants every output must satisfy, whatever the randomness.
 inline void check_invariants(const std::vector<std::int64_t>& labels, std::int64_t rows, std::int64_t n, const ops::sampler_params& p,

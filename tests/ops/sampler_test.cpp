@@ -46,16 +46,8 @@ std::vector<std::int64_t> oracle_row(const std::vector<std::int64_t>& labels, st
 }
 
 result run_cpu(const std::vector<std::int64_t>& labels, std::int64_t rows, std::int64_t n, const sampler_params& p) {
-  result r{std::vector<std::int64_t>(static_cast<std::size_t>(rows * p.k)), std::vector<std::int32_t>(rows),
-           std::vector<std::int64_t>(static_cast<std::size_t>(rows * p.k))};
-  sampler_args a;
-  a.rows = rows;
-  a.n = n;
-  a.labels = labels.data();
-  a.indices = r.indices.data();
-  a.valid = r.valid.data();
-  a.gathered_labels = r.labels.data();
-  balanced_sample_cpu(a, p);
+  result r = test::make_result(rows, p.k);
+  balanced_sample_cpu(test::args_over(rows, n, labels.data(), r.indices.data(), r.valid.data(), r.labels.data()), p);
   return r;
 }
 

@@ -41,7 +41,7 @@ if [[ ! -f $stamp || $(cat "$stamp") != "${target_packages[*]}" ]]; then
 fi
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch64-linux-gnu.cmake" \
-  -DPINFEED_SYSROOT="$sysroot" -DPINFEED_WITH_CUDA=OFF -DCMAKE_BUILD_TYPE=Release -DPINFEED_INSTALL=OFF \
+  -DPINFEED_SYSROOT="$sysroot" -DPINFEED_WITH_CUDA=OFF -DPINFEED_WITH_CURL=OFF -DCMAKE_BUILD_TYPE=Release -DPINFEED_INSTALL=OFF \
   -DPINFEED_BUILD_TOOLS=OFF -DPINFEED_BUILD_BENCH=OFF >/dev/null
 cmake --build "$build" -j "$(nproc)" --target runtime_tests ops_tests loaders_tests
 readelf -h "$build/tests/ops_tests" | grep -q "AArch64" || { echo "cross-aarch64: ops_tests is not an aarch64 binary" >&2; exit 1; }

@@ -18,7 +18,9 @@ packages=("$@")
   libturbojpeg0-dev     # JPEG decoding (TurboJPEG API, DCT scaling)
   libjpeg62-turbo-dev   # libjpeg API of the same library: decoding only a crop window
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev  # other formats, resize
+  libcurl4-openssl-dev  # remote shards: HTTP(S) and S3 (SigV4) through libcurl
   python3-jsonschema    # tests: the doctor's JSON report against its published schema
+  nginx-light           # tests: a loopback HTTP server for the remote shards
 )
 
 missing=()

@@ -2,7 +2,11 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <thread>
+
+#include <oneapi/tbb/global_control.h>
 #include <string_view>
 
 #include "pinfeed/runtime/device.hpp"
@@ -50,6 +54,10 @@ bool gpu_suite_only(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   pinfeed::set_log_level(pinfeed::log_level::warn);
+  // The tests run loaders of up to 8 workers on any machine, as an application may: they hold
+  // TBB's process-wide cap high enough (the loader itself never changes it).
+  const tbb::global_control thread_cap(tbb::global_control::max_allowed_parallelism,
+                                       std::max<std::size_t>(9, std::thread::hardware_concurrency() + 1));
   doctest::Context context(argc, argv);
   const int rc = context.run();
   if (rc == 0 && !context.shouldExit() && names_cases(argc, argv) && g_cases_run == 0) {

@@ -28,6 +28,7 @@
 #include "pinfeed/doctor/stages.hpp"
 #include "pinfeed/loaders/image_files.hpp"
 #include "pinfeed/loaders/pipeline_source.hpp"
+#include "pinfeed/loaders/remote.hpp"
 #include "pinfeed/loaders/shards.hpp"
 #include "pinfeed/loaders/synthetic.hpp"
 #include "pinfeed/ops/normalize.hpp"
@@ -99,7 +100,7 @@ struct run_args {
   std::string source = "synthetic";
   std::uint64_t samples = 2048;
   std::int64_t height = 1024, width = 1024;
-  std::size_t batch = 32, workers = 0, prefetch = 2;
+  std::size_t batch = 32, workers = 0, prefetch = 2, requests_in_flight = 16;
   std::string device = "auto";
   std::uint64_t limit = 0;
   std::uint32_t epochs = 1;
@@ -142,7 +143,14 @@ pipeline_parts make_pipeline(const run_args& a, const pinfeed::device_choice& de
   } else if (a.source.rfind("shards:", 0) == 0) {
     pinfeed::loaders::shard_options so;
     so.decode.max_pixels = a.max_pixels;
-    p.reader = pinfeed::loaders::make_shard_reader(pinfeed::loaders::expand_shard_pattern(a.source.substr(7)), so);
+    const std::string pattern = a.source.substr(7);
+    if (pinfeed::loaders::is_remote_location(pattern)) {
+      pinfeed::loaders::remote_options ro;
+      ro.requests_in_flight = a.requests_in_flight;
+      p.reader = pinfeed::loaders::make_remote_shard_reader(pinfeed::loaders::expand_remote_pattern(pattern, ro), so, ro);
+    } else {
+      p.reader = pinfeed::loaders::make_shard_reader(pinfeed::loaders::expand_shard_pattern(pattern), so);
+    }
   } else if (auto files = image_files_of(a.source)) {
     pinfeed::loaders::decode_options d;
     d.max_pixels = a.max_pixels;
@@ -461,13 +469,16 @@ int cmd_pack(const pack_args& a) {
 void add_pipeline_options(CLI::App* app, run_args& a) {
   app->add_option("--source", a.source,
                   "synthetic, folder:PATH (ImageFolder layout), list:FILE (path label lines) or shards:PATTERN "
-                  "(tar shards: glob or train-{000..127}.tar)");
+                  "(tar shards: glob or train-{000..127}.tar, local or http://, https://, s3://)");
   app->add_option("--on-error", a.on_error,
                   "fail (default) or skip: a bad sample is read once per epoch and its slot gets a stand-in drawn from the epoch");
   app->add_option("--max-bad-fraction", a.max_bad_fraction,
                   "with --on-error skip: fail when more than this fraction of an epoch is bad (default 0: off)")
       ->check(CLI::Range(0.0, 1.0));
   app->add_option("--max-pixels", a.max_pixels, "reject images with more pixels (decompression bombs)");
+  app->add_option("--requests-in-flight", a.requests_in_flight,
+                  "remote shards: requests running at once (the next samples of the order are read ahead)")
+      ->check(CLI::PositiveNumber);
   app->add_option("--latency-ms", a.latency_ms, "emulate slow storage: added latency per read")->check(CLI::NonNegativeNumber);
   app->add_option("--bandwidth-mb-s", a.bandwidth_mb_s, "emulate slow storage: shared read bandwidth cap (0: none)")
       ->check(CLI::NonNegativeNumber);

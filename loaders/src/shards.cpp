@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "detail/tar_samples.hpp"
 #include "pinfeed/runtime/error.hpp"
 
 namespace pinfeed::loaders {
@@ -128,7 +129,7 @@ std::vector<tar_member> index_tar(std::span<const std::byte> a, const std::strin
   return members;
 }
 
-std::vector<std::string> expand_shard_pattern(const std::string& pattern) {
+std::vector<std::string> detail::expand_braces(const std::string& pattern) {
   std::vector<std::string> patterns{pattern};
   // Brace ranges first: {000..127}, keeping the width of the lower bound.
   for (std::size_t round = 0; round < 8; ++round) {
@@ -161,8 +162,12 @@ std::vector<std::string> expand_shard_pattern(const std::string& pattern) {
     patterns = std::move(next);
     if (!expanded) break;
   }
+  return patterns;
+}
+
+std::vector<std::string> expand_shard_pattern(const std::string& pattern) {
   std::vector<std::string> out;
-  for (const auto& p : patterns) {
+  for (const auto& p : detail::expand_braces(pattern)) {
     if (p.find_first_of("*?[") == std::string::npos) {
       out.push_back(p);
       continue;
@@ -227,42 +232,73 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
+std::int64_t parse_label(std::span<const std::byte> b, const std::string& shard, const std::string& key) {
+  std::string text(reinterpret_cast<const char*>(b.data()), b.size());
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r')) text.pop_back();
+  std::size_t used = 0;
+  long long v = -1;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size())
+    throw std::invalid_argument("tar shard '" + shard + "': sample '" + key + "' has label '" + text.substr(0, 32) +
+                                "', not an integer");
+  return v;
+}
+
+}  // namespace
+
+std::vector<detail::shard_sample> detail::shard_samples(std::span<const std::byte> archive, std::uint32_t shard,
+                                                        const std::string& what, const shard_options& options) {
+  const auto image_keys = split(options.image_keys, ';');
+  const auto members = index_tar(archive, what);
+  // Group by key, keeping the order of first appearance.
+  std::map<std::string, std::size_t> slot;
+  std::vector<shard_sample> group;
+  std::vector<char> has_image, has_label;
+  for (const auto& m : members) {
+    const auto slash = m.name.find_last_of('/');
+    const auto dot = m.name.find('.', slash == std::string::npos ? 0 : slash + 1);
+    if (dot == std::string::npos) continue;
+    const std::string key = m.name.substr(0, dot), ext = m.name.substr(dot + 1);
+    auto [it, fresh] = slot.emplace(key, group.size());
+    if (fresh) {
+      group.push_back({shard, key, {}, 0});
+      has_image.push_back(0);
+      has_label.push_back(0);
+    }
+    const std::size_t g = it->second;
+    if (std::find(image_keys.begin(), image_keys.end(), ext) != image_keys.end()) {
+      group[g].image = m;
+      has_image[g] = 1;
+    } else if (ext == options.label_key) {
+      group[g].label = parse_label(archive.subspan(m.offset, m.size), what, key);
+      has_label[g] = 1;
+    }
+  }
+  for (std::size_t g = 0; g < group.size(); ++g) {
+    if (!has_image[g])
+      throw std::invalid_argument("tar shard '" + what + "': sample '" + group[g].key + "' has no image member (." +
+                                  options.image_keys + ")");
+    if (!has_label[g])
+      throw std::invalid_argument("tar shard '" + what + "': sample '" + group[g].key + "' has no ." + options.label_key +
+                                  " label member");
+  }
+  return group;
+}
+
+namespace {
+
 class tar_reader final : public image_reader {
  public:
   tar_reader(const std::vector<std::string>& shards, shard_options o) : options_(std::move(o)) {
     if (shards.empty()) throw std::invalid_argument("tar shards: no shard given");
-    const auto image_keys = split(options_.image_keys, ';');
     for (std::size_t s = 0; s < shards.size(); ++s) {
       maps_.push_back(std::make_unique<mapped_file>(shards[s]));
-      const auto members = index_tar(maps_.back()->bytes(), shards[s]);
-      // Group by key, keeping the order of first appearance.
-      std::map<std::string, std::size_t> slot;
-      std::vector<entry> group;
-      for (const auto& m : members) {
-        const auto slash = m.name.find_last_of('/');
-        const auto dot = m.name.find('.', slash == std::string::npos ? 0 : slash + 1);
-        if (dot == std::string::npos) continue;
-        const std::string key = m.name.substr(0, dot), ext = m.name.substr(dot + 1);
-        auto [it, fresh] = slot.emplace(key, group.size());
-        if (fresh) group.push_back({static_cast<std::uint32_t>(s), key, {}, 0, false, false});
-        entry& e = group[it->second];
-        if (std::find(image_keys.begin(), image_keys.end(), ext) != image_keys.end()) {
-          e.image = m;
-          e.has_image = true;
-        } else if (ext == options_.label_key) {
-          e.label = parse_label(maps_.back()->bytes().subspan(m.offset, m.size), shards[s], key);
-          e.has_label = true;
-        }
-      }
-      for (auto& e : group) {
-        if (!e.has_image)
-          throw std::invalid_argument("tar shard '" + shards[s] + "': sample '" + e.key + "' has no image member (." +
-                                      options_.image_keys + ")");
-        if (!e.has_label)
-          throw std::invalid_argument("tar shard '" + shards[s] + "': sample '" + e.key + "' has no ." +
-                                      options_.label_key + " label member");
-        entries_.push_back(std::move(e));
-      }
+      auto group = detail::shard_samples(maps_.back()->bytes(), static_cast<std::uint32_t>(s), shards[s], options_);
+      entries_.insert(entries_.end(), std::make_move_iterator(group.begin()), std::make_move_iterator(group.end()));
     }
     if (entries_.empty()) throw std::invalid_argument("tar shards: no samples in " + std::to_string(shards.size()) + " shard(s)");
   }
@@ -278,7 +314,7 @@ class tar_reader final : public image_reader {
   }
   bool stores_encoded() const override { return true; }
   std::span<const std::byte> read_stored(sample& s, std::vector<std::byte>&) override {
-    const entry& e = entries_.at(s.index());
+    const detail::shard_sample& e = entries_.at(s.index());
     const auto& map = *maps_[e.shard];
     s.set_origin(map.path() + ":" + e.image.name);
     s.as<std::int64_t>(1)[0] = e.label;
@@ -286,36 +322,14 @@ class tar_reader final : public image_reader {
   }
   read_result decode_stored(sample& s, std::span<const std::byte> bytes, std::vector<std::byte>& image,
                             const decode_planner& plan) override {
-    const entry& e = entries_.at(s.index());
+    const detail::shard_sample& e = entries_.at(s.index());
     return decode_sample(s, bytes, image, options_.decode, plan, maps_[e.shard]->path() + ":" + e.image.name);
   }
 
  private:
-  struct entry {
-    std::uint32_t shard;
-    std::string key;
-    tar_member image;
-    std::int64_t label;
-    bool has_image, has_label;
-  };
-  static std::int64_t parse_label(std::span<const std::byte> b, const std::string& shard, const std::string& key) {
-    std::string text(reinterpret_cast<const char*>(b.data()), b.size());
-    while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r')) text.pop_back();
-    std::size_t used = 0;
-    long long v = -1;
-    try {
-      v = std::stoll(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != text.size())
-      throw std::invalid_argument("tar shard '" + shard + "': sample '" + key + "' has label '" + text.substr(0, 32) +
-                                  "', not an integer");
-    return v;
-  }
   shard_options options_;
   std::vector<std::unique_ptr<mapped_file>> maps_;
-  std::vector<entry> entries_;
+  std::vector<detail::shard_sample> entries_;
 };
 
 /// Appends one member (ustar header, data, padding).

@@ -180,6 +180,16 @@ void loader_core::release_slot(std::size_t slot) noexcept {
 
 }  // namespace detail
 
+namespace detail {
+/// Places a sample in its epoch: it sits at `position` of `order`.
+struct sample_access {
+  static void place(sample& s, const epoch_order* order, std::uint64_t position) noexcept {
+    s.order_ = order;
+    s.position_ = position;
+  }
+};
+}  // namespace detail
+
 struct loader::impl {
   impl(std::shared_ptr<source> s, loader_options o);
   ~impl() { cancel(); }
@@ -361,7 +371,7 @@ void loader::impl::run_chunk(std::size_t slot, std::size_t begin, std::size_t en
       for (std::size_t f = 0; f < c.fields.size(); ++f)
         buffers[f] = base + c.field_offset[f] + j * c.fields[f].bytes();
       sample s(m.indices[j], m.epoch, c.options.seed, c.fields, buffers, &c.stats, c.trace.get());
-      s.set_position(&*order, m.batch * c.options.batch_size + j);
+      detail::sample_access::place(s, &*order, m.batch * c.options.batch_size + j);
       std::exception_ptr err;
       try {
         stage_timer t(stage::produce, &c.stats, c.trace.get(), s.index());

@@ -136,13 +136,19 @@ TEST_CASE("loader.workers.tbb_thread_cap_belongs_to_the_application") {
     CHECK(used <= reported);
     CHECK(global_control::active_value(global_control::max_allowed_parallelism) == cap);
   }
-  SUBCASE("an application that raises the cap gets every worker it asks for") {
-    const global_control raised(global_control::max_allowed_parallelism, 10);
+  SUBCASE("up to the cap, every worker asked for runs") {
     std::size_t reported = 0;
-    const std::size_t used = run(9, reported);
-    CHECK(reported == 9);
-    CHECK(used >= 2);
-    CHECK(used <= 9);
+    const std::size_t used = run(allowed, reported);
+    CHECK(reported == allowed);
+    if (allowed >= 2) CHECK(used >= 2);
+    CHECK(used <= allowed);
+  }
+  SUBCASE("the loader follows the cap the application holds") {
+    const global_control lower(global_control::max_allowed_parallelism, 3);  // the lowest control wins
+    std::size_t reported = 0;
+    const std::size_t used = run(8, reported);
+    CHECK(reported == 2);
+    CHECK(used <= 2);
   }
   CHECK(global_control::active_value(global_control::max_allowed_parallelism) == cap);
 }
@@ -278,7 +284,14 @@ TEST_CASE("loader.memory.arena_fixed_and_rss_flat_over_100k_samples") {
   CHECK(seen == 100000);
   const std::size_t rss_end = test::rss_bytes();
   MESSAGE("RSS after 6.4k samples: ", rss_after_warmup / 1024, " KiB; after 100k: ", rss_end / 1024, " KiB");
-  CHECK(rss_end <= rss_after_warmup + (2u << 20));  // flat: no growth with the dataset
+  // Flat: no growth with the dataset (a leak of even 100 bytes a sample would add 9 MiB). The
+  // sanitizers' own bookkeeping grows a little with the threads' history.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  constexpr std::size_t slack = 6u << 20;
+#else
+  constexpr std::size_t slack = 2u << 20;
+#endif
+  CHECK(rss_end <= rss_after_warmup + slack);
   const auto st = l.stats();
   CHECK(st.samples == 100000);
   CHECK(st[stage::produce].count == 100000);

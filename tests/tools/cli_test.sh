@@ -177,6 +177,29 @@ check "pack writes several shards" test "$(ls "$work"/shard-*.tar | wc -l)" -gt 
 "$pf" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu --on-error skip --checksums >"$work/fromfolder.txt" 2>/dev/null
 check "shards give the folder's batches" diff <(grep '^batch ' "$work/fromshards.txt") <(grep '^batch ' "$work/fromfolder.txt")
 check "GNU tar lists a shard" tar -tf "$work/shard-000000.tar"
+# The same shards over HTTP from a loopback nginx started (and stopped) here.
+if [[ -x /usr/sbin/nginx ]]; then
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  mkdir -p "$work/www" && cp "$work"/shard-*.tar "$work/www/"
+  cat >"$work/nginx.conf" <<CONF
+daemon off; master_process off; worker_processes 1; pid $work/nginx.pid; error_log $work/nginx.err error;
+events { worker_connections 64; }
+http { access_log off; client_body_temp_path $work/nb; proxy_temp_path $work/np; fastcgi_temp_path $work/nf;
+  uwsgi_temp_path $work/nu; scgi_temp_path $work/ns; server { listen 127.0.0.1:$port; root $work/www; } }
+CONF
+  /usr/sbin/nginx -c "$work/nginx.conf" -p "$work" &
+  nginx_pid=$!
+  for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
+  last=$(basename "$(ls "$work"/shard-*.tar | tail -1)" .tar)
+  "$pf" run --source "shards:http://127.0.0.1:$port/shard-{000000..${last#shard-}}.tar" --transforms "center_crop(8)" --batch 4 \
+    --device cpu --on-error skip --checksums >"$work/fromhttp.txt" 2>"$work/fromhttp.err"
+  check "shards over HTTP give the local shards' batches" diff <(grep '^batch ' "$work/fromhttp.txt") <(grep '^batch ' "$work/fromshards.txt")
+  expect_error "shards over HTTP: a missing shard names the URL and the status" "http://127.0.0.1:$port/none.tar: HTTP 404" \
+    run --source "shards:http://127.0.0.1:$port/none.tar" --transforms "center_crop(8)" --device cpu
+  kill "$nginx_pid"; wait "$nginx_pid" 2>/dev/null || true
+else
+  echo "skip shards over HTTP: nginx is not installed (Debian: nginx-light)"
+fi
 expect_error "shards: no match" "matches no file" run --source "shards:$work/none-*.tar" --transforms "center_crop(8)"
 expect_error "pack: bad source" "folder:PATH or list:FILE" pack --source "$work/folder" --out "$work/x"
 expect_error "folder: missing" "does not exist" run --source "folder:$work/nothing" --transforms "center_crop(8)"

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -19,6 +20,11 @@
 #include "pinfeed/runtime/tensor.hpp"
 
 namespace pinfeed {
+
+namespace detail {
+/// The loader's access to a sample's place in its epoch (runtime/src/loader.cpp).
+struct sample_access;
+}  // namespace detail
 
 /// The Philox substream of the stand-in draws (see stand_in_position).
 inline constexpr std::uint32_t kStandInSubstream = 0xFFFF;
@@ -87,17 +93,18 @@ class sample {
     throw std::out_of_range("sample has no field '" + std::string(name) + "'");
   }
 
-  /// Places this sample in its epoch: it sits at `position` of `order` (set by the loader).
-  void set_position(const epoch_order* order, std::uint64_t position) noexcept {
-    order_ = order;
-    position_ = position;
-  }
   /// The dataset index that stands in, at attempt k >= 1, for this sample when it cannot be
   /// produced: the sample at stand_in_position() of this rank's epoch order. Without an order (a
   /// sample made outside a loader) the position is a dataset index.
   [[nodiscard]] std::uint64_t stand_in(std::uint64_t k, std::uint64_t dataset_size) const noexcept {
     const std::uint64_t pos = stand_in_position(seed_, epoch_, index_, k, epoch_size(dataset_size));
     return order_ != nullptr ? order_->index_at(epoch_, pos) : pos;
+  }
+  /// The dataset index of the sample `ahead` positions after this one in this rank's epoch order,
+  /// or nullopt past the epoch's end or outside a loader: for sources that fetch ahead of use.
+  [[nodiscard]] std::optional<std::uint64_t> index_ahead(std::uint64_t ahead) const noexcept {
+    if (order_ == nullptr || position_ >= order_->size() || ahead >= order_->size() - position_) return std::nullopt;
+    return order_->index_at(epoch_, position_ + ahead);
   }
   /// Samples in this sample's epoch (this rank's share), or `dataset_size` outside a loader.
   [[nodiscard]] std::uint64_t epoch_size(std::uint64_t dataset_size) const noexcept {
@@ -113,6 +120,7 @@ class sample {
   [[nodiscard]] trace_recorder* trace() const noexcept { return trace_; }
 
  private:
+  friend struct detail::sample_access;
   std::size_t checked(std::size_t i) const {
     if (i >= specs_.size())
       throw std::out_of_range("field " + std::to_string(i) + " out of range (sample has " +

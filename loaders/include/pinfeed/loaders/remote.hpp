@@ -1,0 +1,76 @@
+#pragma once
+/// @file remote.hpp
+/// Tar shards read over HTTP(S) or from S3-compatible object storage, through libcurl.
+///
+/// Locations: "http://host/path/train-000000.tar", "https://...", "s3://bucket/key". For s3:// the
+/// credentials, region and endpoint come from the standard variables: AWS_ACCESS_KEY_ID,
+/// AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION / AWS_DEFAULT_REGION (default us-east-1)
+/// and AWS_ENDPOINT_URL (or AWS_ENDPOINT_URL_S3) for MinIO-style endpoints, which are addressed
+/// path-style (endpoint/bucket/key); without an endpoint, https://bucket.s3.REGION.amazonaws.com.
+/// Requests are signed with AWS SigV4 by libcurl. Credentials never appear in logs or errors, and
+/// neither do a URL's user information or query string.
+///
+/// Faults: connection errors, timeouts, stalls, HTTP 429/500/502/503/504 and short bodies are
+/// retried with exponential backoff and full jitter, up to max_attempts; then a fatal_error names
+/// the URL, the last status and the attempt count. HTTP 403/404 (and other 4xx) fail at once. A
+/// shard whose size or ETag changes between reads is an error, not silently mixed data.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pinfeed/loaders/image_files.hpp"
+#include "pinfeed/loaders/shards.hpp"
+
+namespace pinfeed::loaders {
+
+struct remote_options {
+  int max_attempts = 6;               ///< per request, the first one included
+  double backoff_initial_ms = 50.0;   ///< the first retry waits a random time up to this, then doubling
+  double backoff_max_ms = 2000.0;     ///< the most one wait may be
+  double connect_timeout_s = 5.0;     ///< to open a connection
+  double stall_timeout_s = 10.0;      ///< a transfer that moves no byte for this long is retried
+  std::size_t requests_in_flight = 16;  ///< fetch threads: requests running at once
+  /// Samples of the epoch's order read ahead of the one being read (loaders only), so that
+  /// requests_in_flight requests overlap their latency.
+  std::size_t read_ahead = 64;
+};
+
+/// True for locations starting with http://, https:// or s3://.
+[[nodiscard]] bool is_remote_location(std::string_view location) noexcept;
+
+/// A location as it may be printed: scheme, host and path, without user information or query.
+[[nodiscard]] std::string redact_location(std::string_view location);
+
+/// Expands "https://h/train-{000..127}.tar" (brace ranges, zero padding kept). For s3:// a final
+/// path component with * or ? is matched against the objects under its prefix (ListObjectsV2).
+/// Throws std::invalid_argument for a malformed pattern or one that matches nothing.
+[[nodiscard]] std::vector<std::string> expand_remote_pattern(const std::string& pattern,
+                                                             const remote_options& options = {});
+
+/// What the remote reads of a reader have cost so far.
+struct remote_counters {
+  std::uint64_t requests = 0;     ///< requests answered (every attempt counts)
+  std::uint64_t retries = 0;      ///< attempts after a retryable failure
+  std::uint64_t bytes = 0;        ///< body bytes received
+  double wait_ms = 0.0;           ///< time readers spent waiting for a sample's bytes
+};
+
+/// Reads WebDataset tar shards over HTTP(S) or S3 with per-sample range reads: each shard is
+/// fetched once at construction and indexed (its labels kept, its bytes dropped), then every
+/// sample's image is one range request. Inside a loader the reader fetches the next read_ahead
+/// samples of the epoch's order ahead of use, requests_in_flight at a time, so the exact global
+/// shuffle works over a high-latency link. Fields: image (varies) and "label" int64, as
+/// make_shard_reader. Corrupt samples are sample errors (--on-error applies); transport failures
+/// after the retries are fatal_error.
+[[nodiscard]] std::shared_ptr<image_reader> make_remote_shard_reader(const std::vector<std::string>& locations,
+                                                                     shard_options shard = {},
+                                                                     remote_options remote = {});
+
+/// The counters of a reader made by make_remote_shard_reader (all zero for any other reader).
+[[nodiscard]] remote_counters remote_stats(const image_reader& reader);
+
+}  // namespace pinfeed::loaders

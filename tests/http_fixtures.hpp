@@ -1,0 +1,255 @@
+#pragma once
+// Servers the remote-shard tests start and stop themselves, on loopback only: nginx serving a
+// directory, and a proxy that injects faults (503s, resets mid-body, stalls, latency).
+
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace pinfeed::test {
+
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+inline int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+/// A connected socket to 127.0.0.1:port, or -1.
+inline int connect_loopback(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/// Whether nginx can be started here (Debian: nginx-light).
+inline bool have_nginx() { return std::filesystem::exists("/usr/sbin/nginx"); }
+
+/// nginx serving `root` on 127.0.0.1 (range requests included), stopped by the destructor.
+class nginx_server {
+ public:
+  explicit nginx_server(const std::filesystem::path& root, const std::filesystem::path& work) {
+    for (int attempt = 0; attempt < 5 && pid_ <= 0; ++attempt) {
+      port_ = free_port();
+      const auto conf = work / "nginx.conf";
+      std::ofstream(conf) << "daemon off;\nmaster_process off;\nworker_processes 1;\npid " << (work / "nginx.pid").string()
+                          << ";\nerror_log " << (work / "error.log").string()
+                          << " error;\nevents { worker_connections 256; }\nhttp {\n  access_log off;\n  client_body_temp_path "
+                          << (work / "body").string() << ";\n  proxy_temp_path " << (work / "proxy").string()
+                          << ";\n  fastcgi_temp_path " << (work / "fastcgi").string() << ";\n  uwsgi_temp_path "
+                          << (work / "uwsgi").string() << ";\n  scgi_temp_path " << (work / "scgi").string()
+                          << ";\n  keepalive_requests 100000;\n  server {\n    listen 127.0.0.1:" << port_
+                          << ";\n    root " << root.string() << ";\n  }\n}\n";
+      const std::string c = conf.string(), p = work.string();
+      const char* argv[] = {"/usr/sbin/nginx", "-c", c.c_str(), "-p", p.c_str(), nullptr};
+      pid_t pid = 0;
+      REQUIRE(::posix_spawn(&pid, argv[0], nullptr, nullptr, const_cast<char**>(argv), environ) == 0);
+      for (int i = 0; i < 200; ++i) {  // up to 2 s for it to listen
+        if (const int fd = connect_loopback(port_); fd >= 0) {
+          ::close(fd);
+          pid_ = pid;
+          break;
+        }
+        int status = 0;
+        if (::waitpid(pid, &status, WNOHANG) == pid) break;  // exited: the port was taken, try another
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      if (pid_ <= 0) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+      }
+    }
+    REQUIRE_MESSAGE(pid_ > 0, "nginx did not start; see " << (work / "error.log").string());
+  }
+  ~nginx_server() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  nginx_server(const nginx_server&) = delete;
+  nginx_server& operator=(const nginx_server&) = delete;
+  [[nodiscard]] int port() const noexcept { return port_; }
+  [[nodiscard]] std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+/// Faults a proxy injects; request n (counting from 1) gets the first fault whose period divides n.
+struct fault_plan {
+  int unavailable_every = 0;  ///< answer 503
+  int reset_every = 0;        ///< send the headers and half the body, then reset the connection
+  int stall_every = 0;        ///< send the headers and half the body, then stall for stall_ms
+  int stall_ms = 0;
+  int latency_ms = 0;         ///< added before every answer
+};
+
+/// An HTTP/1.1 proxy on 127.0.0.1 in front of `upstream_port`, one connection per request
+/// (answers carry Connection: close), injecting the faults of its plan. Stops in its destructor.
+class fault_proxy {
+ public:
+  fault_proxy(int upstream_port, fault_plan plan) : upstream_(upstream_port), plan_(plan) {
+    listen_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(listen_ >= 0);
+    const int one = 1;
+    ::setsockopt(listen_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(listen_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    socklen_t len = sizeof a;
+    REQUIRE(::getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port_ = ntohs(a.sin_port);
+    REQUIRE(::listen(listen_, 128) == 0);
+    acceptor_ = std::thread([this] { accept_loop(); });
+  }
+  ~fault_proxy() {
+    stop_ = true;
+    ::shutdown(listen_, SHUT_RDWR);
+    ::close(listen_);
+    acceptor_.join();
+    std::lock_guard lock(m_);
+    for (auto& t : handlers_) t.join();
+  }
+  fault_proxy(const fault_proxy&) = delete;
+  fault_proxy& operator=(const fault_proxy&) = delete;
+  [[nodiscard]] int port() const noexcept { return port_; }
+  [[nodiscard]] std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  [[nodiscard]] int requests() const noexcept { return count_.load(); }
+  [[nodiscard]] int faults() const noexcept { return faults_.load(); }
+
+ private:
+  void accept_loop() {
+    while (!stop_) {
+      const int c = ::accept(listen_, nullptr, nullptr);
+      if (c < 0) {
+        if (stop_) return;
+        continue;
+      }
+      std::lock_guard lock(m_);
+      handlers_.emplace_back([this, c] { handle(c); });
+    }
+  }
+  static bool send_all(int fd, const char* p, std::size_t n) {
+    while (n > 0) {
+      const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+      if (w <= 0) return false;
+      p += w;
+      n -= static_cast<std::size_t>(w);
+    }
+    return true;
+  }
+  /// Reads up to the end of the headers; returns them (and leaves any body bytes in `rest`).
+  static bool read_head(int fd, std::string& head, std::string& rest) {
+    std::string buf;
+    char chunk[8192];
+    while (buf.find("\r\n\r\n") == std::string::npos) {
+      const ssize_t r = ::recv(fd, chunk, sizeof chunk, 0);
+      if (r <= 0) return false;
+      buf.append(chunk, static_cast<std::size_t>(r));
+    }
+    const auto end = buf.find("\r\n\r\n") + 4;
+    head = buf.substr(0, end);
+    rest = buf.substr(end);
+    return true;
+  }
+  void handle(int client) {
+    std::string head, rest;
+    if (!read_head(client, head, rest)) {
+      ::close(client);
+      return;
+    }
+    const int n = ++count_;
+    // Ask upstream for one answer on its own connection.
+    std::string forward;
+    std::size_t line_start = 0;
+    while (line_start < head.size()) {
+      const auto eol = head.find("\r\n", line_start);
+      std::string line = head.substr(line_start, eol - line_start);
+      line_start = eol + 2;
+      if (line.empty()) break;
+      std::string lower = line;
+      for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      if (lower.rfind("connection:", 0) == 0) continue;
+      forward += line + "\r\n";
+    }
+    forward += "Connection: close\r\n\r\n";
+    const int up = connect_loopback(upstream_);
+    std::string answer;
+    if (up >= 0) {
+      send_all(up, forward.data(), forward.size());
+      char chunk[65536];
+      for (ssize_t r; (r = ::recv(up, chunk, sizeof chunk, 0)) > 0;) answer.append(chunk, static_cast<std::size_t>(r));
+      ::close(up);
+    }
+    if (plan_.latency_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(plan_.latency_ms));
+    const auto body_at = answer.find("\r\n\r\n");
+    const std::size_t half = body_at == std::string::npos ? answer.size() : body_at + 4 + (answer.size() - body_at - 4) / 2;
+    auto every = [n](int k) { return k > 0 && n % k == 0; };
+    if (every(plan_.unavailable_every)) {
+      ++faults_;
+      const char* busy = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+      send_all(client, busy, std::strlen(busy));
+    } else if (every(plan_.reset_every)) {
+      ++faults_;
+      send_all(client, answer.data(), half);
+      const linger hard{1, 0};  // close with a reset, not a clean end
+      ::setsockopt(client, SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
+    } else if (every(plan_.stall_every)) {
+      ++faults_;
+      send_all(client, answer.data(), half);
+      for (int waited = 0; waited < plan_.stall_ms && !stop_; waited += 10)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    } else {
+      send_all(client, answer.data(), answer.size());
+    }
+    ::close(client);
+  }
+
+  int upstream_;
+  fault_plan plan_;
+  int listen_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> count_{0}, faults_{0};
+  std::thread acceptor_;
+  std::mutex m_;
+  std::vector<std::thread> handlers_;
+};
+
+}  // namespace pinfeed::test

@@ -1,0 +1,222 @@
+// Remote tar shards against real servers started by the tests on loopback: nginx, and a proxy in
+// front of it that injects faults. Batches must equal the same shards read locally, bit for bit.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "http_fixtures.hpp"
+#include "image_fixtures.hpp"
+#include "pinfeed/loaders/remote.hpp"
+#include "pinfeed/loaders/shards.hpp"
+#include "pinfeed/runtime/checksum.hpp"
+#include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/loader.hpp"
+#include "test_util.hpp"
+
+namespace fs = std::filesystem;
+using namespace pinfeed;
+using namespace pinfeed::loaders;
+using pinfeed::test::temp_dir;
+
+namespace {
+
+/// 24 JPEGs packed into shards of about 4 KiB under <dir>/www, their names, and the server root.
+struct shard_set {
+  fs::path www;
+  std::vector<std::string> names;  ///< file names under www
+  std::vector<std::string> local;  ///< full local paths
+};
+
+shard_set make_shards(const fs::path& dir, int images = 24) {
+  const auto files = test::jpeg_class_folder(dir / "images", images, 40, 1, 48);
+  shard_set s;
+  s.www = dir / "www";
+  fs::create_directories(s.www);
+  s.local = write_shards(files, (s.www / "train").string(), 4096);
+  for (const auto& p : s.local) s.names.push_back(fs::path(p).filename().string());
+  return s;
+}
+
+std::vector<std::string> urls(const std::string& base, const shard_set& s) {
+  std::vector<std::string> out;
+  for (const auto& n : s.names) out.push_back(base + "/" + n);
+  return out;
+}
+
+/// The checksum lines of two shuffled epochs through crop + flip.
+std::vector<std::string> checksums(const std::shared_ptr<image_reader>& reader, std::size_t workers = 2) {
+  loader_options o = test::cpu_loader(5, workers, 7);
+  o.order.shuffle = true;
+  loader l(std::make_shared<pipeline_source>(reader, parse_pipeline("rrc(16),hflip")), o);
+  std::vector<std::string> lines;
+  for (std::uint32_t e = 0; e < 2; ++e) {
+    l.start_epoch(e);
+    while (auto b = l.next()) lines.push_back(checksum_line(*b));
+  }
+  return lines;
+}
+
+remote_options quick() {
+  remote_options r;
+  r.backoff_initial_ms = 5;
+  r.backoff_max_ms = 40;
+  r.connect_timeout_s = 2;
+  r.stall_timeout_s = 1;
+  r.requests_in_flight = 4;
+  r.read_ahead = 8;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("remote.locations_are_redacted_and_expanded") {
+  CHECK(is_remote_location("https://h/x.tar"));
+  CHECK(is_remote_location("s3://b/k"));
+  CHECK_FALSE(is_remote_location("/data/x.tar"));
+  CHECK(redact_location("https://user:secret@host:8080/a/b.tar?X-Amz-Signature=abc#f") == "https://host:8080/a/b.tar");
+  CHECK(redact_location("s3://bucket/key.tar") == "s3://bucket/key.tar");
+  const auto names = expand_remote_pattern("http://h/train-{008..011}.tar");
+  CHECK(names == std::vector<std::string>{"http://h/train-008.tar", "http://h/train-009.tar", "http://h/train-010.tar",
+                                          "http://h/train-011.tar"});
+  CHECK_THROWS_WITH_AS(expand_remote_pattern("http://h/train-*.tar"), doctest::Contains("a glob needs s3://"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(expand_remote_pattern("http://h/train-{1..x}.tar"), doctest::Contains("not numeric"),
+                       std::invalid_argument);
+  CHECK_THROWS_AS(expand_remote_pattern("/local/x.tar"), std::invalid_argument);
+}
+
+TEST_CASE("remote.http_shards_equal_the_local_ones") {
+  if (!test::have_nginx()) {
+    MESSAGE("skipped: nginx is not installed (Debian: nginx-light)");
+    return;
+  }
+  temp_dir d;
+  const auto set = make_shards(d.path);
+  REQUIRE(set.names.size() >= 3);
+  test::nginx_server server(set.www, d.path);
+  const auto local = make_shard_reader(set.local);
+  const auto remote = make_remote_shard_reader(urls(server.url(), set), {}, quick());
+  CHECK(remote->size() == local->size());
+  CHECK(remote->name().find("remote tar shard") != std::string::npos);
+  CHECK(checksums(remote) == checksums(local));
+  CHECK(checksums(remote, 1) == checksums(local, 3));  // any worker count
+  const remote_counters c = remote_stats(*remote);
+  std::uint64_t shard_bytes = 0;
+  for (const auto& p : set.local) shard_bytes += fs::file_size(p);
+  CHECK(c.requests >= set.names.size() + 2 * remote->size());  // the index pass, then a range per sample read
+  CHECK(c.bytes > shard_bytes);                                 // the whole shards once, then the images
+  CHECK(c.retries == 0);
+  CHECK(remote_stats(*local).requests == 0);
+}
+
+TEST_CASE("remote.faults_are_retried_and_batches_stay_identical") {
+  if (!test::have_nginx()) {
+    MESSAGE("skipped: nginx is not installed (Debian: nginx-light)");
+    return;
+  }
+  temp_dir d;
+  const auto set = make_shards(d.path);
+  test::nginx_server server(set.www, d.path);
+  const auto expected = checksums(make_shard_reader(set.local));
+  test::fault_proxy proxy(server.port(), {.unavailable_every = 3, .reset_every = 5, .stall_every = 17, .stall_ms = 3000});
+  const auto remote = make_remote_shard_reader(urls(proxy.url(), set), {}, quick());
+  CHECK(checksums(remote) == expected);
+  CHECK(proxy.faults() > 0);
+  CHECK(remote_stats(*remote).retries >= static_cast<std::uint64_t>(proxy.faults()));
+}
+
+TEST_CASE("remote.a_server_that_stays_down_fails_within_the_retry_budget") {
+  const int port = test::free_port();  // nothing listens there
+  remote_options o = quick();
+  o.max_attempts = 3;
+  const std::string url = "http://user:pw@127.0.0.1:" + std::to_string(port) + "/train-000000.tar";
+  try {
+    (void)make_remote_shard_reader({url}, {}, o);
+    FAIL("no error");
+  } catch (const fatal_error& e) {
+    const std::string what = e.what();
+    CHECK(what.find("http://127.0.0.1:" + std::to_string(port) + "/train-000000.tar") != std::string::npos);
+    CHECK(what.find("after 3 attempts") != std::string::npos);
+    CHECK(what.find("pw") == std::string::npos);  // no credentials in errors
+  }
+  o.max_attempts = 0;
+  CHECK_THROWS_WITH_AS(make_remote_shard_reader({url}, {}, o), doctest::Contains("max_attempts must be at least 1"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("remote.missing_shards_fail_at_once_and_changed_shards_are_refused") {
+  if (!test::have_nginx()) {
+    MESSAGE("skipped: nginx is not installed (Debian: nginx-light)");
+    return;
+  }
+  temp_dir d;
+  const auto set = make_shards(d.path);
+  test::nginx_server server(set.www, d.path);
+  remote_options o = quick();
+  o.max_attempts = 50;  // a 404 must not be retried
+  CHECK_THROWS_WITH_AS(make_remote_shard_reader({server.url() + "/nope.tar"}, {}, o),
+                       doctest::Contains("HTTP 404 (not found) (attempt 1, not retried)"), fatal_error);
+
+  // Indexed, then rewritten with other content: reading it is an error, under skip too.
+  o.read_ahead = 0;
+  const auto remote = make_remote_shard_reader(urls(server.url(), set), {}, o);
+  {
+    std::ofstream grow(set.local[0], std::ios::binary | std::ios::app);
+    grow << std::string(1024, '\0');
+  }
+  pipeline_source_options skip;
+  skip.on_error = error_policy::skip;
+  auto src = std::make_shared<pipeline_source>(remote, parse_pipeline("center_crop(16)"), skip);
+  loader l(src, test::cpu_loader(2, 1, 7));
+  CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("changed after it was indexed"), fatal_error);
+  CHECK(src->failures() == 0);
+}
+
+TEST_CASE("remote.corrupt_samples_follow_on_error_like_local_ones") {
+  if (!test::have_nginx()) {
+    MESSAGE("skipped: nginx is not installed (Debian: nginx-light)");
+    return;
+  }
+  temp_dir d;
+  auto files = test::jpeg_class_folder(d.path / "images", 6, 40, 0, 48);
+  test::write_bytes(files[2].path, {std::byte{0xFF}, std::byte{0xD8}, std::byte{0x00}});  // truncated JPEG
+  fs::create_directories(d.path / "www");
+  const auto local = write_shards(files, (d.path / "www" / "bad").string(), 1 << 20);
+  test::nginx_server server(d.path / "www", d.path);
+  const auto remote = make_remote_shard_reader({server.url() + "/" + fs::path(local[0]).filename().string()}, {}, quick());
+  {
+    loader l(std::make_shared<pipeline_source>(remote, parse_pipeline("center_crop(16)")), test::cpu_loader(6, 1, 7));
+    CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("000002.jpg"), sample_error);
+  }
+  pipeline_source_options skip;
+  skip.on_error = error_policy::skip;
+  auto src = std::make_shared<pipeline_source>(remote, parse_pipeline("center_crop(16)"), skip);
+  loader l(src, test::cpu_loader(6, 1, 7));
+  const auto b = l.next();
+  REQUIRE(b);
+  CHECK(b->size() == 6);
+  CHECK(src->failures() == 1);
+}
+
+TEST_CASE("remote.destroying_a_loader_with_requests_in_flight_returns") {
+  if (!test::have_nginx()) {
+    MESSAGE("skipped: nginx is not installed (Debian: nginx-light)");
+    return;
+  }
+  temp_dir d;
+  const auto set = make_shards(d.path, 40);
+  test::nginx_server server(set.www, d.path);
+  test::fault_proxy slow(server.port(), {.latency_ms = 300});
+  remote_options o = quick();
+  o.read_ahead = 32;
+  auto remote = make_remote_shard_reader(urls(slow.url(), set), {}, o);
+  {
+    loader l(std::make_shared<pipeline_source>(remote, parse_pipeline("center_crop(16)")), test::cpu_loader(2, 2, 7));
+    REQUIRE(l.next());  // the read-ahead now has many requests waiting on the slow proxy
+  }
+  remote.reset();  // the reader's fetch threads abandon their requests; CTest's timeout catches a hang
+  CHECK(slow.requests() > 0);
+}

@@ -12,6 +12,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_args=()
 if [[ ${1:-} == --sanitize ]]; then build_args=(--sanitize "$2"); shift 2; fi
 bash "$root/scripts/build.sh" "${build_args[@]}"
+bash "$root/scripts/install-test-env.sh"  # moto, for the S3 tests
 build_dir=$root/build${build_args[1]:+-${build_args[1]}}
 ctest_args=(--output-on-failure -j 2)
 if ((${#build_args[@]})); then

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -14,7 +15,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -250,6 +254,86 @@ class fault_proxy {
   std::thread acceptor_;
   std::mutex m_;
   std::vector<std::thread> handlers_;
+};
+
+/// moto's standalone S3 server from the test virtualenv (scripts/install-test-env.sh), with IAM
+/// authentication on, so that every request must carry a valid SigV4 signature. Stopped by the
+/// destructor.
+class moto_s3 {
+ public:
+  static std::filesystem::path binary() { return std::filesystem::path(PINFEED_TEST_VENV) / "bin" / "moto_server"; }
+  static bool available() { return std::filesystem::exists(binary()); }
+
+  explicit moto_s3(const std::filesystem::path& work) : work_(work) {
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+    env_strings.emplace_back("INITIAL_NO_AUTH_ACTION_COUNT=3");  // the setup script's IAM calls
+    std::vector<char*> envp;
+    for (auto& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    for (int attempt = 0; attempt < 3 && pid_ <= 0; ++attempt) {
+      port_ = free_port();
+      const std::string bin = binary().string(), port = std::to_string(port_), log = (work / "moto.log").string();
+      const char* argv[] = {bin.c_str(), "-H", "127.0.0.1", "-p", port.c_str(), nullptr};
+      posix_spawn_file_actions_t io;
+      ::posix_spawn_file_actions_init(&io);
+      ::posix_spawn_file_actions_addopen(&io, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      ::posix_spawn_file_actions_adddup2(&io, 1, 2);
+      pid_t pid = 0;
+      const int rc = ::posix_spawn(&pid, argv[0], &io, nullptr, const_cast<char**>(argv), envp.data());
+      ::posix_spawn_file_actions_destroy(&io);
+      REQUIRE(rc == 0);
+      for (int i = 0; i < 600; ++i) {  // moto takes a few seconds to import
+        if (const int fd = connect_loopback(port_); fd >= 0) {
+          ::close(fd);
+          pid_ = pid;
+          break;
+        }
+        int status = 0;
+        if (::waitpid(pid, &status, WNOHANG) == pid) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      if (pid_ <= 0) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+      }
+    }
+    REQUIRE_MESSAGE(pid_ > 0, "moto_server did not start; see " << (work / "moto.log").string());
+  }
+  ~moto_s3() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  moto_s3(const moto_s3&) = delete;
+  moto_s3& operator=(const moto_s3&) = delete;
+  [[nodiscard]] std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  /// Creates the test user, `bucket` and the objects prefix + file name; returns {key id, secret}.
+  std::pair<std::string, std::string> setup(const std::string& bucket, const std::string& prefix,
+                                            const std::vector<std::string>& files) {
+    std::string cmd = (binary().parent_path() / "python").string() + " " + PINFEED_TEST_DIR "/loaders/s3_setup.py " +
+                      endpoint() + " " + bucket + " '" + prefix + "'";
+    for (const auto& f : files) cmd += " '" + f + "'";
+    cmd += " 2>>" + (work_ / "setup.log").string();
+    std::string out;
+    FILE* p = ::popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+    REQUIRE_MESSAGE(::pclose(p) == 0, "s3_setup.py failed; see " << (work_ / "setup.log").string());
+    const auto space = out.find(' ');
+    REQUIRE(space != std::string::npos);
+    std::string secret = out.substr(space + 1);
+    while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+    return {out.substr(0, space), secret};
+  }
+
+ private:
+  std::filesystem::path work_;
+  int port_ = 0;
+  pid_t pid_ = -1;
 };
 
 }  // namespace pinfeed::test

@@ -59,6 +59,14 @@ std::vector<std::string> checksums(const std::shared_ptr<image_reader>& reader, 
   return lines;
 }
 
+/// The AWS variables of a moto server for a scope.
+struct aws_env {
+  test::scoped_env id, secret, region, endpoint;
+  aws_env(const std::string& key_id, const std::string& key, const std::string& url)
+      : id("AWS_ACCESS_KEY_ID", key_id.c_str()), secret("AWS_SECRET_ACCESS_KEY", key.c_str()),
+        region("AWS_REGION", "us-east-1"), endpoint("AWS_ENDPOINT_URL", url.c_str()) {}
+};
+
 remote_options quick() {
   remote_options r;
   r.backoff_initial_ms = 5;
@@ -219,4 +227,46 @@ TEST_CASE("remote.destroying_a_loader_with_requests_in_flight_returns") {
   }
   remote.reset();  // the reader's fetch threads abandon their requests; CTest's timeout catches a hang
   CHECK(slow.requests() > 0);
+}
+
+TEST_CASE("remote.s3_shards_are_signed_listed_and_equal_the_local_ones") {
+  if (!test::moto_s3::available()) {
+    MESSAGE("skipped: moto is not installed (scripts/install-test-env.sh)");
+    return;
+  }
+  temp_dir d;
+  const auto set = make_shards(d.path);
+  test::moto_s3 s3(d.path);
+  const auto [key_id, secret] = s3.setup("shards", "train dir/", set.local);  // a space to encode in keys
+  const auto expected = checksums(make_shard_reader(set.local));
+  {
+    const aws_env env(key_id, secret, s3.endpoint());
+    // A glob lists the prefix (ListObjectsV2); a range names the objects.
+    const auto listed = expand_remote_pattern("s3://shards/train dir/train-*.tar");
+    REQUIRE(listed.size() == set.names.size());
+    CHECK(listed.front() == "s3://shards/train dir/" + set.names.front());
+    CHECK(checksums(make_remote_shard_reader(listed, {}, quick())) == expected);
+    const std::string last = set.names.back().substr(6, 6);
+    const auto ranged = expand_remote_pattern("s3://shards/train dir/train-{000000.." + last + "}.tar");
+    CHECK(ranged == listed);
+    CHECK_THROWS_WITH_AS(expand_remote_pattern("s3://shards/train dir/none-*.tar"), doctest::Contains("matches no object"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(make_remote_shard_reader({"s3://shards/train dir/missing.tar"}, {}, quick()),
+                         doctest::Contains("HTTP 404"), fatal_error);
+  }
+  {  // a wrong secret: refused at once, and the secret appears nowhere
+    const aws_env env(key_id, "not-the-secret-" + secret, s3.endpoint());
+    remote_options o = quick();
+    o.max_attempts = 20;
+    try {
+      (void)make_remote_shard_reader({"s3://shards/train dir/" + set.names.front()}, {}, o);
+      FAIL("no error");
+    } catch (const fatal_error& e) {
+      const std::string what = e.what();
+      CHECK(what.find("HTTP 403") != std::string::npos);
+      CHECK(what.find("not retried") != std::string::npos);
+      CHECK(what.find("s3://shards/train dir/" + set.names.front()) != std::string::npos);
+      CHECK(what.find(secret) == std::string::npos);
+    }
+  }
 }

@@ -129,8 +129,12 @@ TEST_CASE("remote.faults_are_retried_and_batches_stay_identical") {
   const auto set = make_shards(d.path);
   test::nginx_server server(set.www, d.path);
   const auto expected = checksums(make_shard_reader(set.local));
-  test::fault_proxy proxy(server.port(), {.unavailable_every = 3, .reset_every = 5, .stall_every = 17, .stall_ms = 3000});
-  const auto remote = make_remote_shard_reader(urls(proxy.url(), set), {}, quick());
+  // About one request in four fails (503, a reset mid-body or a stall past the timeout); with ten
+  // attempts a request fails only if all ten do (about one in a million).
+  test::fault_proxy proxy(server.port(), {.unavailable_every = 7, .reset_every = 11, .stall_every = 29, .stall_ms = 3000});
+  remote_options o = quick();
+  o.max_attempts = 10;
+  const auto remote = make_remote_shard_reader(urls(proxy.url(), set), {}, o);
   CHECK(checksums(remote) == expected);
   CHECK(proxy.faults() > 0);
   CHECK(remote_stats(*remote).retries >= static_cast<std::uint64_t>(proxy.faults()));

@@ -8,7 +8,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -59,6 +59,58 @@ inline int connect_loopback(int port) {
   return fd;
 }
 
+/// Starts argv[0] with `env` (environ when empty), its output appended to `log` when given. The
+/// child is killed when the test process dies (a hung test killed by CTest leaves no server).
+inline pid_t spawn_server(const std::vector<std::string>& args, const std::vector<std::string>& env, const std::string& log) {
+  std::vector<char*> argv, envp;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  char** const environment = env.empty() ? environ : envp.data();
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {  // only async-signal-safe calls from here on
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    if (!log.empty()) {
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        ::dup2(fd, 1);
+        ::dup2(fd, 2);
+      }
+    }
+    ::execve(argv[0], argv.data(), environment);
+    ::_exit(127);
+  }
+  return pid;
+}
+
+/// Waits up to `tries` x `step_ms` for a server to listen on `port`; false if the child exited
+/// first (it has been reaped then) or the time ran out.
+inline bool wait_listening(pid_t pid, int port, int tries, int step_ms, bool& reaped) {
+  reaped = false;
+  for (int i = 0; i < tries; ++i) {
+    if (const int fd = connect_loopback(port); fd >= 0) {
+      ::close(fd);
+      return true;
+    }
+    if (::waitpid(pid, nullptr, WNOHANG) == pid) {
+      reaped = true;
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));
+  }
+  return false;
+}
+
+inline void stop_server(pid_t pid, bool reaped) {
+  if (pid <= 0 || reaped) return;
+  ::kill(pid, SIGTERM);
+  ::waitpid(pid, nullptr, 0);
+}
+
 /// Whether nginx can be started here (Debian: nginx-light).
 inline bool have_nginx() { return std::filesystem::exists("/usr/sbin/nginx"); }
 
@@ -77,33 +129,14 @@ class nginx_server {
                           << (work / "uwsgi").string() << ";\n  scgi_temp_path " << (work / "scgi").string()
                           << ";\n  keepalive_requests 100000;\n  server {\n    listen 127.0.0.1:" << port_
                           << ";\n    root " << root.string() << ";\n  }\n}\n";
-      const std::string c = conf.string(), p = work.string();
-      const char* argv[] = {"/usr/sbin/nginx", "-c", c.c_str(), "-p", p.c_str(), nullptr};
-      pid_t pid = 0;
-      REQUIRE(::posix_spawn(&pid, argv[0], nullptr, nullptr, const_cast<char**>(argv), environ) == 0);
-      for (int i = 0; i < 200; ++i) {  // up to 2 s for it to listen
-        if (const int fd = connect_loopback(port_); fd >= 0) {
-          ::close(fd);
-          pid_ = pid;
-          break;
-        }
-        int status = 0;
-        if (::waitpid(pid, &status, WNOHANG) == pid) break;  // exited: the port was taken, try another
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-      if (pid_ <= 0) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, nullptr, 0);
-      }
+      const pid_t pid = spawn_server({"/usr/sbin/nginx", "-c", conf.string(), "-p", work.string()}, {}, "");
+      bool reaped = false;
+      if (wait_listening(pid, port_, 200, 10, reaped)) pid_ = pid;  // up to 2 s
+      else stop_server(pid, reaped);  // exited (the port was taken) or stuck: try another port
     }
     REQUIRE_MESSAGE(pid_ > 0, "nginx did not start; see " << (work / "error.log").string());
   }
-  ~nginx_server() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
+  ~nginx_server() { stop_server(pid_, false); }
   nginx_server(const nginx_server&) = delete;
   nginx_server& operator=(const nginx_server&) = delete;
   [[nodiscard]] int port() const noexcept { return port_; }
@@ -121,6 +154,7 @@ struct fault_plan {
   int stall_every = 0;        ///< send the headers and half the body, then stall for stall_ms
   int stall_ms = 0;
   int latency_ms = 0;         ///< added before every answer
+  bool strip_range = false;   ///< forward requests without their Range header (a server without ranges)
 };
 
 /// An HTTP/1.1 proxy on 127.0.0.1 in front of `upstream_port`, one connection per request
@@ -145,8 +179,8 @@ class fault_proxy {
   ~fault_proxy() {
     stop_ = true;
     ::shutdown(listen_, SHUT_RDWR);
-    ::close(listen_);
     acceptor_.join();
+    ::close(listen_);
     std::lock_guard lock(m_);
     for (auto& t : handlers_) t.join();
   }
@@ -192,7 +226,14 @@ class fault_proxy {
     rest = buf.substr(end);
     return true;
   }
+  /// A peer that keeps a socket open without a word does not hold a handler (or the destructor).
+  static void limit_waits(int fd) {
+    const timeval five{5, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &five, sizeof five);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &five, sizeof five);
+  }
   void handle(int client) {
+    limit_waits(client);
     std::string head, rest;
     if (!read_head(client, head, rest)) {
       ::close(client);
@@ -210,12 +251,14 @@ class fault_proxy {
       std::string lower = line;
       for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
       if (lower.rfind("connection:", 0) == 0) continue;
+      if (plan_.strip_range && lower.rfind("range:", 0) == 0) continue;
       forward += line + "\r\n";
     }
     forward += "Connection: close\r\n\r\n";
     const int up = connect_loopback(upstream_);
     std::string answer;
     if (up >= 0) {
+      limit_waits(up);
       send_all(up, forward.data(), forward.size());
       char chunk[65536];
       for (ssize_t r; (r = ::recv(up, chunk, sizeof chunk, 0)) > 0;) answer.append(chunk, static_cast<std::size_t>(r));
@@ -265,47 +308,20 @@ class moto_s3 {
   static bool available() { return std::filesystem::exists(binary()); }
 
   explicit moto_s3(const std::filesystem::path& work) : work_(work) {
-    std::vector<std::string> env_strings;
-    for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
-    env_strings.emplace_back("INITIAL_NO_AUTH_ACTION_COUNT=3");  // the setup script's IAM calls
-    std::vector<char*> envp;
-    for (auto& s : env_strings) envp.push_back(s.data());
-    envp.push_back(nullptr);
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+    env.emplace_back("INITIAL_NO_AUTH_ACTION_COUNT=3");  // the setup script's IAM calls
     for (int attempt = 0; attempt < 3 && pid_ <= 0; ++attempt) {
       port_ = free_port();
-      const std::string bin = binary().string(), port = std::to_string(port_), log = (work / "moto.log").string();
-      const char* argv[] = {bin.c_str(), "-H", "127.0.0.1", "-p", port.c_str(), nullptr};
-      posix_spawn_file_actions_t io;
-      ::posix_spawn_file_actions_init(&io);
-      ::posix_spawn_file_actions_addopen(&io, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      ::posix_spawn_file_actions_adddup2(&io, 1, 2);
-      pid_t pid = 0;
-      const int rc = ::posix_spawn(&pid, argv[0], &io, nullptr, const_cast<char**>(argv), envp.data());
-      ::posix_spawn_file_actions_destroy(&io);
-      REQUIRE(rc == 0);
-      for (int i = 0; i < 600; ++i) {  // moto takes a few seconds to import
-        if (const int fd = connect_loopback(port_); fd >= 0) {
-          ::close(fd);
-          pid_ = pid;
-          break;
-        }
-        int status = 0;
-        if (::waitpid(pid, &status, WNOHANG) == pid) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-      if (pid_ <= 0) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, nullptr, 0);
-      }
+      const pid_t pid = spawn_server({binary().string(), "-H", "127.0.0.1", "-p", std::to_string(port_)}, env,
+                                     (work / "moto.log").string());
+      bool reaped = false;
+      if (wait_listening(pid, port_, 600, 50, reaped)) pid_ = pid;  // moto takes seconds to import
+      else stop_server(pid, reaped);
     }
     REQUIRE_MESSAGE(pid_ > 0, "moto_server did not start; see " << (work / "moto.log").string());
   }
-  ~moto_s3() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
+  ~moto_s3() { stop_server(pid_, false); }
   moto_s3(const moto_s3&) = delete;
   moto_s3& operator=(const moto_s3&) = delete;
   [[nodiscard]] std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }

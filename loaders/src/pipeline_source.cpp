@@ -281,6 +281,7 @@ void pipeline_source::produce_one(sample& out, std::uint64_t index) {
   t.buffers.resize(fields_.size());
   for (std::size_t i = 0; i < fields_.size(); ++i) t.buffers[i] = out.bytes(i).data();
   sample s(index, out.epoch(), out.seed(), fields_, t.buffers, out.stats(), out.trace());
+  s.share_place(out);  // readers that fetch ahead follow the epoch's order from here
   image_spec in;
   bool window_only = false;
   const std::byte* image = nullptr;

@@ -19,6 +19,7 @@
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "detail/tar_samples.hpp"
 #include "pinfeed/runtime/error.hpp"
@@ -33,17 +34,55 @@ bool is_remote_location(std::string_view l) noexcept {
   return l.rfind("http://", 0) == 0 || l.rfind("https://", 0) == 0 || l.rfind("s3://", 0) == 0;
 }
 
-std::string redact_location(std::string_view l) {
-  std::string out(l.substr(0, l.find_first_of("?#")));
-  const auto scheme = out.find("://");
-  if (scheme != std::string::npos) {
-    const auto host = scheme + 3;
-    const auto path = out.find('/', host);
-    const auto at = out.rfind('@', path == std::string::npos ? std::string::npos : path);
-    if (at != std::string::npos && at >= host) out.erase(host, at + 1 - host);
-  }
+#if PINFEED_HAVE_CURL
+namespace {
+/// One part of a parsed URL, or empty.
+std::string url_part(CURLU* u, CURLUPart part) {
+  char* text = nullptr;
+  std::string out;
+  if (curl_url_get(u, part, &text, 0) == CURLUE_OK && text != nullptr) out = text;
+  curl_free(text);
   return out;
 }
+}  // namespace
+
+std::string redact_location(std::string_view l) {
+  // Rebuilt from the parts a URL parser finds (scheme, host, port, path), so that no spelling of
+  // user information or query survives; what does not parse is not printed at all.
+  const auto scheme_end = l.find("://");
+  const std::string scheme = scheme_end == std::string_view::npos ? std::string("location") : std::string(l.substr(0, scheme_end));
+  CURLU* u = curl_url();
+  if (u == nullptr) return scheme + "://(unprintable)";
+  std::string out;
+  if (curl_url_set(u, CURLUPART_URL, std::string(l).c_str(), CURLU_NON_SUPPORT_SCHEME | CURLU_URLENCODE) == CURLUE_OK) {
+    const std::string host = url_part(u, CURLUPART_HOST), port = url_part(u, CURLUPART_PORT);
+    out = url_part(u, CURLUPART_SCHEME) + "://" + host + (port.empty() ? "" : ":" + port) + url_part(u, CURLUPART_PATH);
+    if (out.size() > 1 && out.back() == '/' && l.size() > 0 && l.back() != '/' && url_part(u, CURLUPART_PATH) == "/")
+      out.pop_back();  // "s3://bucket" stays without a slash
+  } else {
+    out = scheme + "://(unparsable location)";
+  }
+  curl_url_cleanup(u);
+  // Percent-decoding for display: keys with spaces read as they were written.
+  std::string shown;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == '%' && i + 2 < out.size() && std::isxdigit(static_cast<unsigned char>(out[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(out[i + 2]))) {
+      shown += static_cast<char>(std::stoi(out.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      shown += out[i];
+    }
+  }
+  return shown;
+}
+#else
+std::string redact_location(std::string_view l) {
+  const auto scheme_end = l.find("://");
+  return (scheme_end == std::string_view::npos ? std::string("location") : std::string(l.substr(0, scheme_end))) +
+         "://(not printed: built without libcurl's URL parser)";
+}
+#endif
 
 #if PINFEED_HAVE_CURL
 
@@ -54,28 +93,55 @@ std::string env(const char* name) {
   return v != nullptr ? std::string(v) : std::string();
 }
 
-/// RFC 3986 encoding of an S3 key, '/' kept.
-std::string encode_key(std::string_view key) {
-  static const char* hex = "0123456789ABCDEF";
+const char* const kHex = "0123456789ABCDEF";
+
+/// RFC 3986 encoding: unreserved characters kept, and '/' when `keep_slash`.
+std::string percent_encode(std::string_view text, bool keep_slash) {
   std::string out;
-  for (const unsigned char c : key) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
+  for (const unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/')) {
       out += static_cast<char>(c);
     } else {
       out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 15];
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
     }
   }
   return out;
 }
+
+std::string percent_decode(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && std::isxdigit(static_cast<unsigned char>(text[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
+      out += static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+/// How requests are signed for S3: read from the environment once, when a reader or a listing
+/// starts (never from the fetch threads).
+struct s3_credentials {
+  std::string key_id, secret, token, region;
+  static s3_credentials from_env() {
+    s3_credentials c{env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"), env("AWS_SESSION_TOKEN"), env("AWS_REGION")};
+    if (c.region.empty()) c.region = env("AWS_DEFAULT_REGION");
+    if (c.region.empty()) c.region = "us-east-1";
+    return c;
+  }
+};
 
 /// Where a location is requested from and how it is signed.
 struct endpoint {
   std::string url;    ///< with credentials nowhere in it
   std::string shown;  ///< for messages
   bool s3 = false;
-  std::string region;
+  std::shared_ptr<const s3_credentials> creds;  ///< s3 only
 };
 
 struct s3_parts {
@@ -90,36 +156,36 @@ s3_parts split_s3(std::string_view location) {
   return p;
 }
 
-std::string s3_region() {
-  std::string r = env("AWS_REGION");
-  if (r.empty()) r = env("AWS_DEFAULT_REGION");
-  return r.empty() ? "us-east-1" : r;
-}
-
-/// The URL of an S3 bucket (path-style under an explicit endpoint) with `suffix` appended.
-endpoint s3_endpoint(const std::string& bucket, const std::string& suffix, const std::string& shown) {
+/// The URL of an S3 bucket with `suffix` (an encoded "/key" or "/?query") appended: path-style
+/// under an explicit endpoint or for a bucket name with dots (its virtual host would not match
+/// the TLS certificate), virtual-hosted otherwise.
+endpoint s3_endpoint(const std::string& bucket, const std::string& suffix, const std::string& shown,
+                     std::shared_ptr<const s3_credentials> creds) {
   endpoint e;
   e.s3 = true;
-  e.region = s3_region();
   e.shown = shown;
   std::string base = env("AWS_ENDPOINT_URL_S3");
   if (base.empty()) base = env("AWS_ENDPOINT_URL");
   if (!base.empty()) {
     while (!base.empty() && base.back() == '/') base.pop_back();
     e.url = base + "/" + bucket + suffix;
+  } else if (bucket.find('.') != std::string::npos) {
+    e.url = "https://s3." + creds->region + ".amazonaws.com/" + bucket + suffix;
   } else {
-    e.url = "https://" + bucket + ".s3." + e.region + ".amazonaws.com" + suffix;
+    e.url = "https://" + bucket + ".s3." + creds->region + ".amazonaws.com" + suffix;
   }
+  e.creds = std::move(creds);
   return e;
 }
 
-endpoint resolve(std::string_view location) {
+endpoint resolve(std::string_view location, const std::shared_ptr<const s3_credentials>& creds) {
   if (location.rfind("s3://", 0) == 0) {
     const s3_parts p = split_s3(location);
-    return s3_endpoint(p.bucket, "/" + encode_key(p.key), redact_location(location));
+    if (p.key.empty()) throw std::invalid_argument("s3 location '" + redact_location(location) + "' names no object");
+    return s3_endpoint(p.bucket, "/" + percent_encode(p.key, true), redact_location(location), creds);
   }
   if (location.rfind("http://", 0) == 0 || location.rfind("https://", 0) == 0)
-    return {std::string(location), redact_location(location), false, {}};
+    return {std::string(location), redact_location(location), false, nullptr};
   throw std::invalid_argument("'" + redact_location(location) + "' is not an http://, https:// or s3:// location");
 }
 
@@ -130,10 +196,13 @@ void curl_init_once() {
   });
 }
 
-/// One request: a whole object, or `length` bytes at `offset`.
+/// One request: a whole object, or `length` bytes at `offset`; `expect_total`, when set, is the
+/// object's size as it was indexed.
 struct request {
   std::uint64_t offset = 0, length = 0;
   bool range = false;
+  std::uint64_t expect_total = 0;
+  std::string expect_etag;
 };
 
 struct response {
@@ -142,10 +211,11 @@ struct response {
   std::string etag;
   std::uint64_t total = 0;  ///< the object's size (Content-Range's total, or Content-Length of a 200)
   bool have_total = false;
+  bool range_ignored = false;  ///< a range was asked for and the server began sending the whole object
+  bool range = false;
+  long status_seen = 0;      ///< the status line seen last, while the body arrives
+  std::exception_ptr error;  ///< thrown inside a callback, rethrown after the transfer
 };
-
-/// What decides a retry.
-enum class outcome { ok, retry, fail };
 
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\r' || s.back() == '\n' || s.back() == ' ')) s.pop_back();
@@ -171,14 +241,28 @@ class session {
                    response& r, std::string& error) {
     curl_easy_reset(h_);
     r = response{};
+    r.range = q.range;
     char errbuf[CURL_ERROR_SIZE] = {};
     curl_easy_setopt(h_, CURLOPT_URL, e.url.c_str());
     curl_easy_setopt(h_, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(h_, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h_, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(h_, CURLOPT_MAXREDIRS, 5L);
+    if (e.s3) {
+      // A redirect from S3 (another region) would drop the signature and carry the session
+      // token's header to another host: it is reported instead. Keys are sent as written.
+      curl_easy_setopt(h_, CURLOPT_FOLLOWLOCATION, 0L);
+      curl_easy_setopt(h_, CURLOPT_PATH_AS_IS, 1L);
+    } else {
+      curl_easy_setopt(h_, CURLOPT_FOLLOWLOCATION, 1L);
+      curl_easy_setopt(h_, CURLOPT_MAXREDIRS, 5L);
+#if LIBCURL_VERSION_NUM >= 0x075500
+      curl_easy_setopt(h_, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+      curl_easy_setopt(h_, CURLOPT_REDIR_PROTOCOLS, static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+    }
     curl_easy_setopt(h_, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(o.connect_timeout_s * 1000));
-    curl_easy_setopt(h_, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    // Slower than 1 KiB/s for stall_timeout_s counts as a stall (a trickle included).
+    curl_easy_setopt(h_, CURLOPT_LOW_SPEED_LIMIT, 1024L);
     curl_easy_setopt(h_, CURLOPT_LOW_SPEED_TIME, std::max(1L, static_cast<long>(o.stall_timeout_s + 0.999)));
     curl_easy_setopt(h_, CURLOPT_WRITEFUNCTION, &session::on_body);
     curl_easy_setopt(h_, CURLOPT_WRITEDATA, &r);
@@ -193,67 +277,87 @@ class session {
       curl_easy_setopt(h_, CURLOPT_RANGE, range.c_str());
     }
     curl_slist* headers = nullptr;
-    std::string token_header, sigv4, user, secret;
-    if (e.s3) {
-      user = env("AWS_ACCESS_KEY_ID");
-      secret = env("AWS_SECRET_ACCESS_KEY");
-      if (!user.empty()) {
-        sigv4 = "aws:amz:" + e.region + ":s3";
-        curl_easy_setopt(h_, CURLOPT_AWS_SIGV4, sigv4.c_str());
-        curl_easy_setopt(h_, CURLOPT_USERNAME, user.c_str());
-        curl_easy_setopt(h_, CURLOPT_PASSWORD, secret.c_str());
-        // SHA-256 of the empty body of a GET, which S3 wants named in a header of its own.
-        headers = curl_slist_append(
-            headers, "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-        if (const std::string token = env("AWS_SESSION_TOKEN"); !token.empty()) {
-          token_header = "x-amz-security-token: " + token;
-          headers = curl_slist_append(headers, token_header.c_str());
-        }
+    std::string token_header, sigv4;
+    if (e.s3 && e.creds && !e.creds->key_id.empty()) {
+      sigv4 = "aws:amz:" + e.creds->region + ":s3";
+      curl_easy_setopt(h_, CURLOPT_AWS_SIGV4, sigv4.c_str());
+      curl_easy_setopt(h_, CURLOPT_USERNAME, e.creds->key_id.c_str());
+      curl_easy_setopt(h_, CURLOPT_PASSWORD, e.creds->secret.c_str());
+      // SHA-256 of the empty body of a GET, which S3 wants named in a header of its own.
+      headers = curl_slist_append(
+          headers, "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+      if (!e.creds->token.empty()) {
+        token_header = "x-amz-security-token: " + e.creds->token;
+        headers = curl_slist_append(headers, token_header.c_str());
       }
     }
     if (headers != nullptr) curl_easy_setopt(h_, CURLOPT_HTTPHEADER, headers);
     if (q.range) r.body.reserve(q.length);
-    const CURLcode code = curl_easy_perform(h_);
-    if (headers != nullptr) curl_slist_free_all(headers);
+    CURLcode code = curl_easy_perform(h_);
+    curl_easy_getinfo(h_, CURLINFO_RESPONSE_CODE, &r.status);
+    // Nothing set above may be used once this returns.
     curl_easy_setopt(h_, CURLOPT_HTTPHEADER, nullptr);
+    curl_easy_setopt(h_, CURLOPT_ERRORBUFFER, nullptr);
+    curl_easy_setopt(h_, CURLOPT_WRITEDATA, nullptr);
+    curl_easy_setopt(h_, CURLOPT_HEADERDATA, nullptr);
+    curl_easy_setopt(h_, CURLOPT_XFERINFODATA, nullptr);
     curl_easy_setopt(h_, CURLOPT_USERNAME, nullptr);
     curl_easy_setopt(h_, CURLOPT_PASSWORD, nullptr);
-    std::fill(secret.begin(), secret.end(), '\0');
-    curl_easy_getinfo(h_, CURLINFO_RESPONSE_CODE, &r.status);
+    if (headers != nullptr) curl_slist_free_all(headers);
+    std::fill(token_header.begin(), token_header.end(), '\0');
+    if (r.error) std::rethrow_exception(r.error);
     if (code != CURLE_OK) error = errbuf[0] != '\0' ? std::string(errbuf) : std::string(curl_easy_strerror(code));
     return code;
   }
 
  private:
+  // libcurl is C: nothing may be thrown through it. An exception is kept and the transfer ended.
   static std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
     auto* r = static_cast<response*>(user);
-    const auto* p = reinterpret_cast<const std::byte*>(data);
-    r->body.insert(r->body.end(), p, p + size * n);
+    if (r->range && r->status_seen == 200) {  // the whole object for a range: stop now
+      r->range_ignored = true;
+      return 0;
+    }
+    try {
+      const auto* p = reinterpret_cast<const std::byte*>(data);
+      r->body.insert(r->body.end(), p, p + size * n);
+    } catch (...) {
+      r->error = std::current_exception();
+      return 0;
+    }
     return size * n;
   }
   static std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
     auto* r = static_cast<response*>(user);
-    const std::string line(data, size * n);
-    const auto colon = line.find(':');
-    if (line.rfind("HTTP/", 0) == 0) {  // a new response (after a redirect or a 100): forget the last
-      r->etag.clear();
-      r->have_total = false;
-    } else if (colon != std::string::npos) {
-      std::string name = line.substr(0, colon);
-      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-      const std::string value = trim(line.substr(colon + 1));
-      if (name == "etag") {
-        r->etag = value;
-      } else if (name == "content-range") {  // bytes a-b/total
-        const auto slash = value.rfind('/');
-        if (slash != std::string::npos && value.substr(slash + 1) != "*") {
-          r->total = std::strtoull(value.c_str() + slash + 1, nullptr, 10);
+    try {
+      const std::string line(data, size * n);
+      const auto colon = line.find(':');
+      if (line.rfind("HTTP/", 0) == 0) {  // a new response (after a redirect or a 100): forget the last
+        r->etag.clear();
+        r->have_total = false;
+        const auto sp = line.find(' ');
+        r->status_seen = sp == std::string::npos ? 0 : std::strtol(line.c_str() + sp + 1, nullptr, 10);
+      } else if (colon != std::string::npos) {
+        std::string name = line.substr(0, colon);
+        std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+        const std::string value = trim(line.substr(colon + 1));
+        if (name == "etag") {
+          r->etag = value;
+        } else if (name == "content-range") {  // bytes a-b/total
+          const auto slash = value.rfind('/');
+          if (slash != std::string::npos && value.substr(slash + 1) != "*") {
+            r->total = std::strtoull(value.c_str() + slash + 1, nullptr, 10);
+            r->have_total = true;
+          }
+        } else if (name == "content-length" && !r->have_total && r->status_seen == 200) {
+          r->total = std::strtoull(value.c_str(), nullptr, 10);
           r->have_total = true;
+          if (!r->range) r->body.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(r->total, std::uint64_t{1} << 34)));
         }
-      } else if (name == "content-length" && !r->have_total) {
-        r->total = std::strtoull(value.c_str(), nullptr, 10);
-        r->have_total = true;
       }
+    } catch (...) {
+      r->error = std::current_exception();
+      return 0;
     }
     return size * n;
   }
@@ -275,16 +379,18 @@ struct cancelled : std::runtime_error {
 };
 
 struct request_counters {
-  std::atomic<std::uint64_t> requests{0}, retries{0}, bytes{0}, wait_ns{0};
+  std::atomic<std::uint64_t> requests{0}, retries{0}, bytes{0}, wait_ns{0}, read_ahead{0};
 };
 
 /// Sleeps up to `ms`, in short steps, returning early once `stop` is set.
 void pause(double ms, const std::atomic<bool>* stop) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(ms);
-  while (std::chrono::steady_clock::now() < until) {
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double, std::milli>(ms));
+  for (;;) {
     if (stop != nullptr && stop->load()) throw cancelled("cancelled");
-    const auto left = std::chrono::duration_cast<std::chrono::steady_clock::duration>(until - std::chrono::steady_clock::now());
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(std::chrono::milliseconds(10), left));
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= until) return;
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(std::chrono::milliseconds(10), until - now));
   }
 }
 
@@ -292,9 +398,15 @@ std::string describe(const endpoint& e, const request& q) {
   return "GET " + e.shown + (q.range ? " bytes " + std::to_string(q.offset) + "-" + std::to_string(q.offset + q.length - 1) : "");
 }
 
-/// One request with its retries. Throws fatal_error after the attempts or on a status that is not
-/// worth retrying, cancelled when `stop` is set.
-response fetch(const endpoint& e, const request& q, const remote_options& o, request_counters& c, const std::atomic<bool>* stop) {
+[[noreturn]] void changed(const endpoint& e, const std::string& how) {
+  throw fatal_error("remote shard " + e.shown + " changed after it was indexed: " + how +
+                    "; samples of two versions would be mixed");
+}
+
+/// One request with its retries. Throws fatal_error after the attempts, on a status that is not
+/// worth retrying, or when the object is not the one indexed; cancelled when `stop` is set.
+response fetch(const endpoint& e, const request& q, const remote_options& o, request_counters& c,
+               const std::atomic<bool>* stop) {
   thread_local std::minstd_rand jitter(static_cast<unsigned>(std::hash<std::thread::id>{}(std::this_thread::get_id())));
   const int attempts = std::max(1, o.max_attempts);
   std::string last;
@@ -305,32 +417,46 @@ response fetch(const endpoint& e, const request& q, const remote_options& o, req
     const CURLcode code = this_thread_session().perform(e, q, o, stop, r, error);
     c.requests.fetch_add(1, std::memory_order_relaxed);
     c.bytes.fetch_add(r.body.size(), std::memory_order_relaxed);
-    outcome what = outcome::ok;
     if (code == CURLE_ABORTED_BY_CALLBACK && stop != nullptr && stop->load()) throw cancelled("cancelled");
+    auto fail = [&](const std::string& why) -> fatal_error {
+      return fatal_error(describe(e, q) + ": " + why + " (attempt " + std::to_string(attempt) + ", not retried)");
+    };
+    if (r.range_ignored)
+      throw fail("the server answered a range request with the whole object: per-sample reads need range support");
+    // The object as indexed, before anything else: a changed object is not a transient fault.
+    if (q.expect_total != 0 && r.have_total && r.total != q.expect_total && (r.status == 200 || r.status == 206))
+      changed(e, "size " + std::to_string(q.expect_total) + " then " + std::to_string(r.total) + " bytes");
+    if (q.expect_total != 0 && r.status == 416)
+      changed(e, "a range of the indexed " + std::to_string(q.expect_total) + " bytes is past its end now");
+    if (!q.expect_etag.empty() && !r.etag.empty() && r.etag != q.expect_etag && (r.status == 200 || r.status == 206))
+      changed(e, "ETag " + q.expect_etag + " then " + r.etag);
+    bool retry = false;
     if (code != CURLE_OK) {
       last = error;
-      what = (code == CURLE_URL_MALFORMAT || code == CURLE_UNSUPPORTED_PROTOCOL || code == CURLE_PEER_FAILED_VERIFICATION ||
-              code == CURLE_SSL_CACERT_BADFILE || code == CURLE_LOGIN_DENIED)
-                 ? outcome::fail
-                 : outcome::retry;
+      const bool permanent = code == CURLE_URL_MALFORMAT || code == CURLE_UNSUPPORTED_PROTOCOL ||
+                             code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CACERT_BADFILE ||
+                             code == CURLE_LOGIN_DENIED || code == CURLE_TOO_MANY_REDIRECTS;
+      if (permanent) throw fail(last);
+      retry = true;
     } else if (r.status == 429 || r.status == 500 || r.status == 502 || r.status == 503 || r.status == 504) {
       last = "HTTP " + std::to_string(r.status);
-      what = outcome::retry;
+      retry = true;
+    } else if (r.status >= 300 && r.status < 400) {
+      throw fail("HTTP " + std::to_string(r.status) + (e.s3 ? " (a redirect: the bucket is in another region than " +
+                                                               (e.creds ? e.creds->region : std::string("?")) +
+                                                               "; set AWS_REGION)"
+                                                         : std::string(" (too many redirects)")));
     } else if (r.status < 200 || r.status >= 300) {
-      last = "HTTP " + std::to_string(r.status) + (r.status == 403   ? " (forbidden: check the credentials)"
-                                                   : r.status == 404 ? " (not found)"
-                                                                     : "");
-      what = outcome::fail;
-    } else if (q.range && r.status == 206 && r.body.size() != q.length) {
+      throw fail("HTTP " + std::to_string(r.status) +
+                 (r.status == 403 ? " (forbidden: check the credentials)" : r.status == 404 ? " (not found)" : ""));
+    } else if (q.range && r.body.size() != q.length) {
       last = "short read: " + std::to_string(r.body.size()) + " of " + std::to_string(q.length) + " bytes";
-      what = outcome::retry;
-    } else if (r.have_total && r.status == 200 && r.body.size() != r.total) {
+      retry = true;
+    } else if (!q.range && r.have_total && r.body.size() != r.total) {
       last = "short read: " + std::to_string(r.body.size()) + " of " + std::to_string(r.total) + " bytes";
-      what = outcome::retry;
+      retry = true;
     }
-    if (what == outcome::ok) return r;
-    if (what == outcome::fail)
-      throw fatal_error(describe(e, q) + ": " + last + " (attempt " + std::to_string(attempt) + ", not retried)");
+    if (!retry) return r;
     if (attempt < attempts) {
       c.retries.fetch_add(1, std::memory_order_relaxed);
       const double cap = std::min(o.backoff_max_ms, o.backoff_initial_ms * static_cast<double>(1ull << std::min(attempt - 1, 30)));
@@ -340,40 +466,47 @@ response fetch(const endpoint& e, const request& q, const remote_options& o, req
   throw fatal_error(describe(e, q) + ": " + last + " after " + std::to_string(attempts) + " attempts");
 }
 
-/// Threads that run requests; a job runs once, and jobs still queued when the pool stops fail with
-/// `cancelled`.
+/// Threads that run requests; jobs at the front run first. Jobs still queued when the pool stops
+/// run on the stopping thread: their owner sets its stop flag first, so they fail with `cancelled`.
 class fetch_pool {
  public:
   explicit fetch_pool(std::size_t threads) {
-    for (std::size_t i = 0; i < std::max<std::size_t>(threads, 1); ++i) threads_.emplace_back([this] { run(); });
+    try {
+      for (std::size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
+    } catch (...) {
+      shut();
+      throw;
+    }
   }
-  ~fetch_pool() {
-    stop_.store(true);
+  ~fetch_pool() { shut(); }
+  fetch_pool(const fetch_pool&) = delete;
+  fetch_pool& operator=(const fetch_pool&) = delete;
+
+  template <class Fn>
+  auto submit(Fn fn, bool urgent = false) -> std::future<decltype(fn())> {
+    auto task = std::make_shared<std::packaged_task<decltype(fn())()>>(std::move(fn));
+    auto fut = task->get_future();
+    {
+      std::lock_guard lock(m_);
+      if (urgent) queue_.emplace_front([task] { (*task)(); });
+      else queue_.emplace_back([task] { (*task)(); });
+    }
+    cv_.notify_one();
+    return fut;
+  }
+
+ private:
+  void shut() noexcept {
     {
       std::lock_guard lock(m_);
       closed_ = true;
     }
     cv_.notify_all();
     for (auto& t : threads_) t.join();
-    for (auto& job : queue_) job();  // each sees stop_ and fails with `cancelled`
+    threads_.clear();
+    for (auto& job : queue_) job();  // their owner has set its stop flag: each fails at once
+    queue_.clear();
   }
-  fetch_pool(const fetch_pool&) = delete;
-  fetch_pool& operator=(const fetch_pool&) = delete;
-
-  template <class Fn>
-  auto submit(Fn fn) -> std::future<decltype(fn())> {
-    auto task = std::make_shared<std::packaged_task<decltype(fn())()>>(std::move(fn));
-    auto fut = task->get_future();
-    {
-      std::lock_guard lock(m_);
-      queue_.emplace_back([task] { (*task)(); });
-    }
-    cv_.notify_one();
-    return fut;
-  }
-  [[nodiscard]] const std::atomic<bool>* stop_flag() const noexcept { return &stop_; }
-
- private:
   void run() {
     for (;;) {
       std::function<void()> job;
@@ -391,39 +524,71 @@ class fetch_pool {
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
   bool closed_ = false;
-  std::atomic<bool> stop_{false};
   std::vector<std::thread> threads_;
 };
+
+void check_options(const remote_options& o) {
+  if (o.max_attempts < 1)
+    throw std::invalid_argument("remote shards: max_attempts must be at least 1, got " + std::to_string(o.max_attempts));
+  if (o.requests_in_flight < 1 || o.requests_in_flight > 1024)
+    throw std::invalid_argument("remote shards: requests_in_flight must be in [1, 1024], got " +
+                                std::to_string(o.requests_in_flight));
+  if (!(o.backoff_initial_ms >= 0) || !(o.backoff_max_ms >= o.backoff_initial_ms) || !(o.connect_timeout_s > 0) ||
+      !(o.stall_timeout_s > 0))
+    throw std::invalid_argument("remote shards: the backoff must satisfy 0 <= backoff_initial_ms <= backoff_max_ms and "
+                                "the timeouts must be positive");
+}
+
+void check_s3_signing(const endpoint& e) {
+  // Older libcurl signs only host and x-amz-date, and S3 refuses the unsigned x-amz-* headers.
+  if (e.s3 && curl_version_info(CURLVERSION_NOW)->version_num < 0x075700)
+    throw std::runtime_error("remote shards: " + e.shown + " needs libcurl 7.87 or later to sign S3 requests (this is " +
+                             curl_version_info(CURLVERSION_NOW)->version + ")");
+}
 
 class remote_tar_reader final : public image_reader {
  public:
   remote_tar_reader(const std::vector<std::string>& locations, shard_options so, remote_options ro)
-      : shard_(std::move(so)), remote_(ro), pool_(std::max<std::size_t>(ro.requests_in_flight, 1)) {  // NOLINT
+      : shard_(std::move(so)), remote_(ro) {
+    check_options(remote_);
     if (locations.empty()) throw std::invalid_argument("remote shards: no shard given");
-    if (remote_.max_attempts < 1)
-      throw std::invalid_argument("remote shards: max_attempts must be at least 1, got " + std::to_string(remote_.max_attempts));
-    for (const auto& l : locations) shards_.push_back({resolve(l), 0, {}});
+    const auto creds = std::make_shared<const s3_credentials>(s3_credentials::from_env());
+    for (const auto& l : locations) {
+      shards_.push_back({resolve(l, creds), 0, {}});
+      check_s3_signing(shards_.back().where);
+    }
+    pool_ = std::make_unique<fetch_pool>(remote_.requests_in_flight);
     // Each shard is fetched once and indexed (its labels kept); a few at a time, as each is held
     // whole while it is indexed.
-    const std::size_t at_once = std::min<std::size_t>(4, std::max<std::size_t>(remote_.requests_in_flight, 1));
+    const std::size_t at_once = std::min<std::size_t>(4, remote_.requests_in_flight);
     std::vector<std::vector<detail::shard_sample>> groups(shards_.size());
     for (std::size_t first = 0; first < shards_.size(); first += at_once) {
       std::vector<std::future<void>> done;
-      for (std::size_t s = first; s < std::min(shards_.size(), first + at_once); ++s)
-        done.push_back(pool_.submit([this, s, &groups] {
-          shard& sh = shards_[s];
-          response r = fetch(sh.where, {}, remote_, counters_, pool_.stop_flag());
-          sh.size = r.body.size();
-          sh.etag = r.etag;
-          groups[s] = detail::shard_samples(r.body, static_cast<std::uint32_t>(s), sh.where.shown, shard_);
-        }));
+      std::exception_ptr error;
+      try {
+        for (std::size_t s = first; s < std::min(shards_.size(), first + at_once); ++s)
+          done.push_back(pool_->submit([this, s, &groups] {
+            shard& sh = shards_[s];
+            response r = fetch(sh.where, {}, remote_, counters_, &stopping_);
+            sh.size = r.body.size();
+            sh.etag = r.etag;
+            groups[s] = detail::shard_samples(r.body, static_cast<std::uint32_t>(s), sh.where.shown, shard_);
+          }));
+      } catch (...) {
+        error = std::current_exception();
+      }
       for (auto& d : done) d.wait();  // all finished before any error leaves (they write `groups`)
+      if (error) std::rethrow_exception(error);
       for (auto& d : done) d.get();
     }
     for (auto& g : groups) entries_.insert(entries_.end(), std::make_move_iterator(g.begin()), std::make_move_iterator(g.end()));
     if (entries_.empty())
       throw std::invalid_argument("remote shards: no samples in " + std::to_string(shards_.size()) + " shard(s)");
     max_pending_ = std::max<std::size_t>(4 * remote_.read_ahead, 64);
+  }
+  ~remote_tar_reader() override {
+    stopping_.store(true);  // requests in flight abort, queued ones fail with `cancelled`
+    pool_.reset();          // its threads stop before the members they use go
   }
 
   std::uint64_t size() const override { return entries_.size(); }
@@ -442,8 +607,8 @@ class remote_tar_reader final : public image_reader {
     const detail::shard_sample& e = entries_.at(s.index());
     s.set_origin(shards_[e.shard].where.shown + ":" + e.image.name);
     s.as<std::int64_t>(1)[0] = e.label;
+    std::future<std::vector<std::byte>> bytes = take(s.epoch(), s.index());  // first: it may jump the queue
     read_ahead(s);
-    std::future<std::vector<std::byte>> bytes = take(s.epoch(), s.index());
     const auto t0 = std::chrono::steady_clock::now();
     try {
       storage = bytes.get();
@@ -462,7 +627,7 @@ class remote_tar_reader final : public image_reader {
 
   remote_counters counters() const {
     return {counters_.requests.load(), counters_.retries.load(), counters_.bytes.load(),
-            static_cast<double>(counters_.wait_ns.load()) / 1e6};
+            static_cast<double>(counters_.wait_ns.load()) / 1e6, counters_.read_ahead.load()};
   }
 
  private:
@@ -474,29 +639,27 @@ class remote_tar_reader final : public image_reader {
 
   static std::uint64_t key(std::uint32_t epoch, std::uint64_t index) { return (std::uint64_t{epoch} << 44) ^ index; }
 
-  /// The image bytes of sample `index`, checked against the shard as it was indexed.
+  /// The image bytes of sample `index`, checked against the shard as it was indexed. Once one
+  /// request has failed for good, the queued ones fail at once with the same error.
   std::vector<std::byte> load(std::uint64_t index) {
+    if (auto failed = failed_.load()) std::rethrow_exception(*failed);
     const detail::shard_sample& e = entries_[index];
     const shard& sh = shards_[e.shard];
     if (e.image.size == 0) return {};
-    response r = fetch(sh.where, {e.image.offset, e.image.size, true}, remote_, counters_, pool_.stop_flag());
-    const bool size_changed = r.have_total && r.total != sh.size;
-    const bool etag_changed = !sh.etag.empty() && !r.etag.empty() && r.etag != sh.etag;
-    if (size_changed || etag_changed)
-      throw fatal_error("remote shard " + sh.where.shown + " changed after it was indexed: " +
-                        (size_changed ? "size " + std::to_string(sh.size) + " then " + std::to_string(r.total) + " bytes"
-                                      : "ETag " + sh.etag + " then " + r.etag) +
-                        "; samples of two versions would be mixed");
-    if (r.status == 200) {  // the server ignored the range: take the member out of the whole object
-      if (r.body.size() < e.image.offset + e.image.size)
-        throw fatal_error("remote shard " + sh.where.shown + " is shorter than when it was indexed");
-      return {r.body.begin() + static_cast<std::ptrdiff_t>(e.image.offset),
-              r.body.begin() + static_cast<std::ptrdiff_t>(e.image.offset + e.image.size)};
+    try {
+      response r = fetch(sh.where, {e.image.offset, e.image.size, true, sh.size, sh.etag}, remote_, counters_,
+                         &stopping_);
+      return std::move(r.body);
+    } catch (const fatal_error&) {
+      auto error = std::make_shared<const std::exception_ptr>(std::current_exception());
+      std::shared_ptr<const std::exception_ptr> none;
+      failed_.compare_exchange_strong(none, error);
+      throw;
     }
-    return std::move(r.body);
   }
 
-  /// Queues the next read_ahead samples of the epoch's order, up to a bounded number pending.
+  /// Queues the next read_ahead samples of the epoch's order that are neither queued nor taken,
+  /// up to a bounded number pending.
   void read_ahead(const sample& s) {
     if (remote_.read_ahead == 0) return;
     std::lock_guard lock(m_);
@@ -508,22 +671,34 @@ class remote_tar_reader final : public image_reader {
       const auto next = s.index_ahead(k);
       if (!next) break;
       const std::uint64_t id = key(s.epoch(), *next);
-      if (pending_.count(id) != 0 || *next >= entries_.size()) continue;
-      pending_.emplace(id, pending{s.epoch(), pool_.submit([this, i = *next] { return load(i); })});
+      if (*next >= entries_.size() || pending_.count(id) != 0 || taken_.count(id) != 0) continue;
+      pending_.emplace(id, pending{s.epoch(), pool_->submit([this, i = *next] { return load(i); })});
+      counters_.read_ahead.fetch_add(1, std::memory_order_relaxed);
     }
   }
 
+  /// The bytes of (epoch, index): its read-ahead, or a request queued ahead of the read-ahead ones.
   std::future<std::vector<std::byte>> take(std::uint32_t epoch, std::uint64_t index) {
-    {
-      std::lock_guard lock(m_);
-      const auto it = pending_.find(key(epoch, index));
-      if (it != pending_.end()) {
-        auto f = std::move(it->second.bytes);
-        pending_.erase(it);
-        return f;
-      }
+    const std::uint64_t id = key(epoch, index);
+    std::lock_guard lock(m_);
+    remember_taken(id);
+    const auto it = pending_.find(id);
+    if (it != pending_.end()) {
+      auto f = std::move(it->second.bytes);
+      pending_.erase(it);
+      return f;
     }
-    return pool_.submit([this, index] { return load(index); });
+    return pool_->submit([this, index] { return load(index); }, /*urgent=*/true);
+  }
+
+  /// Keeps the last few thousand samples taken, so that a late read-ahead does not fetch them again.
+  void remember_taken(std::uint64_t id) {
+    if (!taken_.insert(id).second) return;
+    taken_order_.push_back(id);
+    if (taken_order_.size() > 4 * max_pending_) {
+      taken_.erase(taken_order_.front());
+      taken_order_.pop_front();
+    }
   }
 
   struct pending {
@@ -536,18 +711,25 @@ class remote_tar_reader final : public image_reader {
   std::vector<shard> shards_;
   std::vector<detail::shard_sample> entries_;
   mutable request_counters counters_;
+  std::atomic<std::shared_ptr<const std::exception_ptr>> failed_;
   std::mutex m_;
   std::unordered_map<std::uint64_t, pending> pending_;
+  std::unordered_set<std::uint64_t> taken_;
+  std::deque<std::uint64_t> taken_order_;
   std::size_t max_pending_ = 64;
-  fetch_pool pool_;  // last: its threads stop before the members they use go away
+  std::atomic<bool> stopping_{false};
+  std::unique_ptr<fetch_pool> pool_;
 };
 
-/// The keys of the objects under `prefix` of an S3 bucket (ListObjectsV2, every page).
-std::vector<std::string> list_s3(const std::string& bucket, const std::string& prefix, const remote_options& o) {
+/// The keys of the objects directly under `dir` (a prefix ending in '/', or empty) of an S3
+/// bucket: ListObjectsV2 with a '/' delimiter, every page.
+std::vector<std::string> list_s3(const std::string& bucket, const std::string& dir, const remote_options& o) {
   request_counters c;
+  const auto creds = std::make_shared<const s3_credentials>(s3_credentials::from_env());
   std::vector<std::string> keys;
   std::string token;
-  auto text_of = [](const std::string& xml, const std::string& tag, std::size_t from, std::size_t& end) -> std::optional<std::string> {
+  auto text_of = [](const std::string& xml, const std::string& tag, std::size_t from,
+                    std::size_t& end) -> std::optional<std::string> {
     const auto a = xml.find("<" + tag + ">", from);
     if (a == std::string::npos) return std::nullopt;
     const auto b = xml.find("</" + tag + ">", a);
@@ -555,40 +737,28 @@ std::vector<std::string> list_s3(const std::string& bucket, const std::string& p
     end = b;
     return xml.substr(a + tag.size() + 2, b - a - tag.size() - 2);
   };
-  auto unescape = [](std::string s) {
-    const std::pair<const char*, const char*> entities[] = {{"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""}, {"&apos;", "'"}, {"&amp;", "&"}};
-    for (const auto& [from, to] : entities)
-      for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + 1)) s.replace(at, std::strlen(from), to);
-    return s;
-  };
-  auto query_escape = [](const std::string& v) {
-    std::string out;
-    static const char* hex = "0123456789ABCDEF";
-    for (const unsigned char ch : v) {
-      if (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~') out += static_cast<char>(ch);
-      else {
-        out += '%';
-        out += hex[ch >> 4];
-        out += hex[ch & 15];
-      }
-    }
-    return out;
-  };
-  for (int page = 0; page < 100000; ++page) {
-    std::string q = "/?list-type=2&prefix=" + query_escape(prefix);
-    if (!token.empty()) q = "/?continuation-token=" + query_escape(token) + "&list-type=2&prefix=" + query_escape(prefix);
-    const endpoint e = s3_endpoint(bucket, q, "s3://" + bucket + "/" + prefix + " (listing)");
+  constexpr int kMaxPages = 100000;  // 10^8 objects
+  for (int page = 0;; ++page) {
+    if (page == kMaxPages)
+      throw std::invalid_argument("s3://" + bucket + "/" + dir + ": more than " + std::to_string(kMaxPages) +
+                                  " pages of objects; name the shards with a {first..last} range instead");
+    // Parameters in sorted order, as the signature's canonical query has them.
+    std::string q = "/?";
+    if (!token.empty()) q += "continuation-token=" + percent_encode(token, false) + "&";
+    q += "delimiter=%2F&encoding-type=url&list-type=2&prefix=" + percent_encode(dir, false);
+    const endpoint e = s3_endpoint(bucket, q, "s3://" + bucket + "/" + dir + " (listing)", creds);
+    check_s3_signing(e);
     const response r = fetch(e, {}, o, c, nullptr);
     const std::string xml(reinterpret_cast<const char*>(r.body.data()), r.body.size());
     std::size_t at = 0, end = 0;
     while (auto k = text_of(xml, "Key", at, end)) {
-      keys.push_back(unescape(*k));
+      keys.push_back(percent_decode(*k));  // encoding-type=url: keys come percent-encoded
       at = end;
     }
     const auto truncated = text_of(xml, "IsTruncated", 0, end);
     const auto next = text_of(xml, "NextContinuationToken", 0, end);
     if (!truncated || *truncated != "true" || !next) break;
-    token = unescape(*next);
+    token = *next;
   }
   return keys;
 }
@@ -598,15 +768,30 @@ std::vector<std::string> list_s3(const std::string& bucket, const std::string& p
 std::vector<std::string> expand_remote_pattern(const std::string& pattern, const remote_options& options) {
   if (!is_remote_location(pattern))
     throw std::invalid_argument("'" + redact_location(pattern) + "' is not an http://, https:// or s3:// location");
+  check_options(options);
+  // A query (a presigned URL's signature) is not part of the pattern: kept aside, put back on each.
+  const bool http = pattern.rfind("s3://", 0) != 0;
+  const auto query_at = http ? pattern.find_first_of("?#") : std::string::npos;
+  const std::string base = pattern.substr(0, query_at), query = query_at == std::string::npos ? "" : pattern.substr(query_at);
+  std::vector<std::string> names;
+  try {
+    names = detail::expand_braces(base);
+  } catch (const std::invalid_argument& e) {
+    // The message quotes the pattern: say it again without what the location must not show.
+    const std::string what = e.what();
+    const auto colon = what.find("': ");
+    throw std::invalid_argument("shard pattern '" + redact_location(base) + "'" +
+                                (colon == std::string::npos ? std::string(": malformed") : what.substr(colon + 1)));
+  }
   std::vector<std::string> out;
-  for (const auto& p : detail::expand_braces(pattern)) {
+  for (const auto& p : names) {
     const auto slash = p.rfind('/');
     const std::string last = p.substr(slash + 1);
     if (last.find_first_of("*?[") == std::string::npos) {
-      out.push_back(p);
+      out.push_back(p + query);
       continue;
     }
-    if (p.rfind("s3://", 0) != 0)
+    if (http)
       throw std::invalid_argument("shard pattern '" + redact_location(pattern) +
                                   "': a glob needs s3:// (an HTTP server has no listing); give a {first..last} range");
     const s3_parts parts = split_s3(p);
@@ -614,7 +799,8 @@ std::vector<std::string> expand_remote_pattern(const std::string& pattern, const
     const std::string dir = key_slash == std::string::npos ? "" : parts.key.substr(0, key_slash + 1);
     std::vector<std::string> matched;
     for (const auto& k : list_s3(parts.bucket, dir, options))
-      if (k.find('/', dir.size()) == std::string::npos && ::fnmatch(parts.key.c_str(), k.c_str(), 0) == 0)
+      if (k.size() > dir.size() && k.find('/', dir.size()) == std::string::npos &&
+          ::fnmatch(parts.key.c_str(), k.c_str(), 0) == 0)
         matched.push_back("s3://" + parts.bucket + "/" + k);
     std::sort(matched.begin(), matched.end());
     out.insert(out.end(), matched.begin(), matched.end());

@@ -149,6 +149,8 @@ std::vector<std::string> detail::expand_braces(const std::string& pattern) {
       if (lo.empty() || hi.empty() || lo.find_first_not_of("0123456789") != std::string::npos ||
           hi.find_first_not_of("0123456789") != std::string::npos)
         throw std::invalid_argument("shard pattern '" + pattern + "': range {" + lo + ".." + hi + "} is not numeric");
+      if (lo.size() > 18 || hi.size() > 18)
+        throw std::invalid_argument("shard pattern '" + pattern + "': range {" + lo + ".." + hi + "} has numbers too long");
       const long a = std::stol(lo), b = std::stol(hi);
       if (b < a || b - a > 1000000)
         throw std::invalid_argument("shard pattern '" + pattern + "': bad range {" + lo + ".." + hi + "}");

@@ -59,12 +59,19 @@ std::vector<std::string> checksums(const std::shared_ptr<image_reader>& reader, 
   return lines;
 }
 
-/// The AWS variables of a moto server for a scope.
+/// No proxy variables for a scope: the servers are on loopback and libcurl would honour them.
+struct no_proxies {
+  test::scoped_env e[6] = {{"http_proxy", nullptr}, {"https_proxy", nullptr}, {"all_proxy", nullptr},
+                           {"HTTP_PROXY", nullptr}, {"HTTPS_PROXY", nullptr}, {"ALL_PROXY", nullptr}};
+};
+
+/// The AWS variables of a moto server for a scope, and none of the others.
 struct aws_env {
-  test::scoped_env id, secret, region, endpoint;
+  test::scoped_env id, secret, region, endpoint, token, endpoint_s3, default_region;
   aws_env(const std::string& key_id, const std::string& key, const std::string& url)
       : id("AWS_ACCESS_KEY_ID", key_id.c_str()), secret("AWS_SECRET_ACCESS_KEY", key.c_str()),
-        region("AWS_REGION", "us-east-1"), endpoint("AWS_ENDPOINT_URL", url.c_str()) {}
+        region("AWS_REGION", "us-east-1"), endpoint("AWS_ENDPOINT_URL", url.c_str()), token("AWS_SESSION_TOKEN", nullptr),
+        endpoint_s3("AWS_ENDPOINT_URL_S3", nullptr), default_region("AWS_DEFAULT_REGION", nullptr) {}
 };
 
 remote_options quick() {
@@ -86,6 +93,27 @@ TEST_CASE("remote.locations_are_redacted_and_expanded") {
   CHECK_FALSE(is_remote_location("/data/x.tar"));
   CHECK(redact_location("https://user:secret@host:8080/a/b.tar?X-Amz-Signature=abc#f") == "https://host:8080/a/b.tar");
   CHECK(redact_location("s3://bucket/key.tar") == "s3://bucket/key.tar");
+  CHECK(redact_location("s3://bucket/train dir/a b.tar") == "s3://bucket/train dir/a b.tar");
+  // Passwords that a naive cut at '?', '#' or '/' would leave half-printed: never printed.
+  for (const char* url : {"https://u:p#w@h/x.tar", "https://u:p?w@h/x.tar", "https://u:pa/ss@h/x.tar",
+                          "https://u:pw@h/x.tar?token=pw#pw"}) {
+    CAPTURE(url);
+    const std::string shown = redact_location(url);
+    CHECK(shown.find("pw") == std::string::npos);
+    CHECK(shown.find("p#w") == std::string::npos);
+    CHECK(shown.find("ss@") == std::string::npos);
+    CHECK(shown.rfind("https://", 0) == 0);
+  }
+  try {  // a malformed range in a URL with credentials: the error does not quote them
+    (void)expand_remote_pattern("https://u:pw@h/x-{1..z}.tar");
+    FAIL("no error");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("pw") == std::string::npos);
+    CHECK(std::string(e.what()).find("not numeric") != std::string::npos);
+  }
+  // A presigned URL's query is kept on every name, and its '?' is not a glob.
+  CHECK(expand_remote_pattern("https://h/x-{1..2}.tar?X-Sig=a*b") ==
+        std::vector<std::string>{"https://h/x-1.tar?X-Sig=a*b", "https://h/x-2.tar?X-Sig=a*b"});
   const auto names = expand_remote_pattern("http://h/train-{008..011}.tar");
   CHECK(names == std::vector<std::string>{"http://h/train-008.tar", "http://h/train-009.tar", "http://h/train-010.tar",
                                           "http://h/train-011.tar"});
@@ -101,6 +129,7 @@ TEST_CASE("remote.http_shards_equal_the_local_ones") {
     MESSAGE("skipped: nginx is not installed (Debian: nginx-light)");
     return;
   }
+  const no_proxies direct;
   temp_dir d;
   const auto set = make_shards(d.path);
   REQUIRE(set.names.size() >= 3);
@@ -117,6 +146,7 @@ TEST_CASE("remote.http_shards_equal_the_local_ones") {
   CHECK(c.requests >= set.names.size() + 2 * remote->size());  // the index pass, then a range per sample read
   CHECK(c.bytes > shard_bytes);                                 // the whole shards once, then the images
   CHECK(c.retries == 0);
+  CHECK(c.read_ahead > 0);  // inside a loader the next samples of the order were queued ahead
   CHECK(remote_stats(*local).requests == 0);
 }
 
@@ -125,6 +155,7 @@ TEST_CASE("remote.faults_are_retried_and_batches_stay_identical") {
     MESSAGE("skipped: nginx is not installed (Debian: nginx-light)");
     return;
   }
+  const no_proxies direct;
   temp_dir d;
   const auto set = make_shards(d.path);
   test::nginx_server server(set.www, d.path);
@@ -141,7 +172,16 @@ TEST_CASE("remote.faults_are_retried_and_batches_stay_identical") {
 }
 
 TEST_CASE("remote.a_server_that_stays_down_fails_within_the_retry_budget") {
-  const int port = test::free_port();  // nothing listens there
+  // A bound socket that does not listen: connections to its port are refused for the whole test.
+  const int held = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(held >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(held, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(::getsockname(held, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  const int port = ntohs(a.sin_port);
   remote_options o = quick();
   o.max_attempts = 3;
   const std::string url = "http://user:pw@127.0.0.1:" + std::to_string(port) + "/train-000000.tar";
@@ -157,6 +197,11 @@ TEST_CASE("remote.a_server_that_stays_down_fails_within_the_retry_budget") {
   o.max_attempts = 0;
   CHECK_THROWS_WITH_AS(make_remote_shard_reader({url}, {}, o), doctest::Contains("max_attempts must be at least 1"),
                        std::invalid_argument);
+  o.max_attempts = 2;
+  o.requests_in_flight = 0;
+  CHECK_THROWS_WITH_AS(make_remote_shard_reader({url}, {}, o), doctest::Contains("requests_in_flight must be in [1, 1024]"),
+                       std::invalid_argument);
+  ::close(held);
 }
 
 TEST_CASE("remote.missing_shards_fail_at_once_and_changed_shards_are_refused") {
@@ -164,6 +209,7 @@ TEST_CASE("remote.missing_shards_fail_at_once_and_changed_shards_are_refused") {
     MESSAGE("skipped: nginx is not installed (Debian: nginx-light)");
     return;
   }
+  const no_proxies direct;
   temp_dir d;
   const auto set = make_shards(d.path);
   test::nginx_server server(set.www, d.path);
@@ -183,8 +229,37 @@ TEST_CASE("remote.missing_shards_fail_at_once_and_changed_shards_are_refused") {
   skip.on_error = error_policy::skip;
   auto src = std::make_shared<pipeline_source>(remote, parse_pipeline("center_crop(16)"), skip);
   loader l(src, test::cpu_loader(2, 1, 7));
-  CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("changed after it was indexed"), fatal_error);
+  CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("changed after it was indexed: size"), fatal_error);
   CHECK(src->failures() == 0);
+
+  // Same size, new modification time: nginx's ETag changes, and so does the verdict.
+  const auto again = make_remote_shard_reader(urls(server.url(), set), {}, o);
+  fs::last_write_time(set.local[1], fs::last_write_time(set.local[1]) + std::chrono::hours(1));
+  auto src1 = std::make_shared<pipeline_source>(again, parse_pipeline("center_crop(16)"));
+  loader l1(src1, test::cpu_loader(64, 1, 7));
+  CHECK_THROWS_WITH_AS((void)l1.next(), doctest::Contains("changed after it was indexed: ETag"), fatal_error);
+
+  // Shrunk: its ranges now end past the object.
+  const auto third = make_remote_shard_reader(urls(server.url(), set), {}, o);
+  fs::resize_file(set.local[2], 1024);
+  auto src2 = std::make_shared<pipeline_source>(third, parse_pipeline("center_crop(16)"));
+  loader l2(src2, test::cpu_loader(64, 1, 7));
+  CHECK_THROWS_WITH_AS((void)l2.next(), doctest::Contains("changed after it was indexed"), fatal_error);
+}
+
+TEST_CASE("remote.a_server_without_range_support_is_refused_clearly") {
+  if (!test::have_nginx()) {
+    MESSAGE("skipped: nginx is not installed (Debian: nginx-light)");
+    return;
+  }
+  const no_proxies direct;
+  temp_dir d;
+  const auto set = make_shards(d.path);
+  test::nginx_server server(set.www, d.path);
+  test::fault_proxy whole(server.port(), {.strip_range = true});
+  const auto remote = make_remote_shard_reader(urls(whole.url(), set), {}, quick());  // indexing needs no range
+  loader l(std::make_shared<pipeline_source>(remote, parse_pipeline("center_crop(16)")), test::cpu_loader(4, 1, 7));
+  CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("per-sample reads need range support"), fatal_error);
 }
 
 TEST_CASE("remote.corrupt_samples_follow_on_error_like_local_ones") {
@@ -192,6 +267,7 @@ TEST_CASE("remote.corrupt_samples_follow_on_error_like_local_ones") {
     MESSAGE("skipped: nginx is not installed (Debian: nginx-light)");
     return;
   }
+  const no_proxies direct;
   temp_dir d;
   auto files = test::jpeg_class_folder(d.path / "images", 6, 40, 0, 48);
   test::write_bytes(files[2].path, {std::byte{0xFF}, std::byte{0xD8}, std::byte{0x00}});  // truncated JPEG
@@ -218,6 +294,7 @@ TEST_CASE("remote.destroying_a_loader_with_requests_in_flight_returns") {
     MESSAGE("skipped: nginx is not installed (Debian: nginx-light)");
     return;
   }
+  const no_proxies direct;
   temp_dir d;
   const auto set = make_shards(d.path, 40);
   test::nginx_server server(set.www, d.path);
@@ -225,12 +302,17 @@ TEST_CASE("remote.destroying_a_loader_with_requests_in_flight_returns") {
   remote_options o = quick();
   o.read_ahead = 32;
   auto remote = make_remote_shard_reader(urls(slow.url(), set), {}, o);
-  {
-    loader l(std::make_shared<pipeline_source>(remote, parse_pipeline("center_crop(16)")), test::cpu_loader(2, 2, 7));
-    REQUIRE(l.next());  // the read-ahead now has many requests waiting on the slow proxy
-  }
-  remote.reset();  // the reader's fetch threads abandon their requests; CTest's timeout catches a hang
-  CHECK(slow.requests() > 0);
+  const std::uint64_t indexing = remote_stats(*remote).requests;
+  test::run_with_timeout(std::chrono::seconds(20), [&] {
+    {
+      loader l(std::make_shared<pipeline_source>(remote, parse_pipeline("center_crop(16)")), test::cpu_loader(2, 2, 7));
+      REQUIRE(l.next());
+      // The read-ahead has queued many more samples than the batch, most still waiting on the proxy.
+      CHECK(remote_stats(*remote).read_ahead > 8);
+    }
+    remote.reset();  // the fetch threads abandon their requests and stop
+  }, "destroying a loader and its remote reader with requests in flight");
+  CHECK(slow.requests() > static_cast<int>(indexing) + 2);
 }
 
 TEST_CASE("remote.s3_shards_are_signed_listed_and_equal_the_local_ones") {
@@ -238,6 +320,7 @@ TEST_CASE("remote.s3_shards_are_signed_listed_and_equal_the_local_ones") {
     MESSAGE("skipped: moto is not installed (scripts/install-test-env.sh)");
     return;
   }
+  const no_proxies direct;
   temp_dir d;
   const auto set = make_shards(d.path);
   test::moto_s3 s3(d.path);

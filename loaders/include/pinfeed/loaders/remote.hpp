@@ -33,10 +33,10 @@ struct remote_options {
   double backoff_max_ms = 2000.0;     ///< the most one wait may be
   double connect_timeout_s = 5.0;     ///< to open a connection
   double stall_timeout_s = 10.0;      ///< a transfer that moves no byte for this long is retried
-  std::size_t requests_in_flight = 16;  ///< fetch threads: requests running at once
+  std::size_t requests_in_flight = 64;  ///< fetch threads: requests running at once (1 to 1024)
   /// Samples of the epoch's order read ahead of the one being read (loaders only), so that
   /// requests_in_flight requests overlap their latency.
-  std::size_t read_ahead = 64;
+  std::size_t read_ahead = 128;
 };
 
 /// True for locations starting with http://, https:// or s3://.
@@ -57,6 +57,7 @@ struct remote_counters {
   std::uint64_t retries = 0;      ///< attempts after a retryable failure
   std::uint64_t bytes = 0;        ///< body bytes received
   double wait_ms = 0.0;           ///< time readers spent waiting for a sample's bytes
+  std::uint64_t read_ahead = 0;   ///< samples queued ahead of use along the epoch's order
 };
 
 /// Reads WebDataset tar shards over HTTP(S) or S3 with per-sample range reads: each shard is

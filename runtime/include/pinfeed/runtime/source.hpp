@@ -100,6 +100,12 @@ class sample {
     const std::uint64_t pos = stand_in_position(seed_, epoch_, index_, k, epoch_size(dataset_size));
     return order_ != nullptr ? order_->index_at(epoch_, pos) : pos;
   }
+  /// Puts this sample at `other`'s place in the epoch: for a sample a source makes to fill
+  /// `other`'s slot (reading another index for it), so that index_ahead() still follows the order.
+  void share_place(const sample& other) noexcept {
+    order_ = other.order_;
+    position_ = other.position_;
+  }
   /// The dataset index of the sample `ahead` positions after this one in this rank's epoch order,
   /// or nullopt past the epoch's end or outside a loader: for sources that fetch ahead of use.
   [[nodiscard]] std::optional<std::uint64_t> index_ahead(std::uint64_t ahead) const noexcept {

@@ -22,6 +22,7 @@
 #include "doctor_bench.hpp"
 #include "h2d_bench.hpp"
 #include "pipeline_bench.hpp"
+#include "remote_bench.hpp"
 #include "sampler_bench.hpp"
 #endif
 #include "pinfeed/doctor/doctor.hpp"
@@ -599,6 +600,18 @@ int main(int argc, char** argv) {
   bpipe->add_option("--repeats", po.repeats, "epochs timed (median)")->check(CLI::PositiveNumber);
   bpipe->add_option("--simd", po.simd, "SIMD levels to measure at, one after another: scalar, avx2, avx512 or all");
 
+  pinfeed::bench::remote_bench_options rbo;
+  auto* bremote = bench->add_subcommand("remote", "remote shards: local files vs loopback nginx vs a proxy adding latency");
+  bremote->add_option("--data", rbo.data_dir, "where the generated JPEG dataset is kept");
+  bremote->add_option("--images", rbo.images, "JPEGs in the dataset")->check(CLI::PositiveNumber);
+  bremote->add_option("--shard-mb", rbo.shard_mb, "target shard size in MiB")->check(CLI::PositiveNumber);
+  bremote->add_option("-w,--workers", rbo.workers, "worker threads (0: one per hardware thread)");
+  bremote->add_option("-b,--batch", rbo.batch, "batch size")->check(CLI::PositiveNumber);
+  bremote->add_option("--repeats", rbo.repeats, "epochs timed (median)")->check(CLI::PositiveNumber);
+  bremote->add_option("--latency-ms", rbo.latency_ms, "latency the proxy adds to every request")->check(CLI::NonNegativeNumber);
+  bremote->add_option("--requests-in-flight", rbo.requests_in_flight, "remote reader: requests at once (0: its default)");
+  bremote->add_option("--read-ahead", rbo.read_ahead, "remote reader: samples read ahead (0: its default)");
+
   pinfeed::bench::doctor_bench_options dbo;
   auto* bdoctor = bench->add_subcommand("doctor", "the doctor's overhead: pinfeed run's loop vs the doctor's L0, and the ladder's time");
   bdoctor->add_option("--transforms", dbo.transforms, "pipeline on the 1024x1024 synthetic source");
@@ -615,7 +628,7 @@ int main(int argc, char** argv) {
   // many workers as asked for, and one per hardware thread for --workers 0, plus the calling thread.
   std::size_t asked = std::max({ra.workers, da.workers, std::size_t{std::max(1u, std::thread::hardware_concurrency())}});
 #if PINFEED_TOOL_BENCH
-  asked = std::max({asked, ho.workers, po.workers, dbo.workers});
+  asked = std::max({asked, ho.workers, po.workers, dbo.workers, rbo.workers});
 #endif
   const tbb::global_control thread_cap(tbb::global_control::max_allowed_parallelism, asked + 1);
   try {
@@ -636,6 +649,10 @@ int main(int argc, char** argv) {
 #if PINFEED_TOOL_BENCH
     if (bpipe->parsed()) {
       pinfeed::bench::run_pipeline(po, std::cout);
+      return 0;
+    }
+    if (bremote->parsed()) {
+      pinfeed::bench::run_remote(rbo, std::cout);
       return 0;
     }
     if (bdoctor->parsed()) {

@@ -35,18 +35,31 @@ inline void require(bool ok, const char* what) {
   if (!ok) throw std::runtime_error(std::string("loopback server: ") + what + ": " + std::strerror(errno));
 }
 
-/// A TCP port on 127.0.0.1 that was free a moment ago.
-inline int free_port() {
+/// A TCP socket bound to 127.0.0.1 on a port the system picks; sets `port`. Not listening: a
+/// connection to it is refused until listen().
+inline int bind_loopback(int& port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   require(fd >= 0, "socket");
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  require(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0, "bind");
   socklen_t len = sizeof a;
-  require(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0, "getsockname");
-  ::close(fd);
-  return ntohs(a.sin_port);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    ::close(fd);
+    require(false, "bind");
+  }
+  port = ntohs(a.sin_port);
+  return fd;
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+inline int free_port() {
+  int port = 0;
+  ::close(bind_loopback(port));
+  return port;
 }
 
 /// A connected socket to 127.0.0.1:port, or -1.
@@ -168,17 +181,7 @@ struct fault_plan {
 class fault_proxy {
  public:
   fault_proxy(int upstream_port, fault_plan plan) : upstream_(upstream_port), plan_(plan) {
-    listen_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    require(listen_ >= 0, "socket");
-    const int one = 1;
-    ::setsockopt(listen_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    require(::bind(listen_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0, "bind");
-    socklen_t len = sizeof a;
-    require(::getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len) == 0, "getsockname");
-    port_ = ntohs(a.sin_port);
+    listen_ = bind_loopback(port_);
     require(::listen(listen_, 512) == 0, "listen");
     acceptor_ = std::thread([this] { accept_loop(); });
   }

@@ -592,22 +592,22 @@ int main(int argc, char** argv) {
 
   pinfeed::bench::pipeline_bench_options po;
   auto* bpipe = bench->add_subcommand("pipeline", "images/s: the article's synthetic pipeline, JPEG folder and shards (rrc+flip)");
-  bpipe->add_option("--data", po.data_dir, "where the generated JPEG dataset is kept");
-  bpipe->add_option("--images", po.images, "JPEGs in the dataset")->check(CLI::PositiveNumber);
+  // The options of the benchmarks that time epochs over the generated JPEG dataset.
+  const auto add_dataset_options = [](CLI::App* cmd, auto& o) {
+    cmd->add_option("--data", o.data_dir, "where the generated JPEG dataset is kept");
+    cmd->add_option("--images", o.images, "JPEGs in the dataset")->check(CLI::PositiveNumber);
+    cmd->add_option("-w,--workers", o.workers, "worker threads (0: one per hardware thread)");
+    cmd->add_option("-b,--batch", o.batch, "batch size")->check(CLI::PositiveNumber);
+    cmd->add_option("--repeats", o.repeats, "epochs timed (median)")->check(CLI::PositiveNumber);
+  };
+  add_dataset_options(bpipe, po);
   bpipe->add_option("--synthetic-samples", po.synthetic_samples, "synthetic images per epoch")->check(CLI::PositiveNumber);
-  bpipe->add_option("-w,--workers", po.workers, "worker threads (0: one per hardware thread)");
-  bpipe->add_option("-b,--batch", po.batch, "batch size")->check(CLI::PositiveNumber);
-  bpipe->add_option("--repeats", po.repeats, "epochs timed (median)")->check(CLI::PositiveNumber);
   bpipe->add_option("--simd", po.simd, "SIMD levels to measure at, one after another: scalar, avx2, avx512 or all");
 
   pinfeed::bench::remote_bench_options rbo;
   auto* bremote = bench->add_subcommand("remote", "remote shards: local files vs loopback nginx vs a proxy adding latency");
-  bremote->add_option("--data", rbo.data_dir, "where the generated JPEG dataset is kept");
-  bremote->add_option("--images", rbo.images, "JPEGs in the dataset")->check(CLI::PositiveNumber);
+  add_dataset_options(bremote, rbo);
   bremote->add_option("--shard-mb", rbo.shard_mb, "target shard size in MiB")->check(CLI::PositiveNumber);
-  bremote->add_option("-w,--workers", rbo.workers, "worker threads (0: one per hardware thread)");
-  bremote->add_option("-b,--batch", rbo.batch, "batch size")->check(CLI::PositiveNumber);
-  bremote->add_option("--repeats", rbo.repeats, "epochs timed (median)")->check(CLI::PositiveNumber);
   bremote->add_option("--latency-ms", rbo.latency_ms, "latency the proxy adds to every request")->check(CLI::NonNegativeNumber);
   bremote->add_option("--requests-in-flight", rbo.requests_in_flight, "remote reader: requests at once (0: its default)");
   bremote->add_option("--read-ahead", rbo.read_ahead, "remote reader: samples read ahead (0: its default)");

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -74,6 +75,24 @@ struct aws_env {
         endpoint_s3("AWS_ENDPOINT_URL_S3", nullptr), default_region("AWS_DEFAULT_REGION", nullptr) {}
 };
 
+/// Shards packed for one test and served by nginx on loopback; false (the test says why and
+/// stops) where nginx is not installed.
+struct served_shards {
+  no_proxies direct;
+  temp_dir dir;
+  shard_set set;
+  std::unique_ptr<test::nginx_server> server;
+  explicit served_shards(int images = 24) {
+    if (!test::have_nginx()) {
+      MESSAGE("skipped: nginx is not installed (Debian: nginx-light)");
+      return;
+    }
+    set = make_shards(dir.path, images);
+    server = std::make_unique<test::nginx_server>(set.www, dir.path);
+  }
+  explicit operator bool() const noexcept { return server != nullptr; }
+};
+
 remote_options quick() {
   remote_options r;
   r.backoff_initial_ms = 5;
@@ -125,15 +144,11 @@ TEST_CASE("remote.locations_are_redacted_and_expanded") {
 }
 
 TEST_CASE("remote.http_shards_equal_the_local_ones") {
-  if (!test::have_nginx()) {
-    MESSAGE("skipped: nginx is not installed (Debian: nginx-light)");
-    return;
-  }
-  const no_proxies direct;
-  temp_dir d;
-  const auto set = make_shards(d.path);
+  served_shards served;
+  if (!served) return;
+  const auto& set = served.set;
+  auto& server = *served.server;
   REQUIRE(set.names.size() >= 3);
-  test::nginx_server server(set.www, d.path);
   const auto local = make_shard_reader(set.local);
   const auto remote = make_remote_shard_reader(urls(server.url(), set), {}, quick());
   CHECK(remote->size() == local->size());
@@ -151,14 +166,10 @@ TEST_CASE("remote.http_shards_equal_the_local_ones") {
 }
 
 TEST_CASE("remote.faults_are_retried_and_batches_stay_identical") {
-  if (!test::have_nginx()) {
-    MESSAGE("skipped: nginx is not installed (Debian: nginx-light)");
-    return;
-  }
-  const no_proxies direct;
-  temp_dir d;
-  const auto set = make_shards(d.path);
-  test::nginx_server server(set.www, d.path);
+  served_shards served;
+  if (!served) return;
+  const auto& set = served.set;
+  auto& server = *served.server;
   const auto expected = checksums(make_shard_reader(set.local));
   // About one request in four fails (503, a reset mid-body or a stall past the timeout); with ten
   // attempts a request fails only if all ten do (about one in a million).
@@ -173,15 +184,8 @@ TEST_CASE("remote.faults_are_retried_and_batches_stay_identical") {
 
 TEST_CASE("remote.a_server_that_stays_down_fails_within_the_retry_budget") {
   // A bound socket that does not listen: connections to its port are refused for the whole test.
-  const int held = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(held >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(held, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  socklen_t len = sizeof a;
-  REQUIRE(::getsockname(held, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  const int port = ntohs(a.sin_port);
+  int port = 0;
+  const int held = loopback::bind_loopback(port);
   remote_options o = quick();
   o.max_attempts = 3;
   const std::string url = "http://user:pw@127.0.0.1:" + std::to_string(port) + "/train-000000.tar";
@@ -205,14 +209,10 @@ TEST_CASE("remote.a_server_that_stays_down_fails_within_the_retry_budget") {
 }
 
 TEST_CASE("remote.missing_shards_fail_at_once_and_changed_shards_are_refused") {
-  if (!test::have_nginx()) {
-    MESSAGE("skipped: nginx is not installed (Debian: nginx-light)");
-    return;
-  }
-  const no_proxies direct;
-  temp_dir d;
-  const auto set = make_shards(d.path);
-  test::nginx_server server(set.www, d.path);
+  served_shards served;
+  if (!served) return;
+  const auto& set = served.set;
+  auto& server = *served.server;
   remote_options o = quick();
   o.max_attempts = 50;  // a 404 must not be retried
   CHECK_THROWS_WITH_AS(make_remote_shard_reader({server.url() + "/nope.tar"}, {}, o),
@@ -248,14 +248,10 @@ TEST_CASE("remote.missing_shards_fail_at_once_and_changed_shards_are_refused") {
 }
 
 TEST_CASE("remote.a_server_without_range_support_is_refused_clearly") {
-  if (!test::have_nginx()) {
-    MESSAGE("skipped: nginx is not installed (Debian: nginx-light)");
-    return;
-  }
-  const no_proxies direct;
-  temp_dir d;
-  const auto set = make_shards(d.path);
-  test::nginx_server server(set.www, d.path);
+  served_shards served;
+  if (!served) return;
+  const auto& set = served.set;
+  auto& server = *served.server;
   test::fault_proxy whole(server.port(), {.strip_range = true});
   const auto remote = make_remote_shard_reader(urls(whole.url(), set), {}, quick());  // indexing needs no range
   loader l(std::make_shared<pipeline_source>(remote, parse_pipeline("center_crop(16)")), test::cpu_loader(4, 1, 7));
@@ -290,14 +286,10 @@ TEST_CASE("remote.corrupt_samples_follow_on_error_like_local_ones") {
 }
 
 TEST_CASE("remote.destroying_a_loader_with_requests_in_flight_returns") {
-  if (!test::have_nginx()) {
-    MESSAGE("skipped: nginx is not installed (Debian: nginx-light)");
-    return;
-  }
-  const no_proxies direct;
-  temp_dir d;
-  const auto set = make_shards(d.path, 40);
-  test::nginx_server server(set.www, d.path);
+  served_shards served(40);
+  if (!served) return;
+  const auto& set = served.set;
+  auto& server = *served.server;
   test::fault_proxy slow(server.port(), {.latency_ms = 300});
   remote_options o = quick();
   o.read_ahead = 32;

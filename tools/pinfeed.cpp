@@ -127,6 +127,7 @@ std::optional<std::vector<pinfeed::loaders::image_file>> image_files_of(const st
 /// and the source options. run and doctor share it.
 struct pipeline_parts {
   std::shared_ptr<pinfeed::loaders::image_reader> reader;
+  std::shared_ptr<pinfeed::loaders::image_reader> remote;  ///< the remote shard reader inside, if any
   pinfeed::loaders::pipeline steps;
   pinfeed::loaders::pipeline_source_options source;
 };
@@ -149,6 +150,7 @@ pipeline_parts make_pipeline(const run_args& a, const pinfeed::device_choice& de
       pinfeed::loaders::remote_options ro;
       ro.requests_in_flight = a.requests_in_flight;
       p.reader = pinfeed::loaders::make_remote_shard_reader(pinfeed::loaders::expand_remote_pattern(pattern, ro), so, ro);
+      p.remote = p.reader;
     } else {
       p.reader = pinfeed::loaders::make_shard_reader(pinfeed::loaders::expand_shard_pattern(pattern), so);
     }
@@ -289,6 +291,12 @@ int cmd_run(const run_args& a) {
   std::fprintf(stderr, "%s", st.to_string().c_str());
   std::printf("throughput: %.1f samples/s, %.1f MB/s, consumer wait %.1f%% (%llu batches)\n", st.samples_per_s(),
               st.megabytes_per_s(), 100 * st.consumer_wait_fraction(), static_cast<unsigned long long>(st.batches));
+  const auto fetched = p.remote ? pinfeed::loaders::remote_stats(*p.remote) : pinfeed::loaders::remote_counters{};
+  if (p.remote)
+    std::fprintf(stderr, "fetch: %llu requests (%llu retries), %.1f MB, %llu samples read ahead, workers waited %.1f ms\n",
+                 static_cast<unsigned long long>(fetched.requests), static_cast<unsigned long long>(fetched.retries),
+                 static_cast<double>(fetched.bytes) / 1e6, static_cast<unsigned long long>(fetched.read_ahead),
+                 fetched.wait_ms);
   if (counted->failures() > 0) {
     std::fprintf(stderr, "skipped %llu bad sample%s (%llu slot%s filled by a stand-in):\n",
                  static_cast<unsigned long long>(counted->failures()), counted->failures() == 1 ? "" : "s",
@@ -315,6 +323,9 @@ int cmd_run(const run_args& a) {
       j["stages"][std::string(pinfeed::to_string(static_cast<pinfeed::stage>(i)))] = {
           {"count", t.count}, {"total_ms", t.total_ms()}, {"mean_ms", t.mean_ms()}, {"max_ms", t.max_ns / 1e6}};
     }
+    if (p.remote)
+      j["fetch"] = {{"requests", fetched.requests}, {"retries", fetched.retries}, {"bytes", fetched.bytes},
+                    {"read_ahead", fetched.read_ahead}, {"wait_ms", fetched.wait_ms}};
     std::ofstream out(a.json);
     if (!out) throw std::runtime_error("cannot write '" + a.json + "'");
     out << j.dump(2) << "\n";

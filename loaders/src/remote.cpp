@@ -611,6 +611,7 @@ class remote_tar_reader final : public image_reader {
     read_ahead(s);
     const auto t0 = std::chrono::steady_clock::now();
     try {
+      const stage_timer timer(stage::fetch, s.stats(), s.trace(), s.index());
       storage = bytes.get();
     } catch (const cancelled&) {
       throw fatal_error("remote shards: the reader was destroyed while " + s.origin() + " was read");

@@ -16,7 +16,7 @@ namespace pinfeed {
 
 namespace {
 constexpr std::array<std::string_view, kStageCount> kStageNames{
-    "produce", "read", "decode", "transform", "wait_slot", "copy", "consumer_wait"};
+    "produce", "read", "fetch", "decode", "transform", "wait_slot", "copy", "consumer_wait"};
 const auto kOrigin = std::chrono::steady_clock::now();
 }  // namespace
 

@@ -163,6 +163,14 @@ TEST_CASE("remote.http_shards_equal_the_local_ones") {
   CHECK(c.retries == 0);
   CHECK(c.read_ahead > 0);  // inside a loader the next samples of the order were queued ahead
   CHECK(remote_stats(*local).requests == 0);
+  // The loader's stats see the waits as their own stage, inside read.
+  loader l(std::make_shared<pipeline_source>(remote, parse_pipeline("center_crop(16)")), test::cpu_loader(8, 2, 7));
+  while (l.next()) {
+  }
+  const auto st = l.stats();
+  CHECK(st[stage::fetch].count == remote->size());
+  CHECK(st[stage::fetch].total_ns <= st[stage::read].total_ns);
+  CHECK(std::string(to_string(stage::fetch)) == "fetch");
 }
 
 TEST_CASE("remote.faults_are_retried_and_batches_stay_identical") {

@@ -194,6 +194,7 @@ CONF
   "$pf" run --source "shards:http://127.0.0.1:$port/shard-{000000..${last#shard-}}.tar" --transforms "center_crop(8)" --batch 4 \
     --device cpu --on-error skip --checksums >"$work/fromhttp.txt" 2>"$work/fromhttp.err"
   check "shards over HTTP give the local shards' batches" diff <(grep '^batch ' "$work/fromhttp.txt") <(grep '^batch ' "$work/fromshards.txt")
+  check "shards over HTTP: the fetch stage and its requests are reported" grep -qE "^fetch: [0-9]+ requests \(0 retries\)" "$work/fromhttp.err"
   expect_error "shards over HTTP: a missing shard names the URL and the status" "http://127.0.0.1:$port/none.tar: HTTP 404" \
     run --source "shards:http://127.0.0.1:$port/none.tar" --transforms "center_crop(8)" --device cpu
   kill "$nginx_pid"; wait "$nginx_pid" 2>/dev/null || true

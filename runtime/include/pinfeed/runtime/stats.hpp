@@ -20,6 +20,7 @@ namespace pinfeed {
 enum class stage : std::uint8_t {
   produce,        ///< a worker producing one sample (everything a source does)
   read,           ///< reading bytes from storage (sources that read files)
+  fetch,          ///< inside read: waiting for a sample's bytes from remote storage
   decode,         ///< decoding an image
   transform,      ///< per-sample transforms
   wait_slot,      ///< the producer waiting for a free slot (the consumer is slower: good)

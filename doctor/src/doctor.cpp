@@ -1,4 +1,5 @@
 #include "pinfeed/doctor/doctor.hpp"
+#include "pinfeed/loaders/remote.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -249,6 +250,7 @@ class ladder {
     r_.own_source = static_cast<bool>(p_.own);
     r_.encoded = p_.reader && p_.reader->stores_encoded();
     r_.sharded = p_.reader && p_.reader->name().find("tar shard") != std::string::npos;
+    r_.remote = p_.reader && loaders::remote_stats(*p_.reader).requests > 0;
     r_.varying_sizes = p_.reader && !p_.reader->image_shape().fixed();
     r_.float_images = full_->fields()[0].type != dtype::u8;
     if (!host_steps_.empty()) {  // does the first step shrink or window a large image before decoding?

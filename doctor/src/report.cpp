@@ -203,6 +203,11 @@ void analyze(doctor_report& r) {
                                  std::string(l0->cpu_utilization < 0.75 ? "" : ", or give it more cores"),
                              "producing a sample costs " + num(stage("produce").ms_per_image, 3) + " ms, " +
                                  pct(stage("produce").share) + " of the time per image"});
+  if (named("read") && r.remote)
+    r.suggestions.push_back({"keep more remote reads in flight: raise --requests-in-flight (remote_options::"
+                             "requests_in_flight) and remote_options::read_ahead",
+                             "fetching from remote storage costs " + num(stage("read").ms_per_image, 3) + " ms per image, " +
+                                 pct(stage("read").share) + " of the time per image"});
   if (named("read") && r.encoded && !r.sharded)
     r.suggestions.push_back({"group the files into tar shards (pinfeed pack) and read those",
                              "reading files costs " + num(stage("read").ms_per_image, 3) + " ms per image, " +

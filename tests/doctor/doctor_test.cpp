@@ -18,6 +18,9 @@
 #include "pinfeed/loaders/synthetic.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "image_fixtures.hpp"
+#include "loopback_servers.hpp"
+#include "pinfeed/loaders/remote.hpp"
+#include "pinfeed/loaders/shards.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -153,6 +156,37 @@ TEST_CASE("doctor.bad_samples_are_counted_in_the_report") {
   CHECK(j["replaced"] == r.replaced);
   check_json_and_consistency(r);
 }
+
+#if PINFEED_TEST_HAVE_CURL
+TEST_CASE("doctor.slow_remote_storage_is_named_with_its_remedy") {
+  if (!loopback::have_nginx()) {
+    MESSAGE("skipped: nginx is not installed (Debian: nginx-light)");
+    return;
+  }
+  temp_dir d;
+  const auto files = jpeg_folder(d.path / "images", 24);
+  std::filesystem::create_directories(d.path / "www");
+  const auto shards = write_shards(files, (d.path / "www" / "train").string(), 1 << 20);
+  loopback::nginx_server server(d.path / "www", d.path);
+  loopback::fault_proxy far(server.port(), {.latency_ms = 25});  // every request waits 25 ms
+  remote_options ro;
+  ro.requests_in_flight = 1;  // and only one at a time: the planted bottleneck
+  ro.read_ahead = 0;
+  std::vector<std::string> urls;
+  for (const auto& s : shards) urls.push_back(far.url() + "/" + std::filesystem::path(s).filename().string());
+  doctor_pipeline p{make_remote_shard_reader(urls, {}, ro), parse_pipeline("rrc(32),hflip"), {}};
+  doctor_options o = quick(2, 4);
+  o.per_transform = false;
+  const doctor_report r = doctor(p, o);
+  MESSAGE(r.to_text());
+  CHECK(r.remote);
+  REQUIRE(!r.bottleneck.empty());
+  CHECK(r.bottleneck.front() == "read");
+  CHECK(suggests(r, "remote reads in flight"));
+  CHECK_FALSE(suggests(r, "tar shards"));  // already shards
+  check_json_and_consistency(r);
+}
+#endif
 
 TEST_CASE("doctor.slow_source_is_named") {
   temp_dir d;

@@ -643,7 +643,10 @@ class remote_tar_reader final : public image_reader {
   /// The image bytes of sample `index`, checked against the shard as it was indexed. Once one
   /// request has failed for good, the queued ones fail at once with the same error.
   std::vector<std::byte> load(std::uint64_t index) {
-    if (auto failed = failed_.load()) std::rethrow_exception(*failed);
+    if (failed_flag_.load(std::memory_order_acquire)) {
+      std::lock_guard lock(failed_mutex_);
+      std::rethrow_exception(failed_);
+    }
     const detail::shard_sample& e = entries_[index];
     const shard& sh = shards_[e.shard];
     if (e.image.size == 0) return {};
@@ -652,9 +655,11 @@ class remote_tar_reader final : public image_reader {
                          &stopping_);
       return std::move(r.body);
     } catch (const fatal_error&) {
-      auto error = std::make_shared<const std::exception_ptr>(std::current_exception());
-      std::shared_ptr<const std::exception_ptr> none;
-      failed_.compare_exchange_strong(none, error);
+      std::lock_guard lock(failed_mutex_);
+      if (!failed_) {
+        failed_ = std::current_exception();
+        failed_flag_.store(true, std::memory_order_release);
+      }
       throw;
     }
   }
@@ -712,7 +717,9 @@ class remote_tar_reader final : public image_reader {
   std::vector<shard> shards_;
   std::vector<detail::shard_sample> entries_;
   mutable request_counters counters_;
-  std::atomic<std::shared_ptr<const std::exception_ptr>> failed_;
+  std::mutex failed_mutex_;
+  std::exception_ptr failed_;  ///< the first request that failed for good (under failed_mutex_)
+  std::atomic<bool> failed_flag_{false};
   std::mutex m_;
   std::unordered_map<std::uint64_t, pending> pending_;
   std::unordered_set<std::uint64_t> taken_;

@@ -44,6 +44,20 @@ std::string url_part(CURLU* u, CURLUPart part) {
   curl_free(text);
   return out;
 }
+
+std::string percent_decode(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && std::isxdigit(static_cast<unsigned char>(text[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
+      out += static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
 }  // namespace
 
 std::string redact_location(std::string_view l) {
@@ -55,26 +69,14 @@ std::string redact_location(std::string_view l) {
   if (u == nullptr) return scheme + "://(unprintable)";
   std::string out;
   if (curl_url_set(u, CURLUPART_URL, std::string(l).c_str(), CURLU_NON_SUPPORT_SCHEME | CURLU_URLENCODE) == CURLUE_OK) {
-    const std::string host = url_part(u, CURLUPART_HOST), port = url_part(u, CURLUPART_PORT);
-    out = url_part(u, CURLUPART_SCHEME) + "://" + host + (port.empty() ? "" : ":" + port) + url_part(u, CURLUPART_PATH);
-    if (out.size() > 1 && out.back() == '/' && l.size() > 0 && l.back() != '/' && url_part(u, CURLUPART_PATH) == "/")
-      out.pop_back();  // "s3://bucket" stays without a slash
+    const std::string port = url_part(u, CURLUPART_PORT), path = url_part(u, CURLUPART_PATH);
+    out = url_part(u, CURLUPART_SCHEME) + "://" + url_part(u, CURLUPART_HOST) + (port.empty() ? "" : ":" + port);
+    if (path != "/" || l.back() == '/') out += path;  // "s3://bucket" stays without a slash
   } else {
     out = scheme + "://(unparsable location)";
   }
   curl_url_cleanup(u);
-  // Percent-decoding for display: keys with spaces read as they were written.
-  std::string shown;
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    if (out[i] == '%' && i + 2 < out.size() && std::isxdigit(static_cast<unsigned char>(out[i + 1])) &&
-        std::isxdigit(static_cast<unsigned char>(out[i + 2]))) {
-      shown += static_cast<char>(std::stoi(out.substr(i + 1, 2), nullptr, 16));
-      i += 2;
-    } else {
-      shown += out[i];
-    }
-  }
-  return shown;
+  return percent_decode(out);  // for display: keys with spaces read as they were written
 }
 #else
 std::string redact_location(std::string_view l) {
@@ -110,19 +112,6 @@ std::string percent_encode(std::string_view text, bool keep_slash) {
   return out;
 }
 
-std::string percent_decode(std::string_view text) {
-  std::string out;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size() && std::isxdigit(static_cast<unsigned char>(text[i + 1])) &&
-        std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
-      out += static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16));
-      i += 2;
-    } else {
-      out += text[i];
-    }
-  }
-  return out;
-}
 
 /// How requests are signed for S3: read from the environment once, when a reader or a listing
 /// starts (never from the fetch threads).

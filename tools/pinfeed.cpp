@@ -222,9 +222,17 @@ int cmd_run(const run_args& a) {
     src = pinfeed::loaders::make_synthetic_source({a.samples, a.height, a.width, 1000});  // straight into the slot
   pinfeed::loader l(src, make_loader_options(a, dev));
   std::uint32_t first_epoch = 0;
-  if (!a.resume.empty()) {
-    std::ifstream in(a.resume);
-    if (!in) throw std::runtime_error("cannot read loader state '" + a.resume + "'");
+  // "{rank}" in a state path stands for this process's rank, so that the ranks of one job can
+  // each keep a state file.
+  auto ranked = [&](std::string path) {
+    for (auto at = path.find("{rank}"); at != std::string::npos; at = path.find("{rank}"))
+      path.replace(at, 6, std::to_string(l.order().rank()));
+    return path;
+  };
+  const std::string resume_path = ranked(a.resume), save_path = ranked(a.save_state);
+  if (!resume_path.empty()) {
+    std::ifstream in(resume_path);
+    if (!in) throw std::runtime_error("cannot read loader state '" + resume_path + "'");
     const std::string state((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     l.resume(state);
     first_epoch = l.epoch();
@@ -303,9 +311,9 @@ int cmd_run(const run_args& a) {
                  static_cast<unsigned long long>(counted->replaced()), counted->replaced() == 1 ? "" : "s");
     for (const auto& f : counted->failed()) std::fprintf(stderr, "  %s\n", f.c_str());
   }
-  if (!a.save_state.empty()) {
-    std::ofstream out(a.save_state);
-    if (!(out << l.state() << "\n")) throw std::runtime_error("cannot write loader state '" + a.save_state + "'");
+  if (!save_path.empty()) {
+    std::ofstream out(save_path);
+    if (!(out << l.state() << "\n")) throw std::runtime_error("cannot write loader state '" + save_path + "'");
   }
   if (!a.trace.empty()) {
     l.write_trace(a.trace);
@@ -534,8 +542,9 @@ int main(int argc, char** argv) {
   run->add_option("--json", ra.json, "write the statistics as JSON to this file");
   run->add_flag("--checksums", ra.checksums, "print one digest line per batch (to compare runs exactly)");
   run->add_flag("--print-indices", ra.print_indices, "print the dataset indices of every batch");
-  run->add_option("--resume", ra.resume, "continue from a state file written by --save-state");
-  run->add_option("--save-state", ra.save_state, "write the loader's state (JSON) here after the run");
+  run->add_option("--resume", ra.resume,
+                  "continue from a state file written by --save-state (any rank's, at any world size; {rank}: this rank)");
+  run->add_option("--save-state", ra.save_state, "write the loader's state (JSON) here after the run ({rank}: this rank)");
   run->add_flag("--normalize", ra.normalize, "consume each batch: uint8 HWC -> float32 CHW on its device");
 
   run_args da;

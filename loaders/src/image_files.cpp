@@ -38,6 +38,11 @@ class files_reader final : public image_reader {
   image_spec image_shape() const override { return {-1, -1, 3, dtype::u8}; }
   std::vector<field_spec> extra_fields() const override { return {{"label", dtype::i64, {}}}; }
   std::string name() const override { return std::to_string(files_.size()) + " image files"; }
+  std::string identity() const override {
+    std::string id = "image files";
+    for (const auto& f : files_) id += "\n" + f.path + "\t" + std::to_string(f.label);
+    return id;
+  }
   read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) override {
     thread_local std::vector<std::byte> bytes;
     return decode_stored(s, read_stored(s, bytes), image, plan);

@@ -100,6 +100,8 @@ class source_reader final : public image_reader {
   image_spec image_shape() const override { return shape_; }
   std::vector<field_spec> extra_fields() const override { return extras_; }
   std::string name() const override { return base_->name(); }
+  std::string identity() const override { return base_->identity(); }
+  std::shared_ptr<const sample_groups> groups() const override { return base_->groups(); }
   read_result read(sample& s, std::vector<std::byte>& image, const decode_planner&) override {
     thread_local std::vector<std::byte*> buffers;
     image.resize(shape_.bytes());

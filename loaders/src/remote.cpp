@@ -15,11 +15,21 @@
 #include <future>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <random>
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <filesystem>
+#include <span>
 
 #include "detail/tar_samples.hpp"
 #include "pinfeed/runtime/error.hpp"
@@ -192,6 +202,7 @@ struct request {
   bool range = false;
   std::uint64_t expect_total = 0;
   std::string expect_etag;
+  bool missing_ok = false;  ///< a 404 or 403 is answered, not thrown (for an optional object)
 };
 
 struct response {
@@ -369,6 +380,7 @@ struct cancelled : std::runtime_error {
 
 struct request_counters {
   std::atomic<std::uint64_t> requests{0}, retries{0}, bytes{0}, wait_ns{0}, read_ahead{0};
+  std::atomic<std::uint64_t> shards{0}, streamed{0}, sidecars{0};
 };
 
 /// Sleeps up to `ms`, in short steps, returning early once `stop` is set.
@@ -435,6 +447,8 @@ response fetch(const endpoint& e, const request& q, const remote_options& o, req
                                                                (e.creds ? e.creds->region : std::string("?")) +
                                                                "; set AWS_REGION)"
                                                          : std::string(" (too many redirects)")));
+    } else if (q.missing_ok && (r.status == 404 || r.status == 403)) {
+      return r;
     } else if (r.status < 200 || r.status >= 300) {
       throw fail("HTTP " + std::to_string(r.status) +
                  (r.status == 403 ? " (forbidden: check the credentials)" : r.status == 404 ? " (not found)" : ""));
@@ -535,6 +549,14 @@ void check_s3_signing(const endpoint& e) {
                              curl_version_info(CURLVERSION_NOW)->version + ")");
 }
 
+/// The sidecar index of a shard location: ".idx" after the path (before an HTTP query).
+std::string sidecar_location(const std::string& location) {
+  if (location.rfind("s3://", 0) == 0) return location + ".idx";
+  const auto query = location.find_first_of("?#");
+  if (query == std::string::npos) return location + ".idx";
+  return location.substr(0, query) + ".idx" + location.substr(query);
+}
+
 class remote_tar_reader final : public image_reader {
  public:
   remote_tar_reader(const std::vector<std::string>& locations, shard_options so, remote_options ro)
@@ -547,22 +569,16 @@ class remote_tar_reader final : public image_reader {
       check_s3_signing(shards_.back().where);
     }
     pool_ = std::make_unique<fetch_pool>(remote_.requests_in_flight);
-    // Each shard is fetched once and indexed (its labels kept); a few at a time, as each is held
-    // whole while it is indexed.
-    const std::size_t at_once = std::min<std::size_t>(4, remote_.requests_in_flight);
+    // Each shard is indexed once: from its sidecar index when there is one (pinfeed pack writes
+    // them), else by fetching it whole, a few at a time as each is held whole while it is indexed.
+    const std::size_t at_once = std::min<std::size_t>(whole_shards() ? 16 : 4, remote_.requests_in_flight);
     std::vector<std::vector<detail::shard_sample>> groups(shards_.size());
     for (std::size_t first = 0; first < shards_.size(); first += at_once) {
       std::vector<std::future<void>> done;
       std::exception_ptr error;
       try {
         for (std::size_t s = first; s < std::min(shards_.size(), first + at_once); ++s)
-          done.push_back(pool_->submit([this, s, &groups] {
-            shard& sh = shards_[s];
-            response r = fetch(sh.where, {}, remote_, counters_, &stopping_);
-            sh.size = r.body.size();
-            sh.etag = r.etag;
-            groups[s] = detail::shard_samples(r.body, static_cast<std::uint32_t>(s), sh.where.shown, shard_);
-          }));
+          done.push_back(pool_->submit([this, s, &groups, &locations, creds] { groups[s] = index_shard(s, locations[s], creds); }));
       } catch (...) {
         error = std::current_exception();
       }
@@ -573,11 +589,30 @@ class remote_tar_reader final : public image_reader {
     for (auto& g : groups) entries_.insert(entries_.end(), std::make_move_iterator(g.begin()), std::make_move_iterator(g.end()));
     if (entries_.empty())
       throw std::invalid_argument("remote shards: no samples in " + std::to_string(shards_.size()) + " shard(s)");
+    if (whole_shards()) {
+      cache_.resize(shards_.size());
+      std::uint64_t samples_max = 0;
+      for (const auto& g : groups) samples_max = std::max<std::uint64_t>(samples_max, g.size());
+      // Far enough ahead to see the next window of shards while this one is read.
+      lookahead_ = std::max<std::uint64_t>(remote_.read_ahead, samples_max * shard_.window_shards);
+      if (!remote_.cache_dir.empty()) {
+        std::error_code ec;
+        std::filesystem::create_directories(remote_.cache_dir, ec);
+        if (ec || !std::filesystem::is_directory(remote_.cache_dir))
+          throw std::invalid_argument("remote shards: cache directory '" + remote_.cache_dir + "' cannot be made: " +
+                                      ec.message());
+      }
+    }
     max_pending_ = std::max<std::size_t>(4 * remote_.read_ahead, 64);
   }
   ~remote_tar_reader() override {
     stopping_.store(true);  // requests in flight abort, queued ones fail with `cancelled`
-    pool_.reset();          // its threads stop before the members they use go
+    {
+      std::lock_guard lock(cache_m_);  // wakes readers waiting for a shard (none in a loader's life)
+    }
+    cache_cv_.notify_all();
+    pool_.reset();  // its threads stop before the members they use go
+    for (auto& c : cache_) c.data.reset();  // a directory cache's files go with their shards
   }
 
   std::uint64_t size() const override { return entries_.size(); }
@@ -585,6 +620,17 @@ class remote_tar_reader final : public image_reader {
   std::vector<field_spec> extra_fields() const override { return {{"label", dtype::i64, {}}}; }
   std::string name() const override {
     return std::to_string(entries_.size()) + " samples in " + std::to_string(shards_.size()) + " remote tar shard(s)";
+  }
+  std::string identity() const override {
+    std::vector<std::string> names;
+    for (const auto& sh : shards_) {
+      const auto slash = sh.where.shown.find_last_of('/');
+      names.push_back(slash == std::string::npos ? sh.where.shown : sh.where.shown.substr(slash + 1));
+    }
+    return detail::shards_identity(names, entries_);
+  }
+  std::shared_ptr<const sample_groups> groups() const override {
+    return detail::shard_groups(entries_, shards_.size(), shard_.window_shards);
   }
   bool stores_encoded() const override { return true; }
 
@@ -596,6 +642,7 @@ class remote_tar_reader final : public image_reader {
     const detail::shard_sample& e = entries_.at(s.index());
     s.set_origin(shards_[e.shard].where.shown + ":" + e.image.name);
     s.as<std::int64_t>(1)[0] = e.label;
+    if (whole_shards()) return read_from_cache(s, e, storage);
     std::future<std::vector<std::byte>> bytes = take(s.epoch(), s.index());  // first: it may jump the queue
     read_ahead(s);
     const auto t0 = std::chrono::steady_clock::now();
@@ -616,16 +663,310 @@ class remote_tar_reader final : public image_reader {
   }
 
   remote_counters counters() const {
-    return {counters_.requests.load(), counters_.retries.load(), counters_.bytes.load(),
-            static_cast<double>(counters_.wait_ns.load()) / 1e6, counters_.read_ahead.load()};
+    remote_counters c{counters_.requests.load(), counters_.retries.load(), counters_.bytes.load(),
+                      static_cast<double>(counters_.wait_ns.load()) / 1e6, counters_.read_ahead.load()};
+    c.shards = counters_.shards.load();
+    c.streamed = counters_.streamed.load();
+    c.sidecars = counters_.sidecars.load();
+    c.shard_bytes = shard_bytes_;
+    c.cache_bytes = whole_shards() ? remote_.cache_bytes : 0;
+    c.window_shards = shard_.window_shards;
+    return c;
   }
 
  private:
   struct shard {
     endpoint where;
     std::uint64_t size;
-    std::string etag;
+    std::string etag;  ///< as first seen (under etag_m_ once reading starts)
   };
+
+  [[nodiscard]] bool whole_shards() const noexcept { return shard_.window_shards > 0; }
+
+  /// The samples of shard s: from its sidecar index, or by fetching it whole.
+  std::vector<detail::shard_sample> index_shard(std::size_t s, const std::string& location,
+                                                const std::shared_ptr<const s3_credentials>& creds) {
+    shard& sh = shards_[s];
+    endpoint side = resolve(sidecar_location(location), creds);
+    request q;
+    q.missing_ok = true;
+    response r = fetch(side, q, remote_, counters_, &stopping_);
+    if (r.status >= 200 && r.status < 300) {
+      const std::string_view text(reinterpret_cast<const char*>(r.body.data()), r.body.size());
+      auto samples = detail::parse_shard_index(text, static_cast<std::uint32_t>(s), side.shown, shard_, sh.size);
+      if (samples) {
+        counters_.sidecars.fetch_add(1, std::memory_order_relaxed);
+        add_shard_bytes(sh.size);
+        return std::move(*samples);
+      }
+    }
+    r = fetch(sh.where, {}, remote_, counters_, &stopping_);
+    sh.size = r.body.size();
+    sh.etag = r.etag;
+    add_shard_bytes(sh.size);
+    return detail::shard_samples(r.body, static_cast<std::uint32_t>(s), sh.where.shown, shard_);
+  }
+  void add_shard_bytes(std::uint64_t n) {
+    std::lock_guard lock(etag_m_);
+    shard_bytes_ += n;
+  }
+
+  /// The ETag a shard had when first seen; a later response with another one is an error.
+  std::string expected_etag(std::uint32_t s) {
+    std::lock_guard lock(etag_m_);
+    return shards_[s].etag;
+  }
+  void note_etag(std::uint32_t s, const std::string& etag) {
+    if (etag.empty()) return;
+    std::lock_guard lock(etag_m_);
+    std::string& known = shards_[s].etag;
+    if (known.empty()) known = etag;
+    else if (known != etag) changed(shards_[s].where, "ETag " + known + " then " + etag);
+  }
+
+  // ---- whole-shard mode: shards fetched whole ahead of use into a bounded cache ----
+
+  /// A resident shard: in memory, or in a file of the cache directory (mapped; removed with it).
+  class blob {
+   public:
+    blob(std::vector<std::byte> bytes, const std::string& dir, std::uint32_t shard) {
+      if (dir.empty()) {
+        memory_ = std::move(bytes);
+        view_ = memory_;
+        return;
+      }
+      char name[64];
+      std::snprintf(name, sizeof name, "pinfeed-%d-%p-%06u.tar", static_cast<int>(::getpid()),
+                    static_cast<const void*>(this), shard);
+      path_ = (std::filesystem::path(dir) / name).string();
+      const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (fd < 0) throw std::runtime_error("remote shards: cannot write the cache file '" + path_ + "': " + std::strerror(errno));
+      std::size_t done = 0;
+      while (done < bytes.size()) {
+        const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+          const int err = errno;
+          ::close(fd);
+          ::unlink(path_.c_str());
+          throw std::runtime_error("remote shards: cannot write the cache file '" + path_ + "': " + std::strerror(err));
+        }
+        done += static_cast<std::size_t>(w);
+      }
+      if (!bytes.empty()) {
+        void* p = ::mmap(nullptr, bytes.size(), PROT_READ, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+          const int err = errno;
+          ::close(fd);
+          ::unlink(path_.c_str());
+          throw std::runtime_error("remote shards: cannot map the cache file '" + path_ + "': " + std::strerror(err));
+        }
+        view_ = {static_cast<const std::byte*>(p), bytes.size()};
+      }
+      ::close(fd);
+    }
+    ~blob() {
+      if (path_.empty()) return;
+      if (!view_.empty()) ::munmap(const_cast<std::byte*>(view_.data()), view_.size());
+      ::unlink(path_.c_str());
+    }
+    blob(const blob&) = delete;
+    blob& operator=(const blob&) = delete;
+    [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return view_; }
+
+   private:
+    std::vector<std::byte> memory_;
+    std::string path_;
+    std::span<const std::byte> view_;
+  };
+
+  struct cache_slot {
+    std::shared_ptr<const blob> data;  ///< resident
+    bool fetching = false;
+    std::uint64_t reserved = 0;        ///< bytes counted against the cap (resident or being fetched)
+    std::uint64_t last_use = 0;
+    std::uint64_t needed_until = 0;    ///< the last position of the epoch the look-ahead saw it at
+    bool seen = false;                 ///< by the look-ahead, this epoch
+    bool queued = false;               ///< in wanted_
+  };
+
+  /// Sample e's bytes from its shard in the cache (fetched whole first, or waited for); when the
+  /// cache has no room for the shard, the sample alone is range-read: never a wait for space.
+  std::span<const std::byte> read_from_cache(sample& s, const detail::shard_sample& e, std::vector<std::byte>& storage) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::shared_ptr<const blob> data;
+    {
+      const stage_timer timer(stage::fetch, s.stats(), s.trace(), s.index());
+      std::unique_lock lock(cache_m_);
+      const std::uint64_t pos = s.position().value_or(0);
+      const auto reading = reading_.insert(pos);
+      try {
+        look_ahead(s, pos);
+        data = acquire(e.shard, lock);
+      } catch (...) {
+        reading_.erase(reading);
+        throw;
+      }
+      reading_.erase(reading);  // once `data` is held, its shard may be evicted
+    }
+    if (data) {
+      const auto bytes = data->bytes();
+      storage.assign(bytes.begin() + static_cast<std::ptrdiff_t>(e.image.offset),
+                     bytes.begin() + static_cast<std::ptrdiff_t>(e.image.offset + e.image.size));
+    } else {
+      counters_.streamed.fetch_add(1, std::memory_order_relaxed);
+      const stage_timer timer(stage::fetch, s.stats(), s.trace(), s.index());
+      try {
+        storage = load(s.index());
+      } catch (const cancelled&) {
+        throw fatal_error("remote shards: the reader was destroyed while " + s.origin() + " was read");
+      }
+    }
+    counters_.wait_ns.fetch_add(static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()));
+    return storage;
+  }
+
+  /// Walks the epoch's order ahead of `pos` (each position once per epoch), queueing the shards
+  /// it meets, then starts the fetches there is room for. Under cache_m_.
+  void look_ahead(const sample& s, std::uint64_t pos) {
+    if (s.epoch() != ahead_epoch_ || pos + 2 * lookahead_ < frontier_ || pos > frontier_) {
+      // A new epoch, a restart or a jump: look from here.
+      ahead_epoch_ = s.epoch();
+      frontier_ = pos;
+      wanted_.clear();
+      for (auto& c : cache_) {
+        c.needed_until = 0;
+        c.seen = false;
+        c.queued = false;
+      }
+    }
+    while (frontier_ < pos + lookahead_) {
+      const auto next = s.index_ahead(frontier_ - pos);
+      if (!next || *next >= entries_.size()) break;
+      const std::uint32_t sh = entries_[*next].shard;
+      cache_slot& c = cache_[sh];
+      c.needed_until = frontier_;
+      c.seen = true;
+      if (!c.data && !c.fetching && !c.queued) {
+        wanted_.push_back(sh);
+        c.queued = true;
+      }
+      ++frontier_;
+    }
+    while (!wanted_.empty()) {
+      const std::uint32_t sh = wanted_.front();
+      cache_slot& c = cache_[sh];
+      if (!c.data && !c.fetching) {
+        if (!reserve(sh)) break;  // no room yet: the order of need is kept
+        start_fetch(sh, /*urgent=*/false);
+        counters_.read_ahead.fetch_add(1, std::memory_order_relaxed);
+      }
+      c.queued = false;
+      wanted_.pop_front();
+    }
+  }
+
+  /// Counts shard sh's bytes against the cap, first evicting resident shards that no sample being
+  /// read now or later needs (by what the look-ahead saw; least recently used first). False when
+  /// that does not make room. Under cache_m_.
+  bool reserve(std::uint32_t sh) {
+    const std::uint64_t need = shards_[sh].size;
+    if (need > remote_.cache_bytes) return false;
+    // Samples are read in about the order of their positions: the lowest being read now bounds
+    // what is still to come, less a little for chunks of a batch that start late.
+    constexpr std::uint64_t kLag = 8;
+    const std::uint64_t low = reading_.empty() ? frontier_ : *reading_.begin();
+    while (cache_used_ + need > remote_.cache_bytes) {
+      std::optional<std::size_t> victim;
+      for (std::size_t i = 0; i < cache_.size(); ++i) {
+        const cache_slot& c = cache_[i];
+        if (!c.data || (c.seen && c.needed_until + kLag >= low)) continue;  // absent, or still needed
+        if (!victim || c.last_use < cache_[*victim].last_use) victim = i;
+      }
+      if (!victim) return false;
+      cache_slot& v = cache_[*victim];
+      v.data.reset();
+      cache_used_ -= v.reserved;
+      v.reserved = 0;
+    }
+    cache_used_ += need;
+    cache_[sh].reserved = need;
+    return true;
+  }
+
+  /// Fetches shard sh whole on a fetch thread; its slot is reserved. Under cache_m_.
+  void start_fetch(std::uint32_t sh, bool urgent) {
+    cache_[sh].fetching = true;
+    counters_.shards.fetch_add(1, std::memory_order_relaxed);
+    (void)pool_->submit(
+        [this, sh] {
+          std::shared_ptr<const blob> data;
+          std::exception_ptr error;
+          try {
+            if (failed_flag_.load(std::memory_order_acquire)) {
+              std::lock_guard lock(failed_mutex_);
+              std::rethrow_exception(failed_);
+            }
+            const shard& d = shards_[sh];
+            response r = fetch(d.where, {0, 0, false, d.size, expected_etag(sh)}, remote_, counters_, &stopping_);
+            if (r.body.size() != d.size)
+              changed(d.where, "size " + std::to_string(d.size) + " then " + std::to_string(r.body.size()) + " bytes");
+            note_etag(sh, r.etag);
+            data = std::make_shared<const blob>(std::move(r.body), remote_.cache_dir, sh);
+          } catch (const cancelled&) {
+            error = std::current_exception();
+          } catch (const fatal_error&) {
+            error = std::current_exception();
+          } catch (const std::exception& ex) {  // the cache directory: not the shard's fault
+            error = std::make_exception_ptr(fatal_error(ex.what()));
+          }
+          if (error) {
+            std::lock_guard lock(failed_mutex_);
+            if (!failed_ && !stopping_.load()) {
+              failed_ = error;
+              failed_flag_.store(true, std::memory_order_release);
+            }
+          }
+          {
+            std::lock_guard lock(cache_m_);
+            cache_slot& c = cache_[sh];
+            c.fetching = false;
+            if (data) {
+              c.data = std::move(data);
+              c.last_use = ++use_clock_;
+            } else {
+              cache_used_ -= c.reserved;
+              c.reserved = 0;
+            }
+          }
+          cache_cv_.notify_all();
+        },
+        urgent);
+  }
+
+  /// Shard sh resident (fetching it now if it is neither resident nor on its way), or null when
+  /// the cache has no room for it. Rethrows the failure that stopped the reader. Under cache_m_.
+  std::shared_ptr<const blob> acquire(std::uint32_t sh, std::unique_lock<std::mutex>& lock) {
+    for (;;) {
+      if (stopping_.load()) throw fatal_error("remote shards: the reader was destroyed while a shard was read");
+      if (failed_flag_.load(std::memory_order_acquire)) {
+        std::lock_guard f(failed_mutex_);
+        std::rethrow_exception(failed_);
+      }
+      cache_slot& c = cache_[sh];
+      if (c.data) {
+        c.last_use = ++use_clock_;
+        return c.data;
+      }
+      if (c.fetching) {
+        cache_cv_.wait(lock, [&] { return !cache_[sh].fetching || stopping_.load(); });
+        continue;
+      }
+      if (!reserve(sh)) return nullptr;
+      start_fetch(sh, /*urgent=*/true);
+    }
+  }
 
   static std::uint64_t key(std::uint32_t epoch, std::uint64_t index) { return (std::uint64_t{epoch} << 44) ^ index; }
 
@@ -640,8 +981,9 @@ class remote_tar_reader final : public image_reader {
     const shard& sh = shards_[e.shard];
     if (e.image.size == 0) return {};
     try {
-      response r = fetch(sh.where, {e.image.offset, e.image.size, true, sh.size, sh.etag}, remote_, counters_,
-                         &stopping_);
+      response r = fetch(sh.where, {e.image.offset, e.image.size, true, sh.size, expected_etag(e.shard)}, remote_,
+                         counters_, &stopping_);
+      note_etag(e.shard, r.etag);
       return std::move(r.body);
     } catch (const fatal_error&) {
       std::lock_guard lock(failed_mutex_);
@@ -714,9 +1056,22 @@ class remote_tar_reader final : public image_reader {
   std::unordered_set<std::uint64_t> taken_;
   std::deque<std::uint64_t> taken_order_;
   std::size_t max_pending_ = 64;
+  std::mutex etag_m_;
+  std::uint64_t shard_bytes_ = 0;
+  // Whole-shard mode (under cache_m_).
+  std::mutex cache_m_;
+  std::condition_variable cache_cv_;
+  std::vector<cache_slot> cache_;
+  std::uint64_t cache_used_ = 0, use_clock_ = 0;
+  std::deque<std::uint32_t> wanted_;  ///< shards the look-ahead met, in order of need, not yet fetching
+  std::multiset<std::uint64_t> reading_;  ///< positions of the samples being looked up now
+  std::uint32_t ahead_epoch_ = ~0u;
+  std::uint64_t frontier_ = 0;        ///< the first position of the epoch the look-ahead has not seen
+  std::uint64_t lookahead_ = 0;
   std::atomic<bool> stopping_{false};
   std::unique_ptr<fetch_pool> pool_;
 };
+
 
 /// The keys of the objects directly under `dir` (a prefix ending in '/', or empty) of an S3
 /// bucket: ListObjectsV2 with a '/' delimiter, every page.

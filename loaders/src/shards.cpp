@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <cinttypes>
+#include <optional>
+#include <sstream>
 #include <fstream>
 #include <map>
 #include <stdexcept>
@@ -291,6 +294,24 @@ std::vector<detail::shard_sample> detail::shard_samples(std::span<const std::byt
   return group;
 }
 
+std::shared_ptr<const sample_groups> detail::shard_groups(const std::vector<shard_sample>& entries, std::size_t shards,
+                                                          std::uint32_t window) {
+  if (window == 0) return nullptr;
+  auto g = std::make_shared<sample_groups>();
+  g->sizes.assign(shards, 0);
+  for (const auto& e : entries) ++g->sizes.at(e.shard);
+  g->window = window;
+  return g;
+}
+
+std::string detail::shards_identity(const std::vector<std::string>& names, const std::vector<shard_sample>& entries) {
+  std::vector<std::uint64_t> counts(names.size(), 0);
+  for (const auto& e : entries) ++counts.at(e.shard);
+  std::string id = "tar shards";
+  for (std::size_t s = 0; s < names.size(); ++s) id += "\n" + names[s] + "\t" + std::to_string(counts[s]);
+  return id;
+}
+
 namespace {
 
 class tar_reader final : public image_reader {
@@ -309,6 +330,14 @@ class tar_reader final : public image_reader {
   std::vector<field_spec> extra_fields() const override { return {{"label", dtype::i64, {}}}; }
   std::string name() const override {
     return std::to_string(entries_.size()) + " samples in " + std::to_string(maps_.size()) + " tar shard(s)";
+  }
+  std::string identity() const override {
+    std::vector<std::string> names;
+    for (const auto& m : maps_) names.push_back(std::filesystem::path(m->path()).filename().string());
+    return detail::shards_identity(names, entries_);
+  }
+  std::shared_ptr<const sample_groups> groups() const override {
+    return detail::shard_groups(entries_, maps_.size(), options_.window_shards);
   }
   read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) override {
     std::vector<std::byte> unused;
@@ -361,6 +390,88 @@ void append_member(std::ofstream& out, const std::string& name, std::span<const 
 
 }  // namespace
 
+namespace {
+constexpr std::string_view kIndexMagic = "pinfeed-tar-index";
+constexpr int kIndexVersion = 1;
+}  // namespace
+
+std::string detail::format_shard_index(const std::vector<shard_sample>& samples, std::uint64_t tar_bytes,
+                                       const shard_options& o) {
+  std::string out = std::string(kIndexMagic) + " " + std::to_string(kIndexVersion) + " " + std::to_string(tar_bytes) +
+                    " " + std::to_string(samples.size()) + " " + o.image_keys + " " + o.label_key + "\n";
+  for (const auto& e : samples)
+    out += std::to_string(e.image.offset) + " " + std::to_string(e.image.size) + " " + std::to_string(e.label) + " " +
+           e.image.name + "\n";
+  return out;
+}
+
+std::optional<std::vector<detail::shard_sample>> detail::parse_shard_index(std::string_view text, std::uint32_t shard,
+                                                                           const std::string& what,
+                                                                           const shard_options& o,
+                                                                           std::uint64_t& tar_bytes) {
+  std::vector<std::string_view> lines;
+  for (std::size_t at = 0; at < text.size();) {
+    const auto nl = text.find('\n', at);
+    if (nl == std::string_view::npos)
+      throw std::invalid_argument("tar index '" + what + "': truncated (its last line has no newline)");
+    lines.push_back(text.substr(at, nl - at));
+    at = nl + 1;
+  }
+  auto bad = [&](std::size_t line, const std::string& why) {
+    return std::invalid_argument("tar index '" + what + "' line " + std::to_string(line + 1) + ": " + why);
+  };
+  if (lines.empty()) throw std::invalid_argument("tar index '" + what + "' is empty");
+  std::istringstream head{std::string(lines[0])};
+  std::string magic, keys, label_key;
+  int version = 0;
+  std::uint64_t count = 0;
+  if (!(head >> magic >> version >> tar_bytes >> count >> keys >> label_key) || magic != kIndexMagic)
+    throw bad(0, "not a pinfeed tar index header");
+  if (version != kIndexVersion) throw bad(0, "version " + std::to_string(version) + " is not " + std::to_string(kIndexVersion));
+  if (keys != o.image_keys || label_key != o.label_key) return std::nullopt;  // indexed with other member keys
+  if (lines.size() != count + 1)
+    throw bad(0, "says " + std::to_string(count) + " samples, but " + std::to_string(lines.size() - 1) + " lines follow");
+  std::vector<shard_sample> out;
+  out.reserve(count);
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const std::string line(lines[i]);
+    std::uint64_t offset = 0, size = 0;
+    long long label = 0;
+    int used = 0;
+    if (std::sscanf(line.c_str(), "%" SCNu64 " %" SCNu64 " %lld %n", &offset, &size, &label, &used) != 3 ||
+        used <= 0 || static_cast<std::size_t>(used) >= line.size())
+      throw bad(i, "not '<offset> <size> <label> <member name>'");
+    if (offset > tar_bytes || size > tar_bytes - offset)
+      throw bad(i, "member at " + std::to_string(offset) + " + " + std::to_string(size) + " bytes runs past the " +
+                       std::to_string(tar_bytes) + "-byte shard");
+    shard_sample e;
+    e.shard = shard;
+    e.image = {line.substr(static_cast<std::size_t>(used)), offset, size};
+    const auto slash = e.image.name.find_last_of('/');
+    e.key = e.image.name.substr(0, e.image.name.find('.', slash == std::string::npos ? 0 : slash + 1));
+    e.label = label;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::string shard_index_path(const std::string& shard) { return shard + ".idx"; }
+
+void write_shard_index(const std::string& shard, const shard_options& options) {
+  const mapped_file map(shard);
+  const auto samples = detail::shard_samples(map.bytes(), 0, shard, options);
+  const std::string text = detail::format_shard_index(samples, map.bytes().size(), options);
+  const std::string path = shard_index_path(shard), part = path + ".part";
+  {
+    std::ofstream out(part, std::ios::binary | std::ios::trunc);
+    if (!(out << text) || !(out.flush()))
+      throw std::runtime_error("cannot write the tar index '" + part + "'");
+  }
+  std::error_code ec;
+  std::filesystem::rename(part, path, ec);  // whole or not at all
+  if (ec) throw std::runtime_error("cannot write the tar index '" + path + "': " + ec.message());
+}
+
 std::shared_ptr<image_reader> make_shard_reader(const std::vector<std::string>& shards, shard_options options) {
   return std::make_shared<tar_reader>(shards, std::move(options));
 }
@@ -401,6 +512,7 @@ std::vector<std::string> write_shards(const std::vector<image_file>& files, cons
     in_shard += bytes.size() + 3 * kBlock;
   }
   close();
+  for (const auto& w : written) write_shard_index(w);
   return written;
 }
 

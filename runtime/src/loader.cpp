@@ -1,6 +1,7 @@
 #include "pinfeed/runtime/loader.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <condition_variable>
 #include <stdexcept>
 #include <thread>
@@ -11,6 +12,7 @@
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
 
+#include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/cuda_handles.hpp"
 #include "detail/loader_core.hpp"
 #include "pinfeed/runtime/error.hpp"
@@ -242,6 +244,11 @@ std::size_t tbb_worker_limit() {
   return allowed > 1 ? allowed - 1 : 1;
 }
 
+/// Batches of an epoch in which this rank takes `positions` samples.
+std::uint64_t batches_in(std::uint64_t positions, const loader_options& o) noexcept {
+  return o.drop_last ? positions / o.batch_size : (positions + o.batch_size - 1) / o.batch_size;
+}
+
 std::size_t effective_workers(std::size_t requested) {
   const std::size_t limit = tbb_worker_limit();
   if (requested == 0) return limit;
@@ -263,9 +270,10 @@ loader::impl::impl(std::shared_ptr<source> s, loader_options o)
   if (dataset_size == 0) throw std::invalid_argument("source '" + src->name() + "' has no samples");
   auto fields = src->fields();
   validate_fields(fields);
+  if (o.order.shuffle && !o.order.groups) o.order.groups = src->groups();
   order.emplace(dataset_size, o.seed, o.order);
   const std::uint64_t per_epoch = order->size();
-  batches = o.drop_last ? per_epoch / o.batch_size : (per_epoch + o.batch_size - 1) / o.batch_size;
+  batches = batches_in(per_epoch, o);
   if (batches == 0)
     throw std::invalid_argument("source '" + src->name() + "' gives this rank " + std::to_string(per_epoch) +
                                 " samples per epoch, fewer than batch_size " + std::to_string(o.batch_size) +
@@ -302,10 +310,12 @@ void loader::impl::cancel() noexcept {
 }
 
 void loader::impl::start(std::uint32_t e, std::uint64_t first_batch) {
-  if (first_batch > batches)
+  const std::uint64_t in_epoch = batches_in(order->size(e), core->options);
+  if (first_batch > in_epoch)
     throw std::out_of_range("start batch " + std::to_string(first_batch) + " is past the epoch's " +
-                            std::to_string(batches) + " batches");
+                            std::to_string(in_epoch) + " batches");
   cancel();
+  batches = in_epoch;
   epoch = e;
   next_batch = first_batch;
   seq_base = next_seq;
@@ -338,7 +348,7 @@ void loader::impl::feed(std::uint32_t e, std::uint64_t first_batch, std::uint64_
     auto& m = c.meta[*slot];
     m.epoch = e;
     m.batch = b;
-    m.count = static_cast<std::size_t>(std::min<std::uint64_t>(B, order->size() - b * B));
+    m.count = static_cast<std::size_t>(std::min<std::uint64_t>(B, order->size(e) - b * B));
     for (std::size_t j = 0; j < m.count; ++j) m.indices[j] = order->index_at(e, b * B + j);
     m.error = failure;
     m.error_index = failure ? m.indices[0] : 0;
@@ -468,27 +478,46 @@ loader& loader::operator=(loader&&) noexcept = default;
 loader::~loader() = default;
 
 std::optional<batch> loader::next() { return impl_->next(); }
-void loader::start_epoch(std::uint32_t epoch) { impl_->start(epoch, 0); }
-void loader::start_epoch(std::uint32_t epoch, std::uint64_t first_batch) { impl_->start(epoch, first_batch); }
+void loader::start_epoch(std::uint32_t epoch) { start_epoch(epoch, 0); }
+void loader::start_epoch(std::uint32_t epoch, std::uint64_t first_batch) {
+  impl_->cancel();  // no worker reads the order while it changes
+  impl_->order->unrestrict();
+  impl_->start(epoch, first_batch);
+}
 std::uint32_t loader::epoch() const noexcept { return impl_->epoch; }
 std::uint64_t loader::next_batch() const noexcept { return impl_->next_batch; }
 std::uint64_t loader::batches_per_epoch() const noexcept { return impl_->batches; }
 const epoch_order& loader::order() const noexcept { return *impl_->order; }
 
+namespace {
+constexpr int kStateVersion = 2;
+
+std::string dataset_digest(const source& src, std::uint64_t size) {
+  const std::string id = src.identity() + "#" + std::to_string(size);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash_bytes(id.data(), id.size())));
+  return hex;
+}
+}  // namespace
+
 std::string loader::state() const {
   const auto& o = *impl_->order;
   const auto& opt = impl_->core->options;
-  const nlohmann::json j{{"version", 1},
+  nlohmann::json plan = nlohmann::json::array();
+  for (const auto& r : o.plan(impl_->epoch)) plan.push_back({r.begin, r.end});
+  const nlohmann::json j{{"version", kStateVersion},
+                         {"dataset", dataset_digest(*impl_->src, impl_->dataset_size)},
                          {"seed", opt.seed},
-                         {"epoch", impl_->epoch},
-                         {"next_batch", impl_->next_batch},
                          {"dataset_size", impl_->dataset_size},
                          {"batch_size", opt.batch_size},
                          {"drop_last", opt.drop_last},
-                         {"shuffle", o.shuffled()},
-                         {"rank", o.rank()},
+                         {"order", o.kind()},
+                         {"drop_remainder", o.drops_remainder()},
+                         {"epoch", impl_->epoch},
                          {"world", o.world()},
-                         {"drop_remainder", o.drops_remainder()}};
+                         {"rank", o.rank()},
+                         {"next_batch", impl_->next_batch},
+                         {"plan", plan}};
   return j.dump();
 }
 
@@ -503,30 +532,83 @@ void loader::resume(const std::string& state) {
     if (!j.is_object() || !j.contains(name)) throw std::invalid_argument(std::string("loader state lacks '") + name + "'");
     return j.at(name);
   };
-  const auto& o = *impl_->order;
-  const auto& opt = impl_->core->options;
-  auto expect = [&](const char* name, const nlohmann::json& mine) {
+  auto& im = *impl_;
+  const auto& o = *im.order;
+  const auto& opt = im.core->options;
+  auto expect = [&](const char* name, const nlohmann::json& mine, const char* what) {
     if (field(name) != mine)
       throw std::invalid_argument(std::string("loader state does not match this loader: ") + name + " is " +
-                                  field(name).dump() + " there, " + mine.dump() + " here");
+                                  field(name).dump() + " there, " + mine.dump() + " here (" + what + ")");
   };
-  if (field("version") != 1) throw std::invalid_argument("loader state version " + field("version").dump() + " is not 1");
-  expect("seed", opt.seed);
-  expect("dataset_size", impl_->dataset_size);
-  expect("batch_size", opt.batch_size);
-  expect("drop_last", opt.drop_last);
-  expect("shuffle", o.shuffled());
-  expect("rank", o.rank());
-  expect("world", o.world());
-  expect("drop_remainder", o.drops_remainder());
-  const auto& epoch = field("epoch");
-  const auto& next = field("next_batch");
-  if (!epoch.is_number_unsigned() || epoch.get<std::uint64_t>() > 0xFFFFFFFFull)
-    throw std::invalid_argument("loader state: epoch " + epoch.dump() + " is not a 32-bit unsigned number");
-  if (!next.is_number_unsigned() || next.get<std::uint64_t>() > impl_->batches)
-    throw std::invalid_argument("loader state: next_batch " + next.dump() + " is not in [0, " +
-                                std::to_string(impl_->batches) + "]");
-  impl_->start(epoch.get<std::uint32_t>(), next.get<std::uint64_t>());
+  const auto& version = field("version");
+  if (version != kStateVersion)
+    throw std::invalid_argument("loader state version " + version.dump() + " is not supported: this pinfeed reads version " +
+                                std::to_string(kStateVersion) + " (start the epoch anew with start_epoch())");
+  expect("dataset_size", im.dataset_size, "another dataset");
+  expect("dataset", dataset_digest(*im.src, im.dataset_size), "another dataset: its files or shards differ");
+  expect("seed", opt.seed, "another seed gives another order");
+  expect("order", o.kind(), "another kind of order");
+  expect("batch_size", opt.batch_size, "positions are counted in batches");
+  expect("drop_last", opt.drop_last, "positions are counted in batches");
+  expect("drop_remainder", o.drops_remainder(), "the split over ranks differs");
+  const auto& epoch_j = field("epoch");
+  const auto& world_j = field("world");
+  const auto& next_j = field("next_batch");
+  const auto& plan_j = field("plan");
+  if (!epoch_j.is_number_unsigned() || epoch_j.get<std::uint64_t>() > 0xFFFFFFFFull)
+    throw std::invalid_argument("loader state: epoch " + epoch_j.dump() + " is not a 32-bit unsigned number");
+  if (!world_j.is_number_unsigned() || world_j.get<std::uint64_t>() < 1 || world_j.get<std::uint64_t>() > 1u << 24)
+    throw std::invalid_argument("loader state: world " + world_j.dump() + " is not a world size (1 to 16777216)");
+  if (!next_j.is_number_unsigned())
+    throw std::invalid_argument("loader state: next_batch " + next_j.dump() + " is not an unsigned number");
+  const auto e = epoch_j.get<std::uint32_t>();
+  std::vector<position_range> plan;
+  if (!plan_j.is_array())
+    throw std::invalid_argument("loader state: plan " + plan_j.dump() + " is not a list of [begin, end] ranges");
+  for (const auto& r : plan_j) {
+    if (!r.is_array() || r.size() != 2 || !r[0].is_number_unsigned() || !r[1].is_number_unsigned())
+      throw std::invalid_argument("loader state: plan range " + r.dump() + " is not [begin, end]");
+    plan.push_back({r[0].get<std::uint64_t>(), r[1].get<std::uint64_t>()});
+  }
+  const bool whole = plan.size() == 1 && plan[0] == position_range{0, im.dataset_size};
+  // The order the state was saved under (rank 0 of its world: every rank is at the same batch).
+  epoch_order_options saved_opt;
+  saved_opt.shuffle = o.shuffled();
+  saved_opt.rank = 0;
+  saved_opt.world = static_cast<int>(world_j.get<std::uint64_t>());
+  saved_opt.drop_remainder = o.drops_remainder();
+  saved_opt.groups = o.groups();
+  std::optional<epoch_order> saved;
+  try {
+    saved.emplace(im.dataset_size, opt.seed, saved_opt);
+    if (!whole) saved->restrict(e, plan);
+  } catch (const std::invalid_argument& ex) {
+    throw std::invalid_argument(std::string("loader state: ") + ex.what());
+  }
+  const std::uint64_t saved_batches = batches_in(saved->size(e), opt);
+  const std::uint64_t next = next_j.get<std::uint64_t>();
+  if (next > saved_batches)
+    throw std::invalid_argument("loader state: next_batch " + next_j.dump() + " is not in [0, " +
+                                std::to_string(saved_batches) + "]");
+  im.cancel();  // no worker reads the order while it changes
+  if (saved->world() == o.world()) {
+    // The same split: every rank goes on with its own share.
+    if (whole) im.order->unrestrict();
+    else im.order->restrict(e, plan);
+    im.start(e, next);
+    return;
+  }
+  // Another world size: what the saved ranks had not delivered yet is split over this one's.
+  const std::uint64_t taken = next == saved_batches ? saved->size(e) : next * opt.batch_size;
+  auto remaining = saved->remaining_after(e, taken);
+  std::uint64_t left = 0;
+  for (const auto& r : remaining) left += r.end - r.begin;
+  im.order->restrict(e, std::move(remaining));
+  log(log_level::info, "loader: resuming epoch " + std::to_string(e) + " saved by " + std::to_string(saved->world()) +
+                           " ranks after " + std::to_string(next) + " batches each on " + std::to_string(o.world()) +
+                           " ranks: " + std::to_string(left) + " samples left, " + std::to_string(im.order->size(e)) +
+                           " for this rank");
+  im.start(e, 0);
 }
 const std::vector<field_spec>& loader::fields() const noexcept { return impl_->core->fields; }
 const loader_options& loader::options() const noexcept { return impl_->core->options; }

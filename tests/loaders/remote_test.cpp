@@ -31,12 +31,12 @@ struct shard_set {
   std::vector<std::string> local;  ///< full local paths
 };
 
-shard_set make_shards(const fs::path& dir, int images = 24) {
+shard_set make_shards(const fs::path& dir, int images = 24, std::uint64_t shard_bytes = 4096) {
   const auto files = test::jpeg_class_folder(dir / "images", images, 40, 1, 48);
   shard_set s;
   s.www = dir / "www";
   fs::create_directories(s.www);
-  s.local = write_shards(files, (s.www / "train").string(), 4096);
+  s.local = write_shards(files, (s.www / "train").string(), shard_bytes);
   for (const auto& p : s.local) s.names.push_back(fs::path(p).filename().string());
   return s;
 }
@@ -82,12 +82,12 @@ struct served_shards {
   temp_dir dir;
   shard_set set;
   std::unique_ptr<test::nginx_server> server;
-  explicit served_shards(int images = 24) {
+  explicit served_shards(int images = 24, std::uint64_t shard_bytes = 4096) {
     if (!test::have_nginx()) {
       MESSAGE("skipped: nginx is not installed (Debian: nginx-light)");
       return;
     }
-    set = make_shards(dir.path, images);
+    set = make_shards(dir.path, images, shard_bytes);
     server = std::make_unique<test::nginx_server>(set.www, dir.path);
   }
   explicit operator bool() const noexcept { return server != nullptr; }
@@ -158,11 +158,21 @@ TEST_CASE("remote.http_shards_equal_the_local_ones") {
   const remote_counters c = remote_stats(*remote);
   std::uint64_t shard_bytes = 0;
   for (const auto& p : set.local) shard_bytes += fs::file_size(p);
-  CHECK(c.requests >= set.names.size() + 2 * remote->size());  // the index pass, then a range per sample read
-  CHECK(c.bytes > shard_bytes);                                 // the whole shards once, then the images
+  // Indexed from the sidecars pinfeed pack wrote: no shard was fetched whole, one range per sample read.
+  CHECK(c.sidecars == set.names.size());
+  CHECK(c.shards == 0);
+  CHECK(c.shard_bytes == shard_bytes);
+  CHECK(c.requests == set.names.size() + 4 * remote->size());  // 2 runs of 2 epochs
   CHECK(c.retries == 0);
   CHECK(c.read_ahead > 0);  // inside a loader the next samples of the order were queued ahead
   CHECK(remote_stats(*local).requests == 0);
+  // Without the sidecars each shard is fetched whole once to be indexed.
+  for (const auto& p : set.local) fs::rename(shard_index_path(p), shard_index_path(p) + ".away");
+  const auto indexed = make_remote_shard_reader(urls(server.url(), set), {}, quick());
+  CHECK(remote_stats(*indexed).sidecars == 0);
+  CHECK(remote_stats(*indexed).bytes >= shard_bytes);
+  CHECK(checksums(indexed) == checksums(local));
+  for (const auto& p : set.local) fs::rename(shard_index_path(p) + ".away", shard_index_path(p));
   // The loader's stats see the waits as their own stage, inside read.
   loader l(std::make_shared<pipeline_source>(remote, parse_pipeline("center_crop(16)")), test::cpu_loader(8, 2, 7));
   while (l.next()) {
@@ -240,6 +250,8 @@ TEST_CASE("remote.missing_shards_fail_at_once_and_changed_shards_are_refused") {
   CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("changed after it was indexed: size"), fatal_error);
   CHECK(src->failures() == 0);
 
+  // Without sidecar indexes the shards are indexed whole, and their ETags kept from then on.
+  for (const auto& p : set.local) fs::remove(shard_index_path(p));
   // Same size, new modification time: nginx's ETag changes, and so does the verdict.
   const auto again = make_remote_shard_reader(urls(server.url(), set), {}, o);
   fs::last_write_time(set.local[1], fs::last_write_time(set.local[1]) + std::chrono::hours(1));
@@ -356,4 +368,159 @@ TEST_CASE("remote.s3_shards_are_signed_listed_and_equal_the_local_ones") {
       CHECK(what.find(secret) == std::string::npos);
     }
   }
+}
+
+namespace {
+/// The checksum lines of two shuffled epochs of `reader` in whole-shard mode order.
+std::vector<std::string> shard_window_checksums(const std::shared_ptr<image_reader>& reader, std::size_t workers = 2,
+                                                std::uint32_t epochs = 2) {
+  loader_options o = test::cpu_loader(5, workers, 7);
+  o.order.shuffle = true;
+  loader l(std::make_shared<pipeline_source>(reader, parse_pipeline("rrc(16),hflip")), o);
+  REQUIRE(l.order().groups());  // the reader's shards are the order's groups
+  std::vector<std::string> lines;
+  for (std::uint32_t e = 0; e < epochs; ++e) {
+    l.start_epoch(e);
+    while (auto b = l.next()) lines.push_back(checksum_line(*b));
+  }
+  return lines;
+}
+}  // namespace
+
+TEST_CASE("remote.whole_shards_are_cached_and_read_once_per_epoch") {
+  served_shards served(96, 16384);  // about 8 samples a shard
+  if (!served) return;
+  const auto& set = served.set;
+  auto& server = *served.server;
+  REQUIRE(set.names.size() >= 6);
+  shard_options window;
+  window.window_shards = 2;
+  // The local shards in the same shard-aware order: the reference, bit for bit.
+  const auto expected = shard_window_checksums(make_shard_reader(set.local, window));
+  CHECK(expected != checksums(make_shard_reader(set.local)));  // another order than the global shuffle
+  std::uint64_t shard_bytes = 0, largest = 0;
+  for (const auto& p : set.local) {
+    shard_bytes += fs::file_size(p);
+    largest = std::max<std::uint64_t>(largest, fs::file_size(p));
+  }
+  const std::uint64_t shards = set.names.size();
+
+  SUBCASE("a cache of every shard: each fetched once, nothing read sample by sample") {
+    const auto remote = make_remote_shard_reader(urls(server.url(), set), window, quick());
+    CHECK(shard_window_checksums(remote) == expected);
+    const remote_counters c = remote_stats(*remote);
+    CHECK(c.window_shards == 2);
+    CHECK(c.sidecars == shards);
+    CHECK(c.streamed == 0);
+    CHECK(c.shards == shards);  // the second epoch finds them all still cached
+    std::uint64_t index_bytes = 0;
+    for (const auto& p : set.local) index_bytes += fs::file_size(shard_index_path(p));
+    CHECK(c.bytes == shard_bytes + index_bytes);  // every byte of every shard once
+    CHECK(c.requests == 2 * shards);
+    CHECK(c.read_ahead > 0);  // shards fetched ahead of their first sample
+    CHECK(shard_window_checksums(remote, 1) == expected);  // any worker count
+  }
+  SUBCASE("a cache of three windows: each shard about once per epoch") {
+    remote_options o = quick();
+    o.cache_bytes = 6 * largest;
+    const auto remote = make_remote_shard_reader(urls(server.url(), set), window, o);
+    CHECK(shard_window_checksums(remote, 2, 3) == shard_window_checksums(make_shard_reader(set.local, window), 2, 3));
+    const remote_counters c = remote_stats(*remote);
+    CHECK(c.shards >= 2 * shards);      // evicted once the order passed them: fetched again next epoch
+    CHECK(c.shards <= 3 * shards + 2);  // (a sample of a batch starting late may fetch its shard again)
+    CHECK(c.streamed <= remote->size() / 10);
+  }
+  SUBCASE("a cache smaller than two windows, than one window, than one shard: still exact") {
+    for (const std::uint64_t cap : {3 * largest, largest + 1, largest / 2}) {
+      CAPTURE(cap);
+      remote_options o = quick();
+      o.cache_bytes = cap;
+      const auto remote = make_remote_shard_reader(urls(server.url(), set), window, o);
+      test::run_with_timeout(std::chrono::seconds(60), [&] { CHECK(shard_window_checksums(remote) == expected); },
+                             "reading through a small cache");
+      const remote_counters c = remote_stats(*remote);
+      if (cap < largest) {
+        CHECK(c.shards == 0);  // no shard fits: every sample is range-read
+        CHECK(c.streamed == 2 * remote->size());
+      } else {
+        CHECK(c.shards > 0);
+        if (cap < 2 * largest) CHECK(c.streamed > 0);  // the window's other shard has no room
+      }
+    }
+  }
+  SUBCASE("a cache directory holds the shards as files, removed with the reader") {
+    temp_dir cache;
+    remote_options o = quick();
+    o.cache_dir = (cache.path / "shards").string();
+    o.cache_bytes = 4 * largest;
+    auto remote = make_remote_shard_reader(urls(server.url(), set), window, o);
+    loader_options lo = test::cpu_loader(5, 2, 7);
+    lo.order.shuffle = true;
+    {
+      loader l(std::make_shared<pipeline_source>(remote, parse_pipeline("rrc(16),hflip")), lo);
+      REQUIRE(l.next());
+      std::uint64_t held = 0;
+      std::size_t files = 0;
+      for (const auto& f : fs::directory_iterator(o.cache_dir)) {
+        held += fs::file_size(f.path());
+        ++files;
+      }
+      CHECK(files >= 1);
+      CHECK(held <= o.cache_bytes);
+    }
+    CHECK(shard_window_checksums(remote) == expected);
+    remote.reset();
+    CHECK(fs::is_empty(o.cache_dir));
+    // A cache directory that cannot be made is named.
+    test::write_bytes(cache.path / "file", {std::byte{1}});
+    o.cache_dir = (cache.path / "file" / "sub").string();
+    CHECK_THROWS_WITH_AS(make_remote_shard_reader(urls(server.url(), set), window, o),
+                         doctest::Contains(("cache directory '" + o.cache_dir + "' cannot be made").c_str()), std::invalid_argument);
+  }
+  SUBCASE("faults on the way: retried, and the batches stay identical") {
+    test::fault_proxy proxy(server.port(), {.unavailable_every = 5, .reset_every = 7, .stall_every = 13, .stall_ms = 3000});
+    remote_options o = quick();
+    o.max_attempts = 10;
+    const auto remote = make_remote_shard_reader(urls(proxy.url(), set), window, o);
+    CHECK(shard_window_checksums(remote) == expected);
+    CHECK(proxy.faults() > 0);
+    CHECK(remote_stats(*remote).retries >= static_cast<std::uint64_t>(proxy.faults()));
+  }
+  SUBCASE("a server without range support serves whole shards") {
+    test::fault_proxy whole(server.port(), {.strip_range = true});
+    const auto remote = make_remote_shard_reader(urls(whole.url(), set), window, quick());
+    CHECK(shard_window_checksums(remote) == expected);
+  }
+  SUBCASE("a shard rewritten after its sidecar index was made is refused") {
+    const auto remote = make_remote_shard_reader(urls(server.url(), set), window, quick());
+    for (const auto& p : set.local) {
+      std::ofstream grow(p, std::ios::binary | std::ios::app);
+      grow << std::string(512, '\0');
+    }
+    loader_options lo = test::cpu_loader(5, 1, 7);
+    lo.order.shuffle = true;
+    loader l(std::make_shared<pipeline_source>(remote, parse_pipeline("center_crop(16)")), lo);
+    CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("changed after it was indexed: size"), fatal_error);
+  }
+}
+
+TEST_CASE("remote.a_bad_sidecar_index_is_named") {
+  served_shards served;
+  if (!served) return;
+  const auto& set = served.set;
+  auto& server = *served.server;
+  {
+    std::ofstream bad(shard_index_path(set.local[1]), std::ios::trunc);
+    bad << "pinfeed-tar-index 1 4096 2 jpg;jpeg;png;webp;bmp;tif;tiff;ppm cls\n0 100 3 a.jpg\n";
+  }
+  CHECK_THROWS_WITH_AS(make_remote_shard_reader(urls(server.url(), set), {}, quick()),
+                       doctest::Contains((set.names[1] + ".idx' line 1: says 2 samples, but 1 lines follow").c_str()),
+                       std::invalid_argument);
+  // Made with other member keys: not used, the shard is indexed whole instead.
+  shard_options jpg_only;
+  jpg_only.image_keys = "jpg";
+  write_shard_index(set.local[1], jpg_only);
+  const auto remote = make_remote_shard_reader(urls(server.url(), set), {}, quick());
+  CHECK(remote_stats(*remote).sidecars == set.names.size() - 1);
+  CHECK(checksums(remote) == checksums(make_shard_reader(set.local)));
 }

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,40 @@ TEST_CASE("shards.pack_then_read_equals_the_folder") {
   const auto pattern = (d.path / "train-*.tar").string();
   CHECK(expand_shard_pattern(pattern) == shards);
   CHECK(checksums(make_shard_reader(shards)) == checksums(make_image_files_reader(listing.files)));
+  // Each shard has its sidecar index: the shard's size, then each sample's image member where
+  // index_tar finds it, with its label.
+  for (const auto& shard : shards) {
+    CAPTURE(shard);
+    std::ifstream in(shard_index_path(shard));
+    REQUIRE(in);
+    std::string magic, keys, label_key;
+    int version = 0;
+    std::uint64_t bytes = 0, count = 0;
+    in >> magic >> version >> bytes >> count >> keys >> label_key;
+    CHECK(magic == "pinfeed-tar-index");
+    CHECK(version == 1);
+    CHECK(bytes == fs::file_size(shard));
+    CHECK(keys == shard_options{}.image_keys);
+    CHECK(label_key == "cls");
+    std::ifstream tar(shard, std::ios::binary);
+    std::vector<char> raw((std::istreambuf_iterator<char>(tar)), std::istreambuf_iterator<char>());
+    const auto members = index_tar(std::as_bytes(std::span<const char>(raw)), shard);
+    CHECK(members.size() == 2 * count);  // an image and a label each
+    for (std::uint64_t i = 0; i < count; ++i) {
+      std::uint64_t offset = 0, size = 0;
+      long long label = -1;
+      std::string name;
+      in >> offset >> size >> label >> name;
+      const auto& m = members[2 * i];
+      CHECK(m.name == name);
+      CHECK(m.offset == offset);
+      CHECK(m.size == size);
+      const auto& l = members[2 * i + 1];
+      CHECK(std::string(raw.data() + l.offset, l.size) == std::to_string(label));
+    }
+  }
+  CHECK_THROWS_WITH_AS(write_shard_index((d.path / "missing.tar").string()), doctest::Contains("missing.tar"),
+                       std::invalid_argument);
 }
 
 TEST_CASE("shards.read_gnu_tar_archives_with_long_names") {

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -98,7 +100,7 @@ TEST_CASE("epoch_order.bad_input_and_environment") {
     const epoch_order o(100, 0, {});  // rank -1: from the environment
     CHECK(o.rank() == 2);
     CHECK(o.world() == 4);
-    CHECK(o.index_at(0, 0) == 2);
+    CHECK(o.index_at(0, 0) == 50);  // rank 2 of 4 takes positions [50, 75)
   }
   {
     scoped_env r("OMPI_COMM_WORLD_RANK", "1"), w("OMPI_COMM_WORLD_SIZE", "2");
@@ -219,7 +221,9 @@ TEST_CASE("loader.resume_rejects_foreign_or_malformed_states") {
   };
   expect("not json", "not JSON");
   expect("[1, 2]", "lacks 'version'");
-  expect(R"({"version": 2})", "version 2");
+  expect(R"({"version": 1})", "version 1 is not supported: this pinfeed reads version 2");
+  expect(R"({"version": 3})", "version 3 is not supported");
+  expect(R"({"version": 2})", "lacks 'dataset_size'");
   auto other = shuffled(1);
   other.seed = 78;
   expect(loader(id_source(100), other).state(), "seed");
@@ -229,11 +233,251 @@ TEST_CASE("loader.resume_rejects_foreign_or_malformed_states") {
   expect(loader(id_source(100), other).state(), "batch_size");
   other = shuffled(1);
   other.order.shuffle = false;
-  expect(loader(id_source(100), other).state(), "shuffle");
+  expect(loader(id_source(100), other).state(), "order is \"sequential\" there, \"shuffle\" here");
+  other = shuffled(1);
+  other.order.drop_remainder = true;
+  expect(loader(id_source(100), other).state(), "drop_remainder");
+  // Another dataset of the same size: the digest of the source's identity differs.
+  expect(loader(make_source(100, {{"id", dtype::i64, {}}, {"noise", dtype::u32, {}}}, [](sample&) {}, "other data"),
+                shuffled(1))
+             .state(),
+         "another dataset");
+  auto edit = [&](const std::string& from, const std::string& to) {
+    std::string s = good;
+    const auto at = s.find(from);
+    REQUIRE(at != std::string::npos);
+    return s.replace(at, from.size(), to);
+  };
+  expect(edit("\"next_batch\":0", "\"next_batch\":99"), "next_batch 99 is not in [0, 15]");
+  expect(edit("\"plan\":[[0,100]]", "\"plan\":[[0,101]]"), "range 0 [0, 101)");
+  expect(edit("\"plan\":[[0,100]]", "\"plan\":[[50,60],[10,20]]"), "range 1 [10, 20)");
+  expect(edit("\"plan\":[[0,100]]", "\"plan\":[[5]]"), "plan range [5] is not [begin, end]");
+  expect(edit("\"plan\":[[0,100]]", "\"plan\":7"), "not a list");
+  expect(edit("\"world\":1", "\"world\":0"), "world 0 is not a world size");
+  // A state from another world size is not refused: it resumes elastically (tested below).
   other = shuffled(1);
   other.order = {true, 1, 2, false};
-  expect(loader(id_source(100), other).state(), "rank");
-  std::string bad = good;
-  bad.replace(bad.find("\"next_batch\":0"), 14, "\"next_batch\":99");
-  expect(bad, "next_batch 99 is not in [0, 15]");
+  CHECK_NOTHROW(l.resume(loader(id_source(100), other).state()));
+}
+
+TEST_CASE("epoch_order.ranks_take_contiguous_runs") {
+  const std::uint64_t n = 103;
+  for (int r = 0; r < 4; ++r) {
+    const epoch_order o(n, 0, {false, r, 4, false});
+    REQUIRE(o.size() == 26);
+    for (std::uint64_t p = 0; p < 26; ++p) CHECK(o.index_at(0, p) == (r * 26 + p) % n);  // rank 3 pads with 0
+    const epoch_order d(n, 0, {false, r, 4, true});
+    REQUIRE(d.size() == 25);
+    for (std::uint64_t p = 0; p < 25; ++p) CHECK(d.index_at(0, p) == r * 25 + p);  // 100..102 dropped
+  }
+}
+
+TEST_CASE("epoch_order.shard_shuffle_keeps_windows_of_groups_together") {
+  // An empty group is passed over: the order stays a permutation.
+  {
+    auto g = std::make_shared<sample_groups>(sample_groups{{4, 0, 6, 0, 0, 3, 5}, 2});
+    const epoch_order o(18, 1, {true, 0, 1, false, g});
+    for (std::uint32_t e = 0; e < 4; ++e) {
+      std::set<std::uint64_t> seen;
+      for (std::uint64_t p = 0; p < 18; ++p) seen.insert(o.index_at(e, p));
+      CHECK(seen.size() == 18);
+      CHECK(*seen.rbegin() == 17);
+    }
+  }
+  // Groups of uneven size, the last window short.
+  auto groups = std::make_shared<sample_groups>();
+  groups->sizes = {5, 9, 2, 3, 12, 7, 1, 8, 4, 6, 11};
+  groups->window = 3;
+  std::uint64_t n = 0;
+  std::vector<std::uint64_t> group_of;
+  for (std::size_t g = 0; g < groups->sizes.size(); ++g)
+    for (std::uint64_t i = 0; i < groups->sizes[g]; ++i, ++n) group_of.push_back(g);
+  epoch_order_options opt{true, 0, 1, false, groups};
+  const epoch_order o(n, 5, opt), again(n, 5, opt);
+  CHECK(o.kind() == "shard-shuffle(groups=11,window=3)");
+  CHECK(n == 68);
+  std::vector<std::vector<std::uint64_t>> group_orders;
+  for (std::uint32_t e = 0; e < 6; ++e) {
+    CAPTURE(e);
+    std::vector<std::uint64_t> seq(n);
+    for (std::uint64_t p = 0; p < n; ++p) {
+      seq[p] = o.index_at(e, p);
+      REQUIRE(seq[p] == again.index_at(e, p));  // a pure function of (seed, epoch)
+    }
+    std::vector<std::uint64_t> sorted = seq;
+    std::sort(sorted.begin(), sorted.end());
+    for (std::uint64_t i = 0; i < n; ++i) REQUIRE(sorted[i] == i);  // a permutation
+    // The groups in order of first appearance; every window of 3 of them (by that order) holds a
+    // contiguous run of positions, so a reader needs only 3 groups at a time.
+    std::vector<std::uint64_t> first_seen;
+    std::vector<int> window_of_group(groups->sizes.size(), -1);
+    int window = -1;
+    std::set<std::uint64_t> current;
+    for (std::uint64_t p = 0; p < n; ++p) {
+      const std::uint64_t g = group_of[seq[p]];
+      if (window_of_group[g] < 0) {
+        if (current.size() == 3 || window < 0) {
+          ++window;
+          current.clear();
+        }
+        current.insert(g);
+        window_of_group[g] = window;
+        first_seen.push_back(g);
+      }
+      REQUIRE(window_of_group[g] == window);  // no sample of an earlier window comes back
+    }
+    group_orders.push_back(first_seen);
+  }
+  // The groups come in a new order each epoch, and the samples inside a window are shuffled.
+  std::set<std::vector<std::uint64_t>> distinct(group_orders.begin(), group_orders.end());
+  CHECK(distinct.size() >= 5);
+  std::uint64_t in_place = 0;
+  for (std::uint64_t p = 0; p + 1 < n; ++p) in_place += o.index_at(0, p) + 1 == o.index_at(0, p + 1);
+  CHECK(in_place < n / 4);
+  // Window 1 is shuffling group by group, in a shuffled group order.
+  groups->window = 1;
+  const epoch_order one(n, 5, {true, 0, 1, false, groups});
+  for (std::uint64_t p = 1; p < n; ++p)
+    if (group_of[one.index_at(2, p)] != group_of[one.index_at(2, p - 1)])
+      for (std::uint64_t q = p; q < n; ++q) CHECK(group_of[one.index_at(2, q)] != group_of[one.index_at(2, p - 1)]);
+  // Without shuffle the groups change nothing.
+  const epoch_order seq(n, 5, {false, 0, 1, false, groups});
+  for (std::uint64_t p = 0; p < n; ++p) CHECK(seq.index_at(1, p) == p);
+  auto bad = std::make_shared<sample_groups>(sample_groups{{5, 5}, 2});
+  CHECK_THROWS_WITH_AS(epoch_order(11, 0, {true, 0, 1, false, bad}),
+                       doctest::Contains("the 2 groups hold 10 samples, but the dataset has 11"), std::invalid_argument);
+  bad->window = 0;
+  CHECK_THROWS_WITH_AS(epoch_order(10, 0, {true, 0, 1, false, bad}), doctest::Contains("window of >= 1"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("epoch_order.remaining_positions_resplit_over_another_world") {
+  for (bool drop : {false, true}) {
+    for (bool shuffle : {false, true}) {
+      CAPTURE(drop);
+      CAPTURE(shuffle);
+      const std::uint64_t n = 103, taken = 9;
+      // Four ranks take their first 9 positions each.
+      std::multiset<std::uint64_t> before;
+      std::vector<position_range> remaining;
+      for (int r = 0; r < 4; ++r) {
+        const epoch_order o(n, 3, {shuffle, r, 4, drop});
+        for (std::uint64_t p = 0; p < taken; ++p) before.insert(o.index_at(2, p));
+        if (r == 0) remaining = o.remaining_after(2, taken);
+      }
+      std::uint64_t left = 0;
+      for (const auto& x : remaining) left += x.end - x.begin;
+      CHECK(left == (drop ? 100 : 103) - 36);
+      for (int w2 : {2, 3, 5}) {
+        CAPTURE(w2);
+        std::multiset<std::uint64_t> after;
+        std::uint64_t per = 0;
+        for (int r = 0; r < w2; ++r) {
+          epoch_order o(n, 3, {shuffle, r, w2, drop});
+          o.restrict(2, remaining);
+          per = o.size(2);
+          CHECK(o.size(3) == o.size());  // other epochs stay whole
+          for (std::uint64_t p = 0; p < per; ++p) after.insert(o.index_at(2, p));
+        }
+        CHECK(per == (drop ? left / w2 : (left + w2 - 1) / w2));
+        std::set<std::uint64_t> all(before.begin(), before.end());
+        for (auto i : after) CHECK(before.count(i) == 0);  // nothing delivered twice across the resume
+        all.insert(after.begin(), after.end());
+        std::set<std::uint64_t> after_distinct(after.begin(), after.end());
+        CHECK(after.size() - after_distinct.size() == (drop ? 0 : per * w2 - left));  // padding only
+        // Every sample once, but for what the drops left out (the old tail, the new one).
+        CHECK(all.size() == (drop ? 100 - (left - per * w2) : 103));
+      }
+    }
+  }
+  epoch_order o(10, 0, {false, 0, 1, false});
+  CHECK_THROWS_WITH_AS(o.restrict(0, {{5, 3}}), doctest::Contains("range 0 [5, 3) is empty"), std::invalid_argument);
+  o.restrict(0, {});
+  CHECK(o.size(0) == 0);
+  CHECK(o.remaining_after(0, 0).empty());
+  o.unrestrict();
+  CHECK(o.size(0) == 10);
+}
+
+TEST_CASE("loader.resume_on_another_world_size_delivers_the_rest_exactly_once") {
+  no_launcher clean;
+  const std::uint64_t n = 103;
+  for (bool drop_remainder : {false, true}) {
+    CAPTURE(drop_remainder);
+    auto opts = [&](int rank, int world) {
+      loader_options o = shuffled(1);
+      o.order = {true, rank, world, drop_remainder};
+      return o;
+    };
+    auto ids = [](const batch& b) {
+      std::vector<std::int64_t> v(b.size());
+      std::memcpy(v.data(), b.field("id").data, b.size() * sizeof(std::int64_t));
+      return v;
+    };
+    // Four ranks each deliver 2 batches of 7, then stop; every rank saves the same progress.
+    std::multiset<std::int64_t> before;
+    std::string state;
+    for (int r = 0; r < 4; ++r) {
+      loader l(id_source(n), opts(r, 4));
+      for (int k = 0; k < 2; ++k)
+        for (auto i : ids(*l.next())) before.insert(i);
+      if (r == 0) state = l.state();
+    }
+    for (int w2 : {2, 3}) {
+      CAPTURE(w2);
+      std::multiset<std::int64_t> after;
+      std::vector<std::uint64_t> batches;
+      std::vector<std::string> next_epoch, uninterrupted;
+      for (int r = 0; r < w2; ++r) {
+        loader l(id_source(n), opts(r, w2));
+        l.resume(state);
+        CHECK(l.epoch() == 0);
+        batches.push_back(l.batches_per_epoch());
+        while (auto b = l.next()) for (auto i : ids(*b)) after.insert(i);
+        l.start_epoch(1);  // the next epoch is that of an uninterrupted w2-rank run
+        while (auto b = l.next()) next_epoch.push_back(checksum_line(*b));
+        loader fresh(id_source(n), opts(r, w2));
+        fresh.start_epoch(1);
+        while (auto b = fresh.next()) uninterrupted.push_back(checksum_line(*b));
+      }
+      CHECK(std::all_of(batches.begin(), batches.end(), [&](auto b) { return b == batches[0]; }));  // no rank waits
+      CHECK(next_epoch == uninterrupted);
+      const std::uint64_t kept = drop_remainder ? 100 : 103, left = kept - 56;
+      std::set<std::int64_t> distinct(after.begin(), after.end());
+      CHECK(distinct.size() == (drop_remainder ? left - left % w2 : left));
+      for (auto i : distinct) CHECK(before.count(i) == 0);
+      if (!drop_remainder) {
+        CHECK(after.size() == (left + w2 - 1) / w2 * w2);  // padded to equal shares
+        std::set<std::int64_t> all(before.begin(), before.end());
+        all.insert(distinct.begin(), distinct.end());
+        CHECK(all.size() == n);  // every sample of the epoch, once across the two runs
+      }
+    }
+    // Resumed at the same world size: each rank goes on exactly where it was.
+    loader again(id_source(n), opts(1, 4)), whole(id_source(n), opts(1, 4));
+    again.resume(state);
+    CHECK(again.next_batch() == 2);
+    for (int k = 0; k < 2; ++k) (void)whole.next();
+    while (auto b = whole.next()) {
+      auto c = again.next();
+      REQUIRE(c);
+      CHECK(checksum_line(*b) == checksum_line(*c));
+    }
+    CHECK_FALSE(again.next());
+  }
+  // A state saved at the end of an epoch resumes as an empty epoch on another world size.
+  loader_options o = shuffled(1);
+  o.order = {true, 0, 4, false};
+  loader end(id_source(n), o);
+  while (end.next()) {
+  }
+  const std::string at_end = end.state();
+  o.order = {true, 2, 3, false};
+  loader three(id_source(n), o);
+  three.resume(at_end);
+  CHECK(three.batches_per_epoch() == 0);
+  CHECK_FALSE(three.next());
+  three.start_epoch(1);
+  CHECK(three.batches_per_epoch() == 5);  // 35 positions of 7
+  CHECK(three.next());
 }

@@ -3,6 +3,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,6 +28,28 @@ struct shard_sample {
 /// member, or a label that is not an integer.
 [[nodiscard]] std::vector<shard_sample> shard_samples(std::span<const std::byte> archive, std::uint32_t shard,
                                                       const std::string& what, const shard_options& options);
+
+/// The samples of each shard (entries are in shard order) as the groups of a shard-aware shuffle
+/// over windows of `window` shards; null for window 0 (the exact global shuffle).
+[[nodiscard]] std::shared_ptr<const sample_groups> shard_groups(const std::vector<shard_sample>& entries,
+                                                                std::size_t shards, std::uint32_t window);
+
+/// The sidecar index of a shard (what shard_samples() finds, with the shard's size): a header
+/// line "pinfeed-tar-index 1 <tar bytes> <samples> <image keys> <label key>", then one line per
+/// sample, "<offset> <size> <label> <image member name>".
+[[nodiscard]] std::string format_shard_index(const std::vector<shard_sample>& samples, std::uint64_t tar_bytes,
+                                             const shard_options& options);
+/// Reads an index written by format_shard_index() into the samples of shard number `shard`, and
+/// the shard's size into `tar_bytes`. nullopt when it was made with other image or label keys than
+/// `options` (the shard must then be indexed anew). Throws std::invalid_argument naming `what` and
+/// the line for a malformed or truncated index.
+[[nodiscard]] std::optional<std::vector<shard_sample>> parse_shard_index(std::string_view text, std::uint32_t shard,
+                                                                         const std::string& what,
+                                                                         const shard_options& options,
+                                                                         std::uint64_t& tar_bytes);
+
+/// What identifies a set of shards: their names and sample counts, in order.
+[[nodiscard]] std::string shards_identity(const std::vector<std::string>& names, const std::vector<shard_sample>& entries);
 
 /// "train-{000..127}.tar" as its 128 names (zero padding of the lower bound kept; several ranges
 /// multiply). Throws std::invalid_argument for a malformed or non-numeric range.

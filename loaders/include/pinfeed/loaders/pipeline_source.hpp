@@ -68,6 +68,10 @@ class image_reader {
   /// Throws sample_error naming the stage (read, decode) and the path.
   virtual read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) = 0;
   [[nodiscard]] virtual std::string name() const = 0;
+  /// What identifies the data (see source::identity). Default: name().
+  [[nodiscard]] virtual std::string identity() const { return name(); }
+  /// How the samples sit in storage (see source::groups). Default: none.
+  [[nodiscard]] virtual std::shared_ptr<const sample_groups> groups() const { return nullptr; }
 
   /// True for readers of encoded files, whose read() is read_stored() then decode_stored(): a cache
   /// can then keep the stored bytes and still decode every time.
@@ -116,6 +120,8 @@ class pipeline_source final : public source {
   std::vector<field_spec> fields() const override { return fields_; }
   void produce(sample& s) override;
   std::string name() const override;
+  std::string identity() const override { return reader_->identity(); }
+  std::shared_ptr<const sample_groups> groups() const override { return reader_->groups(); }
 
   /// The pointwise tail the consumer must run (device_tail mode; nullopt otherwise).
   [[nodiscard]] const std::optional<ops::normalize_params>& tail_params() const noexcept { return consumer_tail_; }

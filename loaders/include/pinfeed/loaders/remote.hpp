@@ -37,6 +37,15 @@ struct remote_options {
   /// Samples of the epoch's order read ahead of the one being read (loaders only), so that
   /// requests_in_flight requests overlap their latency.
   std::size_t read_ahead = 128;
+  /// Whole-shard mode (shard_options::window_shards >= 1): bytes of shards held at once. Shards
+  /// are fetched whole along the epoch's order as room frees up; the ones the order has passed are
+  /// evicted first, least recently used. A shard larger than the room there is has its samples
+  /// range-read one by one instead, so any cap works and nothing waits for space. For reads
+  /// without stalls, hold two windows of shards (this one's and the next).
+  std::uint64_t cache_bytes = std::uint64_t{1} << 30;
+  /// Whole-shard mode: keep the cached shards as files in this directory (created if missing;
+  /// each file removed when its shard is evicted or the reader goes) instead of in memory.
+  std::string cache_dir;
 };
 
 /// True for locations starting with http://, https:// or s3://.
@@ -57,16 +66,27 @@ struct remote_counters {
   std::uint64_t retries = 0;      ///< attempts after a retryable failure
   std::uint64_t bytes = 0;        ///< body bytes received
   double wait_ms = 0.0;           ///< time readers spent waiting for a sample's bytes
-  std::uint64_t read_ahead = 0;   ///< samples queued ahead of use along the epoch's order
+  std::uint64_t read_ahead = 0;   ///< samples (range mode) or shards (whole-shard mode) queued ahead of use
+  std::uint64_t shards = 0;       ///< whole-shard fetches (whole-shard mode)
+  std::uint64_t streamed = 0;     ///< samples range-read because the cache had no room for their shard
+  std::uint64_t sidecars = 0;     ///< shards indexed from their sidecar index instead of fetched whole
+  std::uint64_t shard_bytes = 0;  ///< the shards' total size
+  std::uint64_t cache_bytes = 0;  ///< the cache's cap (whole-shard mode; 0 in range mode)
+  std::uint32_t window_shards = 0;
 };
 
-/// Reads WebDataset tar shards over HTTP(S) or S3 with per-sample range reads: each shard is
-/// fetched once at construction and indexed (its labels kept, its bytes dropped), then every
-/// sample's image is one range request. Inside a loader the reader fetches the next read_ahead
-/// samples of the epoch's order ahead of use, requests_in_flight at a time, so the exact global
-/// shuffle works over a high-latency link. Fields: image (varies) and "label" int64, as
-/// make_shard_reader. Corrupt samples are sample errors (--on-error applies); transport failures
-/// after the retries are fatal_error.
+/// Reads WebDataset tar shards over HTTP(S) or S3. Each shard is indexed once at construction:
+/// from its sidecar index ("<shard>.idx", written by pinfeed pack or write_shard_index) when the
+/// server has one made with the same member keys, else by fetching the shard whole (its labels
+/// kept, its bytes dropped). Then, two ways to read:
+///   - shard.window_shards == 0 (range mode): every sample's image is one range request. Inside a
+///     loader the reader fetches the next read_ahead samples of the epoch's order ahead of use,
+///     requests_in_flight at a time, so the exact global shuffle works over a high-latency link.
+///   - shard.window_shards >= 1 (whole-shard mode): a shuffling loader takes the shard-aware
+///     order (groups()), and the reader fetches whole shards ahead along it into a cache of
+///     remote.cache_bytes (memory, or remote.cache_dir): each shard once per epoch.
+/// Fields: image (varies) and "label" int64, as make_shard_reader. Corrupt samples are sample
+/// errors (--on-error applies); transport failures after the retries are fatal_error.
 [[nodiscard]] std::shared_ptr<image_reader> make_remote_shard_reader(const std::vector<std::string>& locations,
                                                                      shard_options shard = {},
                                                                      remote_options remote = {});

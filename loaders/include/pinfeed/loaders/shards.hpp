@@ -40,6 +40,11 @@ struct shard_options {
   decode_options decode;
   std::string image_keys = "jpg;jpeg;png;webp;bmp;tif;tiff;ppm";  ///< member extensions taken as the image
   std::string label_key = "cls";                                  ///< member holding the label as text
+  /// 0 (default): a shuffling loader shuffles every sample with every other (the exact global
+  /// shuffle). W >= 1: it shuffles shard-aware (epoch_order_options::groups): the shards in a new
+  /// order each epoch, the samples within windows of W shards. Remote readers then fetch whole
+  /// shards into a bounded cache instead of reading samples one by one.
+  std::uint32_t window_shards = 0;
 };
 
 /// Reads the samples of tar shards: fields image (varies) and "label" int64. Every shard is
@@ -47,6 +52,15 @@ struct shard_options {
 /// that is not an integer, is an error there, naming the shard and the key.
 [[nodiscard]] std::shared_ptr<image_reader> make_shard_reader(const std::vector<std::string>& shards,
                                                          shard_options options = {});
+
+/// Where the sidecar index of a shard is kept: "<shard>.idx".
+[[nodiscard]] std::string shard_index_path(const std::string& shard);
+
+/// Writes the sidecar index of a tar shard (its samples' offsets, sizes and labels, and its size)
+/// to shard_index_path(shard), so that remote readers need not fetch the whole shard to index it.
+/// Throws std::invalid_argument for a shard that does not index (see make_shard_reader) and
+/// std::runtime_error naming the path that cannot be written.
+void write_shard_index(const std::string& shard, const shard_options& options = {});
 
 /// Writes tar shards of at most `shard_bytes` each (at least one sample per shard) from image
 /// files, as "<prefix>-000000.tar", ...; keys are the sample numbers, zero-padded. Returns the

@@ -106,15 +106,21 @@ class sample {
     order_ = other.order_;
     position_ = other.position_;
   }
+  /// This sample's position in this rank's epoch order, or nullopt outside a loader.
+  [[nodiscard]] std::optional<std::uint64_t> position() const noexcept {
+    return order_ != nullptr ? std::optional<std::uint64_t>(position_) : std::nullopt;
+  }
   /// The dataset index of the sample `ahead` positions after this one in this rank's epoch order,
   /// or nullopt past the epoch's end or outside a loader: for sources that fetch ahead of use.
   [[nodiscard]] std::optional<std::uint64_t> index_ahead(std::uint64_t ahead) const noexcept {
-    if (order_ == nullptr || position_ >= order_->size() || ahead >= order_->size() - position_) return std::nullopt;
+    if (order_ == nullptr) return std::nullopt;
+    const std::uint64_t n = order_->size(epoch_);
+    if (position_ >= n || ahead >= n - position_) return std::nullopt;
     return order_->index_at(epoch_, position_ + ahead);
   }
   /// Samples in this sample's epoch (this rank's share), or `dataset_size` outside a loader.
   [[nodiscard]] std::uint64_t epoch_size(std::uint64_t dataset_size) const noexcept {
-    return order_ != nullptr ? order_->size() : dataset_size;
+    return order_ != nullptr ? order_->size(epoch_) : dataset_size;
   }
 
   /// Where the sample came from (a file path), for error messages. Optional.
@@ -159,6 +165,13 @@ class source {
   virtual void produce(sample& s) = 0;
   /// A short description for logs and reports.
   [[nodiscard]] virtual std::string name() const { return "source"; }
+  /// What identifies the data (its files or shards, say): a loader's state() keeps a digest of it,
+  /// so that a state is not resumed over other data. Default: name().
+  [[nodiscard]] virtual std::string identity() const { return name(); }
+  /// How the samples sit in storage, for a shard-aware shuffle (epoch_order_options::groups): a
+  /// loader that shuffles and was given no groups takes these. Default: none (an exact global
+  /// shuffle).
+  [[nodiscard]] virtual std::shared_ptr<const sample_groups> groups() const { return nullptr; }
 };
 
 /// Wraps any callable `void(sample&)` as a source of `size` samples with `fields`.

@@ -108,6 +108,9 @@ struct run_args {
   std::uint64_t seed = 0;
   std::string trace, json, resume, save_state, transforms, pipeline_file, on_error = "fail", cache = "none";
   std::size_t cache_pool = 64;
+  std::uint32_t shard_window = 0;
+  double remote_cache_mb = 1024;
+  std::string remote_cache_dir;
   std::int64_t max_pixels = std::int64_t{1} << 28;
   double max_bad_fraction = 0.0;
   double latency_ms = 0, bandwidth_mb_s = 0, step_ms = 0, copy_bandwidth_mb_s = 0;
@@ -145,15 +148,23 @@ pipeline_parts make_pipeline(const run_args& a, const pinfeed::device_choice& de
   } else if (a.source.rfind("shards:", 0) == 0) {
     pinfeed::loaders::shard_options so;
     so.decode.max_pixels = a.max_pixels;
+    so.window_shards = a.shard_window;
     const std::string pattern = a.source.substr(7);
     if (pinfeed::loaders::is_remote_location(pattern)) {
       pinfeed::loaders::remote_options ro;
       ro.requests_in_flight = a.requests_in_flight;
+      ro.cache_bytes = static_cast<std::uint64_t>(a.remote_cache_mb * 1048576.0);
+      ro.cache_dir = a.remote_cache_dir;
       p.reader = pinfeed::loaders::make_remote_shard_reader(pinfeed::loaders::expand_remote_pattern(pattern, ro), so, ro);
       p.remote = p.reader;
     } else {
+      if (!a.remote_cache_dir.empty())
+        throw std::invalid_argument("--remote-cache-dir caches shards of remote storage; '" + pattern + "' is local");
       p.reader = pinfeed::loaders::make_shard_reader(pinfeed::loaders::expand_shard_pattern(pattern), so);
     }
+  } else if (a.shard_window > 0) {
+    throw std::invalid_argument("--shard-window " + std::to_string(a.shard_window) + " orders tar shards; source '" +
+                                a.source + "' has none");
   } else if (auto files = image_files_of(a.source)) {
     pinfeed::loaders::decode_options d;
     d.max_pixels = a.max_pixels;
@@ -300,11 +311,18 @@ int cmd_run(const run_args& a) {
   std::printf("throughput: %.1f samples/s, %.1f MB/s, consumer wait %.1f%% (%llu batches)\n", st.samples_per_s(),
               st.megabytes_per_s(), 100 * st.consumer_wait_fraction(), static_cast<unsigned long long>(st.batches));
   const auto fetched = p.remote ? pinfeed::loaders::remote_stats(*p.remote) : pinfeed::loaders::remote_counters{};
-  if (p.remote)
-    std::fprintf(stderr, "fetch: %llu requests (%llu retries), %.1f MB, %llu samples read ahead, workers waited %.1f ms\n",
+  if (p.remote) {
+    const char* ahead = fetched.window_shards > 0 ? "shards" : "samples";
+    std::fprintf(stderr, "fetch: %llu requests (%llu retries), %.1f MB (%.2fx the shards), %llu %s read ahead, workers waited %.1f ms\n",
                  static_cast<unsigned long long>(fetched.requests), static_cast<unsigned long long>(fetched.retries),
-                 static_cast<double>(fetched.bytes) / 1e6, static_cast<unsigned long long>(fetched.read_ahead),
-                 fetched.wait_ms);
+                 static_cast<double>(fetched.bytes) / 1e6,
+                 fetched.shard_bytes > 0 ? static_cast<double>(fetched.bytes) / static_cast<double>(fetched.shard_bytes) : 0.0,
+                 static_cast<unsigned long long>(fetched.read_ahead), ahead, fetched.wait_ms);
+    if (fetched.window_shards > 0)
+      std::fprintf(stderr, "fetch: whole shards (window %u, cache %.0f MiB): %llu fetched, %llu samples range-read for want of room\n",
+                   fetched.window_shards, static_cast<double>(fetched.cache_bytes) / 1048576.0,
+                   static_cast<unsigned long long>(fetched.shards), static_cast<unsigned long long>(fetched.streamed));
+  }
   if (counted->failures() > 0) {
     std::fprintf(stderr, "skipped %llu bad sample%s (%llu slot%s filled by a stand-in):\n",
                  static_cast<unsigned long long>(counted->failures()), counted->failures() == 1 ? "" : "s",
@@ -332,8 +350,12 @@ int cmd_run(const run_args& a) {
           {"count", t.count}, {"total_ms", t.total_ms()}, {"mean_ms", t.mean_ms()}, {"max_ms", t.max_ns / 1e6}};
     }
     if (p.remote)
-      j["fetch"] = {{"requests", fetched.requests}, {"retries", fetched.retries}, {"bytes", fetched.bytes},
-                    {"read_ahead", fetched.read_ahead}, {"wait_ms", fetched.wait_ms}};
+      j["fetch"] = {{"requests", fetched.requests},   {"retries", fetched.retries},
+                    {"bytes", fetched.bytes},         {"shard_bytes", fetched.shard_bytes},
+                    {"read_ahead", fetched.read_ahead}, {"wait_ms", fetched.wait_ms},
+                    {"sidecars", fetched.sidecars},   {"window_shards", fetched.window_shards},
+                    {"shards", fetched.shards},       {"streamed", fetched.streamed},
+                    {"cache_bytes", fetched.cache_bytes}};
     std::ofstream out(a.json);
     if (!out) throw std::runtime_error("cannot write '" + a.json + "'");
     out << j.dump(2) << "\n";
@@ -478,8 +500,20 @@ int cmd_pack(const pack_args& a) {
   }
   if (!(a.shard_mb > 0)) throw std::invalid_argument("pack: --shard-mb must be positive");
   const auto shards = pinfeed::loaders::write_shards(files, a.out, static_cast<std::uint64_t>(a.shard_mb * 1048576.0));
-  std::printf("packed %zu samples into %zu shard(s): %s ... %s\n", files.size(), shards.size(), shards.front().c_str(),
-              shards.back().c_str());
+  std::printf("packed %zu samples into %zu shard(s) with their sidecar indexes: %s ... %s\n", files.size(),
+              shards.size(), shards.front().c_str(), shards.back().c_str());
+  return 0;
+}
+
+/// Writes the sidecar index of existing tar shards (made by other tools), so that remote readers
+/// need not fetch them whole to index them.
+int cmd_index(const std::string& pattern) {
+  const auto shards = pinfeed::loaders::expand_shard_pattern(pattern);
+  for (const auto& s : shards) {
+    if (s.size() > 4 && s.compare(s.size() - 4, 4, ".idx") == 0) continue;  // a glob's own sidecars
+    pinfeed::loaders::write_shard_index(s);
+    std::printf("%s\n", pinfeed::loaders::shard_index_path(s).c_str());
+  }
   return 0;
 }
 
@@ -496,6 +530,13 @@ void add_pipeline_options(CLI::App* app, run_args& a) {
                   "with --on-error skip: fail when more than this fraction of an epoch is bad (default 0: off)")
       ->check(CLI::Range(0.0, 1.0));
   app->add_option("--max-pixels", a.max_pixels, "reject images with more pixels (decompression bombs)");
+  app->add_option("--shard-window", a.shard_window,
+                  "tar shards: shuffle shard-aware, samples within windows of this many shards (0: exact global "
+                  "shuffle); remote shards are then fetched whole into a cache");
+  app->add_option("--remote-cache-mb", a.remote_cache_mb, "remote shards with --shard-window: cache size in MiB")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--remote-cache-dir", a.remote_cache_dir,
+                  "remote shards with --shard-window: keep the cache in this directory instead of memory");
   app->add_option("--requests-in-flight", a.requests_in_flight,
                   "remote shards: requests running at once (the next samples of the order are read ahead)")
       ->check(CLI::PositiveNumber);
@@ -587,6 +628,10 @@ int main(int argc, char** argv) {
   pack->add_flag("--shuffle", pa.shuffle, "write the samples in a shuffled order");
   pack->add_option("--seed", pa.seed, "seed of the shuffle");
 
+  std::string index_pattern;
+  auto* index = app.add_subcommand("index", "write the sidecar index of existing tar shards (<shard>.idx), for remote reads");
+  index->add_option("--shards", index_pattern, "local shards: glob or train-{000..127}.tar")->required();
+
 #if PINFEED_TOOL_BENCH
   auto* bench = app.add_subcommand("bench", "benchmarks (JSON lines on stdout)");
   bench->require_subcommand(1);
@@ -666,6 +711,7 @@ int main(int argc, char** argv) {
     if (doc->parsed()) return cmd_doctor(da, dd);
     if (sample->parsed()) return cmd_sample(sa);
     if (pack->parsed()) return cmd_pack(pa);
+    if (index->parsed()) return cmd_index(index_pattern);
 #if PINFEED_TOOL_BENCH
     if (bpipe->parsed()) {
       pinfeed::bench::run_pipeline(po, std::cout);

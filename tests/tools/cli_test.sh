@@ -177,6 +177,13 @@ check "pack writes several shards" test "$(ls "$work"/shard-*.tar | wc -l)" -gt 
 "$pf" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu --on-error skip --checksums >"$work/fromfolder.txt" 2>/dev/null
 check "shards give the folder's batches" diff <(grep '^batch ' "$work/fromshards.txt") <(grep '^batch ' "$work/fromfolder.txt")
 check "GNU tar lists a shard" tar -tf "$work/shard-000000.tar"
+check "pack writes a sidecar index per shard" test "$(ls "$work"/shard-*.tar.idx | wc -l)" -eq "$(ls "$work"/shard-*.tar | wc -l)"
+mkdir -p "$work/idx-before" && cp "$work"/shard-*.tar.idx "$work/idx-before/" && rm "$work"/shard-*.tar.idx
+"$pf" index --shards "$work/shard-*.tar" >"$work/index.txt"
+check "index writes the same sidecar indexes as pack" diff <(cd "$work/idx-before" && cat *.idx) <(cd "$work" && cat shard-*.tar.idx)
+"$pf" run --source "shards:$work/shard-*.tar" --transforms "center_crop(8)" --batch 4 --device cpu --on-error skip --checksums \
+  --shuffle --seed 3 --shard-window 2 >"$work/window.txt" 2>/dev/null
+expect_error "--shard-window needs shards" "--shard-window 2 orders tar shards" run --source "folder:$work/folder" --shard-window 2
 # The same shards over HTTP from a loopback nginx started (and stopped) here.
 if [[ -x /usr/sbin/nginx ]]; then
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -195,6 +202,13 @@ CONF
     --device cpu --on-error skip --checksums >"$work/fromhttp.txt" 2>"$work/fromhttp.err"
   check "shards over HTTP give the local shards' batches" diff <(grep '^batch ' "$work/fromhttp.txt") <(grep '^batch ' "$work/fromshards.txt")
   check "shards over HTTP: the fetch stage and its requests are reported" grep -qE "^fetch: [0-9]+ requests \(0 retries\)" "$work/fromhttp.err"
+  cp "$work"/shard-*.tar.idx "$work/www/"
+  "$pf" run --source "shards:http://127.0.0.1:$port/shard-{000000..${last#shard-}}.tar" --transforms "center_crop(8)" --batch 4 \
+    --device cpu --on-error skip --checksums --shuffle --seed 3 --shard-window 2 --remote-cache-mb 1 \
+    >"$work/windowhttp.txt" 2>"$work/windowhttp.err"
+  check "whole shards over HTTP give the local shard-aware order's batches" diff <(grep '^batch ' "$work/windowhttp.txt") <(grep '^batch ' "$work/window.txt")
+  check "whole shards over HTTP: fetched whole, each once, indexed from the sidecars" \
+    grep -qE "^fetch: whole shards \(window 2, cache 1 MiB\): $(ls "$work"/shard-*.tar | wc -l) fetched, 0 samples range-read" "$work/windowhttp.err"
   expect_error "shards over HTTP: a missing shard names the URL and the status" "http://127.0.0.1:$port/none.tar: HTTP 404" \
     run --source "shards:http://127.0.0.1:$port/none.tar" --transforms "center_crop(8)" --device cpu
   kill "$nginx_pid"; wait "$nginx_pid" 2>/dev/null || true

@@ -55,8 +55,14 @@ timed run_epochs(const std::shared_ptr<loaders::image_reader>& reader, const rem
   timed out;
   out.median_s = t[t.size() / 2];
   out.epochs = o.repeats;
-  out.during = {after.requests - before.requests, after.retries - before.retries, after.bytes - before.bytes,
-                after.wait_ms - before.wait_ms, after.read_ahead - before.read_ahead};
+  out.during = after;
+  out.during.requests -= before.requests;
+  out.during.retries -= before.retries;
+  out.during.bytes -= before.bytes;
+  out.during.wait_ms -= before.wait_ms;
+  out.during.read_ahead -= before.read_ahead;
+  out.during.shards -= before.shards;
+  out.during.streamed -= before.streamed;
   return out;
 }
 
@@ -77,18 +83,28 @@ void run_remote(const remote_bench_options& o, std::ostream& out) {
     std::ofstream(shard_dir / "ready") << "\n";
   }
   const auto paths = loaders::expand_shard_pattern((shard_dir / "train-*.tar").string());
-  std::uint64_t total_bytes = 0;
-  for (const auto& p : paths) total_bytes += fs::file_size(p);
+  std::uint64_t total_bytes = 0, largest = 0;
+  for (const auto& p : paths) {
+    total_bytes += fs::file_size(p);
+    largest = std::max<std::uint64_t>(largest, fs::file_size(p));
+    if (!fs::exists(loaders::shard_index_path(p))) loaders::write_shard_index(p);  // shards packed before sidecars
+  }
 
   loaders::remote_options ro;
   if (o.requests_in_flight != 0) ro.requests_in_flight = o.requests_in_flight;
   if (o.read_ahead != 0) ro.read_ahead = o.read_ahead;
+  loaders::shard_options whole;
+  whole.window_shards = o.window_shards;
+  loaders::remote_options wo = ro;
+  wo.cache_bytes = o.cache_mb > 0 ? static_cast<std::uint64_t>(o.cache_mb * 1048576.0) : 3ull * o.window_shards * largest;
   const auto local = loaders::make_shard_reader(paths);
   const auto images = static_cast<double>(local->size());
-  auto row = [&](const std::string& mode, const timed& t, double local_s, std::uint64_t index_bytes) {
+  auto row = [&](const std::string& mode, bool whole_shards, const timed& t, double local_s, std::uint64_t index_bytes) {
     const double per_epoch = static_cast<double>(t.epochs) * images;
+    const bool remote = mode != "local";
     out << with_host({{"bench", "remote"},
                       {"mode", mode},
+                      {"read", whole_shards ? "whole" : "range"},
                       {"images", local->size()},
                       {"shards", paths.size()},
                       {"workers", workers},
@@ -97,17 +113,23 @@ void run_remote(const remote_bench_options& o, std::ostream& out) {
                       {"ratio_to_local", local_s / t.median_s},
                       {"bytes_per_image", static_cast<double>(t.during.bytes) / per_epoch},
                       {"shard_bytes_per_image", static_cast<double>(total_bytes) / images},
+                      {"bytes_ratio", static_cast<double>(t.during.bytes) / per_epoch / (static_cast<double>(total_bytes) / images)},
                       {"index_bytes", index_bytes},
                       {"requests_per_image", static_cast<double>(t.during.requests) / per_epoch},
                       {"retries", t.during.retries},
-                      {"requests_in_flight", mode == "local" ? 0 : ro.requests_in_flight},
-                      {"read_ahead", mode == "local" ? 0 : ro.read_ahead},
+                      {"requests_in_flight", remote ? ro.requests_in_flight : 0},
+                      {"read_ahead", remote ? ro.read_ahead : 0},
+                      {"window_shards", whole_shards ? o.window_shards : 0},
+                      {"cache_bytes", remote && whole_shards ? wo.cache_bytes : 0},
+                      {"streamed", t.during.streamed},
                       {"latency_ms", mode == "latency" ? o.latency_ms : 0}})
                .dump()
         << std::endl;
   };
   const timed base = run_epochs(local, o, workers);
-  row("local", base, base.median_s, 0);
+  row("local", false, base, base.median_s, 0);
+  const timed base_window = run_epochs(loaders::make_shard_reader(paths, whole), o, workers);
+  row("local", true, base_window, base_window.median_s, 0);
   if (!loopback::have_nginx()) {
     out << with_host({{"bench", "remote"}, {"skipped", "loopback, latency"}, {"reason", "nginx is not installed (Debian: nginx-light)"}})
                .dump()
@@ -118,13 +140,16 @@ void run_remote(const remote_bench_options& o, std::ostream& out) {
   fs::create_directories(work);
   loopback::nginx_server server(shard_dir, work);
   loopback::fault_proxy slow(server.port(), {.latency_ms = o.latency_ms});
-  for (const auto& [mode, base_url] : {std::pair<std::string, std::string>{"loopback", server.url()},
-                                       std::pair<std::string, std::string>{"latency", slow.url()}}) {
-    std::vector<std::string> urls;
-    for (const auto& p : paths) urls.push_back(base_url + "/" + fs::path(p).filename().string());
-    const auto remote = loaders::make_remote_shard_reader(urls, {}, ro);
-    const std::uint64_t index_bytes = loaders::remote_stats(*remote).bytes;
-    row(mode, run_epochs(remote, o, workers), base.median_s, index_bytes);
+  for (const bool whole_shards : {false, true}) {
+    for (const auto& [mode, base_url] : {std::pair<std::string, std::string>{"loopback", server.url()},
+                                         std::pair<std::string, std::string>{"latency", slow.url()}}) {
+      std::vector<std::string> urls;
+      for (const auto& p : paths) urls.push_back(base_url + "/" + fs::path(p).filename().string());
+      const auto remote = whole_shards ? loaders::make_remote_shard_reader(urls, whole, wo)
+                                       : loaders::make_remote_shard_reader(urls, {}, ro);
+      const std::uint64_t index_bytes = loaders::remote_stats(*remote).bytes;
+      row(mode, whole_shards, run_epochs(remote, o, workers), (whole_shards ? base_window : base).median_s, index_bytes);
+    }
   }
 }
 

@@ -1,7 +1,8 @@
 #pragma once
-// Remote shards (`pinfeed bench remote`): the JPEG shard workload (RandomResizedCrop(224) + flip,
-// the exact global shuffle) read from local files, from nginx on loopback, and through a proxy
-// that adds latency to every request, side by side in one run.
+// Remote shards (`pinfeed bench remote`): the JPEG shard workload (RandomResizedCrop(224) + flip)
+// read from local files, from nginx on loopback, and through a proxy that adds latency to every
+// request, side by side in one run; each with per-sample range reads (the exact global shuffle)
+// and with whole shards through the cache (the shard-aware shuffle).
 
 #include <cstddef>
 #include <cstdint>
@@ -20,12 +21,18 @@ struct remote_bench_options {
   int latency_ms = 20;               ///< added by the proxy to every request
   std::size_t requests_in_flight = 0;  ///< 0: the reader's default
   std::size_t read_ahead = 0;          ///< 0: the reader's default
+  std::uint32_t window_shards = 4;     ///< whole-shard rows: the shard-aware shuffle's window
+  double cache_mb = 0;                 ///< whole-shard rows: the cache (0: three windows of shards, so
+                                       ///< that every epoch fetches every shard again)
 };
 
-/// JSON lines {bench: remote, mode: local | loopback | latency, images, median_s, images_per_s,
-/// ratio_to_local, bytes_per_image (fetched per image in a timed epoch), shard_bytes_per_image,
-/// index_bytes (the one indexing pass), requests_per_image, retries, requests_in_flight,
-/// read_ahead, latency_ms} with the host fields. Needs nginx (Debian: nginx-light); without it the
+/// JSON lines {bench: remote, mode: local | loopback | latency, read: range | whole (per-sample
+/// range reads with the exact global shuffle, or whole shards through the cache with the
+/// shard-aware shuffle), images, median_s, images_per_s, ratio_to_local (against the local row of
+/// the same order), bytes_per_image (fetched per image in a timed epoch), shard_bytes_per_image,
+/// bytes_ratio (the two divided), index_bytes (indexing, from the sidecar indexes),
+/// requests_per_image, retries, requests_in_flight, read_ahead, window_shards, cache_bytes,
+/// streamed, latency_ms} with the host fields. Needs nginx (Debian: nginx-light); without it the
 /// remote rows say skipped.
 void run_remote(const remote_bench_options& options, std::ostream& out);
 

@@ -676,6 +676,10 @@ int main(int argc, char** argv) {
   bremote->add_option("--latency-ms", rbo.latency_ms, "latency the proxy adds to every request")->check(CLI::NonNegativeNumber);
   bremote->add_option("--requests-in-flight", rbo.requests_in_flight, "remote reader: requests at once (0: its default)");
   bremote->add_option("--read-ahead", rbo.read_ahead, "remote reader: samples read ahead (0: its default)");
+  bremote->add_option("--window-shards", rbo.window_shards, "whole-shard rows: shards shuffled together")
+      ->check(CLI::PositiveNumber);
+  bremote->add_option("--cache-mb", rbo.cache_mb, "whole-shard rows: cache size (0: three windows of shards)")
+      ->check(CLI::NonNegativeNumber);
 
   pinfeed::bench::doctor_bench_options dbo;
   auto* bdoctor = bench->add_subcommand("doctor", "the doctor's overhead: pinfeed run's loop vs the doctor's L0, and the ladder's time");

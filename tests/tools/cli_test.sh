@@ -209,6 +209,20 @@ CONF
   check "whole shards over HTTP give the local shard-aware order's batches" diff <(grep '^batch ' "$work/windowhttp.txt") <(grep '^batch ' "$work/window.txt")
   check "whole shards over HTTP: fetched whole, each once, indexed from the sidecars" \
     grep -qE "^fetch: whole shards \(window 2, cache 1 MiB\): $(ls "$work"/shard-*.tar | wc -l) fetched, 0 samples range-read" "$work/windowhttp.err"
+  "$pf" bench remote --data "$work/bench-data" --images 60 --shard-mb 0.5 --repeats 1 --batch 4 --workers 1 \
+    --latency-ms 2 --window-shards 1 --cache-mb 2.5 >"$work/remote.jsonl" 2>"$work/remote.err"
+  check "bench remote: local, loopback and latency rows, range and whole, whole shards at most 1.05x their bytes" python3 -c "
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+got = {(r['mode'], r['read']) for r in rows}
+assert got == {(m, k) for m in ('local', 'loopback', 'latency') for k in ('range', 'whole')}, got
+for r in rows:
+    assert r['images'] == 60 and r['cpu'] and r['images_per_s'] > 0, r
+    if r['read'] == 'whole' and r['mode'] != 'local':
+        assert r['bytes_ratio'] <= 1.05 and r['window_shards'] == 1 and r['cache_bytes'] == 2621440, r
+    if r['read'] == 'range' and r['mode'] != 'local':
+        assert abs(r['requests_per_image'] - 1) < 1e-9, r
+" "$work/remote.jsonl"
   expect_error "shards over HTTP: a missing shard names the URL and the status" "http://127.0.0.1:$port/none.tar: HTTP 404" \
     run --source "shards:http://127.0.0.1:$port/none.tar" --transforms "center_crop(8)" --device cpu
   kill "$nginx_pid"; wait "$nginx_pid" 2>/dev/null || true

@@ -593,8 +593,8 @@ class remote_tar_reader final : public image_reader {
       cache_.resize(shards_.size());
       std::uint64_t samples_max = 0;
       for (const auto& g : groups) samples_max = std::max<std::uint64_t>(samples_max, g.size());
-      // Far enough ahead to see the next window of shards while this one is read.
-      lookahead_ = std::max<std::uint64_t>(remote_.read_ahead, samples_max * shard_.window_shards);
+      // Far enough ahead to see the next two windows of shards while this one is read.
+      lookahead_ = std::max<std::uint64_t>(remote_.read_ahead, 2 * samples_max * shard_.window_shards);
       if (!remote_.cache_dir.empty()) {
         std::error_code ec;
         std::filesystem::create_directories(remote_.cache_dir, ec);
@@ -735,12 +735,11 @@ class remote_tar_reader final : public image_reader {
         view_ = memory_;
         return;
       }
-      char name[64];
-      std::snprintf(name, sizeof name, "pinfeed-%d-%p-%06u.tar", static_cast<int>(::getpid()),
-                    static_cast<const void*>(this), shard);
-      path_ = (std::filesystem::path(dir) / name).string();
-      const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      if (fd < 0) throw std::runtime_error("remote shards: cannot write the cache file '" + path_ + "': " + std::strerror(errno));
+      // A unique new file (O_EXCL), so that processes sharing the directory never meet.
+      std::string templ = (std::filesystem::path(dir) / ("pinfeed-shard-" + std::to_string(shard) + "-XXXXXX")).string();
+      const int fd = ::mkostemp(templ.data(), O_CLOEXEC);
+      path_ = templ;
+      if (fd < 0) throw std::runtime_error("cannot make a cache file in '" + dir + "': " + std::strerror(errno));
       std::size_t done = 0;
       while (done < bytes.size()) {
         const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
@@ -749,7 +748,7 @@ class remote_tar_reader final : public image_reader {
           const int err = errno;
           ::close(fd);
           ::unlink(path_.c_str());
-          throw std::runtime_error("remote shards: cannot write the cache file '" + path_ + "': " + std::strerror(err));
+          throw std::runtime_error("cannot write the cache file '" + path_ + "': " + std::strerror(err));
         }
         done += static_cast<std::size_t>(w);
       }
@@ -759,7 +758,7 @@ class remote_tar_reader final : public image_reader {
           const int err = errno;
           ::close(fd);
           ::unlink(path_.c_str());
-          throw std::runtime_error("remote shards: cannot map the cache file '" + path_ + "': " + std::strerror(err));
+          throw std::runtime_error("cannot map the cache file '" + path_ + "': " + std::strerror(err));
         }
         view_ = {static_cast<const std::byte*>(p), bytes.size()};
       }
@@ -830,9 +829,11 @@ class remote_tar_reader final : public image_reader {
   /// Walks the epoch's order ahead of `pos` (each position once per epoch), queueing the shards
   /// it meets, then starts the fetches there is room for. Under cache_m_.
   void look_ahead(const sample& s, std::uint64_t pos) {
-    if (s.epoch() != ahead_epoch_ || pos + 2 * lookahead_ < frontier_ || pos > frontier_) {
-      // A new epoch, a restart or a jump: look from here.
+    const std::uint64_t epoch_size = s.epoch_size(entries_.size());
+    if (s.epoch() != ahead_epoch_ || epoch_size != ahead_size_) {
+      // A new epoch (or the same one restricted anew): what the last one needed is needed no more.
       ahead_epoch_ = s.epoch();
+      ahead_size_ = epoch_size;
       frontier_ = pos;
       wanted_.clear();
       for (auto& c : cache_) {
@@ -840,7 +841,13 @@ class remote_tar_reader final : public image_reader {
         c.seen = false;
         c.queued = false;
       }
+    } else if (pos + 4 * lookahead_ + 4096 < frontier_) {
+      // Far behind the look-ahead: the epoch was restarted. Look from here (what was seen stays
+      // needed until the order passes it again). Samples in flight trail it by less than that.
+      frontier_ = pos;
     }
+    // Samples in flight can run ahead of the look-ahead (prefetched batches): it starts from them.
+    frontier_ = std::max(frontier_, pos);
     while (frontier_ < pos + lookahead_) {
       const auto next = s.index_ahead(frontier_ - pos);
       if (!next || *next >= entries_.size()) break;
@@ -854,10 +861,14 @@ class remote_tar_reader final : public image_reader {
       }
       ++frontier_;
     }
+    const std::uint64_t low = lowest_reading();
     while (!wanted_.empty()) {
       const std::uint32_t sh = wanted_.front();
       cache_slot& c = cache_[sh];
-      if (!c.data && !c.fetching) {
+      // Not for a shard that never fits (its samples are range-read) or that the readers have
+      // passed while it waited for room.
+      const bool pointless = shards_[sh].size > remote_.cache_bytes || c.needed_until + kLag < low;
+      if (!c.data && !c.fetching && !pointless) {
         if (!reserve(sh)) break;  // no room yet: the order of need is kept
         start_fetch(sh, /*urgent=*/false);
         counters_.read_ahead.fetch_add(1, std::memory_order_relaxed);
@@ -867,16 +878,18 @@ class remote_tar_reader final : public image_reader {
     }
   }
 
+  /// Samples are read in about the order of their positions: the lowest being read now bounds
+  /// what is still to come, less kLag for chunks of a batch that start late. Under cache_m_.
+  static constexpr std::uint64_t kLag = 8;
+  [[nodiscard]] std::uint64_t lowest_reading() const { return reading_.empty() ? frontier_ : *reading_.begin(); }
+
   /// Counts shard sh's bytes against the cap, first evicting resident shards that no sample being
   /// read now or later needs (by what the look-ahead saw; least recently used first). False when
   /// that does not make room. Under cache_m_.
   bool reserve(std::uint32_t sh) {
     const std::uint64_t need = shards_[sh].size;
     if (need > remote_.cache_bytes) return false;
-    // Samples are read in about the order of their positions: the lowest being read now bounds
-    // what is still to come, less a little for chunks of a batch that start late.
-    constexpr std::uint64_t kLag = 8;
-    const std::uint64_t low = reading_.empty() ? frontier_ : *reading_.begin();
+    const std::uint64_t low = lowest_reading();
     while (cache_used_ + need > remote_.cache_bytes) {
       std::optional<std::size_t> victim;
       for (std::size_t i = 0; i < cache_.size(); ++i) {
@@ -898,51 +911,65 @@ class remote_tar_reader final : public image_reader {
   /// Fetches shard sh whole on a fetch thread; its slot is reserved. Under cache_m_.
   void start_fetch(std::uint32_t sh, bool urgent) {
     cache_[sh].fetching = true;
+    try {
+      (void)pool_->submit([this, sh] { fetch_whole(sh); }, urgent);
+    } catch (...) {  // not queued: the slot is free again
+      cache_[sh].fetching = false;
+      cache_used_ -= cache_[sh].reserved;
+      cache_[sh].reserved = 0;
+      throw;
+    }
     counters_.shards.fetch_add(1, std::memory_order_relaxed);
-    (void)pool_->submit(
-        [this, sh] {
-          std::shared_ptr<const blob> data;
-          std::exception_ptr error;
-          try {
-            if (failed_flag_.load(std::memory_order_acquire)) {
-              std::lock_guard lock(failed_mutex_);
-              std::rethrow_exception(failed_);
-            }
-            const shard& d = shards_[sh];
-            response r = fetch(d.where, {0, 0, false, d.size, expected_etag(sh)}, remote_, counters_, &stopping_);
-            if (r.body.size() != d.size)
-              changed(d.where, "size " + std::to_string(d.size) + " then " + std::to_string(r.body.size()) + " bytes");
-            note_etag(sh, r.etag);
-            data = std::make_shared<const blob>(std::move(r.body), remote_.cache_dir, sh);
-          } catch (const cancelled&) {
-            error = std::current_exception();
-          } catch (const fatal_error&) {
-            error = std::current_exception();
-          } catch (const std::exception& ex) {  // the cache directory: not the shard's fault
-            error = std::make_exception_ptr(fatal_error(ex.what()));
-          }
-          if (error) {
-            std::lock_guard lock(failed_mutex_);
-            if (!failed_ && !stopping_.load()) {
-              failed_ = error;
-              failed_flag_.store(true, std::memory_order_release);
-            }
-          }
-          {
-            std::lock_guard lock(cache_m_);
-            cache_slot& c = cache_[sh];
-            c.fetching = false;
-            if (data) {
-              c.data = std::move(data);
-              c.last_use = ++use_clock_;
-            } else {
-              cache_used_ -= c.reserved;
-              c.reserved = 0;
-            }
-          }
-          cache_cv_.notify_all();
-        },
-        urgent);
+  }
+
+  /// The fetch thread's part of start_fetch(): whatever happens, the slot ends up resident or free
+  /// again, and waiting readers are woken.
+  void fetch_whole(std::uint32_t sh) noexcept {
+    std::shared_ptr<const blob> data;
+    std::exception_ptr error;
+    try {
+      if (failed_flag_.load(std::memory_order_acquire)) {
+        std::lock_guard lock(failed_mutex_);
+        std::rethrow_exception(failed_);
+      }
+      const shard& d = shards_[sh];
+      response r = fetch(d.where, {0, 0, false, d.size, expected_etag(sh)}, remote_, counters_, &stopping_);
+      if (r.body.size() != d.size)
+        changed(d.where, "size " + std::to_string(d.size) + " then " + std::to_string(r.body.size()) + " bytes");
+      note_etag(sh, r.etag);
+      data = std::make_shared<const blob>(std::move(r.body), remote_.cache_dir, sh);
+    } catch (const cancelled&) {
+    } catch (const fatal_error&) {
+      error = std::current_exception();
+    } catch (const std::exception& ex) {  // the cache directory, memory: not the shard's fault, but fatal
+      error = std::current_exception();
+      try {
+        error = std::make_exception_ptr(fatal_error(std::string("remote shards: ") + ex.what()));
+      } catch (...) {
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+    if (error) {
+      std::lock_guard lock(failed_mutex_);
+      if (!failed_ && !stopping_.load()) {
+        failed_ = error;
+        failed_flag_.store(true, std::memory_order_release);
+      }
+    }
+    {
+      std::lock_guard lock(cache_m_);
+      cache_slot& c = cache_[sh];
+      c.fetching = false;
+      if (data) {
+        c.data = std::move(data);
+        c.last_use = ++use_clock_;
+      } else {
+        cache_used_ -= c.reserved;
+        c.reserved = 0;
+      }
+    }
+    cache_cv_.notify_all();
   }
 
   /// Shard sh resident (fetching it now if it is neither resident nor on its way), or null when
@@ -1066,6 +1093,7 @@ class remote_tar_reader final : public image_reader {
   std::deque<std::uint32_t> wanted_;  ///< shards the look-ahead met, in order of need, not yet fetching
   std::multiset<std::uint64_t> reading_;  ///< positions of the samples being looked up now
   std::uint32_t ahead_epoch_ = ~0u;
+  std::uint64_t ahead_size_ = 0;
   std::uint64_t frontier_ = 0;        ///< the first position of the epoch the look-ahead has not seen
   std::uint64_t lookahead_ = 0;
   std::atomic<bool> stopping_{false};

@@ -147,7 +147,7 @@ std::string epoch_order::kind() const {
          std::to_string(groups_->window) + ")";
 }
 
-std::uint64_t epoch_order::permute(std::uint32_t epoch, std::uint64_t i) const noexcept {
+std::uint64_t epoch_order::permute(std::uint32_t epoch, std::uint64_t i) const {
   if (groups_) return grouped_permute(epoch, i);
   return feistel(i, n_, half_bits_, philox_stream(seed_, epoch, 0, kGlobalKey), epoch);
 }
@@ -221,7 +221,7 @@ std::uint64_t epoch_order::global_position(std::uint32_t epoch, std::uint64_t po
   return r->ranges[i].begin + (q - *it);
 }
 
-std::uint64_t epoch_order::index_at(std::uint32_t epoch, std::uint64_t position) const noexcept {
+std::uint64_t epoch_order::index_at(std::uint32_t epoch, std::uint64_t position) const {
   const std::uint64_t g = global_position(epoch, position);
   return shuffle_ ? permute(epoch, g) : g;
 }

@@ -480,6 +480,10 @@ loader::~loader() = default;
 std::optional<batch> loader::next() { return impl_->next(); }
 void loader::start_epoch(std::uint32_t epoch) { start_epoch(epoch, 0); }
 void loader::start_epoch(std::uint32_t epoch, std::uint64_t first_batch) {
+  const std::uint64_t whole = batches_in(impl_->order->size(), impl_->core->options);
+  if (first_batch > whole)  // before anything changes: a refused start leaves the loader as it was
+    throw std::out_of_range("start batch " + std::to_string(first_batch) + " is past the epoch's " +
+                            std::to_string(whole) + " batches");
   impl_->cancel();  // no worker reads the order while it changes
   impl_->order->unrestrict();
   impl_->start(epoch, first_batch);
@@ -604,6 +608,11 @@ void loader::resume(const std::string& state) {
   std::uint64_t left = 0;
   for (const auto& r : remaining) left += r.end - r.begin;
   im.order->restrict(e, std::move(remaining));
+  if (o.drops_remainder() && im.order->size(e) * static_cast<std::uint64_t>(o.world()) < left)
+    log(log_level::warn, "loader: resuming epoch " + std::to_string(e) + " with drop_remainder drops the " +
+                             std::to_string(left - im.order->size(e) * static_cast<std::uint64_t>(o.world())) +
+                             " of its " + std::to_string(left) + " remaining samples that do not divide over " +
+                             std::to_string(o.world()) + " ranks");
   log(log_level::info, "loader: resuming epoch " + std::to_string(e) + " saved by " + std::to_string(saved->world()) +
                            " ranks after " + std::to_string(next) + " batches each on " + std::to_string(o.world()) +
                            " ranks: " + std::to_string(left) + " samples left, " + std::to_string(im.order->size(e)) +

@@ -477,6 +477,11 @@ TEST_CASE("loader.resume_on_another_world_size_delivers_the_rest_exactly_once") 
   three.resume(at_end);
   CHECK(three.batches_per_epoch() == 0);
   CHECK_FALSE(three.next());
+  // A start refused for its batch leaves the loader where it was.
+  CHECK_THROWS_AS(three.start_epoch(1, 6), std::out_of_range);
+  CHECK(three.batches_per_epoch() == 0);
+  CHECK(three.epoch() == 0);
+  CHECK_FALSE(three.next());
   three.start_epoch(1);
   CHECK(three.batches_per_epoch() == 5);  // 35 positions of 7
   CHECK(three.next());

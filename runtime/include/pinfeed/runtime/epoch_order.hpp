@@ -75,8 +75,9 @@ class epoch_order {
   [[nodiscard]] std::uint64_t size() const noexcept { return per_rank_; }
   /// Positions of this rank in `epoch`: size(), or this rank's share of a restricted epoch (may be 0).
   [[nodiscard]] std::uint64_t size(std::uint32_t epoch) const noexcept;
-  /// The dataset index at this rank's `position` of `epoch` (position < size(epoch)).
-  [[nodiscard]] std::uint64_t index_at(std::uint32_t epoch, std::uint64_t position) const noexcept;
+  /// The dataset index at this rank's `position` of `epoch` (position < size(epoch)). Throws only
+  /// std::bad_alloc (a shard-aware order builds each epoch's group order on first use).
+  [[nodiscard]] std::uint64_t index_at(std::uint32_t epoch, std::uint64_t position) const;
   /// The global position behind this rank's `position` of `epoch`.
   [[nodiscard]] std::uint64_t global_position(std::uint32_t epoch, std::uint64_t position) const noexcept;
   [[nodiscard]] int rank() const noexcept { return rank_; }
@@ -92,7 +93,7 @@ class epoch_order {
   [[nodiscard]] std::string kind() const;
 
   /// The shuffled order's permutation of [0, n) for `epoch`: exposed for tests.
-  [[nodiscard]] std::uint64_t permute(std::uint32_t epoch, std::uint64_t i) const noexcept;
+  [[nodiscard]] std::uint64_t permute(std::uint32_t epoch, std::uint64_t i) const;
 
   /// From now on `epoch` holds only the global positions `remaining` (sorted, disjoint, non-empty
   /// ranges within [0, dataset_size); an empty list makes an empty epoch), split over the ranks as

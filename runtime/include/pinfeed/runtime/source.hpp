@@ -96,7 +96,7 @@ class sample {
   /// The dataset index that stands in, at attempt k >= 1, for this sample when it cannot be
   /// produced: the sample at stand_in_position() of this rank's epoch order. Without an order (a
   /// sample made outside a loader) the position is a dataset index.
-  [[nodiscard]] std::uint64_t stand_in(std::uint64_t k, std::uint64_t dataset_size) const noexcept {
+  [[nodiscard]] std::uint64_t stand_in(std::uint64_t k, std::uint64_t dataset_size) const {
     const std::uint64_t pos = stand_in_position(seed_, epoch_, index_, k, epoch_size(dataset_size));
     return order_ != nullptr ? order_->index_at(epoch_, pos) : pos;
   }
@@ -112,7 +112,7 @@ class sample {
   }
   /// The dataset index of the sample `ahead` positions after this one in this rank's epoch order,
   /// or nullopt past the epoch's end or outside a loader: for sources that fetch ahead of use.
-  [[nodiscard]] std::optional<std::uint64_t> index_ahead(std::uint64_t ahead) const noexcept {
+  [[nodiscard]] std::optional<std::uint64_t> index_ahead(std::uint64_t ahead) const {
     if (order_ == nullptr) return std::nullopt;
     const std::uint64_t n = order_->size(epoch_);
     if (position_ >= n || ahead >= n - position_) return std::nullopt;

@@ -784,8 +784,7 @@ class remote_tar_reader final : public image_reader {
     bool fetching = false;
     std::uint64_t reserved = 0;        ///< bytes counted against the cap (resident or being fetched)
     std::uint64_t last_use = 0;
-    std::uint64_t needed_until = 0;    ///< the last position of the epoch the look-ahead saw it at
-    bool seen = false;                 ///< by the look-ahead, this epoch
+    std::uint64_t pending = 0;         ///< its samples the look-ahead met this epoch that no reader took yet
     bool queued = false;               ///< in wanted_
   };
 
@@ -797,16 +796,10 @@ class remote_tar_reader final : public image_reader {
     {
       const stage_timer timer(stage::fetch, s.stats(), s.trace(), s.index());
       std::unique_lock lock(cache_m_);
-      const std::uint64_t pos = s.position().value_or(0);
-      const auto reading = reading_.insert(pos);
-      try {
-        look_ahead(s, pos);
-        data = acquire(e.shard, lock);
-      } catch (...) {
-        reading_.erase(reading);
-        throw;
-      }
-      reading_.erase(reading);  // once `data` is held, its shard may be evicted
+      const bool counted = look_ahead(s);
+      data = acquire(e.shard, lock);
+      cache_slot& c = cache_[e.shard];
+      if (counted && c.pending > 0) --c.pending;  // taken: once no sample is pending, the shard may go
     }
     if (data) {
       const auto bytes = data->bytes();
@@ -826,48 +819,44 @@ class remote_tar_reader final : public image_reader {
     return storage;
   }
 
-  /// Walks the epoch's order ahead of `pos` (each position once per epoch), queueing the shards
-  /// it meets, then starts the fetches there is room for. Under cache_m_.
-  void look_ahead(const sample& s, std::uint64_t pos) {
-    const std::uint64_t epoch_size = s.epoch_size(entries_.size());
-    if (s.epoch() != ahead_epoch_ || epoch_size != ahead_size_) {
-      // A new epoch (or the same one restricted anew): what the last one needed is needed no more.
+  /// Walks the epoch's order up to lookahead_ positions past s (each position once per epoch),
+  /// counting each shard's samples to come and queueing the shards met, then starts the fetches
+  /// there is room for. True when s's own position was walked (its sample was counted). Under
+  /// cache_m_.
+  bool look_ahead(const sample& s) {
+    const auto at = s.position();
+    if (!at) return false;  // outside a loader: no order to look along
+    const std::uint64_t pos = *at, epoch_size = s.epoch_size(entries_.size());
+    const bool restarted = pos + 4 * lookahead_ + 4096 < scan_start_ || pos > frontier_ + 4 * lookahead_ + 4096;
+    if (s.epoch() != ahead_epoch_ || epoch_size != ahead_size_ || restarted) {
+      // A new epoch, the same one restricted anew, or restarted: nothing counted so far holds.
       ahead_epoch_ = s.epoch();
       ahead_size_ = epoch_size;
-      frontier_ = pos;
+      scan_start_ = frontier_ = pos;
       wanted_.clear();
       for (auto& c : cache_) {
-        c.needed_until = 0;
-        c.seen = false;
+        c.pending = 0;
         c.queued = false;
       }
-    } else if (pos + 4 * lookahead_ + 4096 < frontier_) {
-      // Far behind the look-ahead: the epoch was restarted. Look from here (what was seen stays
-      // needed until the order passes it again). Samples in flight trail it by less than that.
-      frontier_ = pos;
     }
-    // Samples in flight can run ahead of the look-ahead (prefetched batches): it starts from them.
-    frontier_ = std::max(frontier_, pos);
     while (frontier_ < pos + lookahead_) {
-      const auto next = s.index_ahead(frontier_ - pos);
+      const auto next = s.index_at_position(frontier_);
       if (!next || *next >= entries_.size()) break;
       const std::uint32_t sh = entries_[*next].shard;
       cache_slot& c = cache_[sh];
-      c.needed_until = frontier_;
-      c.seen = true;
+      ++c.pending;
       if (!c.data && !c.fetching && !c.queued) {
         wanted_.push_back(sh);
         c.queued = true;
       }
       ++frontier_;
     }
-    const std::uint64_t low = lowest_reading();
     while (!wanted_.empty()) {
       const std::uint32_t sh = wanted_.front();
       cache_slot& c = cache_[sh];
-      // Not for a shard that never fits (its samples are range-read) or that the readers have
-      // passed while it waited for room.
-      const bool pointless = shards_[sh].size > remote_.cache_bytes || c.needed_until + kLag < low;
+      // Not for a shard that never fits (its samples are range-read) or whose samples were all
+      // read while it waited for room.
+      const bool pointless = shards_[sh].size > remote_.cache_bytes || c.pending == 0;
       if (!c.data && !c.fetching && !pointless) {
         if (!reserve(sh)) break;  // no room yet: the order of need is kept
         start_fetch(sh, /*urgent=*/false);
@@ -876,25 +865,20 @@ class remote_tar_reader final : public image_reader {
       c.queued = false;
       wanted_.pop_front();
     }
+    return pos >= scan_start_ && pos < frontier_;
   }
 
-  /// Samples are read in about the order of their positions: the lowest being read now bounds
-  /// what is still to come, less kLag for chunks of a batch that start late. Under cache_m_.
-  static constexpr std::uint64_t kLag = 8;
-  [[nodiscard]] std::uint64_t lowest_reading() const { return reading_.empty() ? frontier_ : *reading_.begin(); }
-
-  /// Counts shard sh's bytes against the cap, first evicting resident shards that no sample being
-  /// read now or later needs (by what the look-ahead saw; least recently used first). False when
-  /// that does not make room. Under cache_m_.
+  /// Counts shard sh's bytes against the cap, first evicting resident shards with no sample to
+  /// come that the look-ahead met (least recently used first). False when that does not make
+  /// room. Under cache_m_.
   bool reserve(std::uint32_t sh) {
     const std::uint64_t need = shards_[sh].size;
     if (need > remote_.cache_bytes) return false;
-    const std::uint64_t low = lowest_reading();
     while (cache_used_ + need > remote_.cache_bytes) {
       std::optional<std::size_t> victim;
       for (std::size_t i = 0; i < cache_.size(); ++i) {
         const cache_slot& c = cache_[i];
-        if (!c.data || (c.seen && c.needed_until + kLag >= low)) continue;  // absent, or still needed
+        if (!c.data || c.pending > 0) continue;  // absent, or still to be read
         if (!victim || c.last_use < cache_[*victim].last_use) victim = i;
       }
       if (!victim) return false;
@@ -1091,10 +1075,10 @@ class remote_tar_reader final : public image_reader {
   std::vector<cache_slot> cache_;
   std::uint64_t cache_used_ = 0, use_clock_ = 0;
   std::deque<std::uint32_t> wanted_;  ///< shards the look-ahead met, in order of need, not yet fetching
-  std::multiset<std::uint64_t> reading_;  ///< positions of the samples being looked up now
   std::uint32_t ahead_epoch_ = ~0u;
   std::uint64_t ahead_size_ = 0;
-  std::uint64_t frontier_ = 0;        ///< the first position of the epoch the look-ahead has not seen
+  std::uint64_t scan_start_ = 0;      ///< the look-ahead walked the epoch's positions [scan_start_, frontier_)
+  std::uint64_t frontier_ = 0;
   std::uint64_t lookahead_ = 0;
   std::atomic<bool> stopping_{false};
   std::unique_ptr<fetch_pool> pool_;

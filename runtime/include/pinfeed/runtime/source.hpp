@@ -118,6 +118,12 @@ class sample {
     if (position_ >= n || ahead >= n - position_) return std::nullopt;
     return order_->index_at(epoch_, position_ + ahead);
   }
+  /// The dataset index at `position` of this sample's epoch (this rank's order), or nullopt past
+  /// its end or outside a loader.
+  [[nodiscard]] std::optional<std::uint64_t> index_at_position(std::uint64_t position) const {
+    if (order_ == nullptr || position >= order_->size(epoch_)) return std::nullopt;
+    return order_->index_at(epoch_, position);
+  }
   /// Samples in this sample's epoch (this rank's share), or `dataset_size` outside a loader.
   [[nodiscard]] std::uint64_t epoch_size(std::uint64_t dataset_size) const noexcept {
     return order_ != nullptr ? order_->size(epoch_) : dataset_size;

@@ -225,6 +225,11 @@ class ladder {
       r_.bad_samples = piped_->failures();
       r_.replaced = piped_->replaced();
     }
+    if (r_.remote) {
+      const auto fetched = loaders::remote_stats(*p_.reader);
+      r_.remote_window = fetched.window_shards;
+      r_.remote_streamed = fetched.streamed;
+    }
     analyze(r_);
     return std::move(r_);
   }

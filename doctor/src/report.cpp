@@ -203,11 +203,24 @@ void analyze(doctor_report& r) {
                                  std::string(l0->cpu_utilization < 0.75 ? "" : ", or give it more cores"),
                              "producing a sample costs " + num(stage("produce").ms_per_image, 3) + " ms, " +
                                  pct(stage("produce").share) + " of the time per image"});
-  if (named("read") && r.remote)
-    r.suggestions.push_back({"keep more remote reads in flight: raise --requests-in-flight (remote_options::"
-                             "requests_in_flight) and remote_options::read_ahead",
-                             "fetching from remote storage costs " + num(stage("read").ms_per_image, 3) + " ms per image, " +
-                                 pct(stage("read").share) + " of the time per image"});
+  if (named("read") && r.remote) {
+    const std::string cost = "fetching from remote storage costs " + num(stage("read").ms_per_image, 3) +
+                             " ms per image, " + pct(stage("read").share) + " of the time per image";
+    if (r.remote_window > 0 && r.remote_streamed > 0)
+      r.suggestions.push_back({"give the shard cache room for three windows of shards: raise --remote-cache-mb "
+                               "(remote_options::cache_bytes), or narrow --shard-window",
+                               cost + "; " + std::to_string(r.remote_streamed) +
+                                   " samples were range-read one by one because their shard had no room in the cache"});
+    else if (r.remote_window > 0)
+      r.suggestions.push_back({"fetch more shards at once: raise --requests-in-flight (remote_options::"
+                               "requests_in_flight), or use larger shards",
+                               cost + " with whole shards fetched ahead"});
+    else
+      r.suggestions.push_back({"keep more remote reads in flight: raise --requests-in-flight (remote_options::"
+                               "requests_in_flight) and remote_options::read_ahead; or read whole shards "
+                               "(--shard-window W, a shard-aware shuffle): one request per shard, not per sample",
+                               cost});
+  }
   if (named("read") && r.encoded && !r.sharded)
     r.suggestions.push_back({"group the files into tar shards (pinfeed pack) and read those",
                              "reading files costs " + num(stage("read").ms_per_image, 3) + " ms per image, " +

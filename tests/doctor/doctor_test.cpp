@@ -183,8 +183,23 @@ TEST_CASE("doctor.slow_remote_storage_is_named_with_its_remedy") {
   REQUIRE(!r.bottleneck.empty());
   CHECK(r.bottleneck.front() == "read");
   CHECK(suggests(r, "remote reads in flight"));
+  CHECK(suggests(r, "--shard-window"));
   CHECK_FALSE(suggests(r, "tar shards"));  // already shards
   check_json_and_consistency(r);
+  // Whole shards through a cache smaller than one shard: every sample is range-read, and the
+  // doctor says the cache is what to raise.
+  shard_options whole;
+  whole.window_shards = 1;
+  ro.cache_bytes = 1024;
+  doctor_pipeline w{make_remote_shard_reader(urls, whole, ro), parse_pipeline("rrc(32),hflip"), {}};
+  const doctor_report rw = doctor(w, o);
+  MESSAGE(rw.to_text());
+  CHECK(rw.remote_window == 1);
+  CHECK(rw.remote_streamed > 0);
+  REQUIRE(!rw.bottleneck.empty());
+  CHECK(rw.bottleneck.front() == "read");
+  CHECK(suggests(rw, "--remote-cache-mb"));
+  CHECK_FALSE(suggests(rw, "remote reads in flight"));
 }
 #endif
 

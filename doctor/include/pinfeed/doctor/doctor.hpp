@@ -131,6 +131,8 @@ struct doctor_report {
   bool encoded = false;          ///< the reader decodes stored files (else L1 is the same as L2)
   bool sharded = false;          ///< ... read from tar shards
   bool remote = false;           ///< ... over HTTP(S) or S3 (make_remote_shard_reader)
+  std::uint32_t remote_window = 0;   ///< ... in whole-shard mode with this window (0: range reads)
+  std::uint64_t remote_streamed = 0; ///< ... samples range-read because the shard cache had no room
   bool varying_sizes = false;    ///< the source's images differ in size
   bool float_images = false;     ///< the image field crosses to the device as float (4x uint8)
   bool planned_decode = false;   ///< the first transform lets JPEGs decode a window or at a DCT scale

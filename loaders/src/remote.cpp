@@ -786,6 +786,7 @@ class remote_tar_reader final : public image_reader {
     std::uint64_t last_use = 0;
     std::uint64_t pending = 0;         ///< its samples the look-ahead met this epoch that no reader took yet
     bool queued = false;               ///< in wanted_
+    bool next_epoch = false;           ///< queued for the start of the next epoch
   };
 
   /// Sample e's bytes from its shard in the cache (fetched whole first, or waited for); when the
@@ -833,10 +834,12 @@ class remote_tar_reader final : public image_reader {
       ahead_epoch_ = s.epoch();
       ahead_size_ = epoch_size;
       scan_start_ = frontier_ = pos;
+      next_frontier_ = 0;
       wanted_.clear();
       for (auto& c : cache_) {
         c.pending = 0;
         c.queued = false;
+        c.next_epoch = false;
       }
     }
     while (frontier_ < pos + lookahead_) {
@@ -851,12 +854,27 @@ class remote_tar_reader final : public image_reader {
       }
       ++frontier_;
     }
+    // Near the end of the epoch, on into the next one's first positions: its first window is then
+    // on its way before the epoch turns (most trainers start the next epoch next).
+    if (frontier_ >= epoch_size && s.epoch() != ~0u) {
+      while (epoch_size + next_frontier_ < pos + lookahead_) {
+        const auto next = s.index_in_epoch(s.epoch() + 1, next_frontier_);
+        if (!next || *next >= entries_.size()) break;
+        cache_slot& c = cache_[entries_[*next].shard];
+        if (!c.data && !c.fetching && !c.queued) {
+          wanted_.push_back(entries_[*next].shard);
+          c.queued = true;
+          c.next_epoch = true;
+        }
+        ++next_frontier_;
+      }
+    }
     while (!wanted_.empty()) {
       const std::uint32_t sh = wanted_.front();
       cache_slot& c = cache_[sh];
       // Not for a shard that never fits (its samples are range-read) or whose samples were all
       // read while it waited for room.
-      const bool pointless = shards_[sh].size > remote_.cache_bytes || c.pending == 0;
+      const bool pointless = shards_[sh].size > remote_.cache_bytes || (c.pending == 0 && !c.next_epoch);
       if (!c.data && !c.fetching && !pointless) {
         if (!reserve(sh)) break;  // no room yet: the order of need is kept
         start_fetch(sh, /*urgent=*/false);
@@ -878,7 +896,7 @@ class remote_tar_reader final : public image_reader {
       std::optional<std::size_t> victim;
       for (std::size_t i = 0; i < cache_.size(); ++i) {
         const cache_slot& c = cache_[i];
-        if (!c.data || c.pending > 0) continue;  // absent, or still to be read
+        if (!c.data || c.pending > 0 || c.next_epoch) continue;  // absent, or still to be read
         if (!victim || c.last_use < cache_[*victim].last_use) victim = i;
       }
       if (!victim) return false;
@@ -1079,6 +1097,7 @@ class remote_tar_reader final : public image_reader {
   std::uint64_t ahead_size_ = 0;
   std::uint64_t scan_start_ = 0;      ///< the look-ahead walked the epoch's positions [scan_start_, frontier_)
   std::uint64_t frontier_ = 0;
+  std::uint64_t next_frontier_ = 0;   ///< the next epoch's positions [0, next_frontier_) were walked too
   std::uint64_t lookahead_ = 0;
   std::atomic<bool> stopping_{false};
   std::unique_ptr<fetch_pool> pool_;

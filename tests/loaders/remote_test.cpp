@@ -60,6 +60,9 @@ std::vector<std::string> checksums(const std::shared_ptr<image_reader>& reader, 
   return lines;
 }
 
+std::vector<std::string> shard_window_checksums(const std::shared_ptr<image_reader>& reader, std::size_t workers = 2,
+                                                std::uint32_t epochs = 2);
+
 /// No proxy variables for a scope: the servers are on loopback and libcurl would honour them.
 struct no_proxies {
   test::scoped_env e[6] = {{"http_proxy", nullptr}, {"https_proxy", nullptr}, {"all_proxy", nullptr},
@@ -352,6 +355,13 @@ TEST_CASE("remote.s3_shards_are_signed_listed_and_equal_the_local_ones") {
                          std::invalid_argument);
     CHECK_THROWS_WITH_AS(make_remote_shard_reader({"s3://shards/train dir/missing.tar"}, {}, quick()),
                          doctest::Contains("HTTP 404"), fatal_error);
+    // Whole shards under the shard-aware shuffle (no sidecars uploaded: each indexed whole once).
+    shard_options window;
+    window.window_shards = 2;
+    const auto whole = make_remote_shard_reader(listed, window, quick());
+    CHECK(shard_window_checksums(whole) == shard_window_checksums(make_shard_reader(set.local, window)));
+    CHECK(remote_stats(*whole).sidecars == 0);
+    CHECK(remote_stats(*whole).streamed == 0);
   }
   {  // a wrong secret: refused at once, and the secret appears nowhere
     const aws_env env(key_id, "not-the-secret-" + secret, s3.endpoint());
@@ -372,8 +382,8 @@ TEST_CASE("remote.s3_shards_are_signed_listed_and_equal_the_local_ones") {
 
 namespace {
 /// The checksum lines of two shuffled epochs of `reader` in whole-shard mode order.
-std::vector<std::string> shard_window_checksums(const std::shared_ptr<image_reader>& reader, std::size_t workers = 2,
-                                                std::uint32_t epochs = 2) {
+std::vector<std::string> shard_window_checksums(const std::shared_ptr<image_reader>& reader, std::size_t workers,
+                                                std::uint32_t epochs) {
   loader_options o = test::cpu_loader(5, workers, 7);
   o.order.shuffle = true;
   loader l(std::make_shared<pipeline_source>(reader, parse_pipeline("rrc(16),hflip")), o);

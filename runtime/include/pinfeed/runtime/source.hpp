@@ -124,6 +124,13 @@ class sample {
     if (order_ == nullptr || position >= order_->size(epoch_)) return std::nullopt;
     return order_->index_at(epoch_, position);
   }
+  /// The dataset index at `position` of `epoch` of this rank's order (another epoch than this
+  /// sample's, say the next one, to fetch ahead across its start), or nullopt past its end or
+  /// outside a loader.
+  [[nodiscard]] std::optional<std::uint64_t> index_in_epoch(std::uint32_t epoch, std::uint64_t position) const {
+    if (order_ == nullptr || position >= order_->size(epoch)) return std::nullopt;
+    return order_->index_at(epoch, position);
+  }
   /// Samples in this sample's epoch (this rank's share), or `dataset_size` outside a loader.
   [[nodiscard]] std::uint64_t epoch_size(std::uint64_t dataset_size) const noexcept {
     return order_ != nullptr ? order_->size(epoch_) : dataset_size;

@@ -622,12 +622,9 @@ class remote_tar_reader final : public image_reader {
     return std::to_string(entries_.size()) + " samples in " + std::to_string(shards_.size()) + " remote tar shard(s)";
   }
   std::string identity() const override {
-    std::vector<std::string> names;
-    for (const auto& sh : shards_) {
-      const auto slash = sh.where.shown.find_last_of('/');
-      names.push_back(slash == std::string::npos ? sh.where.shown : sh.where.shown.substr(slash + 1));
-    }
-    return detail::shards_identity(names, entries_);
+    std::vector<std::string> shown;
+    for (const auto& sh : shards_) shown.push_back(sh.where.shown);
+    return detail::shards_identity(shown, entries_);
   }
   std::shared_ptr<const sample_groups> groups() const override {
     return detail::shard_groups(entries_, shards_.size(), shard_.window_shards);

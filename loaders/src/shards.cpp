@@ -237,6 +237,12 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
+/// Where a member name's sample key ends: at the first dot of its file name (npos: no dot).
+std::size_t key_end(const std::string& name) {
+  const auto slash = name.find_last_of('/');
+  return name.find('.', slash == std::string::npos ? 0 : slash + 1);
+}
+
 std::int64_t parse_label(std::span<const std::byte> b, const std::string& shard, const std::string& key) {
   std::string text(reinterpret_cast<const char*>(b.data()), b.size());
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r')) text.pop_back();
@@ -264,8 +270,7 @@ std::vector<detail::shard_sample> detail::shard_samples(std::span<const std::byt
   std::vector<shard_sample> group;
   std::vector<char> has_image, has_label;
   for (const auto& m : members) {
-    const auto slash = m.name.find_last_of('/');
-    const auto dot = m.name.find('.', slash == std::string::npos ? 0 : slash + 1);
+    const auto dot = key_end(m.name);
     if (dot == std::string::npos) continue;
     const std::string key = m.name.substr(0, dot), ext = m.name.substr(dot + 1);
     auto [it, fresh] = slot.emplace(key, group.size());
@@ -304,11 +309,14 @@ std::shared_ptr<const sample_groups> detail::shard_groups(const std::vector<shar
   return g;
 }
 
-std::string detail::shards_identity(const std::vector<std::string>& names, const std::vector<shard_sample>& entries) {
-  std::vector<std::uint64_t> counts(names.size(), 0);
+std::string detail::shards_identity(const std::vector<std::string>& locations, const std::vector<shard_sample>& entries) {
+  std::vector<std::uint64_t> counts(locations.size(), 0);
   for (const auto& e : entries) ++counts.at(e.shard);
   std::string id = "tar shards";
-  for (std::size_t s = 0; s < names.size(); ++s) id += "\n" + names[s] + "\t" + std::to_string(counts[s]);
+  for (std::size_t s = 0; s < locations.size(); ++s) {
+    const auto slash = locations[s].find_last_of('/');  // the name alone: the same data moved stays the same
+    id += "\n" + locations[s].substr(slash == std::string::npos ? 0 : slash + 1) + "\t" + std::to_string(counts[s]);
+  }
   return id;
 }
 
@@ -332,9 +340,9 @@ class tar_reader final : public image_reader {
     return std::to_string(entries_.size()) + " samples in " + std::to_string(maps_.size()) + " tar shard(s)";
   }
   std::string identity() const override {
-    std::vector<std::string> names;
-    for (const auto& m : maps_) names.push_back(std::filesystem::path(m->path()).filename().string());
-    return detail::shards_identity(names, entries_);
+    std::vector<std::string> paths;
+    for (const auto& m : maps_) paths.push_back(m->path());
+    return detail::shards_identity(paths, entries_);
   }
   std::shared_ptr<const sample_groups> groups() const override {
     return detail::shard_groups(entries_, maps_.size(), options_.window_shards);
@@ -447,8 +455,7 @@ std::optional<std::vector<detail::shard_sample>> detail::parse_shard_index(std::
     shard_sample e;
     e.shard = shard;
     e.image = {line.substr(static_cast<std::size_t>(used)), offset, size};
-    const auto slash = e.image.name.find_last_of('/');
-    e.key = e.image.name.substr(0, e.image.name.find('.', slash == std::string::npos ? 0 : slash + 1));
+    e.key = e.image.name.substr(0, key_end(e.image.name));
     e.label = label;
     out.push_back(std::move(e));
   }

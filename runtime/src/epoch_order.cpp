@@ -216,9 +216,8 @@ std::uint64_t epoch_order::global_position(std::uint32_t epoch, std::uint64_t po
   if (total == 0) return 0;
   if (q >= total) q %= total;
   if (r == nullptr) return q;
-  const auto it = std::upper_bound(r->starts.begin(), r->starts.end(), q) - 1;
-  const auto i = static_cast<std::size_t>(it - r->starts.begin());
-  return r->ranges[i].begin + (q - *it);
+  const auto [i, off] = r->locate(q);
+  return r->ranges[i].begin + off;
 }
 
 std::uint64_t epoch_order::index_at(std::uint32_t epoch, std::uint64_t position) const {
@@ -254,19 +253,16 @@ std::vector<position_range> epoch_order::plan(std::uint32_t epoch) const {
 }
 
 std::vector<position_range> epoch_order::remaining_after(std::uint32_t epoch, std::uint64_t taken) const {
+  const restriction whole{epoch, {{0, n_}}, {0}, n_, per_rank_};
   const restriction* r = restricted(epoch);
-  const std::uint64_t total = r != nullptr ? r->total : n_, per = size(epoch);
-  const std::vector<position_range> ranges = plan(epoch);
-  std::vector<std::uint64_t> starts;
-  if (r != nullptr) starts = r->starts;
-  else starts = {0};
+  if (r == nullptr) r = &whole;
+  const std::uint64_t total = r->total, per = r->per_rank;
   std::vector<position_range> out;
   auto add = [&](std::uint64_t b, std::uint64_t e) {  // [b, e) of the plan's concatenation
     while (b < e) {
-      const auto it = std::upper_bound(starts.begin(), starts.end(), b) - 1;
-      const auto i = static_cast<std::size_t>(it - starts.begin());
-      const std::uint64_t off = b - *it, len = std::min(e - b, ranges[i].end - ranges[i].begin - off);
-      const std::uint64_t gb = ranges[i].begin + off;
+      const auto [i, off] = r->locate(b);
+      const std::uint64_t len = std::min(e - b, r->ranges[i].end - r->ranges[i].begin - off);
+      const std::uint64_t gb = r->ranges[i].begin + off;
       if (!out.empty() && out.back().end == gb) out.back().end += len;
       else out.push_back({gb, gb + len});
       b += len;

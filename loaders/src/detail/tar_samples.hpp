@@ -48,8 +48,10 @@ struct shard_sample {
                                                                          const shard_options& options,
                                                                          std::uint64_t& tar_bytes);
 
-/// What identifies a set of shards: their names and sample counts, in order.
-[[nodiscard]] std::string shards_identity(const std::vector<std::string>& names, const std::vector<shard_sample>& entries);
+/// What identifies a set of shards: their file names (the last path component of each location)
+/// and sample counts, in order.
+[[nodiscard]] std::string shards_identity(const std::vector<std::string>& locations,
+                                          const std::vector<shard_sample>& entries);
 
 /// "train-{000..127}.tar" as its 128 names (zero padding of the lower bound kept; several ranges
 /// multiply). Throws std::invalid_argument for a malformed or non-numeric range.

@@ -5,9 +5,11 @@
 /// function of (seed, epoch, rank, world size) that needs no memory per sample (keyed Feistel
 /// permutations, not stored ones); the shard-aware one keeps O(groups) per epoch.
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pinfeed {
@@ -114,6 +116,11 @@ class epoch_order {
     std::vector<position_range> ranges;
     std::vector<std::uint64_t> starts;  // offset of each range in their concatenation
     std::uint64_t total = 0, per_rank = 0;
+    /// The range holding offset q of the ranges' concatenation, and q's offset in it.
+    [[nodiscard]] std::pair<std::size_t, std::uint64_t> locate(std::uint64_t q) const noexcept {
+      const auto it = std::upper_bound(starts.begin(), starts.end(), q) - 1;
+      return {static_cast<std::size_t>(it - starts.begin()), q - *it};
+    }
   };
   struct grouped_epoch;
   struct grouped_cache;

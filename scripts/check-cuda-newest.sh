@@ -18,7 +18,7 @@ cuda=$prefix/nvidia/cu13
 bash "$root/scripts/install-deps.sh" >/dev/null
 if [[ ! -x $cuda/bin/nvcc ]]; then
   mkdir -p "$cache/wheels"
-  python3 -m pip download -q --root-user-action=ignore --no-deps --only-binary=:all: --python-version 3.11 --platform manylinux_2_28_x86_64 \
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 --platform manylinux_2_28_x86_64 \
     --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
     -d "$cache/wheels" "nvidia-cuda-nvcc==$series.*" "nvidia-nvvm==$series.*" "nvidia-cuda-crt==$series.*" \
     "nvidia-cuda-runtime==$series.*" "nvidia-cuda-cccl==$cccl"

@@ -794,10 +794,11 @@ class remote_tar_reader final : public image_reader {
     {
       const stage_timer timer(stage::fetch, s.stats(), s.trace(), s.index());
       std::unique_lock lock(cache_m_);
-      const bool counted = look_ahead(s);
+      const std::optional<std::uint32_t> counted = look_ahead(s);
       data = acquire(e.shard, lock);
-      cache_slot& c = cache_[e.shard];
-      if (counted && c.pending > 0) --c.pending;  // taken: once no sample is pending, the shard may go
+      // Taken: once no sample is pending, the shard may go. The count is the one s's position
+      // holds, which is not e's shard when e is a stand-in for a bad sample.
+      if (counted && cache_[*counted].pending > 0) --cache_[*counted].pending;
     }
     if (data) {
       const auto bytes = data->bytes();
@@ -819,11 +820,11 @@ class remote_tar_reader final : public image_reader {
 
   /// Walks the epoch's order up to lookahead_ positions past s (each position once per epoch),
   /// counting each shard's samples to come and queueing the shards met, then starts the fetches
-  /// there is room for. True when s's own position was walked (its sample was counted). Under
-  /// cache_m_.
-  bool look_ahead(const sample& s) {
+  /// there is room for. Returns the shard whose count holds s's own position when that position
+  /// was walked (the shard of the sample the order puts there). Under cache_m_.
+  std::optional<std::uint32_t> look_ahead(const sample& s) {
     const auto at = s.position();
-    if (!at) return false;  // outside a loader: no order to look along
+    if (!at) return std::nullopt;  // outside a loader: no order to look along
     const std::uint64_t pos = *at, epoch_size = s.epoch_size(entries_.size());
     const bool restarted = pos + 4 * lookahead_ + 4096 < scan_start_ || pos > frontier_ + 4 * lookahead_ + 4096;
     if (s.epoch() != ahead_epoch_ || epoch_size != ahead_size_ || restarted) {
@@ -858,10 +859,10 @@ class remote_tar_reader final : public image_reader {
         const auto next = s.index_in_epoch(s.epoch() + 1, next_frontier_);
         if (!next || *next >= entries_.size()) break;
         cache_slot& c = cache_[entries_[*next].shard];
+        c.next_epoch = true;  // resident ones too: kept until that epoch starts
         if (!c.data && !c.fetching && !c.queued) {
           wanted_.push_back(entries_[*next].shard);
           c.queued = true;
-          c.next_epoch = true;
         }
         ++next_frontier_;
       }
@@ -880,7 +881,10 @@ class remote_tar_reader final : public image_reader {
       c.queued = false;
       wanted_.pop_front();
     }
-    return pos >= scan_start_ && pos < frontier_;
+    if (pos < scan_start_ || pos >= frontier_) return std::nullopt;
+    const auto mine = s.index_at_position(pos);
+    if (!mine || *mine >= entries_.size()) return std::nullopt;
+    return entries_[*mine].shard;
   }
 
   /// Counts shard sh's bytes against the cap, first evicting resident shards with no sample to

@@ -81,35 +81,44 @@ void validate(const sampler_args& a, const sampler_params& p) {
 
 namespace {
 
-/// Stable LSD radix sort of 64-bit items by their top 32 bits (11-bit digits; passes where every
-/// item shares the digit are skipped). `scratch` is resized as needed.
-void radix_sort_by_high_word(std::vector<std::uint64_t>& v, std::vector<std::uint64_t>& scratch) {
-  if (v.size() < 256) {
-    std::stable_sort(v.begin(), v.end(), [](std::uint64_t a, std::uint64_t b) { return (a >> 32) < (b >> 32); });
+/// Sorts distinct 64-bit items whose top bits are uniformly random (a Philox key above a position)
+/// in increasing order: two stable radix passes of 11 bits order them by their top 22 bits, and one
+/// insertion pass orders what shares those (about n^2 / 2^23 pairs, so it rarely moves anything).
+void sort_random_keyed(std::vector<std::uint64_t>& v, std::vector<std::uint64_t>& scratch) {
+  const std::size_t n = v.size();
+  if (n < 256) {
+    std::sort(v.begin(), v.end());
     return;
   }
-  scratch.resize(v.size());
   constexpr std::size_t kBuckets = 1u << 11;
-  constexpr int kShifts[3] = {32, 43, 54};
-  // All three histograms in one read.
-  std::vector<std::size_t> count(3 * kBuckets, 0);
-  for (auto x : v) {
-    ++count[(x >> 32) & (kBuckets - 1)];
-    ++count[kBuckets + ((x >> 43) & (kBuckets - 1))];
-    ++count[2 * kBuckets + (x >> 54)];
+  constexpr int kShifts[2] = {42, 53};
+  std::array<std::uint32_t, 2 * kBuckets> count{};  // both histograms in one read
+  for (const std::uint64_t x : v) {
+    ++count[(x >> 42) & (kBuckets - 1)];
+    ++count[kBuckets + (x >> 53)];
   }
-  for (int pass = 0; pass < 3; ++pass) {
-    std::size_t* c = count.data() + pass * kBuckets;
+  scratch.resize(n);
+  for (int pass = 0; pass < 2; ++pass) {
+    std::uint32_t* c = count.data() + pass * kBuckets;
     const int shift = kShifts[pass];
-    if (c[(v[0] >> shift) & (kBuckets - 1)] == v.size()) continue;  // every item shares this digit
-    std::size_t sum = 0;
+    std::uint32_t sum = 0;
     for (std::size_t b = 0; b < kBuckets; ++b) {
-      const std::size_t t = c[b];
+      const std::uint32_t t = c[b];
       c[b] = sum;
       sum += t;
     }
-    for (auto x : v) scratch[c[(x >> shift) & (kBuckets - 1)]++] = x;
+    for (const std::uint64_t x : v) scratch[c[(x >> shift) & (kBuckets - 1)]++] = x;
     v.swap(scratch);
+  }
+  for (std::size_t i = 1; i < n; ++i) {
+    const std::uint64_t x = v[i];
+    if (v[i - 1] <= x) continue;
+    std::size_t j = i;
+    do {
+      v[j] = v[j - 1];
+      --j;
+    } while (j > 0 && v[j - 1] > x);
+    v[j] = x;
   }
 }
 
@@ -486,15 +495,15 @@ struct row_sampler {
         select(s.cand[c], static_cast<std::size_t>(want[c]), s.sel, s);
       }
       // s.sel: the positives in index order, then the negatives in index order.
-      // Output order: increasing (ord(i), i). A stable sort of (ord << 32 | position) by ord gives
-      // that except where equal ord keys (about k^2 / 2^33 pairs per row) pair a positive with a
-      // negative of lower index: those runs are put in index order afterwards.
+      // Output order: increasing (ord(i), i). Sorting (ord << 32 | position) gives that except
+      // where equal ord keys (about k^2 / 2^33 pairs per row) pair a positive with a negative of
+      // lower index: those runs are put in index order afterwards.
       s.ord.resize(s.sel.size());
       philox_element_words(philox_stream(p.seed, p.offset, static_cast<std::uint64_t>(row), 1), s.sel.data(),
                            s.sel.size(), s.ord.data());
       s.order.resize(s.sel.size());
       for (std::size_t j = 0; j < s.sel.size(); ++j) s.order[j] = (static_cast<std::uint64_t>(s.ord[j]) << 32) | j;
-      radix_sort_by_high_word(s.order, s.sort_tmp);
+      sort_random_keyed(s.order, s.sort_tmp);
       order_ties_by_index(s.order, s.sel);
     } else {
       s.order.clear();

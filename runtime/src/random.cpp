@@ -57,98 +57,225 @@ std::atomic<int>& level_ref() {
 
 #if PINFEED_X86
 
-/// Sixteen Philox4x32-10 blocks at once (AVX-512), in registers: lane l has counter
-/// {c0[l], c1, c2, c3}; x[w] holds word w of every lane.
+/// G x 16 Philox4x32-10 blocks at once (AVX-512), in registers: lane l of group g has counter
+/// {x0[g][l], c1, c2, c3}; x[g][w] holds word w of every lane of group g. The G groups are
+/// independent chains, interleaved round by round so that one group's multiplies hide another's
+/// latency.
+template <int G>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) inline void philox_x16_regs(
-    __m512i x0, std::uint32_t c1, std::uint32_t c2, std::uint32_t c3, std::uint32_t k0, std::uint32_t k1,
-    __m512i x[4]) {
+    const __m512i x0_in[G], std::uint32_t c1, std::uint32_t c2, std::uint32_t c3, std::uint32_t k0, std::uint32_t k1,
+    __m512i x[G][4]) {
   const __m512i m0 = _mm512_set1_epi32(static_cast<int>(kPhiloxM0));
   const __m512i m1 = _mm512_set1_epi32(static_cast<int>(kPhiloxM1));
-  __m512i x1 = _mm512_set1_epi32(static_cast<int>(c1));
-  __m512i x2 = _mm512_set1_epi32(static_cast<int>(c2));
-  __m512i x3 = _mm512_set1_epi32(static_cast<int>(c3));
+  __m512i x0[G], x1[G], x2[G], x3[G];
+  for (int g = 0; g < G; ++g) {
+    x0[g] = x0_in[g];
+    x1[g] = _mm512_set1_epi32(static_cast<int>(c1));
+    x2[g] = _mm512_set1_epi32(static_cast<int>(c2));
+    x3[g] = _mm512_set1_epi32(static_cast<int>(c3));
+  }
   std::uint32_t ka = k0, kb = k1;
   for (int round = 0; round < 10; ++round) {
-    const __m512i e0 = _mm512_mul_epu32(x0, m0), o0 = _mm512_mul_epu32(_mm512_srli_epi64(x0, 32), m0);
-    const __m512i e1 = _mm512_mul_epu32(x2, m1), o1 = _mm512_mul_epu32(_mm512_srli_epi64(x2, 32), m1);
-    const __m512i lo0 = _mm512_mask_blend_epi32(0xAAAA, e0, _mm512_slli_epi64(o0, 32));
-    const __m512i hi0 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e0, 32), o0);
-    const __m512i lo1 = _mm512_mask_blend_epi32(0xAAAA, e1, _mm512_slli_epi64(o1, 32));
-    const __m512i hi1 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e1, 32), o1);
-    x0 = _mm512_xor_si512(_mm512_xor_si512(hi1, x1), _mm512_set1_epi32(static_cast<int>(ka)));
-    x1 = lo1;
-    x2 = _mm512_xor_si512(_mm512_xor_si512(hi0, x3), _mm512_set1_epi32(static_cast<int>(kb)));
-    x3 = lo0;
+    const __m512i ka_v = _mm512_set1_epi32(static_cast<int>(ka)), kb_v = _mm512_set1_epi32(static_cast<int>(kb));
+    for (int g = 0; g < G; ++g) {
+      const __m512i e0 = _mm512_mul_epu32(x0[g], m0), o0 = _mm512_mul_epu32(_mm512_srli_epi64(x0[g], 32), m0);
+      const __m512i e1 = _mm512_mul_epu32(x2[g], m1), o1 = _mm512_mul_epu32(_mm512_srli_epi64(x2[g], 32), m1);
+      const __m512i lo0 = _mm512_mask_blend_epi32(0xAAAA, e0, _mm512_slli_epi64(o0, 32));
+      const __m512i hi0 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e0, 32), o0);
+      const __m512i lo1 = _mm512_mask_blend_epi32(0xAAAA, e1, _mm512_slli_epi64(o1, 32));
+      const __m512i hi1 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(e1, 32), o1);
+      x0[g] = _mm512_xor_si512(_mm512_xor_si512(hi1, x1[g]), ka_v);
+      x1[g] = lo1;
+      x2[g] = _mm512_xor_si512(_mm512_xor_si512(hi0, x3[g]), kb_v);
+      x3[g] = lo0;
+    }
     ka += kPhiloxW0;
     kb += kPhiloxW1;
   }
-  x[0] = x0;
-  x[1] = x1;
-  x[2] = x2;
-  x[3] = x3;
+  for (int g = 0; g < G; ++g) {
+    x[g][0] = x0[g];
+    x[g][1] = x1[g];
+    x[g][2] = x2[g];
+    x[g][3] = x3[g];
+  }
 }
 
-/// The same with the lane counters from memory and the words stored as out[w][l].
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void philox_x16(
-    const std::uint32_t c0[16], std::uint32_t c1, std::uint32_t c2, std::uint32_t c3, std::uint32_t k0,
-    std::uint32_t k1, std::uint32_t out[4][16]) {
-  __m512i x[4];
-  philox_x16_regs(_mm512_loadu_si512(c0), c1, c2, c3, k0, k1, x);
-  for (int w = 0; w < 4; ++w) _mm512_storeu_si512(out[w], x[w]);
+/// Element-indexed words of `count` (a multiple of 16) elements, 32 at a time as two interleaved
+/// groups where there are that many: lane l computes block elements[l] >> 2 and keeps its word
+/// elements[l] & 3, chosen in registers.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void philox_element_words_x16(
+    const philox_block& c, const std::uint32_t* elements, std::size_t count, std::uint32_t k0, std::uint32_t k1,
+    std::uint32_t* out) {
+  const __m512i three = _mm512_set1_epi32(3), one = _mm512_set1_epi32(1), two = _mm512_set1_epi32(2);
+  const auto pick = [&](const __m512i* x, __m512i e) __attribute__((target("avx512f"))) {
+    const __m512i w = _mm512_and_si512(e, three);
+    __m512i r = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(w, one), x[0], x[1]);
+    r = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(w, two), r, x[2]);
+    return _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(w, three), r, x[3]);
+  };
+  std::size_t j = 0;
+  for (; j + 32 <= count; j += 32) {
+    const __m512i e[2] = {_mm512_loadu_si512(elements + j), _mm512_loadu_si512(elements + j + 16)};
+    const __m512i c0[2] = {_mm512_srli_epi32(e[0], 2), _mm512_srli_epi32(e[1], 2)};
+    __m512i x[2][4];
+    philox_x16_regs<2>(c0, c.v[1], c.v[2], c.v[3], k0, k1, x);
+    _mm512_storeu_si512(out + j, pick(x[0], e[0]));
+    _mm512_storeu_si512(out + j + 16, pick(x[1], e[1]));
+  }
+  for (; j < count; j += 16) {
+    const __m512i e = _mm512_loadu_si512(elements + j);
+    const __m512i c0[1] = {_mm512_srli_epi32(e, 2)};
+    __m512i x[1][4];
+    philox_x16_regs<1>(c0, c.v[1], c.v[2], c.v[3], k0, k1, x);
+    _mm512_storeu_si512(out + j, pick(x[0], e));
+  }
 }
 
-/// Stream-order words of 16 consecutive blocks (64 words), transposed in registers.
+/// Stream-order words of `count` (a multiple of 16) consecutive blocks from `first`, 32 at a time
+/// as two interleaved groups where there are that many, transposed in registers.
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void philox_words_x16(
-    const philox_block& c, std::uint32_t first, std::uint32_t k0, std::uint32_t k1, std::uint32_t* out) {
+    const philox_block& c, std::uint32_t first, std::size_t count, std::uint32_t k0, std::uint32_t k1,
+    std::uint32_t* out) {
   const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  __m512i x[4];
-  philox_x16_regs(_mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(first)), lanes), c.v[1], c.v[2], c.v[3], k0, k1, x);
-  // 4x4 transposes of words inside each 128-bit quarter: quarter q of r[k] = block 4q+k's words.
-  const __m512i ab_lo = _mm512_unpacklo_epi32(x[0], x[1]), ab_hi = _mm512_unpackhi_epi32(x[0], x[1]);
-  const __m512i cd_lo = _mm512_unpacklo_epi32(x[2], x[3]), cd_hi = _mm512_unpackhi_epi32(x[2], x[3]);
-  const __m512i r0 = _mm512_unpacklo_epi64(ab_lo, cd_lo), r1 = _mm512_unpackhi_epi64(ab_lo, cd_lo);
-  const __m512i r2 = _mm512_unpacklo_epi64(ab_hi, cd_hi), r3 = _mm512_unpackhi_epi64(ab_hi, cd_hi);
-  // Then a 4x4 transpose of the quarters: output vector q = blocks 4q..4q+3.
-  const __m512i t0 = _mm512_shuffle_i32x4(r0, r1, 0x44), t1 = _mm512_shuffle_i32x4(r2, r3, 0x44);
-  const __m512i t2 = _mm512_shuffle_i32x4(r0, r1, 0xEE), t3 = _mm512_shuffle_i32x4(r2, r3, 0xEE);
-  _mm512_storeu_si512(out, _mm512_shuffle_i32x4(t0, t1, 0x88));
-  _mm512_storeu_si512(out + 16, _mm512_shuffle_i32x4(t0, t1, 0xDD));
-  _mm512_storeu_si512(out + 32, _mm512_shuffle_i32x4(t2, t3, 0x88));
-  _mm512_storeu_si512(out + 48, _mm512_shuffle_i32x4(t2, t3, 0xDD));
+  // Word-major group x (x[w]: word w of 16 blocks) to 64 stream-order words at o.
+  const auto store = [](const __m512i* x, std::uint32_t* o) __attribute__((target("avx512f"))) {
+    // 4x4 transposes of words inside each 128-bit quarter: quarter q of r[k] = block 4q+k's words.
+    const __m512i ab_lo = _mm512_unpacklo_epi32(x[0], x[1]), ab_hi = _mm512_unpackhi_epi32(x[0], x[1]);
+    const __m512i cd_lo = _mm512_unpacklo_epi32(x[2], x[3]), cd_hi = _mm512_unpackhi_epi32(x[2], x[3]);
+    const __m512i r0 = _mm512_unpacklo_epi64(ab_lo, cd_lo), r1 = _mm512_unpackhi_epi64(ab_lo, cd_lo);
+    const __m512i r2 = _mm512_unpacklo_epi64(ab_hi, cd_hi), r3 = _mm512_unpackhi_epi64(ab_hi, cd_hi);
+    // Then a 4x4 transpose of the quarters: output vector q = blocks 4q..4q+3.
+    const __m512i t0 = _mm512_shuffle_i32x4(r0, r1, 0x44), t1 = _mm512_shuffle_i32x4(r2, r3, 0x44);
+    const __m512i t2 = _mm512_shuffle_i32x4(r0, r1, 0xEE), t3 = _mm512_shuffle_i32x4(r2, r3, 0xEE);
+    _mm512_storeu_si512(o, _mm512_shuffle_i32x4(t0, t1, 0x88));
+    _mm512_storeu_si512(o + 16, _mm512_shuffle_i32x4(t0, t1, 0xDD));
+    _mm512_storeu_si512(o + 32, _mm512_shuffle_i32x4(t2, t3, 0x88));
+    _mm512_storeu_si512(o + 48, _mm512_shuffle_i32x4(t2, t3, 0xDD));
+  };
+  std::size_t j = 0;
+  for (; j + 32 <= count; j += 32) {
+    const __m512i base = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(first + j)), lanes);
+    const __m512i c0[2] = {base, _mm512_add_epi32(base, _mm512_set1_epi32(16))};
+    __m512i x[2][4];
+    philox_x16_regs<2>(c0, c.v[1], c.v[2], c.v[3], k0, k1, x);
+    store(x[0], out + 4 * j);
+    store(x[1], out + 4 * j + 64);
+  }
+  for (; j < count; j += 16) {
+    const __m512i c0[1] = {_mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(first + j)), lanes)};
+    __m512i x[1][4];
+    philox_x16_regs<1>(c0, c.v[1], c.v[2], c.v[3], k0, k1, x);
+    store(x[0], out + 4 * j);
+  }
 }
 
-/// Eight Philox4x32-10 blocks at once: lane l has counter {c0[l], c1, c2, c3}. Writes word w of
-/// lane l to out[w][l].
-__attribute__((target("avx2"))) void philox_x8(const std::uint32_t c0[8], std::uint32_t c1, std::uint32_t c2,
-                                                 std::uint32_t c3, std::uint32_t k0, std::uint32_t k1,
-                                                 std::uint32_t out[4][8]) {
+/// G x 8 Philox4x32-10 blocks at once (AVX2), in registers: lane l of group g has counter
+/// {x0[g][l], c1, c2, c3}; x[g][w] holds word w of every lane of group g (independent chains,
+/// interleaved round by round).
+template <int G>
+__attribute__((target("avx2"))) inline void philox_x8_regs(const __m256i x0_in[G], std::uint32_t c1, std::uint32_t c2,
+                                                              std::uint32_t c3, std::uint32_t k0, std::uint32_t k1,
+                                                              __m256i x[G][4]) {
   const __m256i m0 = _mm256_set1_epi32(static_cast<int>(kPhiloxM0));
   const __m256i m1 = _mm256_set1_epi32(static_cast<int>(kPhiloxM1));
-  __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c0));
-  __m256i x1 = _mm256_set1_epi32(static_cast<int>(c1));
-  __m256i x2 = _mm256_set1_epi32(static_cast<int>(c2));
-  __m256i x3 = _mm256_set1_epi32(static_cast<int>(c3));
+  __m256i x0[G], x1[G], x2[G], x3[G];
+  for (int g = 0; g < G; ++g) {
+    x0[g] = x0_in[g];
+    x1[g] = _mm256_set1_epi32(static_cast<int>(c1));
+    x2[g] = _mm256_set1_epi32(static_cast<int>(c2));
+    x3[g] = _mm256_set1_epi32(static_cast<int>(c3));
+  }
   std::uint32_t ka = k0, kb = k1;
   for (int round = 0; round < 10; ++round) {
-    // 32x32 -> 64 products of even lanes, then of odd lanes, recombined into hi and lo words.
-    const __m256i e0 = _mm256_mul_epu32(x0, m0), o0 = _mm256_mul_epu32(_mm256_srli_epi64(x0, 32), m0);
-    const __m256i e1 = _mm256_mul_epu32(x2, m1), o1 = _mm256_mul_epu32(_mm256_srli_epi64(x2, 32), m1);
-    const __m256i lo0 = _mm256_blend_epi32(e0, _mm256_slli_epi64(o0, 32), 0xAA);
-    const __m256i hi0 = _mm256_blend_epi32(_mm256_srli_epi64(e0, 32), o0, 0xAA);
-    const __m256i lo1 = _mm256_blend_epi32(e1, _mm256_slli_epi64(o1, 32), 0xAA);
-    const __m256i hi1 = _mm256_blend_epi32(_mm256_srli_epi64(e1, 32), o1, 0xAA);
     const __m256i ka_v = _mm256_set1_epi32(static_cast<int>(ka)), kb_v = _mm256_set1_epi32(static_cast<int>(kb));
-    x0 = _mm256_xor_si256(_mm256_xor_si256(hi1, x1), ka_v);
-    x1 = lo1;
-    x2 = _mm256_xor_si256(_mm256_xor_si256(hi0, x3), kb_v);
-    x3 = lo0;
+    for (int g = 0; g < G; ++g) {
+      // 32x32 -> 64 products of even lanes, then of odd lanes, recombined into hi and lo words.
+      const __m256i e0 = _mm256_mul_epu32(x0[g], m0), o0 = _mm256_mul_epu32(_mm256_srli_epi64(x0[g], 32), m0);
+      const __m256i e1 = _mm256_mul_epu32(x2[g], m1), o1 = _mm256_mul_epu32(_mm256_srli_epi64(x2[g], 32), m1);
+      const __m256i lo0 = _mm256_blend_epi32(e0, _mm256_slli_epi64(o0, 32), 0xAA);
+      const __m256i hi0 = _mm256_blend_epi32(_mm256_srli_epi64(e0, 32), o0, 0xAA);
+      const __m256i lo1 = _mm256_blend_epi32(e1, _mm256_slli_epi64(o1, 32), 0xAA);
+      const __m256i hi1 = _mm256_blend_epi32(_mm256_srli_epi64(e1, 32), o1, 0xAA);
+      x0[g] = _mm256_xor_si256(_mm256_xor_si256(hi1, x1[g]), ka_v);
+      x1[g] = lo1;
+      x2[g] = _mm256_xor_si256(_mm256_xor_si256(hi0, x3[g]), kb_v);
+      x3[g] = lo0;
+    }
     ka += kPhiloxW0;
     kb += kPhiloxW1;
   }
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[0]), x0);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[1]), x1);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[2]), x2);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[3]), x3);
+  for (int g = 0; g < G; ++g) {
+    x[g][0] = x0[g];
+    x[g][1] = x1[g];
+    x[g][2] = x2[g];
+    x[g][3] = x3[g];
+  }
+}
+
+/// Element-indexed words of `count` (a multiple of 8) elements, 16 at a time as two interleaved
+/// groups where there are that many; each lane's word is chosen in registers.
+__attribute__((target("avx2"))) void philox_element_words_x8(const philox_block& c, const std::uint32_t* elements,
+                                                               std::size_t count, std::uint32_t k0, std::uint32_t k1,
+                                                               std::uint32_t* out) {
+  const __m256i three = _mm256_set1_epi32(3), one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2);
+  const auto pick = [&](const __m256i* x, __m256i e) __attribute__((target("avx2"))) {
+    const __m256i w = _mm256_and_si256(e, three);
+    __m256i r = _mm256_blendv_epi8(x[0], x[1], _mm256_cmpeq_epi32(w, one));
+    r = _mm256_blendv_epi8(r, x[2], _mm256_cmpeq_epi32(w, two));
+    return _mm256_blendv_epi8(r, x[3], _mm256_cmpeq_epi32(w, three));
+  };
+  std::size_t j = 0;
+  for (; j + 16 <= count; j += 16) {
+    const __m256i e[2] = {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(elements + j)),
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(elements + j + 8))};
+    const __m256i c0[2] = {_mm256_srli_epi32(e[0], 2), _mm256_srli_epi32(e[1], 2)};
+    __m256i x[2][4];
+    philox_x8_regs<2>(c0, c.v[1], c.v[2], c.v[3], k0, k1, x);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j), pick(x[0], e[0]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j + 8), pick(x[1], e[1]));
+  }
+  for (; j < count; j += 8) {
+    const __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(elements + j));
+    const __m256i c0[1] = {_mm256_srli_epi32(e, 2)};
+    __m256i x[1][4];
+    philox_x8_regs<1>(c0, c.v[1], c.v[2], c.v[3], k0, k1, x);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j), pick(x[0], e));
+  }
+}
+
+/// Stream-order words of `count` (a multiple of 8) consecutive blocks from `first`, 16 at a time as
+/// two interleaved groups where there are that many, transposed in registers.
+__attribute__((target("avx2"))) void philox_words_x8(const philox_block& c, std::uint32_t first, std::size_t count,
+                                                       std::uint32_t k0, std::uint32_t k1, std::uint32_t* out) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  // Word-major group x (x[w]: word w of 8 blocks) to 32 stream-order words at o.
+  const auto store = [](const __m256i* x, std::uint32_t* o) __attribute__((target("avx2"))) {
+    // 4x4 transposes inside each 128-bit half: r[k] holds blocks k (low half) and 4 + k (high half).
+    const __m256i ab_lo = _mm256_unpacklo_epi32(x[0], x[1]), ab_hi = _mm256_unpackhi_epi32(x[0], x[1]);
+    const __m256i cd_lo = _mm256_unpacklo_epi32(x[2], x[3]), cd_hi = _mm256_unpackhi_epi32(x[2], x[3]);
+    const __m256i r0 = _mm256_unpacklo_epi64(ab_lo, cd_lo), r1 = _mm256_unpackhi_epi64(ab_lo, cd_lo);
+    const __m256i r2 = _mm256_unpacklo_epi64(ab_hi, cd_hi), r3 = _mm256_unpackhi_epi64(ab_hi, cd_hi);
+    auto* v = reinterpret_cast<__m256i*>(o);
+    _mm256_storeu_si256(v, _mm256_permute2x128_si256(r0, r1, 0x20));      // blocks 0, 1
+    _mm256_storeu_si256(v + 1, _mm256_permute2x128_si256(r2, r3, 0x20));  // blocks 2, 3
+    _mm256_storeu_si256(v + 2, _mm256_permute2x128_si256(r0, r1, 0x31));  // blocks 4, 5
+    _mm256_storeu_si256(v + 3, _mm256_permute2x128_si256(r2, r3, 0x31));  // blocks 6, 7
+  };
+  std::size_t j = 0;
+  for (; j + 16 <= count; j += 16) {
+    const __m256i base = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first + j)), lanes);
+    const __m256i c0[2] = {base, _mm256_add_epi32(base, _mm256_set1_epi32(8))};
+    __m256i x[2][4];
+    philox_x8_regs<2>(c0, c.v[1], c.v[2], c.v[3], k0, k1, x);
+    store(x[0], out + 4 * j);
+    store(x[1], out + 4 * j + 32);
+  }
+  for (; j < count; j += 8) {
+    const __m256i c0[1] = {_mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first + j)), lanes)};
+    __m256i x[1][4];
+    philox_x8_regs<1>(c0, c.v[1], c.v[2], c.v[3], k0, k1, x);
+    store(x[0], out + 4 * j);
+  }
 }
 #endif  // PINFEED_X86
 
@@ -224,19 +351,15 @@ void philox_words(const philox_stream& s, std::uint32_t first_block, std::size_t
 #if PINFEED_X86
   const simd_level level = simd_level_in_use();
   if (level == simd_level::avx512) {
-    const philox_block c = s.counter(0);
-    for (; j + 16 <= blocks; j += 16)
-      philox_words_x16(c, first_block + static_cast<std::uint32_t>(j), s.key_lo(), s.key_hi(), out + 4 * j);
+    const std::size_t sixteens = blocks / 16 * 16;
+    philox_words_x16(s.counter(0), first_block, sixteens, s.key_lo(), s.key_hi(), out);
+    j = sixteens;
   }
   if (level >= simd_level::avx2) {
-    const philox_block c = s.counter(0);
-    std::uint32_t c0[8], w[4][8];
-    for (; j + 8 <= blocks; j += 8) {
-      for (std::uint32_t l = 0; l < 8; ++l) c0[l] = first_block + static_cast<std::uint32_t>(j) + l;
-      philox_x8(c0, c.v[1], c.v[2], c.v[3], s.key_lo(), s.key_hi(), w);
-      for (int l = 0; l < 8; ++l)
-        for (int q = 0; q < 4; ++q) out[4 * (j + l) + q] = w[q][l];
-    }
+    const std::size_t eights = (blocks - j) / 8 * 8;
+    philox_words_x8(s.counter(0), first_block + static_cast<std::uint32_t>(j), eights, s.key_lo(), s.key_hi(),
+                    out + 4 * j);
+    j += eights;
   }
 #endif
   const philox_block c = s.counter(0);
@@ -250,22 +373,14 @@ void philox_element_words(const philox_stream& s, const std::uint32_t* elements,
 #if PINFEED_X86
   const simd_level level = simd_level_in_use();
   if (level == simd_level::avx512) {
-    const philox_block c = s.counter(0);
-    alignas(64) std::uint32_t c0[16], w[4][16];
-    for (; j + 16 <= count; j += 16) {
-      for (int l = 0; l < 16; ++l) c0[l] = elements[j + l] >> 2;
-      philox_x16(c0, c.v[1], c.v[2], c.v[3], s.key_lo(), s.key_hi(), w);
-      for (int l = 0; l < 16; ++l) out[j + l] = w[elements[j + l] & 3][l];
-    }
+    const std::size_t sixteens = count / 16 * 16;
+    philox_element_words_x16(s.counter(0), elements, sixteens, s.key_lo(), s.key_hi(), out);
+    j = sixteens;
   }
   if (level >= simd_level::avx2) {
-    const philox_block c = s.counter(0);
-    std::uint32_t c0[8], w[4][8];
-    for (; j + 8 <= count; j += 8) {
-      for (int l = 0; l < 8; ++l) c0[l] = elements[j + l] >> 2;
-      philox_x8(c0, c.v[1], c.v[2], c.v[3], s.key_lo(), s.key_hi(), w);
-      for (int l = 0; l < 8; ++l) out[j + l] = w[elements[j + l] & 3][l];
-    }
+    const std::size_t eights = (count - j) / 8 * 8;
+    philox_element_words_x8(s.counter(0), elements + j, eights, s.key_lo(), s.key_hi(), out + j);
+    j += eights;
   }
 #endif
   for (; j < count; ++j) out[j] = s.word_at(elements[j]);

@@ -168,69 +168,130 @@ void filter_chunk_scalar(const L* labels, const std::uint32_t* keys, std::size_t
 }
 
 #if PINFEED_X86
-/// Left-packing permutations for four 64-bit lanes (as eight 32-bit indices): entry m moves the
-/// lanes whose bit is set in m to the front, in order.
-constexpr auto kPack4 = [] {
-  std::array<std::array<std::int32_t, 8>, 16> t{};
-  for (int m = 0; m < 16; ++m) {
-    int at = 0;
-    for (int lane = 0; lane < 4; ++lane)
-      if (m & (1 << lane)) {
-        t[m][2 * at] = 2 * lane;
-        t[m][2 * at + 1] = 2 * lane + 1;
-        ++at;
-      }
+/// Appends the items of one 64-item block whose bits are set in `take` (bit j: item j), in index
+/// order: about one item in ten is taken, so walking the set bits beats packing every vector.
+inline std::size_t append_taken(std::uint64_t take, const std::uint32_t* keys, std::uint64_t base, std::uint64_t* out,
+                                std::size_t n) {
+  while (take != 0) {
+    const int j = __builtin_ctzll(take);
+    out[n++] = (static_cast<std::uint64_t>(keys[j]) << 32) | (base + static_cast<std::uint64_t>(j));
+    take &= take - 1;
   }
-  return t;
-}();
+  return n;
+}
 
-/// The same, four items at a time with AVX2: the taken items of each class are left-packed in a
-/// register by a permutation from kPack4 and the whole vector is stored (AVX2 has no compress).
+/// Bits of the four labels at l equal to v (bit i: label i), with SSE2 (no 64-bit compare there:
+/// both 32-bit halves must match).
 template <class L>
-__attribute__((target("avx2,popcnt"))) void filter_chunk_avx2(const L* labels, const std::uint32_t* keys,
-                                                               std::size_t len, std::uint64_t base, L neg, L ign,
-                                                               const std::uint32_t thr[2], int only,
-                                                               std::uint64_t* out[2], std::size_t added[2],
-                                                               std::int64_t seen[2]) {
-  const __m256i neg_v = _mm256_set1_epi64x(static_cast<long long>(neg)), ign_v = _mm256_set1_epi64x(static_cast<long long>(ign));
-  // Keys and thresholds are below 2^32, so the signed 64-bit compare orders them correctly.
-  const __m256i thr_pos = _mm256_set1_epi64x(thr[0]), thr_neg = _mm256_set1_epi64x(thr[1]);
-  const int allow_pos = only == 1 ? 0 : 0xF, allow_neg = only == 0 ? 0 : 0xF;
-  __m256i idx = _mm256_add_epi64(_mm256_set1_epi64x(static_cast<long long>(base)), _mm256_setr_epi64x(0, 1, 2, 3));
-  const __m256i four = _mm256_set1_epi64x(4);
-  std::uint64_t* const out_pos = out[0];
-  std::uint64_t* const out_neg = out[1];
+inline unsigned equal_bits_sse2(const L* l, __m128i v) {
+  if constexpr (sizeof(L) == 8) {
+    const auto pair = [&](const L* p) {
+      const __m128i t = _mm_cmpeq_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), v);
+      return static_cast<unsigned>(
+          _mm_movemask_pd(_mm_castsi128_pd(_mm_and_si128(t, _mm_shuffle_epi32(t, _MM_SHUFFLE(2, 3, 0, 1))))));
+    };
+    return pair(l) | (pair(l + 2) << 2);
+  } else {
+    return static_cast<unsigned>(
+        _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(l)), v))));
+  }
+}
+
+/// The same with SSE2 (part of x86-64 itself: the portable level's filter there), 64 items at a
+/// time, four compared at once into bit masks whose set bits are then appended.
+template <class L>
+void filter_chunk_sse2(const L* labels, const std::uint32_t* keys, std::size_t len, std::uint64_t base, L neg, L ign,
+                       const std::uint32_t thr[2], int only, std::uint64_t* out[2], std::size_t added[2],
+                       std::int64_t seen[2]) {
+  const __m128i flip = _mm_set1_epi32(static_cast<int>(0x80000000u));
+  const __m128i thr_pos = _mm_set1_epi32(static_cast<int>(thr[0] ^ 0x80000000u));
+  const __m128i thr_neg = _mm_set1_epi32(static_cast<int>(thr[1] ^ 0x80000000u));
+  const __m128i neg_v = sizeof(L) == 8 ? _mm_set1_epi64x(static_cast<long long>(neg)) : _mm_set1_epi32(static_cast<int>(neg));
+  const __m128i ign_v = sizeof(L) == 8 ? _mm_set1_epi64x(static_cast<long long>(ign)) : _mm_set1_epi32(static_cast<int>(ign));
+  const std::uint64_t allow_pos = only == 1 ? 0 : ~std::uint64_t{0}, allow_neg = only == 0 ? 0 : ~std::uint64_t{0};
   std::size_t n_pos = added[0], n_neg = added[1];
   std::int64_t seen_pos = 0, seen_neg = 0;
-  std::size_t j = 0;
-  for (; j + 4 <= len; j += 4) {
-    __m256i lab;
-    if constexpr (sizeof(L) == 8) lab = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(labels + j));
-    else lab = _mm256_cvtepi32_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(labels + j)));
-    const int is_neg = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(lab, neg_v)));
-    const int is_ign = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(lab, ign_v)));
-    const int is_pos = ~(is_neg | is_ign) & 0xF;
-    const __m256i key = _mm256_cvtepu32_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(keys + j)));
-    const int above_pos = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(key, thr_pos)));
-    const int above_neg = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(key, thr_neg)));
-    const int take_pos = is_pos & allow_pos & ~above_pos, take_neg = is_neg & allow_neg & ~above_neg;
-    const __m256i composite = _mm256_or_si256(_mm256_slli_epi64(key, 32), idx);
-    // (No lambda for the two packs: a lambda would not inherit this function's target.)
-    const __m256i perm_pos = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kPack4[take_pos].data()));
-    const __m256i perm_neg = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kPack4[take_neg].data()));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_pos + n_pos), _mm256_permutevar8x32_epi32(composite, perm_pos));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_neg + n_neg), _mm256_permutevar8x32_epi32(composite, perm_neg));
-    n_pos += static_cast<std::size_t>(__builtin_popcount(static_cast<unsigned>(take_pos)));
-    n_neg += static_cast<std::size_t>(__builtin_popcount(static_cast<unsigned>(take_neg)));
-    seen_pos += __builtin_popcount(static_cast<unsigned>(is_pos));
-    seen_neg += __builtin_popcount(static_cast<unsigned>(is_neg));
-    idx = _mm256_add_epi64(idx, four);
+  std::size_t j0 = 0;
+  for (; j0 + 64 <= len; j0 += 64) {
+    std::uint64_t neg_bits = 0, ign_bits = 0, above_pos = 0, above_neg = 0;
+    for (std::size_t q = 0; q < 64; q += 4) {
+      const __m128i key = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(keys + j0 + q)), flip);
+      neg_bits |= static_cast<std::uint64_t>(equal_bits_sse2(labels + j0 + q, neg_v)) << q;
+      ign_bits |= static_cast<std::uint64_t>(equal_bits_sse2(labels + j0 + q, ign_v)) << q;
+      above_pos |= static_cast<std::uint64_t>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(key, thr_pos)))) << q;
+      above_neg |= static_cast<std::uint64_t>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(key, thr_neg)))) << q;
+    }
+    const std::uint64_t pos_bits = ~(neg_bits | ign_bits);
+    seen_pos += __builtin_popcountll(pos_bits);
+    seen_neg += __builtin_popcountll(neg_bits);
+    n_pos = append_taken(pos_bits & ~above_pos & allow_pos, keys + j0, base + j0, out[0], n_pos);
+    n_neg = append_taken(neg_bits & ~above_neg & allow_neg, keys + j0, base + j0, out[1], n_neg);
   }
   added[0] = n_pos;
   added[1] = n_neg;
   seen[0] += seen_pos;
   seen[1] += seen_neg;
-  filter_chunk_scalar(labels + j, keys + j, len - j, base + j, neg, ign, thr, only, out, added, seen);
+  filter_chunk_scalar(labels + j0, keys + j0, len - j0, base + j0, neg, ign, thr, only, out, added, seen);
+}
+
+/// The same with AVX2: 64 items at a time, the labels and keys compared eight at a time into bit
+/// masks (one per class), whose set bits are then appended.
+template <class L>
+__attribute__((target("avx2,popcnt,bmi"))) void filter_chunk_avx2(const L* labels, const std::uint32_t* keys,
+                                                                   std::size_t len, std::uint64_t base, L neg, L ign,
+                                                                   const std::uint32_t thr[2], int only,
+                                                                   std::uint64_t* out[2], std::size_t added[2],
+                                                                   std::int64_t seen[2]) {
+  // Unsigned key <= threshold as a signed compare of both with the sign bit flipped.
+  const __m256i flip = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+  const __m256i thr_pos = _mm256_set1_epi32(static_cast<int>(thr[0] ^ 0x80000000u));
+  const __m256i thr_neg = _mm256_set1_epi32(static_cast<int>(thr[1] ^ 0x80000000u));
+  const std::uint64_t allow_pos = only == 1 ? 0 : ~std::uint64_t{0}, allow_neg = only == 0 ? 0 : ~std::uint64_t{0};
+  std::uint64_t* const out_pos = out[0];
+  std::uint64_t* const out_neg = out[1];
+  std::size_t n_pos = added[0], n_neg = added[1];
+  std::int64_t seen_pos = 0, seen_neg = 0;
+  std::size_t j0 = 0;
+  for (; j0 + 64 <= len; j0 += 64) {
+    std::uint64_t neg_bits = 0, ign_bits = 0, above_pos = 0, above_neg = 0;
+    for (std::size_t q = 0; q < 64; q += 8) {
+      unsigned is_neg, is_ign;
+      if constexpr (sizeof(L) == 8) {
+        const __m256i neg_v = _mm256_set1_epi64x(static_cast<long long>(neg));
+        const __m256i ign_v = _mm256_set1_epi64x(static_cast<long long>(ign));
+        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(labels + j0 + q));
+        const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(labels + j0 + q + 4));
+        is_neg = static_cast<unsigned>(_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(a, neg_v))) |
+                                       (_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(b, neg_v))) << 4));
+        is_ign = static_cast<unsigned>(_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(a, ign_v))) |
+                                       (_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(b, ign_v))) << 4));
+      } else {
+        const __m256i neg_v = _mm256_set1_epi32(static_cast<int>(neg));
+        const __m256i ign_v = _mm256_set1_epi32(static_cast<int>(ign));
+        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(labels + j0 + q));
+        is_neg = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(a, neg_v))));
+        is_ign = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(a, ign_v))));
+      }
+      const __m256i key =
+          _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(keys + j0 + q)), flip);
+      const auto ap = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(key, thr_pos))));
+      const auto an = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(key, thr_neg))));
+      neg_bits |= static_cast<std::uint64_t>(is_neg) << q;
+      ign_bits |= static_cast<std::uint64_t>(is_ign) << q;
+      above_pos |= static_cast<std::uint64_t>(ap) << q;
+      above_neg |= static_cast<std::uint64_t>(an) << q;
+    }
+    const std::uint64_t pos_bits = ~(neg_bits | ign_bits);
+    seen_pos += __builtin_popcountll(pos_bits);
+    seen_neg += __builtin_popcountll(neg_bits);
+    n_pos = append_taken(pos_bits & ~above_pos & allow_pos, keys + j0, base + j0, out_pos, n_pos);
+    n_neg = append_taken(neg_bits & ~above_neg & allow_neg, keys + j0, base + j0, out_neg, n_neg);
+  }
+  added[0] = n_pos;
+  added[1] = n_neg;
+  seen[0] += seen_pos;
+  seen[1] += seen_neg;
+  filter_chunk_scalar(labels + j0, keys + j0, len - j0, base + j0, neg, ign, thr, only, out, added, seen);
 }
 
 /// The same, eight items at a time with AVX-512. The taken items are compressed inside a register
@@ -361,6 +422,10 @@ struct row_sampler {
     s.keys.resize(kChunk);
     for (std::int64_t i0 = 0; i0 < n; i0 += kChunk) {
       const std::size_t len = static_cast<std::size_t>(std::min<std::int64_t>(kChunk, n - i0));
+      // The chunk's labels are on their way while its keys are computed: the filter would otherwise
+      // wait on them (the hardware prefetcher restarts at every 4 KiB page).
+      const auto* line = reinterpret_cast<const char*>(labels + i0);
+      for (std::size_t b = 0; b < len * sizeof(L); b += 64) __builtin_prefetch(line + b);
       philox_words(keys, static_cast<std::uint32_t>(i0 / 4), (len + 3) / 4, s.keys.data());
       s.cand[0].make_room(kChunk);
       s.cand[1].make_room(kChunk);
@@ -374,9 +439,12 @@ struct row_sampler {
         filter_chunk_avx2(labels + i0, s.keys.data(), len, static_cast<std::uint64_t>(i0), neg, ign, thr, only, out,
                           added, seen);
       else
+        filter_chunk_sse2(labels + i0, s.keys.data(), len, static_cast<std::uint64_t>(i0), neg, ign, thr, only, out,
+                          added, seen);
+#else
+      filter_chunk_scalar(labels + i0, s.keys.data(), len, static_cast<std::uint64_t>(i0), neg, ign, thr, only, out,
+                          added, seen);
 #endif
-        filter_chunk_scalar(labels + i0, s.keys.data(), len, static_cast<std::uint64_t>(i0), neg, ign, thr, only, out,
-                            added, seen);
       s.cand[0].size += added[0];
       s.cand[1].size += added[1];
     }

@@ -277,6 +277,91 @@ __attribute__((target("avx2"))) void philox_words_x8(const philox_block& c, std:
     store(x[0], out + 4 * j);
   }
 }
+/// G x 4 Philox4x32-10 blocks at once with SSE2 (part of x86-64 itself, so the portable level has
+/// it too), in registers: lane l of group g has counter {x0[g][l], c1, c2, c3}; x[g][w] holds word
+/// w of every lane of group g. SSE2 has no blend: the halves are merged with masks.
+template <int G>
+inline void philox_x4_regs(const __m128i x0_in[G], std::uint32_t c1, std::uint32_t c2, std::uint32_t c3,
+                           std::uint32_t k0, std::uint32_t k1, __m128i x[G][4]) {
+  const __m128i m0 = _mm_set1_epi32(static_cast<int>(kPhiloxM0));
+  const __m128i m1 = _mm_set1_epi32(static_cast<int>(kPhiloxM1));
+  const __m128i low = _mm_set1_epi64x(0xFFFFFFFFll);  // the even (low) word of each 64-bit half
+  __m128i x0[G], x1[G], x2[G], x3[G];
+  for (int g = 0; g < G; ++g) {
+    x0[g] = x0_in[g];
+    x1[g] = _mm_set1_epi32(static_cast<int>(c1));
+    x2[g] = _mm_set1_epi32(static_cast<int>(c2));
+    x3[g] = _mm_set1_epi32(static_cast<int>(c3));
+  }
+  std::uint32_t ka = k0, kb = k1;
+  for (int round = 0; round < 10; ++round) {
+    const __m128i ka_v = _mm_set1_epi32(static_cast<int>(ka)), kb_v = _mm_set1_epi32(static_cast<int>(kb));
+    for (int g = 0; g < G; ++g) {
+      const __m128i e0 = _mm_mul_epu32(x0[g], m0), o0 = _mm_mul_epu32(_mm_srli_epi64(x0[g], 32), m0);
+      const __m128i e1 = _mm_mul_epu32(x2[g], m1), o1 = _mm_mul_epu32(_mm_srli_epi64(x2[g], 32), m1);
+      const __m128i lo0 = _mm_or_si128(_mm_and_si128(e0, low), _mm_slli_epi64(o0, 32));
+      const __m128i hi0 = _mm_or_si128(_mm_srli_epi64(e0, 32), _mm_andnot_si128(low, o0));
+      const __m128i lo1 = _mm_or_si128(_mm_and_si128(e1, low), _mm_slli_epi64(o1, 32));
+      const __m128i hi1 = _mm_or_si128(_mm_srli_epi64(e1, 32), _mm_andnot_si128(low, o1));
+      x0[g] = _mm_xor_si128(_mm_xor_si128(hi1, x1[g]), ka_v);
+      x1[g] = lo1;
+      x2[g] = _mm_xor_si128(_mm_xor_si128(hi0, x3[g]), kb_v);
+      x3[g] = lo0;
+    }
+    ka += kPhiloxW0;
+    kb += kPhiloxW1;
+  }
+  for (int g = 0; g < G; ++g) {
+    x[g][0] = x0[g];
+    x[g][1] = x1[g];
+    x[g][2] = x2[g];
+    x[g][3] = x3[g];
+  }
+}
+
+/// Stream-order words of `count` (a multiple of 8) consecutive blocks from `first`, eight at a
+/// time as two interleaved SSE2 groups, transposed in registers.
+void philox_words_x4(const philox_block& c, std::uint32_t first, std::size_t count, std::uint32_t k0,
+                     std::uint32_t k1, std::uint32_t* out) {
+  const __m128i lanes = _mm_setr_epi32(0, 1, 2, 3);
+  for (std::size_t j = 0; j < count; j += 8) {
+    const __m128i base = _mm_add_epi32(_mm_set1_epi32(static_cast<int>(first + j)), lanes);
+    const __m128i c0[2] = {base, _mm_add_epi32(base, _mm_set1_epi32(4))};
+    __m128i x[2][4];
+    philox_x4_regs<2>(c0, c.v[1], c.v[2], c.v[3], k0, k1, x);
+    for (int g = 0; g < 2; ++g) {
+      const __m128i ab_lo = _mm_unpacklo_epi32(x[g][0], x[g][1]), ab_hi = _mm_unpackhi_epi32(x[g][0], x[g][1]);
+      const __m128i cd_lo = _mm_unpacklo_epi32(x[g][2], x[g][3]), cd_hi = _mm_unpackhi_epi32(x[g][2], x[g][3]);
+      auto* o = reinterpret_cast<__m128i*>(out + 4 * j + 16 * g);
+      _mm_storeu_si128(o, _mm_unpacklo_epi64(ab_lo, cd_lo));      // block 0
+      _mm_storeu_si128(o + 1, _mm_unpackhi_epi64(ab_lo, cd_lo));  // block 1
+      _mm_storeu_si128(o + 2, _mm_unpacklo_epi64(ab_hi, cd_hi));  // block 2
+      _mm_storeu_si128(o + 3, _mm_unpackhi_epi64(ab_hi, cd_hi));  // block 3
+    }
+  }
+}
+
+/// Element-indexed words of `count` (a multiple of 8) elements with SSE2, eight at a time as two
+/// interleaved groups; each lane's word is chosen with masks.
+void philox_element_words_x4(const philox_block& c, const std::uint32_t* elements, std::size_t count,
+                             std::uint32_t k0, std::uint32_t k1, std::uint32_t* out) {
+  const __m128i three = _mm_set1_epi32(3), one = _mm_set1_epi32(1), two = _mm_set1_epi32(2);
+  for (std::size_t j = 0; j < count; j += 8) {
+    const __m128i e[2] = {_mm_loadu_si128(reinterpret_cast<const __m128i*>(elements + j)),
+                          _mm_loadu_si128(reinterpret_cast<const __m128i*>(elements + j + 4))};
+    const __m128i c0[2] = {_mm_srli_epi32(e[0], 2), _mm_srli_epi32(e[1], 2)};
+    __m128i x[2][4];
+    philox_x4_regs<2>(c0, c.v[1], c.v[2], c.v[3], k0, k1, x);
+    for (int g = 0; g < 2; ++g) {
+      const __m128i w = _mm_and_si128(e[g], three);
+      const __m128i is1 = _mm_cmpeq_epi32(w, one), is2 = _mm_cmpeq_epi32(w, two), is3 = _mm_cmpeq_epi32(w, three);
+      const __m128i is0 = _mm_cmpeq_epi32(w, _mm_setzero_si128());
+      const __m128i r = _mm_or_si128(_mm_or_si128(_mm_and_si128(is0, x[g][0]), _mm_and_si128(is1, x[g][1])),
+                                     _mm_or_si128(_mm_and_si128(is2, x[g][2]), _mm_and_si128(is3, x[g][3])));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j + 4 * g), r);
+    }
+  }
+}
 #endif  // PINFEED_X86
 
 /// Philox4x32-10 of `blocks` consecutive counters (first, c1, c2, c3) into stream-order words, eight
@@ -355,12 +440,14 @@ void philox_words(const philox_stream& s, std::uint32_t first_block, std::size_t
     philox_words_x16(s.counter(0), first_block, sixteens, s.key_lo(), s.key_hi(), out);
     j = sixteens;
   }
-  if (level >= simd_level::avx2) {
-    const std::size_t eights = (blocks - j) / 8 * 8;
+  const std::size_t eights = (blocks - j) / 8 * 8;
+  if (level >= simd_level::avx2)
     philox_words_x8(s.counter(0), first_block + static_cast<std::uint32_t>(j), eights, s.key_lo(), s.key_hi(),
                     out + 4 * j);
-    j += eights;
-  }
+  else
+    philox_words_x4(s.counter(0), first_block + static_cast<std::uint32_t>(j), eights, s.key_lo(), s.key_hi(),
+                    out + 4 * j);
+  j += eights;
 #endif
   const philox_block c = s.counter(0);
   philox_words_portable(first_block + static_cast<std::uint32_t>(j), c.v[1], c.v[2], c.v[3], s.key_lo(), s.key_hi(),
@@ -377,11 +464,12 @@ void philox_element_words(const philox_stream& s, const std::uint32_t* elements,
     philox_element_words_x16(s.counter(0), elements, sixteens, s.key_lo(), s.key_hi(), out);
     j = sixteens;
   }
-  if (level >= simd_level::avx2) {
-    const std::size_t eights = (count - j) / 8 * 8;
+  const std::size_t eights = (count - j) / 8 * 8;
+  if (level >= simd_level::avx2)
     philox_element_words_x8(s.counter(0), elements + j, eights, s.key_lo(), s.key_hi(), out + j);
-    j += eights;
-  }
+  else
+    philox_element_words_x4(s.counter(0), elements + j, eights, s.key_lo(), s.key_hi(), out + j);
+  j += eights;
 #endif
   for (; j < count; ++j) out[j] = s.word_at(elements[j]);
 }

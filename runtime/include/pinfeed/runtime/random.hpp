@@ -1,7 +1,8 @@
 #pragma once
 /// @file random.hpp
-/// Bulk Philox output on the host (AVX2 when the CPU has it, the same words as the scalar code)
-/// and on the device. Byte 16*i + j of a byte fill is byte j (little-endian words) of block i.
+/// Bulk Philox output on the host (SSE2, AVX2 or AVX-512 as the CPU allows, the same words as the
+/// portable code) and on the device. Byte 16*i + j of a byte fill is byte j (little-endian words)
+/// of block i.
 
 #include <cstddef>
 #include <cstdint>
@@ -29,7 +30,8 @@ void fill_random_bytes(philox_stream stream, std::span<std::byte> out) noexcept;
 /// The widest vector code the host paths use: scalar, AVX2 or AVX-512. Chosen at run time from
 /// the CPU's flags (scalar on CPUs other than x86-64) and capped by the environment variable
 /// PINFEED_SIMD=scalar|avx2|avx512 when it is set; every level produces the same bits (tests
-/// compare them).
+/// compare them). `scalar` is the code any CPU of the architecture runs: on x86-64 it uses SSE2,
+/// which is part of x86-64 itself; elsewhere it is portable C++ that the compiler may vectorize.
 enum class simd_level : int { scalar = 0, avx2 = 1, avx512 = 2 };
 /// The level the CPU supports.
 [[nodiscard]] simd_level cpu_simd_support() noexcept;

@@ -135,7 +135,8 @@ def main():
 
     article = T.Compose([T.PILToTensor(), T.RandomCrop(256), RandomMask(), ConvertColor(), Scale()])
     rrc = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.PILToTensor()])
-    shards = sorted(os.path.join(a.data, "shards", f) for f in os.listdir(os.path.join(a.data, "shards")))
+    shards = sorted(os.path.join(a.data, "shards", f) for f in os.listdir(os.path.join(a.data, "shards"))
+                    if f.endswith(".tar"))  # not the sidecar indexes (.tar.idx) beside them
     workloads = [
         ("synthetic_article", FakeDataset(a.synthetic_samples, article), a.synthetic_samples),
         ("jpeg_folder_rrc_flip", ImageFolder(os.path.join(a.data, "jpeg"), transform=rrc), a.images),

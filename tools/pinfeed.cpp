@@ -101,7 +101,7 @@ struct run_args {
   std::string source = "synthetic";
   std::uint64_t samples = 2048;
   std::int64_t height = 1024, width = 1024;
-  std::size_t batch = 32, workers = 0, prefetch = 2, requests_in_flight = 16;
+  std::size_t batch = 32, workers = 0, prefetch = 2, requests_in_flight = pinfeed::loaders::remote_options{}.requests_in_flight;
   std::string device = "auto";
   std::uint64_t limit = 0;
   std::uint32_t epochs = 1;

@@ -579,14 +579,14 @@ struct row_sampler {
     } else {
       s.order.clear();
     }
-    write(row, s, labels);
+    write(row, s, labels, cc.num_pos + cc.num_neg > 0 ? cc.num_pos : 0);
   }
 
   /// Writes indices, labels, padding and gathered features in output order. Features move in two
   /// steps that both stay friendly to the TLB: gathered in s.sel order (two forward sweeps over the
   /// feature rows, positives then negatives) into a staging buffer, then permuted into output order
   /// from that small buffer.
-  void write(std::int64_t row, row_scratch& s, const L* labels) const {
+  void write(std::int64_t row, row_scratch& s, const L* labels, std::int64_t positives) const {
     constexpr std::int64_t kPrefetch = 64;
     const std::int64_t k = p.k, valid = static_cast<std::int64_t>(s.order.size());
     for (std::int64_t j = 0; j < k; ++j) {
@@ -595,12 +595,14 @@ struct row_sampler {
       else static_cast<std::int32_t*>(a.indices)[row * k + j] = static_cast<std::int32_t>(idx);
     }
     if (a.gathered_labels != nullptr) {
-      // Labels in s.sel order first (forward sweeps), then into output order.
+      // Labels in s.sel order first (a forward sweep over the positives' labels; a negative's label
+      // is negative_label by definition, so those are not read again), then into output order.
       s.label_stage.resize(static_cast<std::size_t>(valid));
-      for (std::int64_t q = 0; q < valid; ++q) {
-        if (q + kPrefetch < valid) __builtin_prefetch(labels + s.sel[q + kPrefetch]);
+      for (std::int64_t q = 0; q < positives; ++q) {
+        if (q + kPrefetch < positives) __builtin_prefetch(labels + s.sel[q + kPrefetch]);
         s.label_stage[q] = static_cast<std::int64_t>(labels[s.sel[q]]);
       }
+      std::fill(s.label_stage.begin() + positives, s.label_stage.end(), p.negative_label);
       L* out = static_cast<L*>(a.gathered_labels) + row * k;
       for (std::int64_t j = 0; j < k; ++j)
         out[j] = j < valid ? static_cast<L>(s.label_stage[s.order[j] & 0xFFFFFFFFu]) : static_cast<L>(p.ignore_label);

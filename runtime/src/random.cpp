@@ -153,6 +153,14 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void philox_words_
     _mm512_storeu_si512(o + 48, _mm512_shuffle_i32x4(t2, t3, 0xDD));
   };
   std::size_t j = 0;
+  for (; j + 64 <= count; j += 64) {
+    const __m512i base = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(first + j)), lanes);
+    const __m512i c0[4] = {base, _mm512_add_epi32(base, _mm512_set1_epi32(16)), _mm512_add_epi32(base, _mm512_set1_epi32(32)),
+                           _mm512_add_epi32(base, _mm512_set1_epi32(48))};
+    __m512i x[4][4];
+    philox_x16_regs<4>(c0, c.v[1], c.v[2], c.v[3], k0, k1, x);
+    for (int g = 0; g < 4; ++g) store(x[g], out + 4 * j + 64 * g);
+  }
   for (; j + 32 <= count; j += 32) {
     const __m512i base = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(first + j)), lanes);
     const __m512i c0[2] = {base, _mm512_add_epi32(base, _mm512_set1_epi32(16))};

@@ -143,7 +143,7 @@ struct row_scratch {
   std::vector<std::uint32_t> sel, ord;
   std::vector<std::uint64_t> order, sort_tmp;
   std::vector<std::int64_t> label_stage;
-  std::vector<std::byte> feature_stage;
+  std::vector<std::uint32_t> pos;
 };
 
 constexpr std::size_t kChunk = 1024;  // items per key-generation chunk (a multiple of 16)
@@ -355,29 +355,48 @@ inline void copy_row(std::byte* dst, const std::byte* src, std::size_t bytes) {
   }
 }
 
+/// Rows ahead that the feature gather fetches: picks sit ~n/k rows apart, too irregular for the
+/// hardware prefetcher.
+constexpr std::int64_t kRowPrefetch = 64;
+
+/// out row at[q] = in row from[q] for q < rows, reading in q order (from[] increases: forward
+/// sweeps over the input, friendly to the TLB). Plain stores.
+inline void scatter_rows(std::byte* out, const std::byte* in, const std::uint32_t* from, const std::uint32_t* at,
+                         std::int64_t rows, std::size_t fb) {
+  for (std::int64_t q = 0; q < rows; ++q) {
+    if (q + kRowPrefetch < rows)
+      for (std::size_t b = 0; b < fb; b += 64) __builtin_prefetch(in + from[q + kRowPrefetch] * fb + b);
+    copy_row(out + at[q] * fb, in + from[q] * fb, fb);
+  }
+}
+
 #if PINFEED_X86
-/// out row j = stage row (order[j] & 0xFFFFFFFF), with non-temporal 32-byte stores (rows are a
-/// multiple of 32 bytes, out 32-byte aligned): the output is not read again here, and without
-/// the read-for-ownership of every output line the gather runs about twice as fast.
-__attribute__((target("avx2"))) void stream_rows(std::byte* out, const std::byte* stage, const std::uint64_t* order,
-                                                   std::int64_t rows, std::size_t fb) {
-  for (std::int64_t j = 0; j < rows; ++j) {
-    const std::byte* src = stage + (order[j] & 0xFFFFFFFFu) * fb;
+/// The same with non-temporal 32-byte stores (rows a multiple of 32 bytes, out 32-byte aligned):
+/// whole lines written once and not read again here, so no read-for-ownership of each output
+/// line, wherever in the output it lies.
+__attribute__((target("avx2"))) void scatter_rows_stream(std::byte* out, const std::byte* in, const std::uint32_t* from,
+                                                           const std::uint32_t* at, std::int64_t rows, std::size_t fb) {
+  for (std::int64_t q = 0; q < rows; ++q) {
+    if (q + kRowPrefetch < rows)
+      for (std::size_t b = 0; b < fb; b += 64) __builtin_prefetch(in + from[q + kRowPrefetch] * fb + b);
+    const std::byte* src = in + from[q] * fb;
+    std::byte* dst = out + at[q] * fb;
     for (std::size_t b = 0; b < fb; b += 32)
-      _mm256_stream_si256(reinterpret_cast<__m256i*>(out + j * fb + b),
-                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + b)));
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + b), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + b)));
   }
   _mm_sfence();
 }
 
 /// The same with 16-byte stores: SSE2 is part of x86-64 itself, so the portable level has them too.
-void stream_rows_sse2(std::byte* out, const std::byte* stage, const std::uint64_t* order, std::int64_t rows,
-                      std::size_t fb) {
-  for (std::int64_t j = 0; j < rows; ++j) {
-    const std::byte* src = stage + (order[j] & 0xFFFFFFFFu) * fb;
+void scatter_rows_stream_sse2(std::byte* out, const std::byte* in, const std::uint32_t* from, const std::uint32_t* at,
+                              std::int64_t rows, std::size_t fb) {
+  for (std::int64_t q = 0; q < rows; ++q) {
+    if (q + kRowPrefetch < rows)
+      for (std::size_t b = 0; b < fb; b += 64) __builtin_prefetch(in + from[q + kRowPrefetch] * fb + b);
+    const std::byte* src = in + from[q] * fb;
+    std::byte* dst = out + at[q] * fb;
     for (std::size_t b = 0; b < fb; b += 16)
-      _mm_stream_si128(reinterpret_cast<__m128i*>(out + j * fb + b),
-                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + b)));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + b), _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + b)));
   }
   _mm_sfence();
 }
@@ -582,10 +601,9 @@ struct row_sampler {
     write(row, s, labels, cc.num_pos + cc.num_neg > 0 ? cc.num_pos : 0);
   }
 
-  /// Writes indices, labels, padding and gathered features in output order. Features move in two
-  /// steps that both stay friendly to the TLB: gathered in s.sel order (two forward sweeps over the
-  /// feature rows, positives then negatives) into a staging buffer, then permuted into output order
-  /// from that small buffer.
+  /// Writes indices, labels, padding and gathered features in output order. Feature rows are read
+  /// in s.sel order (two forward sweeps over the input rows, positives then negatives, which the
+  /// TLB and the prefetches follow) and each is stored straight into its output slot.
   void write(std::int64_t row, row_scratch& s, const L* labels, std::int64_t positives) const {
     constexpr std::int64_t kPrefetch = 64;
     const std::int64_t k = p.k, valid = static_cast<std::int64_t>(s.order.size());
@@ -611,22 +629,18 @@ struct row_sampler {
       const std::size_t fb = a.feature_bytes;
       const auto* in = static_cast<const std::byte*>(a.features) + row * a.n * fb;
       auto* out = static_cast<std::byte*>(a.gathered_features) + row * k * fb;
-      s.feature_stage.resize(static_cast<std::size_t>(valid) * fb);
-      std::byte* stage = s.feature_stage.data();
-      for (std::int64_t q = 0; q < valid; ++q) {
-        // Picks sit ~n/k rows apart, too irregular for the hardware prefetcher: fetch ahead.
-        if (q + kPrefetch < valid)
-          for (std::size_t b = 0; b < fb; b += 64) __builtin_prefetch(in + s.sel[q + kPrefetch] * fb + b);
-        copy_row(stage + q * fb, in + s.sel[q] * fb, fb);
-      }
+      // pos[q]: the output slot of s.sel[q]. Rows are read in s.sel order and written straight to
+      // their slots.
+      s.pos.resize(static_cast<std::size_t>(valid));
+      for (std::int64_t j = 0; j < valid; ++j) s.pos[s.order[j] & 0xFFFFFFFFu] = static_cast<std::uint32_t>(j);
 #if PINFEED_X86
       if (simd_level_in_use() >= simd_level::avx2 && fb % 32 == 0 && reinterpret_cast<std::uintptr_t>(out) % 32 == 0)
-        stream_rows(out, stage, s.order.data(), valid, fb);
+        scatter_rows_stream(out, in, s.sel.data(), s.pos.data(), valid, fb);
       else if (fb % 16 == 0 && reinterpret_cast<std::uintptr_t>(out) % 16 == 0)
-        stream_rows_sse2(out, stage, s.order.data(), valid, fb);
+        scatter_rows_stream_sse2(out, in, s.sel.data(), s.pos.data(), valid, fb);
       else
 #endif
-        for (std::int64_t j = 0; j < valid; ++j) copy_row(out + j * fb, stage + (s.order[j] & 0xFFFFFFFFu) * fb, fb);
+        scatter_rows(out, in, s.sel.data(), s.pos.data(), valid, fb);
       std::memset(out + valid * fb, 0, (k - valid) * fb);
     }
     if (a.valid != nullptr) a.valid[row] = static_cast<std::int32_t>(valid);

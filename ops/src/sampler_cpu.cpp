@@ -142,7 +142,6 @@ struct row_scratch {
   std::vector<std::uint64_t> tmp;
   std::vector<std::uint32_t> sel, ord;
   std::vector<std::uint64_t> order, sort_tmp;
-  std::vector<std::int64_t> label_stage;
   std::vector<std::uint32_t> pos;
 };
 
@@ -601,9 +600,7 @@ struct row_sampler {
     write(row, s, labels, cc.num_pos + cc.num_neg > 0 ? cc.num_pos : 0);
   }
 
-  /// Writes indices, labels, padding and gathered features in output order. Feature rows are read
-  /// in s.sel order (two forward sweeps over the input rows, positives then negatives, which the
-  /// TLB and the prefetches follow) and each is stored straight into its output slot.
+  /// Writes indices, labels, padding and gathered features in output order.
   void write(std::int64_t row, row_scratch& s, const L* labels, std::int64_t positives) const {
     constexpr std::int64_t kPrefetch = 64;
     const std::int64_t k = p.k, valid = static_cast<std::int64_t>(s.order.size());
@@ -612,27 +609,26 @@ struct row_sampler {
       if (a.index_type == dtype::i64) static_cast<std::int64_t*>(a.indices)[row * k + j] = idx;
       else static_cast<std::int32_t*>(a.indices)[row * k + j] = static_cast<std::int32_t>(idx);
     }
+    // pos[q]: the output slot of s.sel[q]. Labels and feature rows are read in s.sel order (forward
+    // sweeps over the row, which the TLB and the prefetches follow) and written to their slots.
+    if (a.gathered_labels != nullptr || a.features != nullptr) {
+      s.pos.resize(static_cast<std::size_t>(valid));
+      for (std::int64_t j = 0; j < valid; ++j) s.pos[s.order[j] & 0xFFFFFFFFu] = static_cast<std::uint32_t>(j);
+    }
     if (a.gathered_labels != nullptr) {
-      // Labels in s.sel order first (a forward sweep over the positives' labels; a negative's label
-      // is negative_label by definition, so those are not read again), then into output order.
-      s.label_stage.resize(static_cast<std::size_t>(valid));
+      L* out = static_cast<L*>(a.gathered_labels) + row * k;
+      // Only the positives' labels are read: a negative's is negative_label by definition.
       for (std::int64_t q = 0; q < positives; ++q) {
         if (q + kPrefetch < positives) __builtin_prefetch(labels + s.sel[q + kPrefetch]);
-        s.label_stage[q] = static_cast<std::int64_t>(labels[s.sel[q]]);
+        out[s.pos[q]] = labels[s.sel[q]];
       }
-      std::fill(s.label_stage.begin() + positives, s.label_stage.end(), p.negative_label);
-      L* out = static_cast<L*>(a.gathered_labels) + row * k;
-      for (std::int64_t j = 0; j < k; ++j)
-        out[j] = j < valid ? static_cast<L>(s.label_stage[s.order[j] & 0xFFFFFFFFu]) : static_cast<L>(p.ignore_label);
+      for (std::int64_t q = positives; q < valid; ++q) out[s.pos[q]] = static_cast<L>(p.negative_label);
+      std::fill(out + valid, out + k, static_cast<L>(p.ignore_label));
     }
     if (a.features != nullptr) {
       const std::size_t fb = a.feature_bytes;
       const auto* in = static_cast<const std::byte*>(a.features) + row * a.n * fb;
       auto* out = static_cast<std::byte*>(a.gathered_features) + row * k * fb;
-      // pos[q]: the output slot of s.sel[q]. Rows are read in s.sel order and written straight to
-      // their slots.
-      s.pos.resize(static_cast<std::size_t>(valid));
-      for (std::int64_t j = 0; j < valid; ++j) s.pos[s.order[j] & 0xFFFFFFFFu] = static_cast<std::uint32_t>(j);
 #if PINFEED_X86
       if (simd_level_in_use() >= simd_level::avx2 && fb % 32 == 0 && reinterpret_cast<std::uintptr_t>(out) % 32 == 0)
         scatter_rows_stream(out, in, s.sel.data(), s.pos.data(), valid, fb);

@@ -56,13 +56,15 @@ std::atomic<int>& level_ref() {
 }
 
 #if PINFEED_X86
+#define PINFEED_AVX512_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define PINFEED_AVX2_FN __attribute__((target("avx2")))
 
 /// G x 16 Philox4x32-10 blocks at once (AVX-512), in registers: lane l of group g has counter
 /// {x0[g][l], c1, c2, c3}; x[g][w] holds word w of every lane of group g. The G groups are
 /// independent chains, interleaved round by round so that one group's multiplies hide another's
 /// latency.
 template <int G>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) inline void philox_x16_regs(
+PINFEED_AVX512_FN inline void philox_x16_regs(
     const __m512i x0_in[G], std::uint32_t c1, std::uint32_t c2, std::uint32_t c3, std::uint32_t k0, std::uint32_t k1,
     __m512i x[G][4]) {
   const __m512i m0 = _mm512_set1_epi32(static_cast<int>(kPhiloxM0));
@@ -100,88 +102,77 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) inline void philox
   }
 }
 
-/// Element-indexed words of `count` (a multiple of 16) elements, 32 at a time as two interleaved
-/// groups where there are that many: lane l computes block elements[l] >> 2 and keeps its word
-/// elements[l] & 3, chosen in registers.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void philox_element_words_x16(
-    const philox_block& c, const std::uint32_t* elements, std::size_t count, std::uint32_t k0, std::uint32_t k1,
-    std::uint32_t* out) {
-  const __m512i three = _mm512_set1_epi32(3), one = _mm512_set1_epi32(1), two = _mm512_set1_epi32(2);
-  const auto pick = [&](const __m512i* x, __m512i e) __attribute__((target("avx512f"))) {
-    const __m512i w = _mm512_and_si512(e, three);
-    __m512i r = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(w, one), x[0], x[1]);
-    r = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(w, two), r, x[2]);
-    return _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(w, three), r, x[3]);
-  };
-  std::size_t j = 0;
-  for (; j + 32 <= count; j += 32) {
-    const __m512i e[2] = {_mm512_loadu_si512(elements + j), _mm512_loadu_si512(elements + j + 16)};
-    const __m512i c0[2] = {_mm512_srli_epi32(e[0], 2), _mm512_srli_epi32(e[1], 2)};
-    __m512i x[2][4];
-    philox_x16_regs<2>(c0, c.v[1], c.v[2], c.v[3], k0, k1, x);
-    _mm512_storeu_si512(out + j, pick(x[0], e[0]));
-    _mm512_storeu_si512(out + j + 16, pick(x[1], e[1]));
-  }
-  for (; j < count; j += 16) {
-    const __m512i e = _mm512_loadu_si512(elements + j);
-    const __m512i c0[1] = {_mm512_srli_epi32(e, 2)};
-    __m512i x[1][4];
-    philox_x16_regs<1>(c0, c.v[1], c.v[2], c.v[3], k0, k1, x);
-    _mm512_storeu_si512(out + j, pick(x[0], e));
-  }
+/// Word-major group x (x[w]: word w of 16 blocks) to their 64 stream-order words at o.
+PINFEED_AVX512_FN inline __attribute__((always_inline)) void store_words_x16(const __m512i x[4], std::uint32_t* o) {
+  // 4x4 transposes of words inside each 128-bit quarter: quarter q of r[k] = block 4q+k's words.
+  const __m512i ab_lo = _mm512_unpacklo_epi32(x[0], x[1]), ab_hi = _mm512_unpackhi_epi32(x[0], x[1]);
+  const __m512i cd_lo = _mm512_unpacklo_epi32(x[2], x[3]), cd_hi = _mm512_unpackhi_epi32(x[2], x[3]);
+  const __m512i r0 = _mm512_unpacklo_epi64(ab_lo, cd_lo), r1 = _mm512_unpackhi_epi64(ab_lo, cd_lo);
+  const __m512i r2 = _mm512_unpacklo_epi64(ab_hi, cd_hi), r3 = _mm512_unpackhi_epi64(ab_hi, cd_hi);
+  // Then a 4x4 transpose of the quarters: output vector q = blocks 4q..4q+3.
+  const __m512i t0 = _mm512_shuffle_i32x4(r0, r1, 0x44), t1 = _mm512_shuffle_i32x4(r2, r3, 0x44);
+  const __m512i t2 = _mm512_shuffle_i32x4(r0, r1, 0xEE), t3 = _mm512_shuffle_i32x4(r2, r3, 0xEE);
+  _mm512_storeu_si512(o, _mm512_shuffle_i32x4(t0, t1, 0x88));
+  _mm512_storeu_si512(o + 16, _mm512_shuffle_i32x4(t0, t1, 0xDD));
+  _mm512_storeu_si512(o + 32, _mm512_shuffle_i32x4(t2, t3, 0x88));
+  _mm512_storeu_si512(o + 48, _mm512_shuffle_i32x4(t2, t3, 0xDD));
 }
 
-/// Stream-order words of `count` (a multiple of 16) consecutive blocks from `first`, 32 at a time
-/// as two interleaved groups where there are that many, transposed in registers.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void philox_words_x16(
-    const philox_block& c, std::uint32_t first, std::size_t count, std::uint32_t k0, std::uint32_t k1,
-    std::uint32_t* out) {
+/// Lane l's word e[l] & 3 of the word-major group x.
+PINFEED_AVX512_FN inline __attribute__((always_inline)) __m512i pick_words_x16(const __m512i x[4], __m512i e) {
+  const __m512i w = _mm512_and_si512(e, _mm512_set1_epi32(3));
+  __m512i r = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(w, _mm512_set1_epi32(1)), x[0], x[1]);
+  r = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(w, _mm512_set1_epi32(2)), r, x[2]);
+  return _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(w, _mm512_set1_epi32(3)), r, x[3]);
+}
+
+/// Stream-order words of the 16G blocks from `first`, as G interleaved chains.
+template <int G>
+PINFEED_AVX512_FN inline __attribute__((always_inline)) void words_x16(const philox_block& c, std::uint32_t first, std::uint32_t k0, std::uint32_t k1,
+                                std::uint32_t* out) {
   const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  // Word-major group x (x[w]: word w of 16 blocks) to 64 stream-order words at o.
-  const auto store = [](const __m512i* x, std::uint32_t* o) __attribute__((target("avx512f"))) {
-    // 4x4 transposes of words inside each 128-bit quarter: quarter q of r[k] = block 4q+k's words.
-    const __m512i ab_lo = _mm512_unpacklo_epi32(x[0], x[1]), ab_hi = _mm512_unpackhi_epi32(x[0], x[1]);
-    const __m512i cd_lo = _mm512_unpacklo_epi32(x[2], x[3]), cd_hi = _mm512_unpackhi_epi32(x[2], x[3]);
-    const __m512i r0 = _mm512_unpacklo_epi64(ab_lo, cd_lo), r1 = _mm512_unpackhi_epi64(ab_lo, cd_lo);
-    const __m512i r2 = _mm512_unpacklo_epi64(ab_hi, cd_hi), r3 = _mm512_unpackhi_epi64(ab_hi, cd_hi);
-    // Then a 4x4 transpose of the quarters: output vector q = blocks 4q..4q+3.
-    const __m512i t0 = _mm512_shuffle_i32x4(r0, r1, 0x44), t1 = _mm512_shuffle_i32x4(r2, r3, 0x44);
-    const __m512i t2 = _mm512_shuffle_i32x4(r0, r1, 0xEE), t3 = _mm512_shuffle_i32x4(r2, r3, 0xEE);
-    _mm512_storeu_si512(o, _mm512_shuffle_i32x4(t0, t1, 0x88));
-    _mm512_storeu_si512(o + 16, _mm512_shuffle_i32x4(t0, t1, 0xDD));
-    _mm512_storeu_si512(o + 32, _mm512_shuffle_i32x4(t2, t3, 0x88));
-    _mm512_storeu_si512(o + 48, _mm512_shuffle_i32x4(t2, t3, 0xDD));
-  };
+  __m512i c0[G], x[G][4];
+  for (int g = 0; g < G; ++g) c0[g] = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(first + 16 * g)), lanes);
+  philox_x16_regs<G>(c0, c.v[1], c.v[2], c.v[3], k0, k1, x);
+  for (int g = 0; g < G; ++g) store_words_x16(x[g], out + 64 * g);
+}
+
+/// Element-indexed words of 16G elements, as G interleaved chains: lane l computes block
+/// elements[l] >> 2 and keeps its word elements[l] & 3.
+template <int G>
+PINFEED_AVX512_FN inline __attribute__((always_inline)) void element_words_x16(const philox_block& c, const std::uint32_t* elements, std::uint32_t k0,
+                                        std::uint32_t k1, std::uint32_t* out) {
+  __m512i e[G], c0[G], x[G][4];
+  for (int g = 0; g < G; ++g) {
+    e[g] = _mm512_loadu_si512(elements + 16 * g);
+    c0[g] = _mm512_srli_epi32(e[g], 2);
+  }
+  philox_x16_regs<G>(c0, c.v[1], c.v[2], c.v[3], k0, k1, x);
+  for (int g = 0; g < G; ++g) _mm512_storeu_si512(out + 16 * g, pick_words_x16(x[g], e[g]));
+}
+
+/// Stream-order words of `count` (a multiple of 16) blocks from `first`, four chains at a time.
+PINFEED_AVX512_FN void philox_words_x16(const philox_block& c, std::uint32_t first, std::size_t count, std::uint32_t k0,
+                                std::uint32_t k1, std::uint32_t* out) {
   std::size_t j = 0;
-  for (; j + 64 <= count; j += 64) {
-    const __m512i base = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(first + j)), lanes);
-    const __m512i c0[4] = {base, _mm512_add_epi32(base, _mm512_set1_epi32(16)), _mm512_add_epi32(base, _mm512_set1_epi32(32)),
-                           _mm512_add_epi32(base, _mm512_set1_epi32(48))};
-    __m512i x[4][4];
-    philox_x16_regs<4>(c0, c.v[1], c.v[2], c.v[3], k0, k1, x);
-    for (int g = 0; g < 4; ++g) store(x[g], out + 4 * j + 64 * g);
-  }
-  for (; j + 32 <= count; j += 32) {
-    const __m512i base = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(first + j)), lanes);
-    const __m512i c0[2] = {base, _mm512_add_epi32(base, _mm512_set1_epi32(16))};
-    __m512i x[2][4];
-    philox_x16_regs<2>(c0, c.v[1], c.v[2], c.v[3], k0, k1, x);
-    store(x[0], out + 4 * j);
-    store(x[1], out + 4 * j + 64);
-  }
-  for (; j < count; j += 16) {
-    const __m512i c0[1] = {_mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(first + j)), lanes)};
-    __m512i x[1][4];
-    philox_x16_regs<1>(c0, c.v[1], c.v[2], c.v[3], k0, k1, x);
-    store(x[0], out + 4 * j);
-  }
+  for (; j + 64 <= count; j += 64) words_x16<4>(c, first + static_cast<std::uint32_t>(j), k0, k1, out + 4 * j);
+  for (; j + 32 <= count; j += 32) words_x16<2>(c, first + static_cast<std::uint32_t>(j), k0, k1, out + 4 * j);
+  for (; j < count; j += 16) words_x16<1>(c, first + static_cast<std::uint32_t>(j), k0, k1, out + 4 * j);
+}
+
+/// Element-indexed words of `count` (a multiple of 16) elements, two chains at a time.
+PINFEED_AVX512_FN void philox_element_words_x16(const philox_block& c, const std::uint32_t* elements, std::size_t count,
+                                        std::uint32_t k0, std::uint32_t k1, std::uint32_t* out) {
+  std::size_t j = 0;
+  for (; j + 32 <= count; j += 32) element_words_x16<2>(c, elements + j, k0, k1, out + j);
+  for (; j < count; j += 16) element_words_x16<1>(c, elements + j, k0, k1, out + j);
 }
 
 /// G x 8 Philox4x32-10 blocks at once (AVX2), in registers: lane l of group g has counter
 /// {x0[g][l], c1, c2, c3}; x[g][w] holds word w of every lane of group g (independent chains,
 /// interleaved round by round).
 template <int G>
-__attribute__((target("avx2"))) inline void philox_x8_regs(const __m256i x0_in[G], std::uint32_t c1, std::uint32_t c2,
+PINFEED_AVX2_FN inline void philox_x8_regs(const __m256i x0_in[G], std::uint32_t c1, std::uint32_t c2,
                                                               std::uint32_t c3, std::uint32_t k0, std::uint32_t k1,
                                                               __m256i x[G][4]) {
   const __m256i m0 = _mm256_set1_epi32(static_cast<int>(kPhiloxM0));
@@ -220,71 +211,69 @@ __attribute__((target("avx2"))) inline void philox_x8_regs(const __m256i x0_in[G
   }
 }
 
-/// Element-indexed words of `count` (a multiple of 8) elements, 16 at a time as two interleaved
-/// groups where there are that many; each lane's word is chosen in registers.
-__attribute__((target("avx2"))) void philox_element_words_x8(const philox_block& c, const std::uint32_t* elements,
-                                                               std::size_t count, std::uint32_t k0, std::uint32_t k1,
-                                                               std::uint32_t* out) {
-  const __m256i three = _mm256_set1_epi32(3), one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2);
-  const auto pick = [&](const __m256i* x, __m256i e) __attribute__((target("avx2"))) {
-    const __m256i w = _mm256_and_si256(e, three);
-    __m256i r = _mm256_blendv_epi8(x[0], x[1], _mm256_cmpeq_epi32(w, one));
-    r = _mm256_blendv_epi8(r, x[2], _mm256_cmpeq_epi32(w, two));
-    return _mm256_blendv_epi8(r, x[3], _mm256_cmpeq_epi32(w, three));
-  };
-  std::size_t j = 0;
-  for (; j + 16 <= count; j += 16) {
-    const __m256i e[2] = {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(elements + j)),
-                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(elements + j + 8))};
-    const __m256i c0[2] = {_mm256_srli_epi32(e[0], 2), _mm256_srli_epi32(e[1], 2)};
-    __m256i x[2][4];
-    philox_x8_regs<2>(c0, c.v[1], c.v[2], c.v[3], k0, k1, x);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j), pick(x[0], e[0]));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j + 8), pick(x[1], e[1]));
-  }
-  for (; j < count; j += 8) {
-    const __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(elements + j));
-    const __m256i c0[1] = {_mm256_srli_epi32(e, 2)};
-    __m256i x[1][4];
-    philox_x8_regs<1>(c0, c.v[1], c.v[2], c.v[3], k0, k1, x);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j), pick(x[0], e));
-  }
+/// Word-major group x (x[w]: word w of 8 blocks) to their 32 stream-order words at o.
+PINFEED_AVX2_FN inline __attribute__((always_inline)) void store_words_x8(const __m256i x[4], std::uint32_t* o) {
+  // 4x4 transposes inside each 128-bit half: r[k] holds blocks k (low half) and 4 + k (high half).
+  const __m256i ab_lo = _mm256_unpacklo_epi32(x[0], x[1]), ab_hi = _mm256_unpackhi_epi32(x[0], x[1]);
+  const __m256i cd_lo = _mm256_unpacklo_epi32(x[2], x[3]), cd_hi = _mm256_unpackhi_epi32(x[2], x[3]);
+  const __m256i r0 = _mm256_unpacklo_epi64(ab_lo, cd_lo), r1 = _mm256_unpackhi_epi64(ab_lo, cd_lo);
+  const __m256i r2 = _mm256_unpacklo_epi64(ab_hi, cd_hi), r3 = _mm256_unpackhi_epi64(ab_hi, cd_hi);
+  auto* v = reinterpret_cast<__m256i*>(o);
+  _mm256_storeu_si256(v, _mm256_permute2x128_si256(r0, r1, 0x20));      // blocks 0, 1
+  _mm256_storeu_si256(v + 1, _mm256_permute2x128_si256(r2, r3, 0x20));  // blocks 2, 3
+  _mm256_storeu_si256(v + 2, _mm256_permute2x128_si256(r0, r1, 0x31));  // blocks 4, 5
+  _mm256_storeu_si256(v + 3, _mm256_permute2x128_si256(r2, r3, 0x31));  // blocks 6, 7
 }
 
-/// Stream-order words of `count` (a multiple of 8) consecutive blocks from `first`, 16 at a time as
-/// two interleaved groups where there are that many, transposed in registers.
-__attribute__((target("avx2"))) void philox_words_x8(const philox_block& c, std::uint32_t first, std::size_t count,
-                                                       std::uint32_t k0, std::uint32_t k1, std::uint32_t* out) {
-  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  // Word-major group x (x[w]: word w of 8 blocks) to 32 stream-order words at o.
-  const auto store = [](const __m256i* x, std::uint32_t* o) __attribute__((target("avx2"))) {
-    // 4x4 transposes inside each 128-bit half: r[k] holds blocks k (low half) and 4 + k (high half).
-    const __m256i ab_lo = _mm256_unpacklo_epi32(x[0], x[1]), ab_hi = _mm256_unpackhi_epi32(x[0], x[1]);
-    const __m256i cd_lo = _mm256_unpacklo_epi32(x[2], x[3]), cd_hi = _mm256_unpackhi_epi32(x[2], x[3]);
-    const __m256i r0 = _mm256_unpacklo_epi64(ab_lo, cd_lo), r1 = _mm256_unpackhi_epi64(ab_lo, cd_lo);
-    const __m256i r2 = _mm256_unpacklo_epi64(ab_hi, cd_hi), r3 = _mm256_unpackhi_epi64(ab_hi, cd_hi);
-    auto* v = reinterpret_cast<__m256i*>(o);
-    _mm256_storeu_si256(v, _mm256_permute2x128_si256(r0, r1, 0x20));      // blocks 0, 1
-    _mm256_storeu_si256(v + 1, _mm256_permute2x128_si256(r2, r3, 0x20));  // blocks 2, 3
-    _mm256_storeu_si256(v + 2, _mm256_permute2x128_si256(r0, r1, 0x31));  // blocks 4, 5
-    _mm256_storeu_si256(v + 3, _mm256_permute2x128_si256(r2, r3, 0x31));  // blocks 6, 7
-  };
-  std::size_t j = 0;
-  for (; j + 16 <= count; j += 16) {
-    const __m256i base = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first + j)), lanes);
-    const __m256i c0[2] = {base, _mm256_add_epi32(base, _mm256_set1_epi32(8))};
-    __m256i x[2][4];
-    philox_x8_regs<2>(c0, c.v[1], c.v[2], c.v[3], k0, k1, x);
-    store(x[0], out + 4 * j);
-    store(x[1], out + 4 * j + 32);
-  }
-  for (; j < count; j += 8) {
-    const __m256i c0[1] = {_mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first + j)), lanes)};
-    __m256i x[1][4];
-    philox_x8_regs<1>(c0, c.v[1], c.v[2], c.v[3], k0, k1, x);
-    store(x[0], out + 4 * j);
-  }
+/// Lane l's word e[l] & 3 of the word-major group x.
+PINFEED_AVX2_FN inline __attribute__((always_inline)) __m256i pick_words_x8(const __m256i x[4], __m256i e) {
+  const __m256i w = _mm256_and_si256(e, _mm256_set1_epi32(3));
+  __m256i r = _mm256_blendv_epi8(x[0], x[1], _mm256_cmpeq_epi32(w, _mm256_set1_epi32(1)));
+  r = _mm256_blendv_epi8(r, x[2], _mm256_cmpeq_epi32(w, _mm256_set1_epi32(2)));
+  return _mm256_blendv_epi8(r, x[3], _mm256_cmpeq_epi32(w, _mm256_set1_epi32(3)));
 }
+
+/// Stream-order words of the 8G blocks from `first`, as G interleaved chains.
+template <int G>
+PINFEED_AVX2_FN inline __attribute__((always_inline)) void words_x8(const philox_block& c, std::uint32_t first, std::uint32_t k0, std::uint32_t k1,
+                             std::uint32_t* out) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256i c0[G], x[G][4];
+  for (int g = 0; g < G; ++g) c0[g] = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first + 8 * g)), lanes);
+  philox_x8_regs<G>(c0, c.v[1], c.v[2], c.v[3], k0, k1, x);
+  for (int g = 0; g < G; ++g) store_words_x8(x[g], out + 32 * g);
+}
+
+/// Element-indexed words of 8G elements, as G interleaved chains.
+template <int G>
+PINFEED_AVX2_FN inline __attribute__((always_inline)) void element_words_x8(const philox_block& c, const std::uint32_t* elements, std::uint32_t k0,
+                                     std::uint32_t k1, std::uint32_t* out) {
+  __m256i e[G], c0[G], x[G][4];
+  for (int g = 0; g < G; ++g) {
+    e[g] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(elements + 8 * g));
+    c0[g] = _mm256_srli_epi32(e[g], 2);
+  }
+  philox_x8_regs<G>(c0, c.v[1], c.v[2], c.v[3], k0, k1, x);
+  for (int g = 0; g < G; ++g)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8 * g), pick_words_x8(x[g], e[g]));
+}
+
+/// Stream-order words of `count` (a multiple of 8) blocks from `first`, two chains at a time.
+PINFEED_AVX2_FN void philox_words_x8(const philox_block& c, std::uint32_t first, std::size_t count, std::uint32_t k0,
+                             std::uint32_t k1, std::uint32_t* out) {
+  std::size_t j = 0;
+  for (; j + 16 <= count; j += 16) words_x8<2>(c, first + static_cast<std::uint32_t>(j), k0, k1, out + 4 * j);
+  for (; j < count; j += 8) words_x8<1>(c, first + static_cast<std::uint32_t>(j), k0, k1, out + 4 * j);
+}
+
+/// Element-indexed words of `count` (a multiple of 8) elements, two chains at a time.
+PINFEED_AVX2_FN void philox_element_words_x8(const philox_block& c, const std::uint32_t* elements, std::size_t count,
+                                     std::uint32_t k0, std::uint32_t k1, std::uint32_t* out) {
+  std::size_t j = 0;
+  for (; j + 16 <= count; j += 16) element_words_x8<2>(c, elements + j, k0, k1, out + j);
+  for (; j < count; j += 8) element_words_x8<1>(c, elements + j, k0, k1, out + j);
+}
+
 /// G x 4 Philox4x32-10 blocks at once with SSE2 (part of x86-64 itself, so the portable level has
 /// it too), in registers: lane l of group g has counter {x0[g][l], c1, c2, c3}; x[g][w] holds word
 /// w of every lane of group g. SSE2 has no blend: the halves are merged with masks.
@@ -370,6 +359,8 @@ void philox_element_words_x4(const philox_block& c, const std::uint32_t* element
     }
   }
 }
+#undef PINFEED_AVX512_FN
+#undef PINFEED_AVX2_FN
 #endif  // PINFEED_X86
 
 /// Philox4x32-10 of `blocks` consecutive counters (first, c1, c2, c3) into stream-order words, eight

@@ -402,11 +402,17 @@ TEST_CASE("epoch_order.remaining_positions_resplit_over_another_world") {
 TEST_CASE("loader.resume_on_another_world_size_delivers_the_rest_exactly_once") {
   no_launcher clean;
   const std::uint64_t n = 103;
+  // The exact global shuffle, and a shard-aware one over uneven shards (windows of two).
+  const auto shards = std::make_shared<sample_groups>(sample_groups{{9, 14, 11, 0, 17, 8, 13, 12, 19}, 2});
+  std::map<bool, std::multiset<std::int64_t>> first_delivered;  // per order, without drop_remainder
+  for (const bool shard_aware : {false, true})
   for (bool drop_remainder : {false, true}) {
+    CAPTURE(shard_aware);
     CAPTURE(drop_remainder);
     auto opts = [&](int rank, int world) {
       loader_options o = shuffled(1);
       o.order = {true, rank, world, drop_remainder};
+      if (shard_aware) o.order.groups = shards;
       return o;
     };
     auto ids = [](const batch& b) {
@@ -423,6 +429,7 @@ TEST_CASE("loader.resume_on_another_world_size_delivers_the_rest_exactly_once") 
         for (auto i : ids(*l.next())) before.insert(i);
       if (r == 0) state = l.state();
     }
+    if (!drop_remainder) first_delivered[shard_aware] = before;
     for (int w2 : {2, 3}) {
       CAPTURE(w2);
       std::multiset<std::int64_t> after;
@@ -465,6 +472,7 @@ TEST_CASE("loader.resume_on_another_world_size_delivers_the_rest_exactly_once") 
     }
     CHECK_FALSE(again.next());
   }
+  CHECK(first_delivered[true] != first_delivered[false]);  // the shard-aware order is another one
   // A state saved at the end of an epoch resumes as an empty epoch on another world size.
   loader_options o = shuffled(1);
   o.order = {true, 0, 4, false};

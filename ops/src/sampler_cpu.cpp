@@ -167,6 +167,16 @@ void filter_chunk_scalar(const L* labels, const std::uint32_t* keys, std::size_t
 }
 
 #if PINFEED_X86
+/// Fetches the labels one chunk past these 64 (the next chunk's, whose keys are computed next):
+/// the filter would otherwise wait on them, as the hardware prefetcher restarts at every 4 KiB
+/// page. Spread over the filter's blocks, the prefetches never queue up. (A prefetch past the
+/// row's end is harmless: prefetches do not fault.)
+template <class L>
+inline void prefetch_next_chunk(const L* labels) {
+  const auto* line = reinterpret_cast<const char*>(labels + kChunk);
+  for (std::size_t b = 0; b < 64 * sizeof(L); b += 64) __builtin_prefetch(line + b);
+}
+
 /// Appends the items of one 64-item block whose bits are set in `take` (bit j: item j), in index
 /// order: about one item in ten is taken, so walking the set bits beats packing every vector.
 inline std::size_t append_taken(std::uint64_t take, const std::uint32_t* keys, std::uint64_t base, std::uint64_t* out,
@@ -212,6 +222,7 @@ void filter_chunk_sse2(const L* labels, const std::uint32_t* keys, std::size_t l
   std::int64_t seen_pos = 0, seen_neg = 0;
   std::size_t j0 = 0;
   for (; j0 + 64 <= len; j0 += 64) {
+    prefetch_next_chunk(labels + j0);
     std::uint64_t neg_bits = 0, ign_bits = 0, above_pos = 0, above_neg = 0;
     for (std::size_t q = 0; q < 64; q += 4) {
       const __m128i key = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(keys + j0 + q)), flip);
@@ -252,6 +263,7 @@ __attribute__((target("avx2,popcnt,bmi"))) void filter_chunk_avx2(const L* label
   std::int64_t seen_pos = 0, seen_neg = 0;
   std::size_t j0 = 0;
   for (; j0 + 64 <= len; j0 += 64) {
+    prefetch_next_chunk(labels + j0);
     std::uint64_t neg_bits = 0, ign_bits = 0, above_pos = 0, above_neg = 0;
     for (std::size_t q = 0; q < 64; q += 8) {
       unsigned is_neg, is_ign;
@@ -306,6 +318,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,popcnt,bmi"))) void fi
   std::int64_t seen_pos = 0, seen_neg = 0;
   std::size_t j0 = 0;
   for (; j0 + 64 <= len; j0 += 64) {
+    prefetch_next_chunk(labels + j0);
     std::uint64_t neg_bits = 0, ign_bits = 0, below_pos = 0, below_neg = 0;
     for (std::size_t q = 0; q < 64; q += 16) {
       const __m512i key = _mm512_loadu_si512(keys + j0 + q);
@@ -443,10 +456,6 @@ struct row_sampler {
     s.keys.resize(kChunk);
     for (std::int64_t i0 = 0; i0 < n; i0 += kChunk) {
       const std::size_t len = static_cast<std::size_t>(std::min<std::int64_t>(kChunk, n - i0));
-      // The chunk's labels are on their way while its keys are computed: the filter would otherwise
-      // wait on them (the hardware prefetcher restarts at every 4 KiB page).
-      const auto* line = reinterpret_cast<const char*>(labels + i0);
-      for (std::size_t b = 0; b < len * sizeof(L); b += 64) __builtin_prefetch(line + b);
       philox_words(keys, static_cast<std::uint32_t>(i0 / 4), (len + 3) / 4, s.keys.data());
       s.cand[0].make_room(kChunk);
       s.cand[1].make_room(kChunk);

@@ -215,8 +215,10 @@ void filter_chunk_sse2(const L* labels, const std::uint32_t* keys, std::size_t l
   const __m128i flip = _mm_set1_epi32(static_cast<int>(0x80000000u));
   const __m128i thr_pos = _mm_set1_epi32(static_cast<int>(thr[0] ^ 0x80000000u));
   const __m128i thr_neg = _mm_set1_epi32(static_cast<int>(thr[1] ^ 0x80000000u));
-  const __m128i neg_v = sizeof(L) == 8 ? _mm_set1_epi64x(static_cast<long long>(neg)) : _mm_set1_epi32(static_cast<int>(neg));
-  const __m128i ign_v = sizeof(L) == 8 ? _mm_set1_epi64x(static_cast<long long>(ign)) : _mm_set1_epi32(static_cast<int>(ign));
+  const __m128i neg_v =
+      sizeof(L) == 8 ? _mm_set1_epi64x(static_cast<long long>(neg)) : _mm_set1_epi32(static_cast<int>(neg));
+  const __m128i ign_v =
+      sizeof(L) == 8 ? _mm_set1_epi64x(static_cast<long long>(ign)) : _mm_set1_epi32(static_cast<int>(ign));
   const std::uint64_t allow_pos = only == 1 ? 0 : ~std::uint64_t{0}, allow_neg = only == 0 ? 0 : ~std::uint64_t{0};
   std::size_t n_pos = added[0], n_neg = added[1];
   std::int64_t seen_pos = 0, seen_neg = 0;
@@ -312,7 +314,8 @@ template <class L>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,popcnt,bmi"))) void filter_chunk_avx512(
     const L* labels, const std::uint32_t* keys, std::size_t len, std::uint64_t base, L neg, L ign,
     const std::uint32_t thr[2], int only, std::uint64_t* out[2], std::size_t added[2], std::int64_t seen[2]) {
-  const __m512i thr_pos = _mm512_set1_epi32(static_cast<int>(thr[0])), thr_neg = _mm512_set1_epi32(static_cast<int>(thr[1]));
+  const __m512i thr_pos = _mm512_set1_epi32(static_cast<int>(thr[0])),
+                thr_neg = _mm512_set1_epi32(static_cast<int>(thr[1]));
   const std::uint64_t allow_pos = only == 1 ? 0 : ~std::uint64_t{0}, allow_neg = only == 0 ? 0 : ~std::uint64_t{0};
   std::size_t n_pos = added[0], n_neg = added[1];
   std::int64_t seen_pos = 0, seen_neg = 0;
@@ -325,7 +328,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,popcnt,bmi"))) void fi
       below_pos |= static_cast<std::uint64_t>(_mm512_cmple_epu32_mask(key, thr_pos)) << q;
       below_neg |= static_cast<std::uint64_t>(_mm512_cmple_epu32_mask(key, thr_neg)) << q;
       if constexpr (sizeof(L) == 8) {
-        const __m512i neg_v = _mm512_set1_epi64(static_cast<long long>(neg)), ign_v = _mm512_set1_epi64(static_cast<long long>(ign));
+        const __m512i neg_v = _mm512_set1_epi64(static_cast<long long>(neg)),
+                      ign_v = _mm512_set1_epi64(static_cast<long long>(ign));
         const __m512i a = _mm512_loadu_si512(labels + j0 + q), b = _mm512_loadu_si512(labels + j0 + q + 8);
         neg_bits |= static_cast<std::uint64_t>(_mm512_cmpeq_epi64_mask(a, neg_v) |
                                                (static_cast<unsigned>(_mm512_cmpeq_epi64_mask(b, neg_v)) << 8))
@@ -334,7 +338,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,popcnt,bmi"))) void fi
                                                (static_cast<unsigned>(_mm512_cmpeq_epi64_mask(b, ign_v)) << 8))
                     << q;
       } else {
-        const __m512i neg_v = _mm512_set1_epi32(static_cast<int>(neg)), ign_v = _mm512_set1_epi32(static_cast<int>(ign));
+        const __m512i neg_v = _mm512_set1_epi32(static_cast<int>(neg)),
+                      ign_v = _mm512_set1_epi32(static_cast<int>(ign));
         const __m512i a = _mm512_loadu_si512(labels + j0 + q);
         neg_bits |= static_cast<std::uint64_t>(_mm512_cmpeq_epi32_mask(a, neg_v)) << q;
         ign_bits |= static_cast<std::uint64_t>(_mm512_cmpeq_epi32_mask(a, ign_v)) << q;
@@ -394,7 +399,8 @@ __attribute__((target("avx2"))) void scatter_rows_stream(std::byte* out, const s
     const std::byte* src = in + from[q] * fb;
     std::byte* dst = out + at[q] * fb;
     for (std::size_t b = 0; b < fb; b += 32)
-      _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + b), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + b)));
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + b),
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + b)));
   }
   _mm_sfence();
 }

@@ -58,6 +58,9 @@ std::atomic<int>& level_ref() {
 #if PINFEED_X86
 #define PINFEED_AVX512_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 #define PINFEED_AVX2_FN __attribute__((target("avx2")))
+// Helpers of the loops below, inlined into them whatever their size.
+#define PINFEED_AVX512_INLINE PINFEED_AVX512_FN inline __attribute__((always_inline))
+#define PINFEED_AVX2_INLINE PINFEED_AVX2_FN inline __attribute__((always_inline))
 
 /// G x 16 Philox4x32-10 blocks at once (AVX-512), in registers: lane l of group g has counter
 /// {x0[g][l], c1, c2, c3}; x[g][w] holds word w of every lane of group g. The G groups are
@@ -103,7 +106,7 @@ PINFEED_AVX512_FN inline void philox_x16_regs(
 }
 
 /// Word-major group x (x[w]: word w of 16 blocks) to their 64 stream-order words at o.
-PINFEED_AVX512_FN inline __attribute__((always_inline)) void store_words_x16(const __m512i x[4], std::uint32_t* o) {
+PINFEED_AVX512_INLINE void store_words_x16(const __m512i x[4], std::uint32_t* o) {
   // 4x4 transposes of words inside each 128-bit quarter: quarter q of r[k] = block 4q+k's words.
   const __m512i ab_lo = _mm512_unpacklo_epi32(x[0], x[1]), ab_hi = _mm512_unpackhi_epi32(x[0], x[1]);
   const __m512i cd_lo = _mm512_unpacklo_epi32(x[2], x[3]), cd_hi = _mm512_unpackhi_epi32(x[2], x[3]);
@@ -119,7 +122,7 @@ PINFEED_AVX512_FN inline __attribute__((always_inline)) void store_words_x16(con
 }
 
 /// Lane l's word e[l] & 3 of the word-major group x.
-PINFEED_AVX512_FN inline __attribute__((always_inline)) __m512i pick_words_x16(const __m512i x[4], __m512i e) {
+PINFEED_AVX512_INLINE __m512i pick_words_x16(const __m512i x[4], __m512i e) {
   const __m512i w = _mm512_and_si512(e, _mm512_set1_epi32(3));
   __m512i r = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(w, _mm512_set1_epi32(1)), x[0], x[1]);
   r = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(w, _mm512_set1_epi32(2)), r, x[2]);
@@ -128,8 +131,8 @@ PINFEED_AVX512_FN inline __attribute__((always_inline)) __m512i pick_words_x16(c
 
 /// Stream-order words of the 16G blocks from `first`, as G interleaved chains.
 template <int G>
-PINFEED_AVX512_FN inline __attribute__((always_inline)) void words_x16(const philox_block& c, std::uint32_t first, std::uint32_t k0, std::uint32_t k1,
-                                std::uint32_t* out) {
+PINFEED_AVX512_INLINE void words_x16(const philox_block& c, std::uint32_t first, std::uint32_t k0, std::uint32_t k1,
+                                       std::uint32_t* out) {
   const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   __m512i c0[G], x[G][4];
   for (int g = 0; g < G; ++g) c0[g] = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(first + 16 * g)), lanes);
@@ -140,8 +143,8 @@ PINFEED_AVX512_FN inline __attribute__((always_inline)) void words_x16(const phi
 /// Element-indexed words of 16G elements, as G interleaved chains: lane l computes block
 /// elements[l] >> 2 and keeps its word elements[l] & 3.
 template <int G>
-PINFEED_AVX512_FN inline __attribute__((always_inline)) void element_words_x16(const philox_block& c, const std::uint32_t* elements, std::uint32_t k0,
-                                        std::uint32_t k1, std::uint32_t* out) {
+PINFEED_AVX512_INLINE void element_words_x16(const philox_block& c, const std::uint32_t* elements, std::uint32_t k0,
+                                       std::uint32_t k1, std::uint32_t* out) {
   __m512i e[G], c0[G], x[G][4];
   for (int g = 0; g < G; ++g) {
     e[g] = _mm512_loadu_si512(elements + 16 * g);
@@ -153,7 +156,7 @@ PINFEED_AVX512_FN inline __attribute__((always_inline)) void element_words_x16(c
 
 /// Stream-order words of `count` (a multiple of 16) blocks from `first`, four chains at a time.
 PINFEED_AVX512_FN void philox_words_x16(const philox_block& c, std::uint32_t first, std::size_t count, std::uint32_t k0,
-                                std::uint32_t k1, std::uint32_t* out) {
+                                        std::uint32_t k1, std::uint32_t* out) {
   std::size_t j = 0;
   for (; j + 64 <= count; j += 64) words_x16<4>(c, first + static_cast<std::uint32_t>(j), k0, k1, out + 4 * j);
   for (; j + 32 <= count; j += 32) words_x16<2>(c, first + static_cast<std::uint32_t>(j), k0, k1, out + 4 * j);
@@ -162,7 +165,7 @@ PINFEED_AVX512_FN void philox_words_x16(const philox_block& c, std::uint32_t fir
 
 /// Element-indexed words of `count` (a multiple of 16) elements, two chains at a time.
 PINFEED_AVX512_FN void philox_element_words_x16(const philox_block& c, const std::uint32_t* elements, std::size_t count,
-                                        std::uint32_t k0, std::uint32_t k1, std::uint32_t* out) {
+                                                std::uint32_t k0, std::uint32_t k1, std::uint32_t* out) {
   std::size_t j = 0;
   for (; j + 32 <= count; j += 32) element_words_x16<2>(c, elements + j, k0, k1, out + j);
   for (; j < count; j += 16) element_words_x16<1>(c, elements + j, k0, k1, out + j);
@@ -173,8 +176,8 @@ PINFEED_AVX512_FN void philox_element_words_x16(const philox_block& c, const std
 /// interleaved round by round).
 template <int G>
 PINFEED_AVX2_FN inline void philox_x8_regs(const __m256i x0_in[G], std::uint32_t c1, std::uint32_t c2,
-                                                              std::uint32_t c3, std::uint32_t k0, std::uint32_t k1,
-                                                              __m256i x[G][4]) {
+                                           std::uint32_t c3, std::uint32_t k0, std::uint32_t k1,
+                                           __m256i x[G][4]) {
   const __m256i m0 = _mm256_set1_epi32(static_cast<int>(kPhiloxM0));
   const __m256i m1 = _mm256_set1_epi32(static_cast<int>(kPhiloxM1));
   __m256i x0[G], x1[G], x2[G], x3[G];
@@ -212,7 +215,7 @@ PINFEED_AVX2_FN inline void philox_x8_regs(const __m256i x0_in[G], std::uint32_t
 }
 
 /// Word-major group x (x[w]: word w of 8 blocks) to their 32 stream-order words at o.
-PINFEED_AVX2_FN inline __attribute__((always_inline)) void store_words_x8(const __m256i x[4], std::uint32_t* o) {
+PINFEED_AVX2_INLINE void store_words_x8(const __m256i x[4], std::uint32_t* o) {
   // 4x4 transposes inside each 128-bit half: r[k] holds blocks k (low half) and 4 + k (high half).
   const __m256i ab_lo = _mm256_unpacklo_epi32(x[0], x[1]), ab_hi = _mm256_unpackhi_epi32(x[0], x[1]);
   const __m256i cd_lo = _mm256_unpacklo_epi32(x[2], x[3]), cd_hi = _mm256_unpackhi_epi32(x[2], x[3]);
@@ -226,7 +229,7 @@ PINFEED_AVX2_FN inline __attribute__((always_inline)) void store_words_x8(const 
 }
 
 /// Lane l's word e[l] & 3 of the word-major group x.
-PINFEED_AVX2_FN inline __attribute__((always_inline)) __m256i pick_words_x8(const __m256i x[4], __m256i e) {
+PINFEED_AVX2_INLINE __m256i pick_words_x8(const __m256i x[4], __m256i e) {
   const __m256i w = _mm256_and_si256(e, _mm256_set1_epi32(3));
   __m256i r = _mm256_blendv_epi8(x[0], x[1], _mm256_cmpeq_epi32(w, _mm256_set1_epi32(1)));
   r = _mm256_blendv_epi8(r, x[2], _mm256_cmpeq_epi32(w, _mm256_set1_epi32(2)));
@@ -235,8 +238,8 @@ PINFEED_AVX2_FN inline __attribute__((always_inline)) __m256i pick_words_x8(cons
 
 /// Stream-order words of the 8G blocks from `first`, as G interleaved chains.
 template <int G>
-PINFEED_AVX2_FN inline __attribute__((always_inline)) void words_x8(const philox_block& c, std::uint32_t first, std::uint32_t k0, std::uint32_t k1,
-                             std::uint32_t* out) {
+PINFEED_AVX2_INLINE void words_x8(const philox_block& c, std::uint32_t first, std::uint32_t k0, std::uint32_t k1,
+                                     std::uint32_t* out) {
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   __m256i c0[G], x[G][4];
   for (int g = 0; g < G; ++g) c0[g] = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first + 8 * g)), lanes);
@@ -246,7 +249,7 @@ PINFEED_AVX2_FN inline __attribute__((always_inline)) void words_x8(const philox
 
 /// Element-indexed words of 8G elements, as G interleaved chains.
 template <int G>
-PINFEED_AVX2_FN inline __attribute__((always_inline)) void element_words_x8(const philox_block& c, const std::uint32_t* elements, std::uint32_t k0,
+PINFEED_AVX2_INLINE void element_words_x8(const philox_block& c, const std::uint32_t* elements, std::uint32_t k0,
                                      std::uint32_t k1, std::uint32_t* out) {
   __m256i e[G], c0[G], x[G][4];
   for (int g = 0; g < G; ++g) {
@@ -260,7 +263,7 @@ PINFEED_AVX2_FN inline __attribute__((always_inline)) void element_words_x8(cons
 
 /// Stream-order words of `count` (a multiple of 8) blocks from `first`, two chains at a time.
 PINFEED_AVX2_FN void philox_words_x8(const philox_block& c, std::uint32_t first, std::size_t count, std::uint32_t k0,
-                             std::uint32_t k1, std::uint32_t* out) {
+                                     std::uint32_t k1, std::uint32_t* out) {
   std::size_t j = 0;
   for (; j + 16 <= count; j += 16) words_x8<2>(c, first + static_cast<std::uint32_t>(j), k0, k1, out + 4 * j);
   for (; j < count; j += 8) words_x8<1>(c, first + static_cast<std::uint32_t>(j), k0, k1, out + 4 * j);
@@ -268,7 +271,7 @@ PINFEED_AVX2_FN void philox_words_x8(const philox_block& c, std::uint32_t first,
 
 /// Element-indexed words of `count` (a multiple of 8) elements, two chains at a time.
 PINFEED_AVX2_FN void philox_element_words_x8(const philox_block& c, const std::uint32_t* elements, std::size_t count,
-                                     std::uint32_t k0, std::uint32_t k1, std::uint32_t* out) {
+                                             std::uint32_t k0, std::uint32_t k1, std::uint32_t* out) {
   std::size_t j = 0;
   for (; j + 16 <= count; j += 16) element_words_x8<2>(c, elements + j, k0, k1, out + j);
   for (; j < count; j += 8) element_words_x8<1>(c, elements + j, k0, k1, out + j);
@@ -359,6 +362,8 @@ void philox_element_words_x4(const philox_block& c, const std::uint32_t* element
     }
   }
 }
+#undef PINFEED_AVX512_INLINE
+#undef PINFEED_AVX2_INLINE
 #undef PINFEED_AVX512_FN
 #undef PINFEED_AVX2_FN
 #endif  // PINFEED_X86

@@ -225,11 +225,7 @@ class ladder {
       r_.bad_samples = piped_->failures();
       r_.replaced = piped_->replaced();
     }
-    if (r_.remote) {
-      const auto fetched = loaders::remote_stats(*p_.reader);
-      r_.remote_window = fetched.window_shards;
-      r_.remote_streamed = fetched.streamed;
-    }
+    if (r_.remote) r_.fetch = loaders::remote_stats(*p_.reader);
     analyze(r_);
     return std::move(r_);
   }

@@ -206,12 +206,12 @@ void analyze(doctor_report& r) {
   if (named("read") && r.remote) {
     const std::string cost = "fetching from remote storage costs " + num(stage("read").ms_per_image, 3) +
                              " ms per image, " + pct(stage("read").share) + " of the time per image";
-    if (r.remote_window > 0 && r.remote_streamed > 0)
+    if (r.fetch.window_shards > 0 && r.fetch.streamed > 0)
       r.suggestions.push_back({"give the shard cache room for three windows of shards: raise --remote-cache-mb "
                                "(remote_options::cache_bytes), or narrow --shard-window",
-                               cost + "; " + std::to_string(r.remote_streamed) +
+                               cost + "; " + std::to_string(r.fetch.streamed) +
                                    " samples were range-read one by one because their shard had no room in the cache"});
-    else if (r.remote_window > 0)
+    else if (r.fetch.window_shards > 0)
       r.suggestions.push_back({"fetch more shards at once: raise --requests-in-flight (remote_options::"
                                "requests_in_flight), or use larger shards",
                                cost + " with whole shards fetched ahead"});
@@ -256,7 +256,17 @@ std::string doctor_report::to_text() const {
   out << "device " << device << ", " << workers << " worker(s) on " << hardware_threads << " hardware thread(s), batch "
       << batch_size << ", prefetch " << prefetch << ", step "
       << (user_step ? std::string("user function") : step_ms > 0 ? num(step_ms, 2) + " ms" : std::string("0 ms (pipeline alone)"))
-      << ", cache pool " << pool << " samples\n\n";
+      << ", cache pool " << pool << " samples\n";
+  if (remote)
+    out << "remote reads: " << fetch.requests << " requests (" << fetch.retries << " retries), "
+        << num(static_cast<double>(fetch.bytes) / 1048576.0, 1) << " MiB, readers waited " << num(fetch.wait_ms, 1)
+        << " ms"
+        << (fetch.window_shards > 0 ? ", " + std::to_string(fetch.shards) + " shards fetched whole (window " +
+                                          std::to_string(fetch.window_shards) + "), " +
+                                          std::to_string(fetch.streamed) + " samples range-read for want of room"
+                                    : std::string(", one range request per sample"))
+        << "\n";
+  out << "\n";
   char line[256];
   std::snprintf(line, sizeof line, "%-4s %-30s %6s %9s %10s %7s %6s\n", "mode", "what", "steps", "steps/s", "images/s", "wait", "CPU");
   out << line;
@@ -359,6 +369,12 @@ std::string doctor_report::to_json() const {
   j["caveat"] = caveat.empty() ? json(nullptr) : json(caveat);
   j["bad_samples"] = bad_samples;
   j["replaced"] = replaced;
+  j["fetch"] = remote ? json{{"requests", fetch.requests},         {"retries", fetch.retries},
+                              {"bytes", fetch.bytes},               {"wait_ms", fetch.wait_ms},
+                              {"read_ahead", fetch.read_ahead},     {"shards", fetch.shards},
+                              {"streamed", fetch.streamed},         {"sidecars", fetch.sidecars},
+                              {"window_shards", fetch.window_shards}, {"cache_bytes", fetch.cache_bytes}}
+                       : json(nullptr);
   j["suggestions"] = json::array();
   for (const auto& s : suggestions) j["suggestions"].push_back({{"what", s.what}, {"evidence", s.evidence}});
   return j.dump(2);

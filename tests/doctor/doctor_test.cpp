@@ -71,6 +71,16 @@ bool suggests(const doctor_report& r, const std::string& words) {
 void check_json_and_consistency(const doctor_report& r) {
   const auto j = nlohmann::json::parse(r.to_json());
   CHECK(j.at("schema") == "pinfeed.doctor/2");
+  if (r.remote) {  // the remote reader's counters, as the report holds them
+    const auto& f = j.at("fetch");
+    CHECK(f.at("requests").get<std::uint64_t>() == r.fetch.requests);
+    CHECK(f.at("bytes").get<std::uint64_t>() == r.fetch.bytes);
+    CHECK(f.at("streamed").get<std::uint64_t>() == r.fetch.streamed);
+    CHECK(f.at("window_shards").get<std::uint32_t>() == r.fetch.window_shards);
+    CHECK(f.at("wait_ms").get<double>() == doctest::Approx(r.fetch.wait_ms));
+  } else {
+    CHECK(j.at("fetch").is_null());
+  }
   for (const char* k : {"pipeline", "device", "verdict"}) CHECK(j.at(k).is_string());
   for (const char* k : {"workers", "hardware_threads", "batch_size", "prefetch", "pool"}) CHECK(j.at(k).is_number_unsigned());
   CHECK(j.at("step_ms").is_number());
@@ -180,6 +190,11 @@ TEST_CASE("doctor.slow_remote_storage_is_named_with_its_remedy") {
   const doctor_report r = doctor(p, o);
   MESSAGE(r.to_text());
   CHECK(r.remote);
+  CHECK(r.fetch.requests > 0);
+  CHECK(r.fetch.bytes > 0);
+  CHECK(r.fetch.wait_ms > 0);  // one request at a time through 25 ms: the readers waited
+  CHECK(r.fetch.window_shards == 0);
+  CHECK(r.to_text().find("remote reads: " + std::to_string(r.fetch.requests) + " requests") != std::string::npos);
   REQUIRE(!r.bottleneck.empty());
   CHECK(r.bottleneck.front() == "read");
   CHECK(suggests(r, "remote reads in flight"));
@@ -194,12 +209,14 @@ TEST_CASE("doctor.slow_remote_storage_is_named_with_its_remedy") {
   doctor_pipeline w{make_remote_shard_reader(urls, whole, ro), parse_pipeline("rrc(32),hflip"), {}};
   const doctor_report rw = doctor(w, o);
   MESSAGE(rw.to_text());
-  CHECK(rw.remote_window == 1);
-  CHECK(rw.remote_streamed > 0);
+  CHECK(rw.fetch.window_shards == 1);
+  CHECK(rw.fetch.streamed > 0);
   REQUIRE(!rw.bottleneck.empty());
   CHECK(rw.bottleneck.front() == "read");
   CHECK(suggests(rw, "--remote-cache-mb"));
   CHECK_FALSE(suggests(rw, "remote reads in flight"));
+  CHECK(rw.to_text().find("samples range-read for want of room") != std::string::npos);
+  check_json_and_consistency(rw);
 }
 #endif
 

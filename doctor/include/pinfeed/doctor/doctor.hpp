@@ -23,6 +23,7 @@
 #include "pinfeed/runtime/cuda_api.hpp"
 
 #include "pinfeed/loaders/pipeline_source.hpp"
+#include "pinfeed/loaders/remote.hpp"
 #include "pinfeed/runtime/loader.hpp"
 #include "pinfeed/runtime/tensor.hpp"
 
@@ -131,8 +132,10 @@ struct doctor_report {
   bool encoded = false;          ///< the reader decodes stored files (else L1 is the same as L2)
   bool sharded = false;          ///< ... read from tar shards
   bool remote = false;           ///< ... over HTTP(S) or S3 (make_remote_shard_reader)
-  std::uint32_t remote_window = 0;   ///< ... in whole-shard mode with this window (0: range reads)
-  std::uint64_t remote_streamed = 0; ///< ... samples range-read because the shard cache had no room
+  /// What the remote reader fetched during the whole diagnosis (all zeros unless remote):
+  /// requests, retries, bytes, the readers' wait, whole-shard fetches, samples range-read for want
+  /// of cache room, the window (0: range reads) and the cache's cap.
+  loaders::remote_counters fetch;
   bool varying_sizes = false;    ///< the source's images differ in size
   bool float_images = false;     ///< the image field crosses to the device as float (4x uint8)
   bool planned_decode = false;   ///< the first transform lets JPEGs decode a window or at a DCT scale

@@ -569,8 +569,18 @@ class remote_tar_reader final : public image_reader {
       check_s3_signing(shards_.back().where);
     }
     pool_ = std::make_unique<fetch_pool>(remote_.requests_in_flight);
+    if (whole_shards() && !remote_.cache_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(remote_.cache_dir, ec);
+      if (ec || !std::filesystem::is_directory(remote_.cache_dir))
+        throw std::invalid_argument("remote shards: cache directory '" + remote_.cache_dir + "' cannot be made: " +
+                                    ec.message());
+    }
+    if (whole_shards()) cache_.resize(shards_.size());
     // Each shard is indexed once: from its sidecar index when there is one (pinfeed pack writes
-    // them), else by fetching it whole, a few at a time as each is held whole while it is indexed.
+    // them), else by fetching it whole, a few at a time as each is held whole while it is indexed
+    // (with whole shards, kept in the cache while it has room: the first epoch need not fetch it
+    // again).
     const std::size_t at_once = std::min<std::size_t>(whole_shards() ? 16 : 4, remote_.requests_in_flight);
     std::vector<std::vector<detail::shard_sample>> groups(shards_.size());
     for (std::size_t first = 0; first < shards_.size(); first += at_once) {
@@ -590,18 +600,10 @@ class remote_tar_reader final : public image_reader {
     if (entries_.empty())
       throw std::invalid_argument("remote shards: no samples in " + std::to_string(shards_.size()) + " shard(s)");
     if (whole_shards()) {
-      cache_.resize(shards_.size());
       std::uint64_t samples_max = 0;
       for (const auto& g : groups) samples_max = std::max<std::uint64_t>(samples_max, g.size());
       // Far enough ahead to see the next two windows of shards while this one is read.
       lookahead_ = std::max<std::uint64_t>(remote_.read_ahead, 2 * samples_max * shard_.window_shards);
-      if (!remote_.cache_dir.empty()) {
-        std::error_code ec;
-        std::filesystem::create_directories(remote_.cache_dir, ec);
-        if (ec || !std::filesystem::is_directory(remote_.cache_dir))
-          throw std::invalid_argument("remote shards: cache directory '" + remote_.cache_dir + "' cannot be made: " +
-                                      ec.message());
-      }
     }
     max_pending_ = std::max<std::size_t>(4 * remote_.read_ahead, 64);
   }
@@ -701,7 +703,34 @@ class remote_tar_reader final : public image_reader {
     sh.size = r.body.size();
     sh.etag = r.etag;
     add_shard_bytes(sh.size);
-    return detail::shard_samples(r.body, static_cast<std::uint32_t>(s), sh.where.shown, shard_);
+    auto samples = detail::shard_samples(r.body, static_cast<std::uint32_t>(s), sh.where.shown, shard_);
+    if (whole_shards()) keep_indexed(static_cast<std::uint32_t>(s), std::move(r.body));
+    return samples;
+  }
+
+  /// With whole shards: a shard fetched whole to be indexed stays in the cache while the cache has
+  /// room (least recently used, it is the first to go when the order needs room). During the
+  /// indexing, before any reader.
+  void keep_indexed(std::uint32_t s, std::vector<std::byte>&& body) {
+    const std::uint64_t size = body.size();
+    {
+      std::lock_guard lock(cache_m_);
+      if (cache_used_ + size > remote_.cache_bytes) return;
+      cache_used_ += size;  // counted now, so that concurrent indexers never overfill the cache
+      cache_[s].reserved = size;
+    }
+    std::shared_ptr<const blob> data;
+    try {
+      data = std::make_shared<const blob>(std::move(body), remote_.cache_dir, s);
+    } catch (...) {
+      std::lock_guard lock(cache_m_);
+      cache_used_ -= size;
+      cache_[s].reserved = 0;
+      throw;
+    }
+    std::lock_guard lock(cache_m_);
+    cache_[s].data = std::move(data);
+    cache_[s].last_use = ++use_clock_;
   }
   void add_shard_bytes(std::uint64_t n) {
     std::lock_guard lock(etag_m_);

@@ -430,6 +430,32 @@ TEST_CASE("remote.whole_shards_are_cached_and_read_once_per_epoch") {
     CHECK(c.read_ahead > 0);  // shards fetched ahead of their first sample
     CHECK(shard_window_checksums(remote, 1) == expected);  // any worker count
   }
+  SUBCASE("without sidecar indexes, the shards fetched whole to be indexed stay in the cache") {
+    std::uint64_t smallest = largest;
+    for (const auto& p : set.local) {
+      fs::remove(shard_index_path(p));
+      smallest = std::min<std::uint64_t>(smallest, fs::file_size(p));
+    }
+    // Beyond the shards' bytes only the servers' short "not found" answers for the sidecars.
+    const auto once = [&](std::uint64_t bytes) { return bytes >= shard_bytes && bytes - shard_bytes < smallest; };
+    {  // a cache of every shard: each is fetched once, for its index, and served from the cache
+      const auto remote = make_remote_shard_reader(urls(server.url(), set), window, quick());
+      CHECK(shard_window_checksums(remote) == expected);
+      const remote_counters c = remote_stats(*remote);
+      CHECK(c.sidecars == 0);
+      CHECK(once(c.bytes));  // no shard twice, over two epochs
+      CHECK(c.shards == 0);           // no fetch after the indexing one
+      CHECK(c.streamed == 0);
+    }
+    {  // room for two shards: those two are kept, the rest fetched again when the order needs them
+      remote_options o = quick();
+      o.cache_bytes = 2 * largest;
+      const auto remote = make_remote_shard_reader(urls(server.url(), set), window, o);
+      CHECK(once(remote_stats(*remote).bytes));  // indexed: every shard once
+      CHECK(shard_window_checksums(remote) == expected);
+      CHECK(remote_stats(*remote).shards > 0);
+    }
+  }
   SUBCASE("a cache of three windows: each shard about once per epoch") {
     remote_options o = quick();
     o.cache_bytes = 6 * largest;

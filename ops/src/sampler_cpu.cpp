@@ -206,8 +206,42 @@ inline unsigned equal_bits_sse2(const L* l, __m128i v) {
   }
 }
 
-/// The same with SSE2 (part of x86-64 itself: the portable level's filter there), 64 items at a
-/// time, four compared at once into bit masks whose set bits are then appended.
+/// The bits of a 64-item block (bit j: item j): labels equal to negative_label, to ignore_label,
+/// and keys at or below each class's threshold.
+struct block_bits {
+  std::uint64_t neg = 0, ign = 0, pos_key_ok = 0, neg_key_ok = 0;
+};
+
+/// The candidate filter over 64-item blocks: `bits(labels, keys)` compares a block (one per
+/// instruction set), and the set bits of each class are appended; the tail goes through
+/// filter_chunk_scalar. Inlined into each instruction set's filter, whose target `bits` has.
+template <class L, class Bits>
+inline __attribute__((always_inline)) void filter_blocks(const L* labels, const std::uint32_t* keys, std::size_t len,
+                                                         std::uint64_t base, L neg, L ign, const std::uint32_t thr[2],
+                                                         int only, std::uint64_t* out[2], std::size_t added[2],
+                                                         std::int64_t seen[2], Bits bits) {
+  const std::uint64_t allow_pos = only == 1 ? 0 : ~std::uint64_t{0}, allow_neg = only == 0 ? 0 : ~std::uint64_t{0};
+  std::size_t n_pos = added[0], n_neg = added[1];
+  std::int64_t seen_pos = 0, seen_neg = 0;
+  std::size_t j0 = 0;
+  for (; j0 + 64 <= len; j0 += 64) {
+    prefetch_next_chunk(labels + j0);
+    const block_bits b = bits(labels + j0, keys + j0);
+    const std::uint64_t pos_bits = ~(b.neg | b.ign);
+    seen_pos += __builtin_popcountll(pos_bits);
+    seen_neg += __builtin_popcountll(b.neg);
+    n_pos = append_taken(pos_bits & b.pos_key_ok & allow_pos, keys + j0, base + j0, out[0], n_pos);
+    n_neg = append_taken(b.neg & b.neg_key_ok & allow_neg, keys + j0, base + j0, out[1], n_neg);
+  }
+  added[0] = n_pos;
+  added[1] = n_neg;
+  seen[0] += seen_pos;
+  seen[1] += seen_neg;
+  filter_chunk_scalar(labels + j0, keys + j0, len - j0, base + j0, neg, ign, thr, only, out, added, seen);
+}
+
+/// The filter with SSE2 (part of x86-64 itself: the portable level's filter there), four items
+/// compared at once. Keys compare unsigned as signed with the sign bit flipped.
 template <class L>
 void filter_chunk_sse2(const L* labels, const std::uint32_t* keys, std::size_t len, std::uint64_t base, L neg, L ign,
                        const std::uint32_t thr[2], int only, std::uint64_t* out[2], std::size_t added[2],
@@ -219,143 +253,106 @@ void filter_chunk_sse2(const L* labels, const std::uint32_t* keys, std::size_t l
       sizeof(L) == 8 ? _mm_set1_epi64x(static_cast<long long>(neg)) : _mm_set1_epi32(static_cast<int>(neg));
   const __m128i ign_v =
       sizeof(L) == 8 ? _mm_set1_epi64x(static_cast<long long>(ign)) : _mm_set1_epi32(static_cast<int>(ign));
-  const std::uint64_t allow_pos = only == 1 ? 0 : ~std::uint64_t{0}, allow_neg = only == 0 ? 0 : ~std::uint64_t{0};
-  std::size_t n_pos = added[0], n_neg = added[1];
-  std::int64_t seen_pos = 0, seen_neg = 0;
-  std::size_t j0 = 0;
-  for (; j0 + 64 <= len; j0 += 64) {
-    prefetch_next_chunk(labels + j0);
-    std::uint64_t neg_bits = 0, ign_bits = 0, above_pos = 0, above_neg = 0;
-    for (std::size_t q = 0; q < 64; q += 4) {
-      const __m128i key = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(keys + j0 + q)), flip);
-      neg_bits |= static_cast<std::uint64_t>(equal_bits_sse2(labels + j0 + q, neg_v)) << q;
-      ign_bits |= static_cast<std::uint64_t>(equal_bits_sse2(labels + j0 + q, ign_v)) << q;
-      above_pos |= static_cast<std::uint64_t>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(key, thr_pos)))) << q;
-      above_neg |= static_cast<std::uint64_t>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(key, thr_neg)))) << q;
-    }
-    const std::uint64_t pos_bits = ~(neg_bits | ign_bits);
-    seen_pos += __builtin_popcountll(pos_bits);
-    seen_neg += __builtin_popcountll(neg_bits);
-    n_pos = append_taken(pos_bits & ~above_pos & allow_pos, keys + j0, base + j0, out[0], n_pos);
-    n_neg = append_taken(neg_bits & ~above_neg & allow_neg, keys + j0, base + j0, out[1], n_neg);
-  }
-  added[0] = n_pos;
-  added[1] = n_neg;
-  seen[0] += seen_pos;
-  seen[1] += seen_neg;
-  filter_chunk_scalar(labels + j0, keys + j0, len - j0, base + j0, neg, ign, thr, only, out, added, seen);
+  filter_blocks(
+      labels, keys, len, base, neg, ign, thr, only, out, added, seen, [&](const L* l, const std::uint32_t* k) {
+        block_bits b;
+        for (std::size_t q = 0; q < 64; q += 4) {
+          const __m128i key = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k + q)), flip);
+          b.neg |= static_cast<std::uint64_t>(equal_bits_sse2(l + q, neg_v)) << q;
+          b.ign |= static_cast<std::uint64_t>(equal_bits_sse2(l + q, ign_v)) << q;
+          b.pos_key_ok |= static_cast<std::uint64_t>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(key, thr_pos))))
+                          << q;
+          b.neg_key_ok |= static_cast<std::uint64_t>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(key, thr_neg))))
+                          << q;
+        }
+        b.pos_key_ok = ~b.pos_key_ok;  // the compares said "above"
+        b.neg_key_ok = ~b.neg_key_ok;
+        return b;
+      });
 }
 
-/// The same with AVX2: 64 items at a time, the labels and keys compared eight at a time into bit
-/// masks (one per class), whose set bits are then appended.
+/// The filter with AVX2, eight items compared at once.
 template <class L>
 __attribute__((target("avx2,popcnt,bmi"))) void filter_chunk_avx2(const L* labels, const std::uint32_t* keys,
                                                                    std::size_t len, std::uint64_t base, L neg, L ign,
                                                                    const std::uint32_t thr[2], int only,
                                                                    std::uint64_t* out[2], std::size_t added[2],
                                                                    std::int64_t seen[2]) {
-  // Unsigned key <= threshold as a signed compare of both with the sign bit flipped.
   const __m256i flip = _mm256_set1_epi32(static_cast<int>(0x80000000u));
   const __m256i thr_pos = _mm256_set1_epi32(static_cast<int>(thr[0] ^ 0x80000000u));
   const __m256i thr_neg = _mm256_set1_epi32(static_cast<int>(thr[1] ^ 0x80000000u));
-  const std::uint64_t allow_pos = only == 1 ? 0 : ~std::uint64_t{0}, allow_neg = only == 0 ? 0 : ~std::uint64_t{0};
-  std::uint64_t* const out_pos = out[0];
-  std::uint64_t* const out_neg = out[1];
-  std::size_t n_pos = added[0], n_neg = added[1];
-  std::int64_t seen_pos = 0, seen_neg = 0;
-  std::size_t j0 = 0;
-  for (; j0 + 64 <= len; j0 += 64) {
-    prefetch_next_chunk(labels + j0);
-    std::uint64_t neg_bits = 0, ign_bits = 0, above_pos = 0, above_neg = 0;
-    for (std::size_t q = 0; q < 64; q += 8) {
-      unsigned is_neg, is_ign;
-      if constexpr (sizeof(L) == 8) {
-        const __m256i neg_v = _mm256_set1_epi64x(static_cast<long long>(neg));
-        const __m256i ign_v = _mm256_set1_epi64x(static_cast<long long>(ign));
-        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(labels + j0 + q));
-        const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(labels + j0 + q + 4));
-        is_neg = static_cast<unsigned>(_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(a, neg_v))) |
-                                       (_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(b, neg_v))) << 4));
-        is_ign = static_cast<unsigned>(_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(a, ign_v))) |
-                                       (_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(b, ign_v))) << 4));
-      } else {
-        const __m256i neg_v = _mm256_set1_epi32(static_cast<int>(neg));
-        const __m256i ign_v = _mm256_set1_epi32(static_cast<int>(ign));
-        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(labels + j0 + q));
-        is_neg = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(a, neg_v))));
-        is_ign = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(a, ign_v))));
-      }
-      const __m256i key =
-          _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(keys + j0 + q)), flip);
-      const auto ap = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(key, thr_pos))));
-      const auto an = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(key, thr_neg))));
-      neg_bits |= static_cast<std::uint64_t>(is_neg) << q;
-      ign_bits |= static_cast<std::uint64_t>(is_ign) << q;
-      above_pos |= static_cast<std::uint64_t>(ap) << q;
-      above_neg |= static_cast<std::uint64_t>(an) << q;
-    }
-    const std::uint64_t pos_bits = ~(neg_bits | ign_bits);
-    seen_pos += __builtin_popcountll(pos_bits);
-    seen_neg += __builtin_popcountll(neg_bits);
-    n_pos = append_taken(pos_bits & ~above_pos & allow_pos, keys + j0, base + j0, out_pos, n_pos);
-    n_neg = append_taken(neg_bits & ~above_neg & allow_neg, keys + j0, base + j0, out_neg, n_neg);
-  }
-  added[0] = n_pos;
-  added[1] = n_neg;
-  seen[0] += seen_pos;
-  seen[1] += seen_neg;
-  filter_chunk_scalar(labels + j0, keys + j0, len - j0, base + j0, neg, ign, thr, only, out, added, seen);
+  const auto movemask_pd = [](__m256i m) __attribute__((target("avx2"))) {
+    return static_cast<unsigned>(_mm256_movemask_pd(_mm256_castsi256_pd(m)));
+  };
+  const auto movemask_ps = [](__m256i m) __attribute__((target("avx2"))) {
+    return static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(m)));
+  };
+  filter_blocks(
+      labels, keys, len, base, neg, ign, thr, only, out, added, seen,
+      [&](const L* l, const std::uint32_t* k) __attribute__((target("avx2,popcnt,bmi"))) {
+        block_bits b;
+        for (std::size_t q = 0; q < 64; q += 8) {
+          unsigned is_neg, is_ign;
+          if constexpr (sizeof(L) == 8) {
+            const __m256i neg_v = _mm256_set1_epi64x(static_cast<long long>(neg));
+            const __m256i ign_v = _mm256_set1_epi64x(static_cast<long long>(ign));
+            const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(l + q));
+            const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(l + q + 4));
+            is_neg = movemask_pd(_mm256_cmpeq_epi64(x, neg_v)) | (movemask_pd(_mm256_cmpeq_epi64(y, neg_v)) << 4);
+            is_ign = movemask_pd(_mm256_cmpeq_epi64(x, ign_v)) | (movemask_pd(_mm256_cmpeq_epi64(y, ign_v)) << 4);
+          } else {
+            const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(l + q));
+            is_neg = movemask_ps(_mm256_cmpeq_epi32(x, _mm256_set1_epi32(static_cast<int>(neg))));
+            is_ign = movemask_ps(_mm256_cmpeq_epi32(x, _mm256_set1_epi32(static_cast<int>(ign))));
+          }
+          const __m256i key = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + q)), flip);
+          b.neg |= static_cast<std::uint64_t>(is_neg) << q;
+          b.ign |= static_cast<std::uint64_t>(is_ign) << q;
+          b.pos_key_ok |= static_cast<std::uint64_t>(movemask_ps(_mm256_cmpgt_epi32(key, thr_pos))) << q;
+          b.neg_key_ok |= static_cast<std::uint64_t>(movemask_ps(_mm256_cmpgt_epi32(key, thr_neg))) << q;
+        }
+        b.pos_key_ok = ~b.pos_key_ok;  // the compares said "above"
+        b.neg_key_ok = ~b.neg_key_ok;
+        return b;
+      });
 }
 
-/// The same with AVX-512: 64 items at a time, compared sixteen keys and eight labels at once straight
-/// into mask registers, whose set bits are then appended. (No compress-store: vpcompressq to memory
-/// is microcoded and several times slower on AMD Zen 4.)
+/// The filter with AVX-512: sixteen keys and eight labels compared at once straight into mask
+/// registers. (No compress-store: vpcompressq to memory is microcoded and several times slower
+/// on AMD Zen 4.)
 template <class L>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,popcnt,bmi"))) void filter_chunk_avx512(
     const L* labels, const std::uint32_t* keys, std::size_t len, std::uint64_t base, L neg, L ign,
     const std::uint32_t thr[2], int only, std::uint64_t* out[2], std::size_t added[2], std::int64_t seen[2]) {
-  const __m512i thr_pos = _mm512_set1_epi32(static_cast<int>(thr[0])),
-                thr_neg = _mm512_set1_epi32(static_cast<int>(thr[1]));
-  const std::uint64_t allow_pos = only == 1 ? 0 : ~std::uint64_t{0}, allow_neg = only == 0 ? 0 : ~std::uint64_t{0};
-  std::size_t n_pos = added[0], n_neg = added[1];
-  std::int64_t seen_pos = 0, seen_neg = 0;
-  std::size_t j0 = 0;
-  for (; j0 + 64 <= len; j0 += 64) {
-    prefetch_next_chunk(labels + j0);
-    std::uint64_t neg_bits = 0, ign_bits = 0, below_pos = 0, below_neg = 0;
-    for (std::size_t q = 0; q < 64; q += 16) {
-      const __m512i key = _mm512_loadu_si512(keys + j0 + q);
-      below_pos |= static_cast<std::uint64_t>(_mm512_cmple_epu32_mask(key, thr_pos)) << q;
-      below_neg |= static_cast<std::uint64_t>(_mm512_cmple_epu32_mask(key, thr_neg)) << q;
-      if constexpr (sizeof(L) == 8) {
-        const __m512i neg_v = _mm512_set1_epi64(static_cast<long long>(neg)),
-                      ign_v = _mm512_set1_epi64(static_cast<long long>(ign));
-        const __m512i a = _mm512_loadu_si512(labels + j0 + q), b = _mm512_loadu_si512(labels + j0 + q + 8);
-        neg_bits |= static_cast<std::uint64_t>(_mm512_cmpeq_epi64_mask(a, neg_v) |
-                                               (static_cast<unsigned>(_mm512_cmpeq_epi64_mask(b, neg_v)) << 8))
-                    << q;
-        ign_bits |= static_cast<std::uint64_t>(_mm512_cmpeq_epi64_mask(a, ign_v) |
-                                               (static_cast<unsigned>(_mm512_cmpeq_epi64_mask(b, ign_v)) << 8))
-                    << q;
-      } else {
-        const __m512i neg_v = _mm512_set1_epi32(static_cast<int>(neg)),
-                      ign_v = _mm512_set1_epi32(static_cast<int>(ign));
-        const __m512i a = _mm512_loadu_si512(labels + j0 + q);
-        neg_bits |= static_cast<std::uint64_t>(_mm512_cmpeq_epi32_mask(a, neg_v)) << q;
-        ign_bits |= static_cast<std::uint64_t>(_mm512_cmpeq_epi32_mask(a, ign_v)) << q;
-      }
-    }
-    const std::uint64_t pos_bits = ~(neg_bits | ign_bits);
-    seen_pos += __builtin_popcountll(pos_bits);
-    seen_neg += __builtin_popcountll(neg_bits);
-    n_pos = append_taken(pos_bits & below_pos & allow_pos, keys + j0, base + j0, out[0], n_pos);
-    n_neg = append_taken(neg_bits & below_neg & allow_neg, keys + j0, base + j0, out[1], n_neg);
-  }
-  added[0] = n_pos;
-  added[1] = n_neg;
-  seen[0] += seen_pos;
-  seen[1] += seen_neg;
-  filter_chunk_scalar(labels + j0, keys + j0, len - j0, base + j0, neg, ign, thr, only, out, added, seen);
+  const __m512i thr_pos = _mm512_set1_epi32(static_cast<int>(thr[0]));
+  const __m512i thr_neg = _mm512_set1_epi32(static_cast<int>(thr[1]));
+  filter_blocks(
+      labels, keys, len, base, neg, ign, thr, only, out, added, seen,
+      [&](const L* l, const std::uint32_t* k) __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) {
+        block_bits b;
+        for (std::size_t q = 0; q < 64; q += 16) {
+          const __m512i key = _mm512_loadu_si512(k + q);
+          b.pos_key_ok |= static_cast<std::uint64_t>(_mm512_cmple_epu32_mask(key, thr_pos)) << q;
+          b.neg_key_ok |= static_cast<std::uint64_t>(_mm512_cmple_epu32_mask(key, thr_neg)) << q;
+          if constexpr (sizeof(L) == 8) {
+            const __m512i neg_v = _mm512_set1_epi64(static_cast<long long>(neg));
+            const __m512i ign_v = _mm512_set1_epi64(static_cast<long long>(ign));
+            const __m512i x = _mm512_loadu_si512(l + q), y = _mm512_loadu_si512(l + q + 8);
+            const auto pair = [](__mmask8 lo, __mmask8 hi) {
+              return static_cast<std::uint64_t>(lo | (static_cast<unsigned>(hi) << 8));
+            };
+            b.neg |= pair(_mm512_cmpeq_epi64_mask(x, neg_v), _mm512_cmpeq_epi64_mask(y, neg_v)) << q;
+            b.ign |= pair(_mm512_cmpeq_epi64_mask(x, ign_v), _mm512_cmpeq_epi64_mask(y, ign_v)) << q;
+          } else {
+            const __m512i x = _mm512_loadu_si512(l + q);
+            b.neg |= static_cast<std::uint64_t>(_mm512_cmpeq_epi32_mask(x, _mm512_set1_epi32(static_cast<int>(neg))))
+                     << q;
+            b.ign |= static_cast<std::uint64_t>(_mm512_cmpeq_epi32_mask(x, _mm512_set1_epi32(static_cast<int>(ign))))
+                     << q;
+          }
+        }
+        return b;
+      });
 }
 #endif  // PINFEED_X86
 

@@ -374,14 +374,24 @@ inline void copy_row(std::byte* dst, const std::byte* src, std::size_t bytes) {
 constexpr std::int64_t kRowPrefetch = 64;
 
 /// out row at[q] = in row from[q] for q < rows, reading in q order (from[] increases: forward
-/// sweeps over the input, friendly to the TLB). Plain stores.
-inline void scatter_rows(std::byte* out, const std::byte* in, const std::uint32_t* from, const std::uint32_t* at,
-                         std::int64_t rows, std::size_t fb) {
+/// sweeps over the input, friendly to the TLB, rows fetched kRowPrefetch ahead); `copy(dst, src)`
+/// moves one row. Inlined into each caller, whose target `copy` has.
+template <class Copy>
+inline __attribute__((always_inline)) void scatter_rows_with(std::byte* out, const std::byte* in,
+                                                             const std::uint32_t* from, const std::uint32_t* at,
+                                                             std::int64_t rows, std::size_t fb, Copy copy) {
   for (std::int64_t q = 0; q < rows; ++q) {
     if (q + kRowPrefetch < rows)
       for (std::size_t b = 0; b < fb; b += 64) __builtin_prefetch(in + from[q + kRowPrefetch] * fb + b);
-    copy_row(out + at[q] * fb, in + from[q] * fb, fb);
+    copy(out + at[q] * fb, in + from[q] * fb);
   }
+}
+
+/// The same with plain stores, for any row size and alignment.
+void scatter_rows(std::byte* out, const std::byte* in, const std::uint32_t* from, const std::uint32_t* at,
+                  std::int64_t rows, std::size_t fb) {
+  scatter_rows_with(out, in, from, at, rows, fb,
+                    [fb](std::byte* dst, const std::byte* src) { copy_row(dst, src, fb); });
 }
 
 #if PINFEED_X86
@@ -390,29 +400,22 @@ inline void scatter_rows(std::byte* out, const std::byte* in, const std::uint32_
 /// line, wherever in the output it lies.
 __attribute__((target("avx2"))) void scatter_rows_stream(std::byte* out, const std::byte* in, const std::uint32_t* from,
                                                            const std::uint32_t* at, std::int64_t rows, std::size_t fb) {
-  for (std::int64_t q = 0; q < rows; ++q) {
-    if (q + kRowPrefetch < rows)
-      for (std::size_t b = 0; b < fb; b += 64) __builtin_prefetch(in + from[q + kRowPrefetch] * fb + b);
-    const std::byte* src = in + from[q] * fb;
-    std::byte* dst = out + at[q] * fb;
-    for (std::size_t b = 0; b < fb; b += 32)
-      _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + b),
-                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + b)));
-  }
+  scatter_rows_with(out, in, from, at, rows, fb,
+                    [fb](std::byte* dst, const std::byte* src) __attribute__((target("avx2"))) {
+                      for (std::size_t b = 0; b < fb; b += 32)
+                        _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + b),
+                                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + b)));
+                    });
   _mm_sfence();
 }
 
 /// The same with 16-byte stores: SSE2 is part of x86-64 itself, so the portable level has them too.
 void scatter_rows_stream_sse2(std::byte* out, const std::byte* in, const std::uint32_t* from, const std::uint32_t* at,
                               std::int64_t rows, std::size_t fb) {
-  for (std::int64_t q = 0; q < rows; ++q) {
-    if (q + kRowPrefetch < rows)
-      for (std::size_t b = 0; b < fb; b += 64) __builtin_prefetch(in + from[q + kRowPrefetch] * fb + b);
-    const std::byte* src = in + from[q] * fb;
-    std::byte* dst = out + at[q] * fb;
+  scatter_rows_with(out, in, from, at, rows, fb, [fb](std::byte* dst, const std::byte* src) {
     for (std::size_t b = 0; b < fb; b += 16)
       _mm_stream_si128(reinterpret_cast<__m128i*>(dst + b), _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + b)));
-  }
+  });
   _mm_sfence();
 }
 #endif  // PINFEED_X86
@@ -609,10 +612,11 @@ struct row_sampler {
     } else {
       s.order.clear();
     }
-    write(row, s, labels, cc.num_pos + cc.num_neg > 0 ? cc.num_pos : 0);
+    write(row, s, labels, cc.num_pos);
   }
 
-  /// Writes indices, labels, padding and gathered features in output order.
+  /// Writes indices, labels, padding and gathered features in output order; the first `positives`
+  /// of s.sel are the positives.
   void write(std::int64_t row, row_scratch& s, const L* labels, std::int64_t positives) const {
     constexpr std::int64_t kPrefetch = 64;
     const std::int64_t k = p.k, valid = static_cast<std::int64_t>(s.order.size());

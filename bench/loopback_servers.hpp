@@ -251,14 +251,18 @@ class fault_proxy {
     const auto at = lower.find("\r\ncontent-length:");
     if (at == std::string::npos) return false;
     const std::size_t length = std::strtoull(lower.c_str() + at + 17, nullptr, 10);
-    char chunk[65536];
-    while (in.size() < length) {
-      const ssize_t r = ::recv(fd, chunk, sizeof chunk, 0);
+    // The body is received in place, behind the head (what `in` holds of it first).
+    answer = std::move(head);
+    const std::size_t buffered = std::min(in.size(), length);
+    answer.append(in, 0, buffered);
+    in.erase(0, buffered);
+    std::size_t filled = answer.size();
+    answer.resize(filled + length - buffered);
+    while (filled < answer.size()) {
+      const ssize_t r = ::recv(fd, answer.data() + filled, answer.size() - filled, 0);
       if (r <= 0) return false;
-      in.append(chunk, static_cast<std::size_t>(r));
+      filled += static_cast<std::size_t>(r);
     }
-    answer = head + in.substr(0, length);
-    in.erase(0, length);
     return true;
   }
   /// A peer that keeps a socket open without a word does not hold a handler (or the destructor).

@@ -117,6 +117,7 @@ void run_remote(const remote_bench_options& o, std::ostream& out) {
                       {"index_bytes", index_bytes},
                       {"requests_per_image", static_cast<double>(t.during.requests) / per_epoch},
                       {"retries", t.during.retries},
+                      {"fetch_wait_ms_per_image", t.during.wait_ms / per_epoch},
                       {"requests_in_flight", remote ? ro.requests_in_flight : 0},
                       {"read_ahead", remote ? ro.read_ahead : 0},
                       {"window_shards", whole_shards ? o.window_shards : 0},

@@ -1,5 +1,6 @@
-// Remote tar shards (remote.hpp): locations, one libcurl request with its retries, a pool of fetch
-// threads, and the reader that indexes each shard once and range-reads every sample.
+// Remote tar shards (remote.hpp): locations, one libcurl request with its retries, the transfer
+// loop that runs a reader's requests (a libcurl multi handle on one thread), and the reader that
+// indexes each shard once and range-reads every sample or fetches whole shards into a cache.
 #include "pinfeed/loaders/remote.hpp"
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <fnmatch.h>
 #include <functional>
 #include <future>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -124,7 +126,7 @@ std::string percent_encode(std::string_view text, bool keep_slash) {
 
 
 /// How requests are signed for S3: read from the environment once, when a reader or a listing
-/// starts (never from the fetch threads).
+/// starts (never from the transfer loop).
 struct s3_credentials {
   std::string key_id, secret, token, region;
   static s3_credentials from_env() {
@@ -224,7 +226,167 @@ std::string trim(std::string s) {
   return s.substr(a);
 }
 
-/// A libcurl easy handle per thread, reused so that connections stay open.
+/// What one attempt of a request owns while libcurl runs it: the response being filled and the
+/// strings and header list that its options point at.
+struct transfer {
+  response r;
+  char errbuf[CURL_ERROR_SIZE] = {};
+  std::string range, token_header, sigv4;
+  curl_slist* headers = nullptr;
+
+  transfer() = default;
+  transfer(const transfer&) = delete;
+  transfer& operator=(const transfer&) = delete;
+  ~transfer() { release(); }
+  /// Frees the header list and wipes the session token's copy.
+  void release() noexcept {
+    if (headers != nullptr) curl_slist_free_all(headers);
+    headers = nullptr;
+    std::fill(token_header.begin(), token_header.end(), '\0');
+  }
+  /// Why the attempt failed in libcurl's words, for a transport error.
+  [[nodiscard]] std::string error_text(CURLcode code) const {
+    return errbuf[0] != '\0' ? std::string(errbuf) : std::string(curl_easy_strerror(code));
+  }
+};
+
+// libcurl is C: nothing may be thrown through it. An exception is kept and the transfer ended.
+std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
+  auto* r = static_cast<response*>(user);
+  if (r->range && r->status_seen == 200) {  // the whole object for a range: stop now
+    r->range_ignored = true;
+    return 0;
+  }
+  try {
+    const auto* p = reinterpret_cast<const std::byte*>(data);
+    r->body.insert(r->body.end(), p, p + size * n);
+  } catch (...) {
+    r->error = std::current_exception();
+    return 0;
+  }
+  return size * n;
+}
+
+std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
+  auto* r = static_cast<response*>(user);
+  try {
+    const std::string line(data, size * n);
+    const auto colon = line.find(':');
+    if (line.rfind("HTTP/", 0) == 0) {  // a new response (after a redirect or a 100): forget the last
+      r->etag.clear();
+      r->have_total = false;
+      const auto sp = line.find(' ');
+      r->status_seen = sp == std::string::npos ? 0 : std::strtol(line.c_str() + sp + 1, nullptr, 10);
+    } else if (colon != std::string::npos) {
+      std::string name = line.substr(0, colon);
+      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+      const std::string value = trim(line.substr(colon + 1));
+      if (name == "etag") {
+        r->etag = value;
+      } else if (name == "content-range") {  // bytes a-b/total
+        const auto slash = value.rfind('/');
+        if (slash != std::string::npos && value.substr(slash + 1) != "*") {
+          r->total = std::strtoull(value.c_str() + slash + 1, nullptr, 10);
+          r->have_total = true;
+        }
+      } else if (name == "content-length" && !r->have_total && r->status_seen == 200) {
+        r->total = std::strtoull(value.c_str(), nullptr, 10);
+        r->have_total = true;
+        if (!r->range) r->body.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(r->total, std::uint64_t{1} << 34)));
+      }
+    }
+  } catch (...) {
+    r->error = std::current_exception();
+    return 0;
+  }
+  return size * n;
+}
+
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  const auto* stop = static_cast<const std::atomic<bool>*>(user);
+  return stop != nullptr && stop->load(std::memory_order_relaxed) ? 1 : 0;
+}
+
+/// Bodies arrive in few large reads (libcurl's default buffer, 16 KiB, takes several a sample).
+constexpr std::uint64_t kReceiveBuffer = 256 * 1024;
+
+/// Sets every option of one attempt of `q` on `h` (reset before), pointing into `t`. With `stop`,
+/// a transfer in progress ends once it is set.
+void configure(CURL* h, const endpoint& e, const request& q, const remote_options& o, transfer& t,
+               const std::atomic<bool>* stop) {
+  t.r = response{};
+  t.r.range = q.range;
+  t.errbuf[0] = '\0';
+  curl_easy_setopt(h, CURLOPT_URL, e.url.c_str());
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, t.errbuf);
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  // A sample's range in one read where it fits (a buffer each handle holds; 16 KiB at least).
+  const long buffer = q.range ? static_cast<long>(std::clamp<std::uint64_t>(q.length, 16 * 1024, kReceiveBuffer)) : kReceiveBuffer;
+  curl_easy_setopt(h, CURLOPT_BUFFERSIZE, buffer);
+  if (e.s3) {
+    // A redirect from S3 (another region) would drop the signature and carry the session
+    // token's header to another host: it is reported instead. Keys are sent as written.
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
+  } else {
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
+#if LIBCURL_VERSION_NUM >= 0x075500
+    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS, static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+  }
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(o.connect_timeout_s * 1000));
+  // Slower than 1 KiB/s for stall_timeout_s counts as a stall (a trickle included).
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, std::max(1L, static_cast<long>(o.stall_timeout_s + 0.999)));
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &on_body);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &t.r);
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, &on_header);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, &t.r);
+  if (stop != nullptr) {
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, &on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, stop);
+  }
+  if (q.range) {
+    t.range = std::to_string(q.offset) + "-" + std::to_string(q.offset + q.length - 1);
+    curl_easy_setopt(h, CURLOPT_RANGE, t.range.c_str());
+  }
+  if (e.s3 && e.creds && !e.creds->key_id.empty()) {
+    t.sigv4 = "aws:amz:" + e.creds->region + ":s3";
+    curl_easy_setopt(h, CURLOPT_AWS_SIGV4, t.sigv4.c_str());
+    curl_easy_setopt(h, CURLOPT_USERNAME, e.creds->key_id.c_str());
+    curl_easy_setopt(h, CURLOPT_PASSWORD, e.creds->secret.c_str());
+    // SHA-256 of the empty body of a GET, which S3 wants named in a header of its own.
+    t.headers = curl_slist_append(
+        t.headers, "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    if (!e.creds->token.empty()) {
+      t.token_header = "x-amz-security-token: " + e.creds->token;
+      t.headers = curl_slist_append(t.headers, t.token_header.c_str());
+    }
+  }
+  if (t.headers != nullptr) curl_easy_setopt(h, CURLOPT_HTTPHEADER, t.headers);
+  if (q.range) t.r.body.reserve(q.length);
+}
+
+/// After an attempt on `h`: its status into t.r, and nothing of `t` (nor the credentials) left
+/// for the handle to use.
+void detach(CURL* h, transfer& t) noexcept {
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &t.r.status);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, nullptr);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, nullptr);
+  curl_easy_setopt(h, CURLOPT_XFERINFODATA, nullptr);
+  curl_easy_setopt(h, CURLOPT_USERNAME, nullptr);
+  curl_easy_setopt(h, CURLOPT_PASSWORD, nullptr);
+  t.release();
+}
+
+/// A libcurl easy handle per thread, reused so that connections stay open: blocking requests
+/// (the S3 listing).
 class session {
  public:
   session() {
@@ -240,131 +402,17 @@ class session {
   CURLcode perform(const endpoint& e, const request& q, const remote_options& o, const std::atomic<bool>* stop,
                    response& r, std::string& error) {
     curl_easy_reset(h_);
-    r = response{};
-    r.range = q.range;
-    char errbuf[CURL_ERROR_SIZE] = {};
-    curl_easy_setopt(h_, CURLOPT_URL, e.url.c_str());
-    curl_easy_setopt(h_, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(h_, CURLOPT_NOSIGNAL, 1L);
-    if (e.s3) {
-      // A redirect from S3 (another region) would drop the signature and carry the session
-      // token's header to another host: it is reported instead. Keys are sent as written.
-      curl_easy_setopt(h_, CURLOPT_FOLLOWLOCATION, 0L);
-      curl_easy_setopt(h_, CURLOPT_PATH_AS_IS, 1L);
-    } else {
-      curl_easy_setopt(h_, CURLOPT_FOLLOWLOCATION, 1L);
-      curl_easy_setopt(h_, CURLOPT_MAXREDIRS, 5L);
-#if LIBCURL_VERSION_NUM >= 0x075500
-      curl_easy_setopt(h_, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-#else
-      curl_easy_setopt(h_, CURLOPT_REDIR_PROTOCOLS, static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-#endif
-    }
-    curl_easy_setopt(h_, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(o.connect_timeout_s * 1000));
-    // Slower than 1 KiB/s for stall_timeout_s counts as a stall (a trickle included).
-    curl_easy_setopt(h_, CURLOPT_LOW_SPEED_LIMIT, 1024L);
-    curl_easy_setopt(h_, CURLOPT_LOW_SPEED_TIME, std::max(1L, static_cast<long>(o.stall_timeout_s + 0.999)));
-    curl_easy_setopt(h_, CURLOPT_WRITEFUNCTION, &session::on_body);
-    curl_easy_setopt(h_, CURLOPT_WRITEDATA, &r);
-    curl_easy_setopt(h_, CURLOPT_HEADERFUNCTION, &session::on_header);
-    curl_easy_setopt(h_, CURLOPT_HEADERDATA, &r);
-    curl_easy_setopt(h_, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(h_, CURLOPT_XFERINFOFUNCTION, &session::on_progress);
-    curl_easy_setopt(h_, CURLOPT_XFERINFODATA, stop);
-    std::string range;
-    if (q.range) {
-      range = std::to_string(q.offset) + "-" + std::to_string(q.offset + q.length - 1);
-      curl_easy_setopt(h_, CURLOPT_RANGE, range.c_str());
-    }
-    curl_slist* headers = nullptr;
-    std::string token_header, sigv4;
-    if (e.s3 && e.creds && !e.creds->key_id.empty()) {
-      sigv4 = "aws:amz:" + e.creds->region + ":s3";
-      curl_easy_setopt(h_, CURLOPT_AWS_SIGV4, sigv4.c_str());
-      curl_easy_setopt(h_, CURLOPT_USERNAME, e.creds->key_id.c_str());
-      curl_easy_setopt(h_, CURLOPT_PASSWORD, e.creds->secret.c_str());
-      // SHA-256 of the empty body of a GET, which S3 wants named in a header of its own.
-      headers = curl_slist_append(
-          headers, "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-      if (!e.creds->token.empty()) {
-        token_header = "x-amz-security-token: " + e.creds->token;
-        headers = curl_slist_append(headers, token_header.c_str());
-      }
-    }
-    if (headers != nullptr) curl_easy_setopt(h_, CURLOPT_HTTPHEADER, headers);
-    if (q.range) r.body.reserve(q.length);
-    CURLcode code = curl_easy_perform(h_);
-    curl_easy_getinfo(h_, CURLINFO_RESPONSE_CODE, &r.status);
-    // Nothing set above may be used once this returns.
-    curl_easy_setopt(h_, CURLOPT_HTTPHEADER, nullptr);
-    curl_easy_setopt(h_, CURLOPT_ERRORBUFFER, nullptr);
-    curl_easy_setopt(h_, CURLOPT_WRITEDATA, nullptr);
-    curl_easy_setopt(h_, CURLOPT_HEADERDATA, nullptr);
-    curl_easy_setopt(h_, CURLOPT_XFERINFODATA, nullptr);
-    curl_easy_setopt(h_, CURLOPT_USERNAME, nullptr);
-    curl_easy_setopt(h_, CURLOPT_PASSWORD, nullptr);
-    if (headers != nullptr) curl_slist_free_all(headers);
-    std::fill(token_header.begin(), token_header.end(), '\0');
+    transfer t;
+    configure(h_, e, q, o, t, stop);
+    const CURLcode code = curl_easy_perform(h_);
+    detach(h_, t);
+    r = std::move(t.r);
     if (r.error) std::rethrow_exception(r.error);
-    if (code != CURLE_OK) error = errbuf[0] != '\0' ? std::string(errbuf) : std::string(curl_easy_strerror(code));
+    if (code != CURLE_OK) error = t.error_text(code);
     return code;
   }
 
  private:
-  // libcurl is C: nothing may be thrown through it. An exception is kept and the transfer ended.
-  static std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
-    auto* r = static_cast<response*>(user);
-    if (r->range && r->status_seen == 200) {  // the whole object for a range: stop now
-      r->range_ignored = true;
-      return 0;
-    }
-    try {
-      const auto* p = reinterpret_cast<const std::byte*>(data);
-      r->body.insert(r->body.end(), p, p + size * n);
-    } catch (...) {
-      r->error = std::current_exception();
-      return 0;
-    }
-    return size * n;
-  }
-  static std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
-    auto* r = static_cast<response*>(user);
-    try {
-      const std::string line(data, size * n);
-      const auto colon = line.find(':');
-      if (line.rfind("HTTP/", 0) == 0) {  // a new response (after a redirect or a 100): forget the last
-        r->etag.clear();
-        r->have_total = false;
-        const auto sp = line.find(' ');
-        r->status_seen = sp == std::string::npos ? 0 : std::strtol(line.c_str() + sp + 1, nullptr, 10);
-      } else if (colon != std::string::npos) {
-        std::string name = line.substr(0, colon);
-        std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-        const std::string value = trim(line.substr(colon + 1));
-        if (name == "etag") {
-          r->etag = value;
-        } else if (name == "content-range") {  // bytes a-b/total
-          const auto slash = value.rfind('/');
-          if (slash != std::string::npos && value.substr(slash + 1) != "*") {
-            r->total = std::strtoull(value.c_str() + slash + 1, nullptr, 10);
-            r->have_total = true;
-          }
-        } else if (name == "content-length" && !r->have_total && r->status_seen == 200) {
-          r->total = std::strtoull(value.c_str(), nullptr, 10);
-          r->have_total = true;
-          if (!r->range) r->body.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(r->total, std::uint64_t{1} << 34)));
-        }
-      }
-    } catch (...) {
-      r->error = std::current_exception();
-      return 0;
-    }
-    return size * n;
-  }
-  static int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-    const auto* stop = static_cast<const std::atomic<bool>*>(user);
-    return stop != nullptr && stop->load(std::memory_order_relaxed) ? 1 : 0;
-  }
   CURL* h_ = nullptr;
 };
 
@@ -404,8 +452,61 @@ std::string describe(const endpoint& e, const request& q) {
                     "; samples of two versions would be mixed");
 }
 
-/// One request with its retries. Throws fatal_error after the attempts, on a status that is not
-/// worth retrying, or when the object is not the one indexed; cancelled when `stop` is set.
+/// What one attempt's outcome means: nullopt when `r` is the answer, else why another attempt is
+/// worth making. Throws fatal_error for an outcome not worth retrying (naming the attempt), and
+/// when the object is not the one indexed.
+std::optional<std::string> judge(const endpoint& e, const request& q, int attempt, CURLcode code,
+                                 const std::string& error, const response& r) {
+  auto fail = [&](const std::string& why) -> fatal_error {
+    return fatal_error(describe(e, q) + ": " + why + " (attempt " + std::to_string(attempt) + ", not retried)");
+  };
+  if (r.range_ignored)
+    throw fail("the server answered a range request with the whole object: per-sample reads need range support");
+  // The object as indexed, before anything else: a changed object is not a transient fault.
+  if (q.expect_total != 0 && r.have_total && r.total != q.expect_total && (r.status == 200 || r.status == 206))
+    changed(e, "size " + std::to_string(q.expect_total) + " then " + std::to_string(r.total) + " bytes");
+  if (q.expect_total != 0 && r.status == 416)
+    changed(e, "a range of the indexed " + std::to_string(q.expect_total) + " bytes is past its end now");
+  if (!q.expect_etag.empty() && !r.etag.empty() && r.etag != q.expect_etag && (r.status == 200 || r.status == 206))
+    changed(e, "ETag " + q.expect_etag + " then " + r.etag);
+  if (code != CURLE_OK) {
+    const bool permanent = code == CURLE_URL_MALFORMAT || code == CURLE_UNSUPPORTED_PROTOCOL ||
+                           code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CACERT_BADFILE ||
+                           code == CURLE_LOGIN_DENIED || code == CURLE_TOO_MANY_REDIRECTS;
+    if (permanent) throw fail(error);
+    return error;
+  }
+  if (r.status == 429 || r.status == 500 || r.status == 502 || r.status == 503 || r.status == 504)
+    return "HTTP " + std::to_string(r.status);
+  if (r.status >= 300 && r.status < 400)
+    throw fail("HTTP " + std::to_string(r.status) + (e.s3 ? " (a redirect: the bucket is in another region than " +
+                                                             (e.creds ? e.creds->region : std::string("?")) +
+                                                             "; set AWS_REGION)"
+                                                       : std::string(" (too many redirects)")));
+  if (q.missing_ok && (r.status == 404 || r.status == 403)) return std::nullopt;
+  if (r.status < 200 || r.status >= 300)
+    throw fail("HTTP " + std::to_string(r.status) +
+               (r.status == 403 ? " (forbidden: check the credentials)" : r.status == 404 ? " (not found)" : ""));
+  if (q.range && r.body.size() != q.length)
+    return "short read: " + std::to_string(r.body.size()) + " of " + std::to_string(q.length) + " bytes";
+  if (!q.range && r.have_total && r.body.size() != r.total)
+    return "short read: " + std::to_string(r.body.size()) + " of " + std::to_string(r.total) + " bytes";
+  return std::nullopt;
+}
+
+/// The wait before attempt `attempt + 1`: uniform in [0, min(max, initial * 2^(attempt-1))] ms.
+double backoff_ms(const remote_options& o, int attempt, std::minstd_rand& jitter) {
+  const double cap = std::min(o.backoff_max_ms, o.backoff_initial_ms * static_cast<double>(1ull << std::min(attempt - 1, 30)));
+  return std::uniform_real_distribution<double>(0.0, cap)(jitter);
+}
+
+fatal_error out_of_attempts(const endpoint& e, const request& q, const std::string& last, int attempts) {
+  return fatal_error(describe(e, q) + ": " + last + " after " + std::to_string(attempts) + " attempts");
+}
+
+/// One request with its retries, blocking (the S3 listing). Throws fatal_error after the attempts,
+/// on a status that is not worth retrying, or when the object is not the one indexed; cancelled
+/// when `stop` is set.
 response fetch(const endpoint& e, const request& q, const remote_options& o, request_counters& c,
                const std::atomic<bool>* stop) {
   thread_local std::minstd_rand jitter(static_cast<unsigned>(std::hash<std::thread::id>{}(std::this_thread::get_id())));
@@ -419,115 +520,329 @@ response fetch(const endpoint& e, const request& q, const remote_options& o, req
     c.requests.fetch_add(1, std::memory_order_relaxed);
     c.bytes.fetch_add(r.body.size(), std::memory_order_relaxed);
     if (code == CURLE_ABORTED_BY_CALLBACK && stop != nullptr && stop->load()) throw cancelled("cancelled");
-    auto fail = [&](const std::string& why) -> fatal_error {
-      return fatal_error(describe(e, q) + ": " + why + " (attempt " + std::to_string(attempt) + ", not retried)");
-    };
-    if (r.range_ignored)
-      throw fail("the server answered a range request with the whole object: per-sample reads need range support");
-    // The object as indexed, before anything else: a changed object is not a transient fault.
-    if (q.expect_total != 0 && r.have_total && r.total != q.expect_total && (r.status == 200 || r.status == 206))
-      changed(e, "size " + std::to_string(q.expect_total) + " then " + std::to_string(r.total) + " bytes");
-    if (q.expect_total != 0 && r.status == 416)
-      changed(e, "a range of the indexed " + std::to_string(q.expect_total) + " bytes is past its end now");
-    if (!q.expect_etag.empty() && !r.etag.empty() && r.etag != q.expect_etag && (r.status == 200 || r.status == 206))
-      changed(e, "ETag " + q.expect_etag + " then " + r.etag);
-    bool retry = false;
-    if (code != CURLE_OK) {
-      last = error;
-      const bool permanent = code == CURLE_URL_MALFORMAT || code == CURLE_UNSUPPORTED_PROTOCOL ||
-                             code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CACERT_BADFILE ||
-                             code == CURLE_LOGIN_DENIED || code == CURLE_TOO_MANY_REDIRECTS;
-      if (permanent) throw fail(last);
-      retry = true;
-    } else if (r.status == 429 || r.status == 500 || r.status == 502 || r.status == 503 || r.status == 504) {
-      last = "HTTP " + std::to_string(r.status);
-      retry = true;
-    } else if (r.status >= 300 && r.status < 400) {
-      throw fail("HTTP " + std::to_string(r.status) + (e.s3 ? " (a redirect: the bucket is in another region than " +
-                                                               (e.creds ? e.creds->region : std::string("?")) +
-                                                               "; set AWS_REGION)"
-                                                         : std::string(" (too many redirects)")));
-    } else if (q.missing_ok && (r.status == 404 || r.status == 403)) {
-      return r;
-    } else if (r.status < 200 || r.status >= 300) {
-      throw fail("HTTP " + std::to_string(r.status) +
-                 (r.status == 403 ? " (forbidden: check the credentials)" : r.status == 404 ? " (not found)" : ""));
-    } else if (q.range && r.body.size() != q.length) {
-      last = "short read: " + std::to_string(r.body.size()) + " of " + std::to_string(q.length) + " bytes";
-      retry = true;
-    } else if (!q.range && r.have_total && r.body.size() != r.total) {
-      last = "short read: " + std::to_string(r.body.size()) + " of " + std::to_string(r.total) + " bytes";
-      retry = true;
-    }
+    const auto retry = judge(e, q, attempt, code, error, r);
     if (!retry) return r;
+    last = *retry;
     if (attempt < attempts) {
       c.retries.fetch_add(1, std::memory_order_relaxed);
-      const double cap = std::min(o.backoff_max_ms, o.backoff_initial_ms * static_cast<double>(1ull << std::min(attempt - 1, 30)));
-      pause(std::uniform_real_distribution<double>(0.0, cap)(jitter), stop);
+      pause(backoff_ms(o, attempt, jitter), stop);
     }
   }
-  throw fatal_error(describe(e, q) + ": " + last + " after " + std::to_string(attempts) + " attempts");
+  throw out_of_attempts(e, q, last, attempts);
 }
 
-/// Threads that run requests; jobs at the front run first. Jobs still queued when the pool stops
-/// run on the stopping thread: their owner sets its stop flag first, so they fail with `cancelled`.
-class fetch_pool {
+/// Every request of a reader, on one thread: a libcurl multi handle runs up to
+/// `requests_in_flight` transfers at once, each on a keep-alive connection of its own, and
+/// retries each as fetch() does (the same judge(), backoff and attempt budget) without holding a
+/// thread while it waits. Urgent requests (a reader waits for them) start at once, past the cap:
+/// there are at most as many as reader threads. A request ends in its callback, run on this
+/// loop's thread (keep it short; it may submit more): the answer, or the error (fatal_error, or
+/// `cancelled` once the loop stops).
+class transfer_loop {
  public:
-  explicit fetch_pool(std::size_t threads) {
+  using done_fn = std::function<void(response&&, std::exception_ptr)>;
+
+  transfer_loop(const remote_options& o, request_counters& c)
+      : o_(o), counters_(c), jitter_(static_cast<unsigned>(std::hash<const void*>{}(this))) {
+    curl_init_once();
+    multi_ = curl_multi_init();
+    if (multi_ == nullptr) throw std::runtime_error("libcurl: cannot create a multi handle");
+    // One connection a transfer, as many kept open as run at once: no HTTP/2 multiplexing, whose
+    // one connection would carry (and, reset, fail) every request in flight.
+    curl_multi_setopt(multi_, CURLMOPT_PIPELINING, static_cast<long>(CURLPIPE_NOTHING));
+    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(o_.requests_in_flight));
+    running_.reserve(2 * o_.requests_in_flight);
     try {
-      for (std::size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
+      thread_ = std::thread([this] { run(); });
     } catch (...) {
-      shut();
+      curl_multi_cleanup(multi_);
       throw;
     }
   }
-  ~fetch_pool() { shut(); }
-  fetch_pool(const fetch_pool&) = delete;
-  fetch_pool& operator=(const fetch_pool&) = delete;
+  ~transfer_loop() { shutdown(); }
+  transfer_loop(const transfer_loop&) = delete;
+  transfer_loop& operator=(const transfer_loop&) = delete;
 
-  template <class Fn>
-  auto submit(Fn fn, bool urgent = false) -> std::future<decltype(fn())> {
-    auto task = std::make_shared<std::packaged_task<decltype(fn())()>>(std::move(fn));
-    auto fut = task->get_future();
+  /// Queues a request; throws `cancelled` once the loop stops. `done` is never run on the
+  /// calling thread.
+  void submit(const endpoint& e, const request& q, done_fn done, bool urgent = false) {
+    auto j = std::make_unique<job>();
+    j->e = e;
+    j->q = q;
+    j->done = std::move(done);
+    j->urgent = urgent;
+    // The multi handle is freed only once stopping_ is set (under m_), so waking it here is safe.
+    std::lock_guard lock(m_);
+    if (stopping_) throw cancelled("cancelled");
+    (urgent ? urgent_ : queue_).push_back(std::move(j));
+    curl_multi_wakeup(multi_);
+  }
+  std::future<response> submit(const endpoint& e, const request& q, bool urgent = false) {
+    auto p = std::make_shared<std::promise<response>>();
+    auto f = p->get_future();
+    submit(e, q, [p](response&& r, std::exception_ptr error) {
+      if (error) p->set_exception(error);
+      else p->set_value(std::move(r));
+    }, urgent);
+    return f;
+  }
+  /// From now on, requests not yet running (queued, or waiting to retry) end with `error`.
+  void fail_queued(std::exception_ptr error) {
+    std::lock_guard lock(m_);
+    if (stopping_ || failed_) return;
+    failed_ = std::move(error);
+    curl_multi_wakeup(multi_);
+  }
+  /// Ends every request (running ones aborted) with `cancelled`, each callback run before this
+  /// returns; later submits throw. Idempotent.
+  void shutdown() noexcept {
     {
       std::lock_guard lock(m_);
-      if (urgent) queue_.emplace_front([task] { (*task)(); });
-      else queue_.emplace_back([task] { (*task)(); });
+      if (stopping_) return;
+      stopping_ = true;
+      curl_multi_wakeup(multi_);
     }
-    cv_.notify_one();
-    return fut;
+    thread_.join();
+    for (CURL* h : idle_) curl_easy_cleanup(h);
+    idle_.clear();
+    curl_multi_cleanup(multi_);
   }
 
  private:
-  void shut() noexcept {
+  using clock = std::chrono::steady_clock;
+  struct job {
+    endpoint e;
+    request q;
+    done_fn done;
+    bool urgent = false;
+    int attempt = 0;  ///< attempts started
+    transfer t;
+  };
+  using queue = std::deque<std::unique_ptr<job>>;
+
+  void run() noexcept {
+    queue starting, ending;
+    std::exception_ptr failed;
+    for (;;) {
+      {
+        std::lock_guard lock(m_);
+        if (stopping_) break;
+        failed = failed_;
+        const auto now = clock::now();
+        // Retries that are due go first in their queue: they waited already.
+        while (!waiting_.empty() && (failed || waiting_.begin()->first <= now)) {
+          auto j = std::move(waiting_.begin()->second);
+          waiting_.erase(waiting_.begin());
+          (j->urgent ? urgent_ : queue_).push_front(std::move(j));
+        }
+        if (failed) {  // what has not started yet ends with the error
+          for (queue* q : {&urgent_, &queue_}) {
+            for (auto& j : *q) ending.push_back(std::move(j));
+            q->clear();
+          }
+        }
+        for (auto& j : urgent_) starting.push_back(std::move(j));
+        urgent_.clear();
+        while (running_.size() + starting.size() < o_.requests_in_flight && !queue_.empty()) {
+          starting.push_back(std::move(queue_.front()));
+          queue_.pop_front();
+        }
+      }
+      for (auto& j : ending) complete(*j, failed);
+      ending.clear();
+      for (auto& j : starting) start(std::move(j));
+      starting.clear();
+      int still = 0;
+      curl_multi_perform(multi_, &still);
+      int left = 0;
+      while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
+        if (msg->msg != CURLMSG_DONE) continue;
+        finish(msg->easy_handle, msg->data.result);
+      }
+      int wait_ms = 1000;
+      {
+        std::lock_guard lock(m_);
+        if (!waiting_.empty()) {
+          const auto until = std::chrono::duration_cast<std::chrono::milliseconds>(waiting_.begin()->first - clock::now());
+          wait_ms = static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(until.count() + 1, 0, wait_ms));
+        }
+        if (stopping_ || !urgent_.empty() || (!queue_.empty() && running_.size() < o_.requests_in_flight)) wait_ms = 0;
+      }
+      // Returns early on socket activity, libcurl's own timers and curl_multi_wakeup().
+      curl_multi_poll(multi_, nullptr, 0, wait_ms, nullptr);
+    }
+    // Stopping: every request ends, the running ones first.
+    const auto stop = std::make_exception_ptr(cancelled("cancelled"));
+    for (auto& [h, raw] : running_) {
+      std::unique_ptr<job> j(raw);
+      curl_multi_remove_handle(multi_, h);
+      detach(h, j->t);
+      idle_.push_back(h);
+      complete(*j, stop);
+    }
+    running_.clear();
+    queue urgent, queued;
+    std::multimap<clock::time_point, std::unique_ptr<job>> waiting;
     {
       std::lock_guard lock(m_);
+      urgent.swap(urgent_);
+      queued.swap(queue_);
+      waiting.swap(waiting_);
+    }
+    for (auto& j : urgent) complete(*j, stop);
+    for (auto& j : queued) complete(*j, stop);
+    for (auto& [t, j] : waiting) complete(*j, stop);
+  }
+
+  /// Starts the job's next attempt; one that cannot start ends with the error.
+  void start(std::unique_ptr<job> j) noexcept {
+    CURL* h = nullptr;
+    try {
+      if (!idle_.empty()) {
+        h = idle_.back();
+        idle_.pop_back();
+        curl_easy_reset(h);
+      } else {
+        h = curl_easy_init();
+        if (h == nullptr) throw std::runtime_error("libcurl: cannot create a handle");
+      }
+      ++j->attempt;
+      configure(h, j->e, j->q, o_, j->t, nullptr);
+      running_.emplace(h, j.get());  // (may throw: j still owns the job then)
+      if (curl_multi_add_handle(multi_, h) != CURLM_OK) {
+        running_.erase(h);
+        throw std::runtime_error("libcurl: cannot start a transfer");
+      }
+      (void)j.release();  // owned through running_ now
+    } catch (...) {
+      if (h != nullptr) {
+        detach(h, j->t);
+        release_handle(h);
+      }
+      complete(*j, std::current_exception());
+    }
+  }
+
+  /// A handle back to the idle ones, which keep no more than run at once.
+  void release_handle(CURL* h) noexcept {
+    if (idle_.size() >= o_.requests_in_flight) {
+      curl_easy_cleanup(h);
+      return;
+    }
+    try {
+      idle_.push_back(h);
+    } catch (...) {
+      curl_easy_cleanup(h);
+    }
+  }
+
+  /// An attempt is over: the job ends, or waits for its next attempt.
+  void finish(CURL* h, CURLcode code) noexcept {
+    const auto it = running_.find(h);
+    if (it == running_.end()) return;
+    std::unique_ptr<job> j(it->second);
+    running_.erase(it);
+    curl_multi_remove_handle(multi_, h);
+    detach(h, j->t);
+    release_handle(h);
+    response& r = j->t.r;
+    counters_.requests.fetch_add(1, std::memory_order_relaxed);
+    counters_.bytes.fetch_add(r.body.size(), std::memory_order_relaxed);
+    try {
+      if (r.error) std::rethrow_exception(r.error);
+      const auto retry = judge(j->e, j->q, j->attempt, code, code != CURLE_OK ? j->t.error_text(code) : std::string(), r);
+      if (!retry) {
+        complete(*j, nullptr);
+        return;
+      }
+      const int attempts = std::max(1, o_.max_attempts);
+      if (j->attempt >= attempts) throw out_of_attempts(j->e, j->q, *retry, attempts);
+      counters_.retries.fetch_add(1, std::memory_order_relaxed);
+      const auto due = clock::now() + std::chrono::duration_cast<clock::duration>(
+                                          std::chrono::duration<double, std::milli>(backoff_ms(o_, j->attempt, jitter_)));
+      r = response{};  // nothing of this attempt is kept while it waits
+      std::lock_guard lock(m_);
+      waiting_.emplace(due, std::move(j));
+    } catch (...) {
+      if (j) complete(*j, std::current_exception());
+    }
+  }
+
+  static void complete(job& j, std::exception_ptr error) noexcept {
+    try {
+      j.done(error ? response{} : std::move(j.t.r), error);
+    } catch (...) {  // a callback's own failure has nowhere to go
+    }
+  }
+
+  remote_options o_;
+  request_counters& counters_;
+  std::minstd_rand jitter_;
+  CURLM* multi_ = nullptr;
+  std::thread thread_;
+  // The loop thread's own.
+  std::unordered_map<CURL*, job*> running_;  ///< the jobs running, by their handles (owned)
+  std::vector<CURL*> idle_;                  ///< handles to reuse
+  // Shared, under m_.
+  std::mutex m_;
+  queue urgent_, queue_;
+  std::multimap<clock::time_point, std::unique_ptr<job>> waiting_;  ///< retries, by due time
+  std::exception_ptr failed_;
+  bool stopping_ = false;
+};
+
+/// One thread running posted tasks in order: what must not hold up the transfer loop (a shard
+/// written to the cache directory). shutdown() runs what is left, then joins; a task posted
+/// after it runs on the posting thread.
+class task_thread {
+ public:
+  task_thread() : thread_([this] { run(); }) {}
+  ~task_thread() { shutdown(); }
+  task_thread(const task_thread&) = delete;
+  task_thread& operator=(const task_thread&) = delete;
+  void post(std::function<void()> task) {
+    {
+      std::lock_guard lock(m_);
+      if (!closed_) {
+        tasks_.push_back(std::move(task));
+        cv_.notify_one();
+        return;
+      }
+    }
+    task();
+  }
+  void shutdown() noexcept {
+    {
+      std::lock_guard lock(m_);
+      if (closed_) return;
       closed_ = true;
     }
     cv_.notify_all();
-    for (auto& t : threads_) t.join();
-    threads_.clear();
-    for (auto& job : queue_) job();  // their owner has set its stop flag: each fails at once
-    queue_.clear();
+    thread_.join();
   }
-  void run() {
+
+ private:
+  void run() noexcept {
     for (;;) {
-      std::function<void()> job;
+      std::function<void()> task;
       {
         std::unique_lock lock(m_);
-        cv_.wait(lock, [&] { return closed_ || !queue_.empty(); });
-        if (closed_) return;
-        job = std::move(queue_.front());
-        queue_.pop_front();
+        cv_.wait(lock, [&] { return closed_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
       }
-      job();
+      try {
+        task();
+      } catch (...) {
+      }
     }
   }
   std::mutex m_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
+  std::deque<std::function<void()>> tasks_;
   bool closed_ = false;
-  std::vector<std::thread> threads_;
+  std::thread thread_;  ///< last: it starts once the members above exist
 };
 
 void check_options(const remote_options& o) {
@@ -568,7 +883,8 @@ class remote_tar_reader final : public image_reader {
       shards_.push_back({resolve(l, creds), 0, {}});
       check_s3_signing(shards_.back().where);
     }
-    pool_ = std::make_unique<fetch_pool>(remote_.requests_in_flight);
+    loop_ = std::make_unique<transfer_loop>(remote_, counters_);
+    if (whole_shards()) completions_ = std::make_unique<task_thread>();
     if (whole_shards() && !remote_.cache_dir.empty()) {
       std::error_code ec;
       std::filesystem::create_directories(remote_.cache_dir, ec);
@@ -578,23 +894,47 @@ class remote_tar_reader final : public image_reader {
     }
     if (whole_shards()) cache_.resize(shards_.size());
     // Each shard is indexed once: from its sidecar index when there is one (pinfeed pack writes
-    // them), else by fetching it whole, a few at a time as each is held whole while it is indexed
-    // (with whole shards, kept in the cache while it has room: the first epoch need not fetch it
-    // again).
-    const std::size_t at_once = std::min<std::size_t>(whole_shards() ? 16 : 4, remote_.requests_in_flight);
+    // them; all asked for at once), else by fetching it whole, a few at a time as each is held
+    // whole while it is indexed (with whole shards, kept in the cache while it has room: the
+    // first epoch need not fetch it again).
     std::vector<std::vector<detail::shard_sample>> groups(shards_.size());
-    for (std::size_t first = 0; first < shards_.size(); first += at_once) {
-      std::vector<std::future<void>> done;
-      std::exception_ptr error;
-      try {
-        for (std::size_t s = first; s < std::min(shards_.size(), first + at_once); ++s)
-          done.push_back(pool_->submit([this, s, &groups, &locations, creds] { groups[s] = index_shard(s, locations[s], creds); }));
-      } catch (...) {
-        error = std::current_exception();
+    std::vector<endpoint> sidecars;
+    std::vector<std::future<response>> answers;
+    for (const auto& l : locations) sidecars.push_back(resolve(sidecar_location(l), creds));
+    request optional;
+    optional.missing_ok = true;
+    for (const auto& side : sidecars) answers.push_back(loop_->submit(side, optional));
+    std::vector<std::size_t> whole;  // shards without a usable sidecar
+    for (std::size_t s = 0; s < shards_.size(); ++s) {
+      const response r = answers[s].get();
+      std::optional<std::vector<detail::shard_sample>> samples;
+      if (r.status >= 200 && r.status < 300) {
+        const std::string_view text(reinterpret_cast<const char*>(r.body.data()), r.body.size());
+        samples = detail::parse_shard_index(text, static_cast<std::uint32_t>(s), sidecars[s].shown, shard_, shards_[s].size);
       }
-      for (auto& d : done) d.wait();  // all finished before any error leaves (they write `groups`)
-      if (error) std::rethrow_exception(error);
-      for (auto& d : done) d.get();
+      if (!samples) {
+        whole.push_back(s);
+        continue;
+      }
+      counters_.sidecars.fetch_add(1, std::memory_order_relaxed);
+      shard_bytes_ += shards_[s].size;
+      groups[s] = std::move(*samples);
+    }
+    const std::size_t at_once = std::min<std::size_t>(whole_shards() ? 16 : 4, remote_.requests_in_flight);
+    for (std::size_t first = 0; first < whole.size(); first += at_once) {
+      answers.clear();
+      const std::size_t last = std::min(whole.size(), first + at_once);
+      for (std::size_t k = first; k < last; ++k) answers.push_back(loop_->submit(shards_[whole[k]].where, {}));
+      for (std::size_t k = first; k < last; ++k) {
+        const auto s = static_cast<std::uint32_t>(whole[k]);
+        response r = answers[k - first].get();
+        shard& sh = shards_[s];
+        sh.size = r.body.size();
+        sh.etag = r.etag;
+        shard_bytes_ += sh.size;
+        groups[s] = detail::shard_samples(r.body, s, sh.where.shown, shard_);
+        if (whole_shards()) keep_indexed(s, std::move(r.body));
+      }
     }
     for (auto& g : groups) entries_.insert(entries_.end(), std::make_move_iterator(g.begin()), std::make_move_iterator(g.end()));
     if (entries_.empty())
@@ -613,7 +953,8 @@ class remote_tar_reader final : public image_reader {
       std::lock_guard lock(cache_m_);  // wakes readers waiting for a shard (none in a loader's life)
     }
     cache_cv_.notify_all();
-    pool_.reset();  // its threads stop before the members they use go
+    loop_->shutdown();  // every request ends (callbacks run) before the members they use go
+    if (completions_) completions_->shutdown();  // and every answer handed over is handled
     for (auto& c : cache_) c.data.reset();  // a directory cache's files go with their shards
   }
 
@@ -682,32 +1023,6 @@ class remote_tar_reader final : public image_reader {
 
   [[nodiscard]] bool whole_shards() const noexcept { return shard_.window_shards > 0; }
 
-  /// The samples of shard s: from its sidecar index, or by fetching it whole.
-  std::vector<detail::shard_sample> index_shard(std::size_t s, const std::string& location,
-                                                const std::shared_ptr<const s3_credentials>& creds) {
-    shard& sh = shards_[s];
-    endpoint side = resolve(sidecar_location(location), creds);
-    request q;
-    q.missing_ok = true;
-    response r = fetch(side, q, remote_, counters_, &stopping_);
-    if (r.status >= 200 && r.status < 300) {
-      const std::string_view text(reinterpret_cast<const char*>(r.body.data()), r.body.size());
-      auto samples = detail::parse_shard_index(text, static_cast<std::uint32_t>(s), side.shown, shard_, sh.size);
-      if (samples) {
-        counters_.sidecars.fetch_add(1, std::memory_order_relaxed);
-        add_shard_bytes(sh.size);
-        return std::move(*samples);
-      }
-    }
-    r = fetch(sh.where, {}, remote_, counters_, &stopping_);
-    sh.size = r.body.size();
-    sh.etag = r.etag;
-    add_shard_bytes(sh.size);
-    auto samples = detail::shard_samples(r.body, static_cast<std::uint32_t>(s), sh.where.shown, shard_);
-    if (whole_shards()) keep_indexed(static_cast<std::uint32_t>(s), std::move(r.body));
-    return samples;
-  }
-
   /// With whole shards: a shard fetched whole to be indexed stays in the cache while the cache has
   /// room (least recently used, it is the first to go when the order needs room). During the
   /// indexing, before any reader.
@@ -732,11 +1047,6 @@ class remote_tar_reader final : public image_reader {
     cache_[s].data = std::move(data);
     cache_[s].last_use = ++use_clock_;
   }
-  void add_shard_bytes(std::uint64_t n) {
-    std::lock_guard lock(etag_m_);
-    shard_bytes_ += n;
-  }
-
   /// The ETag a shard had when first seen; a later response with another one is an error.
   std::string expected_etag(std::uint32_t s) {
     std::lock_guard lock(etag_m_);
@@ -823,11 +1133,15 @@ class remote_tar_reader final : public image_reader {
     {
       const stage_timer timer(stage::fetch, s.stats(), s.trace(), s.index());
       std::unique_lock lock(cache_m_);
-      const std::optional<std::uint32_t> counted = look_ahead(s);
-      data = acquire(e.shard, lock);
-      // Taken: once no sample is pending, the shard may go. The count is the one s's position
-      // holds, which is not e's shard when e is a stand-in for a bad sample.
-      if (counted && cache_[*counted].pending > 0) --cache_[*counted].pending;
+      try {
+        const std::optional<std::uint32_t> counted = look_ahead(s);
+        data = acquire(e.shard, lock);
+        // Taken: once no sample is pending, the shard may go. The count is the one s's position
+        // holds, which is not e's shard when e is a stand-in for a bad sample.
+        if (counted && cache_[*counted].pending > 0) --cache_[*counted].pending;
+      } catch (const cancelled&) {  // a fetch could not be queued: the reader is going
+        throw fatal_error("remote shards: the reader was destroyed while " + s.origin() + " was read");
+      }
     }
     if (data) {
       const auto bytes = data->bytes();
@@ -837,7 +1151,7 @@ class remote_tar_reader final : public image_reader {
       counters_.streamed.fetch_add(1, std::memory_order_relaxed);
       const stage_timer timer(stage::fetch, s.stats(), s.trace(), s.index());
       try {
-        storage = load(s.index());
+        storage = load(s.index(), /*urgent=*/true).get();
       } catch (const cancelled&) {
         throw fatal_error("remote shards: the reader was destroyed while " + s.origin() + " was read");
       }
@@ -940,11 +1254,24 @@ class remote_tar_reader final : public image_reader {
     return true;
   }
 
-  /// Fetches shard sh whole on a fetch thread; its slot is reserved. Under cache_m_.
+  /// Fetches shard sh whole (a request of the transfer loop); its slot is reserved. Under cache_m_.
   void start_fetch(std::uint32_t sh, bool urgent) {
     cache_[sh].fetching = true;
     try {
-      (void)pool_->submit([this, sh] { fetch_whole(sh); }, urgent);
+      const shard& d = shards_[sh];
+      // The answer is handled on completions_, not on the transfer loop: writing a shard to the
+      // cache directory (or waiting for cache_m_) must not hold up the other transfers.
+      loop_->submit(d.where, {0, 0, false, d.size, expected_etag(sh)},
+                    [this, sh](response&& r, std::exception_ptr error) {
+                      std::shared_ptr<response> answer;
+                      try {
+                        answer = std::make_shared<response>(std::move(r));
+                        completions_->post([this, sh, answer, error] { whole_arrived(sh, std::move(*answer), error); });
+                      } catch (...) {  // no memory to hand it over: here, then
+                        whole_arrived(sh, answer ? std::move(*answer) : std::move(r), error);
+                      }
+                    },
+                    urgent);
     } catch (...) {  // not queued: the slot is free again
       cache_[sh].fetching = false;
       cache_used_ -= cache_[sh].reserved;
@@ -954,18 +1281,14 @@ class remote_tar_reader final : public image_reader {
     counters_.shards.fetch_add(1, std::memory_order_relaxed);
   }
 
-  /// The fetch thread's part of start_fetch(): whatever happens, the slot ends up resident or free
-  /// again, and waiting readers are woken.
-  void fetch_whole(std::uint32_t sh) noexcept {
+  /// The end of start_fetch()'s request, on completions_: whatever happened, the slot ends
+  /// up resident or free again, and waiting readers are woken.
+  void whole_arrived(std::uint32_t sh, response&& r, std::exception_ptr failure) noexcept {
     std::shared_ptr<const blob> data;
     std::exception_ptr error;
     try {
-      if (failed_flag_.load(std::memory_order_acquire)) {
-        std::lock_guard lock(failed_mutex_);
-        std::rethrow_exception(failed_);
-      }
+      if (failure) std::rethrow_exception(failure);
       const shard& d = shards_[sh];
-      response r = fetch(d.where, {0, 0, false, d.size, expected_etag(sh)}, remote_, counters_, &stopping_);
       if (r.body.size() != d.size)
         changed(d.where, "size " + std::to_string(d.size) + " then " + std::to_string(r.body.size()) + " bytes");
       note_etag(sh, r.etag);
@@ -982,13 +1305,7 @@ class remote_tar_reader final : public image_reader {
     } catch (...) {
       error = std::current_exception();
     }
-    if (error) {
-      std::lock_guard lock(failed_mutex_);
-      if (!failed_ && !stopping_.load()) {
-        failed_ = error;
-        failed_flag_.store(true, std::memory_order_release);
-      }
-    }
+    if (error) record_failure(error);
     {
       std::lock_guard lock(cache_m_);
       cache_slot& c = cache_[sh];
@@ -1004,15 +1321,29 @@ class remote_tar_reader final : public image_reader {
     cache_cv_.notify_all();
   }
 
+  /// The first request that failed for good stops the reader: every later read rethrows it, and
+  /// the requests not yet running end with it.
+  void record_failure(std::exception_ptr error) noexcept {
+    {
+      std::lock_guard lock(failed_mutex_);
+      if (failed_ || stopping_.load()) return;
+      failed_ = error;
+      failed_flag_.store(true, std::memory_order_release);
+    }
+    loop_->fail_queued(error);
+  }
+  void rethrow_failure() {
+    if (!failed_flag_.load(std::memory_order_acquire)) return;
+    std::lock_guard lock(failed_mutex_);
+    std::rethrow_exception(failed_);
+  }
+
   /// Shard sh resident (fetching it now if it is neither resident nor on its way), or null when
   /// the cache has no room for it. Rethrows the failure that stopped the reader. Under cache_m_.
   std::shared_ptr<const blob> acquire(std::uint32_t sh, std::unique_lock<std::mutex>& lock) {
     for (;;) {
       if (stopping_.load()) throw fatal_error("remote shards: the reader was destroyed while a shard was read");
-      if (failed_flag_.load(std::memory_order_acquire)) {
-        std::lock_guard f(failed_mutex_);
-        std::rethrow_exception(failed_);
-      }
+      rethrow_failure();
       cache_slot& c = cache_[sh];
       if (c.data) {
         c.last_use = ++use_clock_;
@@ -1029,46 +1360,68 @@ class remote_tar_reader final : public image_reader {
 
   static std::uint64_t key(std::uint32_t epoch, std::uint64_t index) { return (std::uint64_t{epoch} << 44) ^ index; }
 
-  /// The image bytes of sample `index`, checked against the shard as it was indexed. Once one
-  /// request has failed for good, the queued ones fail at once with the same error.
-  std::vector<std::byte> load(std::uint64_t index) {
-    if (failed_flag_.load(std::memory_order_acquire)) {
-      std::lock_guard lock(failed_mutex_);
-      std::rethrow_exception(failed_);
-    }
+  /// The image bytes of sample `index`, checked against the shard as it was indexed (`urgent`:
+  /// before the read-ahead). Once one request has failed for good, later ones fail with its error.
+  std::future<std::vector<std::byte>> load(std::uint64_t index, bool urgent) {
+    auto p = std::make_shared<std::promise<std::vector<std::byte>>>();
+    auto f = p->get_future();
     const detail::shard_sample& e = entries_[index];
     const shard& sh = shards_[e.shard];
-    if (e.image.size == 0) return {};
     try {
-      response r = fetch(sh.where, {e.image.offset, e.image.size, true, sh.size, expected_etag(e.shard)}, remote_,
-                         counters_, &stopping_);
-      note_etag(e.shard, r.etag);
-      return std::move(r.body);
-    } catch (const fatal_error&) {
-      std::lock_guard lock(failed_mutex_);
-      if (!failed_) {
-        failed_ = std::current_exception();
-        failed_flag_.store(true, std::memory_order_release);
+      rethrow_failure();
+      if (e.image.size == 0) {
+        p->set_value({});
+        return f;
       }
-      throw;
+      loop_->submit(sh.where, {e.image.offset, e.image.size, true, sh.size, expected_etag(e.shard)},
+                    [this, p, s = e.shard](response&& r, std::exception_ptr failure) {
+                      try {
+                        if (failure) std::rethrow_exception(failure);
+                        note_etag(s, r.etag);
+                        p->set_value(std::move(r.body));
+                      } catch (const fatal_error&) {
+                        record_failure(std::current_exception());
+                        p->set_exception(std::current_exception());
+                      } catch (...) {
+                        p->set_exception(std::current_exception());
+                      }
+                    },
+                    urgent);
+    } catch (...) {
+      p->set_exception(std::current_exception());
     }
+    return f;
   }
 
-  /// Queues the next read_ahead samples of the epoch's order that are neither queued nor taken,
-  /// up to a bounded number pending.
+  /// Queues the samples of the epoch's order up to read_ahead positions past s's that are
+  /// neither queued nor taken, with a bounded number pending. Each position is looked at once
+  /// an epoch (a restart walks again from its position).
   void read_ahead(const sample& s) {
     if (remote_.read_ahead == 0) return;
+    const auto at = s.position();
+    if (!at) return;
+    const std::uint64_t pos = *at, epoch_size = s.epoch_size(entries_.size());
     std::lock_guard lock(m_);
+    // A new epoch, the same one restricted anew, or restarted behind (further than workers lag:
+    // a reset by a lagging worker only walks again positions that are pending or taken).
+    if (s.epoch() != ra_epoch_ || epoch_size != ra_size_ || ra_next_ > pos + 1 + remote_.read_ahead + 512) {
+      ra_epoch_ = s.epoch();
+      ra_size_ = epoch_size;
+      ra_next_ = pos + 1;
+    }
+    ra_next_ = std::max(ra_next_, pos + 1);
     if (pending_.size() >= max_pending_) {  // restarts leave other epochs' reads behind: drop those
       for (auto it = pending_.begin(); it != pending_.end();)
         it = it->second.epoch != s.epoch() ? pending_.erase(it) : std::next(it);
     }
-    for (std::uint64_t k = 1; k <= remote_.read_ahead && pending_.size() < max_pending_; ++k) {
-      const auto next = s.index_ahead(k);
+    const std::uint64_t end = std::min(epoch_size, pos + 1 + remote_.read_ahead);
+    while (ra_next_ < end && pending_.size() < max_pending_) {
+      const auto next = s.index_at_position(ra_next_);
       if (!next) break;
+      ++ra_next_;
       const std::uint64_t id = key(s.epoch(), *next);
       if (*next >= entries_.size() || pending_.count(id) != 0 || taken_.count(id) != 0) continue;
-      pending_.emplace(id, pending{s.epoch(), pool_->submit([this, i = *next] { return load(i); })});
+      pending_.emplace(id, pending{s.epoch(), load(*next, /*urgent=*/false)});
       counters_.read_ahead.fetch_add(1, std::memory_order_relaxed);
     }
   }
@@ -1084,7 +1437,7 @@ class remote_tar_reader final : public image_reader {
       pending_.erase(it);
       return f;
     }
-    return pool_->submit([this, index] { return load(index); }, /*urgent=*/true);
+    return load(index, /*urgent=*/true);
   }
 
   /// Keeps the last few thousand samples taken, so that a late read-ahead does not fetch them again.
@@ -1115,6 +1468,8 @@ class remote_tar_reader final : public image_reader {
   std::unordered_set<std::uint64_t> taken_;
   std::deque<std::uint64_t> taken_order_;
   std::size_t max_pending_ = 64;
+  std::uint32_t ra_epoch_ = ~0u;  ///< the read-ahead looked at positions [.., ra_next_) of this epoch
+  std::uint64_t ra_size_ = 0, ra_next_ = 0;
   std::mutex etag_m_;
   std::uint64_t shard_bytes_ = 0;
   // Whole-shard mode (under cache_m_).
@@ -1130,7 +1485,8 @@ class remote_tar_reader final : public image_reader {
   std::uint64_t next_frontier_ = 0;   ///< the next epoch's positions [0, next_frontier_) were walked too
   std::uint64_t lookahead_ = 0;
   std::atomic<bool> stopping_{false};
-  std::unique_ptr<fetch_pool> pool_;
+  std::unique_ptr<task_thread> completions_;  ///< whole-shard mode: the shards' answers are handled here
+  std::unique_ptr<transfer_loop> loop_;  ///< last: it stops first (its callbacks use the members above)
 };
 
 

@@ -343,6 +343,23 @@ TEST_CASE("remote.destroying_a_loader_with_requests_in_flight_returns") {
   CHECK(slow.requests() > static_cast<int>(indexing) + 2);
 }
 
+TEST_CASE("remote.requests_in_flight_share_one_transfer_thread") {
+  served_shards served(40);
+  if (!served) return;
+  const auto& set = served.set;
+  auto threads = [] {
+    return std::distance(fs::directory_iterator("/proc/self/task"), fs::directory_iterator{});
+  };
+  const auto before = threads();
+  remote_options o = quick();
+  o.requests_in_flight = 1024;  // the most there may be; a thread each would be 1024 threads
+  o.read_ahead = 512;
+  const auto remote = make_remote_shard_reader(urls(served.server->url(), set), {}, o);
+  CHECK(threads() - before == 1);  // the reader's transfer loop, whatever the number in flight
+  CHECK(checksums(remote) == checksums(make_shard_reader(set.local)));
+  CHECK(remote_stats(*remote).retries == 0);
+}
+
 TEST_CASE("remote.s3_shards_are_signed_listed_and_equal_the_local_ones") {
   if (!test::moto_s3::available()) {
     MESSAGE("skipped: moto is not installed (scripts/install-test-env.sh)");

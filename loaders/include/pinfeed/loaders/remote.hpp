@@ -33,7 +33,9 @@ struct remote_options {
   double backoff_max_ms = 2000.0;     ///< the most one wait may be
   double connect_timeout_s = 5.0;     ///< to open a connection
   double stall_timeout_s = 10.0;      ///< a transfer that moves no byte for this long is retried
-  std::size_t requests_in_flight = 64;  ///< fetch threads: requests running at once (1 to 1024)
+  /// Requests running at once (1 to 1024), each on a connection of its own. All of a reader's
+  /// requests run on one thread of its own (a libcurl multi handle), however many are in flight.
+  std::size_t requests_in_flight = 64;
   /// Samples of the epoch's order read ahead of the one being read (loaders only), so that
   /// requests_in_flight requests overlap their latency.
   std::size_t read_ahead = 128;
@@ -85,6 +87,9 @@ struct remote_counters {
 ///   - shard.window_shards >= 1 (whole-shard mode): a shuffling loader takes the shard-aware
 ///     order (groups()), and the reader fetches whole shards ahead along it into a cache of
 ///     remote.cache_bytes (memory, or remote.cache_dir): each shard once per epoch.
+/// The reader's requests run on one transfer thread (plus, in whole-shard mode, one that files
+/// the shards that arrive into the cache); a sample a worker waits for is requested past the
+/// requests_in_flight cap, so it never queues behind the read-ahead or whole-shard fetches.
 /// Fields: image (varies) and "label" int64, as make_shard_reader. Corrupt samples are sample
 /// errors (--on-error applies); transport failures after the retries are fatal_error.
 [[nodiscard]] std::shared_ptr<image_reader> make_remote_shard_reader(const std::vector<std::string>& locations,

@@ -199,12 +199,24 @@ void curl_init_once() {
 
 /// One request: a whole object, or `length` bytes at `offset`; `expect_total`, when set, is the
 /// object's size as it was indexed.
+struct response;
+
+/// Where a body goes as it arrives, instead of into response::body (a shard indexed in one
+/// streaming pass). Each attempt of the request starts it anew.
+struct body_sink {
+  virtual ~body_sink() = default;
+  virtual void restart() = 0;
+  /// The next bytes of the body; `r` has the status and headers.
+  virtual void data(std::span<const std::byte> bytes, const response& r) = 0;
+};
+
 struct request {
   std::uint64_t offset = 0, length = 0;
   bool range = false;
   std::uint64_t expect_total = 0;
   std::string expect_etag;
   bool missing_ok = false;  ///< a 404 or 403 is answered, not thrown (for an optional object)
+  std::shared_ptr<body_sink> sink;  ///< the body goes here (response::body stays empty)
 };
 
 struct response {
@@ -215,6 +227,8 @@ struct response {
   bool have_total = false;
   bool range_ignored = false;  ///< a range was asked for and the server began sending the whole object
   bool range = false;
+  std::uint64_t received = 0;  ///< body bytes (kept in `body`, or given to `sink`)
+  body_sink* sink = nullptr;
   long status_seen = 0;      ///< the status line seen last, while the body arrives
   std::exception_ptr error;  ///< thrown inside a callback, rethrown after the transfer
 };
@@ -259,7 +273,9 @@ std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
   }
   try {
     const auto* p = reinterpret_cast<const std::byte*>(data);
-    r->body.insert(r->body.end(), p, p + size * n);
+    if (r->sink != nullptr) r->sink->data({p, size * n}, *r);
+    else r->body.insert(r->body.end(), p, p + size * n);
+    r->received += size * n;
   } catch (...) {
     r->error = std::current_exception();
     return 0;
@@ -292,7 +308,7 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
       } else if (name == "content-length" && !r->have_total && r->status_seen == 200) {
         r->total = std::strtoull(value.c_str(), nullptr, 10);
         r->have_total = true;
-        if (!r->range) r->body.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(r->total, std::uint64_t{1} << 34)));
+        if (!r->range && r->sink == nullptr) r->body.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(r->total, std::uint64_t{1} << 34)));
       }
     }
   } catch (...) {
@@ -316,6 +332,8 @@ void configure(CURL* h, const endpoint& e, const request& q, const remote_option
                const std::atomic<bool>* stop) {
   t.r = response{};
   t.r.range = q.range;
+  t.r.sink = q.sink.get();
+  if (q.sink) q.sink->restart();
   t.errbuf[0] = '\0';
   curl_easy_setopt(h, CURLOPT_URL, e.url.c_str());
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, t.errbuf);
@@ -487,10 +505,10 @@ std::optional<std::string> judge(const endpoint& e, const request& q, int attemp
   if (r.status < 200 || r.status >= 300)
     throw fail("HTTP " + std::to_string(r.status) +
                (r.status == 403 ? " (forbidden: check the credentials)" : r.status == 404 ? " (not found)" : ""));
-  if (q.range && r.body.size() != q.length)
-    return "short read: " + std::to_string(r.body.size()) + " of " + std::to_string(q.length) + " bytes";
-  if (!q.range && r.have_total && r.body.size() != r.total)
-    return "short read: " + std::to_string(r.body.size()) + " of " + std::to_string(r.total) + " bytes";
+  if (q.range && r.received != q.length)
+    return "short read: " + std::to_string(r.received) + " of " + std::to_string(q.length) + " bytes";
+  if (!q.range && r.have_total && r.received != r.total)
+    return "short read: " + std::to_string(r.received) + " of " + std::to_string(r.total) + " bytes";
   return std::nullopt;
 }
 
@@ -518,7 +536,7 @@ response fetch(const endpoint& e, const request& q, const remote_options& o, req
     std::string error;
     const CURLcode code = this_thread_session().perform(e, q, o, stop, r, error);
     c.requests.fetch_add(1, std::memory_order_relaxed);
-    c.bytes.fetch_add(r.body.size(), std::memory_order_relaxed);
+    c.bytes.fetch_add(r.received, std::memory_order_relaxed);
     if (code == CURLE_ABORTED_BY_CALLBACK && stop != nullptr && stop->load()) throw cancelled("cancelled");
     const auto retry = judge(e, q, attempt, code, error, r);
     if (!retry) return r;
@@ -747,7 +765,7 @@ class transfer_loop {
     release_handle(h);
     response& r = j->t.r;
     counters_.requests.fetch_add(1, std::memory_order_relaxed);
-    counters_.bytes.fetch_add(r.body.size(), std::memory_order_relaxed);
+    counters_.bytes.fetch_add(r.received, std::memory_order_relaxed);
     try {
       if (r.error) std::rethrow_exception(r.error);
       const auto retry = judge(j->e, j->q, j->attempt, code, code != CURLE_OK ? j->t.error_text(code) : std::string(), r);
@@ -920,21 +938,27 @@ class remote_tar_reader final : public image_reader {
       shard_bytes_ += shards_[s].size;
       groups[s] = std::move(*samples);
     }
-    const std::size_t at_once = std::min<std::size_t>(whole_shards() ? 16 : 4, remote_.requests_in_flight);
-    for (std::size_t first = 0; first < whole.size(); first += at_once) {
-      answers.clear();
-      const std::size_t last = std::min(whole.size(), first + at_once);
-      for (std::size_t k = first; k < last; ++k) answers.push_back(loop_->submit(shards_[whole[k]].where, {}));
-      for (std::size_t k = first; k < last; ++k) {
-        const auto s = static_cast<std::uint32_t>(whole[k]);
-        response r = answers[k - first].get();
-        shard& sh = shards_[s];
-        sh.size = r.body.size();
-        sh.etag = r.etag;
-        shard_bytes_ += sh.size;
-        groups[s] = detail::shard_samples(r.body, s, sh.where.shown, shard_);
-        if (whole_shards()) keep_indexed(s, std::move(r.body));
-      }
+    // Scanned as they arrive: only the tar headers and the labels are held, and, with whole
+    // shards, the shard's bytes when the cache has room for them.
+    answers.clear();
+    std::vector<std::shared_ptr<index_sink>> sinks;
+    for (const std::size_t s : whole) {
+      request q;
+      q.sink = sinks.emplace_back(std::make_shared<index_sink>(*this, static_cast<std::uint32_t>(s)));
+      answers.push_back(loop_->submit(shards_[s].where, q));
+    }
+    for (std::size_t k = 0; k < whole.size(); ++k) {
+      const auto s = static_cast<std::uint32_t>(whole[k]);
+      const response r = answers[k].get();
+      shard& sh = shards_[s];
+      sh.size = r.received;
+      sh.etag = r.etag;
+      shard_bytes_ += sh.size;
+      index_sink& sink = *sinks[k];
+      groups[s] = sink.scan->samples();
+      if (sink.kept) place_indexed(s, std::move(sink.body));
+      else if (sink.reserved_ > 0) release_indexed(s);  // the size changed between attempts
+      sinks[k].reset();
     }
     for (auto& g : groups) entries_.insert(entries_.end(), std::make_move_iterator(g.begin()), std::make_move_iterator(g.end()));
     if (entries_.empty())
@@ -1023,30 +1047,72 @@ class remote_tar_reader final : public image_reader {
 
   [[nodiscard]] bool whole_shards() const noexcept { return shard_.window_shards > 0; }
 
-  /// With whole shards: a shard fetched whole to be indexed stays in the cache while the cache has
-  /// room (least recently used, it is the first to go when the order needs room). During the
-  /// indexing, before any reader.
-  void keep_indexed(std::uint32_t s, std::vector<std::byte>&& body) {
-    const std::uint64_t size = body.size();
-    {
-      std::lock_guard lock(cache_m_);
-      if (cache_used_ + size > remote_.cache_bytes) return;
-      cache_used_ += size;  // counted now, so that concurrent indexers never overfill the cache
-      cache_[s].reserved = size;
+  /// A shard fetched whole to be indexed, scanned as it arrives (a request's sink). With whole
+  /// shards its bytes are kept too when the cache has room for them as the body begins: that
+  /// copy then stays in the cache (least recently used, it is the first to go when the order
+  /// needs room), so the first epoch need not fetch it again.
+  struct index_sink final : body_sink {
+    index_sink(remote_tar_reader& reader, std::uint32_t shard) : reader_(reader), shard_(shard) {}
+    void restart() override {
+      scan.emplace(shard_, reader_.shards_[shard_].where.shown, reader_.shard_);
+      body.clear();
+      kept = false;
+      first_ = true;
     }
+    void data(std::span<const std::byte> bytes, const response& r) override {
+      if (first_) {
+        first_ = false;
+        if (reserved_ == 0 && r.have_total && reader_.whole_shards() && reader_.reserve_indexed(shard_, r.total))
+          reserved_ = r.total;
+        if (reserved_ > 0 && r.have_total && r.total == reserved_) {
+          kept = true;
+          body.reserve(static_cast<std::size_t>(reserved_));
+        }
+      }
+      scan->feed(bytes);
+      if (kept) body.insert(body.end(), bytes.begin(), bytes.end());
+    }
+    std::optional<detail::shard_scanner> scan;
+    std::vector<std::byte> body;  ///< the shard's bytes, when kept
+    bool kept = false;
+
+   private:
+    remote_tar_reader& reader_;
+    std::uint32_t shard_;
+    std::uint64_t reserved_ = 0;  ///< counted against the cache cap for this shard
+    bool first_ = true;
+    friend class remote_tar_reader;
+  };
+
+  /// Counts `size` bytes against the cache cap for shard s's indexing copy; false when they do not
+  /// fit (nothing is evicted: only indexing copies are resident yet).
+  bool reserve_indexed(std::uint32_t s, std::uint64_t size) {
+    std::lock_guard lock(cache_m_);
+    if (cache_used_ + size > remote_.cache_bytes) return false;
+    cache_used_ += size;  // counted now, so that concurrent indexers never overfill the cache
+    cache_[s].reserved = size;
+    return true;
+  }
+  void release_indexed(std::uint32_t s) noexcept {
+    std::lock_guard lock(cache_m_);
+    cache_used_ -= cache_[s].reserved;
+    cache_[s].reserved = 0;
+  }
+  /// The kept copy of shard s, whose bytes reserve_indexed() counted, made resident. During the
+  /// indexing, before any reader.
+  void place_indexed(std::uint32_t s, std::vector<std::byte>&& body) {
     std::shared_ptr<const blob> data;
     try {
       data = std::make_shared<const blob>(std::move(body), remote_.cache_dir, s);
     } catch (...) {
-      std::lock_guard lock(cache_m_);
-      cache_used_ -= size;
-      cache_[s].reserved = 0;
+      release_indexed(s);
       throw;
     }
     std::lock_guard lock(cache_m_);
     cache_[s].data = std::move(data);
     cache_[s].last_use = ++use_clock_;
   }
+
   /// The ETag a shard had when first seen; a later response with another one is an error.
   std::string expected_etag(std::uint32_t s) {
     std::lock_guard lock(etag_m_);

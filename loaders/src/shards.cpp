@@ -81,55 +81,134 @@ std::string pax_path(std::span<const std::byte> data) {
 
 }  // namespace
 
-std::vector<tar_member> index_tar(std::span<const std::byte> a, const std::string& what) {
-  std::vector<tar_member> members;
-  std::uint64_t at = 0;
-  std::string long_name;
-  auto fail = [&](const std::string& why) -> std::invalid_argument {
-    return std::invalid_argument("tar shard '" + what + "': " + why + " (header at byte " + std::to_string(at) + ")");
-  };
-  while (at + kBlock <= a.size()) {
-    const auto h = a.subspan(at, kBlock);
-    if (zero_block(h)) break;  // end of archive
-    std::uint64_t checksum = 0, size = 0;
-    if (!parse_number(h, 148, 8, checksum)) throw fail("header checksum field is not a number");
-    // The checksum counts the header bytes with its own field as spaces, unsigned (POSIX) or, as
-    // some old tars wrote it, signed.
-    std::uint64_t sum = 0;
-    std::int64_t signed_sum = 0;
-    for (std::size_t i = 0; i < kBlock; ++i) {
-      const auto b = (i >= 148 && i < 156) ? static_cast<std::uint8_t>(' ') : static_cast<std::uint8_t>(h[i]);
-      sum += b;
-      signed_sum += static_cast<std::int8_t>(b);
+detail::tar_scanner::tar_scanner(std::string what, std::function<bool(const std::string&)> keep)
+    : what_(std::move(what)), keep_(std::move(keep)) {}
+
+std::invalid_argument detail::tar_scanner::fail(const std::string& why) const {
+  return std::invalid_argument("tar shard '" + what_ + "': " + why + " (header at byte " + std::to_string(header_at_) + ")");
+}
+
+void detail::tar_scanner::feed(std::span<const std::byte> bytes) {
+  while (!bytes.empty() && !ended_) {
+    if (skip_ > 0) {  // data nobody keeps, or padding
+      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(skip_, bytes.size()));
+      skip_ -= n;
+      at_ += n;
+      bytes = bytes.subspan(n);
+      continue;
     }
-    if (sum != checksum && static_cast<std::uint64_t>(signed_sum) != checksum)
-      throw fail("bad header checksum (not a tar file, or corrupt)");
-    if (!parse_number(h, 124, 12, size)) throw fail("member size is not a number");
-    const std::uint64_t data = at + kBlock;
-    if (size > a.size() || data > a.size() - size) throw fail("member of " + std::to_string(size) + " bytes runs past the end");
-    const char type = static_cast<char>(h[156]);
-    std::string name = field(h, 0, 100);
-    const std::string magic = field(h, 257, 6);
-    if (magic.rfind("ustar", 0) == 0) {
-      const std::string prefix = field(h, 345, 155);
-      if (!prefix.empty()) name = prefix + "/" + name;
+    if (want_ > 0) {  // data being kept
+      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(want_, bytes.size()));
+      kept_.insert(kept_.end(), bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n));
+      want_ -= n;
+      at_ += n;
+      bytes = bytes.subspan(n);
+      if (want_ == 0) end_member();
+      continue;
     }
-    if (type == 'L') {  // GNU long name: the next member's name is this member's data
-      long_name = std::string(reinterpret_cast<const char*>(a.data() + data), strnlen(reinterpret_cast<const char*>(a.data() + data), size));
-    } else if (type == 'x') {  // pax extended header
-      long_name = pax_path(a.subspan(data, size));
-    } else if (type == 'g') {
-      // global pax header: nothing to keep
-    } else {
-      if (!long_name.empty()) name = long_name;
-      long_name.clear();
-      if (type == '0' || type == '\0' || type == '7') members.push_back({name, data, size});
+    const std::size_t n = std::min(kBlock - header_fill_, bytes.size());
+    std::memcpy(header_.data() + header_fill_, bytes.data(), n);
+    header_fill_ += n;
+    at_ += n;
+    bytes = bytes.subspan(n);
+    if (header_fill_ == kBlock) {
+      header_fill_ = 0;
+      begin_member();
     }
-    at = data + (size + kBlock - 1) / kBlock * kBlock;
   }
-  if (at < a.size() && at + kBlock > a.size())
-    throw fail("truncated: " + std::to_string(a.size() - at) + " bytes of a header at the end");
-  return members;
+  if (ended_) at_ += bytes.size();  // past the end-of-archive block: not read
+}
+
+void detail::tar_scanner::begin_member() {
+  const std::span<const std::byte> h(header_.data(), kBlock);
+  header_at_ = at_ - kBlock;
+  if (zero_block(h)) {  // end of archive
+    ended_ = true;
+    return;
+  }
+  std::uint64_t checksum = 0, size = 0;
+  if (!parse_number(h, 148, 8, checksum)) throw fail("header checksum field is not a number");
+  // The checksum counts the header bytes with its own field as spaces, unsigned (POSIX) or, as
+  // some old tars wrote it, signed.
+  std::uint64_t sum = 0;
+  std::int64_t signed_sum = 0;
+  for (std::size_t i = 0; i < kBlock; ++i) {
+    const auto b = (i >= 148 && i < 156) ? static_cast<std::uint8_t>(' ') : static_cast<std::uint8_t>(h[i]);
+    sum += b;
+    signed_sum += static_cast<std::int8_t>(b);
+  }
+  if (sum != checksum && static_cast<std::uint64_t>(signed_sum) != checksum)
+    throw fail("bad header checksum (not a tar file, or corrupt)");
+  if (!parse_number(h, 124, 12, size)) throw fail("member size is not a number");
+  if (size > limit_ || at_ > limit_ - size) throw fail("member of " + std::to_string(size) + " bytes runs past the end");
+  type_ = static_cast<char>(h[156]);
+  std::string name = field(h, 0, 100);
+  const std::string magic = field(h, 257, 6);
+  if (magic.rfind("ustar", 0) == 0) {
+    const std::string prefix = field(h, 345, 155);
+    if (!prefix.empty()) name = prefix + "/" + name;
+  }
+  size_ = size;
+  data_at_ = at_;
+  bool keep = false;
+  if (type_ == 'L' || type_ == 'x') {  // GNU long name, pax extended header: the next member's name
+    keep = true;
+  } else if (type_ == '0' || type_ == '\0' || type_ == '7') {
+    if (!long_name_.empty()) name = long_name_;
+    name_ = std::move(name);
+    keep = keep_ && keep_(name_);
+  }
+  if (!(type_ == 'L' || type_ == 'x' || type_ == 'g')) long_name_.clear();
+  kept_.clear();
+  if (keep && size > 0) {
+    kept_.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(size, std::uint64_t{1} << 20)));
+    want_ = size;
+  } else {
+    if (keep) end_member();
+    else end_member_skipping(size);
+  }
+}
+
+void detail::tar_scanner::end_member_skipping(std::uint64_t size) {
+  kept_.clear();
+  const bool regular = type_ == '0' || type_ == '\0' || type_ == '7';
+  if (regular) {
+    members_.push_back({name_, data_at_, size});
+    data_.emplace_back();
+  }
+  skip_ = (size + kBlock - 1) / kBlock * kBlock;
+}
+
+void detail::tar_scanner::end_member() {
+  const std::span<const std::byte> data(kept_.data(), kept_.size());
+  if (type_ == 'L') {
+    long_name_ = std::string(reinterpret_cast<const char*>(data.data()), strnlen(reinterpret_cast<const char*>(data.data()), data.size()));
+  } else if (type_ == 'x') {
+    long_name_ = pax_path(data);
+  } else {
+    members_.push_back({name_, data_at_, size_});
+    data_.push_back(std::move(kept_));
+  }
+  kept_.clear();
+  skip_ = (size_ + kBlock - 1) / kBlock * kBlock - size_;  // the padding
+}
+
+void detail::tar_scanner::finish() {
+  if (ended_) return;
+  if (want_ > 0 || (skip_ > 0 && at_ - data_at_ < size_))
+    throw fail("member of " + std::to_string(size_) + " bytes runs past the end");
+  if (header_fill_ > 0) {
+    header_at_ = at_ - header_fill_;
+    throw fail("truncated: " + std::to_string(header_fill_) + " bytes of a header at the end");
+  }
+}
+
+std::vector<tar_member> index_tar(std::span<const std::byte> a, const std::string& what) {
+  detail::tar_scanner scan(what);
+  scan.limit(a.size());
+  scan.feed(a);
+  scan.finish();
+  return scan.members();
 }
 
 std::vector<std::string> detail::expand_braces(const std::string& pattern) {
@@ -261,21 +340,31 @@ std::int64_t parse_label(std::span<const std::byte> b, const std::string& shard,
 
 }  // namespace
 
-std::vector<detail::shard_sample> detail::shard_samples(std::span<const std::byte> archive, std::uint32_t shard,
-                                                        const std::string& what, const shard_options& options) {
-  const auto image_keys = split(options.image_keys, ';');
-  const auto members = index_tar(archive, what);
+detail::shard_scanner::shard_scanner(std::uint32_t shard, std::string what, const shard_options& options)
+    : shard_(shard),
+      what_(std::move(what)),
+      options_(options),
+      scan_(what_, [label = "." + options.label_key](const std::string& name) {
+        const auto dot = key_end(name);  // the label members' data is kept, nothing else's
+        return dot != std::string::npos && name.compare(dot, std::string::npos, label) == 0;
+      }) {}
+
+std::vector<detail::shard_sample> detail::shard_scanner::samples() {
+  scan_.finish();
+  const auto image_keys = split(options_.image_keys, ';');
+  const auto& members = scan_.members();
   // Group by key, keeping the order of first appearance.
   std::map<std::string, std::size_t> slot;
   std::vector<shard_sample> group;
   std::vector<char> has_image, has_label;
-  for (const auto& m : members) {
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    const auto& m = members[i];
     const auto dot = key_end(m.name);
     if (dot == std::string::npos) continue;
     const std::string key = m.name.substr(0, dot), ext = m.name.substr(dot + 1);
     auto [it, fresh] = slot.emplace(key, group.size());
     if (fresh) {
-      group.push_back({shard, key, {}, 0});
+      group.push_back({shard_, key, {}, 0});
       has_image.push_back(0);
       has_label.push_back(0);
     }
@@ -283,20 +372,28 @@ std::vector<detail::shard_sample> detail::shard_samples(std::span<const std::byt
     if (std::find(image_keys.begin(), image_keys.end(), ext) != image_keys.end()) {
       group[g].image = m;
       has_image[g] = 1;
-    } else if (ext == options.label_key) {
-      group[g].label = parse_label(archive.subspan(m.offset, m.size), what, key);
+    } else if (ext == options_.label_key) {
+      group[g].label = parse_label(scan_.data(i), what_, key);
       has_label[g] = 1;
     }
   }
   for (std::size_t g = 0; g < group.size(); ++g) {
     if (!has_image[g])
-      throw std::invalid_argument("tar shard '" + what + "': sample '" + group[g].key + "' has no image member (." +
-                                  options.image_keys + ")");
+      throw std::invalid_argument("tar shard '" + what_ + "': sample '" + group[g].key + "' has no image member (." +
+                                  options_.image_keys + ")");
     if (!has_label[g])
-      throw std::invalid_argument("tar shard '" + what + "': sample '" + group[g].key + "' has no ." + options.label_key +
-                                  " label member");
+      throw std::invalid_argument("tar shard '" + what_ + "': sample '" + group[g].key + "' has no ." +
+                                  options_.label_key + " label member");
   }
   return group;
+}
+
+std::vector<detail::shard_sample> detail::shard_samples(std::span<const std::byte> archive, std::uint32_t shard,
+                                                        const std::string& what, const shard_options& options) {
+  shard_scanner scan(shard, what, options);
+  scan.limit(archive.size());
+  scan.feed(archive);
+  return scan.samples();
 }
 
 std::shared_ptr<const sample_groups> detail::shard_groups(const std::vector<shard_sample>& entries, std::size_t shards,

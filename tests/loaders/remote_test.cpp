@@ -268,6 +268,21 @@ TEST_CASE("remote.missing_shards_fail_at_once_and_changed_shards_are_refused") {
   auto src2 = std::make_shared<pipeline_source>(third, parse_pipeline("center_crop(16)"));
   loader l2(src2, test::cpu_loader(64, 1, 7));
   CHECK_THROWS_WITH_AS((void)l2.next(), doctest::Contains("changed after it was indexed"), fatal_error);
+  // Indexed anew, the shrunk shard (no sidecar) is scanned as it arrives: cut short, it is named,
+  // with range reads and with whole shards (whose cache would have kept it).
+  const std::string cut = "tar shard '" + urls(server.url(), set)[2] + "': member of ";
+  shard_options whole;
+  whole.window_shards = 2;
+  for (const shard_options& mode : {shard_options{}, whole}) {
+    CAPTURE(mode.window_shards);
+    try {
+      (void)make_remote_shard_reader(urls(server.url(), set), mode, o);
+      FAIL("no error");
+    } catch (const std::invalid_argument& e) {
+      CHECK(std::string(e.what()).find(cut) != std::string::npos);
+      CHECK(std::string(e.what()).find("runs past the end (header at byte 0)") != std::string::npos);
+    }
+  }
 }
 
 TEST_CASE("remote.a_server_without_range_support_is_refused_clearly") {

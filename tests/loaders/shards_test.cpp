@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <random>
 #include <fstream>
 #include <set>
 #include <span>
@@ -14,6 +15,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <unistd.h>
 
+#include "detail/tar_samples.hpp"
 #include "pinfeed/loaders/shards.hpp"
 #include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/error.hpp"
@@ -171,6 +173,67 @@ TEST_CASE("shards.patterns") {
   CHECK_THROWS_WITH_AS(expand_shard_pattern("s-{9..1}.tar"), doctest::Contains("bad range"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(expand_shard_pattern("s-{a..b}.tar"), doctest::Contains("not numeric"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(expand_shard_pattern("s-{1.tar"), doctest::Contains("{first..last}"), std::invalid_argument);
+}
+
+namespace {
+/// The samples of `bytes` fed to a shard_scanner in pieces of the sizes `pieces` gives, in turn
+/// (without telling it the size: as a shard arriving over the network).
+std::vector<loaders::detail::shard_sample> scanned(std::span<const std::byte> bytes, const std::vector<std::size_t>& pieces) {
+  loaders::detail::shard_scanner scan(0, "s.tar", shard_options{});
+  std::size_t at = 0;
+  for (std::size_t k = 0; at < bytes.size(); ++k) {
+    const std::size_t n = std::min(pieces[k % pieces.size()], bytes.size() - at);
+    scan.feed(bytes.subspan(at, n));
+    at += n;
+  }
+  CHECK(scan.bytes_fed() == bytes.size());
+  return scan.samples();
+}
+}  // namespace
+
+TEST_CASE("shards.a_shard_scanned_as_it_arrives_gives_the_samples_of_the_whole") {
+  temp_dir d;
+  fs::create_directories(d.path / "data" / "c");
+  for (int i = 0; i < 9; ++i) write_image(d.path / "data" / "c" / (std::to_string(i) + "i.png"), 9 + i, 10, i, ".png");
+  const auto shard = write_shards(list_image_folder((d.path / "data").string()).files, (d.path / "s").string(), 1 << 20);
+  const auto bytes = slurp(shard.at(0));
+  const auto whole = loaders::detail::shard_samples(bytes, 0, "s.tar", shard_options{});
+  REQUIRE(whole.size() == 9);
+  std::mt19937 rng(5);
+  std::vector<std::size_t> random_pieces;
+  for (int i = 0; i < 64; ++i) random_pieces.push_back(1 + rng() % 1500);
+  for (const auto& pieces : std::vector<std::vector<std::size_t>>{{1}, {7}, {511}, {512}, {513}, {4096}, random_pieces}) {
+    CAPTURE(pieces.front());
+    const auto got = scanned(bytes, pieces);
+    REQUIRE(got.size() == whole.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      CHECK(got[i].key == whole[i].key);
+      CHECK(got[i].image.name == whole[i].image.name);
+      CHECK(got[i].image.offset == whole[i].image.offset);
+      CHECK(got[i].image.size == whole[i].image.size);
+      CHECK(got[i].label == whole[i].label);
+    }
+  }
+  // Cut short anywhere, it fails as the archive in memory does: inside a header, inside a member's data.
+  const std::span<const std::byte> all(bytes);
+  const std::uint64_t second_header = whole[0].image.offset + (whole[0].image.size + 511) / 512 * 512;
+  const std::string cut_header = "truncated: 188 bytes of a header at the end (header at byte " + std::to_string(second_header) + ")";
+  CHECK_THROWS_WITH_AS(scanned(all.first(second_header + 188), {100}), doctest::Contains(cut_header.c_str()),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(loaders::detail::shard_samples(all.first(second_header + 188), 0, "s.tar", shard_options{}),
+                       doctest::Contains(cut_header.c_str()), std::invalid_argument);
+  // Cut inside a member's padding, the archive is whole up to there: the first sample lacks its label.
+  CHECK_THROWS_WITH_AS(scanned(all.first(whole[0].image.offset + whole[0].image.size + 1), {64}),
+                       doctest::Contains("has no .cls label member"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(scanned(all.first(520), {3}), doctest::Contains("runs past the end (header at byte 0)"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(loaders::detail::shard_samples(all.first(520), 0, "s.tar", shard_options{}),
+                       doctest::Contains("runs past the end (header at byte 0)"), std::invalid_argument);
+  auto garbage = bytes;
+  garbage[whole[1].image.offset - 512 + 10] = std::byte{'#'};  // the second image's header
+  const std::string bad_header = "bad header checksum (not a tar file, or corrupt) (header at byte " +
+                                 std::to_string(whole[1].image.offset - 512) + ")";
+  CHECK_THROWS_WITH_AS(scanned(garbage, {333}), doctest::Contains(bad_header.c_str()), std::invalid_argument);
 }
 
 TEST_CASE("shards.malformed_shards_fail_at_construction") {

@@ -1,9 +1,12 @@
 #pragma once
 // The samples of one WebDataset tar shard, shared by the local and the remote shard readers.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <stdexcept>
 #include <optional>
 #include <string_view>
 #include <span>
@@ -20,6 +23,66 @@ struct shard_sample {
   std::string key;
   tar_member image;
   std::int64_t label = 0;
+};
+
+/// Walks a tar archive as its bytes arrive, in pieces of any size, never holding more than a
+/// header and the data of the members asked for: the regular members' names, offsets and sizes
+/// (as index_tar() finds them, which is this walk over an archive in memory), and the data of the
+/// members `keep` accepts by name. Throws std::invalid_argument as index_tar() does, naming
+/// `what` and the header's byte offset.
+class tar_scanner {
+ public:
+  explicit tar_scanner(std::string what, std::function<bool(const std::string& name)> keep = {});
+  /// The archive's size when known: a member running past it fails at its header.
+  void limit(std::uint64_t bytes) noexcept { limit_ = bytes; }
+  void feed(std::span<const std::byte> bytes);
+  /// The archive is over: throws for a member or a header it cut short.
+  void finish();
+  [[nodiscard]] const std::vector<tar_member>& members() const noexcept { return members_; }
+  /// The data of regular member i when `keep` asked for it (else empty).
+  [[nodiscard]] std::span<const std::byte> data(std::size_t i) const { return data_.at(i); }
+  [[nodiscard]] std::uint64_t bytes_fed() const noexcept { return at_; }
+
+ private:
+  static constexpr std::size_t kBlock = 512;
+  void begin_member();
+  void end_member();
+  void end_member_skipping(std::uint64_t size);
+  [[nodiscard]] std::invalid_argument fail(const std::string& why) const;
+
+  std::string what_;
+  std::function<bool(const std::string&)> keep_;
+  std::uint64_t limit_ = ~std::uint64_t{0};
+  std::uint64_t at_ = 0;         ///< bytes fed so far
+  std::array<std::byte, kBlock> header_{};
+  std::size_t header_fill_ = 0;  ///< bytes of the next header received
+  std::uint64_t header_at_ = 0;  ///< where the member being read has its header
+  std::uint64_t data_at_ = 0, size_ = 0;
+  char type_ = 0;
+  std::string name_, long_name_;
+  std::uint64_t want_ = 0;  ///< data still to keep
+  std::uint64_t skip_ = 0;  ///< bytes still to pass over (data not kept, padding)
+  std::vector<std::byte> kept_;
+  bool ended_ = false;
+  std::vector<tar_member> members_;
+  std::vector<std::vector<std::byte>> data_;
+};
+
+/// shard_samples() over a shard that arrives in pieces: feed() them in order, then samples().
+class shard_scanner {
+ public:
+  shard_scanner(std::uint32_t shard, std::string what, const shard_options& options);
+  void limit(std::uint64_t bytes) noexcept { scan_.limit(bytes); }
+  void feed(std::span<const std::byte> bytes) { scan_.feed(bytes); }
+  [[nodiscard]] std::uint64_t bytes_fed() const noexcept { return scan_.bytes_fed(); }
+  /// Throws as shard_samples() does, and for an archive cut short.
+  [[nodiscard]] std::vector<shard_sample> samples();
+
+ private:
+  std::uint32_t shard_;
+  std::string what_;
+  shard_options options_;
+  tar_scanner scan_;
 };
 
 /// Groups the members of `archive` (shard number `shard`, named `what` in errors) into samples by

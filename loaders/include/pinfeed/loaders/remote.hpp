@@ -79,8 +79,9 @@ struct remote_counters {
 
 /// Reads WebDataset tar shards over HTTP(S) or S3. Each shard is indexed once at construction:
 /// from its sidecar index ("<shard>.idx", written by pinfeed pack or write_shard_index) when the
-/// server has one made with the same member keys, else by fetching the shard whole (its labels
-/// kept, its bytes dropped). Then, two ways to read:
+/// server has one made with the same member keys, else in one streaming pass over the shard as
+/// it arrives, which holds only its tar headers and labels (with whole shards, also its bytes when
+/// the cache has room for them: that copy stays in the cache). Then, two ways to read:
 ///   - shard.window_shards == 0 (range mode): every sample's image is one range request. Inside a
 ///     loader the reader fetches the next read_ahead samples of the epoch's order ahead of use,
 ///     requests_in_flight at a time, so the exact global shuffle works over a high-latency link.

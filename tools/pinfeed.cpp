@@ -110,7 +110,7 @@ struct run_args {
   std::size_t cache_pool = 64;
   std::uint32_t shard_window = 0;
   double remote_cache_mb = 1024;
-  std::string remote_cache_dir;
+  std::string remote_cache_dir, remote_index_cache;
   std::int64_t max_pixels = std::int64_t{1} << 28;
   double max_bad_fraction = 0.0;
   double latency_ms = 0, bandwidth_mb_s = 0, step_ms = 0, copy_bandwidth_mb_s = 0;
@@ -155,11 +155,15 @@ pipeline_parts make_pipeline(const run_args& a, const pinfeed::device_choice& de
       ro.requests_in_flight = a.requests_in_flight;
       ro.cache_bytes = static_cast<std::uint64_t>(a.remote_cache_mb * 1048576.0);
       ro.cache_dir = a.remote_cache_dir;
+      ro.index_cache_dir = a.remote_index_cache;
       p.reader = pinfeed::loaders::make_remote_shard_reader(pinfeed::loaders::expand_remote_pattern(pattern, ro), so, ro);
       p.remote = p.reader;
     } else {
       if (!a.remote_cache_dir.empty())
         throw std::invalid_argument("--remote-cache-dir caches shards of remote storage; '" + pattern + "' is local");
+      if (!a.remote_index_cache.empty())
+        throw std::invalid_argument("--remote-index-cache caches indexes of remote shards; '" + pattern +
+                                    "' is local (pinfeed pack writes sidecar indexes)");
       p.reader = pinfeed::loaders::make_shard_reader(pinfeed::loaders::expand_shard_pattern(pattern), so);
     }
   } else if (a.shard_window > 0) {
@@ -537,6 +541,9 @@ void add_pipeline_options(CLI::App* app, run_args& a) {
       ->check(CLI::PositiveNumber);
   app->add_option("--remote-cache-dir", a.remote_cache_dir,
                   "remote shards with --shard-window: keep the cache in this directory instead of memory");
+  app->add_option("--remote-index-cache", a.remote_index_cache,
+                  "remote shards without sidecar indexes: keep the index built for each shard in this directory, "
+                  "so that the next run checks its size and ETag instead of scanning it");
   app->add_option("--requests-in-flight", a.requests_in_flight,
                   "remote shards: requests running at once (the next samples of the order are read ahead)")
       ->check(CLI::PositiveNumber);

@@ -31,6 +31,8 @@
 #include <cinttypes>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <span>
 
 #include "detail/tar_samples.hpp"
@@ -217,6 +219,7 @@ struct request {
   std::string expect_etag;
   bool missing_ok = false;  ///< a 404 or 403 is answered, not thrown (for an optional object)
   std::shared_ptr<body_sink> sink;  ///< the body goes here (response::body stays empty)
+  bool head = false;                ///< HEAD: the size (response::total) and ETag, no body
 };
 
 struct response {
@@ -227,6 +230,7 @@ struct response {
   bool have_total = false;
   bool range_ignored = false;  ///< a range was asked for and the server began sending the whole object
   bool range = false;
+  bool head = false;
   std::uint64_t received = 0;  ///< body bytes (kept in `body`, or given to `sink`)
   body_sink* sink = nullptr;
   long status_seen = 0;      ///< the status line seen last, while the body arrives
@@ -308,7 +312,7 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
       } else if (name == "content-length" && !r->have_total && r->status_seen == 200) {
         r->total = std::strtoull(value.c_str(), nullptr, 10);
         r->have_total = true;
-        if (!r->range && r->sink == nullptr) r->body.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(r->total, std::uint64_t{1} << 34)));
+        if (!r->range && !r->head && r->sink == nullptr) r->body.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(r->total, std::uint64_t{1} << 34)));
       }
     }
   } catch (...) {
@@ -333,7 +337,9 @@ void configure(CURL* h, const endpoint& e, const request& q, const remote_option
   t.r = response{};
   t.r.range = q.range;
   t.r.sink = q.sink.get();
+  t.r.head = q.head;
   if (q.sink) q.sink->restart();
+  if (q.head) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
   t.errbuf[0] = '\0';
   curl_easy_setopt(h, CURLOPT_URL, e.url.c_str());
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, t.errbuf);
@@ -446,7 +452,7 @@ struct cancelled : std::runtime_error {
 
 struct request_counters {
   std::atomic<std::uint64_t> requests{0}, retries{0}, bytes{0}, wait_ns{0}, read_ahead{0};
-  std::atomic<std::uint64_t> shards{0}, streamed{0}, sidecars{0};
+  std::atomic<std::uint64_t> shards{0}, streamed{0}, sidecars{0}, index_cached{0};
 };
 
 /// Sleeps up to `ms`, in short steps, returning early once `stop` is set.
@@ -462,7 +468,7 @@ void pause(double ms, const std::atomic<bool>* stop) {
 }
 
 std::string describe(const endpoint& e, const request& q) {
-  return "GET " + e.shown + (q.range ? " bytes " + std::to_string(q.offset) + "-" + std::to_string(q.offset + q.length - 1) : "");
+  return (q.head ? "HEAD " : "GET ") + e.shown + (q.range ? " bytes " + std::to_string(q.offset) + "-" + std::to_string(q.offset + q.length - 1) : "");
 }
 
 [[noreturn]] void changed(const endpoint& e, const std::string& how) {
@@ -507,7 +513,7 @@ std::optional<std::string> judge(const endpoint& e, const request& q, int attemp
                (r.status == 403 ? " (forbidden: check the credentials)" : r.status == 404 ? " (not found)" : ""));
   if (q.range && r.received != q.length)
     return "short read: " + std::to_string(r.received) + " of " + std::to_string(q.length) + " bytes";
-  if (!q.range && r.have_total && r.received != r.total)
+  if (!q.range && !q.head && r.have_total && r.received != r.total)
     return "short read: " + std::to_string(r.received) + " of " + std::to_string(r.total) + " bytes";
   return std::nullopt;
 }
@@ -938,6 +944,7 @@ class remote_tar_reader final : public image_reader {
       shard_bytes_ += shards_[s].size;
       groups[s] = std::move(*samples);
     }
+    if (!remote_.index_cache_dir.empty()) whole = from_index_cache(whole, groups);
     // Scanned as they arrive: only the tar headers and the labels are held, and, with whole
     // shards, the shard's bytes when the cache has room for them.
     answers.clear();
@@ -956,6 +963,7 @@ class remote_tar_reader final : public image_reader {
       shard_bytes_ += sh.size;
       index_sink& sink = *sinks[k];
       groups[s] = sink.scan->samples();
+      if (!remote_.index_cache_dir.empty()) to_index_cache(s, groups[s]);
       if (sink.kept) place_indexed(s, std::move(sink.body));
       else if (sink.reserved_ > 0) release_indexed(s);  // the size changed between attempts
       sinks[k].reset();
@@ -1032,6 +1040,7 @@ class remote_tar_reader final : public image_reader {
     c.shards = counters_.shards.load();
     c.streamed = counters_.streamed.load();
     c.sidecars = counters_.sidecars.load();
+    c.index_cached = counters_.index_cached.load();
     c.shard_bytes = shard_bytes_;
     c.cache_bytes = whole_shards() ? remote_.cache_bytes : 0;
     c.window_shards = shard_.window_shards;
@@ -1046,6 +1055,97 @@ class remote_tar_reader final : public image_reader {
   };
 
   [[nodiscard]] bool whole_shards() const noexcept { return shard_.window_shards > 0; }
+
+  // ---- the index cache (remote_options::index_cache_dir) ----
+
+  /// Shard s's file in the index cache: named by a hash of its location as printed.
+  std::filesystem::path index_cache_file(std::uint32_t s) const {
+    std::uint64_t h = 14695981039346656037ull;  // FNV-1a
+    for (const unsigned char c : shards_[s].where.shown) h = (h ^ c) * 1099511628211ull;
+    char name[32];
+    std::snprintf(name, sizeof name, "%016" PRIx64 ".idx", h);
+    return std::filesystem::path(remote_.index_cache_dir) / name;
+  }
+
+  /// Of the shards `todo`, those whose cached index still holds (its shard has the size and ETag
+  /// it had: one HEAD request each) get their samples into groups; the others are returned.
+  std::vector<std::size_t> from_index_cache(const std::vector<std::size_t>& todo,
+                                            std::vector<std::vector<detail::shard_sample>>& groups) {
+    std::error_code ec;
+    std::filesystem::create_directories(remote_.index_cache_dir, ec);
+    if (ec || !std::filesystem::is_directory(remote_.index_cache_dir))
+      throw std::invalid_argument("remote shards: index cache directory '" + remote_.index_cache_dir +
+                                  "' cannot be made: " + ec.message());
+    struct entry {
+      std::size_t shard;
+      std::string etag, index;
+      std::future<response> head;
+    };
+    std::vector<entry> found;
+    std::vector<std::size_t> rest;
+    for (const std::size_t s : todo) {
+      // "pinfeed-remote-index 1", the location, the ETag, then the sidecar index's text.
+      std::ifstream in(index_cache_file(static_cast<std::uint32_t>(s)), std::ios::binary);
+      std::string magic, where, etag;
+      if (!in || !std::getline(in, magic) || magic != "pinfeed-remote-index 1" || !std::getline(in, where) ||
+          where != shards_[s].where.shown || !std::getline(in, etag) || etag.empty()) {
+        rest.push_back(s);
+        continue;
+      }
+      std::string index((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      request q;
+      q.head = true;
+      found.push_back({s, std::move(etag), std::move(index), loop_->submit(shards_[s].where, q)});
+    }
+    for (auto& f : found) {
+      const response r = f.head.get();
+      const auto s = static_cast<std::uint32_t>(f.shard);
+      std::optional<std::vector<detail::shard_sample>> samples;
+      std::uint64_t size = 0;
+      if (r.have_total && r.etag == f.etag) {
+        try {
+          samples = detail::parse_shard_index(f.index, s, index_cache_file(s).string(), shard_, size);
+        } catch (const std::invalid_argument&) {  // a damaged cache file: the shard is scanned again
+        }
+      }
+      if (!samples || size != r.total) {
+        rest.push_back(f.shard);
+        continue;
+      }
+      shard& sh = shards_[s];
+      sh.size = size;
+      sh.etag = r.etag;
+      shard_bytes_ += size;
+      groups[s] = std::move(*samples);
+      counters_.index_cached.fetch_add(1, std::memory_order_relaxed);
+    }
+    std::sort(rest.begin(), rest.end());
+    return rest;
+  }
+
+  /// Keeps shard s's index (just built by scanning it) in the index cache, when the shard has an
+  /// ETag to check it by later. Written to a new file renamed into place: readers never see half
+  /// of one. A cache that cannot be written costs the next run a scan, nothing else.
+  void to_index_cache(std::uint32_t s, const std::vector<detail::shard_sample>& samples) const {
+    const shard& sh = shards_[s];
+    if (sh.etag.empty() || sh.etag.find('\n') != std::string::npos) return;
+    const auto file = index_cache_file(s);
+    std::string tmp = file.string() + ".XXXXXX";
+    const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+    if (fd < 0) return;
+    const std::string text = "pinfeed-remote-index 1\n" + sh.where.shown + "\n" + sh.etag + "\n" +
+                             detail::format_shard_index(samples, sh.size, shard_);
+    std::size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) break;
+      done += static_cast<std::size_t>(w);
+    }
+    const bool written = done == text.size();
+    const bool closed = ::close(fd) == 0;
+    if (!written || !closed || ::rename(tmp.c_str(), file.c_str()) != 0) ::unlink(tmp.c_str());
+  }
 
   /// A shard fetched whole to be indexed, scanned as it arrives (a request's sink). With whole
   /// shards its bytes are kept too when the cache has room for them as the body begins: that

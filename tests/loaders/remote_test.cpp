@@ -285,6 +285,60 @@ TEST_CASE("remote.missing_shards_fail_at_once_and_changed_shards_are_refused") {
   }
 }
 
+TEST_CASE("remote.an_index_cache_spares_the_scan_of_shards_without_sidecars") {
+  served_shards served;
+  if (!served) return;
+  const auto& set = served.set;
+  auto& server = *served.server;
+  const auto expected = checksums(make_shard_reader(set.local));
+  std::uint64_t shard_bytes = 0;
+  for (const auto& p : set.local) {
+    fs::remove(shard_index_path(p));
+    shard_bytes += fs::file_size(p);
+  }
+  const std::uint64_t shards = set.names.size();
+  temp_dir cache;
+  remote_options o = quick();
+  o.index_cache_dir = (cache.path / "indexes").string();  // made if missing
+  auto files = [&] {
+    return static_cast<std::uint64_t>(std::distance(fs::directory_iterator(o.index_cache_dir), fs::directory_iterator{}));
+  };
+  const auto first = make_remote_shard_reader(urls(server.url(), set), {}, o);
+  CHECK(remote_stats(*first).index_cached == 0);
+  CHECK(remote_stats(*first).bytes >= shard_bytes);  // every shard scanned
+  CHECK(files() == shards);
+  CHECK(checksums(first) == expected);
+  // The next reader asks for each shard's size and ETag (and its sidecar): no shard is scanned.
+  const auto second = make_remote_shard_reader(urls(server.url(), set), {}, o);
+  CHECK(remote_stats(*second).index_cached == shards);
+  CHECK(remote_stats(*second).requests == 2 * shards);
+  CHECK(remote_stats(*second).bytes < 1024 * shards);  // the sidecars' 404 pages
+  CHECK(remote_stats(*second).shard_bytes == shard_bytes);
+  CHECK(checksums(second) == expected);
+  // A shard changed since (a new ETag) is scanned again; the others still come from the cache.
+  fs::last_write_time(set.local[1], fs::last_write_time(set.local[1]) + std::chrono::hours(1));
+  const auto third = make_remote_shard_reader(urls(server.url(), set), {}, o);
+  CHECK(remote_stats(*third).index_cached == shards - 1);
+  CHECK(checksums(third) == expected);
+  // A damaged cache file costs a scan, not an error.
+  const auto damaged = fs::directory_iterator(o.index_cache_dir)->path();
+  fs::resize_file(damaged, 60);
+  const auto fourth = make_remote_shard_reader(urls(server.url(), set), {}, o);
+  CHECK(remote_stats(*fourth).index_cached == shards - 1);
+  CHECK(checksums(fourth) == expected);
+  // Whole-shard mode uses the same cache.
+  shard_options whole;
+  whole.window_shards = 2;
+  const auto fifth = make_remote_shard_reader(urls(server.url(), set), whole, o);
+  CHECK(remote_stats(*fifth).index_cached == shards);
+  CHECK(fifth->size() == make_shard_reader(set.local)->size());
+  // A cache directory that cannot be made is named.
+  o.index_cache_dir = "/proc/no-such/indexes";
+  CHECK_THROWS_WITH_AS(make_remote_shard_reader(urls(server.url(), set), {}, o),
+                       doctest::Contains("index cache directory '/proc/no-such/indexes' cannot be made"),
+                       std::invalid_argument);
+}
+
 TEST_CASE("remote.a_server_without_range_support_is_refused_clearly") {
   served_shards served;
   if (!served) return;
@@ -407,6 +461,14 @@ TEST_CASE("remote.s3_shards_are_signed_listed_and_equal_the_local_ones") {
     CHECK(shard_window_checksums(whole) == shard_window_checksums(make_shard_reader(set.local, window)));
     CHECK(remote_stats(*whole).sidecars == 0);
     CHECK(remote_stats(*whole).streamed == 0);
+    // The index cache checks each object's size and ETag with a signed HEAD request.
+    temp_dir cache;
+    remote_options indexes = quick();
+    indexes.index_cache_dir = cache.path.string();
+    CHECK(remote_stats(*make_remote_shard_reader(listed, {}, indexes)).index_cached == 0);
+    const auto cached = make_remote_shard_reader(listed, {}, indexes);
+    CHECK(remote_stats(*cached).index_cached == set.names.size());
+    CHECK(checksums(cached) == expected);
   }
   {  // a wrong secret: refused at once, and the secret appears nowhere
     const aws_env env(key_id, "not-the-secret-" + secret, s3.endpoint());

@@ -48,6 +48,11 @@ struct remote_options {
   /// Whole-shard mode: keep the cached shards as files in this directory (created if missing;
   /// each file removed when its shard is evicted or the reader goes) instead of in memory.
   std::string cache_dir;
+  /// Keep the index built for a shard that has no sidecar index in this directory (created if
+  /// missing; one small file a shard, kept across runs), so that the next reader of the same
+  /// shard asks for its size and ETag (a HEAD request) instead of scanning it again. A shard whose
+  /// size or ETag changed, or that has no ETag, is scanned anew. Empty: off.
+  std::string index_cache_dir;
 };
 
 /// True for locations starting with http://, https:// or s3://.
@@ -72,6 +77,7 @@ struct remote_counters {
   std::uint64_t shards = 0;       ///< whole-shard fetches (whole-shard mode)
   std::uint64_t streamed = 0;     ///< samples range-read because the cache had no room for their shard
   std::uint64_t sidecars = 0;     ///< shards indexed from their sidecar index instead of fetched whole
+  std::uint64_t index_cached = 0; ///< shards indexed from remote_options::index_cache_dir
   std::uint64_t shard_bytes = 0;  ///< the shards' total size
   std::uint64_t cache_bytes = 0;  ///< the cache's cap (whole-shard mode; 0 in range mode)
   std::uint32_t window_shards = 0;

@@ -571,10 +571,12 @@ class transfer_loop {
     curl_init_once();
     multi_ = curl_multi_init();
     if (multi_ == nullptr) throw std::runtime_error("libcurl: cannot create a multi handle");
-    // One connection a transfer, as many kept open as run at once: no HTTP/2 multiplexing, whose
-    // one connection would carry (and, reset, fail) every request in flight.
+    // One connection a transfer, no HTTP/2 multiplexing, whose one connection would carry (and,
+    // reset, fail) every request in flight. Room to keep open more than run under the cap: urgent
+    // requests run past it, and a connection closed for want of room is a new one (a handshake,
+    // and at a proxy a new session) for the next request.
     curl_multi_setopt(multi_, CURLMOPT_PIPELINING, static_cast<long>(CURLPIPE_NOTHING));
-    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(o_.requests_in_flight));
+    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(2 * o_.requests_in_flight));
     running_.reserve(2 * o_.requests_in_flight);
     try {
       thread_ = std::thread([this] { run(); });

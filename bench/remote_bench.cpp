@@ -24,46 +24,64 @@ namespace fs = std::filesystem;
 namespace pinfeed::bench {
 namespace {
 
-struct timed {
-  double median_s = 0;
-  loaders::remote_counters during;  ///< what the timed epochs fetched, all of them together
-  int epochs = 0;
+/// One row of the bench: a reader with its loader, timed epoch by epoch.
+struct contender {
+  std::string mode;  ///< local, loopback or latency
+  bool whole = false;
+  std::shared_ptr<loaders::image_reader> reader;
+  std::unique_ptr<loader> l;
+  std::uint64_t index_bytes = 0;
+  std::vector<double> times;  ///< seconds of each timed epoch, in round order
+  loaders::remote_counters before{}, after{};
+
+  contender(std::string m, bool w, std::shared_ptr<loaders::image_reader> r, const remote_bench_options& o,
+            std::size_t workers)
+      : mode(std::move(m)), whole(w), reader(std::move(r)), index_bytes(loaders::remote_stats(*reader).bytes) {
+    loader_options lo;
+    lo.batch_size = o.batch;
+    lo.workers = workers;
+    lo.prefetch = 4;
+    lo.device = "cpu";
+    lo.order.shuffle = true;
+    l = std::make_unique<loader>(std::make_shared<loaders::pipeline_source>(reader, loaders::parse_pipeline("rrc(224),hflip")),
+                                 lo);
+  }
+  /// Runs epoch `e` to its end; returns its seconds.
+  double epoch(std::uint32_t e) {
+    l->start_epoch(e);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (auto b = l->next()) {
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  /// What the timed epochs fetched, all of them together.
+  [[nodiscard]] loaders::remote_counters during() const {
+    loaders::remote_counters d = after;
+    d.requests -= before.requests;
+    d.retries -= before.retries;
+    d.bytes -= before.bytes;
+    d.wait_ms -= before.wait_ms;
+    d.read_ahead -= before.read_ahead;
+    d.shards -= before.shards;
+    d.streamed -= before.streamed;
+    return d;
+  }
 };
 
-/// Runs one warm-up and `repeats` timed shuffled epochs of the workload over `reader`.
-timed run_epochs(const std::shared_ptr<loaders::image_reader>& reader, const remote_bench_options& o,
-                 std::size_t workers) {
-  loader_options lo;
-  lo.batch_size = o.batch;
-  lo.workers = workers;
-  lo.prefetch = 4;
-  lo.device = "cpu";
-  lo.order.shuffle = true;
-  loader l(std::make_shared<loaders::pipeline_source>(reader, loaders::parse_pipeline("rrc(224),hflip")), lo);
-  std::vector<double> t;
-  loaders::remote_counters before{};
-  for (int r = 0; r <= o.repeats; ++r) {
-    if (r == 1) before = loaders::remote_stats(*reader);
-    l.start_epoch(static_cast<std::uint32_t>(r));
-    const auto t0 = std::chrono::steady_clock::now();
-    while (auto b = l.next()) {
-    }
-    if (r > 0) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  const auto after = loaders::remote_stats(*reader);
-  std::sort(t.begin(), t.end());
-  timed out;
-  out.median_s = t[t.size() / 2];
-  out.epochs = o.repeats;
-  out.during = after;
-  out.during.requests -= before.requests;
-  out.during.retries -= before.retries;
-  out.during.bytes -= before.bytes;
-  out.during.wait_ms -= before.wait_ms;
-  out.during.read_ahead -= before.read_ahead;
-  out.during.shards -= before.shards;
-  out.during.streamed -= before.streamed;
-  return out;
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+/// Every contender's epochs, interleaved: one warm-up epoch each, then `repeats` rounds in which
+/// each runs one epoch (the same epoch number for all: the same order), so that the epochs a ratio
+/// pairs ran next to each other, whatever else the host was doing over the whole run.
+void run_rounds(std::vector<contender>& all, int repeats) {
+  for (auto& c : all) (void)c.epoch(0);
+  for (auto& c : all) c.before = loaders::remote_stats(*c.reader);
+  for (int r = 1; r <= repeats; ++r)
+    for (auto& c : all) c.times.push_back(c.epoch(static_cast<std::uint32_t>(r)));
+  for (auto& c : all) c.after = loaders::remote_stats(*c.reader);
 }
 
 }  // namespace
@@ -99,39 +117,47 @@ void run_remote(const remote_bench_options& o, std::ostream& out) {
   wo.cache_bytes = o.cache_mb > 0 ? static_cast<std::uint64_t>(o.cache_mb * 1048576.0) : 3ull * o.window_shards * largest;
   const auto local = loaders::make_shard_reader(paths);
   const auto images = static_cast<double>(local->size());
-  auto row = [&](const std::string& mode, bool whole_shards, const timed& t, double local_s, std::uint64_t index_bytes) {
-    const double per_epoch = static_cast<double>(t.epochs) * images;
-    const bool remote = mode != "local";
+  std::vector<contender> all;
+  all.emplace_back("local", false, local, o, workers);
+  all.emplace_back("local", true, loaders::make_shard_reader(paths, whole), o, workers);
+  auto row = [&](const contender& c) {
+    const contender& base = all[c.whole ? 1 : 0];
+    // The ratio of each round's pair of epochs, then their median.
+    std::vector<double> ratios;
+    for (std::size_t r = 0; r < c.times.size(); ++r) ratios.push_back(base.times[r] / c.times[r]);
+    const auto d = c.during();
+    const double per_epoch = static_cast<double>(c.times.size()) * images;
+    const bool remote = c.mode != "local";
+    const double median_s = median(c.times);
     out << with_host({{"bench", "remote"},
-                      {"mode", mode},
-                      {"read", whole_shards ? "whole" : "range"},
+                      {"mode", c.mode},
+                      {"read", c.whole ? "whole" : "range"},
                       {"images", local->size()},
                       {"shards", paths.size()},
                       {"workers", workers},
-                      {"median_s", t.median_s},
-                      {"images_per_s", images / t.median_s},
-                      {"ratio_to_local", local_s / t.median_s},
-                      {"bytes_per_image", static_cast<double>(t.during.bytes) / per_epoch},
+                      {"median_s", median_s},
+                      {"images_per_s", images / median_s},
+                      {"ratio_to_local", median(ratios)},
+                      {"ratios_to_local", ratios},
+                      {"bytes_per_image", static_cast<double>(d.bytes) / per_epoch},
                       {"shard_bytes_per_image", static_cast<double>(total_bytes) / images},
-                      {"bytes_ratio", static_cast<double>(t.during.bytes) / per_epoch / (static_cast<double>(total_bytes) / images)},
-                      {"index_bytes", index_bytes},
-                      {"requests_per_image", static_cast<double>(t.during.requests) / per_epoch},
-                      {"retries", t.during.retries},
-                      {"fetch_wait_ms_per_image", t.during.wait_ms / per_epoch},
+                      {"bytes_ratio", static_cast<double>(d.bytes) / per_epoch / (static_cast<double>(total_bytes) / images)},
+                      {"index_bytes", c.index_bytes},
+                      {"requests_per_image", static_cast<double>(d.requests) / per_epoch},
+                      {"retries", d.retries},
+                      {"fetch_wait_ms_per_image", d.wait_ms / per_epoch},
                       {"requests_in_flight", remote ? ro.requests_in_flight : 0},
                       {"read_ahead", remote ? ro.read_ahead : 0},
-                      {"window_shards", whole_shards ? o.window_shards : 0},
-                      {"cache_bytes", remote && whole_shards ? wo.cache_bytes : 0},
-                      {"streamed", t.during.streamed},
-                      {"latency_ms", mode == "latency" ? o.latency_ms : 0}})
+                      {"window_shards", c.whole ? o.window_shards : 0},
+                      {"cache_bytes", remote && c.whole ? wo.cache_bytes : 0},
+                      {"streamed", d.streamed},
+                      {"latency_ms", c.mode == "latency" ? o.latency_ms : 0}})
                .dump()
         << std::endl;
   };
-  const timed base = run_epochs(local, o, workers);
-  row("local", false, base, base.median_s, 0);
-  const timed base_window = run_epochs(loaders::make_shard_reader(paths, whole), o, workers);
-  row("local", true, base_window, base_window.median_s, 0);
   if (!loopback::have_nginx()) {
+    run_rounds(all, o.repeats);
+    for (const auto& c : all) row(c);
     out << with_host({{"bench", "remote"}, {"skipped", "loopback, latency"}, {"reason", "nginx is not installed (Debian: nginx-light)"}})
                .dump()
         << std::endl;
@@ -146,12 +172,15 @@ void run_remote(const remote_bench_options& o, std::ostream& out) {
                                          std::pair<std::string, std::string>{"latency", slow.url()}}) {
       std::vector<std::string> urls;
       for (const auto& p : paths) urls.push_back(base_url + "/" + fs::path(p).filename().string());
-      const auto remote = whole_shards ? loaders::make_remote_shard_reader(urls, whole, wo)
-                                       : loaders::make_remote_shard_reader(urls, {}, ro);
-      const std::uint64_t index_bytes = loaders::remote_stats(*remote).bytes;
-      row(mode, whole_shards, run_epochs(remote, o, workers), (whole_shards ? base_window : base).median_s, index_bytes);
+      all.emplace_back(mode, whole_shards,
+                       whole_shards ? loaders::make_remote_shard_reader(urls, whole, wo)
+                                    : loaders::make_remote_shard_reader(urls, {}, ro),
+                       o, workers);
     }
   }
+  run_rounds(all, o.repeats);
+  for (const auto& c : all) row(c);
+  all.clear();  // the remote readers go before their servers
 }
 
 }  // namespace pinfeed::bench

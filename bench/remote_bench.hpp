@@ -28,11 +28,12 @@ struct remote_bench_options {
 
 /// JSON lines {bench: remote, mode: local | loopback | latency, read: range | whole (per-sample
 /// range reads with the exact global shuffle, or whole shards through the cache with the
-/// shard-aware shuffle), images, median_s, images_per_s, ratio_to_local (against the local row of
-/// the same order), bytes_per_image (fetched per image in a timed epoch), shard_bytes_per_image,
-/// bytes_ratio (the two divided), index_bytes (indexing, from the sidecar indexes),
-/// requests_per_image, retries, requests_in_flight, read_ahead, window_shards, cache_bytes,
-/// streamed, latency_ms} with the host fields. Needs nginx (Debian: nginx-light); without it the
+/// shard-aware shuffle), images, median_s, images_per_s, ratio_to_local (the median of
+/// ratios_to_local: each round's local epoch of the same order over this row's epoch; the rows'
+/// epochs run interleaved, one of each a round), bytes_per_image (fetched per image in a timed
+/// epoch), shard_bytes_per_image, bytes_ratio (the two divided), index_bytes (indexing, from the
+/// sidecar indexes), requests_per_image, retries, fetch_wait_ms_per_image, requests_in_flight,
+/// read_ahead, window_shards, cache_bytes, streamed, latency_ms} with the host fields. Needs nginx (Debian: nginx-light); without it the
 /// remote rows say skipped.
 void run_remote(const remote_bench_options& options, std::ostream& out);
 

@@ -218,6 +218,9 @@ got = {(r['mode'], r['read']) for r in rows}
 assert got == {(m, k) for m in ('local', 'loopback', 'latency') for k in ('range', 'whole')}, got
 for r in rows:
     assert r['images'] == 60 and r['cpu'] and r['images_per_s'] > 0, r
+    assert len(r['ratios_to_local']) == 1 and r['ratio_to_local'] == r['ratios_to_local'][0] > 0, r
+    if r['mode'] == 'local':
+        assert r['ratio_to_local'] == 1.0, r
     if r['read'] == 'whole' and r['mode'] != 'local':
         assert r['bytes_ratio'] <= 1.05 and r['window_shards'] == 1 and r['cache_bytes'] == 2621440, r
     if r['read'] == 'range' and r['mode'] != 'local':

@@ -141,7 +141,7 @@ class nginx_server {
       const auto conf = work / "nginx.conf";
       std::ofstream(conf) << "daemon off;\nmaster_process off;\nworker_processes 1;\npid " << (work / "nginx.pid").string()
                           << ";\nerror_log " << (work / "error.log").string()
-                          << " error;\nevents { worker_connections 256; }\nhttp {\n  access_log off;\n  client_body_temp_path "
+                          << " error;\nevents { worker_connections 1024; }\nhttp {\n  access_log off;\n  sendfile on;\n  client_body_temp_path "
                           << (work / "body").string() << ";\n  proxy_temp_path " << (work / "proxy").string()
                           << ";\n  fastcgi_temp_path " << (work / "fastcgi").string() << ";\n  uwsgi_temp_path "
                           << (work / "uwsgi").string() << ";\n  scgi_temp_path " << (work / "scgi").string()

@@ -173,6 +173,8 @@ struct fault_plan {
   int stall_ms = 0;
   int latency_ms = 0;         ///< added before every answer
   bool strip_range = false;   ///< forward requests without their Range header (a server without ranges)
+  int error_page_bytes = 0;   ///< the 503 answers carry a body (an error page) of this many bytes
+  bool refuse_head = false;   ///< answer HEAD requests 405 (a server, or a signed URL, for GET alone)
 };
 
 /// An HTTP/1.1 proxy on 127.0.0.1 in front of `upstream_port` (keep-alive on both sides; the
@@ -281,6 +283,11 @@ class fault_proxy {
       std::string head;
       if (stop_ || !next_head(client, in, head)) break;
       const int n = ++count_;
+      if (plan_.refuse_head && head.rfind("HEAD ", 0) == 0) {
+        const char* refused = "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n";
+        if (!send_all(client, refused, std::strlen(refused))) break;
+        continue;
+      }
       std::string forward;
       std::size_t line_start = 0;
       while (line_start < head.size()) {
@@ -309,8 +316,10 @@ class fault_proxy {
       auto every = [n](int k) { return k > 0 && n % k == 0; };
       if (every(plan_.unavailable_every)) {
         ++faults_;
-        const char* busy = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-        send_all(client, busy, std::strlen(busy));
+        const std::string page(static_cast<std::size_t>(plan_.error_page_bytes), '<');
+        const std::string busy = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: " + std::to_string(page.size()) +
+                                 "\r\nConnection: close\r\n\r\n" + page;
+        send_all(client, busy.data(), busy.size());
         break;
       }
       if (every(plan_.reset_every)) {

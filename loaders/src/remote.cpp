@@ -277,7 +277,8 @@ std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
   }
   try {
     const auto* p = reinterpret_cast<const std::byte*>(data);
-    if (r->sink != nullptr) r->sink->data({p, size * n}, *r);
+    // An error page goes to `body` (judge() reads the status), never into the sink.
+    if (r->sink != nullptr && r->status_seen >= 200 && r->status_seen < 300) r->sink->data({p, size * n}, *r);
     else r->body.insert(r->body.end(), p, p + size * n);
     r->received += size * n;
   } catch (...) {
@@ -787,6 +788,7 @@ class transfer_loop {
       const auto due = clock::now() + std::chrono::duration_cast<clock::duration>(
                                           std::chrono::duration<double, std::milli>(backoff_ms(o_, j->attempt, jitter_)));
       r = response{};  // nothing of this attempt is kept while it waits
+      if (j->q.sink) j->q.sink->restart();
       std::lock_guard lock(m_);
       waiting_.emplace(due, std::move(j));
     } catch (...) {
@@ -909,6 +911,7 @@ class remote_tar_reader final : public image_reader {
       shards_.push_back({resolve(l, creds), 0, {}});
       check_s3_signing(shards_.back().where);
     }
+    if (!remote_.index_cache_dir.empty()) locations_ = locations;
     loop_ = std::make_unique<transfer_loop>(remote_, counters_);
     if (whole_shards()) completions_ = std::make_unique<task_thread>();
     if (whole_shards() && !remote_.cache_dir.empty()) {
@@ -949,26 +952,31 @@ class remote_tar_reader final : public image_reader {
     if (!remote_.index_cache_dir.empty()) whole = from_index_cache(whole, groups);
     // Scanned as they arrive: only the tar headers and the labels are held, and, with whole
     // shards, the shard's bytes when the cache has room for them.
-    answers.clear();
-    std::vector<std::shared_ptr<index_sink>> sinks;
-    for (const std::size_t s : whole) {
-      request q;
-      q.sink = sinks.emplace_back(std::make_shared<index_sink>(*this, static_cast<std::uint32_t>(s)));
-      answers.push_back(loop_->submit(shards_[s].where, q));
-    }
-    for (std::size_t k = 0; k < whole.size(); ++k) {
-      const auto s = static_cast<std::uint32_t>(whole[k]);
-      const response r = answers[k].get();
-      shard& sh = shards_[s];
-      sh.size = r.received;
-      sh.etag = r.etag;
-      shard_bytes_ += sh.size;
-      index_sink& sink = *sinks[k];
-      groups[s] = sink.scan->samples();
-      if (!remote_.index_cache_dir.empty()) to_index_cache(s, groups[s]);
-      if (sink.kept) place_indexed(s, std::move(sink.body));
-      else if (sink.reserved_ > 0) release_indexed(s);  // the size changed between attempts
-      sinks[k].reset();
+    // A few at a time with whole shards: the copies kept for the cache are in memory until placed.
+    const std::size_t at_once = whole_shards() ? std::min<std::size_t>(16, remote_.requests_in_flight) : remote_.requests_in_flight;
+    for (std::size_t first = 0; first < whole.size(); first += at_once) {
+      const std::size_t last = std::min(whole.size(), first + at_once);
+      answers.clear();
+      std::vector<std::shared_ptr<index_sink>> sinks;
+      for (std::size_t k = first; k < last; ++k) {
+        request q;
+        q.sink = sinks.emplace_back(std::make_shared<index_sink>(*this, static_cast<std::uint32_t>(whole[k])));
+        answers.push_back(loop_->submit(shards_[whole[k]].where, q));
+      }
+      for (std::size_t k = first; k < last; ++k) {
+        const auto s = static_cast<std::uint32_t>(whole[k]);
+        const response r = answers[k - first].get();
+        shard& sh = shards_[s];
+        sh.size = r.received;
+        sh.etag = r.etag;
+        shard_bytes_ += sh.size;
+        index_sink& sink = *sinks[k - first];
+        groups[s] = sink.scan->samples();
+        if (!remote_.index_cache_dir.empty()) to_index_cache(s, groups[s]);
+        if (sink.kept) place_indexed(s, std::move(sink.body));
+        else if (sink.reserved_ > 0) release_indexed(s);  // the size changed between attempts
+        sinks[k - first].reset();
+      }
     }
     for (auto& g : groups) entries_.insert(entries_.end(), std::make_move_iterator(g.begin()), std::make_move_iterator(g.end()));
     if (entries_.empty())
@@ -1060,10 +1068,11 @@ class remote_tar_reader final : public image_reader {
 
   // ---- the index cache (remote_options::index_cache_dir) ----
 
-  /// Shard s's file in the index cache: named by a hash of its location as printed.
+  /// Shard s's file in the index cache: named by a hash of its whole location (query included:
+  /// locations that differ only there are other objects).
   std::filesystem::path index_cache_file(std::uint32_t s) const {
     std::uint64_t h = 14695981039346656037ull;  // FNV-1a
-    for (const unsigned char c : shards_[s].where.shown) h = (h ^ c) * 1099511628211ull;
+    for (const unsigned char c : locations_[s]) h = (h ^ c) * 1099511628211ull;
     char name[32];
     std::snprintf(name, sizeof name, "%016" PRIx64 ".idx", h);
     return std::filesystem::path(remote_.index_cache_dir) / name;
@@ -1100,7 +1109,13 @@ class remote_tar_reader final : public image_reader {
       found.push_back({s, std::move(etag), std::move(index), loop_->submit(shards_[s].where, q)});
     }
     for (auto& f : found) {
-      const response r = f.head.get();
+      response r;
+      try {
+        r = f.head.get();
+      } catch (const fatal_error&) {  // no HEAD here (405, 501, a URL signed for GET alone): scanned
+        rest.push_back(f.shard);
+        continue;
+      }
       const auto s = static_cast<std::uint32_t>(f.shard);
       std::optional<std::vector<detail::shard_sample>> samples;
       std::uint64_t size = 0;
@@ -1127,7 +1142,8 @@ class remote_tar_reader final : public image_reader {
 
   /// Keeps shard s's index (just built by scanning it) in the index cache, when the shard has an
   /// ETag to check it by later. Written to a new file renamed into place: readers never see half
-  /// of one. A cache that cannot be written costs the next run a scan, nothing else.
+  /// of one. A file that cannot be written (the directory was made, so: a full disk, say) costs
+  /// the next run a scan, nothing else.
   void to_index_cache(std::uint32_t s, const std::vector<detail::shard_sample>& samples) const {
     const shard& sh = shards_[s];
     if (sh.etag.empty() || sh.etag.find('\n') != std::string::npos) return;
@@ -1164,6 +1180,7 @@ class remote_tar_reader final : public image_reader {
     void data(std::span<const std::byte> bytes, const response& r) override {
       if (first_) {
         first_ = false;
+        if (r.have_total) scan->limit(r.total);  // a member running past the shard fails at its header
         if (reserved_ == 0 && r.have_total && reader_.whole_shards() && reader_.reserve_indexed(shard_, r.total))
           reserved_ = r.total;
         if (reserved_ > 0 && r.have_total && r.total == reserved_) {
@@ -1626,6 +1643,7 @@ class remote_tar_reader final : public image_reader {
   shard_options shard_;
   remote_options remote_;
   std::vector<shard> shards_;
+  std::vector<std::string> locations_;  ///< as given (with an index cache: its files' keys)
   std::vector<detail::shard_sample> entries_;
   mutable request_counters counters_;
   std::mutex failed_mutex_;

@@ -203,6 +203,28 @@ TEST_CASE("remote.faults_are_retried_and_batches_stay_identical") {
   CHECK(remote_stats(*remote).retries >= static_cast<std::uint64_t>(proxy.faults()));
 }
 
+TEST_CASE("remote.a_shard_scanned_for_its_index_retries_past_error_pages") {
+  served_shards served;
+  if (!served) return;
+  const auto& set = served.set;
+  for (const auto& p : set.local) fs::remove(shard_index_path(p));
+  // Every third request is a 503 with a 2 KiB error page, more than a tar header: the page must be
+  // taken for what it is (a retry), not scanned as the shard.
+  test::fault_proxy proxy(served.server->port(), {.unavailable_every = 3, .error_page_bytes = 2048});
+  remote_options o = quick();
+  o.max_attempts = 10;
+  for (const std::uint32_t window : {0u, 2u}) {
+    CAPTURE(window);
+    shard_options mode;
+    mode.window_shards = window;
+    const auto remote = make_remote_shard_reader(urls(proxy.url(), set), mode, o);
+    CHECK(remote_stats(*remote).retries > 0);
+    CHECK(remote_stats(*remote).sidecars == 0);
+    CHECK(remote->size() == make_shard_reader(set.local)->size());
+    if (window == 0) CHECK(checksums(remote) == checksums(make_shard_reader(set.local)));
+  }
+}
+
 TEST_CASE("remote.a_server_that_stays_down_fails_within_the_retry_budget") {
   // A bound socket that does not listen: connections to its port are refused for the whole test.
   int port = 0;
@@ -332,6 +354,14 @@ TEST_CASE("remote.an_index_cache_spares_the_scan_of_shards_without_sidecars") {
   const auto fifth = make_remote_shard_reader(urls(server.url(), set), whole, o);
   CHECK(remote_stats(*fifth).index_cached == shards);
   CHECK(fifth->size() == make_shard_reader(set.local)->size());
+  // Where HEAD is refused (a server or a URL signed for GET alone), the shards are scanned again.
+  test::fault_proxy get_only(server.port(), {.refuse_head = true});
+  o.index_cache_dir = (cache.path / "behind-proxy").string();
+  CHECK(remote_stats(*make_remote_shard_reader(urls(get_only.url(), set), {}, o)).index_cached == 0);
+  const auto refused = make_remote_shard_reader(urls(get_only.url(), set), {}, o);
+  CHECK(remote_stats(*refused).index_cached == 0);
+  CHECK(remote_stats(*refused).bytes >= shard_bytes);
+  CHECK(checksums(refused) == expected);
   // A cache directory that cannot be made is named.
   o.index_cache_dir = "/proc/no-such/indexes";
   CHECK_THROWS_WITH_AS(make_remote_shard_reader(urls(server.url(), set), {}, o),

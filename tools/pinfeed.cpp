@@ -357,7 +357,8 @@ int cmd_run(const run_args& a) {
       j["fetch"] = {{"requests", fetched.requests},   {"retries", fetched.retries},
                     {"bytes", fetched.bytes},         {"shard_bytes", fetched.shard_bytes},
                     {"read_ahead", fetched.read_ahead}, {"wait_ms", fetched.wait_ms},
-                    {"sidecars", fetched.sidecars},   {"window_shards", fetched.window_shards},
+                    {"sidecars", fetched.sidecars},   {"index_cached", fetched.index_cached},
+                    {"window_shards", fetched.window_shards},
                     {"shards", fetched.shards},       {"streamed", fetched.streamed},
                     {"cache_bytes", fetched.cache_bytes}};
     std::ofstream out(a.json);

@@ -373,6 +373,7 @@ std::string doctor_report::to_json() const {
                               {"bytes", fetch.bytes},               {"wait_ms", fetch.wait_ms},
                               {"read_ahead", fetch.read_ahead},     {"shards", fetch.shards},
                               {"streamed", fetch.streamed},         {"sidecars", fetch.sidecars},
+                              {"index_cached", fetch.index_cached},
                               {"window_shards", fetch.window_shards}, {"cache_bytes", fetch.cache_bytes}}
                        : json(nullptr);
   j["suggestions"] = json::array();

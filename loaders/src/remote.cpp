@@ -323,18 +323,11 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
   return size * n;
 }
 
-int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  const auto* stop = static_cast<const std::atomic<bool>*>(user);
-  return stop != nullptr && stop->load(std::memory_order_relaxed) ? 1 : 0;
-}
-
 /// Bodies arrive in few large reads (libcurl's default buffer, 16 KiB, takes several a sample).
 constexpr std::uint64_t kReceiveBuffer = 256 * 1024;
 
-/// Sets every option of one attempt of `q` on `h` (reset before), pointing into `t`. With `stop`,
-/// a transfer in progress ends once it is set.
-void configure(CURL* h, const endpoint& e, const request& q, const remote_options& o, transfer& t,
-               const std::atomic<bool>* stop) {
+/// Sets every option of one attempt of `q` on `h` (reset before), pointing into `t`.
+void configure(CURL* h, const endpoint& e, const request& q, const remote_options& o, transfer& t) {
   t.r = response{};
   t.r.range = q.range;
   t.r.sink = q.sink.get();
@@ -370,11 +363,6 @@ void configure(CURL* h, const endpoint& e, const request& q, const remote_option
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &t.r);
   curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, &on_header);
   curl_easy_setopt(h, CURLOPT_HEADERDATA, &t.r);
-  if (stop != nullptr) {
-    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, &on_progress);
-    curl_easy_setopt(h, CURLOPT_XFERINFODATA, stop);
-  }
   if (q.range) {
     t.range = std::to_string(q.offset) + "-" + std::to_string(q.offset + q.length - 1);
     curl_easy_setopt(h, CURLOPT_RANGE, t.range.c_str());
@@ -404,46 +392,25 @@ void detach(CURL* h, transfer& t) noexcept {
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, nullptr);
   curl_easy_setopt(h, CURLOPT_HEADERDATA, nullptr);
-  curl_easy_setopt(h, CURLOPT_XFERINFODATA, nullptr);
   curl_easy_setopt(h, CURLOPT_USERNAME, nullptr);
   curl_easy_setopt(h, CURLOPT_PASSWORD, nullptr);
   t.release();
 }
 
-/// A libcurl easy handle per thread, reused so that connections stay open: blocking requests
-/// (the S3 listing).
-class session {
- public:
-  session() {
-    curl_init_once();
-    h_ = curl_easy_init();
-    if (h_ == nullptr) throw std::runtime_error("libcurl: cannot create a handle");
+/// Writes all `n` bytes at `p` to `fd`; false (errno set) when that fails.
+bool write_all(int fd, const void* p, std::size_t n) {
+  const auto* at = static_cast<const char*>(p);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, at, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      if (w == 0) errno = EIO;
+      return false;
+    }
+    at += w;
+    n -= static_cast<std::size_t>(w);
   }
-  ~session() { curl_easy_cleanup(h_); }
-  session(const session&) = delete;
-  session& operator=(const session&) = delete;
-
-  /// Performs one attempt; returns libcurl's code, fills `r` and, on a transport error, `error`.
-  CURLcode perform(const endpoint& e, const request& q, const remote_options& o, const std::atomic<bool>* stop,
-                   response& r, std::string& error) {
-    curl_easy_reset(h_);
-    transfer t;
-    configure(h_, e, q, o, t, stop);
-    const CURLcode code = curl_easy_perform(h_);
-    detach(h_, t);
-    r = std::move(t.r);
-    if (r.error) std::rethrow_exception(r.error);
-    if (code != CURLE_OK) error = t.error_text(code);
-    return code;
-  }
-
- private:
-  CURL* h_ = nullptr;
-};
-
-session& this_thread_session() {
-  thread_local session s;
-  return s;
+  return true;
 }
 
 /// Thrown when a request is abandoned because its reader is going away.
@@ -455,18 +422,6 @@ struct request_counters {
   std::atomic<std::uint64_t> requests{0}, retries{0}, bytes{0}, wait_ns{0}, read_ahead{0};
   std::atomic<std::uint64_t> shards{0}, streamed{0}, sidecars{0}, index_cached{0};
 };
-
-/// Sleeps up to `ms`, in short steps, returning early once `stop` is set.
-void pause(double ms, const std::atomic<bool>* stop) {
-  const auto until = std::chrono::steady_clock::now() +
-                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double, std::milli>(ms));
-  for (;;) {
-    if (stop != nullptr && stop->load()) throw cancelled("cancelled");
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= until) return;
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(std::chrono::milliseconds(10), until - now));
-  }
-}
 
 std::string describe(const endpoint& e, const request& q) {
   return (q.head ? "HEAD " : "GET ") + e.shown + (q.range ? " bytes " + std::to_string(q.offset) + "-" + std::to_string(q.offset + q.length - 1) : "");
@@ -529,37 +484,10 @@ fatal_error out_of_attempts(const endpoint& e, const request& q, const std::stri
   return fatal_error(describe(e, q) + ": " + last + " after " + std::to_string(attempts) + " attempts");
 }
 
-/// One request with its retries, blocking (the S3 listing). Throws fatal_error after the attempts,
-/// on a status that is not worth retrying, or when the object is not the one indexed; cancelled
-/// when `stop` is set.
-response fetch(const endpoint& e, const request& q, const remote_options& o, request_counters& c,
-               const std::atomic<bool>* stop) {
-  thread_local std::minstd_rand jitter(static_cast<unsigned>(std::hash<std::thread::id>{}(std::this_thread::get_id())));
-  const int attempts = std::max(1, o.max_attempts);
-  std::string last;
-  for (int attempt = 1; attempt <= attempts; ++attempt) {
-    if (stop != nullptr && stop->load()) throw cancelled("cancelled");
-    response r;
-    std::string error;
-    const CURLcode code = this_thread_session().perform(e, q, o, stop, r, error);
-    c.requests.fetch_add(1, std::memory_order_relaxed);
-    c.bytes.fetch_add(r.received, std::memory_order_relaxed);
-    if (code == CURLE_ABORTED_BY_CALLBACK && stop != nullptr && stop->load()) throw cancelled("cancelled");
-    const auto retry = judge(e, q, attempt, code, error, r);
-    if (!retry) return r;
-    last = *retry;
-    if (attempt < attempts) {
-      c.retries.fetch_add(1, std::memory_order_relaxed);
-      pause(backoff_ms(o, attempt, jitter), stop);
-    }
-  }
-  throw out_of_attempts(e, q, last, attempts);
-}
-
-/// Every request of a reader, on one thread: a libcurl multi handle runs up to
-/// `requests_in_flight` transfers at once, each on a keep-alive connection of its own, and
-/// retries each as fetch() does (the same judge(), backoff and attempt budget) without holding a
-/// thread while it waits. Urgent requests (a reader waits for them) start at once, past the cap:
+/// Every request of a reader (or of an S3 listing), on one thread: a libcurl multi handle runs up
+/// to `requests_in_flight` transfers at once, each on a keep-alive connection of its own, and
+/// retries each (judge(), backoff_ms(), up to max_attempts) without holding a thread while it
+/// waits. Urgent requests (a reader waits for them) start at once, past the cap:
 /// there are at most as many as reader threads. A request ends in its callback, run on this
 /// loop's thread (keep it short; it may submit more): the answer, or the error (fatal_error, or
 /// `cancelled` once the loop stops).
@@ -734,7 +662,7 @@ class transfer_loop {
         if (h == nullptr) throw std::runtime_error("libcurl: cannot create a handle");
       }
       ++j->attempt;
-      configure(h, j->e, j->q, o_, j->t, nullptr);
+      configure(h, j->e, j->q, o_, j->t);
       running_.emplace(h, j.get());  // (may throw: j still owns the job then)
       if (curl_multi_add_handle(multi_, h) != CURLM_OK) {
         running_.erase(h);
@@ -1078,9 +1006,9 @@ class remote_tar_reader final : public image_reader {
     return std::filesystem::path(remote_.index_cache_dir) / name;
   }
 
-  /// Of the shards `todo`, those whose cached index still holds (its shard has the size and ETag
+  /// Of the shards `unindexed`, those whose cached index still holds (its shard has the size and ETag
   /// it had: one HEAD request each) get their samples into groups; the others are returned.
-  std::vector<std::size_t> from_index_cache(const std::vector<std::size_t>& todo,
+  std::vector<std::size_t> from_index_cache(const std::vector<std::size_t>& unindexed,
                                             std::vector<std::vector<detail::shard_sample>>& groups) {
     std::error_code ec;
     std::filesystem::create_directories(remote_.index_cache_dir, ec);
@@ -1094,7 +1022,7 @@ class remote_tar_reader final : public image_reader {
     };
     std::vector<entry> found;
     std::vector<std::size_t> rest;
-    for (const std::size_t s : todo) {
+    for (const std::size_t s : unindexed) {
       // "pinfeed-remote-index 1", the location, the ETag, then the sidecar index's text.
       std::ifstream in(index_cache_file(static_cast<std::uint32_t>(s)), std::ios::binary);
       std::string magic, where, etag;
@@ -1153,14 +1081,7 @@ class remote_tar_reader final : public image_reader {
     if (fd < 0) return;
     const std::string text = "pinfeed-remote-index 1\n" + sh.where.shown + "\n" + sh.etag + "\n" +
                              detail::format_shard_index(samples, sh.size, shard_);
-    std::size_t done = 0;
-    while (done < text.size()) {
-      const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) break;
-      done += static_cast<std::size_t>(w);
-    }
-    const bool written = done == text.size();
+    const bool written = write_all(fd, text.data(), text.size());
     const bool closed = ::close(fd) == 0;
     if (!written || !closed || ::rename(tmp.c_str(), file.c_str()) != 0) ::unlink(tmp.c_str());
   }
@@ -1261,17 +1182,11 @@ class remote_tar_reader final : public image_reader {
       const int fd = ::mkostemp(templ.data(), O_CLOEXEC);
       path_ = templ;
       if (fd < 0) throw std::runtime_error("cannot make a cache file in '" + dir + "': " + std::strerror(errno));
-      std::size_t done = 0;
-      while (done < bytes.size()) {
-        const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-          const int err = errno;
-          ::close(fd);
-          ::unlink(path_.c_str());
-          throw std::runtime_error("cannot write the cache file '" + path_ + "': " + std::strerror(err));
-        }
-        done += static_cast<std::size_t>(w);
+      if (!write_all(fd, bytes.data(), bytes.size())) {
+        const int err = errno;
+        ::close(fd);
+        ::unlink(path_.c_str());
+        throw std::runtime_error("cannot write the cache file '" + path_ + "': " + std::strerror(err));
       }
       if (!bytes.empty()) {
         void* p = ::mmap(nullptr, bytes.size(), PROT_READ, MAP_SHARED, fd, 0);
@@ -1680,6 +1595,7 @@ class remote_tar_reader final : public image_reader {
 /// bucket: ListObjectsV2 with a '/' delimiter, every page.
 std::vector<std::string> list_s3(const std::string& bucket, const std::string& dir, const remote_options& o) {
   request_counters c;
+  transfer_loop loop(o, c);
   const auto creds = std::make_shared<const s3_credentials>(s3_credentials::from_env());
   std::vector<std::string> keys;
   std::string token;
@@ -1703,7 +1619,7 @@ std::vector<std::string> list_s3(const std::string& bucket, const std::string& d
     q += "delimiter=%2F&encoding-type=url&list-type=2&prefix=" + percent_encode(dir, false);
     const endpoint e = s3_endpoint(bucket, q, "s3://" + bucket + "/" + dir + " (listing)", creds);
     check_s3_signing(e);
-    const response r = fetch(e, {}, o, c, nullptr);
+    const response r = loop.submit(e, {}).get();
     const std::string xml(reinterpret_cast<const char*>(r.body.data()), r.body.size());
     std::size_t at = 0, end = 0;
     while (auto k = text_of(xml, "Key", at, end)) {

@@ -437,7 +437,7 @@ TEST_CASE("remote.destroying_a_loader_with_requests_in_flight_returns") {
       // The read-ahead has queued many more samples than the batch, most still waiting on the proxy.
       CHECK(remote_stats(*remote).read_ahead > 8);
     }
-    remote.reset();  // the fetch threads abandon their requests and stop
+    remote.reset();  // the transfer loop abandons its requests and stops
   }, "destroying a loader and its remote reader with requests in flight");
   CHECK(slow.requests() > static_cast<int>(indexing) + 2);
 }

@@ -1,6 +1,7 @@
 #pragma once
 // What every benchmark row carries besides its figure: the host it ran on and how it was built.
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,12 @@ namespace pinfeed::bench {
 /// supports), in order; empty names: the level in use now. Throws std::invalid_argument for an
 /// unknown name or a level this CPU does not support.
 [[nodiscard]] std::vector<simd_level> simd_levels(const std::vector<std::string>& names);
+
+/// The median of `v` (the upper one of an even count); v must not be empty.
+[[nodiscard]] inline double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
 
 /// Runs fn() once per level of `levels`, with that level in use, and restores the previous one.
 template <class Fn>

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_rows.hpp"
+
 #include "pinfeed/doctor/doctor.hpp"
 #include "pinfeed/loaders/synthetic.hpp"
 
@@ -14,10 +16,6 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 doctor_pipeline article_pipeline(const doctor_bench_options& o) {
   return {loaders::make_reader_from_source(loaders::make_synthetic_source({o.samples, 1024, 1024, 1000})),

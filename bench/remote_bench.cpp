@@ -68,10 +68,6 @@ struct contender {
   }
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 /// Every contender's epochs, interleaved: one warm-up epoch each, then `repeats` rounds in which
 /// each runs one epoch (the same epoch number for all: the same order), so that the epochs a ratio
@@ -128,7 +124,7 @@ void run_remote(const remote_bench_options& o, std::ostream& out) {
     const auto d = c.during();
     const double per_epoch = static_cast<double>(c.times.size()) * images;
     const bool remote = c.mode != "local";
-    const double median_s = median(c.times);
+    const double median_s = median_of(c.times);
     out << with_host({{"bench", "remote"},
                       {"mode", c.mode},
                       {"read", c.whole ? "whole" : "range"},
@@ -137,7 +133,7 @@ void run_remote(const remote_bench_options& o, std::ostream& out) {
                       {"workers", workers},
                       {"median_s", median_s},
                       {"images_per_s", images / median_s},
-                      {"ratio_to_local", median(ratios)},
+                      {"ratio_to_local", median_of(ratios)},
                       {"ratios_to_local", ratios},
                       {"bytes_per_image", static_cast<double>(d.bytes) / per_epoch},
                       {"shard_bytes_per_image", static_cast<double>(total_bytes) / images},

@@ -91,6 +91,8 @@ TEST_CASE("sampler.cpu_matches_contract_oracle") {
       {2, 37, 50, 0.5, sampler_mode::topup, 40, 10},       // k > n
       {2, 20000, 2000, 0.5, sampler_mode::topup, 50, 0},   // the article's shape (large enough for radix sort)
       {1000, 16, 4, 0.5, sampler_mode::topup, 50, 10},     // B = 1000
+      {1, 100000, 40000, 0.5, sampler_mode::topup, 50, 10},  // > 2^15 picks: the order sort's wider digits
+      {2, 5000, 6000, 0.5, sampler_mode::topup, 100, 0},   // every item of every 64-item block taken
   };
   for (const auto level : {simd_level::scalar, simd_level::avx2, simd_level::avx512}) {
   if (level > cpu_simd_support()) continue;

@@ -9,6 +9,9 @@
   compiled         opt_sample_data under torch.compile (GPU only: the article's compiled case)
 
 Usage: sampler_torch.py (--pinfeed PATH/TO/pinfeed | --pinfeed-jsonl ROWS.jsonl) [--device cpu|cuda] [--sizes ...] [--rows 32]
+                        [--rounds 3] [--simd all]
+With --pinfeed, each size runs in rounds (pinfeed's rows, then torch's); a ratio is the median of
+the rounds' ratios, printed with each round's. --pinfeed-jsonl has one round of pinfeed figures.
 PyTorch is a comparison-only dependency: run_sampler_compare.sh installs it in a virtualenv.
 """
 import argparse
@@ -102,6 +105,8 @@ def main():
     ap.add_argument("--rows", type=int, default=32)
     ap.add_argument("--features", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="interleaved rounds per size (pinfeed, then torch); ratios are the median of the rounds'")
     ap.add_argument("--min-sample-ms", type=float, default=20.0)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--json", help="also write every row as JSON lines to this file")
@@ -112,61 +117,94 @@ def main():
     torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
     sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
+    file_rows = []
     if a.pinfeed_jsonl:
         with open(a.pinfeed_jsonl) as f:
-            rows = [json.loads(line) for line in f if line.startswith("{")]
-    elif a.pinfeed:
+            file_rows = [json.loads(line) for line in f if line.startswith("{")]
+    elif not a.pinfeed:
+        ap.error("give --pinfeed or --pinfeed-jsonl")
+    # Rounds: pinfeed's rows for one size, then torch's for the same size, R times, so that both
+    # sides of a ratio run within seconds of each other; each ratio is the median of the rounds'
+    # ratios, and each time the median of the rounds' medians (a host's slow phase then moves both
+    # sides of one round, not one side of every ratio).
+    def pinfeed_for(n):
+        if a.pinfeed_jsonl:
+            return [r for r in file_rows if r.get("N") == n]
         cmd = [a.pinfeed, "bench", "sampler", "--device", a.device, "--rows", str(a.rows), "--features",
-               str(a.features), "--repeats", str(a.repeats), "--max-cpu-n", str(max(a.sizes)), "--sizes",
-               *map(str, a.sizes)]
+               str(a.features), "--repeats", str(a.repeats), "--max-cpu-n", str(n), "--sizes", str(n)]
         if a.simd:
             cmd += ["--simd", *a.simd]
-        rows = pinfeed_rows(cmd)
-    else:
-        ap.error("give --pinfeed or --pinfeed-jsonl")
-    mine_rows = [r for r in rows if "impl" in r and r.get("device", a.device) == a.device]
-    # One pinfeed column per SIMD level measured (the GPU rows carry the host's level, one column).
-    levels = list(dict.fromkeys(r.get("simd", "-") for r in mine_rows)) or ["-"]
-    ours = {(r["impl"], r["B"], r["N"], r.get("simd", "-")): r["median_ms"] for r in mine_rows}
-    host = next((r for r in mine_rows if "cpu" in r), {})
+        return pinfeed_rows(cmd)
 
-    print(f"# torch {torch.__version__}, device {a.device}, {a.threads} threads; K = N/10, D = {a.features}; "
-          f"median ms per call; CPU {host.get('cpu', '?')}, {host.get('compiler', '?')}, {host.get('build_type', '?')}")
-    print(f"{'N':>9} {'B':>3} | {'torch loop':>10} {'torch static':>12} {'torch compiled':>14} | {'simd':>6} "
-          f"{'pinfeed':>9} {'floor':>8} | {'best torch / pinfeed':>20} {'pinfeed / floor':>15}")
+    def mine_of(rows):
+        return [r for r in rows if "impl" in r and r.get("device", a.device) == a.device]
+
+    header_done = False
     for n in a.sizes:
         k = n // 10
+        rounds = []  # per round: (pinfeed times by (impl, B, N, level), torch times by B)
+        for _ in range(1 if a.pinfeed_jsonl else a.rounds):
+            mine_rows = mine_of(pinfeed_for(n))
+            ours = {(r["impl"], r["B"], r["N"], r.get("simd", "-")): r["median_ms"] for r in mine_rows}
+            theirs = {}
+            for b in (1, a.rows):
+                labels = torch.randint(0, 2, (b, n), device=dev, dtype=torch.int64)
+                inputs = torch.randn((b, n, a.features), device=dev)
+                if b == 1:
+                    l1, i1 = labels[0], inputs[0]
+                    loop = measure(lambda: sample_data(i1, l1, k), sync, a.repeats, a.min_sample_ms)
+                    static = measure(lambda: opt_sample_data(i1, l1, k), sync, a.repeats, a.min_sample_ms)
+                else:
+                    loop = measure(lambda: batched_sample_data(inputs, labels, k), sync, a.repeats, a.min_sample_ms)
+                    static = measure(lambda: opt_sample_data(inputs, labels, k), sync, a.repeats, a.min_sample_ms)
+                compiled = None
+                if a.device == "cuda":
+                    fn = torch.compile(opt_sample_data)
+                    li, ii = (labels[0], inputs[0]) if b == 1 else (labels, inputs)
+                    compiled = measure(lambda: fn(ii, li, k), sync, a.repeats, a.min_sample_ms)
+                theirs[b] = (loop, static, compiled)
+            rounds.append((mine_rows, ours, theirs))
+        mine_rows = rounds[0][0]
+        levels = list(dict.fromkeys(r.get("simd", "-") for r in mine_rows)) or ["-"]
+        host = next((r for r in mine_rows if "cpu" in r), {})
+        if not header_done:
+            header_done = True
+            print(f"# torch {torch.__version__}, device {a.device}, {a.threads} threads; K = N/10, D = {a.features}; "
+                  f"median ms per call, median of {len(rounds)} interleaved rounds; CPU {host.get('cpu', '?')}, "
+                  f"{host.get('compiler', '?')}, {host.get('build_type', '?')}")
+            print(f"{'N':>9} {'B':>3} | {'torch loop':>10} {'torch static':>12} {'torch compiled':>14} | {'simd':>6} "
+                  f"{'pinfeed':>9} {'floor':>8} | {'best torch / pinfeed':>20} {'pinfeed / floor':>15} | rounds")
+
+        def med(xs):
+            xs = [x for x in xs if x is not None]
+            return statistics.median(xs) if xs else None
+
         for b in (1, a.rows):
-            labels = torch.randint(0, 2, (b, n), device=dev, dtype=torch.int64)
-            inputs = torch.randn((b, n, a.features), device=dev)
-            if b == 1:
-                l1, i1 = labels[0], inputs[0]
-                loop = measure(lambda: sample_data(i1, l1, k), sync, a.repeats, a.min_sample_ms)
-                static = measure(lambda: opt_sample_data(i1, l1, k), sync, a.repeats, a.min_sample_ms)
-            else:
-                loop = measure(lambda: batched_sample_data(inputs, labels, k), sync, a.repeats, a.min_sample_ms)
-                static = measure(lambda: opt_sample_data(inputs, labels, k), sync, a.repeats, a.min_sample_ms)
-            compiled = None
-            if a.device == "cuda":
-                fn = torch.compile(opt_sample_data)
-                li, ii = (labels[0], inputs[0]) if b == 1 else (labels, inputs)
-                compiled = measure(lambda: fn(ii, li, k), sync, a.repeats, a.min_sample_ms)
-            best = min(x for x in (loop, static, compiled) if x is not None)
+            loop = med([t[b][0] for _, _, t in rounds])
+            static = med([t[b][1] for _, _, t in rounds])
+            compiled = med([t[b][2] for _, _, t in rounds])
             for level in levels:
                 impl = "static_single" if b == 1 else "batched"
-                if a.device == "cuda" and ("graph", b, n, level) in ours:
+                if a.device == "cuda" and ("graph", b, n, level) in rounds[0][1]:
                     impl = "graph"
-                mine = ours.get((impl, b, n, level))
-                floor = ours.get(("floor", b, n, level))
-                ratio = best / mine if mine else float("nan")
+                per_round = []
+                for _, ours, t in rounds:
+                    mine_r = ours.get((impl, b, n, level))
+                    best_r = min(x for x in t[b] if x is not None)
+                    per_round.append(best_r / mine_r if mine_r else float("nan"))
+                mine = med([o.get((impl, b, n, level)) for _, o, _ in rounds])
+                floor = med([o.get(("floor", b, n, level)) for _, o, _ in rounds])
+                ratio = statistics.median(per_round)
                 vs_floor = mine / floor if mine and floor else float("nan")
                 comp = f"{compiled:14.3f}" if compiled is not None else f"{'-':>14}"
+                spread = " ".join(f"{x:.1f}" for x in per_round)
                 print(f"{n:>9} {b:>3} | {loop:10.3f} {static:12.3f} {comp} | {level:>6} {mine or float('nan'):9.3f} "
-                      f"{floor or float('nan'):8.3f} | {ratio:19.1f}x {vs_floor:14.1f}x")
+                      f"{floor or float('nan'):8.3f} | {ratio:19.1f}x {vs_floor:14.1f}x | {spread}", flush=True)
                 row = {"N": n, "B": b, "K": k, "D": a.features, "device": a.device, "torch": torch.__version__,
                        "torch_threads": a.threads, "torch_loop_ms": loop, "torch_static_ms": static,
                        "torch_compiled_ms": compiled, "pinfeed_impl": impl, "pinfeed_ms": mine, "floor_ms": floor,
-                       "best_torch_over_pinfeed": ratio, "pinfeed_over_floor": vs_floor, "simd": level,
+                       "best_torch_over_pinfeed": ratio, "ratio_per_round": per_round, "rounds": len(rounds),
+                       "pinfeed_over_floor": vs_floor, "simd": level,
                        "cpu": host.get("cpu"), "compiler": host.get("compiler"), "build_type": host.get("build_type")}
                 append_jsonl(a.json, row)  # row by row: a run cut short keeps what it measured
 

@@ -5,7 +5,8 @@
 tar shards, both through RandomResizedCrop(224) + RandomHorizontalFlip to uint8 tensors. Same number
 of DataLoader workers as pinfeed threads, same batch size, same images.
 
-Usage: pipeline_torch.py --pinfeed PATH [--data DIR] [--workers N] [--images N] [--json FILE]
+Usage: pipeline_torch.py --pinfeed PATH [--data DIR] [--workers N] [--images N] [--rounds 3] [--json FILE]
+Each round runs pinfeed's bench, then the DataLoader's workloads; a ratio is the median of the rounds'.
 """
 import argparse
 import io
@@ -120,42 +121,60 @@ def main():
     ap.add_argument("--synthetic-samples", type=int, default=256)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="interleaved rounds (pinfeed, then the DataLoader); ratios are the median of the rounds'")
     ap.add_argument("--json")
     a = ap.parse_args()
     torch.set_num_threads(1)  # DataLoader workers each get one thread, as pinfeed's workers do
 
     cmd = [a.pinfeed, "bench", "pipeline", "--data", a.data, "--images", str(a.images), "--synthetic-samples",
            str(a.synthetic_samples), "--workers", str(a.workers), "--batch", str(a.batch), "--repeats", str(a.repeats)]
-    mine_rows = pinfeed_rows(cmd)
-    ours = {r["workload"]: r["images_per_s"] for r in mine_rows if "images_per_s" in r}
-    # Every row says where and how it was measured (pinfeed's rows carry the host fields).
-    host = {k: v for k, v in next((r for r in mine_rows if "cpu" in r), {}).items()
-            if k in ("cpu", "simd", "compiler", "build_type")}
-    host["torch"] = torch.__version__
-
     article = T.Compose([T.PILToTensor(), T.RandomCrop(256), RandomMask(), ConvertColor(), Scale()])
     rrc = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.PILToTensor()])
-    shards = sorted(os.path.join(a.data, "shards", f) for f in os.listdir(os.path.join(a.data, "shards"))
-                    if f.endswith(".tar"))  # not the sidecar indexes (.tar.idx) beside them
-    workloads = [
-        ("synthetic_article", FakeDataset(a.synthetic_samples, article), a.synthetic_samples),
-        ("jpeg_folder_rrc_flip", ImageFolder(os.path.join(a.data, "jpeg"), transform=rrc), a.images),
-        ("jpeg_shards_rrc_flip", TarShards(shards, rrc), a.images),
-    ]
+
+    # Rounds: pinfeed's bench, then the DataLoader's workloads, R times, so that both sides of a
+    # ratio run within a minute of each other; each ratio is the median of the rounds' ratios.
+    rounds = []  # per round: (pinfeed's images/s by workload, the DataLoader's by workload)
+    host = {}
+    for _ in range(a.rounds):
+        mine_rows = pinfeed_rows(cmd)  # also writes the data set on the first round
+        ours = {r["workload"]: r["images_per_s"] for r in mine_rows if "images_per_s" in r}
+        # Every row says where and how it was measured (pinfeed's rows carry the host fields).
+        host = {k: v for k, v in next((r for r in mine_rows if "cpu" in r), {}).items()
+                if k in ("cpu", "simd", "compiler", "build_type")}
+        host["torch"] = torch.__version__
+        shards = sorted(os.path.join(a.data, "shards", f) for f in os.listdir(os.path.join(a.data, "shards"))
+                        if f.endswith(".tar"))  # not the sidecar indexes (.tar.idx) beside them
+        workloads = [
+            ("synthetic_article", FakeDataset(a.synthetic_samples, article), a.synthetic_samples),
+            ("jpeg_folder_rrc_flip", ImageFolder(os.path.join(a.data, "jpeg"), transform=rrc), a.images),
+            ("jpeg_shards_rrc_flip", TarShards(shards, rrc), a.images),
+        ]
+        theirs = {name: n / epoch_seconds(ds, a.workers, a.batch, a.repeats) for name, ds, n in workloads}
+        rounds.append((ours, theirs))
+
+    def med(xs):
+        xs = [x for x in xs if x == x]  # not NaN
+        return statistics.median(xs) if xs else float("nan")
+
     print(f"# torch {torch.__version__}, DataLoader num_workers={a.workers}, batch {a.batch}; images/s (median of "
-          f"{a.repeats} epochs)")
-    print(f"{'workload':<24} {'DataLoader':>11} {'pinfeed':>9} {'pinfeed / DataLoader':>21}")
+          f"{a.repeats} epochs; median of {len(rounds)} interleaved rounds); CPU {host.get('cpu', '?')}")
+    print(f"{'workload':<24} {'DataLoader':>11} {'pinfeed':>9} {'pinfeed / DataLoader':>21} | rounds")
     rows = []
-    for name, ds, n in workloads:
-        theirs = n / epoch_seconds(ds, a.workers, a.batch, a.repeats)
-        mine = ours.get(name, float("nan"))
-        print(f"{name:<24} {theirs:11.1f} {mine:9.1f} {mine / theirs:20.1f}x")
+    for name in rounds[0][1]:
+        per_round = [o.get(name, float("nan")) / t[name] for o, t in rounds]
+        theirs = med([t[name] for _, t in rounds])
+        mine = med([o.get(name, float("nan")) for o, _ in rounds])
+        ratio = med(per_round)
+        print(f"{name:<24} {theirs:11.1f} {mine:9.1f} {ratio:20.1f}x | " + " ".join(f"{x:.1f}" for x in per_round))
         rows.append({"workload": name, "workers": a.workers, "dataloader_images_per_s": theirs,
-                     "pinfeed_images_per_s": mine, "ratio": mine / theirs, **host})
+                     "pinfeed_images_per_s": mine, "ratio": ratio, "ratio_per_round": per_round,
+                     "rounds": len(rounds), **host})
     for k in ("jpeg_folder_rrc_flip_1worker", "jpeg_folder_rrc_flip_1worker_libjpeg_huffman", "bare_decode_full",
               "bare_decode_full_pinfeed_huffman"):
-        print(f"# pinfeed {k}: {ours.get(k, float('nan')):.1f} images/s")
-        rows.append({"workload": k, "workers": 1, "pinfeed_images_per_s": ours.get(k, float("nan")), **host})
+        v = med([o.get(k, float("nan")) for o, _ in rounds])
+        print(f"# pinfeed {k}: {v:.1f} images/s")
+        rows.append({"workload": k, "workers": 1, "pinfeed_images_per_s": v, **host})
     write_jsonl(a.json, rows)
 
 

@@ -261,6 +261,8 @@ std::string doctor_report::to_text() const {
     out << "remote reads: " << fetch.requests << " requests (" << fetch.retries << " retries), "
         << num(static_cast<double>(fetch.bytes) / 1048576.0, 1) << " MiB, readers waited " << num(fetch.wait_ms, 1)
         << " ms"
+        << (fetch.index_cached > 0 ? ", " + std::to_string(fetch.index_cached) + " shard indexes from the index cache"
+                                   : std::string())
         << (fetch.window_shards > 0 ? ", " + std::to_string(fetch.shards) + " shards fetched whole (window " +
                                           std::to_string(fetch.window_shards) + "), " +
                                           std::to_string(fetch.streamed) + " samples range-read for want of room"

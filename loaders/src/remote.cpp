@@ -1015,6 +1015,7 @@ class remote_tar_reader final : public image_reader {
     if (ec || !std::filesystem::is_directory(remote_.index_cache_dir))
       throw std::invalid_argument("remote shards: index cache directory '" + remote_.index_cache_dir +
                                   "' cannot be made: " + ec.message());
+    remove_stale_index_temps();
     struct entry {
       std::size_t shard;
       std::string etag, index;
@@ -1066,6 +1067,22 @@ class remote_tar_reader final : public image_reader {
     }
     std::sort(rest.begin(), rest.end());
     return rest;
+  }
+
+  /// Removes what a process killed between writing an index cache file and renaming it into place
+  /// left: "<hash>.idx.XXXXXX" files untouched for an hour (a writer in another process is
+  /// seconds old). Failures are ignored: the files only take room.
+  void remove_stale_index_temps() const noexcept {
+    std::error_code ec;
+    const auto now = std::filesystem::file_time_type::clock::now();
+    for (std::filesystem::directory_iterator it(remote_.index_cache_dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      const auto dot = name.rfind(".idx.");
+      if (dot != 16 || name.size() != dot + 5 + 6) continue;  // 16 hex digits, ".idx.", mkostemp's 6
+      std::error_code e2;
+      const auto when = std::filesystem::last_write_time(it->path(), e2);
+      if (!e2 && now - when > std::chrono::hours(1)) std::filesystem::remove(it->path(), e2);
+    }
   }
 
   /// Keeps shard s's index (just built by scanning it) in the index cache, when the shard has an
@@ -1168,7 +1185,9 @@ class remote_tar_reader final : public image_reader {
 
   // ---- whole-shard mode: shards fetched whole ahead of use into a bounded cache ----
 
-  /// A resident shard: in memory, or in a file of the cache directory (mapped; removed with it).
+  /// A resident shard: in memory, or in a file of the cache directory, unlinked as soon as it is
+  /// made: its descriptor and then its mapping keep the blocks until the shard goes, and a
+  /// process that is killed leaves nothing behind in the directory.
   class blob {
    public:
     blob(std::vector<std::byte> bytes, const std::string& dir, std::uint32_t shard) {
@@ -1180,30 +1199,27 @@ class remote_tar_reader final : public image_reader {
       // A unique new file (O_EXCL), so that processes sharing the directory never meet.
       std::string templ = (std::filesystem::path(dir) / ("pinfeed-shard-" + std::to_string(shard) + "-XXXXXX")).string();
       const int fd = ::mkostemp(templ.data(), O_CLOEXEC);
-      path_ = templ;
       if (fd < 0) throw std::runtime_error("cannot make a cache file in '" + dir + "': " + std::strerror(errno));
+      ::unlink(templ.c_str());  // the descriptor, then the mapping, keep the blocks
       if (!write_all(fd, bytes.data(), bytes.size())) {
         const int err = errno;
         ::close(fd);
-        ::unlink(path_.c_str());
-        throw std::runtime_error("cannot write the cache file '" + path_ + "': " + std::strerror(err));
+        throw std::runtime_error("cannot write the cache file '" + templ + "': " + std::strerror(err));
       }
       if (!bytes.empty()) {
         void* p = ::mmap(nullptr, bytes.size(), PROT_READ, MAP_SHARED, fd, 0);
         if (p == MAP_FAILED) {
           const int err = errno;
           ::close(fd);
-          ::unlink(path_.c_str());
-          throw std::runtime_error("cannot map the cache file '" + path_ + "': " + std::strerror(err));
+          throw std::runtime_error("cannot map the cache file '" + templ + "': " + std::strerror(err));
         }
         view_ = {static_cast<const std::byte*>(p), bytes.size()};
+        mapped_ = true;
       }
       ::close(fd);
     }
     ~blob() {
-      if (path_.empty()) return;
-      if (!view_.empty()) ::munmap(const_cast<std::byte*>(view_.data()), view_.size());
-      ::unlink(path_.c_str());
+      if (mapped_) ::munmap(const_cast<std::byte*>(view_.data()), view_.size());
     }
     blob(const blob&) = delete;
     blob& operator=(const blob&) = delete;
@@ -1211,8 +1227,8 @@ class remote_tar_reader final : public image_reader {
 
    private:
     std::vector<std::byte> memory_;
-    std::string path_;
     std::span<const std::byte> view_;
+    bool mapped_ = false;
   };
 
   struct cache_slot {

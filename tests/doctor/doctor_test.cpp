@@ -195,6 +195,10 @@ TEST_CASE("doctor.slow_remote_storage_is_named_with_its_remedy") {
   CHECK(r.fetch.wait_ms > 0);  // one request at a time through 25 ms: the readers waited
   CHECK(r.fetch.window_shards == 0);
   CHECK(r.to_text().find("remote reads: " + std::to_string(r.fetch.requests) + " requests") != std::string::npos);
+  CHECK(r.to_text().find("index cache") == std::string::npos);  // none used
+  doctor_report cached = r;
+  cached.fetch.index_cached = 3;
+  CHECK(cached.to_text().find(", 3 shard indexes from the index cache") != std::string::npos);
   REQUIRE(!r.bottleneck.empty());
   CHECK(r.bottleneck.front() == "read");
   CHECK(suggests(r, "remote reads in flight"));

@@ -45,8 +45,10 @@ struct remote_options {
   /// range-read one by one instead, so any cap works and nothing waits for space. For reads
   /// without stalls, hold two windows of shards (this one's and the next).
   std::uint64_t cache_bytes = std::uint64_t{1} << 30;
-  /// Whole-shard mode: keep the cached shards as files in this directory (created if missing;
-  /// each file removed when its shard is evicted or the reader goes) instead of in memory.
+  /// Whole-shard mode: keep the cached shards as files in this directory (created if missing)
+  /// instead of in memory. Each file is unlinked as soon as it is made and mapped: its space shows
+  /// in `df`, not in a listing, and is freed when the shard is evicted, when the reader goes, or
+  /// when the process dies, so nothing is left behind.
   std::string cache_dir;
   /// Keep the index built for a shard that has no sidecar index in this directory (created if
   /// missing; one small file a shard, kept across runs), so that the next reader of the same

@@ -142,6 +142,13 @@ void validate_bits(const void* in, const void* out, bit_planes_args s, const cha
   if (s.count * s.pixels > 0 && (in == nullptr || out == nullptr))
     throw std::invalid_argument(std::string(what) + ": null input or output pointer");
 }
+void validate_device_alignment(const void* p, std::size_t align, const char* what, const char* name) {
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  if (align > 1 && at % align != 0)
+    throw std::invalid_argument(std::string(what) + ": the device version needs " + name + " aligned to " +
+                                std::to_string(align) + " bytes; address " + std::to_string(at) + " is " +
+                                std::to_string(at % align) + " past a multiple");
+}
 }  // namespace detail
 
 void one_hot(const one_hot_args& a) {

@@ -58,6 +58,8 @@ namespace detail {
 void validate_gpu_shapes(const sampler_args& a, const sampler_params& p, bool running) {
   validate_shapes(a, p);
   if (running) validate(a, p);
+  if (p.k > 0x7FFFFFFFll)
+    throw std::invalid_argument("balanced sampler (GPU): k = " + std::to_string(p.k) + " exceeds 2^31 - 1");
   if (a.rows * std::max<std::int64_t>(p.k, 1) > 0x7FFFFFFFll)
     throw std::invalid_argument("balanced sampler (GPU): rows * k = " + std::to_string(a.rows * p.k) +
                                 " exceeds 2^31 - 1");
@@ -76,7 +78,9 @@ void validate(const sampler_args& a, const sampler_params& p) {
   if (work && p.k > 0 && a.indices == nullptr) fail("indices is a null pointer");
   if (work && p.k > 0 && a.features != nullptr && a.gathered_features == nullptr)
     fail("features given but gathered_features is a null pointer");
-  if (a.features == nullptr && a.gathered_features != nullptr) fail("gathered_features given without features");
+  // With n = 0 there is nothing to gather from: an empty feature array may well be a null pointer.
+  if (a.features == nullptr && a.gathered_features != nullptr && a.n > 0)
+    fail("gathered_features given without features");
 }
 
 namespace {
@@ -659,7 +663,7 @@ struct row_sampler {
       for (std::int64_t q = positives; q < valid; ++q) out[s.pos[q]] = static_cast<L>(p.negative_label);
       std::fill(out + valid, out + k, static_cast<L>(p.ignore_label));
     }
-    if (a.features != nullptr) {
+    if (a.gathered_features != nullptr) {  // (features may be null only when n = 0: nothing is read)
       const std::size_t fb = a.feature_bytes;
       const auto* in = static_cast<const std::byte*>(a.features) + row * a.n * fb;
       auto* out = static_cast<std::byte*>(a.gathered_features) + row * k * fb;

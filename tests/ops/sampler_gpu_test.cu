@@ -100,7 +100,10 @@ outputs run(bool gpu, const std::vector<std::int64_t>& labels64, std::int64_t ro
       d_feat(bytes(features)), d_gfeat(bytes(gfeat));
   PINFEED_CUDA_TRY(cudaMemcpy(d_labels.data(), labels.data(), labels.size(), cudaMemcpyHostToDevice));
   PINFEED_CUDA_TRY(cudaMemcpy(d_feat.data(), features.data(), features.size(), cudaMemcpyHostToDevice));
-  PINFEED_CUDA_TRY(cudaMemset(d_gfeat.data(), 0xEE, d_gfeat.size()));
+  // Every output starts as a marker, so that a slot the device never writes cannot pass with the
+  // (often equal) answer a freed buffer of the previous case left behind.
+  for (device_buffer* out : {&d_idx, &d_valid, &d_glab, &d_gfeat})
+    PINFEED_CUDA_TRY(cudaMemset(out->data(), 0xEE, out->size()));
   a.labels = d_labels.data();
   a.indices = d_idx.data();
   a.valid = reinterpret_cast<std::int32_t*>(d_valid.data());

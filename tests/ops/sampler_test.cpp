@@ -144,6 +144,27 @@ TEST_CASE("sampler.corners") {
     CHECK(r.valid == std::vector<std::int32_t>{0, 0, 0});
     CHECK(std::all_of(r.indices.begin(), r.indices.end(), [](auto x) { return x == -1; }));
   }
+  SUBCASE("n = 0 with features: an empty (null) feature array, every gathered row padding") {
+    std::vector<std::int64_t> idx(3 * 6, 5);
+    std::vector<std::int32_t> valid(3, 9);
+    std::vector<std::byte> gathered(3 * 6 * 64, std::byte{0xEE});
+    sampler_args a;
+    a.rows = 3;
+    a.n = 0;
+    a.indices = idx.data();
+    a.valid = valid.data();
+    a.feature_bytes = 64;
+    a.gathered_features = gathered.data();  // features stays null: nothing to read
+    balanced_sample_cpu(a, p);
+    CHECK(valid == std::vector<std::int32_t>{0, 0, 0});
+    CHECK(std::all_of(idx.begin(), idx.end(), [](auto x) { return x == -1; }));
+    CHECK(std::all_of(gathered.begin(), gathered.end(), [](std::byte b) { return b == std::byte{0}; }));
+    a.n = 4;  // with items to gather from, null features are an error
+    const std::vector<std::int64_t> labels(3 * 4, 1);
+    a.labels = labels.data();
+    CHECK_THROWS_WITH_AS(balanced_sample_cpu(a, p), doctest::Contains("gathered_features given without features"),
+                         std::invalid_argument);
+  }
   SUBCASE("custom labels: negative 7, ignore 9, fraction 1") {
     p.negative_label = 7;
     p.ignore_label = 9;
@@ -399,6 +420,11 @@ TEST_CASE("sampler.gpu_limits_are_checked_before_any_cuda_call") {
   p.k = 10000;
   CHECK_THROWS_WITH_AS(balanced_sample_gpu(nullptr, bytes, a, p, nullptr), doctest::Contains("2^31 - 1"),
                        std::invalid_argument);
+  // A k whose product with rows wraps around int64 is refused by itself.
+  a.rows = 4;
+  p.k = std::int64_t{1} << 62;
+  CHECK_THROWS_WITH_AS(balanced_sample_gpu(nullptr, bytes, a, p, nullptr),
+                       doctest::Contains("k = 4611686018427387904 exceeds 2^31 - 1"), std::invalid_argument);
 }
 
 TEST_CASE("sampler.exact_when_the_strided_count_guess_is_wrong") {

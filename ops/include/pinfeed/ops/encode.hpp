@@ -25,7 +25,8 @@ struct one_hot_args {
 };
 /// Host reference. Throws std::invalid_argument naming the bad value (types, classes <= 0, nulls).
 void one_hot(const one_hot_args& a);
-/// Device version, asynchronous on `stream`; validates before launching anything.
+/// Device version, asynchronous on `stream`; validates before launching anything (the device
+/// version also needs labels and output aligned to their element sizes).
 void one_hot_device(const one_hot_args& a, cudaStream_t stream);
 
 /// Bit planes: packed [count, pixels] uint8, bit b of a byte is map b (b = 0 least significant);

@@ -43,7 +43,8 @@ struct image_batch_shape {
 void normalize_hwc_to_chw(const std::uint8_t* in, void* out, image_batch_shape shape, const normalize_params& params);
 
 /// The same on the device, asynchronous on `stream` (no host synchronization, capturable in a graph).
-/// Throws std::invalid_argument before launching anything on bad arguments, cuda_error on launch failure.
+/// Throws std::invalid_argument before launching anything on bad arguments (an output not aligned to
+/// its element size among them), cuda_error on launch failure.
 void normalize_hwc_to_chw_device(const std::uint8_t* d_in, void* d_out, image_batch_shape shape,
                                  const normalize_params& params, cudaStream_t stream);
 

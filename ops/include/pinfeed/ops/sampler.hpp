@@ -50,7 +50,9 @@ struct sampler_args {
   std::int32_t* valid = nullptr;  ///< optional [rows]
   const void* features = nullptr;   ///< optional [rows, n, feature_bytes]
   std::size_t feature_bytes = 0;    ///< bytes per item row (D * element size)
-  void* gathered_features = nullptr;  ///< [rows, k, feature_bytes]; required when features is set
+  /// [rows, k, feature_bytes]; required when features is set. With n = 0, features may be null
+  /// (an empty array) and the gathered rows are all padding.
+  void* gathered_features = nullptr;
   void* gathered_labels = nullptr;    ///< optional [rows, k], label_type
 };
 

@@ -205,40 +205,62 @@ TEST_CASE("gpu.sampler.candidates_overflow_the_buffer" * doctest::test_suite("gp
 
 TEST_CASE("gpu.sampler.graph_capture_and_replay" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("sampler graph capture")) return;
-  const std::int64_t rows = 8, n = 20000;
-  sampler_params p;
-  p.k = 500;
-  p.seed = 9;
-  auto labels = test::random_labels(rows * n, 1, 40, 10);
-  device_buffer d_labels(labels.size() * 8), d_idx(rows * p.k * 8), d_valid(rows * 4);
-  sampler_args a = test::args_over(rows, n, d_labels.data(), d_idx.data(), reinterpret_cast<std::int32_t*>(d_valid.data()));
-  cudaStream_t s;
-  PINFEED_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  std::size_t temp_bytes = 0;
-  balanced_sample_gpu(nullptr, temp_bytes, a, p, s);
-  device_buffer temp(temp_bytes);
-  check_sampler_faults();  // nothing pending that would throw inside the capture
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  // Global mode: any capture-unsafe call from any thread (a pointer-attribute query, an allocation,
-  // a synchronization) would invalidate the capture.
-  PINFEED_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  balanced_sample_gpu(temp.data(), temp_bytes, a, p, s);
-  PINFEED_CUDA_TRY(cudaStreamEndCapture(s, &graph));
-  PINFEED_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
-  for (int replay = 0; replay < 2; ++replay) {
-    // New labels in the same buffer: the replayed graph samples them.
-    labels = test::random_labels(rows * n, 100 + replay, 40, 10);
-    PINFEED_CUDA_TRY(cudaMemcpyAsync(d_labels.data(), labels.data(), labels.size() * 8, cudaMemcpyHostToDevice, s));
-    PINFEED_CUDA_TRY(cudaGraphLaunch(exec, s));
-    std::vector<std::int64_t> got(rows * p.k);
-    PINFEED_CUDA_TRY(cudaMemcpyAsync(got.data(), d_idx.data(), got.size() * 8, cudaMemcpyDeviceToHost, s));
-    PINFEED_CUDA_TRY(cudaStreamSynchronize(s));
-    CHECK(got == run(false, labels, rows, n, p).indices);
+  struct shape {
+    std::int64_t rows, n, k;
+  };
+  // Several rows (a segmented sort a row) and one row (a device-wide sort with padded slots).
+  for (const shape sh : {shape{8, 20000, 500}, shape{1, 200000, 30000}}) {
+    const std::int64_t rows = sh.rows, n = sh.n;
+    CAPTURE(rows);
+    sampler_params p;
+    p.k = sh.k;
+    p.seed = 9;
+    p.negative_label = 7;  // other labels than the defaults: the replay must carry them
+    p.ignore_label = 9;
+    const auto relabelled = [&](std::uint64_t seed) {
+      auto l = test::random_labels(rows * n, seed, 40, 10);
+      for (auto& v : l) v = v == 0 ? 7 : v == -1 ? 9 : v;  // positives stay 1..3
+      return l;
+    };
+    auto labels = relabelled(1);
+    device_buffer d_labels(labels.size() * 8), d_idx(rows * p.k * 8), d_valid(rows * 4);
+    sampler_args a =
+        test::args_over(rows, n, d_labels.data(), d_idx.data(), reinterpret_cast<std::int32_t*>(d_valid.data()));
+    cudaStream_t s;
+    PINFEED_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    std::size_t temp_bytes = 0;
+    balanced_sample_gpu(nullptr, temp_bytes, a, p, s);
+    device_buffer temp(temp_bytes);
+    check_sampler_faults();  // nothing pending that would throw inside the capture
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    // Global mode: any capture-unsafe call from any thread (a pointer-attribute query, an
+    // allocation, a synchronization) would invalidate the capture.
+    PINFEED_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    balanced_sample_gpu(temp.data(), temp_bytes, a, p, s);
+    PINFEED_CUDA_TRY(cudaStreamEndCapture(s, &graph));
+    PINFEED_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
+    for (int replay = 0; replay < 2; ++replay) {
+      // New labels in the same buffer: the replayed graph samples them.
+      labels = relabelled(100 + static_cast<std::uint64_t>(replay));
+      PINFEED_CUDA_TRY(cudaMemcpyAsync(d_labels.data(), labels.data(), labels.size() * 8, cudaMemcpyHostToDevice, s));
+      PINFEED_CUDA_TRY(cudaMemsetAsync(d_idx.data(), 0xEE, d_idx.size(), s));  // markers, not the last answer
+      PINFEED_CUDA_TRY(cudaMemsetAsync(d_valid.data(), 0xEE, d_valid.size(), s));
+      PINFEED_CUDA_TRY(cudaGraphLaunch(exec, s));
+      std::vector<std::int64_t> got(rows * p.k);
+      std::vector<std::int32_t> got_valid(static_cast<std::size_t>(rows));
+      PINFEED_CUDA_TRY(cudaMemcpyAsync(got.data(), d_idx.data(), got.size() * 8, cudaMemcpyDeviceToHost, s));
+      PINFEED_CUDA_TRY(cudaMemcpyAsync(got_valid.data(), d_valid.data(), got_valid.size() * 4, cudaMemcpyDeviceToHost, s));
+      PINFEED_CUDA_TRY(cudaStreamSynchronize(s));
+      check_sampler_faults();  // the replay raised no fault (candidate overflow handled, labels stable)
+      const outputs cpu = run(false, labels, rows, n, p);
+      CHECK(got == cpu.indices);
+      CHECK(got_valid == cpu.valid);
+    }
+    PINFEED_CUDA_TRY(cudaGraphExecDestroy(exec));
+    PINFEED_CUDA_TRY(cudaGraphDestroy(graph));
+    PINFEED_CUDA_TRY(cudaStreamDestroy(s));
   }
-  PINFEED_CUDA_TRY(cudaGraphExecDestroy(exec));
-  PINFEED_CUDA_TRY(cudaGraphDestroy(graph));
-  PINFEED_CUDA_TRY(cudaStreamDestroy(s));
 }
 
 

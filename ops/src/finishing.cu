@@ -101,7 +101,7 @@ void normalize_hwc_to_chw_device(const std::uint8_t* d_in, void* d_out, image_ba
   detail::normalize_coefficients(params, k.a, k.b);
   if (shape.pixels() == 0) return;
   if (d_in == nullptr || d_out == nullptr) throw std::invalid_argument("normalize: null input or output pointer");
-  detail::validate_device_alignment(d_out, dtype_size(params.out), "normalize", "the output");
+  detail::validate_alignment(d_out, dtype_size(params.out), "normalize", "the output");
   const std::size_t total = shape.pixels();
   if (params.out == dtype::f32)
     normalize_kernel<float><<<grid_for(total), kThreads, 0, stream>>>(d_in, static_cast<float*>(d_out), shape.height,
@@ -116,8 +116,6 @@ void normalize_hwc_to_chw_device(const std::uint8_t* d_in, void* d_out, image_ba
 void one_hot_device(const one_hot_args& a, cudaStream_t stream) {
   detail::validate_one_hot(a);
   if (a.count == 0) return;
-  detail::validate_device_alignment(a.labels, dtype_size(a.label_type), "one_hot", "the labels");
-  detail::validate_device_alignment(a.out, dtype_size(a.out_type), "one_hot", "the output");
   const std::uint32_t one = a.out_type == dtype::u8 ? 1u : a.out_type == dtype::f16 ? 0x3C00u
                             : a.out_type == dtype::bf16 ? 0x3F80u : 0x3F800000u;
   const std::size_t total = a.count * static_cast<std::size_t>(a.classes);

@@ -1,5 +1,6 @@
 // Host side of normalize.hpp and encode.hpp.
 #include <cmath>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -117,6 +118,7 @@ void normalize_hwc_to_chw(const std::uint8_t* in, void* out, image_batch_shape s
   detail::normalize_coefficients(params, a, b);
   if (shape.pixels() == 0) return;
   if (in == nullptr || out == nullptr) throw std::invalid_argument("normalize: null input or output pointer");
+  detail::validate_alignment(out, dtype_size(params.out), "normalize", "the output");
   const std::size_t image = shape.height * shape.width * 3;
   parallel_for(0, shape.batch, [&](std::size_t n) {
     const std::uint8_t* src = in + n * image;
@@ -137,17 +139,22 @@ void validate_one_hot(const one_hot_args& a) {
   if (a.classes <= 0) throw std::invalid_argument("one_hot: classes must be positive, got " + std::to_string(a.classes));
   if (a.count > 0 && (a.labels == nullptr || a.out == nullptr))
     throw std::invalid_argument("one_hot: null labels or output pointer");
+  if (a.count > 0) {
+    validate_alignment(a.labels, dtype_size(a.label_type), "one_hot", "the labels");
+    validate_alignment(a.out, dtype_size(a.out_type), "one_hot", "the output");
+  }
 }
 void validate_bits(const void* in, const void* out, bit_planes_args s, const char* what) {
   if (s.count * s.pixels > 0 && (in == nullptr || out == nullptr))
     throw std::invalid_argument(std::string(what) + ": null input or output pointer");
 }
-void validate_device_alignment(const void* p, std::size_t align, const char* what, const char* name) {
+void validate_alignment(const void* p, std::size_t align, const char* what, const char* name) {
   const auto at = reinterpret_cast<std::uintptr_t>(p);
-  if (align > 1 && at % align != 0)
-    throw std::invalid_argument(std::string(what) + ": the device version needs " + name + " aligned to " +
-                                std::to_string(align) + " bytes; address " + std::to_string(at) + " is " +
-                                std::to_string(at % align) + " past a multiple");
+  if (align <= 1 || at % align == 0) return;
+  std::ostringstream msg;
+  msg << what << ": " << name << " must be aligned to " << align << " bytes (its element size); address " << at
+      << " is " << at % align << " past a multiple";
+  throw std::invalid_argument(msg.str());
 }
 }  // namespace detail
 

@@ -167,17 +167,20 @@ TEST_CASE("normalize.bad_input") {
   CHECK_NOTHROW(normalize_hwc_to_chw(nullptr, nullptr, {0, 5, 5}, {}));
   // The device entry point validates before launching anything (no GPU needed to reach the throw).
   CHECK_THROWS_AS(normalize_hwc_to_chw_device(nullptr, nullptr, {1, 1, 1}, {}, nullptr), std::invalid_argument);
-  // The device version stores whole floats (halves): an output off its alignment is named before
-  // any launch, where the host version takes any address.
+  // Both versions store whole floats (halves): an output off its alignment is named (the device
+  // version before any launch).
   alignas(8) std::byte buf[16];
-  CHECK_NOTHROW(normalize_hwc_to_chw(in, buf + 1, {1, 1, 1}, {}));
-  CHECK_THROWS_WITH_AS(normalize_hwc_to_chw_device(in, buf + 1, {1, 1, 1}, {}, nullptr),
-                       doctest::Contains("normalize: the device version needs the output aligned to 4 bytes"),
-                       std::invalid_argument);
   normalize_params half;
   half.out = dtype::f16;
-  CHECK_THROWS_WITH_AS(normalize_hwc_to_chw_device(in, buf + 3, {1, 1, 1}, half, nullptr),
-                       doctest::Contains("aligned to 2 bytes; address"), std::invalid_argument);
+  CHECK_NOTHROW(normalize_hwc_to_chw(in, buf + 4, {1, 1, 1}, {}));
+  CHECK_NOTHROW(normalize_hwc_to_chw(in, buf + 2, {1, 1, 1}, half));
+  CHECK_THROWS_WITH_AS(normalize_hwc_to_chw(in, buf + 1, {1, 1, 1}, {}),
+                       doctest::Contains("normalize: the output must be aligned to 4 bytes (its element size)"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(normalize_hwc_to_chw(in, buf + 3, {1, 1, 1}, half),
+                       doctest::Contains("aligned to 2 bytes (its element size); address"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(normalize_hwc_to_chw_device(in, buf + 1, {1, 1, 1}, {}, nullptr),
+                       doctest::Contains("normalize: the output must be aligned to 4 bytes"), std::invalid_argument);
 }
 
 TEST_CASE("encode.one_hot") {
@@ -205,17 +208,19 @@ TEST_CASE("encode.one_hot") {
   CHECK_THROWS_WITH_AS(one_hot({l32, dtype::f32, 2, 2, o, dtype::u8}), doctest::Contains("float32"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(one_hot({l32, dtype::i32, 2, 2, o, dtype::i64}), doctest::Contains("int64"), std::invalid_argument);
   CHECK_THROWS_AS(one_hot({nullptr, dtype::i32, 2, 2, o, dtype::u8}), std::invalid_argument);
-  // The device version loads and stores whole elements: misaligned labels or output are named
-  // before any launch (the host version takes them).
+  // Both versions load and store whole elements: misaligned labels or output are named (the
+  // device version before any launch).
   alignas(8) std::byte lab[24] = {}, dst[40];
-  CHECK_NOTHROW(one_hot({lab + 4, dtype::i64, 2, 2, dst + 2, dtype::f32}));
-  CHECK_THROWS_WITH_AS(one_hot_device({lab + 4, dtype::i64, 2, 2, dst, dtype::f32}, nullptr),
-                       doctest::Contains("one_hot: the device version needs the labels aligned to 8 bytes"),
-                       std::invalid_argument);
-  CHECK_THROWS_WITH_AS(one_hot_device({lab, dtype::i64, 2, 2, dst + 2, dtype::f32}, nullptr),
-                       doctest::Contains("the output aligned to 4 bytes"), std::invalid_argument);
+  CHECK_NOTHROW(one_hot({lab + 8, dtype::i64, 2, 2, dst + 4, dtype::f32}));
+  CHECK_NOTHROW(one_hot({lab + 4, dtype::i32, 2, 2, dst + 1, dtype::u8}));
+  CHECK_THROWS_WITH_AS(one_hot({lab + 4, dtype::i64, 2, 2, dst, dtype::f32}),
+                       doctest::Contains("one_hot: the labels must be aligned to 8 bytes"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(one_hot({lab, dtype::i64, 2, 2, dst + 2, dtype::f32}),
+                       doctest::Contains("one_hot: the output must be aligned to 4 bytes"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(one_hot_device({lab + 2, dtype::i32, 2, 2, dst, dtype::u8}, nullptr),
-                       doctest::Contains("the labels aligned to 4 bytes"), std::invalid_argument);
+                       doctest::Contains("the labels must be aligned to 4 bytes"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(one_hot_device({lab, dtype::i64, 2, 2, dst + 1, dtype::bf16}, nullptr),
+                       doctest::Contains("the output must be aligned to 2 bytes"), std::invalid_argument);
 }
 
 TEST_CASE("encode.bit_planes_roundtrip") {

@@ -8,8 +8,8 @@ namespace pinfeed::ops::detail {
 
 void validate_one_hot(const one_hot_args& a);
 void validate_bits(const void* in, const void* out, bit_planes_args s, const char* what);
-/// The device versions load and store whole elements: `p` (argument `name` of `what`) must be
-/// aligned to `align` bytes, where the host versions take any address.
-void validate_device_alignment(const void* p, std::size_t align, const char* what, const char* name);
+/// Both versions load and store whole elements: `p` (argument `name` of `what`) must be aligned to
+/// `align` bytes, its element size.
+void validate_alignment(const void* p, std::size_t align, const char* what, const char* name);
 
 }  // namespace pinfeed::ops::detail

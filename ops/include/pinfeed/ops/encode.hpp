@@ -23,10 +23,10 @@ struct one_hot_args {
   void* out = nullptr;
   dtype out_type = dtype::f32;
 };
-/// Host reference. Throws std::invalid_argument naming the bad value (types, classes <= 0, nulls).
+/// Host reference. Throws std::invalid_argument naming the bad value (types, classes <= 0, nulls,
+/// labels or output not aligned to their element sizes).
 void one_hot(const one_hot_args& a);
-/// Device version, asynchronous on `stream`; validates before launching anything (the device
-/// version also needs labels and output aligned to their element sizes).
+/// Device version, asynchronous on `stream`; the same checks, before launching anything.
 void one_hot_device(const one_hot_args& a, cudaStream_t stream);
 
 /// Bit planes: packed [count, pixels] uint8, bit b of a byte is map b (b = 0 least significant);

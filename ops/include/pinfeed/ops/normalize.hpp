@@ -39,12 +39,13 @@ struct image_batch_shape {
 };
 
 /// Host reference, parallel over images with TBB. Throws std::invalid_argument for null pointers
-/// with a non-empty shape, a std that is not positive, or an unsupported output type.
+/// with a non-empty shape, a std that is not positive, an unsupported output type, or an output
+/// not aligned to its element size (4 bytes for float32, 2 for float16 and bfloat16).
 void normalize_hwc_to_chw(const std::uint8_t* in, void* out, image_batch_shape shape, const normalize_params& params);
 
 /// The same on the device, asynchronous on `stream` (no host synchronization, capturable in a graph).
-/// Throws std::invalid_argument before launching anything on bad arguments (an output not aligned to
-/// its element size among them), cuda_error on launch failure.
+/// Throws std::invalid_argument before launching anything on bad arguments (the host version's),
+/// cuda_error on launch failure.
 void normalize_hwc_to_chw_device(const std::uint8_t* d_in, void* d_out, image_batch_shape shape,
                                  const normalize_params& params, cudaStream_t stream);
 

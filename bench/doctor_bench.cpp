@@ -16,7 +16,6 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-
 doctor_pipeline article_pipeline(const doctor_bench_options& o) {
   return {loaders::make_reader_from_source(loaders::make_synthetic_source({o.samples, 1024, 1024, 1000})),
           loaders::parse_pipeline(o.transforms),

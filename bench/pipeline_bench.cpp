@@ -27,7 +27,6 @@ namespace fs = std::filesystem;
 namespace pinfeed::bench {
 namespace {
 
-
 /// Seconds for one epoch of `src`, median of `repeats` (one warm-up epoch first).
 double epoch_seconds(const std::shared_ptr<source>& src, std::size_t workers, std::size_t batch, int repeats) {
   loader_options o;

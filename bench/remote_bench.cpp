@@ -68,7 +68,6 @@ struct contender {
   }
 };
 
-
 /// Every contender's epochs, interleaved: one warm-up epoch each, then `repeats` rounds in which
 /// each runs one epoch (the same epoch number for all: the same order), so that the epochs a ratio
 /// pairs ran next to each other, whatever else the host was doing over the whole run.

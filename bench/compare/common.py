@@ -1,7 +1,15 @@
-"""Helpers shared by the comparison scripts: running a pinfeed benchmark and writing JSON lines."""
+"""Helpers shared by the comparison scripts: running a pinfeed benchmark, taking the median of
+interleaved rounds and writing JSON lines."""
 import json
 import os
+import statistics
 import subprocess
+
+
+def median_of(xs, empty=None):
+    """The median of the figures in xs that were measured (not None, not NaN); `empty` when none was."""
+    xs = [x for x in xs if x is not None and x == x]
+    return statistics.median(xs) if xs else empty
 
 
 def pinfeed_rows(cmd):

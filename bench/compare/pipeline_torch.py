@@ -19,7 +19,7 @@ import time
 import numpy as np
 import torch
 
-from common import pinfeed_rows, write_jsonl
+from common import median_of, pinfeed_rows, write_jsonl
 import torchvision.transforms as T
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
@@ -153,26 +153,22 @@ def main():
         theirs = {name: n / epoch_seconds(ds, a.workers, a.batch, a.repeats) for name, ds, n in workloads}
         rounds.append((ours, theirs))
 
-    def med(xs):
-        xs = [x for x in xs if x == x]  # not NaN
-        return statistics.median(xs) if xs else float("nan")
-
     print(f"# torch {torch.__version__}, DataLoader num_workers={a.workers}, batch {a.batch}; images/s (median of "
           f"{a.repeats} epochs; median of {len(rounds)} interleaved rounds); CPU {host.get('cpu', '?')}")
     print(f"{'workload':<24} {'DataLoader':>11} {'pinfeed':>9} {'pinfeed / DataLoader':>21} | rounds")
     rows = []
     for name in rounds[0][1]:
         per_round = [o.get(name, float("nan")) / t[name] for o, t in rounds]
-        theirs = med([t[name] for _, t in rounds])
-        mine = med([o.get(name, float("nan")) for o, _ in rounds])
-        ratio = med(per_round)
+        theirs = median_of([t[name] for _, t in rounds], float("nan"))
+        mine = median_of([o.get(name, float("nan")) for o, _ in rounds], float("nan"))
+        ratio = median_of(per_round, float("nan"))
         print(f"{name:<24} {theirs:11.1f} {mine:9.1f} {ratio:20.1f}x | " + " ".join(f"{x:.1f}" for x in per_round))
         rows.append({"workload": name, "workers": a.workers, "dataloader_images_per_s": theirs,
                      "pinfeed_images_per_s": mine, "ratio": ratio, "ratio_per_round": per_round,
                      "rounds": len(rounds), **host})
     for k in ("jpeg_folder_rrc_flip_1worker", "jpeg_folder_rrc_flip_1worker_libjpeg_huffman", "bare_decode_full",
               "bare_decode_full_pinfeed_huffman"):
-        v = med([o.get(k, float("nan")) for o, _ in rounds])
+        v = median_of([o.get(k, float("nan")) for o, _ in rounds], float("nan"))
         print(f"# pinfeed {k}: {v:.1f} images/s")
         rows.append({"workload": k, "workers": 1, "pinfeed_images_per_s": v, **host})
     write_jsonl(a.json, rows)

@@ -23,7 +23,7 @@ import time
 
 import torch
 
-from common import append_jsonl, pinfeed_rows
+from common import append_jsonl, median_of, pinfeed_rows
 
 
 def sample_data(inp, labels, k):
@@ -175,14 +175,10 @@ def main():
             print(f"{'N':>9} {'B':>3} | {'torch loop':>10} {'torch static':>12} {'torch compiled':>14} | {'simd':>6} "
                   f"{'pinfeed':>9} {'floor':>8} | {'best torch / pinfeed':>20} {'pinfeed / floor':>15} | rounds")
 
-        def med(xs):
-            xs = [x for x in xs if x is not None]
-            return statistics.median(xs) if xs else None
-
         for b in (1, a.rows):
-            loop = med([t[b][0] for _, _, t in rounds])
-            static = med([t[b][1] for _, _, t in rounds])
-            compiled = med([t[b][2] for _, _, t in rounds])
+            loop = median_of([t[b][0] for _, _, t in rounds])
+            static = median_of([t[b][1] for _, _, t in rounds])
+            compiled = median_of([t[b][2] for _, _, t in rounds])
             for level in levels:
                 impl = "static_single" if b == 1 else "batched"
                 if a.device == "cuda" and ("graph", b, n, level) in rounds[0][1]:
@@ -192,9 +188,9 @@ def main():
                     mine_r = ours.get((impl, b, n, level))
                     best_r = min(x for x in t[b] if x is not None)
                     per_round.append(best_r / mine_r if mine_r else float("nan"))
-                mine = med([o.get((impl, b, n, level)) for _, o, _ in rounds])
-                floor = med([o.get(("floor", b, n, level)) for _, o, _ in rounds])
-                ratio = statistics.median(per_round)
+                mine = median_of([o.get((impl, b, n, level)) for _, o, _ in rounds])
+                floor = median_of([o.get(("floor", b, n, level)) for _, o, _ in rounds])
+                ratio = median_of(per_round, float("nan"))
                 vs_floor = mine / floor if mine and floor else float("nan")
                 comp = f"{compiled:14.3f}" if compiled is not None else f"{'-':>14}"
                 spread = " ".join(f"{x:.1f}" for x in per_round)

@@ -996,14 +996,19 @@ class remote_tar_reader final : public image_reader {
 
   // ---- the index cache (remote_options::index_cache_dir) ----
 
+  /// An index cache file's first line; then the location, the ETag and the sidecar index's text.
+  static constexpr std::string_view kIndexCacheMagic = "pinfeed-remote-index 1";
+  /// A file's name: 16 hex digits, then this; a file being written has mkostemp's suffix after it.
+  static constexpr std::string_view kIndexCacheExt = ".idx", kTempSuffix = ".XXXXXX";
+
   /// Shard s's file in the index cache: named by a hash of its whole location (query included:
   /// locations that differ only there are other objects).
   std::filesystem::path index_cache_file(std::uint32_t s) const {
     std::uint64_t h = 14695981039346656037ull;  // FNV-1a
     for (const unsigned char c : locations_[s]) h = (h ^ c) * 1099511628211ull;
-    char name[32];
-    std::snprintf(name, sizeof name, "%016" PRIx64 ".idx", h);
-    return std::filesystem::path(remote_.index_cache_dir) / name;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016" PRIx64, h);
+    return std::filesystem::path(remote_.index_cache_dir) / (hex + std::string(kIndexCacheExt));
   }
 
   /// Of the shards `unindexed`, those whose cached index still holds (its shard has the size and ETag
@@ -1024,10 +1029,9 @@ class remote_tar_reader final : public image_reader {
     std::vector<entry> found;
     std::vector<std::size_t> rest;
     for (const std::size_t s : unindexed) {
-      // "pinfeed-remote-index 1", the location, the ETag, then the sidecar index's text.
       std::ifstream in(index_cache_file(static_cast<std::uint32_t>(s)), std::ios::binary);
       std::string magic, where, etag;
-      if (!in || !std::getline(in, magic) || magic != "pinfeed-remote-index 1" || !std::getline(in, where) ||
+      if (!in || !std::getline(in, magic) || magic != kIndexCacheMagic || !std::getline(in, where) ||
           where != shards_[s].where.shown || !std::getline(in, etag) || etag.empty()) {
         rest.push_back(s);
         continue;
@@ -1070,15 +1074,16 @@ class remote_tar_reader final : public image_reader {
   }
 
   /// Removes what a process killed between writing an index cache file and renaming it into place
-  /// left: "<hash>.idx.XXXXXX" files untouched for an hour (a writer in another process is
-  /// seconds old). Failures are ignored: the files only take room.
+  /// left: temporaries (an index file's name and mkostemp's suffix) untouched for an hour (a
+  /// writer in another process is seconds old). Failures are ignored: the files only take room.
   void remove_stale_index_temps() const noexcept {
     std::error_code ec;
     const auto now = std::filesystem::file_time_type::clock::now();
     for (std::filesystem::directory_iterator it(remote_.index_cache_dir, ec), end; !ec && it != end; it.increment(ec)) {
       const std::string name = it->path().filename().string();
-      const auto dot = name.rfind(".idx.");
-      if (dot != 16 || name.size() != dot + 5 + 6) continue;  // 16 hex digits, ".idx.", mkostemp's 6
+      if (name.size() != 16 + kIndexCacheExt.size() + kTempSuffix.size() ||
+          name.compare(16, kIndexCacheExt.size() + 1, std::string(kIndexCacheExt) + ".") != 0)
+        continue;
       std::error_code e2;
       const auto when = std::filesystem::last_write_time(it->path(), e2);
       if (!e2 && now - when > std::chrono::hours(1)) std::filesystem::remove(it->path(), e2);
@@ -1093,10 +1098,10 @@ class remote_tar_reader final : public image_reader {
     const shard& sh = shards_[s];
     if (sh.etag.empty() || sh.etag.find('\n') != std::string::npos) return;
     const auto file = index_cache_file(s);
-    std::string tmp = file.string() + ".XXXXXX";
+    std::string tmp = file.string() + std::string(kTempSuffix);
     const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
     if (fd < 0) return;
-    const std::string text = "pinfeed-remote-index 1\n" + sh.where.shown + "\n" + sh.etag + "\n" +
+    const std::string text = std::string(kIndexCacheMagic) + "\n" + sh.where.shown + "\n" + sh.etag + "\n" +
                              detail::format_shard_index(samples, sh.size, shard_);
     const bool written = write_all(fd, text.data(), text.size());
     const bool closed = ::close(fd) == 0;

@@ -98,10 +98,7 @@ __global__ void pack_kernel(const std::uint8_t* planes, std::uint8_t* packed, st
 void normalize_hwc_to_chw_device(const std::uint8_t* d_in, void* d_out, image_batch_shape shape,
                                  const normalize_params& params, cudaStream_t stream) {
   coefficients k{};
-  detail::normalize_coefficients(params, k.a, k.b);
-  if (shape.pixels() == 0) return;
-  if (d_in == nullptr || d_out == nullptr) throw std::invalid_argument("normalize: null input or output pointer");
-  detail::validate_alignment(d_out, dtype_size(params.out), "normalize", "the output");
+  if (!detail::validate_normalize(d_in, d_out, shape, params, k.a, k.b)) return;
   const std::size_t total = shape.pixels();
   if (params.out == dtype::f32)
     normalize_kernel<float><<<grid_for(total), kThreads, 0, stream>>>(d_in, static_cast<float*>(d_out), shape.height,

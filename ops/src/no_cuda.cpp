@@ -14,7 +14,6 @@
 
 namespace pinfeed::ops {
 
-
 namespace {
 [[noreturn]] void no_gpu(const char* what) {
   throw std::runtime_error(std::string(what) + ": " + pinfeed::detail::kNoCuda + "; use the host version");
@@ -37,10 +36,7 @@ void check_sampler_faults() {}  // no GPU call has run, so none has faulted
 void normalize_hwc_to_chw_device(const std::uint8_t* d_in, void* d_out, image_batch_shape shape,
                                  const normalize_params& params, cudaStream_t) {
   float a[3], b[3];
-  detail::normalize_coefficients(params, a, b);
-  if (shape.pixels() == 0) return;
-  if (d_in == nullptr || d_out == nullptr) throw std::invalid_argument("normalize: null input or output pointer");
-  detail::validate_alignment(d_out, dtype_size(params.out), "normalize", "the output");
+  if (!detail::validate_normalize(d_in, d_out, shape, params, a, b)) return;
   no_gpu("normalize_hwc_to_chw_device");
 }
 

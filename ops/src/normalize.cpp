@@ -115,10 +115,7 @@ void normalize_image(const std::uint8_t* src, Out* dst, std::size_t h, std::size
 
 void normalize_hwc_to_chw(const std::uint8_t* in, void* out, image_batch_shape shape, const normalize_params& params) {
   float a[3], b[3];
-  detail::normalize_coefficients(params, a, b);
-  if (shape.pixels() == 0) return;
-  if (in == nullptr || out == nullptr) throw std::invalid_argument("normalize: null input or output pointer");
-  detail::validate_alignment(out, dtype_size(params.out), "normalize", "the output");
+  if (!detail::validate_normalize(in, out, shape, params, a, b)) return;
   const std::size_t image = shape.height * shape.width * 3;
   parallel_for(0, shape.batch, [&](std::size_t n) {
     const std::uint8_t* src = in + n * image;
@@ -137,12 +134,10 @@ void validate_one_hot(const one_hot_args& a) {
     throw std::invalid_argument("one_hot: output must be uint8, float16, bfloat16 or float32, got " +
                                 std::string(dtype_name(a.out_type)));
   if (a.classes <= 0) throw std::invalid_argument("one_hot: classes must be positive, got " + std::to_string(a.classes));
-  if (a.count > 0 && (a.labels == nullptr || a.out == nullptr))
-    throw std::invalid_argument("one_hot: null labels or output pointer");
-  if (a.count > 0) {
-    validate_alignment(a.labels, dtype_size(a.label_type), "one_hot", "the labels");
-    validate_alignment(a.out, dtype_size(a.out_type), "one_hot", "the output");
-  }
+  if (a.count == 0) return;
+  if (a.labels == nullptr || a.out == nullptr) throw std::invalid_argument("one_hot: null labels or output pointer");
+  validate_alignment(a.labels, dtype_size(a.label_type), "one_hot", "the labels");
+  validate_alignment(a.out, dtype_size(a.out_type), "one_hot", "the output");
 }
 void validate_bits(const void* in, const void* out, bit_planes_args s, const char* what) {
   if (s.count * s.pixels > 0 && (in == nullptr || out == nullptr))
@@ -155,6 +150,14 @@ void validate_alignment(const void* p, std::size_t align, const char* what, cons
   msg << what << ": " << name << " must be aligned to " << align << " bytes (its element size); address " << at
       << " is " << at % align << " past a multiple";
   throw std::invalid_argument(msg.str());
+}
+bool validate_normalize(const void* in, const void* out, image_batch_shape shape, const normalize_params& params,
+                        float a[3], float b[3]) {
+  normalize_coefficients(params, a, b);
+  if (shape.pixels() == 0) return false;
+  if (in == nullptr || out == nullptr) throw std::invalid_argument("normalize: null input or output pointer");
+  validate_alignment(out, dtype_size(params.out), "normalize", "the output");
+  return true;
 }
 }  // namespace detail
 

@@ -263,7 +263,6 @@ TEST_CASE("gpu.sampler.graph_capture_and_replay" * doctest::test_suite("gpu")) {
   }
 }
 
-
 TEST_CASE("gpu.sampler.never_waits_for_the_device" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("sampler host synchronization")) return;
   const std::int64_t rows = 32, n = 100000;

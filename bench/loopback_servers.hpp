@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -77,9 +78,22 @@ inline int connect_loopback(int port) {
   return fd;
 }
 
-/// Starts argv[0] with `env` (environ when empty), its output appended to `log` when given. The
-/// child is killed when the test process dies (a process killed while it runs one leaves no server).
-inline pid_t spawn_server(const std::vector<std::string>& args, const std::vector<std::string>& env, const std::string& log) {
+/// Makes the calling thread SCHED_BATCH (0: the caller; a hint, a refusal is ignored). A server so
+/// scheduled still gets its fair share of CPU, but a request that wakes it does not preempt the
+/// thread running on that core: a benchmark's server, sharing the cores of the loader it serves,
+/// then costs that loader its CPU time and no more, as a server on another host would (it would
+/// cost nothing at all).
+inline void batch_this_thread() noexcept {
+  sched_param none{};
+  none.sched_priority = 0;
+  (void)::sched_setscheduler(0, SCHED_BATCH, &none);
+}
+
+/// Starts argv[0] with `env` (environ when empty), its output appended to `log` when given,
+/// SCHED_BATCH when `batch`. The child is killed when the test process dies (a process killed
+/// while it runs one leaves no server).
+inline pid_t spawn_server(const std::vector<std::string>& args, const std::vector<std::string>& env, const std::string& log,
+                          bool batch = false) {
   std::vector<char*> argv, envp;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -92,6 +106,7 @@ inline pid_t spawn_server(const std::vector<std::string>& args, const std::vecto
   if (pid == 0) {  // only async-signal-safe calls from here on
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);
+    if (batch) batch_this_thread();
     if (!log.empty()) {
       const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       if (fd >= 0) {
@@ -132,10 +147,11 @@ inline void stop_server(pid_t pid, bool reaped) {
 /// Whether nginx can be started here (Debian: nginx-light).
 inline bool have_nginx() { return std::filesystem::exists("/usr/sbin/nginx"); }
 
-/// nginx serving `root` on 127.0.0.1 (range requests included), stopped by the destructor.
+/// nginx serving `root` on 127.0.0.1 (range requests included), stopped by the destructor;
+/// SCHED_BATCH when `batch` (batch_this_thread()).
 class nginx_server {
  public:
-  explicit nginx_server(const std::filesystem::path& root, const std::filesystem::path& work) {
+  explicit nginx_server(const std::filesystem::path& root, const std::filesystem::path& work, bool batch = false) {
     for (int attempt = 0; attempt < 5 && pid_ <= 0; ++attempt) {
       port_ = free_port();
       const auto conf = work / "nginx.conf";
@@ -147,7 +163,7 @@ class nginx_server {
                           << (work / "uwsgi").string() << ";\n  scgi_temp_path " << (work / "scgi").string()
                           << ";\n  keepalive_requests 100000;\n  server {\n    listen 127.0.0.1:" << port_
                           << ";\n    root " << root.string() << ";\n  }\n}\n";
-      const pid_t pid = spawn_server({"/usr/sbin/nginx", "-c", conf.string(), "-p", work.string()}, {}, "");
+      const pid_t pid = spawn_server({"/usr/sbin/nginx", "-c", conf.string(), "-p", work.string()}, {}, "", batch);
       bool reaped = false;
       if (wait_listening(pid, port_, 200, 10, reaped)) pid_ = pid;  // up to 2 s
       else stop_server(pid, reaped);  // exited (the port was taken) or stuck: try another port
@@ -175,6 +191,7 @@ struct fault_plan {
   bool strip_range = false;   ///< forward requests without their Range header (a server without ranges)
   int error_page_bytes = 0;   ///< the 503 answers carry a body (an error page) of this many bytes
   bool refuse_head = false;   ///< answer HEAD requests 405 (a server, or a signed URL, for GET alone)
+  bool batch_threads = false; ///< the proxy's threads are SCHED_BATCH (batch_this_thread())
 };
 
 /// An HTTP/1.1 proxy on 127.0.0.1 in front of `upstream_port` (keep-alive on both sides; the
@@ -209,6 +226,7 @@ class fault_proxy {
 
  private:
   void accept_loop() {
+    if (plan_.batch_threads) batch_this_thread();
     while (!stop_) {
       const int c = ::accept(listen_, nullptr, nullptr);
       if (c < 0) {
@@ -276,6 +294,7 @@ class fault_proxy {
   /// Serves one client connection, request after request (keep-alive), each forwarded on one
   /// upstream connection of its own; a fault ends the connection.
   void handle(int client) {
+    if (plan_.batch_threads) batch_this_thread();
     limit_waits(client);
     int up = -1;
     std::string in, up_in;

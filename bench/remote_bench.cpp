@@ -106,6 +106,7 @@ void run_remote(const remote_bench_options& o, std::ostream& out) {
   loaders::remote_options ro;
   if (o.requests_in_flight != 0) ro.requests_in_flight = o.requests_in_flight;
   if (o.read_ahead != 0) ro.read_ahead = o.read_ahead;
+  ro.batch_scheduling = o.batch_fetch;
   loaders::shard_options whole;
   whole.window_shards = o.window_shards;
   loaders::remote_options wo = ro;
@@ -146,7 +147,9 @@ void run_remote(const remote_bench_options& o, std::ostream& out) {
                       {"window_shards", c.whole ? o.window_shards : 0},
                       {"cache_bytes", remote && c.whole ? wo.cache_bytes : 0},
                       {"streamed", d.streamed},
-                      {"latency_ms", c.mode == "latency" ? o.latency_ms : 0}})
+                      {"latency_ms", c.mode == "latency" ? o.latency_ms : 0},
+                      {"batch_fetch", remote && o.batch_fetch},
+                      {"batch_servers", remote && o.batch_servers}})
                .dump()
         << std::endl;
   };
@@ -160,8 +163,8 @@ void run_remote(const remote_bench_options& o, std::ostream& out) {
   }
   const fs::path work = fs::path(o.data_dir) / "nginx-work";
   fs::create_directories(work);
-  loopback::nginx_server server(shard_dir, work);
-  loopback::fault_proxy slow(server.port(), {.latency_ms = o.latency_ms});
+  loopback::nginx_server server(shard_dir, work, o.batch_servers);
+  loopback::fault_proxy slow(server.port(), {.latency_ms = o.latency_ms, .batch_threads = o.batch_servers});
   for (const bool whole_shards : {false, true}) {
     for (const auto& [mode, base_url] : {std::pair<std::string, std::string>{"loopback", server.url()},
                                          std::pair<std::string, std::string>{"latency", slow.url()}}) {

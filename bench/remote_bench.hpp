@@ -24,6 +24,10 @@ struct remote_bench_options {
   std::uint32_t window_shards = 4;     ///< whole-shard rows: the shard-aware shuffle's window
   double cache_mb = 0;                 ///< whole-shard rows: the cache (0: three windows of shards, so
                                        ///< that every epoch fetches every shard again)
+  /// nginx and the proxy run SCHED_BATCH: they stand for servers on other hosts, which take no
+  /// CPU from the loader, so here they take their share but do not preempt a decoder per request.
+  bool batch_servers = true;
+  bool batch_fetch = true;             ///< the remote readers' remote_options::batch_scheduling
 };
 
 /// JSON lines {bench: remote, mode: local | loopback | latency, read: range | whole (per-sample
@@ -33,7 +37,7 @@ struct remote_bench_options {
 /// epochs run interleaved, one of each a round), bytes_per_image (fetched per image in a timed
 /// epoch), shard_bytes_per_image, bytes_ratio (the two divided), index_bytes (indexing, from the
 /// sidecar indexes), requests_per_image, retries, fetch_wait_ms_per_image, requests_in_flight,
-/// read_ahead, window_shards, cache_bytes, streamed, latency_ms} with the host fields. Needs nginx (Debian: nginx-light); without it the
+/// read_ahead, window_shards, cache_bytes, streamed, latency_ms, batch_fetch, batch_servers} with the host fields. Needs nginx (Debian: nginx-light); without it the
 /// remote rows say skipped.
 void run_remote(const remote_bench_options& options, std::ostream& out);
 

@@ -688,6 +688,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   bremote->add_option("--cache-mb", rbo.cache_mb, "whole-shard rows: cache size (0: three windows of shards)")
       ->check(CLI::NonNegativeNumber);
+  bremote->add_flag("!--preempting-servers", rbo.batch_servers,
+                    "run nginx and the proxy with the default scheduling policy, not SCHED_BATCH");
+  bremote->add_flag("!--preempting-fetch", rbo.batch_fetch,
+                    "run the readers' transfer threads with the default scheduling policy (batch_scheduling off)");
 
   pinfeed::bench::doctor_bench_options dbo;
   auto* bdoctor = bench->add_subcommand("doctor", "the doctor's overhead: pinfeed run's loop vs the doctor's L0, and the ladder's time");

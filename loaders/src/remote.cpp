@@ -25,6 +25,8 @@
 #include <unordered_set>
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <cerrno>
@@ -197,6 +199,23 @@ void curl_init_once() {
   std::call_once(once, [] {
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) throw std::runtime_error("libcurl failed to initialize");
   });
+}
+
+/// Names the calling thread (as top -H and debuggers show it) and, when `batch`, makes it
+/// SCHED_BATCH (remote_options::batch_scheduling). Both are hints: a refusal (a seccomp filter,
+/// say) leaves the thread as it was.
+void tune_thread(const char* name, bool batch) noexcept {
+#if defined(__linux__)
+  (void)pthread_setname_np(pthread_self(), name);
+  if (batch) {
+    sched_param none{};
+    none.sched_priority = 0;
+    (void)sched_setscheduler(0, SCHED_BATCH, &none);  // 0: this thread
+  }
+#else
+  (void)name;
+  (void)batch;
+#endif
 }
 
 /// One request: a whole object, or `length` bytes at `offset`; `expect_total`, when set, is the
@@ -576,6 +595,7 @@ class transfer_loop {
   using queue = std::deque<std::unique_ptr<job>>;
 
   void run() noexcept {
+    tune_thread("pinfeed-fetch", o_.batch_scheduling);
     queue starting, ending;
     std::exception_ptr failed;
     for (;;) {
@@ -779,6 +799,7 @@ class task_thread {
 
  private:
   void run() noexcept {
+    tune_thread("pinfeed-cache", false);
     for (;;) {
       std::function<void()> task;
       {
@@ -1515,8 +1536,10 @@ class remote_tar_reader final : public image_reader {
   }
 
   /// Queues the samples of the epoch's order up to read_ahead positions past s's that are
-  /// neither queued nor taken, with a bounded number pending. Each position is looked at once
-  /// an epoch (a restart walks again from its position).
+  /// neither queued nor taken, with a bounded number pending; near the epoch's end, on into the
+  /// next epoch's first positions (most trainers start it next: its first batches then do not
+  /// wait a round trip or two each). Each position is looked at once an epoch (a restart walks
+  /// again from its position).
   void read_ahead(const sample& s) {
     if (remote_.read_ahead == 0) return;
     const auto at = s.position();
@@ -1529,21 +1552,36 @@ class remote_tar_reader final : public image_reader {
       ra_epoch_ = s.epoch();
       ra_size_ = epoch_size;
       ra_next_ = pos + 1;
+      ra_next_epoch_ = 0;
     }
     ra_next_ = std::max(ra_next_, pos + 1);
+    // The next epoch's reads number at most read_ahead, so a quarter of max_pending_ at most.
+    const bool last_epoch = s.epoch() == ~0u;
     if (pending_.size() >= max_pending_) {  // restarts leave other epochs' reads behind: drop those
-      for (auto it = pending_.begin(); it != pending_.end();)
-        it = it->second.epoch != s.epoch() ? pending_.erase(it) : std::next(it);
+      for (auto it = pending_.begin(); it != pending_.end();) {
+        const bool kept = it->second.epoch == s.epoch() || (!last_epoch && it->second.epoch == s.epoch() + 1);
+        it = kept ? std::next(it) : pending_.erase(it);
+      }
     }
-    const std::uint64_t end = std::min(epoch_size, pos + 1 + remote_.read_ahead);
-    while (ra_next_ < end && pending_.size() < max_pending_) {
+    const auto queue = [&](std::uint32_t epoch, std::uint64_t index) {
+      const std::uint64_t id = key(epoch, index);
+      if (index >= entries_.size() || pending_.count(id) != 0 || taken_.count(id) != 0) return;
+      pending_.emplace(id, pending{epoch, load(index, /*urgent=*/false)});
+      counters_.read_ahead.fetch_add(1, std::memory_order_relaxed);
+    };
+    const std::uint64_t end = pos + 1 + remote_.read_ahead;
+    while (ra_next_ < std::min(epoch_size, end) && pending_.size() < max_pending_) {
       const auto next = s.index_at_position(ra_next_);
       if (!next) break;
       ++ra_next_;
-      const std::uint64_t id = key(s.epoch(), *next);
-      if (*next >= entries_.size() || pending_.count(id) != 0 || taken_.count(id) != 0) continue;
-      pending_.emplace(id, pending{s.epoch(), load(*next, /*urgent=*/false)});
-      counters_.read_ahead.fetch_add(1, std::memory_order_relaxed);
+      queue(s.epoch(), *next);
+    }
+    if (ra_next_ < epoch_size || last_epoch) return;
+    while (epoch_size + ra_next_epoch_ < end && pending_.size() < max_pending_) {
+      const auto next = s.index_in_epoch(s.epoch() + 1, ra_next_epoch_);
+      if (!next) break;
+      ++ra_next_epoch_;
+      queue(s.epoch() + 1, *next);
     }
   }
 
@@ -1592,6 +1630,7 @@ class remote_tar_reader final : public image_reader {
   std::size_t max_pending_ = 64;
   std::uint32_t ra_epoch_ = ~0u;  ///< the read-ahead looked at positions [.., ra_next_) of this epoch
   std::uint64_t ra_size_ = 0, ra_next_ = 0;
+  std::uint64_t ra_next_epoch_ = 0;  ///< and positions [0, ra_next_epoch_) of the next epoch
   std::mutex etag_m_;
   std::uint64_t shard_bytes_ = 0;
   // Whole-shard mode (under cache_m_).

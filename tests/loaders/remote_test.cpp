@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <map>
+#include <sched.h>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -96,6 +98,20 @@ struct served_shards {
   explicit operator bool() const noexcept { return server != nullptr; }
 };
 
+/// The threads of this process named "pinfeed-fetch" (transfer loops), with their scheduling policies.
+std::map<int, int> fetch_threads() {
+  std::map<int, int> out;
+  for (const auto& t : fs::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(t.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name != "pinfeed-fetch") continue;
+    const int tid = std::stoi(t.path().filename().string());
+    out[tid] = sched_getscheduler(tid);
+  }
+  return out;
+}
+
 remote_options quick() {
   remote_options r;
   r.backoff_initial_ms = 5;
@@ -165,7 +181,9 @@ TEST_CASE("remote.http_shards_equal_the_local_ones") {
   CHECK(c.sidecars == set.names.size());
   CHECK(c.shards == 0);
   CHECK(c.shard_bytes == shard_bytes);
-  CHECK(c.requests == set.names.size() + 4 * remote->size());  // 2 runs of 2 epochs
+  // 2 runs of 2 epochs, and the next epoch's first read_ahead samples, which the first run's
+  // second epoch read ahead and the second run's found read already.
+  CHECK(c.requests == set.names.size() + 4 * remote->size() + quick().read_ahead);
   CHECK(c.retries == 0);
   CHECK(c.read_ahead > 0);  // inside a loader the next samples of the order were queued ahead
   CHECK(remote_stats(*local).requests == 0);
@@ -186,6 +204,40 @@ TEST_CASE("remote.http_shards_equal_the_local_ones") {
   CHECK(std::string(to_string(stage::fetch)) == "fetch");
 }
 
+TEST_CASE("remote.the_read_ahead_runs_on_into_the_next_epoch") {
+  served_shards served;
+  if (!served) return;
+  const auto& set = served.set;
+  const remote_options o = quick();  // read_ahead 8
+  const auto remote = make_remote_shard_reader(urls(served.server->url(), set), {}, o);
+  const auto local = make_shard_reader(set.local);
+  const std::uint64_t indexing = remote_stats(*remote).requests;
+  REQUIRE(remote->size() > o.read_ahead + 4);
+  loader_options lo = test::cpu_loader(4, 2, 7);  // a batch is half the read-ahead
+  lo.order.shuffle = true;
+  auto first_batch_of_epoch_1 = [&](const std::shared_ptr<image_reader>& reader, bool stop_server) {
+    loader l(std::make_shared<pipeline_source>(reader, parse_pipeline("center_crop(16)")), lo);
+    l.start_epoch(0);
+    while (l.next()) {
+    }
+    if (stop_server) {
+      // Epoch 0's samples, and epoch 1's first read_ahead, each requested once.
+      const std::uint64_t expected = indexing + remote->size() + o.read_ahead;
+      test::run_with_timeout(std::chrono::seconds(20), [&] {
+        while (remote_stats(*remote).requests < expected) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }, "the next epoch's read-ahead");
+      CHECK(remote_stats(*remote).requests == expected);
+      served.server.reset();  // from here on, only what was read ahead can be delivered
+    }
+    l.start_epoch(1);
+    auto b = l.next();
+    REQUIRE(b);
+    return checksum_line(*b);
+  };
+  const std::string expected = first_batch_of_epoch_1(local, false);
+  CHECK(first_batch_of_epoch_1(remote, true) == expected);
+}
+
 TEST_CASE("remote.faults_are_retried_and_batches_stay_identical") {
   served_shards served;
   if (!served) return;
@@ -200,6 +252,11 @@ TEST_CASE("remote.faults_are_retried_and_batches_stay_identical") {
   const auto remote = make_remote_shard_reader(urls(proxy.url(), set), {}, o);
   CHECK(checksums(remote) == expected);
   CHECK(proxy.faults() > 0);
+  // Every fault was retried; the last epoch's read-ahead into the next one may still be finishing.
+  test::run_with_timeout(std::chrono::seconds(30), [&] {
+    while (remote_stats(*remote).retries < static_cast<std::uint64_t>(proxy.faults()))
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }, "a retry for every fault");
   CHECK(remote_stats(*remote).retries >= static_cast<std::uint64_t>(proxy.faults()));
 }
 
@@ -464,10 +521,26 @@ TEST_CASE("remote.requests_in_flight_share_one_transfer_thread") {
   remote_options o = quick();
   o.requests_in_flight = 1024;  // the most there may be; a thread each would be 1024 threads
   o.read_ahead = 512;
+  const auto fetchers_before = fetch_threads();
   const auto remote = make_remote_shard_reader(urls(served.server->url(), set), {}, o);
   CHECK(threads() - before == 1);  // the reader's transfer loop, whatever the number in flight
+  // It is named, and batch-scheduled (it waits for a busy decoder's slice instead of preempting it).
+  auto added = fetch_threads();
+  for (const auto& [tid, policy] : fetchers_before) added.erase(tid);
+  REQUIRE(added.size() == 1);
+  CHECK(added.begin()->second == SCHED_BATCH);
   CHECK(checksums(remote) == checksums(make_shard_reader(set.local)));
   CHECK(remote_stats(*remote).retries == 0);
+  // Without batch scheduling the thread keeps the process's policy, and reads the same.
+  o.batch_scheduling = false;
+  const auto plain = make_remote_shard_reader(urls(served.server->url(), set), {}, o);
+  auto plain_added = fetch_threads();
+  for (const auto& [tid, policy] : fetchers_before) plain_added.erase(tid);
+  plain_added.erase(added.begin()->first);
+  REQUIRE(plain_added.size() == 1);
+  CHECK(plain_added.begin()->second == sched_getscheduler(0));
+  CHECK(plain_added.begin()->second != SCHED_BATCH);
+  CHECK(checksums(plain) == checksums(make_shard_reader(set.local)));
 }
 
 TEST_CASE("remote.s3_shards_are_signed_listed_and_equal_the_local_ones") {

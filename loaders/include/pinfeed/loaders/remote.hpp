@@ -55,6 +55,12 @@ struct remote_options {
   /// shard asks for its size and ETag (a HEAD request) instead of scanning it again. A shard whose
   /// size or ETag changed, or that has no ETag, is scanned anew. Empty: off.
   std::string index_cache_dir;
+  /// Run the transfer thread (named "pinfeed-fetch") as SCHED_BATCH on Linux: woken by a response,
+  /// it waits for the running thread's time slice instead of preempting it, so decoders that keep
+  /// every core busy are not interrupted once per response (each time a switch and a cache
+  /// refill); it still gets its fair share of CPU, and an idle core runs it at once. The read-ahead
+  /// covers the wait. Off: the thread keeps the process's policy.
+  bool batch_scheduling = true;
 };
 
 /// True for locations starting with http://, https:// or s3://.

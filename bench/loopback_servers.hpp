@@ -22,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -147,23 +148,31 @@ inline void stop_server(pid_t pid, bool reaped) {
 /// Whether nginx can be started here (Debian: nginx-light).
 inline bool have_nginx() { return std::filesystem::exists("/usr/sbin/nginx"); }
 
-/// nginx serving `root` on 127.0.0.1 (range requests included), stopped by the destructor;
-/// SCHED_BATCH when `batch` (batch_this_thread()).
+/// How a benchmark's nginx runs (a test's keeps the defaults: it sees every change to its files).
+struct nginx_options {
+  bool batch = false;             ///< SCHED_BATCH (batch_this_thread())
+  bool cache_open_files = false;  ///< open_file_cache, as a production server has: no open() per
+                                  ///< request, but a changed file may be served as it was for a minute
+};
+
+/// nginx serving `root` on 127.0.0.1 (range requests included), stopped by the destructor.
 class nginx_server {
  public:
-  explicit nginx_server(const std::filesystem::path& root, const std::filesystem::path& work, bool batch = false) {
+  explicit nginx_server(const std::filesystem::path& root, const std::filesystem::path& work, nginx_options options = {}) {
     for (int attempt = 0; attempt < 5 && pid_ <= 0; ++attempt) {
       port_ = free_port();
       const auto conf = work / "nginx.conf";
       std::ofstream(conf) << "daemon off;\nmaster_process off;\nworker_processes 1;\npid " << (work / "nginx.pid").string()
                           << ";\nerror_log " << (work / "error.log").string()
-                          << " error;\nevents { worker_connections 1024; }\nhttp {\n  access_log off;\n  sendfile on;\n  client_body_temp_path "
+                          << " error;\nevents { worker_connections 1024; }\nhttp {\n  access_log off;\n  sendfile on;\n"
+                          << (options.cache_open_files ? "  open_file_cache max=1000 inactive=60s;\n" : "")
+                          << "  client_body_temp_path "
                           << (work / "body").string() << ";\n  proxy_temp_path " << (work / "proxy").string()
                           << ";\n  fastcgi_temp_path " << (work / "fastcgi").string() << ";\n  uwsgi_temp_path "
                           << (work / "uwsgi").string() << ";\n  scgi_temp_path " << (work / "scgi").string()
                           << ";\n  keepalive_requests 100000;\n  server {\n    listen 127.0.0.1:" << port_
                           << ";\n    root " << root.string() << ";\n  }\n}\n";
-      const pid_t pid = spawn_server({"/usr/sbin/nginx", "-c", conf.string(), "-p", work.string()}, {}, "", batch);
+      const pid_t pid = spawn_server({"/usr/sbin/nginx", "-c", conf.string(), "-p", work.string()}, {}, "", options.batch);
       bool reaped = false;
       if (wait_listening(pid, port_, 200, 10, reaped)) pid_ = pid;  // up to 2 s
       else stop_server(pid, reaped);  // exited (the port was taken) or stuck: try another port
@@ -261,9 +270,25 @@ class fault_proxy {
     in.erase(0, end);
     return true;
   }
+  /// Bytes received in place: grown without being zeroed first, as what grows is overwritten at
+  /// once, and kept across a connection's requests.
+  struct byte_buffer {
+    std::unique_ptr<char[]> bytes;
+    std::size_t size = 0, capacity = 0;
+    void resize(std::size_t n) {
+      if (n > capacity) {
+        auto bigger = std::make_unique_for_overwrite<char[]>(n);
+        if (size > 0) std::memcpy(bigger.get(), bytes.get(), size);
+        bytes = std::move(bigger);
+        capacity = n;
+      }
+      size = n;
+    }
+  };
   /// Takes one whole response (head and a Content-Length body) out of `in`, reading from `fd` as
-  /// needed; false on a broken connection or a body of unknown length.
-  static bool next_response(int fd, std::string& in, std::string& answer) {
+  /// needed, into `answer`, its body from `body_at` on; false on a broken connection or a body of
+  /// unknown length.
+  static bool next_response(int fd, std::string& in, byte_buffer& answer, std::size_t& body_at) {
     std::string head;
     if (!next_head(fd, in, head)) return false;
     std::string lower = head;
@@ -272,14 +297,15 @@ class fault_proxy {
     if (at == std::string::npos) return false;
     const std::size_t length = std::strtoull(lower.c_str() + at + 17, nullptr, 10);
     // The body is received in place, behind the head (what `in` holds of it first).
-    answer = std::move(head);
+    body_at = head.size();
+    answer.resize(body_at + length);
+    std::memcpy(answer.bytes.get(), head.data(), body_at);
     const std::size_t buffered = std::min(in.size(), length);
-    answer.append(in, 0, buffered);
+    std::memcpy(answer.bytes.get() + body_at, in.data(), buffered);
     in.erase(0, buffered);
-    std::size_t filled = answer.size();
-    answer.resize(filled + length - buffered);
-    while (filled < answer.size()) {
-      const ssize_t r = ::recv(fd, answer.data() + filled, answer.size() - filled, 0);
+    std::size_t filled = body_at + buffered;
+    while (filled < answer.size) {
+      const ssize_t r = ::recv(fd, answer.bytes.get() + filled, answer.size - filled, 0);
       if (r <= 0) return false;
       filled += static_cast<std::size_t>(r);
     }
@@ -298,6 +324,7 @@ class fault_proxy {
     limit_waits(client);
     int up = -1;
     std::string in, up_in;
+    byte_buffer answer;
     for (;;) {
       std::string head;
       if (stop_ || !next_head(client, in, head)) break;
@@ -327,11 +354,12 @@ class fault_proxy {
         limit_waits(up);
         up_in.clear();
       }
-      std::string answer;
-      if (!send_all(up, forward.data(), forward.size()) || !next_response(up, up_in, answer)) break;
+      if (!send_all(up, forward.data(), forward.size())) break;
+      // The latency before the answer is read: it is there by then, so one wake-up serves both.
       if (plan_.latency_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(plan_.latency_ms));
-      const auto body_at = answer.find("\r\n\r\n");
-      const std::size_t half = body_at == std::string::npos ? answer.size() : body_at + 4 + (answer.size() - body_at - 4) / 2;
+      std::size_t body_at = 0;
+      if (!next_response(up, up_in, answer, body_at)) break;
+      const std::size_t half = body_at + (answer.size - body_at) / 2;
       auto every = [n](int k) { return k > 0 && n % k == 0; };
       if (every(plan_.unavailable_every)) {
         ++faults_;
@@ -343,19 +371,19 @@ class fault_proxy {
       }
       if (every(plan_.reset_every)) {
         ++faults_;
-        send_all(client, answer.data(), half);
+        send_all(client, answer.bytes.get(), half);
         const linger hard{1, 0};  // close with a reset, not a clean end
         ::setsockopt(client, SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
         break;
       }
       if (every(plan_.stall_every)) {
         ++faults_;
-        send_all(client, answer.data(), half);
+        send_all(client, answer.bytes.get(), half);
         for (int waited = 0; waited < plan_.stall_ms && !stop_; waited += 10)
           std::this_thread::sleep_for(std::chrono::milliseconds(10));
         break;
       }
-      if (!send_all(client, answer.data(), answer.size())) break;
+      if (!send_all(client, answer.bytes.get(), answer.size)) break;
     }
     if (up >= 0) ::close(up);
     {

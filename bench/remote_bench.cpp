@@ -163,7 +163,7 @@ void run_remote(const remote_bench_options& o, std::ostream& out) {
   }
   const fs::path work = fs::path(o.data_dir) / "nginx-work";
   fs::create_directories(work);
-  loopback::nginx_server server(shard_dir, work, o.batch_servers);
+  loopback::nginx_server server(shard_dir, work, {.batch = o.batch_servers, .cache_open_files = true});
   loopback::fault_proxy slow(server.port(), {.latency_ms = o.latency_ms, .batch_threads = o.batch_servers});
   for (const bool whole_shards : {false, true}) {
     for (const auto& [mode, base_url] : {std::pair<std::string, std::string>{"loopback", server.url()},

@@ -26,6 +26,7 @@ struct remote_bench_options {
                                        ///< that every epoch fetches every shard again)
   /// nginx and the proxy run SCHED_BATCH: they stand for servers on other hosts, which take no
   /// CPU from the loader, so here they take their share but do not preempt a decoder per request.
+  /// (nginx also keeps its files open, open_file_cache, as a production server does.)
   bool batch_servers = true;
   bool batch_fetch = true;             ///< the remote readers' remote_options::batch_scheduling
 };

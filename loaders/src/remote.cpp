@@ -400,7 +400,6 @@ void configure(CURL* h, const endpoint& e, const request& q, const remote_option
     }
   }
   if (t.headers != nullptr) curl_easy_setopt(h, CURLOPT_HTTPHEADER, t.headers);
-  if (q.range) t.r.body.reserve(q.length);
 }
 
 /// After an attempt on `h`: its status into t.r, and nothing of `t` (nor the credentials) left
@@ -560,6 +559,19 @@ class transfer_loop {
     }, urgent);
     return f;
   }
+  /// A range answer's body storage, given back once read, for a later range request's body: a
+  /// buffer already grown and paged in, instead of a fresh one per sample. At most
+  /// requests_in_flight are kept (the rest are freed), each as large as the samples it held.
+  void recycle(std::vector<std::byte> buffer) noexcept {
+    if (buffer.capacity() == 0) return;
+    buffer.clear();
+    std::lock_guard lock(pool_m_);
+    if (pool_.size() >= o_.requests_in_flight) return;
+    try {
+      pool_.push_back(std::move(buffer));
+    } catch (...) {  // not kept: freed here
+    }
+  }
   /// From now on, requests not yet running (queued, or waiting to retry) end with `error`.
   void fail_queued(std::exception_ptr error) {
     std::lock_guard lock(m_);
@@ -683,6 +695,7 @@ class transfer_loop {
       }
       ++j->attempt;
       configure(h, j->e, j->q, o_, j->t);
+      if (j->q.range) j->t.r.body = body_for(j->q.length);
       running_.emplace(h, j.get());  // (may throw: j still owns the job then)
       if (curl_multi_add_handle(multi_, h) != CURLM_OK) {
         running_.erase(h);
@@ -696,6 +709,20 @@ class transfer_loop {
       }
       complete(*j, std::current_exception());
     }
+  }
+
+  /// Storage for a range answer of `length` bytes: a recycled buffer where there is one.
+  std::vector<std::byte> body_for(std::uint64_t length) {
+    std::vector<std::byte> b;
+    {
+      std::lock_guard lock(pool_m_);
+      if (!pool_.empty()) {
+        b = std::move(pool_.back());
+        pool_.pop_back();
+      }
+    }
+    b.reserve(static_cast<std::size_t>(length));
+    return b;
   }
 
   /// A handle back to the idle ones, which keep no more than run at once.
@@ -765,6 +792,8 @@ class transfer_loop {
   std::multimap<clock::time_point, std::unique_ptr<job>> waiting_;  ///< retries, by due time
   std::exception_ptr failed_;
   bool stopping_ = false;
+  std::mutex pool_m_;
+  std::vector<std::vector<std::byte>> pool_;  ///< recycled bodies (under pool_m_)
 };
 
 /// One thread running posted tasks in order: what must not hold up the transfer loop (a shard
@@ -979,7 +1008,9 @@ class remote_tar_reader final : public image_reader {
     const auto t0 = std::chrono::steady_clock::now();
     try {
       const stage_timer timer(stage::fetch, s.stats(), s.trace(), s.index());
+      std::vector<std::byte> spent = std::move(storage);  // the last sample's, done with
       storage = bytes.get();
+      loop_->recycle(std::move(spent));
     } catch (const cancelled&) {
       throw fatal_error("remote shards: the reader was destroyed while " + s.origin() + " was read");
     }

@@ -1587,10 +1587,10 @@ class remote_tar_reader final : public image_reader {
     }
     ra_next_ = std::max(ra_next_, pos + 1);
     // The next epoch's reads number at most read_ahead, so a quarter of max_pending_ at most.
-    const bool last_epoch = s.epoch() == ~0u;
+    const bool no_next_epoch = s.epoch() == ~0u;  // (epoch + 1 would wrap)
     if (pending_.size() >= max_pending_) {  // restarts leave other epochs' reads behind: drop those
       for (auto it = pending_.begin(); it != pending_.end();) {
-        const bool kept = it->second.epoch == s.epoch() || (!last_epoch && it->second.epoch == s.epoch() + 1);
+        const bool kept = it->second.epoch == s.epoch() || (!no_next_epoch && it->second.epoch == s.epoch() + 1);
         it = kept ? std::next(it) : pending_.erase(it);
       }
     }
@@ -1607,7 +1607,7 @@ class remote_tar_reader final : public image_reader {
       ++ra_next_;
       queue(s.epoch(), *next);
     }
-    if (ra_next_ < epoch_size || last_epoch) return;
+    if (ra_next_ < epoch_size || no_next_epoch) return;
     while (epoch_size + ra_next_epoch_ < end && pending_.size() < max_pending_) {
       const auto next = s.index_in_epoch(s.epoch() + 1, ra_next_epoch_);
       if (!next) break;

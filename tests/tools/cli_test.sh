@@ -225,7 +225,15 @@ for r in rows:
         assert r['bytes_ratio'] <= 1.05 and r['window_shards'] == 1 and r['cache_bytes'] == 2621440, r
     if r['read'] == 'range' and r['mode'] != 'local':
         assert abs(r['requests_per_image'] - 1) < 1e-9, r
+    assert r['batch_fetch'] == r['batch_servers'] == (r['mode'] != 'local'), r
 " "$work/remote.jsonl"
+  "$pf" bench remote --data "$work/bench-data" --images 60 --shard-mb 0.5 --repeats 1 --batch 4 --workers 1 \
+    --latency-ms 2 --window-shards 1 --cache-mb 2.5 --preempting-servers --preempting-fetch >"$work/remote-plain.jsonl" 2>&1
+  check "bench remote: --preempting-servers and --preempting-fetch keep the default policies, and say so" python3 -c "
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')]
+assert len(rows) == 6 and all(r['batch_fetch'] is False and r['batch_servers'] is False for r in rows), rows
+" "$work/remote-plain.jsonl"
   expect_error "shards over HTTP: a missing shard names the URL and the status" "http://127.0.0.1:$port/none.tar: HTTP 404" \
     run --source "shards:http://127.0.0.1:$port/none.tar" --transforms "center_crop(8)" --device cpu
   kill "$nginx_pid"; wait "$nginx_pid" 2>/dev/null || true

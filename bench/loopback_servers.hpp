@@ -5,19 +5,19 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/eventfd.h>
 #include <sys/epoll.h>
-#include <sys/time.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -25,12 +25,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <unordered_map>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 extern char** environ;
@@ -245,21 +244,23 @@ class fault_proxy {
   using clock = std::chrono::steady_clock;
   // epoll keys: (connection id << 2) | what.
   static constexpr std::uint64_t kListen = 0, kWake = 1, kClient = 2, kUpstream = 3;
-  /// Bytes received in place: grown without being zeroed first, as what grows is overwritten at
-  /// once, and kept across a connection's requests.
+  /// Room for one answer, kept across a connection's requests. Its bytes are not kept when it
+  /// grows, nor zeroed: each answer overwrites all of them.
   struct byte_buffer {
     std::unique_ptr<char[]> bytes;
     std::size_t size = 0, capacity = 0;
-    void resize(std::size_t n) {
+    void reset(std::size_t n) {
       if (n > capacity) {
-        auto bigger = std::make_unique_for_overwrite<char[]>(n);
-        if (size > 0) std::memcpy(bigger.get(), bytes.get(), size);
-        bytes = std::move(bigger);
+        bytes = std::make_unique_for_overwrite<char[]>(n);
         capacity = n;
       }
       size = n;
     }
   };
+  static std::string lowercase(std::string text) {
+    for (auto& ch : text) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return text;
+  }
   enum class phase { request, latency, response, writing, stalling };
   enum class then { keep_alive, close, reset, stall };
   struct conn {
@@ -407,8 +408,7 @@ class fault_proxy {
       std::string line = head.substr(line_start, eol - line_start);
       line_start = eol + 2;
       if (line.empty()) break;
-      std::string lower = line;
-      for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      const std::string lower = lowercase(line);
       if (lower.rfind("connection:", 0) == 0) continue;
       if (plan_.strip_range && lower.rfind("range:", 0) == 0) continue;
       forward += line + "\r\n";
@@ -453,13 +453,12 @@ class fault_proxy {
         c.up_head.append(chunk, static_cast<std::size_t>(r));
         const auto blank = c.up_head.find("\r\n\r\n");
         if (blank == std::string::npos) continue;
-        std::string lower = c.up_head.substr(0, blank + 4);
-        for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        const std::string lower = lowercase(c.up_head.substr(0, blank + 4));
         const auto at = lower.find("\r\ncontent-length:");
         if (at == std::string::npos) return end(c);
         const std::size_t length = std::strtoull(lower.c_str() + at + 17, nullptr, 10);
         c.body_at = blank + 4;
-        c.answer.resize(c.body_at + length);
+        c.answer.reset(c.body_at + length);
         // The head, and the body bytes that came with it (never more: one answer at a time).
         c.filled = std::min(c.up_head.size(), c.answer.size);
         std::memcpy(c.answer.bytes.get(), c.up_head.data(), c.filled);

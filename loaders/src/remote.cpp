@@ -1050,15 +1050,17 @@ class remote_tar_reader final : public image_reader {
 
   /// An index cache file's first line; then the location, the ETag and the sidecar index's text.
   static constexpr std::string_view kIndexCacheMagic = "pinfeed-remote-index 1";
-  /// A file's name: 16 hex digits, then this; a file being written has mkostemp's suffix after it.
-  static constexpr std::string_view kIndexCacheExt = ".idx", kTempSuffix = ".XXXXXX";
+  /// A file's name: kHashDigits hex digits of the location's hash, then kIndexCacheExt; a file
+  /// being written has kTempTemplate after that, whose X's mkostemp replaces.
+  static constexpr std::size_t kHashDigits = 16;
+  static constexpr std::string_view kIndexCacheExt = ".idx", kTempTemplate = ".XXXXXX";
 
   /// Shard s's file in the index cache: named by a hash of its whole location (query included:
   /// locations that differ only there are other objects).
   std::filesystem::path index_cache_file(std::uint32_t s) const {
     std::uint64_t h = 14695981039346656037ull;  // FNV-1a
     for (const unsigned char c : locations_[s]) h = (h ^ c) * 1099511628211ull;
-    char hex[17];
+    char hex[kHashDigits + 1];
     std::snprintf(hex, sizeof hex, "%016" PRIx64, h);
     return std::filesystem::path(remote_.index_cache_dir) / (hex + std::string(kIndexCacheExt));
   }
@@ -1133,8 +1135,11 @@ class remote_tar_reader final : public image_reader {
     const auto now = std::filesystem::file_time_type::clock::now();
     for (std::filesystem::directory_iterator it(remote_.index_cache_dir, ec), end; !ec && it != end; it.increment(ec)) {
       const std::string name = it->path().filename().string();
-      if (name.size() != 16 + kIndexCacheExt.size() + kTempSuffix.size() ||
-          name.compare(16, kIndexCacheExt.size() + 1, std::string(kIndexCacheExt) + ".") != 0)
+      const std::string_view hash = std::string_view(name).substr(0, kHashDigits);
+      if (name.size() != kHashDigits + kIndexCacheExt.size() + kTempTemplate.size() ||
+          !std::all_of(hash.begin(), hash.end(), [](unsigned char c) { return std::isxdigit(c) != 0; }) ||
+          name.compare(kHashDigits, kIndexCacheExt.size(), kIndexCacheExt) != 0 ||
+          name[kHashDigits + kIndexCacheExt.size()] != kTempTemplate[0])
         continue;
       std::error_code e2;
       const auto when = std::filesystem::last_write_time(it->path(), e2);
@@ -1150,7 +1155,7 @@ class remote_tar_reader final : public image_reader {
     const shard& sh = shards_[s];
     if (sh.etag.empty() || sh.etag.find('\n') != std::string::npos) return;
     const auto file = index_cache_file(s);
-    std::string tmp = file.string() + std::string(kTempSuffix);
+    std::string tmp = file.string() + std::string(kTempTemplate);
     const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
     if (fd < 0) return;
     const std::string text = std::string(kIndexCacheMagic) + "\n" + sh.where.shown + "\n" + sh.etag + "\n" +

@@ -730,10 +730,19 @@ TEST_CASE("remote.whole_shards_are_cached_and_read_once_per_epoch") {
     {
       loader l(std::make_shared<pipeline_source>(remote, parse_pipeline("rrc(16),hflip")), lo);
       REQUIRE(l.next());
-      const auto [bytes, files] = mapped();
-      CHECK(files >= 1);
-      CHECK(bytes <= o.cache_bytes + files * 4096);  // mappings round up to pages
-      CHECK(fs::is_empty(o.cache_dir));  // a killed process leaves nothing here
+      // Shards are written to the cache as they arrive, on a thread of their own, each file there
+      // only between mkostemp and unlink: wait for a moment with a shard mapped and none listed
+      // (a killed process leaves nothing here).
+      std::pair<std::uint64_t, std::uint64_t> seen{0, 0};
+      test::run_with_timeout(std::chrono::seconds(20), [&] {
+        for (;;) {
+          seen = mapped();
+          if (seen.second >= 1 && fs::is_empty(o.cache_dir)) return;
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+      }, "a cached shard mapped, with the cache directory empty");
+      CHECK(seen.second >= 1);
+      CHECK(seen.first <= o.cache_bytes + seen.second * 4096);  // mappings round up to pages
     }
     CHECK(shard_window_checksums(remote) == expected);
     remote.reset();

@@ -107,15 +107,23 @@ void run_remote(const remote_bench_options& o, std::ostream& out) {
   if (o.requests_in_flight != 0) ro.requests_in_flight = o.requests_in_flight;
   if (o.read_ahead != 0) ro.read_ahead = o.read_ahead;
   ro.batch_scheduling = o.batch_fetch;
-  loaders::shard_options whole;
-  whole.window_shards = o.window_shards;
+  loaders::shard_options ranged, whole;  // whole: the remote readers' default read, window included
+  ranged.window_shards = 0;
+  if (o.window_shards != 0) whole.window_shards = o.window_shards;
   loaders::remote_options wo = ro;
-  wo.cache_bytes = o.cache_mb > 0 ? static_cast<std::uint64_t>(o.cache_mb * 1048576.0) : 3ull * o.window_shards * largest;
+  wo.cache_bytes = o.cache_mb > 0 ? static_cast<std::uint64_t>(o.cache_mb * 1048576.0)
+                                  : 3ull * (o.window_shards != 0 ? o.window_shards : 4) * largest;
   const auto local = loaders::make_shard_reader(paths);
   const auto images = static_cast<double>(local->size());
   std::vector<contender> all;
   all.emplace_back("local", false, local, o, workers);
-  all.emplace_back("local", true, loaders::make_shard_reader(paths, whole), o, workers);
+  // The local rows of the shard-aware order take the window the remote readers chose.
+  const auto add_whole_local = [&](std::uint32_t window) {
+    loaders::shard_options same;
+    same.window_shards = window;
+    all.emplace(all.begin() + 1, "local", true, loaders::make_shard_reader(paths, same), o, workers);
+  };
+  std::uint32_t window = o.window_shards;  // once known: the window every whole-shard row took
   auto row = [&](const contender& c) {
     const contender& base = all[c.whole ? 1 : 0];
     // The ratio of each round's pair of epochs, then their median.
@@ -144,7 +152,8 @@ void run_remote(const remote_bench_options& o, std::ostream& out) {
                       {"fetch_wait_ms_per_image", d.wait_ms / per_epoch},
                       {"requests_in_flight", remote ? ro.requests_in_flight : 0},
                       {"read_ahead", remote ? ro.read_ahead : 0},
-                      {"window_shards", c.whole ? o.window_shards : 0},
+                      {"default_read", c.whole},
+                      {"window_shards", c.whole ? window : 0},
                       {"cache_bytes", remote && c.whole ? wo.cache_bytes : 0},
                       {"streamed", d.streamed},
                       {"latency_ms", c.mode == "latency" ? o.latency_ms : 0},
@@ -154,6 +163,8 @@ void run_remote(const remote_bench_options& o, std::ostream& out) {
         << std::endl;
   };
   if (!loopback::have_nginx()) {
+    if (window == 0) window = 4;
+    add_whole_local(window);
     run_rounds(all, o.repeats);
     for (const auto& c : all) row(c);
     out << with_host({{"bench", "remote"}, {"skipped", "loopback, latency"}, {"reason", "nginx is not installed (Debian: nginx-light)"}})
@@ -172,10 +183,18 @@ void run_remote(const remote_bench_options& o, std::ostream& out) {
       for (const auto& p : paths) urls.push_back(base_url + "/" + fs::path(p).filename().string());
       all.emplace_back(mode, whole_shards,
                        whole_shards ? loaders::make_remote_shard_reader(urls, whole, wo)
-                                    : loaders::make_remote_shard_reader(urls, {}, ro),
+                                    : loaders::make_remote_shard_reader(urls, ranged, ro),
                        o, workers);
+      if (whole_shards) {
+        const std::uint32_t chosen = loaders::remote_stats(*all.back().reader).window_shards;
+        if (window != 0 && chosen != window)
+          throw std::logic_error("bench remote: the whole-shard readers took windows " + std::to_string(window) +
+                                 " and " + std::to_string(chosen));
+        window = chosen;
+      }
     }
   }
+  add_whole_local(window);
   run_rounds(all, o.repeats);
   for (const auto& c : all) row(c);
   all.clear();  // the remote readers go before their servers

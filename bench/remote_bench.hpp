@@ -21,9 +21,13 @@ struct remote_bench_options {
   int latency_ms = 20;               ///< added by the proxy to every request
   std::size_t requests_in_flight = 0;  ///< 0: the reader's default
   std::size_t read_ahead = 0;          ///< 0: the reader's default
-  std::uint32_t window_shards = 4;     ///< whole-shard rows: the shard-aware shuffle's window
-  double cache_mb = 0;                 ///< whole-shard rows: the cache (0: three windows of shards, so
-                                       ///< that every epoch fetches every shard again)
+  /// Whole-shard rows: the shard-aware shuffle's window (0: the remote reader's default, a third
+  /// of the cache in shards, at most 4).
+  std::uint32_t window_shards = 0;
+  /// Whole-shard rows: the cache (0: three windows of 4 shards, or of window_shards: far less than
+  /// the dataset, as for a real one, so that every epoch fetches every shard again; the default
+  /// 1 GiB would hold the whole bench dataset after the first epoch).
+  double cache_mb = 0;
   /// nginx and the proxy run SCHED_BATCH: they stand for servers on other hosts, which take no
   /// CPU from the loader, so here they take their share but do not preempt a decoder per request.
   /// (nginx also keeps its files open, open_file_cache, as a production server does.)
@@ -33,12 +37,12 @@ struct remote_bench_options {
 
 /// JSON lines {bench: remote, mode: local | loopback | latency, read: range | whole (per-sample
 /// range reads with the exact global shuffle, or whole shards through the cache with the
-/// shard-aware shuffle), images, median_s, images_per_s, ratio_to_local (the median of
+/// shard-aware shuffle), default_read (true for whole: the remote readers' default), images, median_s, images_per_s, ratio_to_local (the median of
 /// ratios_to_local: each round's local epoch of the same order over this row's epoch; the rows'
 /// epochs run interleaved, one of each a round), bytes_per_image (fetched per image in a timed
 /// epoch), shard_bytes_per_image, bytes_ratio (the two divided), index_bytes (indexing, from the
 /// sidecar indexes), requests_per_image, retries, fetch_wait_ms_per_image, requests_in_flight,
-/// read_ahead, window_shards, cache_bytes, streamed, latency_ms, batch_fetch, batch_servers} with the host fields. Needs nginx (Debian: nginx-light); without it the
+/// read_ahead, window_shards (as the readers took it), cache_bytes, streamed, latency_ms, batch_fetch, batch_servers} with the host fields. Needs nginx (Debian: nginx-light); without it the
 /// remote rows say skipped.
 void run_remote(const remote_bench_options& options, std::ostream& out);
 

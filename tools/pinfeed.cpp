@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <iostream>
 #include <thread>
@@ -108,7 +109,7 @@ struct run_args {
   std::uint64_t seed = 0;
   std::string trace, json, resume, save_state, transforms, pipeline_file, on_error = "fail", cache = "none";
   std::size_t cache_pool = 64;
-  std::uint32_t shard_window = 0;
+  std::int64_t shard_window = -1;  ///< -1: the reader's default (local: 0; remote: whole shards)
   double remote_cache_mb = 1024;
   std::string remote_cache_dir, remote_index_cache;
   std::int64_t max_pixels = std::int64_t{1} << 28;
@@ -148,9 +149,11 @@ pipeline_parts make_pipeline(const run_args& a, const pinfeed::device_choice& de
   } else if (a.source.rfind("shards:", 0) == 0) {
     pinfeed::loaders::shard_options so;
     so.decode.max_pixels = a.max_pixels;
-    so.window_shards = a.shard_window;
+    if (a.shard_window >= 0) so.window_shards = static_cast<std::uint32_t>(a.shard_window);
     const std::string pattern = a.source.substr(7);
     if (pinfeed::loaders::is_remote_location(pattern)) {
+      if (a.shard_window == 0 && !a.remote_cache_dir.empty())
+        throw std::invalid_argument("--remote-cache-dir holds shards read whole; --shard-window 0 reads samples one by one");
       pinfeed::loaders::remote_options ro;
       ro.requests_in_flight = a.requests_in_flight;
       ro.cache_bytes = static_cast<std::uint64_t>(a.remote_cache_mb * 1048576.0);
@@ -255,6 +258,16 @@ int cmd_run(const run_args& a) {
   std::fprintf(stderr, "run: %s, %llu samples, batch %zu, %zu workers, prefetch %zu, device %s, %zu slots x %.1f MiB\n",
                src->name().c_str(), static_cast<unsigned long long>(src->size()), a.batch, l.workers(), a.prefetch,
                l.device().to_string().c_str(), l.slots(), l.slot_bytes() / 1048576.0);
+  if (p.remote) {
+    const auto mode = pinfeed::loaders::remote_stats(*p.remote);
+    if (mode.window_shards > 0)
+      std::fprintf(stderr, "run: remote shards read whole, window %u, cache %.0f MiB (%s; --shard-window 0: a range "
+                   "request per sample, the exact global shuffle)\n",
+                   mode.window_shards, static_cast<double>(mode.cache_bytes) / 1048576.0,
+                   a.shuffle ? "shard-aware shuffle" : "in order");
+    else
+      std::fprintf(stderr, "run: remote shards read by a range request per sample, %zu in flight\n", a.requests_in_flight);
+  }
 
   // Consumer work on the batch's device: the pipeline's colour/scale tail (GPU), or with
   // --normalize a uint8 HWC -> float CHW conversion.
@@ -536,12 +549,14 @@ void add_pipeline_options(CLI::App* app, run_args& a) {
       ->check(CLI::Range(0.0, 1.0));
   app->add_option("--max-pixels", a.max_pixels, "reject images with more pixels (decompression bombs)");
   app->add_option("--shard-window", a.shard_window,
-                  "tar shards: shuffle shard-aware, samples within windows of this many shards (0: exact global "
-                  "shuffle); remote shards are then fetched whole into a cache");
-  app->add_option("--remote-cache-mb", a.remote_cache_mb, "remote shards with --shard-window: cache size in MiB")
+                  "tar shards: shuffle shard-aware, samples within windows of this many shards; remote shards are then "
+                  "fetched whole into a cache. 0: the exact global shuffle (remote shards: a range request per sample). "
+                  "Default: 0 for local shards; for remote ones whole shards, a window of a third of the cache (1 to 4)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{std::numeric_limits<std::uint32_t>::max()}));
+  app->add_option("--remote-cache-mb", a.remote_cache_mb, "remote shards read whole (not --shard-window 0): cache size in MiB")
       ->check(CLI::PositiveNumber);
   app->add_option("--remote-cache-dir", a.remote_cache_dir,
-                  "remote shards with --shard-window: keep the cache in this directory instead of memory");
+                  "remote shards read whole (not --shard-window 0): keep the cache in this directory instead of memory");
   app->add_option("--remote-index-cache", a.remote_index_cache,
                   "remote shards without sidecar indexes: keep the index built for each shard in this directory, "
                   "so that the next run checks its size and ETag instead of scanning it");
@@ -684,9 +699,9 @@ int main(int argc, char** argv) {
   bremote->add_option("--latency-ms", rbo.latency_ms, "latency the proxy adds to every request")->check(CLI::NonNegativeNumber);
   bremote->add_option("--requests-in-flight", rbo.requests_in_flight, "remote reader: requests at once (0: its default)");
   bremote->add_option("--read-ahead", rbo.read_ahead, "remote reader: samples read ahead (0: its default)");
-  bremote->add_option("--window-shards", rbo.window_shards, "whole-shard rows: shards shuffled together")
-      ->check(CLI::PositiveNumber);
-  bremote->add_option("--cache-mb", rbo.cache_mb, "whole-shard rows: cache size (0: three windows of shards)")
+  bremote->add_option("--window-shards", rbo.window_shards, "whole-shard rows: shards shuffled together (0: the remote readers' default)")
+      ->check(CLI::NonNegativeNumber);
+  bremote->add_option("--cache-mb", rbo.cache_mb, "whole-shard rows: cache size (0: three windows of the window, or of 4 shards)")
       ->check(CLI::NonNegativeNumber);
   bremote->add_flag("!--preempting-servers", rbo.batch_servers,
                     "run nginx and the proxy with the default scheduling policy, not SCHED_BATCH");

@@ -217,8 +217,9 @@ void analyze(doctor_report& r) {
                                cost + " with whole shards fetched ahead"});
     else
       r.suggestions.push_back({"keep more remote reads in flight: raise --requests-in-flight (remote_options::"
-                               "requests_in_flight) and remote_options::read_ahead; or read whole shards "
-                               "(--shard-window W, a shard-aware shuffle): one request per shard, not per sample",
+                               "requests_in_flight) and remote_options::read_ahead; or read whole shards, the "
+                               "remote default (no --shard-window 0; a shard-aware shuffle): one request per shard, "
+                               "not per sample",
                                cost});
   }
   if (named("read") && r.encoded && !r.sharded)

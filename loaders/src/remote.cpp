@@ -342,6 +342,9 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
   return size * n;
 }
 
+/// The most shards a window has when none is given (shard_options::window_shards unset).
+constexpr std::uint64_t kMaxDefaultWindow = 4;
+
 /// Bodies arrive in few large reads (libcurl's default buffer, 16 KiB, takes several a sample).
 constexpr std::uint64_t kReceiveBuffer = 256 * 1024;
 
@@ -881,7 +884,7 @@ std::string sidecar_location(const std::string& location) {
 class remote_tar_reader final : public image_reader {
  public:
   remote_tar_reader(const std::vector<std::string>& locations, shard_options so, remote_options ro)
-      : shard_(std::move(so)), remote_(ro) {
+      : shard_(std::move(so)), remote_(ro), whole_(shard_.window_shards.value_or(1) > 0) {
     check_options(remote_);
     if (locations.empty()) throw std::invalid_argument("remote shards: no shard given");
     const auto creds = std::make_shared<const s3_credentials>(s3_credentials::from_env());
@@ -962,8 +965,9 @@ class remote_tar_reader final : public image_reader {
     if (whole_shards()) {
       std::uint64_t samples_max = 0;
       for (const auto& g : groups) samples_max = std::max<std::uint64_t>(samples_max, g.size());
+      window_ = shard_.window_shards ? *shard_.window_shards : default_window();
       // Far enough ahead to see the next two windows of shards while this one is read.
-      lookahead_ = std::max<std::uint64_t>(remote_.read_ahead, 2 * samples_max * shard_.window_shards);
+      lookahead_ = std::max<std::uint64_t>(remote_.read_ahead, 2 * samples_max * window_);
     }
     max_pending_ = std::max<std::size_t>(4 * remote_.read_ahead, 64);
   }
@@ -990,19 +994,27 @@ class remote_tar_reader final : public image_reader {
     return detail::shards_identity(shown, entries_);
   }
   std::shared_ptr<const sample_groups> groups() const override {
-    return detail::shard_groups(entries_, shards_.size(), shard_.window_shards);
+    return detail::shard_groups(entries_, shards_.size(), window_);
   }
   bool stores_encoded() const override { return true; }
 
   read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) override {
     thread_local std::vector<std::byte> stored;
-    return decode_stored(s, read_stored(s, stored), image, plan);
+    if (!whole_shards()) return decode_stored(s, read_stored(s, stored), image, plan);
+    // Decoded from the cached shard itself, which `held` keeps until then: no copy of the sample.
+    std::shared_ptr<const blob> held;
+    return decode_stored(s, read_whole(s, stored, held), image, plan);
   }
   std::span<const std::byte> read_stored(sample& s, std::vector<std::byte>& storage) override {
+    if (whole_shards()) {  // a view into storage: the caller may keep it past an eviction
+      std::shared_ptr<const blob> held;
+      const auto bytes = read_whole(s, storage, held);
+      if (held) storage.assign(bytes.begin(), bytes.end());
+      return storage;
+    }
     const detail::shard_sample& e = entries_.at(s.index());
     s.set_origin(shards_[e.shard].where.shown + ":" + e.image.name);
     s.as<std::int64_t>(1)[0] = e.label;
-    if (whole_shards()) return read_from_cache(s, e, storage);
     std::future<std::vector<std::byte>> bytes = take(s.epoch(), s.index());  // first: it may jump the queue
     read_ahead(s);
     const auto t0 = std::chrono::steady_clock::now();
@@ -1033,7 +1045,7 @@ class remote_tar_reader final : public image_reader {
     c.index_cached = counters_.index_cached.load();
     c.shard_bytes = shard_bytes_;
     c.cache_bytes = whole_shards() ? remote_.cache_bytes : 0;
-    c.window_shards = shard_.window_shards;
+    c.window_shards = window_;
     return c;
   }
 
@@ -1044,7 +1056,15 @@ class remote_tar_reader final : public image_reader {
     std::string etag;  ///< as first seen (under etag_m_ once reading starts)
   };
 
-  [[nodiscard]] bool whole_shards() const noexcept { return shard_.window_shards > 0; }
+  [[nodiscard]] bool whole_shards() const noexcept { return whole_; }
+
+  /// Whole shards with no window given: as many shards as a third of the cache holds (the window
+  /// read, and the look-ahead's one to two more), from 1 to kMaxDefaultWindow.
+  [[nodiscard]] std::uint32_t default_window() const noexcept {
+    std::uint64_t largest = 1;
+    for (const auto& sh : shards_) largest = std::max(largest, sh.size);
+    return static_cast<std::uint32_t>(std::clamp<std::uint64_t>(remote_.cache_bytes / (3 * largest), 1, kMaxDefaultWindow));
+  }
 
   // ---- the index cache (remote_options::index_cache_dir) ----
 
@@ -1303,9 +1323,20 @@ class remote_tar_reader final : public image_reader {
     bool next_epoch = false;           ///< queued for the start of the next epoch
   };
 
-  /// Sample e's bytes from its shard in the cache (fetched whole first, or waited for); when the
-  /// cache has no room for the shard, the sample alone is range-read: never a wait for space.
-  std::span<const std::byte> read_from_cache(sample& s, const detail::shard_sample& e, std::vector<std::byte>& storage) {
+  /// Whole-shard mode: sample s's fields, and its bytes (see read_from_cache).
+  std::span<const std::byte> read_whole(sample& s, std::vector<std::byte>& storage, std::shared_ptr<const blob>& held) {
+    const detail::shard_sample& e = entries_.at(s.index());
+    s.set_origin(shards_[e.shard].where.shown + ":" + e.image.name);
+    s.as<std::int64_t>(1)[0] = e.label;
+    return read_from_cache(s, e, storage, held);
+  }
+
+  /// Sample e's bytes from its shard in the cache (fetched whole first, or waited for): a view into
+  /// the shard, which `held` keeps (so that an eviction meanwhile frees nothing under the view).
+  /// When the cache has no room for the shard, the sample alone is range-read into `storage`:
+  /// never a wait for space.
+  std::span<const std::byte> read_from_cache(sample& s, const detail::shard_sample& e, std::vector<std::byte>& storage,
+                                             std::shared_ptr<const blob>& held) {
     const auto t0 = std::chrono::steady_clock::now();
     std::shared_ptr<const blob> data;
     {
@@ -1321,10 +1352,10 @@ class remote_tar_reader final : public image_reader {
         throw fatal_error("remote shards: the reader was destroyed while " + s.origin() + " was read");
       }
     }
+    std::span<const std::byte> bytes;
     if (data) {
-      const auto bytes = data->bytes();
-      storage.assign(bytes.begin() + static_cast<std::ptrdiff_t>(e.image.offset),
-                     bytes.begin() + static_cast<std::ptrdiff_t>(e.image.offset + e.image.size));
+      bytes = data->bytes().subspan(e.image.offset, e.image.size);
+      held = std::move(data);
     } else {
       counters_.streamed.fetch_add(1, std::memory_order_relaxed);
       const stage_timer timer(stage::fetch, s.stats(), s.trace(), s.index());
@@ -1333,10 +1364,11 @@ class remote_tar_reader final : public image_reader {
       } catch (const cancelled&) {
         throw fatal_error("remote shards: the reader was destroyed while " + s.origin() + " was read");
       }
+      bytes = storage;
     }
     counters_.wait_ns.fetch_add(static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()));
-    return storage;
+    return bytes;
   }
 
   /// Walks the epoch's order up to lookahead_ positions past s (each position once per epoch),
@@ -1652,6 +1684,8 @@ class remote_tar_reader final : public image_reader {
 
   shard_options shard_;
   remote_options remote_;
+  bool whole_;                ///< whole-shard mode (a window given >= 1, or none given)
+  std::uint32_t window_ = 0;  ///< its window (0: range mode); set once the shards are indexed
   std::vector<shard> shards_;
   std::vector<std::string> locations_;  ///< as given (with an index cache: its files' keys)
   std::vector<detail::shard_sample> entries_;

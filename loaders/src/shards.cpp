@@ -442,7 +442,7 @@ class tar_reader final : public image_reader {
     return detail::shards_identity(paths, entries_);
   }
   std::shared_ptr<const sample_groups> groups() const override {
-    return detail::shard_groups(entries_, maps_.size(), options_.window_shards);
+    return detail::shard_groups(entries_, maps_.size(), options_.window_shards.value_or(0));
   }
   read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) override {
     std::vector<std::byte> unused;

@@ -184,7 +184,9 @@ TEST_CASE("doctor.slow_remote_storage_is_named_with_its_remedy") {
   ro.read_ahead = 0;
   std::vector<std::string> urls;
   for (const auto& s : shards) urls.push_back(far.url() + "/" + std::filesystem::path(s).filename().string());
-  doctor_pipeline p{make_remote_shard_reader(urls, {}, ro), parse_pipeline("rrc(32),hflip"), {}};
+  shard_options ranged;
+  ranged.window_shards = 0;  // a range request per sample
+  doctor_pipeline p{make_remote_shard_reader(urls, ranged, ro), parse_pipeline("rrc(32),hflip"), {}};
   doctor_options o = quick(2, 4);
   o.per_transform = false;
   const doctor_report r = doctor(p, o);

@@ -49,6 +49,13 @@ std::vector<std::string> urls(const std::string& base, const shard_set& s) {
   return out;
 }
 
+/// Range reads (window 0): a request per sample, under the exact global shuffle of local shards.
+shard_options range_reads() {
+  shard_options o;
+  o.window_shards = 0;
+  return o;
+}
+
 /// The checksum lines of two shuffled epochs through crop + flip.
 std::vector<std::string> checksums(const std::shared_ptr<image_reader>& reader, std::size_t workers = 2) {
   loader_options o = test::cpu_loader(5, workers, 7);
@@ -169,7 +176,7 @@ TEST_CASE("remote.http_shards_equal_the_local_ones") {
   auto& server = *served.server;
   REQUIRE(set.names.size() >= 3);
   const auto local = make_shard_reader(set.local);
-  const auto remote = make_remote_shard_reader(urls(server.url(), set), {}, quick());
+  const auto remote = make_remote_shard_reader(urls(server.url(), set), range_reads(), quick());
   CHECK(remote->size() == local->size());
   CHECK(remote->name().find("remote tar shard") != std::string::npos);
   CHECK(checksums(remote) == checksums(local));
@@ -189,7 +196,7 @@ TEST_CASE("remote.http_shards_equal_the_local_ones") {
   CHECK(remote_stats(*local).requests == 0);
   // Without the sidecars each shard is fetched whole once to be indexed.
   for (const auto& p : set.local) fs::rename(shard_index_path(p), shard_index_path(p) + ".away");
-  const auto indexed = make_remote_shard_reader(urls(server.url(), set), {}, quick());
+  const auto indexed = make_remote_shard_reader(urls(server.url(), set), range_reads(), quick());
   CHECK(remote_stats(*indexed).sidecars == 0);
   CHECK(remote_stats(*indexed).bytes >= shard_bytes);
   CHECK(checksums(indexed) == checksums(local));
@@ -209,7 +216,7 @@ TEST_CASE("remote.the_read_ahead_runs_on_into_the_next_epoch") {
   if (!served) return;
   const auto& set = served.set;
   const remote_options o = quick();  // read_ahead 8
-  const auto remote = make_remote_shard_reader(urls(served.server->url(), set), {}, o);
+  const auto remote = make_remote_shard_reader(urls(served.server->url(), set), range_reads(), o);
   const auto local = make_shard_reader(set.local);
   const std::uint64_t indexing = remote_stats(*remote).requests;
   REQUIRE(remote->size() > o.read_ahead + 4);
@@ -249,7 +256,7 @@ TEST_CASE("remote.faults_are_retried_and_batches_stay_identical") {
   test::fault_proxy proxy(server.port(), {.unavailable_every = 7, .reset_every = 11, .stall_every = 29, .stall_ms = 3000});
   remote_options o = quick();
   o.max_attempts = 10;
-  const auto remote = make_remote_shard_reader(urls(proxy.url(), set), {}, o);
+  const auto remote = make_remote_shard_reader(urls(proxy.url(), set), range_reads(), o);
   CHECK(checksums(remote) == expected);
   CHECK(proxy.faults() > 0);
   // Every fault was retried; the last epoch's read-ahead into the next one may still be finishing.
@@ -290,7 +297,7 @@ TEST_CASE("remote.a_server_that_stays_down_fails_within_the_retry_budget") {
   o.max_attempts = 3;
   const std::string url = "http://user:pw@127.0.0.1:" + std::to_string(port) + "/train-000000.tar";
   try {
-    (void)make_remote_shard_reader({url}, {}, o);
+    (void)make_remote_shard_reader({url}, range_reads(), o);
     FAIL("no error");
   } catch (const fatal_error& e) {
     const std::string what = e.what();
@@ -299,11 +306,11 @@ TEST_CASE("remote.a_server_that_stays_down_fails_within_the_retry_budget") {
     CHECK(what.find("pw") == std::string::npos);  // no credentials in errors
   }
   o.max_attempts = 0;
-  CHECK_THROWS_WITH_AS(make_remote_shard_reader({url}, {}, o), doctest::Contains("max_attempts must be at least 1"),
+  CHECK_THROWS_WITH_AS(make_remote_shard_reader({url}, range_reads(), o), doctest::Contains("max_attempts must be at least 1"),
                        std::invalid_argument);
   o.max_attempts = 2;
   o.requests_in_flight = 0;
-  CHECK_THROWS_WITH_AS(make_remote_shard_reader({url}, {}, o), doctest::Contains("requests_in_flight must be in [1, 1024]"),
+  CHECK_THROWS_WITH_AS(make_remote_shard_reader({url}, range_reads(), o), doctest::Contains("requests_in_flight must be in [1, 1024]"),
                        std::invalid_argument);
   ::close(held);
 }
@@ -315,12 +322,12 @@ TEST_CASE("remote.missing_shards_fail_at_once_and_changed_shards_are_refused") {
   auto& server = *served.server;
   remote_options o = quick();
   o.max_attempts = 50;  // a 404 must not be retried
-  CHECK_THROWS_WITH_AS(make_remote_shard_reader({server.url() + "/nope.tar"}, {}, o),
+  CHECK_THROWS_WITH_AS(make_remote_shard_reader({server.url() + "/nope.tar"}, range_reads(), o),
                        doctest::Contains("HTTP 404 (not found) (attempt 1, not retried)"), fatal_error);
 
   // Indexed, then rewritten with other content: reading it is an error, under skip too.
   o.read_ahead = 0;
-  const auto remote = make_remote_shard_reader(urls(server.url(), set), {}, o);
+  const auto remote = make_remote_shard_reader(urls(server.url(), set), range_reads(), o);
   {
     std::ofstream grow(set.local[0], std::ios::binary | std::ios::app);
     grow << std::string(1024, '\0');
@@ -335,14 +342,14 @@ TEST_CASE("remote.missing_shards_fail_at_once_and_changed_shards_are_refused") {
   // Without sidecar indexes the shards are indexed whole, and their ETags kept from then on.
   for (const auto& p : set.local) fs::remove(shard_index_path(p));
   // Same size, new modification time: nginx's ETag changes, and so does the verdict.
-  const auto again = make_remote_shard_reader(urls(server.url(), set), {}, o);
+  const auto again = make_remote_shard_reader(urls(server.url(), set), range_reads(), o);
   fs::last_write_time(set.local[1], fs::last_write_time(set.local[1]) + std::chrono::hours(1));
   auto src1 = std::make_shared<pipeline_source>(again, parse_pipeline("center_crop(16)"));
   loader l1(src1, test::cpu_loader(64, 1, 7));
   CHECK_THROWS_WITH_AS((void)l1.next(), doctest::Contains("changed after it was indexed: ETag"), fatal_error);
 
   // Shrunk: its ranges now end past the object.
-  const auto third = make_remote_shard_reader(urls(server.url(), set), {}, o);
+  const auto third = make_remote_shard_reader(urls(server.url(), set), range_reads(), o);
   fs::resize_file(set.local[2], 1024);
   auto src2 = std::make_shared<pipeline_source>(third, parse_pipeline("center_crop(16)"));
   loader l2(src2, test::cpu_loader(64, 1, 7));
@@ -352,8 +359,8 @@ TEST_CASE("remote.missing_shards_fail_at_once_and_changed_shards_are_refused") {
   const std::string cut = "tar shard '" + urls(server.url(), set)[2] + "': member of ";
   shard_options whole;
   whole.window_shards = 2;
-  for (const shard_options& mode : {shard_options{}, whole}) {
-    CAPTURE(mode.window_shards);
+  for (const shard_options& mode : {range_reads(), whole}) {
+    CAPTURE(*mode.window_shards);
     try {
       (void)make_remote_shard_reader(urls(server.url(), set), mode, o);
       FAIL("no error");
@@ -382,13 +389,13 @@ TEST_CASE("remote.an_index_cache_spares_the_scan_of_shards_without_sidecars") {
   auto files = [&] {
     return static_cast<std::uint64_t>(std::distance(fs::directory_iterator(o.index_cache_dir), fs::directory_iterator{}));
   };
-  const auto first = make_remote_shard_reader(urls(server.url(), set), {}, o);
+  const auto first = make_remote_shard_reader(urls(server.url(), set), range_reads(), o);
   CHECK(remote_stats(*first).index_cached == 0);
   CHECK(remote_stats(*first).bytes >= shard_bytes);  // every shard scanned
   CHECK(files() == shards);
   CHECK(checksums(first) == expected);
   // The next reader asks for each shard's size and ETag (and its sidecar): no shard is scanned.
-  const auto second = make_remote_shard_reader(urls(server.url(), set), {}, o);
+  const auto second = make_remote_shard_reader(urls(server.url(), set), range_reads(), o);
   CHECK(remote_stats(*second).index_cached == shards);
   CHECK(remote_stats(*second).requests == 2 * shards);
   CHECK(remote_stats(*second).bytes < 1024 * shards);  // the sidecars' 404 pages
@@ -396,13 +403,13 @@ TEST_CASE("remote.an_index_cache_spares_the_scan_of_shards_without_sidecars") {
   CHECK(checksums(second) == expected);
   // A shard changed since (a new ETag) is scanned again; the others still come from the cache.
   fs::last_write_time(set.local[1], fs::last_write_time(set.local[1]) + std::chrono::hours(1));
-  const auto third = make_remote_shard_reader(urls(server.url(), set), {}, o);
+  const auto third = make_remote_shard_reader(urls(server.url(), set), range_reads(), o);
   CHECK(remote_stats(*third).index_cached == shards - 1);
   CHECK(checksums(third) == expected);
   // A damaged cache file costs a scan, not an error.
   const auto damaged = fs::directory_iterator(o.index_cache_dir)->path();
   fs::resize_file(damaged, 60);
-  const auto fourth = make_remote_shard_reader(urls(server.url(), set), {}, o);
+  const auto fourth = make_remote_shard_reader(urls(server.url(), set), range_reads(), o);
   CHECK(remote_stats(*fourth).index_cached == shards - 1);
   CHECK(checksums(fourth) == expected);
   // What a writer killed before its rename left is removed once an hour old; nothing else is.
@@ -411,7 +418,7 @@ TEST_CASE("remote.an_index_cache_spares_the_scan_of_shards_without_sidecars") {
   const fs::path other = fs::path(o.index_cache_dir) / "notes.idx.Ab3dEf";
   for (const auto& f : {stale, fresh, other}) test::write_bytes(f, {std::byte{7}});
   for (const auto& f : {stale, other}) fs::last_write_time(f, fs::file_time_type::clock::now() - std::chrono::hours(2));
-  CHECK(remote_stats(*make_remote_shard_reader(urls(server.url(), set), {}, o)).index_cached == shards);
+  CHECK(remote_stats(*make_remote_shard_reader(urls(server.url(), set), range_reads(), o)).index_cached == shards);
   CHECK(!fs::exists(stale));
   CHECK(fs::exists(fresh));
   CHECK(fs::exists(other));
@@ -425,14 +432,14 @@ TEST_CASE("remote.an_index_cache_spares_the_scan_of_shards_without_sidecars") {
   // Where HEAD is refused (a server or a URL signed for GET alone), the shards are scanned again.
   test::fault_proxy get_only(server.port(), {.refuse_head = true});
   o.index_cache_dir = (cache.path / "behind-proxy").string();
-  CHECK(remote_stats(*make_remote_shard_reader(urls(get_only.url(), set), {}, o)).index_cached == 0);
-  const auto refused = make_remote_shard_reader(urls(get_only.url(), set), {}, o);
+  CHECK(remote_stats(*make_remote_shard_reader(urls(get_only.url(), set), range_reads(), o)).index_cached == 0);
+  const auto refused = make_remote_shard_reader(urls(get_only.url(), set), range_reads(), o);
   CHECK(remote_stats(*refused).index_cached == 0);
   CHECK(remote_stats(*refused).bytes >= shard_bytes);
   CHECK(checksums(refused) == expected);
   // A cache directory that cannot be made is named.
   o.index_cache_dir = "/proc/no-such/indexes";
-  CHECK_THROWS_WITH_AS(make_remote_shard_reader(urls(server.url(), set), {}, o),
+  CHECK_THROWS_WITH_AS(make_remote_shard_reader(urls(server.url(), set), range_reads(), o),
                        doctest::Contains("index cache directory '/proc/no-such/indexes' cannot be made"),
                        std::invalid_argument);
 }
@@ -443,7 +450,7 @@ TEST_CASE("remote.a_server_without_range_support_is_refused_clearly") {
   const auto& set = served.set;
   auto& server = *served.server;
   test::fault_proxy whole(server.port(), {.strip_range = true});
-  const auto remote = make_remote_shard_reader(urls(whole.url(), set), {}, quick());  // indexing needs no range
+  const auto remote = make_remote_shard_reader(urls(whole.url(), set), range_reads(), quick());  // indexing needs no range
   loader l(std::make_shared<pipeline_source>(remote, parse_pipeline("center_crop(16)")), test::cpu_loader(4, 1, 7));
   CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("per-sample reads need range support"), fatal_error);
 }
@@ -463,7 +470,7 @@ TEST_CASE("remote.corrupt_samples_follow_on_error_like_local_ones") {
   // Range reads and whole shards (through a cache of the shard, and through one too small for it).
   for (const int mode : {0, 1, 2}) {
     CAPTURE(mode);
-    shard_options so;
+    shard_options so = range_reads();
     remote_options ro = quick();
     if (mode > 0) so.window_shards = 1;
     if (mode == 2) ro.cache_bytes = 1024;
@@ -496,7 +503,7 @@ TEST_CASE("remote.destroying_a_loader_with_requests_in_flight_returns") {
   test::fault_proxy slow(server.port(), {.latency_ms = 300});
   remote_options o = quick();
   o.read_ahead = 32;
-  auto remote = make_remote_shard_reader(urls(slow.url(), set), {}, o);
+  auto remote = make_remote_shard_reader(urls(slow.url(), set), range_reads(), o);
   const std::uint64_t indexing = remote_stats(*remote).requests;
   test::run_with_timeout(std::chrono::seconds(20), [&] {
     {
@@ -522,7 +529,7 @@ TEST_CASE("remote.requests_in_flight_share_one_transfer_thread") {
   o.requests_in_flight = 1024;  // the most there may be; a thread each would be 1024 threads
   o.read_ahead = 512;
   const auto fetchers_before = fetch_threads();
-  const auto remote = make_remote_shard_reader(urls(served.server->url(), set), {}, o);
+  const auto remote = make_remote_shard_reader(urls(served.server->url(), set), range_reads(), o);
   CHECK(threads() - before == 1);  // the reader's transfer loop, whatever the number in flight
   // It is named, and batch-scheduled (it waits for a busy decoder's slice instead of preempting it).
   auto added = fetch_threads();
@@ -533,7 +540,7 @@ TEST_CASE("remote.requests_in_flight_share_one_transfer_thread") {
   CHECK(remote_stats(*remote).retries == 0);
   // Without batch scheduling the thread keeps the process's policy, and reads the same.
   o.batch_scheduling = false;
-  const auto plain = make_remote_shard_reader(urls(served.server->url(), set), {}, o);
+  const auto plain = make_remote_shard_reader(urls(served.server->url(), set), range_reads(), o);
   auto plain_added = fetch_threads();
   for (const auto& [tid, policy] : fetchers_before) plain_added.erase(tid);
   plain_added.erase(added.begin()->first);
@@ -560,13 +567,13 @@ TEST_CASE("remote.s3_shards_are_signed_listed_and_equal_the_local_ones") {
     const auto listed = expand_remote_pattern("s3://shards/train dir/train-*.tar");
     REQUIRE(listed.size() == set.names.size());
     CHECK(listed.front() == "s3://shards/train dir/" + set.names.front());
-    CHECK(checksums(make_remote_shard_reader(listed, {}, quick())) == expected);
+    CHECK(checksums(make_remote_shard_reader(listed, range_reads(), quick())) == expected);
     const std::string last = set.names.back().substr(6, 6);
     const auto ranged = expand_remote_pattern("s3://shards/train dir/train-{000000.." + last + "}.tar");
     CHECK(ranged == listed);
     CHECK_THROWS_WITH_AS(expand_remote_pattern("s3://shards/train dir/none-*.tar"), doctest::Contains("matches no object"),
                          std::invalid_argument);
-    CHECK_THROWS_WITH_AS(make_remote_shard_reader({"s3://shards/train dir/missing.tar"}, {}, quick()),
+    CHECK_THROWS_WITH_AS(make_remote_shard_reader({"s3://shards/train dir/missing.tar"}, range_reads(), quick()),
                          doctest::Contains("HTTP 404"), fatal_error);
     // Whole shards under the shard-aware shuffle (no sidecars uploaded: each indexed whole once).
     shard_options window;
@@ -579,8 +586,8 @@ TEST_CASE("remote.s3_shards_are_signed_listed_and_equal_the_local_ones") {
     temp_dir cache;
     remote_options indexes = quick();
     indexes.index_cache_dir = cache.path.string();
-    CHECK(remote_stats(*make_remote_shard_reader(listed, {}, indexes)).index_cached == 0);
-    const auto cached = make_remote_shard_reader(listed, {}, indexes);
+    CHECK(remote_stats(*make_remote_shard_reader(listed, range_reads(), indexes)).index_cached == 0);
+    const auto cached = make_remote_shard_reader(listed, range_reads(), indexes);
     CHECK(remote_stats(*cached).index_cached == set.names.size());
     CHECK(checksums(cached) == expected);
   }
@@ -589,7 +596,7 @@ TEST_CASE("remote.s3_shards_are_signed_listed_and_equal_the_local_ones") {
     remote_options o = quick();
     o.max_attempts = 20;
     try {
-      (void)make_remote_shard_reader({"s3://shards/train dir/" + set.names.front()}, {}, o);
+      (void)make_remote_shard_reader({"s3://shards/train dir/" + set.names.front()}, range_reads(), o);
       FAIL("no error");
     } catch (const fatal_error& e) {
       const std::string what = e.what();
@@ -617,6 +624,53 @@ std::vector<std::string> shard_window_checksums(const std::shared_ptr<image_read
   return lines;
 }
 }  // namespace
+
+TEST_CASE("remote.shards_are_read_whole_by_default_with_a_window_sized_to_the_cache") {
+  served_shards served(96, 16384);  // about 8 samples a shard
+  if (!served) return;
+  const auto& set = served.set;
+  auto& server = *served.server;
+  REQUIRE(set.names.size() >= 6);
+  std::uint64_t largest = 0;
+  for (const auto& p : set.local) largest = std::max<std::uint64_t>(largest, fs::file_size(p));
+  const auto window_of = [](std::uint32_t w) {
+    shard_options o;
+    o.window_shards = w;
+    return o;
+  };
+  // Local shards keep the exact global shuffle by default; remote ones are read whole.
+  CHECK(make_shard_reader(set.local)->groups() == nullptr);
+  const auto remote = make_remote_shard_reader(urls(server.url(), set), {}, quick());
+  const remote_counters before = remote_stats(*remote);
+  CHECK(before.window_shards == 4);  // the default 1 GiB holds far more than 3 x 4 shards
+  CHECK(before.cache_bytes == remote_options{}.cache_bytes);
+  REQUIRE(remote->groups() != nullptr);
+  CHECK(remote->groups()->window == 4);
+  // The same batches as the local shards in the shard-aware order of that window, bit for bit,
+  // fetched a shard per request.
+  CHECK(shard_window_checksums(remote) == shard_window_checksums(make_shard_reader(set.local, window_of(4))));
+  const remote_counters after = remote_stats(*remote);
+  CHECK(after.shards > 0);
+  CHECK(after.streamed == 0);
+  CHECK(after.requests - before.requests <= 2 * set.names.size());  // not one a sample
+  // The window is a third of the cache in shards, from 1 to 4, and a given one is kept.
+  for (const auto& [cache, expected] : std::vector<std::pair<std::uint64_t, std::uint32_t>>{
+           {3 * largest, 1}, {6 * largest + 1, 2}, {9 * largest, 3}, {largest / 2, 1}}) {
+    CAPTURE(cache);
+    remote_options o = quick();
+    o.cache_bytes = cache;
+    CHECK(remote_stats(*make_remote_shard_reader(urls(server.url(), set), {}, o)).window_shards == expected);
+  }
+  remote_options small = quick();
+  small.cache_bytes = 3 * largest;
+  CHECK(remote_stats(*make_remote_shard_reader(urls(server.url(), set), window_of(3), small)).window_shards == 3);
+  // Window 0: a range request per sample, the same batches as the local shards' default order.
+  const auto ranged = make_remote_shard_reader(urls(server.url(), set), window_of(0), quick());
+  CHECK(remote_stats(*ranged).window_shards == 0);
+  CHECK(remote_stats(*ranged).cache_bytes == 0);
+  CHECK(ranged->groups() == nullptr);
+  CHECK(checksums(ranged) == checksums(make_shard_reader(set.local)));
+}
 
 TEST_CASE("remote.whole_shards_are_cached_and_read_once_per_epoch") {
   served_shards served(96, 16384);  // about 8 samples a shard
@@ -790,14 +844,14 @@ TEST_CASE("remote.a_bad_sidecar_index_is_named") {
     std::ofstream bad(shard_index_path(set.local[1]), std::ios::trunc);
     bad << "pinfeed-tar-index 1 4096 2 jpg;jpeg;png;webp;bmp;tif;tiff;ppm cls\n0 100 3 a.jpg\n";
   }
-  CHECK_THROWS_WITH_AS(make_remote_shard_reader(urls(server.url(), set), {}, quick()),
+  CHECK_THROWS_WITH_AS(make_remote_shard_reader(urls(server.url(), set), range_reads(), quick()),
                        doctest::Contains((set.names[1] + ".idx' line 1: says 2 samples, but 1 lines follow").c_str()),
                        std::invalid_argument);
   // Made with other member keys: not used, the shard is indexed whole instead.
   shard_options jpg_only;
   jpg_only.image_keys = "jpg";
   write_shard_index(set.local[1], jpg_only);
-  const auto remote = make_remote_shard_reader(urls(server.url(), set), {}, quick());
+  const auto remote = make_remote_shard_reader(urls(server.url(), set), range_reads(), quick());
   CHECK(remote_stats(*remote).sidecars == set.names.size() - 1);
   CHECK(checksums(remote) == checksums(make_shard_reader(set.local)));
 }

@@ -183,6 +183,8 @@ mkdir -p "$work/idx-before" && cp "$work"/shard-*.tar.idx "$work/idx-before/" &&
 check "index writes the same sidecar indexes as pack" diff <(cd "$work/idx-before" && cat *.idx) <(cd "$work" && cat shard-*.tar.idx)
 "$pf" run --source "shards:$work/shard-*.tar" --transforms "center_crop(8)" --batch 4 --device cpu --on-error skip --checksums \
   --shuffle --seed 3 --shard-window 2 >"$work/window.txt" 2>/dev/null
+"$pf" run --source "shards:$work/shard-*.tar" --transforms "center_crop(8)" --batch 4 --device cpu --on-error skip --checksums \
+  --shuffle --seed 3 >"$work/shuffled.txt" 2>/dev/null
 expect_error "--shard-window needs shards" "--shard-window 2 orders tar shards" run --source "folder:$work/folder" --shard-window 2
 # The same shards over HTTP from a loopback nginx started (and stopped) here.
 if [[ -x /usr/sbin/nginx ]]; then
@@ -202,6 +204,15 @@ CONF
     --device cpu --on-error skip --checksums >"$work/fromhttp.txt" 2>"$work/fromhttp.err"
   check "shards over HTTP give the local shards' batches" diff <(grep '^batch ' "$work/fromhttp.txt") <(grep '^batch ' "$work/fromshards.txt")
   check "shards over HTTP: the fetch stage and its requests are reported" grep -qE "^fetch: [0-9]+ requests \(0 retries\)" "$work/fromhttp.err"
+  check "shards over HTTP are read whole by default, and the run says so" \
+    grep -qE "^run: remote shards read whole, window 4, cache 1024 MiB \(in order; --shard-window 0: " "$work/fromhttp.err"
+  "$pf" run --source "shards:http://127.0.0.1:$port/shard-{000000..${last#shard-}}.tar" --transforms "center_crop(8)" --batch 4 \
+    --device cpu --on-error skip --checksums --shuffle --seed 3 --shard-window 0 >"$work/rangehttp.txt" 2>"$work/rangehttp.err"
+  check "range reads over HTTP give the local shards' global shuffle" diff <(grep '^batch ' "$work/rangehttp.txt") <(grep '^batch ' "$work/shuffled.txt")
+  check "range reads over HTTP: a request per sample, and the run says so" \
+    grep -q "^run: remote shards read by a range request per sample, 64 in flight" "$work/rangehttp.err"
+  expect_error "range reads have no shard cache" "--remote-cache-dir holds shards read whole; --shard-window 0 reads samples one by one" \
+    run --source "shards:http://127.0.0.1:$port/shard-000000.tar" --shard-window 0 --remote-cache-dir "$work/rc" --device cpu
   cp "$work"/shard-*.tar.idx "$work/www/"
   "$pf" run --source "shards:http://127.0.0.1:$port/shard-{000000..${last#shard-}}.tar" --transforms "center_crop(8)" --batch 4 \
     --device cpu --on-error skip --checksums --shuffle --seed 3 --shard-window 2 --remote-cache-mb 1 \
@@ -221,18 +232,23 @@ for r in rows:
     assert len(r['ratios_to_local']) == 1 and r['ratio_to_local'] == r['ratios_to_local'][0] > 0, r
     if r['mode'] == 'local':
         assert r['ratio_to_local'] == 1.0, r
+    assert r['default_read'] == (r['read'] == 'whole'), r
+    if r['read'] == 'whole':
+        assert r['window_shards'] == 1, r
     if r['read'] == 'whole' and r['mode'] != 'local':
-        assert r['bytes_ratio'] <= 1.05 and r['window_shards'] == 1 and r['cache_bytes'] == 2621440, r
+        assert r['bytes_ratio'] <= 1.05 and r['cache_bytes'] == 2621440, r
     if r['read'] == 'range' and r['mode'] != 'local':
         assert abs(r['requests_per_image'] - 1) < 1e-9, r
     assert r['batch_fetch'] == r['batch_servers'] == (r['mode'] != 'local'), r
 " "$work/remote.jsonl"
   "$pf" bench remote --data "$work/bench-data" --images 60 --shard-mb 0.5 --repeats 1 --batch 4 --workers 1 \
-    --latency-ms 2 --window-shards 1 --cache-mb 2.5 --preempting-servers --preempting-fetch >"$work/remote-plain.jsonl" 2>&1
-  check "bench remote: --preempting-servers and --preempting-fetch keep the default policies, and say so" python3 -c "
+    --latency-ms 2 --preempting-servers --preempting-fetch >"$work/remote-plain.jsonl" 2>&1
+  check "bench remote: --preempting-servers and --preempting-fetch keep the default policies, and say so;
+       whole shards take the readers' default window (4 shards in a cache of three windows)" python3 -c "
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')]
 assert len(rows) == 6 and all(r['batch_fetch'] is False and r['batch_servers'] is False for r in rows), rows
+assert all(r['window_shards'] == (4 if r['read'] == 'whole' else 0) for r in rows), rows
 " "$work/remote-plain.jsonl"
   expect_error "shards over HTTP: a missing shard names the URL and the status" "http://127.0.0.1:$port/none.tar: HTTP 404" \
     run --source "shards:http://127.0.0.1:$port/none.tar" --transforms "center_crop(8)" --device cpu

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -40,11 +41,13 @@ struct shard_options {
   decode_options decode;
   std::string image_keys = "jpg;jpeg;png;webp;bmp;tif;tiff;ppm";  ///< member extensions taken as the image
   std::string label_key = "cls";                                  ///< member holding the label as text
-  /// 0 (default): a shuffling loader shuffles every sample with every other (the exact global
-  /// shuffle). W >= 1: it shuffles shard-aware (epoch_order_options::groups): the shards in a new
-  /// order each epoch, the samples within windows of W shards. Remote readers then fetch whole
-  /// shards into a bounded cache instead of reading samples one by one.
-  std::uint32_t window_shards = 0;
+  /// 0: a shuffling loader shuffles every sample with every other (the exact global shuffle).
+  /// W >= 1: it shuffles shard-aware (epoch_order_options::groups): the shards in a new order each
+  /// epoch, the samples within windows of W shards. Remote readers then fetch whole shards into a
+  /// bounded cache instead of reading samples one by one. Unset (the default): the reader's own
+  /// default: local shards 0; remote shards whole, W = remote_options::cache_bytes / (3 x the
+  /// largest shard), from 1 to 4 (see make_remote_shard_reader).
+  std::optional<std::uint32_t> window_shards;
 };
 
 /// Reads the samples of tar shards: fields image (varies) and "label" int64. Every shard is

@@ -112,7 +112,7 @@ void run_remote(const remote_bench_options& o, std::ostream& out) {
   if (o.window_shards != 0) whole.window_shards = o.window_shards;
   loaders::remote_options wo = ro;
   wo.cache_bytes = o.cache_mb > 0 ? static_cast<std::uint64_t>(o.cache_mb * 1048576.0)
-                                  : 3ull * (o.window_shards != 0 ? o.window_shards : 4) * largest;
+                                  : 3ull * (o.window_shards != 0 ? o.window_shards : loaders::kMaxDefaultWindow) * largest;
   const auto local = loaders::make_shard_reader(paths);
   const auto images = static_cast<double>(local->size());
   std::vector<contender> all;
@@ -163,7 +163,7 @@ void run_remote(const remote_bench_options& o, std::ostream& out) {
         << std::endl;
   };
   if (!loopback::have_nginx()) {
-    if (window == 0) window = 4;
+    if (window == 0) window = loaders::kMaxDefaultWindow;  // what the remote readers would take
     add_whole_local(window);
     run_rounds(all, o.repeats);
     for (const auto& c : all) row(c);
@@ -185,13 +185,7 @@ void run_remote(const remote_bench_options& o, std::ostream& out) {
                        whole_shards ? loaders::make_remote_shard_reader(urls, whole, wo)
                                     : loaders::make_remote_shard_reader(urls, ranged, ro),
                        o, workers);
-      if (whole_shards) {
-        const std::uint32_t chosen = loaders::remote_stats(*all.back().reader).window_shards;
-        if (window != 0 && chosen != window)
-          throw std::logic_error("bench remote: the whole-shard readers took windows " + std::to_string(window) +
-                                 " and " + std::to_string(chosen));
-        window = chosen;
-      }
+      if (whole_shards) window = loaders::remote_stats(*all.back().reader).window_shards;  // the same options: one window
     }
   }
   add_whole_local(window);

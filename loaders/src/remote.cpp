@@ -342,9 +342,6 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
   return size * n;
 }
 
-/// The most shards a window has when none is given (shard_options::window_shards unset).
-constexpr std::uint64_t kMaxDefaultWindow = 4;
-
 /// Bodies arrive in few large reads (libcurl's default buffer, 16 KiB, takes several a sample).
 constexpr std::uint64_t kReceiveBuffer = 256 * 1024;
 
@@ -1063,7 +1060,7 @@ class remote_tar_reader final : public image_reader {
   [[nodiscard]] std::uint32_t default_window() const noexcept {
     std::uint64_t largest = 1;
     for (const auto& sh : shards_) largest = std::max(largest, sh.size);
-    return static_cast<std::uint32_t>(std::clamp<std::uint64_t>(remote_.cache_bytes / (3 * largest), 1, kMaxDefaultWindow));
+    return static_cast<std::uint32_t>(std::clamp<std::uint64_t>(remote_.cache_bytes / (3 * largest), 1, std::uint64_t{kMaxDefaultWindow}));
   }
 
   // ---- the index cache (remote_options::index_cache_dir) ----

@@ -27,6 +27,9 @@
 
 namespace pinfeed::loaders {
 
+/// The most shards in the window of a remote reader given none (shard_options::window_shards unset).
+inline constexpr std::uint32_t kMaxDefaultWindow = 4;
+
 struct remote_options {
   int max_attempts = 6;               ///< per request, the first one included
   double backoff_initial_ms = 50.0;   ///< the first retry waits a random time up to this, then doubling

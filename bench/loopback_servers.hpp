@@ -239,6 +239,8 @@ class fault_proxy {
   [[nodiscard]] std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   [[nodiscard]] int requests() const noexcept { return count_.load(); }
   [[nodiscard]] int faults() const noexcept { return faults_.load(); }
+  /// The most client connections open at once so far (a client opens one per request it runs).
+  [[nodiscard]] int peak_connections() const noexcept { return peak_.load(); }
 
  private:
   using clock = std::chrono::steady_clock;
@@ -338,6 +340,7 @@ class fault_proxy {
         c->client = fd;
         watch(fd, EPOLL_CTL_ADD, EPOLLIN, c->id << 2 | kClient);
         conns_.emplace(c->id, std::move(c));
+        peak_.store(std::max(peak_.load(), static_cast<int>(conns_.size())));  // (this thread's alone to write)
       }
     }
     const auto it = conns_.find(id);
@@ -535,7 +538,7 @@ class fault_proxy {
   int listen_ = -1, epoll_ = -1, wake_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};
-  std::atomic<int> count_{0}, faults_{0};
+  std::atomic<int> count_{0}, faults_{0}, peak_{0};
   // The loop thread's own.
   std::uint64_t next_id_ = 0;
   std::unordered_map<std::uint64_t, std::unique_ptr<conn>> conns_;

@@ -41,8 +41,9 @@ struct remote_bench_options {
 /// ratios_to_local: each round's local epoch of the same order over this row's epoch; the rows'
 /// epochs run interleaved, one of each a round), bytes_per_image (fetched per image in a timed
 /// epoch), shard_bytes_per_image, bytes_ratio (the two divided), index_bytes (indexing, from the
-/// sidecar indexes), requests_per_image, retries, fetch_wait_ms_per_image, requests_in_flight,
-/// read_ahead, window_shards (as the readers took it), cache_bytes, streamed, latency_ms, batch_fetch, batch_servers} with the host fields. Needs nginx (Debian: nginx-light); without it the
+/// sidecar indexes), requests_per_image, retries, fetch_wait_ms_per_image, requests_in_flight and
+/// read_ahead (range rows: samples read ahead) as the readers had them at the end,
+/// adaptive_in_flight (no --requests-in-flight: range reads adapt it), window_shards (as the readers took it), cache_bytes, streamed, latency_ms, batch_fetch, batch_servers} with the host fields. Needs nginx (Debian: nginx-light); without it the
 /// remote rows say skipped.
 void run_remote(const remote_bench_options& options, std::ostream& out);
 

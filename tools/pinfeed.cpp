@@ -102,7 +102,7 @@ struct run_args {
   std::string source = "synthetic";
   std::uint64_t samples = 2048;
   std::int64_t height = 1024, width = 1024;
-  std::size_t batch = 32, workers = 0, prefetch = 2, requests_in_flight = pinfeed::loaders::remote_options{}.requests_in_flight;
+  std::size_t batch = 32, workers = 0, prefetch = 2, requests_in_flight = 0;  // 0: adapt
   std::string device = "auto";
   std::uint64_t limit = 0;
   std::uint32_t epochs = 1;
@@ -155,7 +155,7 @@ pipeline_parts make_pipeline(const run_args& a, const pinfeed::device_choice& de
       if (a.shard_window == 0 && !a.remote_cache_dir.empty())
         throw std::invalid_argument("--remote-cache-dir holds shards read whole; --shard-window 0 reads samples one by one");
       pinfeed::loaders::remote_options ro;
-      ro.requests_in_flight = a.requests_in_flight;
+      if (a.requests_in_flight > 0) ro.requests_in_flight = a.requests_in_flight;
       ro.cache_bytes = static_cast<std::uint64_t>(a.remote_cache_mb * 1048576.0);
       ro.cache_dir = a.remote_cache_dir;
       ro.index_cache_dir = a.remote_index_cache;
@@ -265,8 +265,11 @@ int cmd_run(const run_args& a) {
                    "request per sample, the exact global shuffle)\n",
                    mode.window_shards, static_cast<double>(mode.cache_bytes) / 1048576.0,
                    a.shuffle ? "shard-aware shuffle" : "in order");
-    else
+    else if (a.requests_in_flight > 0)
       std::fprintf(stderr, "run: remote shards read by a range request per sample, %zu in flight\n", a.requests_in_flight);
+    else
+      std::fprintf(stderr, "run: remote shards read by a range request per sample, %zu to %zu in flight as the latency needs\n",
+                   pinfeed::loaders::kMinRequestsInFlight, pinfeed::loaders::kMaxRequestsInFlight);
   }
 
   // Consumer work on the batch's device: the pipeline's colour/scale tail (GPU), or with
@@ -335,6 +338,10 @@ int cmd_run(const run_args& a) {
                  static_cast<double>(fetched.bytes) / 1e6,
                  fetched.shard_bytes > 0 ? static_cast<double>(fetched.bytes) / static_cast<double>(fetched.shard_bytes) : 0.0,
                  static_cast<unsigned long long>(fetched.read_ahead), ahead, fetched.wait_ms);
+    if (fetched.window_shards == 0)
+      std::fprintf(stderr, "fetch: range reads, %llu in flight and %llu samples read ahead at the end\n",
+                   static_cast<unsigned long long>(fetched.requests_in_flight),
+                   static_cast<unsigned long long>(fetched.read_ahead_depth));
     if (fetched.window_shards > 0)
       std::fprintf(stderr, "fetch: whole shards (window %u, cache %.0f MiB): %llu fetched, %llu samples range-read for want of room\n",
                    fetched.window_shards, static_cast<double>(fetched.cache_bytes) / 1048576.0,
@@ -373,7 +380,9 @@ int cmd_run(const run_args& a) {
                     {"sidecars", fetched.sidecars},   {"index_cached", fetched.index_cached},
                     {"window_shards", fetched.window_shards},
                     {"shards", fetched.shards},       {"streamed", fetched.streamed},
-                    {"cache_bytes", fetched.cache_bytes}};
+                    {"cache_bytes", fetched.cache_bytes},
+                    {"requests_in_flight", fetched.requests_in_flight},
+                    {"read_ahead_depth", fetched.read_ahead_depth}};
     std::ofstream out(a.json);
     if (!out) throw std::runtime_error("cannot write '" + a.json + "'");
     out << j.dump(2) << "\n";
@@ -561,8 +570,9 @@ void add_pipeline_options(CLI::App* app, run_args& a) {
                   "remote shards without sidecar indexes: keep the index built for each shard in this directory, "
                   "so that the next run checks its size and ETag instead of scanning it");
   app->add_option("--requests-in-flight", a.requests_in_flight,
-                  "remote shards: requests running at once (the next samples of the order are read ahead)")
-      ->check(CLI::PositiveNumber);
+                  "remote shards: requests running at once (the next samples of the order are read ahead). Default: "
+                  "64, and for range reads as many as the latency needs, up to 1024")
+      ->check(CLI::Range(std::size_t{1}, pinfeed::loaders::kMaxRequestsInFlight));
   app->add_option("--latency-ms", a.latency_ms, "emulate slow storage: added latency per read")->check(CLI::NonNegativeNumber);
   app->add_option("--bandwidth-mb-s", a.bandwidth_mb_s, "emulate slow storage: shared read bandwidth cap (0: none)")
       ->check(CLI::NonNegativeNumber);

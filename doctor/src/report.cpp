@@ -217,10 +217,13 @@ void analyze(doctor_report& r) {
                                cost + " with whole shards fetched ahead"});
     else
       r.suggestions.push_back({"keep more remote reads in flight: raise --requests-in-flight (remote_options::"
-                               "requests_in_flight) and remote_options::read_ahead; or read whole shards, the "
-                               "remote default (no --shard-window 0; a shard-aware shuffle): one request per shard, "
-                               "not per sample",
-                               cost});
+                               "requests_in_flight; unset, it follows the latency up to " +
+                                   std::to_string(loaders::kMaxRequestsInFlight) +
+                                   ") and remote_options::read_ahead; or read whole shards, the "
+                                   "remote default (no --shard-window 0; a shard-aware shuffle): one request per shard, "
+                                   "not per sample",
+                               cost + " with " + std::to_string(r.fetch.requests_in_flight) + " requests in flight and " +
+                                   std::to_string(r.fetch.read_ahead_depth) + " samples read ahead"});
   }
   if (named("read") && r.encoded && !r.sharded)
     r.suggestions.push_back({"group the files into tar shards (pinfeed pack) and read those",
@@ -377,7 +380,9 @@ std::string doctor_report::to_json() const {
                               {"read_ahead", fetch.read_ahead},     {"shards", fetch.shards},
                               {"streamed", fetch.streamed},         {"sidecars", fetch.sidecars},
                               {"index_cached", fetch.index_cached},
-                              {"window_shards", fetch.window_shards}, {"cache_bytes", fetch.cache_bytes}}
+                              {"window_shards", fetch.window_shards}, {"cache_bytes", fetch.cache_bytes},
+                              {"requests_in_flight", fetch.requests_in_flight},
+                              {"read_ahead_depth", fetch.read_ahead_depth}}
                        : json(nullptr);
   j["suggestions"] = json::array();
   for (const auto& s : suggestions) j["suggestions"].push_back({{"what", s.what}, {"evidence", s.evidence}});

@@ -28,6 +28,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <cerrno>
 #include <cinttypes>
@@ -514,7 +515,10 @@ class transfer_loop {
   using done_fn = std::function<void(response&&, std::exception_ptr)>;
 
   transfer_loop(const remote_options& o, request_counters& c)
-      : o_(o), counters_(c), jitter_(static_cast<unsigned>(std::hash<const void*>{}(this))) {
+      : o_(o),
+        counters_(c),
+        jitter_(static_cast<unsigned>(std::hash<const void*>{}(this))),
+        cap_(o.requests_in_flight.value_or(kMinRequestsInFlight)) {
     curl_init_once();
     multi_ = curl_multi_init();
     if (multi_ == nullptr) throw std::runtime_error("libcurl: cannot create a multi handle");
@@ -523,8 +527,10 @@ class transfer_loop {
     // requests run past it, and a connection closed for want of room is a new one (a handshake,
     // and at a proxy a new session) for the next request.
     curl_multi_setopt(multi_, CURLMOPT_PIPELINING, static_cast<long>(CURLPIPE_NOTHING));
-    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(2 * o_.requests_in_flight));
-    running_.reserve(2 * o_.requests_in_flight);
+    // (run() sets it again whenever the cap changes.)
+    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(2 * cap()));
+    connections_for_ = cap();
+    running_.reserve(2 * cap());
     try {
       thread_ = std::thread([this] { run(); });
     } catch (...) {
@@ -559,6 +565,22 @@ class transfer_loop {
     }, urgent);
     return f;
   }
+  /// The most requests run at once, urgent ones aside.
+  [[nodiscard]] std::size_t cap() const noexcept { return cap_.load(std::memory_order_relaxed); }
+  /// From now on, run up to `n` requests at once (1 to kMaxRequestsInFlight).
+  void set_cap(std::size_t n) {
+    cap_.store(std::clamp<std::size_t>(n, 1, kMaxRequestsInFlight), std::memory_order_relaxed);
+    std::lock_guard lock(m_);
+    if (!stopping_) curl_multi_wakeup(multi_);
+  }
+  /// How long a range request's answer has taken of late, from the start of its transfer (a
+  /// moving average; 0 before the first).
+  [[nodiscard]] double range_latency_s() const noexcept {
+    return static_cast<double>(range_latency_ns_.load(std::memory_order_relaxed)) / 1e9;
+  }
+  /// Whether requests waited for the cap (queued while it was full) since the last call.
+  [[nodiscard]] bool take_held_back() noexcept { return held_back_.exchange(false, std::memory_order_relaxed); }
+
   /// A range answer's body storage, given back once read, for a later range request's body: a
   /// buffer already grown and paged in, instead of a fresh one per sample. At most
   /// requests_in_flight are kept (the rest are freed), each as large as the samples it held.
@@ -566,7 +588,7 @@ class transfer_loop {
     if (buffer.capacity() == 0) return;
     buffer.clear();
     std::lock_guard lock(pool_m_);
-    if (pool_.size() >= o_.requests_in_flight) return;
+    if (pool_.size() >= cap()) return;
     try {
       pool_.push_back(std::move(buffer));
     } catch (...) {  // not kept: freed here
@@ -602,6 +624,7 @@ class transfer_loop {
     done_fn done;
     bool urgent = false;
     int attempt = 0;  ///< attempts started
+    clock::time_point started;  ///< the last attempt's start
     transfer t;
   };
   using queue = std::deque<std::unique_ptr<job>>;
@@ -630,10 +653,15 @@ class transfer_loop {
         }
         for (auto& j : urgent_) starting.push_back(std::move(j));
         urgent_.clear();
-        while (running_.size() + starting.size() < o_.requests_in_flight && !queue_.empty()) {
+        while (running_.size() + starting.size() < cap() && !queue_.empty()) {
           starting.push_back(std::move(queue_.front()));
           queue_.pop_front();
         }
+        if (!queue_.empty()) held_back_.store(true, std::memory_order_relaxed);
+      }
+      if (const std::size_t c = cap(); c != connections_for_) {  // room to keep as many open again
+        curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(2 * c));
+        connections_for_ = c;
       }
       for (auto& j : ending) complete(*j, failed);
       ending.clear();
@@ -653,7 +681,7 @@ class transfer_loop {
           const auto until = std::chrono::duration_cast<std::chrono::milliseconds>(waiting_.begin()->first - clock::now());
           wait_ms = static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(until.count() + 1, 0, wait_ms));
         }
-        if (stopping_ || !urgent_.empty() || (!queue_.empty() && running_.size() < o_.requests_in_flight)) wait_ms = 0;
+        if (stopping_ || !urgent_.empty() || (!queue_.empty() && running_.size() < cap())) wait_ms = 0;
       }
       // Returns early on socket activity, libcurl's own timers and curl_multi_wakeup().
       curl_multi_poll(multi_, nullptr, 0, wait_ms, nullptr);
@@ -694,6 +722,7 @@ class transfer_loop {
         if (h == nullptr) throw std::runtime_error("libcurl: cannot create a handle");
       }
       ++j->attempt;
+      j->started = clock::now();
       configure(h, j->e, j->q, o_, j->t);
       if (j->q.range) j->t.r.body = body_for(j->q.length);
       running_.emplace(h, j.get());  // (may throw: j still owns the job then)
@@ -727,7 +756,7 @@ class transfer_loop {
 
   /// A handle back to the idle ones, which keep no more than run at once.
   void release_handle(CURL* h) noexcept {
-    if (idle_.size() >= o_.requests_in_flight) {
+    if (idle_.size() >= cap()) {
       curl_easy_cleanup(h);
       return;
     }
@@ -754,6 +783,7 @@ class transfer_loop {
       if (r.error) std::rethrow_exception(r.error);
       const auto retry = judge(j->e, j->q, j->attempt, code, code != CURLE_OK ? j->t.error_text(code) : std::string(), r);
       if (!retry) {
+        if (j->q.range) note_latency(clock::now() - j->started);
         complete(*j, nullptr);
         return;
       }
@@ -769,6 +799,13 @@ class transfer_loop {
     } catch (...) {
       if (j) complete(*j, std::current_exception());
     }
+  }
+
+  /// One range answer's time into the moving average (a weight of 1/16: about the last 16).
+  void note_latency(clock::duration took) noexcept {
+    const auto ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(took).count());
+    const std::uint64_t was = range_latency_ns_.load(std::memory_order_relaxed);  // this thread's alone to write
+    range_latency_ns_.store(was == 0 ? ns : was - was / 16 + ns / 16, std::memory_order_relaxed);
   }
 
   static void complete(job& j, std::exception_ptr error) noexcept {
@@ -794,6 +831,10 @@ class transfer_loop {
   bool stopping_ = false;
   std::mutex pool_m_;
   std::vector<std::vector<std::byte>> pool_;  ///< recycled bodies (under pool_m_)
+  std::atomic<std::size_t> cap_;
+  std::atomic<std::uint64_t> range_latency_ns_{0};  ///< written by the loop thread only
+  std::atomic<bool> held_back_{false};
+  std::size_t connections_for_ = 0;  ///< the cap CURLMOPT_MAXCONNECTS was last set for (loop thread)
 };
 
 /// One thread running posted tasks in order: what must not hold up the transfer loop (a shard
@@ -854,9 +895,9 @@ class task_thread {
 void check_options(const remote_options& o) {
   if (o.max_attempts < 1)
     throw std::invalid_argument("remote shards: max_attempts must be at least 1, got " + std::to_string(o.max_attempts));
-  if (o.requests_in_flight < 1 || o.requests_in_flight > 1024)
-    throw std::invalid_argument("remote shards: requests_in_flight must be in [1, 1024], got " +
-                                std::to_string(o.requests_in_flight));
+  if (o.requests_in_flight && (*o.requests_in_flight < 1 || *o.requests_in_flight > kMaxRequestsInFlight))
+    throw std::invalid_argument("remote shards: requests_in_flight must be in [1, " + std::to_string(kMaxRequestsInFlight) +
+                                "], got " + std::to_string(*o.requests_in_flight));
   if (!(o.backoff_initial_ms >= 0) || !(o.backoff_max_ms >= o.backoff_initial_ms) || !(o.connect_timeout_s > 0) ||
       !(o.stall_timeout_s > 0))
     throw std::invalid_argument("remote shards: the backoff must satisfy 0 <= backoff_initial_ms <= backoff_max_ms and "
@@ -868,6 +909,14 @@ void check_s3_signing(const endpoint& e) {
   if (e.s3 && curl_version_info(CURLVERSION_NOW)->version_num < 0x075700)
     throw std::runtime_error("remote shards: " + e.shown + " needs libcurl 7.87 or later to sign S3 requests (this is " +
                              curl_version_info(CURLVERSION_NOW)->version + ")");
+}
+
+/// A quarter of this process's open-file limit (RLIMIT_NOFILE, soft), within
+/// [kMinRequestsInFlight, kMaxRequestsInFlight].
+std::size_t open_file_share() noexcept {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur == RLIM_INFINITY) return kMaxRequestsInFlight;
+  return std::clamp<std::size_t>(static_cast<std::size_t>(files.rlim_cur / 4), kMinRequestsInFlight, kMaxRequestsInFlight);
 }
 
 /// The sidecar index of a shard location: ".idx" after the path (before an HTTP query).
@@ -931,7 +980,7 @@ class remote_tar_reader final : public image_reader {
     // Scanned as they arrive: only the tar headers and the labels are held, and, with whole
     // shards, the shard's bytes when the cache has room for them.
     // A few at a time with whole shards: the copies kept for the cache are in memory until placed.
-    const std::size_t at_once = whole_shards() ? std::min<std::size_t>(16, remote_.requests_in_flight) : remote_.requests_in_flight;
+    const std::size_t at_once = whole_shards() ? std::min<std::size_t>(16, loop_->cap()) : loop_->cap();
     for (std::size_t first = 0; first < whole.size(); first += at_once) {
       const std::size_t last = std::min(whole.size(), first + at_once);
       answers.clear();
@@ -964,9 +1013,9 @@ class remote_tar_reader final : public image_reader {
       for (const auto& g : groups) samples_max = std::max<std::uint64_t>(samples_max, g.size());
       window_ = shard_.window_shards ? *shard_.window_shards : default_window();
       // Far enough ahead to see the next two windows of shards while this one is read.
-      lookahead_ = std::max<std::uint64_t>(remote_.read_ahead, 2 * samples_max * window_);
+      lookahead_ = std::max<std::uint64_t>(remote_.read_ahead.value_or(2 * kMinRequestsInFlight), 2 * samples_max * window_);
     }
-    max_pending_ = std::max<std::size_t>(4 * remote_.read_ahead, 64);
+    set_depth(loop_->cap());
   }
   ~remote_tar_reader() override {
     stopping_.store(true);  // requests in flight abort, queued ones fail with `cancelled`
@@ -1012,7 +1061,7 @@ class remote_tar_reader final : public image_reader {
     const detail::shard_sample& e = entries_.at(s.index());
     s.set_origin(shards_[e.shard].where.shown + ":" + e.image.name);
     s.as<std::int64_t>(1)[0] = e.label;
-    std::future<std::vector<std::byte>> bytes = take(s.epoch(), s.index());  // first: it may jump the queue
+    std::future<std::vector<std::byte>> bytes = take(s.epoch(), s.index(), s.position());  // first: it may jump the queue
     read_ahead(s);
     const auto t0 = std::chrono::steady_clock::now();
     try {
@@ -1043,6 +1092,8 @@ class remote_tar_reader final : public image_reader {
     c.shard_bytes = shard_bytes_;
     c.cache_bytes = whole_shards() ? remote_.cache_bytes : 0;
     c.window_shards = window_;
+    c.requests_in_flight = loop_->cap();
+    c.read_ahead_depth = whole_shards() ? 0 : depth_.load(std::memory_order_relaxed);
     return c;
   }
 
@@ -1606,19 +1657,29 @@ class remote_tar_reader final : public image_reader {
   /// wait a round trip or two each). Each position is looked at once an epoch (a restart walks
   /// again from its position).
   void read_ahead(const sample& s) {
-    if (remote_.read_ahead == 0) return;
     const auto at = s.position();
     if (!at) return;
     const std::uint64_t pos = *at, epoch_size = s.epoch_size(entries_.size());
     std::lock_guard lock(m_);
-    // A new epoch, the same one restricted anew, or restarted behind (further than workers lag:
-    // a reset by a lagging worker only walks again positions that are pending or taken).
-    if (s.epoch() != ra_epoch_ || epoch_size != ra_size_ || ra_next_ > pos + 1 + remote_.read_ahead + 512) {
+    if (!remote_.requests_in_flight) adapt();
+    const std::size_t depth = depth_.load(std::memory_order_relaxed);
+    if (depth == 0) return;
+    // A new epoch, the same one restricted anew, a new pass over it (remember_taken()), or
+    // restarted behind (further than workers lag: a reset by a lagging worker only walks again
+    // positions that are pending or taken).
+    if (ra_restart_ || s.epoch() != ra_epoch_ || epoch_size != ra_size_ || ra_next_ > pos + 1 + depth + 512) {
+      ra_restart_ = false;
       ra_epoch_ = s.epoch();
       ra_size_ = epoch_size;
-      ra_next_ = pos + 1;
+      ra_next_ = ra_low_ = pos + 1;
       ra_next_epoch_ = 0;
     }
+    // A worker behind where the walk began (the first sample of a pass that a worker takes need
+    // not be its first position): the positions between are walked too, not left to be requested
+    // one by one by the workers that take them.
+    const bool behind = pos + 1 < ra_low_;
+    std::uint64_t back_to = ra_low_;
+    if (behind) ra_low_ = pos + 1;
     ra_next_ = std::max(ra_next_, pos + 1);
     // The next epoch's reads number at most read_ahead, so a quarter of max_pending_ at most.
     const bool no_next_epoch = s.epoch() == ~0u;  // (epoch + 1 would wrap)
@@ -1634,7 +1695,10 @@ class remote_tar_reader final : public image_reader {
       pending_.emplace(id, pending{epoch, load(index, /*urgent=*/false)});
       counters_.read_ahead.fetch_add(1, std::memory_order_relaxed);
     };
-    const std::uint64_t end = pos + 1 + remote_.read_ahead;
+    if (behind)  // (at most depth + 512 positions: further behind restarts the walk above)
+      for (std::uint64_t p = pos + 1; p < std::min(back_to, epoch_size) && pending_.size() < max_pending_; ++p)
+        if (const auto next = s.index_at_position(p)) queue(s.epoch(), *next);
+    const std::uint64_t end = pos + 1 + depth;
     while (ra_next_ < std::min(epoch_size, end) && pending_.size() < max_pending_) {
       const auto next = s.index_at_position(ra_next_);
       if (!next) break;
@@ -1650,11 +1714,90 @@ class remote_tar_reader final : public image_reader {
     }
   }
 
+  /// The read-ahead for `in_flight` requests at once: read_ahead as given, else twice them (128
+  /// at least); and the read-ahead answers that may be pending, four times that. Under m_ (or
+  /// before any read).
+  void set_depth(std::size_t in_flight) {
+    const std::size_t depth = remote_.read_ahead.value_or(std::max<std::size_t>(2 * in_flight, 2 * kMinRequestsInFlight));
+    depth_.store(depth, std::memory_order_relaxed);
+    max_pending_ = std::max<std::size_t>(4 * depth, 64);
+  }
+
+  /// Range reads with no requests_in_flight given: the requests in flight follow Little's law.
+  /// Over windows of kAdaptEvery samples read and at least max(250 ms, two latencies), the target
+  /// is twice the samples read per second times a request's latency (room for both to vary),
+  /// within [kMinRequestsInFlight, max_in_flight_].
+  ///   - They grow, by half to double a window, only where the cap held requests back (the
+  ///     transfer loop had requests queued with the cap full): a consumer that is slower than
+  ///     the link keeps them as they are. A growth is kept only when the next window reads at
+  ///     least 10% faster; else they go back and stay below it (a link that is full, or a server
+  ///     at its limit, gains nothing from more) until the latency doubles.
+  ///   - They shrink, by a quarter a window at most, where the target is under half of them and
+  ///     the cap held nothing back, so that a bursty consumer does not swing them.
+  ///   - A pause (a gap between two reads of over max(1 s, four latencies): between epochs, a
+  ///     checkpoint) starts the window anew instead of reading as a slow rate.
+  /// Under m_.
+  void adapt() {
+    constexpr std::uint64_t kAdaptEvery = 64;
+    using seconds = std::chrono::duration<double>;
+    const auto now = std::chrono::steady_clock::now();
+    const double latency = loop_->range_latency_s();
+    const bool paused = adapt_count_ > 0 && seconds(now - adapt_last_).count() > std::max(1.0, 4 * latency);
+    adapt_last_ = now;
+    if (adapt_count_ == 0 || paused) {
+      adapt_count_ = 1;
+      adapt_mark_ = now;
+      grew_ = false;  // a growth is judged on windows next to each other only
+      (void)loop_->take_held_back();
+      return;
+    }
+    ++adapt_count_;
+    const double elapsed = seconds(now - adapt_mark_).count();
+    if (adapt_count_ <= kAdaptEvery || elapsed < std::max(0.25, 2 * latency)) return;
+    const double rate = static_cast<double>(adapt_count_ - 1) / elapsed;
+    adapt_count_ = 1;
+    adapt_mark_ = now;
+    const bool held_back = loop_->take_held_back();
+    if (!(latency > 0) || !(rate > 0)) return;
+    const std::size_t cap = loop_->cap();
+    if (grew_) {
+      grew_ = false;
+      if (rate < 1.1 * rate_before_growth_) {  // no gain: back, and no higher until the latency doubles
+        ceiling_ = cap_before_growth_;
+        ceiling_latency_ = latency;
+        apply_cap(cap_before_growth_);
+        return;
+      }
+    }
+    if (ceiling_ < max_in_flight_ && latency > 2 * ceiling_latency_) ceiling_ = max_in_flight_;
+    const double want = std::ceil(2.0 * rate * latency);
+    const std::size_t target = want >= static_cast<double>(ceiling_)
+                                   ? ceiling_
+                                   : std::max(kMinRequestsInFlight, static_cast<std::size_t>(want));
+    if (held_back && target > cap) {
+      // By half at least: a window that began with the epoch reads a rate below what the cap allows.
+      const std::size_t next = std::min({std::max(target, cap + cap / 2), 2 * cap, ceiling_});
+      if (next <= cap) return;
+      cap_before_growth_ = cap;
+      rate_before_growth_ = rate;
+      grew_ = true;
+      apply_cap(next);
+    } else if (!held_back && 2 * target < cap) {
+      apply_cap(std::max(target, cap - cap / 4));
+    }
+  }
+  void apply_cap(std::size_t n) {
+    // With read_ahead given, more in flight than it (and the workers' own requests) is no use.
+    if (remote_.read_ahead) n = std::min(n, std::max(kMinRequestsInFlight, *remote_.read_ahead));
+    loop_->set_cap(n);
+    set_depth(n);
+  }
+
   /// The bytes of (epoch, index): its read-ahead, or a request queued ahead of the read-ahead ones.
-  std::future<std::vector<std::byte>> take(std::uint32_t epoch, std::uint64_t index) {
+  std::future<std::vector<std::byte>> take(std::uint32_t epoch, std::uint64_t index, std::optional<std::uint64_t> position) {
     const std::uint64_t id = key(epoch, index);
     std::lock_guard lock(m_);
-    remember_taken(id);
+    remember_taken(id, position);
     const auto it = pending_.find(id);
     if (it != pending_.end()) {
       auto f = std::move(it->second.bytes);
@@ -1664,11 +1807,23 @@ class remote_tar_reader final : public image_reader {
     return load(index, /*urgent=*/true);
   }
 
-  /// Keeps the last few thousand samples taken, so that a late read-ahead does not fetch them again.
-  void remember_taken(std::uint64_t id) {
-    if (!taken_.insert(id).second) return;
+  /// Keeps the last few thousand samples taken, and where, so that a late read-ahead does not
+  /// fetch them again. A sample taken again at its position or before it is a new pass over the
+  /// epoch (another loader on this reader, an evaluation run again with its epoch number, a
+  /// resume): what was taken is forgotten and the read-ahead walks on from there, since in one pass
+  /// a sample comes again only further on (padding, a stand-in for a bad sample).
+  void remember_taken(std::uint64_t id, std::optional<std::uint64_t> position) {
+    const std::uint64_t at = position.value_or(~std::uint64_t{0});
+    const auto [it, fresh] = taken_.try_emplace(id, at);
+    if (!fresh) {
+      if (!position || *position > it->second) return;
+      taken_.clear();
+      taken_order_.clear();
+      taken_.emplace(id, at);
+      ra_restart_ = true;  // read_ahead() starts the walk anew from here
+    }
     taken_order_.push_back(id);
-    if (taken_order_.size() > 4 * max_pending_) {
+    while (taken_order_.size() > 4 * max_pending_) {
       taken_.erase(taken_order_.front());
       taken_order_.pop_front();
     }
@@ -1692,10 +1847,24 @@ class remote_tar_reader final : public image_reader {
   std::atomic<bool> failed_flag_{false};
   std::mutex m_;
   std::unordered_map<std::uint64_t, pending> pending_;
-  std::unordered_set<std::uint64_t> taken_;
+  std::unordered_map<std::uint64_t, std::uint64_t> taken_;  ///< key(epoch, index) -> the position it was taken at
   std::deque<std::uint64_t> taken_order_;
   std::size_t max_pending_ = 64;
+  std::atomic<std::size_t> depth_{0};  ///< samples read ahead (written under m_)
+  /// The most adapt() takes: kMaxRequestsInFlight, or a quarter of the open-file limit (a
+  /// connection each, and as many again kept for reuse), kMinRequestsInFlight at least.
+  std::size_t max_in_flight_ = open_file_share();
+  // adapt()'s, under m_.
+  std::uint64_t adapt_count_ = 0;  ///< samples read since adapt_mark_, plus one
+  std::chrono::steady_clock::time_point adapt_mark_, adapt_last_;
+  bool grew_ = false;  ///< the last window grew the cap from cap_before_growth_ at rate_before_growth_
+  std::size_t cap_before_growth_ = 0;
+  double rate_before_growth_ = 0;
+  std::size_t ceiling_ = max_in_flight_;  ///< the most for now (lowered where a growth gained nothing)
+  double ceiling_latency_ = 0;            ///< the latency when it was lowered
   std::uint32_t ra_epoch_ = ~0u;  ///< the read-ahead looked at positions [.., ra_next_) of this epoch
+  bool ra_restart_ = false;       ///< a new pass over an epoch began: walk anew from its position
+  std::uint64_t ra_low_ = 0;      ///< and from this position on (the walk can reach back: read_ahead())
   std::uint64_t ra_size_ = 0, ra_next_ = 0;
   std::uint64_t ra_next_epoch_ = 0;  ///< and positions [0, ra_next_epoch_) of the next epoch
   std::mutex etag_m_;

@@ -77,6 +77,9 @@ void check_json_and_consistency(const doctor_report& r) {
     CHECK(f.at("bytes").get<std::uint64_t>() == r.fetch.bytes);
     CHECK(f.at("streamed").get<std::uint64_t>() == r.fetch.streamed);
     CHECK(f.at("window_shards").get<std::uint32_t>() == r.fetch.window_shards);
+    CHECK(f.at("requests_in_flight").get<std::uint64_t>() == r.fetch.requests_in_flight);
+    CHECK(f.at("requests_in_flight").get<std::uint64_t>() >= 1);
+    CHECK(f.at("read_ahead_depth").get<std::uint64_t>() == r.fetch.read_ahead_depth);
     CHECK(f.at("wait_ms").get<double>() == doctest::Approx(r.fetch.wait_ms));
   } else {
     CHECK(j.at("fetch").is_null());

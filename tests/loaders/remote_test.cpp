@@ -190,7 +190,7 @@ TEST_CASE("remote.http_shards_equal_the_local_ones") {
   CHECK(c.shard_bytes == shard_bytes);
   // 2 runs of 2 epochs, and the next epoch's first read_ahead samples, which the first run's
   // second epoch read ahead and the second run's found read already.
-  CHECK(c.requests == set.names.size() + 4 * remote->size() + quick().read_ahead);
+  CHECK(c.requests == set.names.size() + 4 * remote->size() + *quick().read_ahead);
   CHECK(c.retries == 0);
   CHECK(c.read_ahead > 0);  // inside a loader the next samples of the order were queued ahead
   CHECK(remote_stats(*local).requests == 0);
@@ -219,7 +219,7 @@ TEST_CASE("remote.the_read_ahead_runs_on_into_the_next_epoch") {
   const auto remote = make_remote_shard_reader(urls(served.server->url(), set), range_reads(), o);
   const auto local = make_shard_reader(set.local);
   const std::uint64_t indexing = remote_stats(*remote).requests;
-  REQUIRE(remote->size() > o.read_ahead + 4);
+  REQUIRE(remote->size() > *o.read_ahead + 4);
   loader_options lo = test::cpu_loader(4, 2, 7);  // a batch is half the read-ahead
   lo.order.shuffle = true;
   auto first_batch_of_epoch_1 = [&](const std::shared_ptr<image_reader>& reader, bool stop_server) {
@@ -229,7 +229,7 @@ TEST_CASE("remote.the_read_ahead_runs_on_into_the_next_epoch") {
     }
     if (stop_server) {
       // Epoch 0's samples, and epoch 1's first read_ahead, each requested once.
-      const std::uint64_t expected = indexing + remote->size() + o.read_ahead;
+      const std::uint64_t expected = indexing + remote->size() + *o.read_ahead;
       test::run_with_timeout(std::chrono::seconds(20), [&] {
         while (remote_stats(*remote).requests < expected) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }, "the next epoch's read-ahead");
@@ -310,8 +310,10 @@ TEST_CASE("remote.a_server_that_stays_down_fails_within_the_retry_budget") {
                        std::invalid_argument);
   o.max_attempts = 2;
   o.requests_in_flight = 0;
-  CHECK_THROWS_WITH_AS(make_remote_shard_reader({url}, range_reads(), o), doctest::Contains("requests_in_flight must be in [1, 1024]"),
+  CHECK_THROWS_WITH_AS(make_remote_shard_reader({url}, range_reads(), o), doctest::Contains("requests_in_flight must be in [1, 1024], got 0"),
                        std::invalid_argument);
+  o.requests_in_flight = 1025;
+  CHECK_THROWS_WITH_AS(make_remote_shard_reader({url}, range_reads(), o), doctest::Contains("got 1025"), std::invalid_argument);
   ::close(held);
 }
 
@@ -495,6 +497,44 @@ TEST_CASE("remote.corrupt_samples_follow_on_error_like_local_ones") {
   }
 }
 
+TEST_CASE("remote.a_second_pass_over_the_same_epoch_is_read_ahead_too") {
+  // An evaluation run each time with epoch 0, or a second loader on the same reader: every sample
+  // comes again, and must be read ahead again rather than requested by the worker waiting for it.
+  served_shards served(48);
+  if (!served) return;
+  const auto& set = served.set;
+  const remote_options o = quick();  // read_ahead 8
+  const auto remote = make_remote_shard_reader(urls(served.server->url(), set), range_reads(), o);
+  const auto local = make_shard_reader(set.local);
+  REQUIRE(remote->size() > *o.read_ahead + 4);
+  for (const bool shuffle : {false, true}) {
+    CAPTURE(shuffle);
+    loader_options lo = test::cpu_loader(4, 2, 7);
+    lo.order.shuffle = shuffle;
+    auto pass = [&](const std::shared_ptr<image_reader>& reader, loader& l) {
+      const remote_counters before = remote_stats(*reader);
+      l.start_epoch(0);
+      std::vector<std::string> lines;
+      while (auto b = l.next()) lines.push_back(checksum_line(*b));
+      const remote_counters after = remote_stats(*reader);
+      return std::make_tuple(lines, after.read_ahead - before.read_ahead, after.requests - before.requests);
+    };
+    loader expected_loader(std::make_shared<pipeline_source>(local, parse_pipeline("center_crop(16)")), lo);
+    const auto expected = std::get<0>(pass(local, expected_loader));
+    loader first(std::make_shared<pipeline_source>(remote, parse_pipeline("center_crop(16)")), lo);
+    loader second(std::make_shared<pipeline_source>(remote, parse_pipeline("center_crop(16)")), lo);
+    for (loader* l : {&first, &first, &second}) {  // the same loader again, then another one
+      const auto [lines, ahead, requests] = pass(remote, *l);
+      CHECK(lines == expected);
+      // All but the first samples (those the workers take before any read-ahead: a few, fewer
+      // than the read-ahead even on a loaded host) were read ahead, and no sample twice; with the
+      // first pass's (or the last's) read-ahead of epoch 1's first positions on top at most.
+      CHECK(ahead + *o.read_ahead >= remote->size());
+      CHECK(requests <= remote->size() + *o.read_ahead);
+    }
+  }
+}
+
 TEST_CASE("remote.destroying_a_loader_with_requests_in_flight_returns") {
   served_shards served(40);
   if (!served) return;
@@ -515,6 +555,59 @@ TEST_CASE("remote.destroying_a_loader_with_requests_in_flight_returns") {
     remote.reset();  // the transfer loop abandons its requests and stops
   }, "destroying a loader and its remote reader with requests in flight");
   CHECK(slow.requests() > static_cast<int>(indexing) + 2);
+}
+
+TEST_CASE("remote.requests_in_flight_follow_the_latency_when_not_given") {
+  served_shards served(150);  // (the fixture names its images by one letter: 158 at most)
+  if (!served) return;
+  const auto& set = served.set;
+  const auto local = checksums(make_shard_reader(set.local));
+  remote_options o = quick();
+  o.requests_in_flight.reset();
+  o.read_ahead.reset();
+  {
+    test::fault_proxy slow(served.server->port(), {.latency_ms = 300});
+    const auto remote = make_remote_shard_reader(urls(slow.url(), set), range_reads(), o);
+    // From the floor: 64 in flight, twice as many read ahead.
+    CHECK(remote_stats(*remote).requests_in_flight == kMinRequestsInFlight);
+    CHECK(remote_stats(*remote).read_ahead_depth == 2 * kMinRequestsInFlight);
+    const int indexing_peak = slow.peak_connections();  // the sidecars, 64 at a time
+    CHECK(indexing_peak <= static_cast<int>(kMinRequestsInFlight));
+    // 64 requests of 300 ms each let the loader read 213 samples a second, where these tiny JPEGs
+    // decode many times faster even under a sanitizer: the link holds it back, and more requests
+    // go out at once, each growth kept as it raises the rate.
+    test::run_with_timeout(std::chrono::seconds(60), [&] {
+      CHECK(checksums(remote) == local);
+      CHECK(checksums(remote) == local);  // a second loader on the same reader: 4 epochs in all
+    }, "four epochs at 300 ms");
+    const remote_counters c = remote_stats(*remote);
+    MESSAGE("at 300 ms: " << c.requests_in_flight << " in flight at the end, " << slow.peak_connections()
+                          << " connections at most");
+    // More ran at once than the floor and the 2 workers' own (the cap at the end may have come
+    // down again as the last epoch ran out of samples to read ahead).
+    CHECK(slow.peak_connections() > static_cast<int>(kMinRequestsInFlight) + 2);
+    CHECK(c.requests_in_flight >= kMinRequestsInFlight);
+    CHECK(c.read_ahead_depth == 2 * c.requests_in_flight);
+    CHECK(c.retries == 0);
+  }
+  // Given, they stay as given, and read the same.
+  test::fault_proxy fast(served.server->port(), {});
+  o.requests_in_flight = 16;
+  const auto fixed = make_remote_shard_reader(urls(fast.url(), set), range_reads(), o);
+  CHECK(checksums(fixed) == local);
+  CHECK(remote_stats(*fixed).requests_in_flight == 16);
+  CHECK(remote_stats(*fixed).read_ahead_depth == 2 * kMinRequestsInFlight);  // read_ahead unset: 128 at least
+  CHECK(fast.peak_connections() <= 16 + 2);                                  // and 2 workers' own
+  o.read_ahead = 40;
+  CHECK(remote_stats(*make_remote_shard_reader(urls(fast.url(), set), range_reads(), o)).read_ahead_depth == 40);
+  // Whole shards have no read-ahead of samples; their fetches stay at the floor.
+  o.requests_in_flight.reset();
+  o.read_ahead.reset();
+  const auto whole = make_remote_shard_reader(urls(fast.url(), set), {}, o);
+  CHECK(shard_window_checksums(whole).size() == local.size());
+  CHECK(remote_stats(*whole).requests_in_flight == kMinRequestsInFlight);
+  CHECK(remote_stats(*whole).read_ahead_depth == 0);
+  CHECK(remote_stats(*whole).shards > 0);
 }
 
 TEST_CASE("remote.requests_in_flight_share_one_transfer_thread") {

@@ -210,7 +210,18 @@ CONF
     --device cpu --on-error skip --checksums --shuffle --seed 3 --shard-window 0 >"$work/rangehttp.txt" 2>"$work/rangehttp.err"
   check "range reads over HTTP give the local shards' global shuffle" diff <(grep '^batch ' "$work/rangehttp.txt") <(grep '^batch ' "$work/shuffled.txt")
   check "range reads over HTTP: a request per sample, and the run says so" \
-    grep -q "^run: remote shards read by a range request per sample, 64 in flight" "$work/rangehttp.err"
+    grep -q "^run: remote shards read by a range request per sample, 64 to 1024 in flight as the latency needs" "$work/rangehttp.err"
+  check "range reads over HTTP: the requests in flight and the read-ahead at the end are reported" \
+    grep -qE "^fetch: range reads, [0-9]+ in flight and [0-9]+ samples read ahead at the end" "$work/rangehttp.err"
+  "$pf" run --source "shards:http://127.0.0.1:$port/shard-{000000..${last#shard-}}.tar" --transforms "center_crop(8)" --batch 4 \
+    --device cpu --on-error skip --checksums --shuffle --seed 3 --shard-window 0 --requests-in-flight 8 \
+    >"$work/range8.txt" 2>"$work/range8.err"
+  check "range reads with --requests-in-flight 8: 8 throughout, the same batches" \
+    bash -c "grep -q '^run: remote shards read by a range request per sample, 8 in flight' '$work/range8.err' &&
+      grep -qE '^fetch: range reads, 8 in flight and 128 samples read ahead' '$work/range8.err' &&
+      diff <(grep '^batch ' '$work/range8.txt') <(grep '^batch ' '$work/shuffled.txt')"
+  expect_error "--requests-in-flight past 1024 is refused" "--requests-in-flight" \
+    run --source "shards:http://127.0.0.1:$port/shard-000000.tar" --shard-window 0 --requests-in-flight 1025 --device cpu
   expect_error "range reads have no shard cache" "--remote-cache-dir holds shards read whole; --shard-window 0 reads samples one by one" \
     run --source "shards:http://127.0.0.1:$port/shard-000000.tar" --shard-window 0 --remote-cache-dir "$work/rc" --device cpu
   cp "$work"/shard-*.tar.idx "$work/www/"
@@ -239,6 +250,8 @@ for r in rows:
         assert r['bytes_ratio'] <= 1.05 and r['cache_bytes'] == 2621440, r
     if r['read'] == 'range' and r['mode'] != 'local':
         assert abs(r['requests_per_image'] - 1) < 1e-9, r
+        assert 64 <= r['requests_in_flight'] <= 1024 and r['read_ahead'] == 2 * r['requests_in_flight'], r
+    assert r['adaptive_in_flight'] == (r['mode'] != 'local' and r['read'] == 'range'), r
     assert r['batch_fetch'] == r['batch_servers'] == (r['mode'] != 'local'), r
 " "$work/remote.jsonl"
   "$pf" bench remote --data "$work/bench-data" --images 60 --shard-mb 0.5 --repeats 1 --batch 4 --workers 1 \

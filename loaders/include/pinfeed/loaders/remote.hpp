@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,10 @@ namespace pinfeed::loaders {
 
 /// The most shards in the window of a remote reader given none (shard_options::window_shards unset).
 inline constexpr std::uint32_t kMaxDefaultWindow = 4;
+/// The requests in flight of a reader given none (remote_options::requests_in_flight unset): from
+/// the first, and the most that range reads adapt to.
+inline constexpr std::size_t kMinRequestsInFlight = 64;
+inline constexpr std::size_t kMaxRequestsInFlight = 1024;
 
 struct remote_options {
   int max_attempts = 6;               ///< per request, the first one included
@@ -38,10 +43,14 @@ struct remote_options {
   double stall_timeout_s = 10.0;      ///< a transfer that moves no byte for this long is retried
   /// Requests running at once (1 to 1024), each on a connection of its own. All of a reader's
   /// requests run on one thread of its own (a libcurl multi handle), however many are in flight.
-  std::size_t requests_in_flight = 64;
-  /// Samples of the epoch's order read ahead of the one being read (loaders only), so that
-  /// requests_in_flight requests overlap their latency.
-  std::size_t read_ahead = 128;
+  /// Unset: kMinRequestsInFlight, and in range mode inside a loader as many as the link needs
+  /// (Little's law: twice the samples taken per second times a request's latency, up to
+  /// kMaxRequestsInFlight and a quarter of the open-file limit), measured as the loader reads;
+  /// remote_stats() tells how many now.
+  std::optional<std::size_t> requests_in_flight;
+  /// Samples of the epoch's order read ahead of the one being read (loaders only), so that the
+  /// requests in flight overlap their latency. Unset: twice the requests in flight, 128 at least.
+  std::optional<std::size_t> read_ahead;
   /// Whole-shard mode (the default; shard_options::window_shards unset or >= 1): bytes of shards
   /// held at once (besides a shard that a worker still decodes from after its eviction, one a
   /// worker at most), which also sizes the default window (a third of it, in shards). Shards
@@ -94,6 +103,8 @@ struct remote_counters {
   std::uint64_t shard_bytes = 0;  ///< the shards' total size
   std::uint64_t cache_bytes = 0;  ///< the cache's cap (whole-shard mode; 0 in range mode)
   std::uint32_t window_shards = 0;
+  std::uint64_t requests_in_flight = 0;  ///< the cap on requests at once, now (adapted unless given)
+  std::uint64_t read_ahead_depth = 0;    ///< samples read ahead of the one read, now (range mode)
 };
 
 /// Reads WebDataset tar shards over HTTP(S) or S3. Each shard is indexed once at construction:
@@ -110,9 +121,9 @@ struct remote_counters {
 ///   - shard.window_shards == 0 (range mode): every sample's image is one range request, for the
 ///     exact global shuffle, the same order as local shards read with the default options.
 ///     Inside a loader the reader fetches the next read_ahead samples of the epoch's order ahead
-///     of use, requests_in_flight at a time, so it works over a high-latency link; but a request
-///     per sample costs CPU on both ends and counts against the store's request rate (S3: about
-///     5,500 GETs/s per prefix).
+///     of use, requests_in_flight at a time (by default as many as the latency needs), so it
+///     works over a high-latency link; but a request per sample costs CPU on both ends and counts
+///     against the store's request rate (S3: about 5,500 GETs/s per prefix).
 /// The reader's requests run on one transfer thread (plus, in whole-shard mode, one that files
 /// the shards that arrive into the cache); a sample a worker waits for is requested past the
 /// requests_in_flight cap, so it never queues behind the read-ahead or whole-shard fetches.

@@ -927,6 +927,44 @@ std::string sidecar_location(const std::string& location) {
   return location.substr(0, query) + ".idx" + location.substr(query);
 }
 
+/// The samples a reader's workers took lately (keys of epoch and index) and at which positions:
+/// what the read-ahead need not fetch again, and where a new pass over an epoch begins. A sample
+/// taken again at its position or before it is a new pass (another loader on the reader, an
+/// evaluation run again with its epoch number, a resume), since in one pass a sample comes again
+/// only further on (padding, a stand-in for a bad sample). Not thread-safe: under its owner's lock.
+class taken_samples {
+ public:
+  explicit taken_samples(std::size_t keep) : keep_(keep) {}
+  /// How many to remember (the oldest are forgotten first).
+  void keep(std::size_t n) noexcept { keep_ = n; }
+  /// Records `id` taken at `position`; true where that begins a new pass (all taken before it is
+  /// forgotten then).
+  bool take(std::uint64_t id, std::optional<std::uint64_t> position) {
+    const std::uint64_t at = position.value_or(~std::uint64_t{0});
+    const auto [it, fresh] = at_.try_emplace(id, at);
+    bool new_pass = false;
+    if (!fresh) {
+      if (!position || *position > it->second) return false;
+      at_.clear();
+      order_.clear();
+      at_.emplace(id, at);
+      new_pass = true;
+    }
+    order_.push_back(id);
+    while (order_.size() > keep_) {
+      at_.erase(order_.front());
+      order_.pop_front();
+    }
+    return new_pass;
+  }
+  [[nodiscard]] bool contains(std::uint64_t id) const { return at_.count(id) != 0; }
+
+ private:
+  std::unordered_map<std::uint64_t, std::uint64_t> at_;  ///< key -> the position it was taken at
+  std::deque<std::uint64_t> order_;                     ///< the keys, oldest first
+  std::size_t keep_;
+};
+
 class remote_tar_reader final : public image_reader {
  public:
   remote_tar_reader(const std::vector<std::string>& locations, shard_options so, remote_options ro)
@@ -1014,6 +1052,7 @@ class remote_tar_reader final : public image_reader {
       window_ = shard_.window_shards ? *shard_.window_shards : default_window();
       // Far enough ahead to see the next two windows of shards while this one is read.
       lookahead_ = std::max<std::uint64_t>(remote_.read_ahead.value_or(2 * kMinRequestsInFlight), 2 * samples_max * window_);
+      whole_taken_.keep(4 * lookahead_ + 4096);
     }
     set_depth(loop_->cap());
   }
@@ -1427,7 +1466,12 @@ class remote_tar_reader final : public image_reader {
     const auto at = s.position();
     if (!at) return std::nullopt;  // outside a loader: no order to look along
     const std::uint64_t pos = *at, epoch_size = s.epoch_size(entries_.size());
-    const bool restarted = pos + 4 * lookahead_ + 4096 < scan_start_ || pos > frontier_ + 4 * lookahead_ + 4096;
+    // Restarted: far behind where the walk began or has reached (further than workers lag), far
+    // past it, or a new pass over the epoch (taken_samples; an epoch too long for it to remember
+    // its start is far behind the walk by then).
+    const bool new_pass = whole_taken_.take(key(s.epoch(), s.index()), pos);
+    const std::uint64_t lag = 4 * lookahead_ + 4096;
+    const bool restarted = new_pass || pos + lag < frontier_ || pos > frontier_ + lag;
     if (s.epoch() != ahead_epoch_ || epoch_size != ahead_size_ || restarted) {
       // A new epoch, the same one restricted anew, or restarted: nothing counted so far holds.
       ahead_epoch_ = s.epoch();
@@ -1664,7 +1708,7 @@ class remote_tar_reader final : public image_reader {
     if (!remote_.requests_in_flight) adapt();
     const std::size_t depth = depth_.load(std::memory_order_relaxed);
     if (depth == 0) return;
-    // A new epoch, the same one restricted anew, a new pass over it (remember_taken()), or
+    // A new epoch, the same one restricted anew, a new pass over it (taken_samples), or
     // restarted behind (further than workers lag: a reset by a lagging worker only walks again
     // positions that are pending or taken).
     if (ra_restart_ || s.epoch() != ra_epoch_ || epoch_size != ra_size_ || ra_next_ > pos + 1 + depth + 512) {
@@ -1691,7 +1735,7 @@ class remote_tar_reader final : public image_reader {
     }
     const auto queue = [&](std::uint32_t epoch, std::uint64_t index) {
       const std::uint64_t id = key(epoch, index);
-      if (index >= entries_.size() || pending_.count(id) != 0 || taken_.count(id) != 0) return;
+      if (index >= entries_.size() || pending_.count(id) != 0 || taken_.contains(id)) return;
       pending_.emplace(id, pending{epoch, load(index, /*urgent=*/false)});
       counters_.read_ahead.fetch_add(1, std::memory_order_relaxed);
     };
@@ -1721,6 +1765,7 @@ class remote_tar_reader final : public image_reader {
     const std::size_t depth = remote_.read_ahead.value_or(std::max<std::size_t>(2 * in_flight, 2 * kMinRequestsInFlight));
     depth_.store(depth, std::memory_order_relaxed);
     max_pending_ = std::max<std::size_t>(4 * depth, 64);
+    taken_.keep(4 * max_pending_);
   }
 
   /// Range reads with no requests_in_flight given: the requests in flight follow Little's law.
@@ -1797,7 +1842,7 @@ class remote_tar_reader final : public image_reader {
   std::future<std::vector<std::byte>> take(std::uint32_t epoch, std::uint64_t index, std::optional<std::uint64_t> position) {
     const std::uint64_t id = key(epoch, index);
     std::lock_guard lock(m_);
-    remember_taken(id, position);
+    if (taken_.take(id, position)) ra_restart_ = true;  // a new pass: read_ahead() walks anew from here
     const auto it = pending_.find(id);
     if (it != pending_.end()) {
       auto f = std::move(it->second.bytes);
@@ -1805,28 +1850,6 @@ class remote_tar_reader final : public image_reader {
       return f;
     }
     return load(index, /*urgent=*/true);
-  }
-
-  /// Keeps the last few thousand samples taken, and where, so that a late read-ahead does not
-  /// fetch them again. A sample taken again at its position or before it is a new pass over the
-  /// epoch (another loader on this reader, an evaluation run again with its epoch number, a
-  /// resume): what was taken is forgotten and the read-ahead walks on from there, since in one pass
-  /// a sample comes again only further on (padding, a stand-in for a bad sample).
-  void remember_taken(std::uint64_t id, std::optional<std::uint64_t> position) {
-    const std::uint64_t at = position.value_or(~std::uint64_t{0});
-    const auto [it, fresh] = taken_.try_emplace(id, at);
-    if (!fresh) {
-      if (!position || *position > it->second) return;
-      taken_.clear();
-      taken_order_.clear();
-      taken_.emplace(id, at);
-      ra_restart_ = true;  // read_ahead() starts the walk anew from here
-    }
-    taken_order_.push_back(id);
-    while (taken_order_.size() > 4 * max_pending_) {
-      taken_.erase(taken_order_.front());
-      taken_order_.pop_front();
-    }
   }
 
   struct pending {
@@ -1847,8 +1870,7 @@ class remote_tar_reader final : public image_reader {
   std::atomic<bool> failed_flag_{false};
   std::mutex m_;
   std::unordered_map<std::uint64_t, pending> pending_;
-  std::unordered_map<std::uint64_t, std::uint64_t> taken_;  ///< key(epoch, index) -> the position it was taken at
-  std::deque<std::uint64_t> taken_order_;
+  taken_samples taken_{4 * 64};  ///< 4 x max_pending_ (set_depth())
   std::size_t max_pending_ = 64;
   std::atomic<std::size_t> depth_{0};  ///< samples read ahead (written under m_)
   /// The most adapt() takes: kMaxRequestsInFlight, or a quarter of the open-file limit (a
@@ -1881,6 +1903,7 @@ class remote_tar_reader final : public image_reader {
   std::uint64_t frontier_ = 0;
   std::uint64_t next_frontier_ = 0;   ///< the next epoch's positions [0, next_frontier_) were walked too
   std::uint64_t lookahead_ = 0;
+  taken_samples whole_taken_{4096};  ///< whole-shard mode, under cache_m_: 4 x lookahead_ + 4096
   std::atomic<bool> stopping_{false};
   std::unique_ptr<task_thread> completions_;  ///< whole-shard mode: the shards' answers are handled here
   std::unique_ptr<transfer_loop> loop_;  ///< last: it stops first (its callbacks use the members above)

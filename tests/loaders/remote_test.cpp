@@ -533,6 +533,36 @@ TEST_CASE("remote.a_second_pass_over_the_same_epoch_is_read_ahead_too") {
       CHECK(requests <= remote->size() + *o.read_ahead);
     }
   }
+  // Whole shards through a cache of a few of them: each pass fetches its shards ahead of use
+  // again, not one by one as a worker finds its sample's shard missing.
+  std::uint64_t largest = 0;
+  for (const auto& p : set.local) largest = std::max<std::uint64_t>(largest, fs::file_size(p));
+  remote_options small = o;
+  small.cache_bytes = 6 * largest;
+  shard_options two;
+  two.window_shards = 2;
+  const auto whole = make_remote_shard_reader(urls(served.server->url(), set), two, small);
+  const auto whole_local = make_shard_reader(set.local, two);
+  loader_options lo = test::cpu_loader(4, 2, 7);
+  lo.order.shuffle = true;
+  loader expected_loader(std::make_shared<pipeline_source>(whole_local, parse_pipeline("center_crop(16)")), lo);
+  std::vector<std::string> expected;
+  expected_loader.start_epoch(0);
+  while (auto b = expected_loader.next()) expected.push_back(checksum_line(*b));
+  for (int k = 0; k < 3; ++k) {
+    CAPTURE(k);
+    loader l(std::make_shared<pipeline_source>(whole, parse_pipeline("center_crop(16)")), lo);
+    const remote_counters before = remote_stats(*whole);
+    l.start_epoch(0);
+    std::vector<std::string> lines;
+    while (auto b = l.next()) lines.push_back(checksum_line(*b));
+    const remote_counters after = remote_stats(*whole);
+    CHECK(lines == expected);
+    const std::uint64_t fetched = after.shards - before.shards, ahead = after.read_ahead - before.read_ahead;
+    MESSAGE("pass " << k << ": " << fetched << " shards fetched, " << ahead << " of them ahead of use");
+    CHECK(fetched + 6 >= set.names.size());  // the cache holds 6 of them: the rest are fetched again
+    CHECK(4 * ahead >= 3 * fetched);  // most ahead of use (a few on demand on a loaded host; none before)
+  }
 }
 
 TEST_CASE("remote.destroying_a_loader_with_requests_in_flight_returns") {

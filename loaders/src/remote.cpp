@@ -938,16 +938,23 @@ class taken_samples {
   /// How many to remember (the oldest are forgotten first).
   void keep(std::size_t n) noexcept { keep_ = n; }
   /// Records `id` taken at `position`; true where that begins a new pass (all taken before it is
-  /// forgotten then).
+  /// forgotten then). No position (a sample read away from its own place, as a stand-in for a bad
+  /// one, or outside a loader): it counts as taken but never begins a pass, and a take of it at
+  /// its place later gives it its position.
   bool take(std::uint64_t id, std::optional<std::uint64_t> position) {
-    const std::uint64_t at = position.value_or(~std::uint64_t{0});
-    const auto [it, fresh] = at_.try_emplace(id, at);
+    constexpr std::uint64_t kUnknown = ~std::uint64_t{0};
+    const auto [it, fresh] = at_.try_emplace(id, position.value_or(kUnknown));
     bool new_pass = false;
     if (!fresh) {
-      if (!position || *position > it->second) return false;
+      if (!position) return false;
+      if (it->second == kUnknown) {
+        it->second = *position;
+        return false;
+      }
+      if (*position > it->second) return false;
       at_.clear();
       order_.clear();
-      at_.emplace(id, at);
+      at_.emplace(id, *position);
       new_pass = true;
     }
     order_.push_back(id);
@@ -964,6 +971,20 @@ class taken_samples {
   std::deque<std::uint64_t> order_;                     ///< the keys, oldest first
   std::size_t keep_;
 };
+
+/// s's position when s is the sample the order puts there: not for a stand-in read in a bad
+/// sample's place (which carries that place's position), nor outside a loader.
+std::optional<std::uint64_t> own_position(const sample& s) {
+  const auto at = s.position();
+  if (!at) return std::nullopt;
+  const auto there = s.index_at_position(*at);
+  if (!there || *there != s.index()) return std::nullopt;
+  return at;
+}
+
+/// The most bytes of samples the adapted read-ahead holds (range reads; their mean size from the
+/// index): it caps the requests in flight at half that many samples.
+constexpr std::uint64_t kReadAheadBytes = std::uint64_t{256} << 20;
 
 class remote_tar_reader final : public image_reader {
  public:
@@ -1052,9 +1073,14 @@ class remote_tar_reader final : public image_reader {
       window_ = shard_.window_shards ? *shard_.window_shards : default_window();
       // Far enough ahead to see the next two windows of shards while this one is read.
       lookahead_ = std::max<std::uint64_t>(remote_.read_ahead.value_or(2 * kMinRequestsInFlight), 2 * samples_max * window_);
-      whole_taken_.keep(4 * lookahead_ + 4096);
+      whole_taken_.keep(std::clamp<std::uint64_t>(4 * lookahead_ + 4096, 4096, 65536));
     }
     set_depth(loop_->cap());
+    std::uint64_t image_bytes = 0;
+    for (const auto& e : entries_) image_bytes += e.image.size;
+    const std::uint64_t mean = std::max<std::uint64_t>(1, image_bytes / entries_.size());
+    most_in_flight_ = std::clamp<std::uint64_t>(kReadAheadBytes / (2 * mean), kMinRequestsInFlight, max_in_flight_);
+    ceiling_ = most_in_flight_;
   }
   ~remote_tar_reader() override {
     stopping_.store(true);  // requests in flight abort, queued ones fail with `cancelled`
@@ -1100,7 +1126,7 @@ class remote_tar_reader final : public image_reader {
     const detail::shard_sample& e = entries_.at(s.index());
     s.set_origin(shards_[e.shard].where.shown + ":" + e.image.name);
     s.as<std::int64_t>(1)[0] = e.label;
-    std::future<std::vector<std::byte>> bytes = take(s.epoch(), s.index(), s.position());  // first: it may jump the queue
+    std::future<std::vector<std::byte>> bytes = take(s.epoch(), s.index(), own_position(s));  // first: it may jump the queue
     read_ahead(s);
     const auto t0 = std::chrono::steady_clock::now();
     try {
@@ -1466,12 +1492,12 @@ class remote_tar_reader final : public image_reader {
     const auto at = s.position();
     if (!at) return std::nullopt;  // outside a loader: no order to look along
     const std::uint64_t pos = *at, epoch_size = s.epoch_size(entries_.size());
-    // Restarted: far behind where the walk began or has reached (further than workers lag), far
-    // past it, or a new pass over the epoch (taken_samples; an epoch too long for it to remember
-    // its start is far behind the walk by then).
-    const bool new_pass = whole_taken_.take(key(s.epoch(), s.index()), pos);
+    // Restarted: far behind where the walk began (further than workers lag), far past where it
+    // has reached, or a new pass over the epoch (taken_samples, which remembers up to 65,536
+    // samples: a second pass over a longer epoch in one reader has its shards fetched on demand).
+    const bool new_pass = whole_taken_.take(key(s.epoch(), s.index()), own_position(s));
     const std::uint64_t lag = 4 * lookahead_ + 4096;
-    const bool restarted = new_pass || pos + lag < frontier_ || pos > frontier_ + lag;
+    const bool restarted = new_pass || pos + lag < scan_start_ || pos > frontier_ + lag;
     if (s.epoch() != ahead_epoch_ || epoch_size != ahead_size_ || restarted) {
       // A new epoch, the same one restricted anew, or restarted: nothing counted so far holds.
       ahead_epoch_ = s.epoch();
@@ -1771,7 +1797,7 @@ class remote_tar_reader final : public image_reader {
   /// Range reads with no requests_in_flight given: the requests in flight follow Little's law.
   /// Over windows of kAdaptEvery samples read and at least max(250 ms, two latencies), the target
   /// is twice the samples read per second times a request's latency (room for both to vary),
-  /// within [kMinRequestsInFlight, max_in_flight_].
+  /// within [kMinRequestsInFlight, most_in_flight_].
   ///   - They grow, by half to double a window, only where the cap held requests back (the
   ///     transfer loop had requests queued with the cap full): a consumer that is slower than
   ///     the link keeps them as they are. A growth is kept only when the next window reads at
@@ -1814,7 +1840,7 @@ class remote_tar_reader final : public image_reader {
         return;
       }
     }
-    if (ceiling_ < max_in_flight_ && latency > 2 * ceiling_latency_) ceiling_ = max_in_flight_;
+    if (ceiling_ < most_in_flight_ && latency > 2 * ceiling_latency_) ceiling_ = most_in_flight_;
     const double want = std::ceil(2.0 * rate * latency);
     const std::size_t target = want >= static_cast<double>(ceiling_)
                                    ? ceiling_
@@ -1882,6 +1908,8 @@ class remote_tar_reader final : public image_reader {
   bool grew_ = false;  ///< the last window grew the cap from cap_before_growth_ at rate_before_growth_
   std::size_t cap_before_growth_ = 0;
   double rate_before_growth_ = 0;
+  /// max_in_flight_, and no more than keep the read-ahead within kReadAheadBytes (set once indexed).
+  std::size_t most_in_flight_ = max_in_flight_;
   std::size_t ceiling_ = max_in_flight_;  ///< the most for now (lowered where a growth gained nothing)
   double ceiling_latency_ = 0;            ///< the latency when it was lowered
   std::uint32_t ra_epoch_ = ~0u;  ///< the read-ahead looked at positions [.., ra_next_) of this epoch
@@ -1903,7 +1931,7 @@ class remote_tar_reader final : public image_reader {
   std::uint64_t frontier_ = 0;
   std::uint64_t next_frontier_ = 0;   ///< the next epoch's positions [0, next_frontier_) were walked too
   std::uint64_t lookahead_ = 0;
-  taken_samples whole_taken_{4096};  ///< whole-shard mode, under cache_m_: 4 x lookahead_ + 4096
+  taken_samples whole_taken_{4096};  ///< whole-shard mode, under cache_m_: 4 x lookahead_ + 4096, 65,536 at most
   std::atomic<bool> stopping_{false};
   std::unique_ptr<task_thread> completions_;  ///< whole-shard mode: the shards' answers are handled here
   std::unique_ptr<transfer_loop> loop_;  ///< last: it stops first (its callbacks use the members above)

@@ -45,7 +45,8 @@ struct remote_options {
   /// requests run on one thread of its own (a libcurl multi handle), however many are in flight.
   /// Unset: kMinRequestsInFlight, and in range mode inside a loader as many as the link needs
   /// (Little's law: twice the samples taken per second times a request's latency, up to
-  /// kMaxRequestsInFlight and a quarter of the open-file limit), measured as the loader reads;
+  /// kMaxRequestsInFlight, a quarter of the open-file limit, and as many as keep the read-ahead
+  /// within 256 MiB of samples of the shards' mean size), measured as the loader reads;
   /// remote_stats() tells how many now.
   std::optional<std::size_t> requests_in_flight;
   /// Samples of the epoch's order read ahead of the one being read (loaders only), so that the

@@ -927,61 +927,6 @@ std::string sidecar_location(const std::string& location) {
   return location.substr(0, query) + ".idx" + location.substr(query);
 }
 
-/// The samples a reader's workers took lately (keys of epoch and index) and at which positions:
-/// what the read-ahead need not fetch again, and where a new pass over an epoch begins. A sample
-/// taken again at its position or before it is a new pass (another loader on the reader, an
-/// evaluation run again with its epoch number, a resume), since in one pass a sample comes again
-/// only further on (padding, a stand-in for a bad sample). Not thread-safe: under its owner's lock.
-class taken_samples {
- public:
-  explicit taken_samples(std::size_t keep) : keep_(keep) {}
-  /// How many to remember (the oldest are forgotten first).
-  void keep(std::size_t n) noexcept { keep_ = n; }
-  /// Records `id` taken at `position`; true where that begins a new pass (all taken before it is
-  /// forgotten then). No position (a sample read away from its own place, as a stand-in for a bad
-  /// one, or outside a loader): it counts as taken but never begins a pass, and a take of it at
-  /// its place later gives it its position.
-  bool take(std::uint64_t id, std::optional<std::uint64_t> position) {
-    constexpr std::uint64_t kUnknown = ~std::uint64_t{0};
-    const auto [it, fresh] = at_.try_emplace(id, position.value_or(kUnknown));
-    bool new_pass = false;
-    if (!fresh) {
-      if (!position) return false;
-      if (it->second == kUnknown) {
-        it->second = *position;
-        return false;
-      }
-      if (*position > it->second) return false;
-      at_.clear();
-      order_.clear();
-      at_.emplace(id, *position);
-      new_pass = true;
-    }
-    order_.push_back(id);
-    while (order_.size() > keep_) {
-      at_.erase(order_.front());
-      order_.pop_front();
-    }
-    return new_pass;
-  }
-  [[nodiscard]] bool contains(std::uint64_t id) const { return at_.count(id) != 0; }
-
- private:
-  std::unordered_map<std::uint64_t, std::uint64_t> at_;  ///< key -> the position it was taken at
-  std::deque<std::uint64_t> order_;                     ///< the keys, oldest first
-  std::size_t keep_;
-};
-
-/// s's position when s is the sample the order puts there: not for a stand-in read in a bad
-/// sample's place (which carries that place's position), nor outside a loader.
-std::optional<std::uint64_t> own_position(const sample& s) {
-  const auto at = s.position();
-  if (!at) return std::nullopt;
-  const auto there = s.index_at_position(*at);
-  if (!there || *there != s.index()) return std::nullopt;
-  return at;
-}
-
 /// The most bytes of samples the adapted read-ahead holds (range reads; their mean size from the
 /// index): it caps the requests in flight at half that many samples.
 constexpr std::uint64_t kReadAheadBytes = std::uint64_t{256} << 20;
@@ -1073,14 +1018,14 @@ class remote_tar_reader final : public image_reader {
       window_ = shard_.window_shards ? *shard_.window_shards : default_window();
       // Far enough ahead to see the next two windows of shards while this one is read.
       lookahead_ = std::max<std::uint64_t>(remote_.read_ahead.value_or(2 * kMinRequestsInFlight), 2 * samples_max * window_);
-      whole_taken_.keep(std::clamp<std::uint64_t>(4 * lookahead_ + 4096, 4096, 65536));
     }
     set_depth(loop_->cap());
-    std::uint64_t image_bytes = 0;
-    for (const auto& e : entries_) image_bytes += e.image.size;
-    const std::uint64_t mean = std::max<std::uint64_t>(1, image_bytes / entries_.size());
-    most_in_flight_ = std::clamp<std::uint64_t>(kReadAheadBytes / (2 * mean), kMinRequestsInFlight, max_in_flight_);
-    ceiling_ = most_in_flight_;
+    if (!whole_shards() && !remote_.requests_in_flight) {  // adapt()'s bound
+      std::uint64_t image_bytes = 0;
+      for (const auto& e : entries_) image_bytes += e.image.size;
+      const std::uint64_t mean = std::max<std::uint64_t>(1, image_bytes / entries_.size());
+      ceiling_ = most_in_flight_ = std::clamp<std::uint64_t>(kReadAheadBytes / (2 * mean), kMinRequestsInFlight, open_file_share());
+    }
   }
   ~remote_tar_reader() override {
     stopping_.store(true);  // requests in flight abort, queued ones fail with `cancelled`
@@ -1126,7 +1071,7 @@ class remote_tar_reader final : public image_reader {
     const detail::shard_sample& e = entries_.at(s.index());
     s.set_origin(shards_[e.shard].where.shown + ":" + e.image.name);
     s.as<std::int64_t>(1)[0] = e.label;
-    std::future<std::vector<std::byte>> bytes = take(s.epoch(), s.index(), own_position(s));  // first: it may jump the queue
+    std::future<std::vector<std::byte>> bytes = take(s.epoch(), s.index(), s.pass());  // first: it may jump the queue
     read_ahead(s);
     const auto t0 = std::chrono::steady_clock::now();
     try {
@@ -1492,15 +1437,12 @@ class remote_tar_reader final : public image_reader {
     const auto at = s.position();
     if (!at) return std::nullopt;  // outside a loader: no order to look along
     const std::uint64_t pos = *at, epoch_size = s.epoch_size(entries_.size());
-    // Restarted: far behind where the walk began (further than workers lag), far past where it
-    // has reached, or a new pass over the epoch (taken_samples, which remembers up to 65,536
-    // samples: a second pass over a longer epoch in one reader has its shards fetched on demand).
-    const bool new_pass = whole_taken_.take(key(s.epoch(), s.index()), own_position(s));
-    const std::uint64_t lag = 4 * lookahead_ + 4096;
-    const bool restarted = new_pass || pos + lag < scan_start_ || pos > frontier_ + lag;
-    if (s.epoch() != ahead_epoch_ || epoch_size != ahead_size_ || restarted) {
-      // A new epoch, the same one restricted anew, or restarted: nothing counted so far holds.
+    const bool restarted = pos + 4 * lookahead_ + 4096 < scan_start_ || pos > frontier_ + 4 * lookahead_ + 4096;
+    if (s.epoch() != ahead_epoch_ || epoch_size != ahead_size_ || s.pass() != ahead_pass_ || restarted) {
+      // A new epoch, the same one restricted anew, a new pass over it, or restarted: nothing
+      // counted so far holds.
       ahead_epoch_ = s.epoch();
+      ahead_pass_ = s.pass();
       ahead_size_ = epoch_size;
       scan_start_ = frontier_ = pos;
       next_frontier_ = 0;
@@ -1734,11 +1676,11 @@ class remote_tar_reader final : public image_reader {
     if (!remote_.requests_in_flight) adapt();
     const std::size_t depth = depth_.load(std::memory_order_relaxed);
     if (depth == 0) return;
-    // A new epoch, the same one restricted anew, a new pass over it (taken_samples), or
-    // restarted behind (further than workers lag: a reset by a lagging worker only walks again
-    // positions that are pending or taken).
-    if (ra_restart_ || s.epoch() != ra_epoch_ || epoch_size != ra_size_ || ra_next_ > pos + 1 + depth + 512) {
-      ra_restart_ = false;
+    // A new epoch, the same one restricted anew, a new pass over it, or restarted behind
+    // (further than workers lag: a reset by a lagging worker only walks again positions that are
+    // pending or taken).
+    if (s.pass() != ra_pass_ || s.epoch() != ra_epoch_ || epoch_size != ra_size_ || ra_next_ > pos + 1 + depth + 512) {
+      ra_pass_ = s.pass();
       ra_epoch_ = s.epoch();
       ra_size_ = epoch_size;
       ra_next_ = ra_low_ = pos + 1;
@@ -1761,7 +1703,7 @@ class remote_tar_reader final : public image_reader {
     }
     const auto queue = [&](std::uint32_t epoch, std::uint64_t index) {
       const std::uint64_t id = key(epoch, index);
-      if (index >= entries_.size() || pending_.count(id) != 0 || taken_.contains(id)) return;
+      if (index >= entries_.size() || pending_.count(id) != 0 || taken_.count(id) != 0) return;
       pending_.emplace(id, pending{epoch, load(index, /*urgent=*/false)});
       counters_.read_ahead.fetch_add(1, std::memory_order_relaxed);
     };
@@ -1791,7 +1733,6 @@ class remote_tar_reader final : public image_reader {
     const std::size_t depth = remote_.read_ahead.value_or(std::max<std::size_t>(2 * in_flight, 2 * kMinRequestsInFlight));
     depth_.store(depth, std::memory_order_relaxed);
     max_pending_ = std::max<std::size_t>(4 * depth, 64);
-    taken_.keep(4 * max_pending_);
   }
 
   /// Range reads with no requests_in_flight given: the requests in flight follow Little's law.
@@ -1865,10 +1806,10 @@ class remote_tar_reader final : public image_reader {
   }
 
   /// The bytes of (epoch, index): its read-ahead, or a request queued ahead of the read-ahead ones.
-  std::future<std::vector<std::byte>> take(std::uint32_t epoch, std::uint64_t index, std::optional<std::uint64_t> position) {
+  std::future<std::vector<std::byte>> take(std::uint32_t epoch, std::uint64_t index, std::uint64_t pass) {
     const std::uint64_t id = key(epoch, index);
     std::lock_guard lock(m_);
-    if (taken_.take(id, position)) ra_restart_ = true;  // a new pass: read_ahead() walks anew from here
+    remember_taken(id, pass);
     const auto it = pending_.find(id);
     if (it != pending_.end()) {
       auto f = std::move(it->second.bytes);
@@ -1876,6 +1817,22 @@ class remote_tar_reader final : public image_reader {
       return f;
     }
     return load(index, /*urgent=*/true);
+  }
+
+  /// Keeps the last few thousand samples taken in this pass, so that a late read-ahead does not
+  /// fetch them again; a new pass (sample::pass()) forgets the last one's.
+  void remember_taken(std::uint64_t id, std::uint64_t pass) {
+    if (pass != taken_pass_) {
+      taken_.clear();
+      taken_order_.clear();
+      taken_pass_ = pass;
+    }
+    if (!taken_.insert(id).second) return;
+    taken_order_.push_back(id);
+    while (taken_order_.size() > 4 * max_pending_) {
+      taken_.erase(taken_order_.front());
+      taken_order_.pop_front();
+    }
   }
 
   struct pending {
@@ -1896,24 +1853,25 @@ class remote_tar_reader final : public image_reader {
   std::atomic<bool> failed_flag_{false};
   std::mutex m_;
   std::unordered_map<std::uint64_t, pending> pending_;
-  taken_samples taken_{4 * 64};  ///< 4 x max_pending_ (set_depth())
+  std::unordered_set<std::uint64_t> taken_;
+  std::deque<std::uint64_t> taken_order_;
+  std::uint64_t taken_pass_ = 0;
   std::size_t max_pending_ = 64;
   std::atomic<std::size_t> depth_{0};  ///< samples read ahead (written under m_)
-  /// The most adapt() takes: kMaxRequestsInFlight, or a quarter of the open-file limit (a
-  /// connection each, and as many again kept for reuse), kMinRequestsInFlight at least.
-  std::size_t max_in_flight_ = open_file_share();
   // adapt()'s, under m_.
   std::uint64_t adapt_count_ = 0;  ///< samples read since adapt_mark_, plus one
   std::chrono::steady_clock::time_point adapt_mark_, adapt_last_;
   bool grew_ = false;  ///< the last window grew the cap from cap_before_growth_ at rate_before_growth_
   std::size_t cap_before_growth_ = 0;
   double rate_before_growth_ = 0;
-  /// max_in_flight_, and no more than keep the read-ahead within kReadAheadBytes (set once indexed).
-  std::size_t most_in_flight_ = max_in_flight_;
-  std::size_t ceiling_ = max_in_flight_;  ///< the most for now (lowered where a growth gained nothing)
+  /// The most adapt() takes: kMaxRequestsInFlight, a quarter of the open-file limit (a connection
+  /// each, and as many again kept for reuse), and no more than keep the read-ahead within
+  /// kReadAheadBytes; kMinRequestsInFlight at least (set once indexed).
+  std::size_t most_in_flight_ = kMinRequestsInFlight;
+  std::size_t ceiling_ = kMinRequestsInFlight;  ///< the most for now (lowered where a growth gained nothing)
   double ceiling_latency_ = 0;            ///< the latency when it was lowered
   std::uint32_t ra_epoch_ = ~0u;  ///< the read-ahead looked at positions [.., ra_next_) of this epoch
-  bool ra_restart_ = false;       ///< a new pass over an epoch began: walk anew from its position
+  std::uint64_t ra_pass_ = 0;     ///< in this pass (sample::pass())
   std::uint64_t ra_low_ = 0;      ///< and from this position on (the walk can reach back: read_ahead())
   std::uint64_t ra_size_ = 0, ra_next_ = 0;
   std::uint64_t ra_next_epoch_ = 0;  ///< and positions [0, ra_next_epoch_) of the next epoch
@@ -1926,12 +1884,12 @@ class remote_tar_reader final : public image_reader {
   std::uint64_t cache_used_ = 0, use_clock_ = 0;
   std::deque<std::uint32_t> wanted_;  ///< shards the look-ahead met, in order of need, not yet fetching
   std::uint32_t ahead_epoch_ = ~0u;
+  std::uint64_t ahead_pass_ = 0;      ///< (sample::pass())
   std::uint64_t ahead_size_ = 0;
   std::uint64_t scan_start_ = 0;      ///< the look-ahead walked the epoch's positions [scan_start_, frontier_)
   std::uint64_t frontier_ = 0;
   std::uint64_t next_frontier_ = 0;   ///< the next epoch's positions [0, next_frontier_) were walked too
   std::uint64_t lookahead_ = 0;
-  taken_samples whole_taken_{4096};  ///< whole-shard mode, under cache_m_: 4 x lookahead_ + 4096, 65,536 at most
   std::atomic<bool> stopping_{false};
   std::unique_ptr<task_thread> completions_;  ///< whole-shard mode: the shards' answers are handled here
   std::unique_ptr<transfer_loop> loop_;  ///< last: it stops first (its callbacks use the members above)

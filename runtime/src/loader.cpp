@@ -1,6 +1,7 @@
 #include "pinfeed/runtime/loader.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <condition_variable>
 #include <stdexcept>
@@ -183,13 +184,16 @@ void loader_core::release_slot(std::size_t slot) noexcept {
 }  // namespace detail
 
 namespace detail {
-/// Places a sample in its epoch: it sits at `position` of `order`.
+/// Places a sample in its epoch: it sits at `position` of `order`, read in pass `pass`.
 struct sample_access {
-  static void place(sample& s, const epoch_order* order, std::uint64_t position) noexcept {
+  static void place(sample& s, const epoch_order* order, std::uint64_t position, std::uint64_t pass) noexcept {
     s.order_ = order;
     s.position_ = position;
+    s.pass_ = pass;
   }
 };
+/// The last pass number an epoch's start took (sample::pass()), over every loader of the process.
+std::atomic<std::uint64_t> last_pass{0};
 }  // namespace detail
 
 struct loader::impl {
@@ -232,6 +236,7 @@ struct loader::impl {
   std::uint32_t epoch = 0;
   std::uint64_t next_batch = 0;
   std::uint64_t seq_base = 0;  // ring sequence number of batch 0 of the current epoch
+  std::uint64_t pass = 0;      // this start's pass number (sample::pass())
   std::uint64_t next_seq = 0;  // never reused, so a held batch of an old epoch never matches
 };
 
@@ -320,6 +325,7 @@ void loader::impl::start(std::uint32_t e, std::uint64_t first_batch) {
   next_batch = first_batch;
   seq_base = next_seq;
   next_seq += batches;
+  pass = detail::last_pass.fetch_add(1, std::memory_order_relaxed) + 1;  // (the tasks of the last start are done)
   started = true;
   feeder = std::thread([this, e, first_batch, base = seq_base] { feed(e, first_batch, base); });
 }
@@ -381,7 +387,7 @@ void loader::impl::run_chunk(std::size_t slot, std::size_t begin, std::size_t en
       for (std::size_t f = 0; f < c.fields.size(); ++f)
         buffers[f] = base + c.field_offset[f] + j * c.fields[f].bytes();
       sample s(m.indices[j], m.epoch, c.options.seed, c.fields, buffers, &c.stats, c.trace.get());
-      detail::sample_access::place(s, &*order, m.batch * c.options.batch_size + j);
+      detail::sample_access::place(s, &*order, m.batch * c.options.batch_size + j, pass);
       std::exception_ptr err;
       try {
         stage_timer t(stage::produce, &c.stats, c.trace.get(), s.index());

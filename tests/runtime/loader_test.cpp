@@ -90,6 +90,53 @@ loader_options cpu_options(std::size_t batch, std::size_t workers, std::size_t p
 
 }  // namespace
 
+TEST_CASE("loader.passes.each_start_of_an_epoch_is_a_pass_of_its_own") {
+  // Every sample of one start carries its number; another start, of the same epoch or by another
+  // loader, has another; a sample outside a loader has 0, and a stand-in shares its place's.
+  std::mutex m;
+  std::vector<std::uint64_t> seen;
+  const auto src = make_source(24, reference_fields(), [&](sample& s) {
+    produce_reference(s);
+    std::lock_guard lock(m);
+    seen.push_back(s.pass());
+  });
+  auto passes_of = [&](loader& l, std::uint32_t epoch) {
+    seen.clear();
+    l.start_epoch(epoch);
+    while (l.next()) {
+    }
+    return std::set<std::uint64_t>(seen.begin(), seen.end());
+  };
+  loader a(src, cpu_options(5, 2)), b(src, cpu_options(5, 2));
+  const auto first = passes_of(a, 0), again = passes_of(a, 0), other = passes_of(b, 0), next = passes_of(a, 1);
+  REQUIRE(first.size() == 1);
+  REQUIRE(again.size() == 1);
+  REQUIRE(other.size() == 1);
+  REQUIRE(next.size() == 1);
+  const std::set<std::uint64_t> all{*first.begin(), *again.begin(), *other.begin(), *next.begin()};
+  CHECK(all.size() == 4);
+  CHECK(all.count(0) == 0);
+  const auto fields = reference_fields();
+  expected_sample e{std::vector<std::byte>(kFeatures), 0, 0};
+  std::byte* bufs[3] = {e.data.data(), reinterpret_cast<std::byte*>(&e.id), reinterpret_cast<std::byte*>(&e.noise)};
+  sample outside(3, 0, 1, fields, bufs);
+  CHECK(outside.pass() == 0);
+  seen.clear();
+  {
+    loader c(make_source(8, reference_fields(), [&](sample& s) {
+               sample stand_in(4, 0, 1, fields, bufs);  // written to by no one: only placed
+               stand_in.share_place(s);
+               produce_reference(s);
+               std::lock_guard lock(m);
+               seen.push_back(stand_in.pass() == s.pass() && stand_in.position() == s.position() ? 1 : 0);
+             }),
+             cpu_options(4, 1));
+    while (c.next()) {
+    }
+  }
+  CHECK(seen == std::vector<std::uint64_t>(8, 1));
+}
+
 TEST_CASE("loader.order.random_delays_1_2_8_workers") {
   for (std::size_t workers : {1, 2, 8}) {
     CAPTURE(workers);

@@ -105,7 +105,13 @@ class sample {
   void share_place(const sample& other) noexcept {
     order_ = other.order_;
     position_ = other.position_;
+    pass_ = other.pass_;
   }
+  /// Which pass over its epoch this sample is read in: each start of an epoch by a loader
+  /// (start_epoch(), or the first next()) takes a number no other start in the process has; 0
+  /// outside a loader. Sources that read ahead along the order tell by it that the same epoch is
+  /// read again (another loader, an evaluation run again with its epoch number).
+  [[nodiscard]] std::uint64_t pass() const noexcept { return pass_; }
   /// This sample's position in this rank's epoch order, or nullopt outside a loader.
   [[nodiscard]] std::optional<std::uint64_t> position() const noexcept {
     return order_ != nullptr ? std::optional<std::uint64_t>(position_) : std::nullopt;
@@ -162,6 +168,7 @@ class sample {
   std::string origin_;
   const epoch_order* order_ = nullptr;
   std::uint64_t position_ = 0;
+  std::uint64_t pass_ = 0;
 };
 
 /// A dataset of `size()` samples with the fields `fields()`.

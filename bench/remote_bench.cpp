@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -31,7 +32,13 @@ struct contender {
   std::shared_ptr<loaders::image_reader> reader;
   std::unique_ptr<loader> l;
   std::uint64_t index_bytes = 0;
-  std::vector<double> times;  ///< seconds of each timed epoch, in round order
+  std::vector<double> times;       ///< seconds of each timed epoch, in round order
+  std::vector<double> base_times;  ///< a remote row's: its local row's epoch run next to each of its own
+  int base = -1;                   ///< a remote row's: the index of the local row it is compared with
+  /// Requests the reader made while other rows ran (between its timed epochs): work that would
+  /// slow the epoch paired with its own. Zero when the pairing is clean.
+  std::uint64_t requests_between = 0;
+  std::optional<std::uint64_t> requests_at_end;
   loaders::remote_counters before{}, after{};
 
   contender(std::string m, bool w, std::shared_ptr<loaders::image_reader> r, const remote_bench_options& o,
@@ -48,11 +55,14 @@ struct contender {
   }
   /// Runs epoch `e` to its end; returns its seconds.
   double epoch(std::uint32_t e) {
+    if (requests_at_end) requests_between += loaders::remote_stats(*reader).requests - *requests_at_end;
     l->start_epoch(e);
     const auto t0 = std::chrono::steady_clock::now();
     while (auto b = l->next()) {
     }
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    requests_at_end = loaders::remote_stats(*reader).requests;
+    return s;
   }
   /// What the timed epochs fetched, all of them together.
   [[nodiscard]] loaders::remote_counters during() const {
@@ -68,14 +78,39 @@ struct contender {
   }
 };
 
-/// Every contender's epochs, interleaved: one warm-up epoch each, then `repeats` rounds in which
-/// each runs one epoch (the same epoch number for all: the same order), so that the epochs a ratio
-/// pairs ran next to each other, whatever else the host was doing over the whole run.
+/// Every contender's epochs, interleaved: one warm-up epoch each, then `repeats` rounds. In a
+/// round each remote row runs one epoch right next to an epoch of its local row (the same epoch
+/// number: the same order), so that a ratio pairs two epochs a second apart, whatever the host
+/// did over the whole run: a guest's cores drift in speed by 10-20% over tens of seconds. Which
+/// of the pair runs first alternates from pair to pair, so that a drift within one pair does not
+/// favour either side. With no remote row, each local row runs one epoch a round.
 void run_rounds(std::vector<contender>& all, int repeats) {
   for (auto& c : all) (void)c.epoch(0);
   for (auto& c : all) c.before = loaders::remote_stats(*c.reader);
-  for (int r = 1; r <= repeats; ++r)
-    for (auto& c : all) c.times.push_back(c.epoch(static_cast<std::uint32_t>(r)));
+  const bool paired = std::any_of(all.begin(), all.end(), [](const contender& c) { return c.base >= 0; });
+  for (int r = 1; r <= repeats; ++r) {
+    const auto e = static_cast<std::uint32_t>(r);
+    int pair = r;
+    for (auto& c : all) {
+      if (!paired) {
+        c.times.push_back(c.epoch(e));
+        continue;
+      }
+      if (c.base < 0) continue;
+      contender& b = all[static_cast<std::size_t>(c.base)];
+      double tb = 0, tc = 0;
+      if (pair++ % 2 == 1) {
+        tb = b.epoch(e);
+        tc = c.epoch(e);
+      } else {
+        tc = c.epoch(e);
+        tb = b.epoch(e);
+      }
+      b.times.push_back(tb);
+      c.times.push_back(tc);
+      c.base_times.push_back(tb);
+    }
+  }
   for (auto& c : all) c.after = loaders::remote_stats(*c.reader);
 }
 
@@ -125,10 +160,9 @@ void run_remote(const remote_bench_options& o, std::ostream& out) {
   };
   std::uint32_t window = o.window_shards;  // once known: the window every whole-shard row took
   auto row = [&](const contender& c) {
-    const contender& base = all[c.whole ? 1 : 0];
     // The ratio of each round's pair of epochs, then their median.
     std::vector<double> ratios;
-    for (std::size_t r = 0; r < c.times.size(); ++r) ratios.push_back(base.times[r] / c.times[r]);
+    for (std::size_t r = 0; r < c.times.size(); ++r) ratios.push_back(c.base < 0 ? 1.0 : c.base_times[r] / c.times[r]);
     const auto d = c.during();
     const double per_epoch = static_cast<double>(c.times.size()) * images;
     const bool remote = c.mode != "local";
@@ -139,6 +173,7 @@ void run_remote(const remote_bench_options& o, std::ostream& out) {
                       {"images", local->size()},
                       {"shards", paths.size()},
                       {"workers", workers},
+                      {"epochs", c.times.size()},
                       {"median_s", median_s},
                       {"images_per_s", images / median_s},
                       {"ratio_to_local", median_of(ratios)},
@@ -148,6 +183,7 @@ void run_remote(const remote_bench_options& o, std::ostream& out) {
                       {"bytes_ratio", static_cast<double>(d.bytes) / per_epoch / (static_cast<double>(total_bytes) / images)},
                       {"index_bytes", c.index_bytes},
                       {"requests_per_image", static_cast<double>(d.requests) / per_epoch},
+                      {"requests_between_epochs", c.requests_between},
                       {"retries", d.retries},
                       {"fetch_wait_ms_per_image", d.wait_ms / per_epoch},
                       {"requests_in_flight", remote ? c.after.requests_in_flight : 0},
@@ -190,6 +226,8 @@ void run_remote(const remote_bench_options& o, std::ostream& out) {
     }
   }
   add_whole_local(window);
+  for (auto& c : all)
+    if (c.mode != "local") c.base = c.whole ? 1 : 0;
   run_rounds(all, o.repeats);
   for (const auto& c : all) row(c);
   all.clear();  // the remote readers go before their servers

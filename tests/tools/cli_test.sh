@@ -240,9 +240,12 @@ got = {(r['mode'], r['read']) for r in rows}
 assert got == {(m, k) for m in ('local', 'loopback', 'latency') for k in ('range', 'whole')}, got
 for r in rows:
     assert r['images'] == 60 and r['cpu'] and r['images_per_s'] > 0, r
-    assert len(r['ratios_to_local']) == 1 and r['ratio_to_local'] == r['ratios_to_local'][0] > 0, r
+    # Each remote row's epoch runs next to one of its local row's: a local row times two a round.
+    assert r['epochs'] == len(r['ratios_to_local']) == (2 if r['mode'] == 'local' else 1), r
     if r['mode'] == 'local':
-        assert r['ratio_to_local'] == 1.0, r
+        assert r['ratio_to_local'] == 1.0 and set(r['ratios_to_local']) == {1.0} and r['requests_between_epochs'] == 0, r
+    else:
+        assert r['ratio_to_local'] == r['ratios_to_local'][0] > 0, r
     assert r['default_read'] == (r['read'] == 'whole'), r
     if r['read'] == 'whole':
         assert r['window_shards'] == 1, r

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdio>
 #include <condition_variable>
+#include <exception>
 #include <stdexcept>
 #include <thread>
 
@@ -438,9 +439,19 @@ void loader::impl::finish_slot(std::size_t slot) {
     }
     PINFEED_CUDA_TRY(cudaMemcpyAsync(c.device_slot(slot), c.host_slot(slot), c.used_bytes(m.count),
                                      cudaMemcpyHostToDevice, c.copy_stream.get()));
-    if (c.options.after_copy) c.options.after_copy(c.used_bytes(m.count), c.copy_stream.get());
+    // The copy event is recorded even when the hook throws: the queued copy still reads the host
+    // slot, which must not be refilled before it has (the feeder waits for this event).
+    std::exception_ptr hook_failure;
+    if (c.options.after_copy) {
+      try {
+        c.options.after_copy(c.used_bytes(m.count), c.copy_stream.get());
+      } catch (...) {
+        hook_failure = std::current_exception();
+      }
+    }
     PINFEED_CUDA_TRY(cudaEventRecord(m.copy_event.get(), c.copy_stream.get()));
     m.copy_recorded = true;
+    if (hook_failure) std::rethrow_exception(hook_failure);
   } catch (...) {
     std::lock_guard lock(m.error_mutex);
     m.error = std::current_exception();

@@ -41,11 +41,13 @@ struct loader_options {
   epoch_order_options order;
   /// The consumer's stream. Unset: the loader creates a non-blocking stream on its device.
   std::optional<cudaStream_t> stream;
-  /// Called on the copy thread right after each batch's host-to-device copy is queued on the copy
-  /// stream, with the bytes copied; work it queues on that stream delays the batch's readiness (an
-  /// emulated slow link: pinfeed::throttle_copy; instrumentation). Empty (default): none. Only
-  /// with a GPU: on the CPU path nothing is copied and the loader refuses it. An exception it
-  /// throws fails that batch.
+  /// Called right after each batch's host-to-device copy is queued on the copy stream, with the
+  /// bytes copied; work it queues on that stream delays the batch's readiness (an emulated slow
+  /// link: pinfeed::throttle_copy; instrumentation). It runs on the worker thread that completed
+  /// the batch, so calls for different batches may run at the same time and in any order: it must
+  /// be thread-safe. The copy event is recorded after it returns (or throws). Empty (default):
+  /// none. Only with a GPU: on the CPU path nothing is copied and the loader refuses it. An
+  /// exception it throws fails that batch.
   std::function<void(std::size_t bytes, cudaStream_t copy_stream)> after_copy;
   bool trace = false;                  ///< record stage spans for a Chrome trace
   std::size_t trace_max_events = 1u << 20;

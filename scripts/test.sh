@@ -5,8 +5,10 @@
 #   - builds the GPU runner's bundle and dry-runs its device checks (scripts/gpu-bundle.sh),
 #   - cross-builds for aarch64 and runs the runtime, ops and loaders tests under qemu
 #     (scripts/cross-aarch64.sh),
-#   - compiles every CUDA translation unit with the newest CUDA 13.x from PyPI (scripts/check-cuda-newest.sh).
-# PINFEED_SKIP_BUNDLE=1, PINFEED_SKIP_CROSS=1 and PINFEED_SKIP_CUDA_NEWEST=1 leave one out.
+#   - compiles every CUDA translation unit with the newest CUDA 13.x from PyPI (scripts/check-cuda-newest.sh),
+#   - runs the GPU suites on the functional GPU simulator (scripts/gpu-sim-tests.sh: ctest -L gpu-sim).
+# PINFEED_SKIP_BUNDLE=1, PINFEED_SKIP_CROSS=1, PINFEED_SKIP_CUDA_NEWEST=1 and PINFEED_SKIP_GPU_SIM=1
+# leave one out.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_args=()
@@ -36,6 +38,10 @@ else
   if [[ ${PINFEED_SKIP_CUDA_NEWEST:-0} != 1 ]]; then
     step "newest CUDA 13.x toolkit: compile and link"
     bash "$root/scripts/check-cuda-newest.sh"
+  fi
+  if [[ ${PINFEED_SKIP_GPU_SIM:-0} != 1 ]]; then
+    step "GPU suites on the simulator"
+    bash "$root/scripts/gpu-sim-tests.sh"
   fi
   step "main test run"
 fi

@@ -7,7 +7,9 @@
 #include <thread>
 
 #include <oneapi/tbb/global_control.h>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "pinfeed/runtime/device.hpp"
 #include "pinfeed/runtime/log.hpp"
@@ -20,6 +22,8 @@ constexpr int kSkipped = 77;
 /// Counts the test cases that ran, so that a run asked for named cases fails when none matched
 /// (a CTest test per case must not pass by running nothing).
 std::size_t g_cases_run = 0;
+/// The cases that reported themselves skipped (pinfeed::test::skip_case), with their reasons.
+std::vector<std::string> g_skipped;
 struct case_counter : doctest::IReporter {
   explicit case_counter(const doctest::ContextOptions&) {}
   void report_query(const doctest::QueryData&) override {}
@@ -52,6 +56,14 @@ bool gpu_suite_only(int argc, char** argv) {
 }
 }  // namespace
 
+namespace pinfeed::test {
+void skip_case(const std::string& reason) {
+  g_skipped.push_back(reason);
+  const std::string note = "skipped: " + reason;
+  MESSAGE(note);
+}
+}  // namespace pinfeed::test
+
 int main(int argc, char** argv) {
   pinfeed::set_log_level(pinfeed::log_level::warn);
   // The tests run loaders of up to 8 workers on any machine, as an application may: they hold
@@ -63,6 +75,10 @@ int main(int argc, char** argv) {
   if (rc == 0 && !context.shouldExit() && names_cases(argc, argv) && g_cases_run == 0) {
     std::printf("no test case matches the name given\n");
     return 1;
+  }
+  if (rc == 0 && !context.shouldExit() && g_cases_run > 0 && g_skipped.size() == g_cases_run) {
+    for (const auto& why : g_skipped) std::printf("skipped: %s\n", why.c_str());
+    return kSkipped;
   }
   if (rc == 0 && !context.shouldExit() && gpu_suite_only(argc, argv) && !pinfeed::cuda_devices().usable) {
     std::printf("skipped: every GPU case of this suite, no usable CUDA device (%s)\n",

@@ -42,6 +42,32 @@ inline bool gpu_available(const char* what) {
   return s.usable;
 }
 
+/// Marks the running case skipped, with the reason (test_main.cpp): when every case a run ran was
+/// skipped, the executable exits 77, which CTest reports as skipped, never as passed.
+void skip_case(const std::string& reason);
+
+/// True when the CUDA device is GPGPU-Sim's functional simulator (tools/gpu-sim): its results are
+/// the kernels' real results, but it has no speed, runs one operation at a time and is about a
+/// million times slower than a GPU, so the GPU cases give it inputs small enough to simulate.
+inline bool simulated_gpu() {
+  const auto& s = cuda_devices();
+  return s.usable && !s.devices.empty() && s.devices[0].name.rfind("GPGPU-Sim", 0) == 0;
+}
+
+/// `real` on a GPU, `simulated` on the simulator: a shape for each.
+template <class T>
+T on_gpu_or_simulator(T real, T simulated) {
+  return simulated_gpu() ? simulated : real;
+}
+
+/// On the simulator, skips the calling case (skip_case) because it needs what only a GPU has
+/// (speed, real concurrency, sizes beyond simulation), and returns true: the case returns at once.
+inline bool needs_real_gpu(const std::string& why) {
+  if (!simulated_gpu()) return false;
+  skip_case("needs a real GPU: " + why);
+  return true;
+}
+
 /// Resident set size of this process in bytes (Linux /proc/self/statm).
 inline std::size_t rss_bytes() {
   std::ifstream in("/proc/self/statm");

@@ -22,11 +22,11 @@ namespace {
 
 void balanced_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
                          cudaStream_t stream) {
-  detail::balanced_sample_gpu_hooked(d_temp, temp_bytes, a, p, stream, nullptr, nullptr);
+  detail::balanced_sample_gpu_with(d_temp, temp_bytes, a, p, stream, {});
 }
 
-void detail::balanced_sample_gpu_hooked(void* d_temp, std::size_t&, const sampler_args& a, const sampler_params& p,
-                                        cudaStream_t, sampler_stage_hook, void*) {
+void detail::balanced_sample_gpu_with(void* d_temp, std::size_t&, const sampler_args& a, const sampler_params& p,
+                                      cudaStream_t, const sampler_knobs&) {
   validate_gpu_shapes(a, p, d_temp != nullptr);
   no_gpu("balanced_sample_gpu");
 }

@@ -478,11 +478,12 @@ int bits_for(std::int64_t n) {
   return bits;
 }
 
-std::uint32_t candidate_cap(std::int64_t n) {
-  return static_cast<std::uint32_t>(std::max<std::int64_t>(1, std::min<std::int64_t>(n, kCandidateCap)));
+/// Candidates kept per row and class: kCandidateCap (or a test's smaller cap), at most n, at least 1.
+std::uint32_t candidate_cap(std::int64_t n, std::uint32_t cap) {
+  return static_cast<std::uint32_t>(std::max<std::int64_t>(1, std::min<std::int64_t>(n, cap)));
 }
 
-layout make_layout(const sampler_args& a, const sampler_params& p, int index_bits) {
+layout make_layout(const sampler_args& a, const sampler_params& p, int index_bits, std::uint32_t cand_cap) {
   layout l{};
   const auto rows = static_cast<std::size_t>(a.rows), k = static_cast<std::size_t>(p.k);
   std::size_t at = 0;
@@ -493,7 +494,7 @@ layout make_layout(const sampler_args& a, const sampler_params& p, int index_bit
   };
   l.state = take(rows * sizeof(row_state));
   l.hist = take(rows * 2 * kMaxBins * sizeof(std::uint32_t));
-  l.cand = take(rows * 2 * candidate_cap(a.n) * sizeof(std::uint64_t));
+  l.cand = take(rows * 2 * cand_cap * sizeof(std::uint64_t));
   l.selected = take(rows * k * sizeof(std::uint32_t));
   l.keys_in = take(rows * k * sizeof(std::uint64_t));
   l.keys_out = take(rows * k * sizeof(std::uint64_t));
@@ -650,7 +651,7 @@ void run_pipeline(std::byte* temp, const layout& l, const sampler_args& a, const
   PINFEED_CHECK_LAUNCH();
 }
 
-params_dev make_params(const sampler_args& a, const sampler_params& p) {
+params_dev make_params(const sampler_args& a, const sampler_params& p, std::uint32_t cap) {
   params_dev d{};
   d.rows = a.rows;
   d.n = a.n;
@@ -661,7 +662,7 @@ params_dev make_params(const sampler_args& a, const sampler_params& p) {
   d.seed = p.seed;
   d.offset = p.offset;
   d.mode = p.mode;
-  d.cand_cap = candidate_cap(a.n);
+  d.cand_cap = candidate_cap(a.n, cap);
   d.index_bits = bits_for(a.n);
   return d;
 }
@@ -732,16 +733,15 @@ void check_sampler_faults() {
 
 void balanced_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
                          cudaStream_t stream) {
-  detail::balanced_sample_gpu_hooked(d_temp, temp_bytes, a, p, stream, nullptr, nullptr);
+  detail::balanced_sample_gpu_with(d_temp, temp_bytes, a, p, stream, {});
 }
 
-void detail::balanced_sample_gpu_hooked(void* d_temp, std::size_t& temp_bytes, const sampler_args& a,
-                                        const sampler_params& p, cudaStream_t stream, sampler_stage_hook hook,
-                                        void* hook_ctx) {
+void detail::balanced_sample_gpu_with(void* d_temp, std::size_t& temp_bytes, const sampler_args& a,
+                                      const sampler_params& p, cudaStream_t stream, const sampler_knobs& knobs) {
   const bool running = d_temp != nullptr;
   detail::validate_gpu_shapes(a, p, running);
-  params_dev d = make_params(a, p);
-  const layout l = make_layout(a, p, d.index_bits);
+  params_dev d = make_params(a, p, knobs.candidate_cap != 0 ? knobs.candidate_cap : kCandidateCap);
+  const layout l = make_layout(a, p, d.index_bits, d.cand_cap);
   if (detail::answer_temp_query(d_temp, temp_bytes, l.total, "balanced sampler (GPU)")) return;
   // A running call: not a size query, which no earlier fault could affect.
   if (!detail::stream_capturing(stream)) detail::check_device_pointers(a, "balanced sampler (GPU)");
@@ -758,10 +758,10 @@ void detail::balanced_sample_gpu_hooked(void* d_temp, std::size_t& temp_bytes, c
   d.chunk = ((a.n + d.blocks_per_row - 1) / d.blocks_per_row + 3) / 4 * 4;
   auto* temp = static_cast<std::byte*>(d_temp);
   const bool l64 = a.label_type == dtype::i64, i64 = a.index_type == dtype::i64;
-  if (l64 && i64) run_pipeline<std::int64_t, std::int64_t>(temp, l, a, d, stream, hook, hook_ctx);
-  else if (l64) run_pipeline<std::int64_t, std::int32_t>(temp, l, a, d, stream, hook, hook_ctx);
-  else if (i64) run_pipeline<std::int32_t, std::int64_t>(temp, l, a, d, stream, hook, hook_ctx);
-  else run_pipeline<std::int32_t, std::int32_t>(temp, l, a, d, stream, hook, hook_ctx);
+  if (l64 && i64) run_pipeline<std::int64_t, std::int64_t>(temp, l, a, d, stream, knobs.hook, knobs.hook_ctx);
+  else if (l64) run_pipeline<std::int64_t, std::int32_t>(temp, l, a, d, stream, knobs.hook, knobs.hook_ctx);
+  else if (i64) run_pipeline<std::int32_t, std::int64_t>(temp, l, a, d, stream, knobs.hook, knobs.hook_ctx);
+  else run_pipeline<std::int32_t, std::int32_t>(temp, l, a, d, stream, knobs.hook, knobs.hook_ctx);
 }
 
 }  // namespace pinfeed::ops

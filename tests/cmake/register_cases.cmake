@@ -1,8 +1,11 @@
 # Run after a test executable is built: registers each of its doctest cases as a CTest test of its
 # own, so that one case can be run or selected by name (ctest -R runtime_tests.loader.bad_input).
 # Cases of the doctest suite "gpu" become <name>.gpu.<case>, labelled gpu: without a usable device
-# they exit 77 and CTest counts them skipped. The others are <name>.<case>, labelled cpu.
-# Variables: EXE, NAME, EMULATOR (a list, may be empty), OUT, TIMEOUT, SERIAL (TRUE/FALSE).
+# they exit 77 and CTest counts them skipped. The others are <name>.<case>, labelled cpu. A case
+# that skips itself (pinfeed::test::skip_case) exits 77 too, and every case may.
+# With SIM_RUNNER (tools/gpu-sim/run.sh) only the GPU cases are registered: <name>.gpu-sim.<case>,
+# labelled gpu-sim, run on the GPU simulator.
+# Variables: EXE, NAME, EMULATOR (a list, may be empty), OUT, TIMEOUT, SERIAL (TRUE/FALSE), SIM_RUNNER.
 
 function(list_cases out)
   execute_process(COMMAND ${EMULATOR} "${EXE}" ${ARGN} --list-test-cases --no-version
@@ -37,12 +40,19 @@ set(serial "")
 if(SERIAL)
   set(serial "RUN_SERIAL TRUE")
 endif()
-list_cases(cpu_cases --test-suite-exclude=gpu)
-foreach(case IN LISTS cpu_cases)
-  add_case("${NAME}.${case}" "${case}" "--test-suite-exclude=gpu" cpu "${serial}")
-endforeach()
 list_cases(gpu_cases --test-suite=gpu)
-foreach(case IN LISTS gpu_cases)
-  add_case("${NAME}.gpu.${case}" "${case}" "--test-suite=gpu --no-skipped-summary" gpu "SKIP_RETURN_CODE 77 ${serial}")
-endforeach()
+if(SIM_RUNNER)
+  set(EMULATOR "${SIM_RUNNER};--doctest")
+  foreach(case IN LISTS gpu_cases)
+    add_case("${NAME}.gpu-sim.${case}" "${case}" "--test-suite=gpu --no-skipped-summary" gpu-sim "SKIP_RETURN_CODE 77 ${serial}")
+  endforeach()
+else()
+  list_cases(cpu_cases --test-suite-exclude=gpu)
+  foreach(case IN LISTS cpu_cases)
+    add_case("${NAME}.${case}" "${case}" "--test-suite-exclude=gpu" cpu "SKIP_RETURN_CODE 77 ${serial}")
+  endforeach()
+  foreach(case IN LISTS gpu_cases)
+    add_case("${NAME}.gpu.${case}" "${case}" "--test-suite=gpu --no-skipped-summary" gpu "SKIP_RETURN_CODE 77 ${serial}")
+  endforeach()
+endif()
 file(WRITE "${OUT}" "${script}")

@@ -445,6 +445,7 @@ TEST_CASE("doctor.analysis_rules_on_given_numbers") {
 
 TEST_CASE("doctor.throttled_copy_is_named" * doctest::test_suite("gpu")) {
   if (!pinfeed::test::gpu_available("doctor.throttled_copy_is_named")) return;
+  if (pinfeed::test::needs_real_gpu("it compares the modes' throughputs; the simulator has no speed")) return;
   for (std::size_t workers : {1u, 2u}) {
     CAPTURE(workers);
     doctor_pipeline p{small_synthetic(256, 96), parse_pipeline("crop(64)"), {}};
@@ -495,6 +496,11 @@ TEST_CASE("doctor.gpu_ladder_with_device_tail_and_user_step" * doctest::test_sui
   doctor_options o = quick(2, 16);
   o.loader.device = "cuda";
   o.step_ms = 2;
+  if (pinfeed::test::simulated_gpu()) {
+    // Its modes would queue kernels for a quarter of a second each, faster than the simulator runs
+    // them: there, each mode runs its 6 timed steps and no more.
+    o.min_mode_seconds = 0;
+  }
   doctor_report r = doctor(p, o);
   MESSAGE(r.to_text());
   for (const char* id : {"L0", "L1", "L2", "L3", "L4", "L5"})

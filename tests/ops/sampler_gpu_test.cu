@@ -1,5 +1,7 @@
 // GPU cases of the balanced sampler: bit-identical to the CPU reference, the tie and candidate-
-// overflow paths, graph capture, no host synchronization, bad input.
+// overflow paths, graph capture, no host synchronization, bad input. On the GPU simulator the same
+// cases run on smaller inputs (test::on_gpu_or_simulator), chosen so that every kernel path still
+// runs; the candidate overflow is reached there with a smaller candidate buffer.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -33,6 +35,7 @@ struct run_options {
   std::size_t feature_bytes = 0;  ///< bytes per item row; 0: no features
   std::size_t misalign = 0;       ///< features and gathered features start this many bytes past an allocation
   cudaStream_t stream = nullptr;
+  std::uint32_t candidate_cap = 0;  ///< the GPU's candidate buffer per row and class; 0: the default
 };
 
 /// Values of `v` stored as `t` (i32 or i64).
@@ -112,10 +115,12 @@ outputs run(bool gpu, const std::vector<std::int64_t>& labels64, std::int64_t ro
     a.features = d_feat.data() + o.misalign;
     a.gathered_features = d_gfeat.data() + o.misalign;
   }
+  ops::detail::sampler_knobs knobs;
+  knobs.candidate_cap = o.candidate_cap;
   std::size_t temp_bytes = 0;
-  balanced_sample_gpu(nullptr, temp_bytes, a, p, o.stream);
+  ops::detail::balanced_sample_gpu_with(nullptr, temp_bytes, a, p, o.stream, knobs);
   device_buffer temp(temp_bytes);
-  balanced_sample_gpu(temp.data(), temp_bytes, a, p, o.stream);
+  ops::detail::balanced_sample_gpu_with(temp.data(), temp_bytes, a, p, o.stream, knobs);
   PINFEED_CUDA_TRY(cudaStreamSynchronize(o.stream));
   check_sampler_faults();
   PINFEED_CUDA_TRY(cudaMemcpy(idx.data(), d_idx.data(), idx.size(), cudaMemcpyDeviceToHost));
@@ -148,6 +153,29 @@ struct device_case {
   }
 };
 
+/// Items of `c` (0: positives, 1: negatives) of `row` that share the top 11 key bits with the
+/// class's want-th smallest selection key: the candidates the GPU's first radix pass keeps. 0 when
+/// the class takes none or all of its items (no selection).
+std::size_t first_bucket_size(const std::vector<std::int64_t>& labels, std::int64_t row, std::int64_t n,
+                              const sampler_params& p, int c) {
+  std::vector<std::uint32_t> keys;
+  std::int64_t positives = 0, negatives = 0;
+  const philox_stream sel(p.seed, p.offset, static_cast<std::uint64_t>(row), 0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto l = labels[row * n + i];
+    if (l == p.ignore_label) continue;
+    const int cls = l == p.negative_label ? 1 : 0;
+    (cls == 0 ? positives : negatives)++;
+    if (cls == c) keys.push_back(sel.word_at(static_cast<std::uint64_t>(i)));
+  }
+  const auto cc = balanced_counts(positives, negatives, p.k, positive_target(p), p.mode);
+  const std::int64_t want = c == 0 ? cc.num_pos : cc.num_neg;
+  if (want == 0 || want == static_cast<std::int64_t>(keys.size())) return 0;
+  std::nth_element(keys.begin(), keys.begin() + (want - 1), keys.end());
+  const std::uint32_t bucket = keys[static_cast<std::size_t>(want - 1)] >> 21;
+  return static_cast<std::size_t>(std::count_if(keys.begin(), keys.end(), [&](std::uint32_t k) { return (k >> 21) == bucket; }));
+}
+
 /// CPU == GPU on the same input and options.
 void check_same(const std::vector<std::int64_t>& labels, std::int64_t rows, std::int64_t n, const sampler_params& p,
                 const run_options& o = {}) {
@@ -158,14 +186,27 @@ void check_same(const std::vector<std::int64_t>& labels, std::int64_t rows, std:
 
 TEST_CASE("gpu.sampler.bit_identical_to_cpu" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("sampler CPU == GPU")) return;
-  const test::sampler_config configs[] = {
-      {1, 1, 1, 0.5, sampler_mode::topup, 50, 0},       {3, 10, 4, 0.5, sampler_mode::topup, 30, 20},
-      {7, 1000, 100, 0.25, sampler_mode::topup, 10, 5}, {5, 1000, 100, 0.5, sampler_mode::detectron2, 3, 5},
-      {4, 5000, 2000, 0.5, sampler_mode::topup, 50, 50}, {2, 37, 50, 0.5, sampler_mode::topup, 40, 10},
-      {1000, 16, 4, 0.5, sampler_mode::topup, 50, 10},  {32, 100000, 10000, 0.5, sampler_mode::topup, 50, 0},
-      {1, 1000000, 100000, 0.5, sampler_mode::topup, 50, 0}, {3, 0, 5, 0.5, sampler_mode::topup, 50, 0},
-      {4, 100, 0, 0.5, sampler_mode::topup, 50, 0},     {2, 400000, 200000, 0.5, sampler_mode::topup, 50, 0},  // order-key ties
+  constexpr auto topup = sampler_mode::topup;
+  // Every path at sizes the simulator runs: rows of one block and of several, one row (a
+  // device-wide sort of more than one tile) and many (a segmented sort), k = 0 and k = n, one class
+  // only, every item ignored, fewer eligible items than k.
+  std::vector<test::sampler_config> configs = {
+      {1, 1, 1, 0.5, topup, 50, 0},        {3, 10, 4, 0.5, topup, 30, 20},
+      {7, 1000, 100, 0.25, topup, 10, 5},  {5, 1000, 100, 0.5, sampler_mode::detectron2, 3, 5},
+      {2, 37, 50, 0.5, topup, 40, 10},     {3, 0, 5, 0.5, topup, 50, 0},
+      {4, 100, 0, 0.5, topup, 50, 0},      {3, 64, 64, 0.5, topup, 50, 0},
+      {2, 2000, 300, 0.5, topup, 100, 0},  {2, 2000, 300, 0.5, topup, 0, 0},
+      {2, 500, 50, 0.5, topup, 0, 100},    {64, 16, 4, 0.5, topup, 50, 10},
+      {3, 20000, 2500, 0.5, topup, 50, 10}, {1, 40000, 4000, 0.5, topup, 50, 0},
   };
+  if (!test::simulated_gpu()) {
+    const test::sampler_config large[] = {
+        {4, 5000, 2000, 0.5, topup, 50, 50},     {1000, 16, 4, 0.5, topup, 50, 10},
+        {32, 100000, 10000, 0.5, topup, 50, 0},  {1, 1000000, 100000, 0.5, topup, 50, 0},
+        {2, 400000, 200000, 0.5, topup, 50, 0},  // order-key ties
+    };
+    configs.insert(configs.end(), std::begin(large), std::end(large));
+  }
   for (const auto& c : configs) {
     CAPTURE(c.rows);
     CAPTURE(c.n);
@@ -180,10 +221,13 @@ TEST_CASE("gpu.sampler.bit_identical_to_cpu" * doctest::test_suite("gpu")) {
 
 TEST_CASE("gpu.sampler.tie_at_threshold" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("sampler tie path")) return;
+  // The first seed from 77 on whose row of n keys holds a tied pair (about one seed in three at 2^16).
+  const std::int64_t n = test::on_gpu_or_simulator<std::int64_t>(1 << 18, 1 << 16);
   test::tie_case t;
-  REQUIRE(test::find_tie(77, 1 << 18, t));
+  std::uint64_t seed = 77;
+  while (!test::find_tie(seed, n, t)) REQUIRE(++seed < 77 + 64);
   sampler_params p;
-  p.seed = 77;
+  p.seed = seed;
   p.positive_fraction = 1.0;
   p.k = t.k;
   const std::vector<std::int64_t> labels(static_cast<std::size_t>(t.n), 1);
@@ -192,15 +236,19 @@ TEST_CASE("gpu.sampler.tie_at_threshold" * doctest::test_suite("gpu")) {
 
 TEST_CASE("gpu.sampler.candidates_overflow_the_buffer" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("sampler candidate overflow path")) return;
-  // 2^25 positives put about 16K keys in the first bucket, more than the 8192 kept: later passes
-  // read the labels again.
-  const std::int64_t n = std::int64_t{1} << 25;
+  // More keys in the first bucket than the buffer keeps: later passes read the labels again. On a
+  // GPU, 2^25 positives put about 16K keys there, over the default 8192; on the simulator 2^16
+  // put about 32 there, over a buffer of 8.
+  const std::int64_t n = test::on_gpu_or_simulator<std::int64_t>(std::int64_t{1} << 25, 1 << 16);
+  run_options o;
+  o.candidate_cap = test::on_gpu_or_simulator<std::uint32_t>(0, 8);
   sampler_params p;
   p.k = 1000;
   p.positive_fraction = 1.0;
   p.seed = 5;
   const std::vector<std::int64_t> labels(static_cast<std::size_t>(n), 1);
-  check_same(labels, 1, n, p);
+  REQUIRE(first_bucket_size(labels, 0, n, p, 0) > (o.candidate_cap != 0 ? o.candidate_cap : 8192u));
+  check_same(labels, 1, n, p, o);
 }
 
 TEST_CASE("gpu.sampler.graph_capture_and_replay" * doctest::test_suite("gpu")) {
@@ -208,8 +256,11 @@ TEST_CASE("gpu.sampler.graph_capture_and_replay" * doctest::test_suite("gpu")) {
   struct shape {
     std::int64_t rows, n, k;
   };
-  // Several rows (a segmented sort a row) and one row (a device-wide sort with padded slots).
-  for (const shape sh : {shape{8, 20000, 500}, shape{1, 200000, 30000}}) {
+  // Several rows (a segmented sort a row) and one row (a device-wide sort with padded slots). The
+  // simulator captures too, and refuses the calls a capture forbids as CUDA does.
+  const bool sim = test::simulated_gpu();
+  for (const shape sh : {sim ? shape{8, 2000, 100} : shape{8, 20000, 500},
+                         sim ? shape{1, 20000, 3000} : shape{1, 200000, 30000}}) {
     const std::int64_t rows = sh.rows, n = sh.n;
     CAPTURE(rows);
     sampler_params p;
@@ -263,11 +314,46 @@ TEST_CASE("gpu.sampler.graph_capture_and_replay" * doctest::test_suite("gpu")) {
   }
 }
 
+TEST_CASE("gpu.sampler.capture_refuses_what_the_sampler_avoids" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("calls refused during a capture")) return;
+  // The premise of graph_capture_and_replay: an allocation while a stream is being captured in
+  // global mode is refused and invalidates the capture (as the sampler's first call would if it
+  // allocated its fault word without relaxing its thread's capture mode); in relaxed mode it runs.
+  cudaStream_t s;
+  PINFEED_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (const bool relaxed : {false, true}) {
+    CAPTURE(relaxed);
+    PINFEED_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    cudaStreamCaptureMode mode = relaxed ? cudaStreamCaptureModeRelaxed : cudaStreamCaptureModeGlobal;
+    PINFEED_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
+    void* p = nullptr;
+    const cudaError_t alloc = cudaMalloc(&p, 256);
+    PINFEED_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
+    cudaGraph_t graph = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(s, &graph);
+    (void)cudaGetLastError();
+    if (relaxed) {
+      CHECK(alloc == cudaSuccess);
+      CHECK(end == cudaSuccess);
+      if (graph != nullptr) PINFEED_CUDA_TRY(cudaGraphDestroy(graph));
+      PINFEED_CUDA_TRY(cudaFree(p));
+    } else {
+      CHECK(alloc == cudaErrorStreamCaptureUnsupported);
+      CHECK(end == cudaErrorStreamCaptureInvalidated);
+      CHECK(graph == nullptr);
+    }
+  }
+  PINFEED_CUDA_TRY(cudaStreamDestroy(s));
+}
+
 TEST_CASE("gpu.sampler.never_waits_for_the_device" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("sampler host synchronization")) return;
-  const std::int64_t rows = 32, n = 100000;
+  // On the simulator too: it runs the stream's work on a thread of its own, and an API call that
+  // waited for the device would wait for the busy kernel there as well.
+  const std::int64_t rows = test::on_gpu_or_simulator<std::int64_t>(32, 4);
+  const std::int64_t n = test::on_gpu_or_simulator<std::int64_t>(100000, 5000);
   sampler_params p;
-  p.k = 10000;
+  p.k = test::on_gpu_or_simulator<std::int64_t>(10000, 500);
   const auto labels = test::random_labels(rows * n, 2, 50, 0);
   device_case dc(labels, rows, n, p.k);
   const sampler_args& a = dc.args;
@@ -304,8 +390,10 @@ TEST_CASE("gpu.sampler.never_waits_for_the_device" * doctest::test_suite("gpu"))
 
 TEST_CASE("gpu.sampler.label_and_index_types" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("sampler int32/int64 labels and indices")) return;
-  const std::int64_t rows = 6, n = 30000;
-  sampler_params p = test::sampler_config{rows, n, 700, 0.25, sampler_mode::topup, 20, 10}.params(12, 1);
+  const std::int64_t rows = test::on_gpu_or_simulator<std::int64_t>(6, 3);
+  const std::int64_t n = test::on_gpu_or_simulator<std::int64_t>(30000, 4000);
+  sampler_params p = test::sampler_config{rows, n, test::on_gpu_or_simulator<std::int64_t>(700, 300), 0.25,
+                                          sampler_mode::topup, 20, 10}.params(12, 1);
   const auto labels = test::random_labels(rows * n, 12, 20, 10);
   for (dtype lt : {dtype::i32, dtype::i64})
     for (dtype it : {dtype::i32, dtype::i64}) {
@@ -321,7 +409,7 @@ TEST_CASE("gpu.sampler.label_and_index_types" * doctest::test_suite("gpu")) {
 
 TEST_CASE("gpu.sampler.odd_feature_rows_and_unaligned_pointers" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("sampler byte-wise feature gather")) return;
-  const std::int64_t rows = 3, n = 5000;
+  const std::int64_t rows = 3, n = test::on_gpu_or_simulator<std::int64_t>(5000, 1000);
   sampler_params p = test::sampler_config{rows, n, 257, 0.5, sampler_mode::topup, 30, 5}.params(4, 0);
   const auto labels = test::random_labels(rows * n, 4, 30, 5);
   for (std::size_t fb : {std::size_t{1}, std::size_t{6}, std::size_t{12}, std::size_t{13}})
@@ -338,9 +426,13 @@ TEST_CASE("gpu.sampler.odd_feature_rows_and_unaligned_pointers" * doctest::test_
 TEST_CASE("gpu.sampler.overflow_and_ties_on_several_rows_with_both_classes" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("sampler candidate overflow and ties, several rows")) return;
   SUBCASE("candidates overflow in both classes") {
-    // Row 0: 90% positives, row 1: 90% negatives, 40M items each: the larger class puts about 17K
-    // keys in its first bucket (over the 8192 kept), the smaller one about 2K (kept).
-    const std::int64_t rows = 2, n = 40'000'000;
+    // Row 0: 90% positives, row 1: 90% negatives: the larger class puts more keys in its first
+    // bucket than are kept, the smaller one fewer. On a GPU, 40M items a row put about 17K and 2K
+    // keys there (8192 kept); on the simulator 2^16 items put about 29 and 3 (8 kept).
+    const std::int64_t rows = 2, n = test::on_gpu_or_simulator<std::int64_t>(40'000'000, 1 << 16);
+    run_options o;
+    o.candidate_cap = test::on_gpu_or_simulator<std::uint32_t>(0, 8);
+    const std::size_t cap = o.candidate_cap != 0 ? o.candidate_cap : 8192u;
     std::vector<std::int64_t> labels(static_cast<std::size_t>(rows * n));
     for (std::int64_t i = 0; i < n; ++i) {
       labels[i] = i % 10 == 0 ? 0 : 1;
@@ -349,16 +441,24 @@ TEST_CASE("gpu.sampler.overflow_and_ties_on_several_rows_with_both_classes" * do
     sampler_params p;
     p.k = 1000;
     p.seed = 6;
-    run_options o;
     o.label_type = dtype::i32;
+    for (std::int64_t row = 0; row < rows; ++row) {
+      CAPTURE(row);
+      CHECK(first_bucket_size(labels, row, n, p, row == 0 ? 0 : 1) > cap);   // the larger class
+      CHECK(first_bucket_size(labels, row, n, p, row == 0 ? 1 : 0) <= cap);  // the smaller one
+    }
     check_same(labels, rows, n, p, o);
   }
   SUBCASE("ties at the threshold of both classes") {
-    constexpr std::int64_t rows = 4, n = 1 << 19, want = 50;
+    // The first seed from 31 on whose rows each hold two usable tied pairs.
+    const std::int64_t rows = test::on_gpu_or_simulator<std::int64_t>(4, 2);
+    const std::int64_t n = test::on_gpu_or_simulator<std::int64_t>(1 << 19, 1 << 17);
+    constexpr std::int64_t want = 50;
     test::tied_rows t;
-    REQUIRE(test::make_tied_rows(31, rows, n, want, t));
+    std::uint64_t seed = 31;
+    while (!test::make_tied_rows(seed, rows, n, want, t)) REQUIRE(++seed < 31 + 64);
     sampler_params p;
-    p.seed = 31;
+    p.seed = seed;
     p.k = 2 * want;
     const auto gpu = run(true, t.labels, rows, n, p);
     check_equal(run(false, t.labels, rows, n, p), gpu);
@@ -373,6 +473,7 @@ TEST_CASE("gpu.sampler.overflow_and_ties_on_several_rows_with_both_classes" * do
 
 TEST_CASE("gpu.sampler.most_rows_per_call" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("sampler with 65535 rows")) return;
+  if (test::needs_real_gpu("65535 rows make grids of 65535 blocks of 256 threads, beyond a CI run's simulation")) return;
   const std::int64_t rows = 65535, n = 64;
   sampler_params p = test::sampler_config{rows, n, 16, 0.5, sampler_mode::topup, 30, 10}.params(65535, 2);
   run_options o;
@@ -383,11 +484,13 @@ TEST_CASE("gpu.sampler.most_rows_per_call" * doctest::test_suite("gpu")) {
 
 TEST_CASE("gpu.sampler.one_row_large_k_sorts_device_wide" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("sampler, one row, large k")) return;
-  // k = 1M of 3M items: one row is ordered by a device-wide sort with padded slots; several k
-  // values leave padding (fewer eligible items than k) or none.
-  const std::int64_t n = 3'000'000;
+  // k = n/3 of n items (3M on a GPU, 30K simulated: the sort still spans several tiles): one row
+  // is ordered by a device-wide sort with padded slots; several k values leave padding (fewer
+  // eligible items than k) or none.
+  const bool sim = test::simulated_gpu();
+  const std::int64_t n = sim ? 30'000 : 3'000'000;
   const auto labels = test::random_labels(n, 21, 30, 40);
-  for (std::int64_t k : {std::int64_t{1'000'000}, std::int64_t{2'500'000}, std::int64_t{1}}) {
+  for (std::int64_t k : {n / 3, 5 * n / 6, std::int64_t{1}}) {
     CAPTURE(k);
     sampler_params p;
     p.k = k;
@@ -411,9 +514,10 @@ void relabel_hook(void* ctx, cudaStream_t stream) {
 TEST_CASE("gpu.sampler.labels_changed_mid_call_are_reported" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("sampler fault reporting")) return;
   check_sampler_faults();  // nothing pending from earlier cases
-  const std::int64_t rows = 4, n = 200000;
+  const std::int64_t rows = test::on_gpu_or_simulator<std::int64_t>(4, 2);
+  const std::int64_t n = test::on_gpu_or_simulator<std::int64_t>(200000, 20000);
   sampler_params p;
-  p.k = 5000;
+  p.k = test::on_gpu_or_simulator<std::int64_t>(5000, 500);
   p.seed = 3;
   const auto labels = test::random_labels(rows * n, 3, 20, 0);
   device_case dc(labels, rows, n, p.k);
@@ -423,7 +527,10 @@ TEST_CASE("gpu.sampler.labels_changed_mid_call_are_reported" * doctest::test_sui
   balanced_sample_gpu(nullptr, temp_bytes, a, p, nullptr);
   device_buffer temp(temp_bytes);
   relabel r{d_labels.data(), d_labels.size()};
-  ops::detail::balanced_sample_gpu_hooked(temp.data(), temp_bytes, a, p, nullptr, relabel_hook, &r);
+  ops::detail::sampler_knobs knobs;
+  knobs.hook = relabel_hook;
+  knobs.hook_ctx = &r;
+  ops::detail::balanced_sample_gpu_with(temp.data(), temp_bytes, a, p, nullptr, knobs);
   PINFEED_CUDA_TRY(cudaDeviceSynchronize());  // no out-of-bounds access: the context is still healthy
   std::vector<std::int64_t> idx(rows * p.k);
   std::vector<std::int32_t> valid(rows);

@@ -1,9 +1,11 @@
 #pragma once
-// Internal: the GPU sampler with a hook that runs between its first and second kernel, so a test can
-// change the labels mid-call (on the same stream) and check that the kernels stay in bounds and the
-// fault is reported.
+// Internal: the GPU sampler with knobs for tests. A hook runs between its first and second kernel,
+// so a test can change the labels mid-call (on the same stream) and check that the kernels stay in
+// bounds and the fault is reported; a smaller candidate buffer than the default sends inputs small
+// enough for the GPU simulator down the path that reads the labels again.
 
 #include <cstddef>
+#include <cstdint>
 
 #include "pinfeed/runtime/cuda_api.hpp"
 
@@ -13,8 +15,14 @@ namespace pinfeed::ops::detail {
 
 using sampler_stage_hook = void (*)(void* ctx, cudaStream_t stream);
 
-/// balanced_sample_gpu(), calling hook(ctx, stream) after the counting kernel is queued.
-void balanced_sample_gpu_hooked(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
-                                cudaStream_t stream, sampler_stage_hook hook, void* hook_ctx);
+struct sampler_knobs {
+  sampler_stage_hook hook = nullptr;  ///< called with (hook_ctx, stream) after the counting kernel is queued
+  void* hook_ctx = nullptr;
+  std::uint32_t candidate_cap = 0;    ///< candidates kept per row and class; 0: the default (8192)
+};
+
+/// balanced_sample_gpu() with the knobs. The temp storage must be queried with the same knobs.
+void balanced_sample_gpu_with(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
+                              cudaStream_t stream, const sampler_knobs& knobs);
 
 }  // namespace pinfeed::ops::detail

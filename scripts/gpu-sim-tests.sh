@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The GPU test suites on the functional GPU simulator: builds the simulator if its cache misses
+# (tools/gpu-sim/build.sh), builds pinfeed's GPU test suites as PTX for compute_75 with the shared
+# CUDA runtime (PINFEED_GPU_SIM), and runs every GPU case there (ctest -L gpu-sim): each case's
+# kernels, copies, streams and events execute on the simulator and are compared with the CPU
+# reference. The sampler's mutants must fail (the step can be seen to catch bugs).
+# Usage: scripts/gpu-sim-tests.sh [extra ctest arguments]
+# Environment: PINFEED_GPU_SIM_BUILD (default ./build-gpu-sim), and those of tools/gpu-sim/build.sh.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${PINFEED_GPU_SIM_BUILD:-$root/build-gpu-sim}
+source "$root/scripts/find-nvcc.sh"
+bash "$root/scripts/install-deps.sh" >/dev/null
+start=$(date +%s)
+PINFEED_GPU_SIM_DIR=$(bash "$root/tools/gpu-sim/build.sh")
+export PINFEED_GPU_SIM_DIR
+echo "gpu-sim-tests: simulator in $PINFEED_GPU_SIM_DIR ($(($(date +%s) - start)) s)"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPINFEED_GPU_SIM=ON -DPINFEED_INSTALL=OFF \
+  -DPINFEED_BUILD_TOOLS=OFF >/dev/null
+targets=(runtime_tests ops_tests doctor_tests)
+cmake --build "$build" --target help | grep -q '^bench_tests:' && targets+=(bench_tests)
+targets+=($(cmake --build "$build" --target help | sed -n 's/^\(sampler_mutant_[a-z_]*\):.*/\1/p'))
+cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
+echo "gpu-sim-tests: built ($(($(date +%s) - start)) s)"
+cd "$build"
+ctest --output-on-failure -j 2 -L gpu-sim "$@"
+echo "gpu-sim-tests: done in $(($(date +%s) - start)) s"

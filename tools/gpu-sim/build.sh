@@ -50,7 +50,7 @@ if [[ -f $dir/.built ]]; then
 fi
 
 log() { echo "gpu-sim: $*" >&2; }
-log "building GPGPU-Sim into $dir (about 5 minutes on 2 cores)"
+log "building GPGPU-Sim into $dir (a minute or two on 2 cores)"
 bash "$root/scripts/install-deps.sh" --only build-essential xutils-dev bison flex zlib1g-dev python3-pip >&2
 rm -rf "$dir"
 mkdir -p "$dir"

@@ -4,15 +4,17 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include <oneapi/tbb/global_control.h>
+#include <map>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "pinfeed/runtime/device.hpp"
 #include "pinfeed/runtime/log.hpp"
+#include "test_util.hpp"
 
 namespace {
 /// Exit status of a run of the GPU suite alone on a machine without a usable device: CTest reports
@@ -22,14 +24,18 @@ constexpr int kSkipped = 77;
 /// Counts the test cases that ran, so that a run asked for named cases fails when none matched
 /// (a CTest test per case must not pass by running nothing).
 std::size_t g_cases_run = 0;
+std::string g_current_case;
 /// The cases that reported themselves skipped (pinfeed::test::skip_case), with their reasons.
-std::vector<std::string> g_skipped;
+std::map<std::string, std::string> g_skipped;
 struct case_counter : doctest::IReporter {
   explicit case_counter(const doctest::ContextOptions&) {}
   void report_query(const doctest::QueryData&) override {}
   void test_run_start() override {}
   void test_run_end(const doctest::TestRunStats&) override {}
-  void test_case_start(const doctest::TestCaseData&) override { ++g_cases_run; }
+  void test_case_start(const doctest::TestCaseData& data) override {
+    ++g_cases_run;
+    g_current_case = data.m_name;
+  }
   void test_case_reenter(const doctest::TestCaseData&) override {}
   void test_case_end(const doctest::CurrentTestCaseStats&) override {}
   void test_case_exception(const doctest::TestCaseException&) override {}
@@ -58,7 +64,7 @@ bool gpu_suite_only(int argc, char** argv) {
 
 namespace pinfeed::test {
 void skip_case(const std::string& reason) {
-  g_skipped.push_back(reason);
+  g_skipped.emplace(g_current_case, reason);
   const std::string note = "skipped: " + reason;
   MESSAGE(note);
 }
@@ -70,6 +76,9 @@ int main(int argc, char** argv) {
   // TBB's process-wide cap high enough (the loader itself never changes it).
   const tbb::global_control thread_cap(tbb::global_control::max_allowed_parallelism,
                                        std::max<std::size_t>(9, std::thread::hardware_concurrency() + 1));
+  // Loaders shard by a launcher's environment (torchrun, Open MPI, Slurm), which a GPU runner or a
+  // shell under mpirun may have set: every case starts without one (a case that wants one sets it).
+  for (const char* name : pinfeed::test::kLauncherVariables) ::unsetenv(name);
   doctest::Context context(argc, argv);
   const int rc = context.run();
   if (rc == 0 && !context.shouldExit() && names_cases(argc, argv) && g_cases_run == 0) {
@@ -77,7 +86,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (rc == 0 && !context.shouldExit() && g_cases_run > 0 && g_skipped.size() == g_cases_run) {
-    for (const auto& why : g_skipped) std::printf("skipped: %s\n", why.c_str());
+    for (const auto& [name, why] : g_skipped) std::printf("skipped: %s: %s\n", name.c_str(), why.c_str());
     return kSkipped;
   }
   if (rc == 0 && !context.shouldExit() && gpu_suite_only(argc, argv) && !pinfeed::cuda_devices().usable) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <fstream>
 #include <functional>
+#include <list>
 #include <future>
 #include <string>
 #include <cstdio>
@@ -114,17 +115,18 @@ struct scoped_env {
   bool had_ = false;
 };
 
-/// Clears every launcher variable (torchrun, Open MPI, Slurm) for a scope.
+/// The variables of the launchers that loaders shard by (torchrun, Open MPI, Slurm).
+inline constexpr const char* kLauncherVariables[] = {
+    "RANK",          "WORLD_SIZE",   "LOCAL_RANK",    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"};
+
+/// Clears every launcher variable for a scope (test_main clears them for the whole run; a case that
+/// sets some and calls code that must see none uses this).
 struct no_launcher {
-  scoped_env e[9] = {{"RANK", nullptr},
-                     {"WORLD_SIZE", nullptr},
-                     {"LOCAL_RANK", nullptr},
-                     {"OMPI_COMM_WORLD_RANK", nullptr},
-                     {"OMPI_COMM_WORLD_SIZE", nullptr},
-                     {"OMPI_COMM_WORLD_LOCAL_RANK", nullptr},
-                     {"SLURM_PROCID", nullptr},
-                     {"SLURM_NTASKS", nullptr},
-                     {"SLURM_LOCALID", nullptr}};
+  std::list<scoped_env> cleared;
+  no_launcher() {
+    for (const char* name : kLauncherVariables) cleared.emplace_back(name, nullptr);
+  }
 };
 
 /// A fresh directory under the system's temp directory, removed with everything in it.

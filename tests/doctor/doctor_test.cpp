@@ -173,7 +173,7 @@ TEST_CASE("doctor.bad_samples_are_counted_in_the_report") {
 #if PINFEED_TEST_HAVE_CURL
 TEST_CASE("doctor.slow_remote_storage_is_named_with_its_remedy") {
   if (!loopback::have_nginx()) {
-    MESSAGE("skipped: nginx is not installed (Debian: nginx-light)");
+    pinfeed::test::skip_case("nginx is not installed (Debian: nginx-light)");
     return;
   }
   temp_dir d;
@@ -509,13 +509,16 @@ TEST_CASE("doctor.gpu_ladder_with_device_tail_and_user_step" * doctest::test_sui
   check_json_and_consistency(r);
 
   std::atomic<bool> on_device{true};
+  std::atomic<std::size_t> device_steps{0};
   o.step_ms = 0;
   o.step = [&](const step_batch& b) {
+    ++device_steps;
     if (b.stream == nullptr || !b.fields[0].location.is_cuda() || b.fields[0].type != dtype::u8) on_device = false;
     busy_kernel_ms(1.0, b.stream);
   };
   o.per_transform = false;
   r = doctor(p, o);
+  CHECK(device_steps > 0);  // on_device was looked at
   CHECK(on_device);
   check_json_and_consistency(r);
 }
@@ -561,7 +564,9 @@ TEST_CASE("doctor.own_source_ladder") {
   doctor_options o = quick(1);
   o.pool = 8;
   o.modes = {"L3"};
+  std::size_t pool_steps = 0;
   o.step = [&](const step_batch& b) {
+    ++pool_steps;
     const auto* y = static_cast<const std::int64_t*>(b.fields[1].data);
     const auto* x = static_cast<const float*>(b.fields[0].data);
     for (std::size_t j = 0; j < b.size; ++j) {
@@ -570,6 +575,7 @@ TEST_CASE("doctor.own_source_ladder") {
     }
   };
   (void)doctor(p, o);
+  CHECK(pool_steps > 0);  // the checks above ran
 
   doctor_pipeline both;
   both.own = own;

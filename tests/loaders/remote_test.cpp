@@ -96,7 +96,7 @@ struct served_shards {
   std::unique_ptr<test::nginx_server> server;
   explicit served_shards(int images = 24, std::uint64_t shard_bytes = 4096) {
     if (!test::have_nginx()) {
-      MESSAGE("skipped: nginx is not installed (Debian: nginx-light)");
+      test::skip_case("nginx is not installed (Debian: nginx-light)");
       return;
     }
     set = make_shards(dir.path, images, shard_bytes);
@@ -459,7 +459,7 @@ TEST_CASE("remote.a_server_without_range_support_is_refused_clearly") {
 
 TEST_CASE("remote.corrupt_samples_follow_on_error_like_local_ones") {
   if (!test::have_nginx()) {
-    MESSAGE("skipped: nginx is not installed (Debian: nginx-light)");
+    test::skip_case("nginx is not installed (Debian: nginx-light)");
     return;
   }
   const no_proxies direct;
@@ -676,7 +676,7 @@ TEST_CASE("remote.requests_in_flight_share_one_transfer_thread") {
 
 TEST_CASE("remote.s3_shards_are_signed_listed_and_equal_the_local_ones") {
   if (!test::moto_s3::available()) {
-    MESSAGE("skipped: moto is not installed (scripts/install-test-env.sh)");
+    test::skip_case("moto is not installed (scripts/install-test-env.sh)");
     return;
   }
   const no_proxies direct;

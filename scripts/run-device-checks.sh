@@ -15,30 +15,30 @@
 # Exit status: 0 when no step failed, timed out or was left unrun by the budget (skipped and
 # unsupported steps do not fail).
 # Usage: run-device-checks.sh [--dry-run] [tests|bench|all]   (default: all with --dry-run, else
-#        a phase must be named)
+#        a phase must be named). Sourced (as tests/tools/device_checks_test.sh does), it only
+#        defines its functions.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bin=$here/bin
-dry=0 phase=""
-for arg in "$@"; do
-  case $arg in
-    --dry-run) dry=1 ;;
-    tests|bench|all) phase=$arg ;;
-    *) echo "run-device-checks: unknown argument '$arg' (expected --dry-run, tests, bench or all)" >&2; exit 2 ;;
-  esac
-done
-[[ -z $phase && $dry == 1 ]] && phase=all
-[[ -n $phase ]] || { echo "run-device-checks: name a phase: tests, then bench (or --dry-run)" >&2; exit 2; }
-out=${OUT:-$PWD/device-checks-out}
-work=$here/results  # logs of the phases run from this bundle: tests starts afresh, bench adds to it
-[[ $phase == bench ]] || rm -rf "$work"
-mkdir -p "$out" "$work"
+dry=0 phase="" failed=0
 budget=${PINFEED_PHASE_BUDGET_S:-280}
-failed=0
+
+# Each step's time limit in seconds. A phase's limits add up to no more than its budget, so that
+# every step can use its whole limit and the phase still ends in time (check_budgets).
+declare -A limit=(
+  [nvidia-smi]=10 [info]=10 [runtime-gpu]=40 [ops-gpu]=60 [doctor-gpu]=35
+  [memcheck-ops]=45 [racecheck-ops]=35 [memcheck-runtime]=40
+  [bench-h2d]=20 [bench-sampler]=70 [doctor-article]=60 [torch-compare]=120
+)
+tests_steps=(nvidia-smi info runtime-gpu ops-gpu doctor-gpu memcheck-ops racecheck-ops memcheck-runtime)
+bench_steps=(bench-h2d bench-sampler doctor-article torch-compare)
+# Cases that assert timing (a call returns before a busy kernel ends, a copy overlaps a kernel): a
+# sanitizer serializes and slows the device's work, so they are left out of its runs.
+timing_cases='*never_waits*,*copy_overlaps*'
+# The heavy sampler cases (80M labels, k = 2.5M) run once, outside the sanitizers.
+heavy_cases='*overflow_and_ties*,*one_row_large_k*,*most_rows*,*candidates_overflow*'
 
 summary() { echo "$*" | tee -a "$work/summary.txt"; }
-packed=$(mktemp "${TMPDIR:-/tmp}/pinfeed-results.XXXXXX")
-trap 'rm -f "$packed"' EXIT
 publish() {  # copy the summary and pack every log into $OUT (two files, nothing else)
   cp "$work/summary.txt" "$out/summary.txt"
   tar -C "$work" -czf "$packed" . && cp "$packed" "$out/results.tar.gz"
@@ -49,18 +49,33 @@ record() {  # record NAME STATUS SECONDS FIGURE
   publish
 }
 
-# step NAME LIMIT_S COMMAND...: runs COMMAND under min(LIMIT_S, what is left of the phase budget),
+# check_budgets: every phase's step limits add up to no more than its budget; prints the sums and
+# fails otherwise.
+check_budgets() {
+  local phase_name steps sum name ok=0
+  for phase_name in tests bench; do
+    declare -n steps=${phase_name}_steps
+    sum=0
+    for name in "${steps[@]}"; do sum=$((sum + limit[$name])); done
+    echo "$phase_name: step limits add up to $sum s of the ${budget} s budget"
+    ((sum <= budget)) || ok=1
+    unset -n steps
+  done
+  return $ok
+}
+
+# step NAME COMMAND...: runs COMMAND under min(the step's limit, what is left of the phase budget),
 # stdout+stderr to NAME.log; sets $rc and $took.
 step() {
-  local name=$1 limit=$2; shift 2
+  local name=$1 lim=${limit[$1]:?no limit for step $1}; shift
   local left=$((deadline - SECONDS))
   if ((left < 5)); then
     rc=-1 took=0
     return
   fi
-  ((limit > left)) && limit=$left
+  ((lim > left)) && lim=$left
   local t0=$SECONDS
-  timeout -k 5 "$limit" "$@" >"$work/$name.log" 2>&1
+  timeout -k 5 "$lim" "$@" >"$work/$name.log" 2>&1
   rc=$? took=$((SECONDS - t0))
 }
 # status of a finished step from $rc: pass, fail, timeout, skip (exit 77), or not-run (no time
@@ -72,18 +87,20 @@ status_of() {
 }
 no_time="not run: no time left in the ${budget} s phase budget"
 
-# The doctest summary line of a log, e.g. "12 passed, 0 failed, 3 skipped".
-doctest_figure() {
+# The doctest summary line of a log (doctest_figure_of LOG EXIT), e.g. "cases 12: 12 passed, 0
+# failed"; doctest_figure NAME reads NAME.log with the last step's exit status.
+doctest_figure_of() {
   local line
-  line=$(grep -a '^\[doctest\] test cases:' "$work/$1.log" | tail -n 1)
+  line=$(grep -a '^\[doctest\] test cases:' "$1" | tail -n 1)
   # A suite that exits 77 ran without a device: its own line says why.
-  if ((rc == 77)) || [[ -z $line ]]; then grep -a -m1 '^skipped:' "$work/$1.log" || echo "no doctest summary"; return; fi
+  if (($2 == 77)) || [[ -z $line ]]; then grep -a -m1 '^skipped:' "$1" || echo "no doctest summary"; return; fi
   echo "$line" | sed -E 's/.*test cases: *([0-9]+) \| *([0-9]+) passed \| *([0-9]+) failed \| *([0-9]+) skipped.*/cases \1: \2 passed, \3 failed/'
 }
+doctest_figure() { doctest_figure_of "$work/$1.log" "$rc"; }
 
-test_step() {  # test_step NAME LIMIT BINARY ARGS...
-  local name=$1 limit=$2; shift 2
-  step "$name" "$limit" "$@"
+test_step() {  # test_step NAME BINARY ARGS...
+  local name=$1; shift
+  step "$name" "$@"
   local st fig
   st=$(status_of)
   if ((rc == -1)); then fig=$no_time; else fig=$(doctest_figure "$name"); fi
@@ -102,8 +119,39 @@ find_sanitizer() {
   done
 }
 
-sanitizer_step() {  # sanitizer_step NAME LIMIT TOOL BINARY ARGS...
-  local name=$1 limit=$2 tool=$3; shift 3
+# sanitizer_verdict TOOL LOG RC: "status|figure" of a compute-sanitizer run. Its summary line is
+# "ERROR SUMMARY: N error(s)" (memcheck, synccheck, initcheck) or "RACECHECK SUMMARY: N hazard(s)
+# displayed (E error(s), W warning(s))" (racecheck). Any error or hazard, warnings included, fails;
+# so does a non-zero exit with a clean summary (a test failed under the tool) and a run with no
+# summary at all. "unsupported" only when the tool says the device is not supported (a sandboxed
+# GPU, as under gVisor).
+sanitizer_verdict() {
+  local tool=$1 log=$2 code=$3 summary count why
+  why=$(grep -a -m1 -i -E 'device (is )?not supported|not supported on this (device|platform)' "$log")
+  if [[ -n $why ]]; then echo "unsupported|${why#========= }"; return; fi
+  case $code in
+    124|137) echo "timeout|timed out"; return ;;
+    77) echo "fail|device not usable: $(grep -a -m1 '^skipped:' "$log" || echo 'the suite exited 77')"; return ;;
+  esac
+  if [[ $tool == racecheck ]]; then
+    summary=$(grep -a -o -E 'RACECHECK SUMMARY: [0-9]+ hazards? displayed \([0-9]+ errors?, [0-9]+ warnings?\)' "$log" | tail -n 1)
+  else
+    summary=$(grep -a -o -E 'ERROR SUMMARY: [0-9]+ errors?' "$log" | tail -n 1)
+  fi
+  if [[ -z $summary ]]; then
+    echo "fail|no $tool summary (exit $code): $(grep -a -v '^\s*$' "$log" | tail -n 1)"
+    return
+  fi
+  count=$(sed -E 's/^[A-Z ]+SUMMARY: ([0-9]+).*/\1/' <<<"$summary")
+  local figure="$summary; $(doctest_figure_of "$log" "$code")"
+  if ((count > 0)); then echo "fail|$figure"
+  elif ((code != 0)); then echo "fail|exit $code under the tool: $figure"
+  else echo "pass|$figure"
+  fi
+}
+
+sanitizer_step() {  # sanitizer_step NAME TOOL NOTE BINARY ARGS...   (NOTE: what the run leaves out)
+  local name=$1 tool=$2 note=$3; shift 3
   local cs
   cs=$(find_sanitizer)
   if [[ -z $cs ]]; then
@@ -111,26 +159,19 @@ sanitizer_step() {  # sanitizer_step NAME LIMIT TOOL BINARY ARGS...
     return
   fi
   if ((dry)); then
-    step "$name" "$limit" "$cs" --version
+    step "$name" "$cs" --version
     record "$name" skip "$took" "dry run: $cs found ($(grep -a -m1 -o 'Version [0-9.]*' "$work/$name.log" || echo '?'))"
     return
   fi
-  step "$name" "$limit" "$cs" --tool "$tool" --error-exitcode 1 --print-limit 20 "$@"
-  local st fig errors
-  st=$(status_of)
-  errors=$(grep -a -o 'ERROR SUMMARY: [0-9]* error' "$work/$name.log" | tail -n 1 | grep -o '[0-9]*')
+  # API errors are not reported: cases query events that are not ready yet (cudaErrorNotReady).
+  step "$name" "$cs" --tool "$tool" --error-exitcode 1 --report-api-errors no --print-limit 20 "$@"
   if ((rc == -1)); then
-    fig=$no_time
-  elif ((rc == 77)); then
-    st=fail fig="device not usable: $(doctest_figure "$name")"
-  elif [[ -z $errors && $rc != 0 && $rc != 124 && $rc != 137 ]]; then
-    # No report at all: the sanitizer refused the device or could not attach.
-    st=unsupported
-    fig=$(grep -a -m1 -E '^========= (Error|Internal error)|not supported' "$work/$name.log" || tail -n 1 "$work/$name.log")
-  else
-    fig="${errors:-?} $tool errors; $(doctest_figure "$name")"
+    record "$name" not-run 0 "$no_time"
+    return
   fi
-  record "$name" "$st" "$took" "$fig"
+  local verdict
+  verdict=$(sanitizer_verdict "$tool" "$work/$name.log" "$rc")
+  record "$name" "${verdict%%|*}" "$took" "${verdict#*|}${note:+ ($note)}"
 }
 
 # --- the bundle's binaries start with their own libraries plus the system base ---------------------
@@ -166,22 +207,22 @@ phase_tests() {
     check_libraries
     record nvidia-smi skip 0 "dry run"
   else
-    step nvidia-smi 20 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader
+    step nvidia-smi nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader
     local st
     st=$(status_of)
     record nvidia-smi "$st" "$took" "$(head -n 1 "$work/nvidia-smi.log")"
   fi
-  step info 20 "$bin/pinfeed" info
+  step info "$bin/pinfeed" info
   record info "$(status_of)" "$took" "$(grep -a -m1 '^CUDA devices' "$work/info.log" | sed 's/  */ /g')"
-  # The heavy sampler cases (80M labels, k = 2.5M) run once, outside the sanitizers.
-  local heavy='*overflow_and_ties*,*one_row_large_k*,*most_rows*,*candidates_overflow*'
-  test_step runtime-gpu 45 "$bin/runtime_tests" --test-suite=gpu
-  test_step ops-gpu 70 "$bin/ops_tests" --test-suite=gpu
-  test_step doctor-gpu 40 "$bin/doctor_tests" --test-suite=gpu
-  sanitizer_step memcheck-ops 45 memcheck "$bin/ops_tests" --test-suite=gpu --test-case-exclude="$heavy"
-  sanitizer_step racecheck-ops 30 racecheck "$bin/ops_tests" --test-suite=gpu \
+  test_step runtime-gpu "$bin/runtime_tests" --test-suite=gpu
+  test_step ops-gpu "$bin/ops_tests" --test-suite=gpu
+  test_step doctor-gpu "$bin/doctor_tests" --test-suite=gpu
+  sanitizer_step memcheck-ops memcheck "heavy and timing cases left out" \
+    "$bin/ops_tests" --test-suite=gpu --test-case-exclude="$heavy_cases,$timing_cases"
+  sanitizer_step racecheck-ops racecheck "3 cases" "$bin/ops_tests" --test-suite=gpu \
     --test-case='*label_and_index_types*,*tie_at_threshold*,*labels_changed*'
-  sanitizer_step memcheck-runtime 45 memcheck "$bin/runtime_tests" --test-suite=gpu
+  sanitizer_step memcheck-runtime memcheck "timing cases left out" \
+    "$bin/runtime_tests" --test-suite=gpu --test-case-exclude="$timing_cases"
 }
 
 # --- phase: bench ------------------------------------------------------------------------------------
@@ -191,7 +232,7 @@ phase_bench() {
   local device=cuda sizes=(10000 100000 1000000) samples=2048
   if ((dry)); then device=cpu sizes=(10000) samples=128; fi
 
-  step bench-h2d 30 "$bin/pinfeed" bench h2d
+  step bench-h2d "$bin/pinfeed" bench h2d
   grep -a '^{' "$work/bench-h2d.log" >"$work/bench-h2d.jsonl" 2>/dev/null
   local fig=$no_time
   if ((rc != -1)); then
@@ -211,7 +252,7 @@ EOF
   fi
   record bench-h2d "$(status_of)" "$took" "$fig"
 
-  step bench-sampler 80 "$bin/pinfeed" bench sampler --device "$device" --repeats 5 --rows 32 \
+  step bench-sampler "$bin/pinfeed" bench sampler --device "$device" --repeats 5 --rows 32 \
     --sizes "${sizes[@]}" --max-cpu-n 100000
   grep -a '^{' "$work/bench-sampler.log" >"$work/bench-sampler.jsonl" 2>/dev/null
   local fig=$no_time
@@ -230,7 +271,7 @@ EOF
   fi
   record bench-sampler "$(status_of)" "$took" "$fig"
 
-  step doctor-article 70 "$bin/pinfeed" doctor --device "$device" --samples "$samples" --batch 64 --prefetch 4 \
+  step doctor-article "$bin/pinfeed" doctor --device "$device" --samples "$samples" --batch 64 --prefetch 4 \
     --transforms "crop(256),mask(0.25),ycbcr,scale" --step-ms 2 --json "$work/doctor-article.json"
   local fig=$no_time
   if ((rc != -1)); then
@@ -245,8 +286,10 @@ EOF
 
   if python3 -c "import torch" >/dev/null 2>&1; then
     if ((dry)) || python3 -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1; then
-      step torch-compare 90 env PYTHONUNBUFFERED=1 python3 "$here/compare/sampler_torch.py" --device "$device" \
-        --pinfeed-jsonl "$work/bench-sampler.jsonl" --sizes "${sizes[@]}" --rows 32 --repeats 3 \
+      # torch.compile compiles one shape (B = 1 and B = 32 at N = 100000): cold, that takes most of
+      # the step's two minutes.
+      step torch-compare env PYTHONUNBUFFERED=1 python3 "$here/compare/sampler_torch.py" --device "$device" \
+        --pinfeed-jsonl "$work/bench-sampler.jsonl" --sizes "${sizes[@]}" --compile-sizes 100000 --rows 32 --repeats 3 \
         --json "$work/sampler-vs-torch.jsonl"
       local fig=$no_time
       if ((rc != -1)); then
@@ -266,13 +309,38 @@ EOF
   fi
 }
 
-summary "# pinfeed device checks, $(date -u +%Y-%m-%dT%H:%M:%SZ), host $(hostname), CPU $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-[[ -f $here/BUNDLE_INFO ]] && while read -r line; do summary "# bundle: $line"; done <"$here/BUNDLE_INFO"
-case $phase in
-  tests) phase_tests ;;
-  bench) phase_bench ;;
-  all) phase_tests; phase_bench ;;
-esac
-summary "# done: $( ((failed)) && echo 'some step failed' || echo 'no step failed')"
-publish
-exit $failed
+main() {
+  for arg in "$@"; do
+    case $arg in
+      --dry-run) dry=1 ;;
+      tests|bench|all) phase=$arg ;;
+      *) echo "run-device-checks: unknown argument '$arg' (expected --dry-run, tests, bench or all)" >&2; exit 2 ;;
+    esac
+  done
+  [[ -z $phase && $dry == 1 ]] && phase=all
+  [[ -n $phase ]] || { echo "run-device-checks: name a phase: tests, then bench (or --dry-run)" >&2; exit 2; }
+  out=${OUT:-$PWD/device-checks-out}
+  work=$here/results  # logs of the phases run from this bundle: tests starts afresh, bench adds to it
+  [[ $phase == bench ]] || rm -rf "$work"
+  mkdir -p "$out" "$work"
+  packed=$(mktemp "${TMPDIR:-/tmp}/pinfeed-results.XXXXXX")
+  trap 'rm -f "$packed"' EXIT
+
+  summary "# pinfeed device checks, $(date -u +%Y-%m-%dT%H:%M:%SZ), host $(hostname), CPU $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+  [[ -f $here/BUNDLE_INFO ]] && while read -r line; do summary "# bundle: $line"; done <"$here/BUNDLE_INFO"
+  local sums
+  sums=$(check_budgets | paste -sd ';' -)
+  summary "# budgets: $sums"
+  check_budgets >/dev/null || record budgets fail 0 "a phase's step limits add up to more than its budget: $sums"
+  case $phase in
+    tests) phase_tests ;;
+    bench) phase_bench ;;
+    all) phase_tests; phase_bench ;;
+  esac
+  summary "# done: $( ((failed)) && echo 'some step failed' || echo 'no step failed')"
+  publish
+  exit $failed
+}
+
+# Run when executed; sourced, only the functions are defined.
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then main "$@"; fi

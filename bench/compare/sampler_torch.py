@@ -110,6 +110,9 @@ def main():
     ap.add_argument("--min-sample-ms", type=float, default=20.0)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--json", help="also write every row as JSON lines to this file")
+    ap.add_argument("--compile-sizes", type=int, nargs="+",
+                    help="torch.compile only at these N (default: every size); a cold compile takes "
+                         "tens of seconds a shape")
     ap.add_argument("--simd", nargs="+", default=[],
                     help="pinfeed's CPU rows at these SIMD levels (scalar avx2 avx512, or all), each against the same torch figures")
     a = ap.parse_args()
@@ -158,7 +161,7 @@ def main():
                     loop = measure(lambda: batched_sample_data(inputs, labels, k), sync, a.repeats, a.min_sample_ms)
                     static = measure(lambda: opt_sample_data(inputs, labels, k), sync, a.repeats, a.min_sample_ms)
                 compiled = None
-                if a.device == "cuda":
+                if a.device == "cuda" and (a.compile_sizes is None or n in a.compile_sizes):
                     fn = torch.compile(opt_sample_data)
                     li, ii = (labels[0], inputs[0]) if b == 1 else (labels, inputs)
                     compiled = measure(lambda: fn(ii, li, k), sync, a.repeats, a.min_sample_ms)

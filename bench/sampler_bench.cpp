@@ -46,15 +46,15 @@ timing measure(const sampler_bench_options& o, const std::function<void()>& fn) 
 }
 
 void emit(std::ostream& out, const char* impl, const char* device, std::int64_t b, std::int64_t n, std::int64_t k,
-          std::int64_t d, const timing& t) {
-  out << with_host({{"op", "sampler"},           {"impl", impl},
-                     {"device", device},          {"B", b},
-                     {"N", n},                    {"K", k},
-                     {"D", d},                    {"median_ms", t.median_ms},
-                     {"p10_ms", t.p10_ms},        {"p90_ms", t.p90_ms},
-                     {"samples_per_s", b * 1000.0 / t.median_ms}})
-             .dump()
-      << std::endl;
+          std::int64_t d, const timing& t, std::size_t temp_bytes = 0) {
+  nlohmann::json row = {{"op", "sampler"},           {"impl", impl},
+                        {"device", device},          {"B", b},
+                        {"N", n},                    {"K", k},
+                        {"D", d},                    {"median_ms", t.median_ms},
+                        {"p10_ms", t.p10_ms},        {"p90_ms", t.p90_ms},
+                        {"samples_per_s", b * 1000.0 / t.median_ms}};
+  if (temp_bytes != 0) row["temp_bytes"] = temp_bytes;
+  out << with_host(row).dump() << std::endl;
 }
 
 /// The article's input: labels uniform in {0, 1} (int64), features [B, N, D] floats.
@@ -166,7 +166,7 @@ void run_gpu(const sampler_bench_options& o, std::int64_t n, std::ostream& out) 
     emit(out, b == 1 ? "static_single" : "batched", "cuda", b, n, k, d, measure(o, [&] {
            ops::balanced_sample_gpu(temp.data(), bytes, a, p, s);
            sync(s);
-         }));
+         }), bytes);
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     PINFEED_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
@@ -176,7 +176,7 @@ void run_gpu(const sampler_bench_options& o, std::int64_t n, std::ostream& out) 
     emit(out, "graph", "cuda", b, n, k, d, measure(o, [&] {
            PINFEED_CUDA_TRY(cudaGraphLaunch(exec, s));
            sync(s);
-         }));
+         }), bytes);
     PINFEED_CUDA_TRY(cudaGraphExecDestroy(exec));
     PINFEED_CUDA_TRY(cudaGraphDestroy(graph));
     // Floor: one pass reading the labels (a device-to-device copy of them reads every byte once).
@@ -204,6 +204,28 @@ void run_gpu(const sampler_bench_options& o, std::int64_t n, std::ostream& out) 
   PINFEED_CUDA_TRY(cudaStreamDestroy(s));
 }
 
+/// The temp storage the GPU sampler asks for, shape by shape: a size query only, nothing runs.
+void run_temp_table(const sampler_bench_options& o, std::ostream& out) {
+  int device = 0;
+  PINFEED_CUDA_TRY(cudaGetDevice(&device));
+  for (const std::int64_t b : o.temp_rows) {
+    if (b < 1 || b > 65535) throw std::invalid_argument("bench sampler: rows must be in [1, 65535], got " + std::to_string(b));
+    for (const std::int64_t n : o.sizes) {
+      ops::sampler_args a;
+      a.rows = b;
+      a.n = n;
+      ops::sampler_params p;
+      p.k = std::min<std::int64_t>(n / 10, (std::int64_t{1} << 31) / b - 1);
+      std::size_t bytes = 0;
+      ops::balanced_sample_gpu(nullptr, bytes, a, p, nullptr);
+      out << with_host({{"op", "sampler_temp"}, {"B", b}, {"N", n}, {"K", p.k}, {"temp_bytes", bytes},
+                        {"multiprocessors", multiprocessor_count(device)}})
+                 .dump()
+          << std::endl;
+    }
+  }
+}
+
 }  // namespace
 
 void run_sampler(const sampler_bench_options& o, std::ostream& out) {
@@ -212,6 +234,12 @@ void run_sampler(const sampler_bench_options& o, std::ostream& out) {
   const bool gpu = o.device != "cpu" && cuda_devices().usable;
   if (o.device == "cuda" && !gpu)
     throw std::runtime_error("bench sampler: --device cuda but no CUDA device is usable (" + cuda_devices().reason + ")");
+  if (o.temp_only) {
+    if (!gpu) throw std::runtime_error("bench sampler: --temp-only queries the GPU sampler, but no CUDA device is usable (" +
+                                       cuda_devices().reason + ")");
+    run_temp_table(o, out);
+    return;
+  }
   const auto levels = simd_levels(o.simd);
   for (const std::int64_t n : o.sizes) {
     if (n < 10) throw std::invalid_argument("bench sampler: N must be >= 10, got " + std::to_string(n));

@@ -19,13 +19,19 @@ struct sampler_bench_options {
   /// SIMD levels the CPU rows are measured at, one after another (scalar, avx2, avx512, all);
   /// empty: the level in use. Rows carry the level as "simd".
   std::vector<std::string> simd;
+  /// Only the GPU sampler's temp-storage queries, for every B in temp_rows and N in sizes (no
+  /// kernel runs, so a GPU simulator answers them too).
+  bool temp_only = false;
+  std::vector<std::int64_t> temp_rows{1, 32, 256, 4096, 65535};
 };
 
 /// Writes JSON lines {op, impl, device, B, N, K, D, median_ms, p10_ms, p90_ms, samples_per_s}
 /// (samples = rows sampled) for: naive_loop, static_single (B = 1), batched (B = rows), graph
 /// (GPU: the batched call replayed from a CUDA graph), floor (one plain pass reading the labels)
 /// and, on the GPU where the CCCL has it, cub_topk (cub::DeviceTopK selecting K of the same random
-/// keys per row; otherwise a row saying why it is skipped).
+/// keys per row; otherwise a row saying why it is skipped). GPU rows of pinfeed's calls carry
+/// temp_bytes, the temp storage the call queried. With temp_only: rows {op: "sampler_temp", B, N, K,
+/// temp_bytes, multiprocessors} instead, K = N/10 capped so that B * K stays below 2^31.
 void run_sampler(const sampler_bench_options& options, std::ostream& out);
 
 }  // namespace pinfeed::bench

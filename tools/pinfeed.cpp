@@ -686,6 +686,8 @@ int main(int argc, char** argv) {
   bsampler->add_option("--device", so.device, "cpu, cuda or all");
   bsampler->add_option("--repeats", so.repeats, "timed samples (median, p10, p90)")->check(CLI::PositiveNumber);
   bsampler->add_option("--min-sample-ms", so.min_sample_ms, "each timed sample lasts at least this long");
+  bsampler->add_flag("--temp-only", so.temp_only, "only the GPU call's temp storage, B in --temp-rows by N in --sizes (queries, nothing runs)");
+  bsampler->add_option("--temp-rows", so.temp_rows, "B values of --temp-only");
   bsampler->add_option("--simd", so.simd, "SIMD levels of the CPU rows, one after another: scalar, avx2, avx512 or all");
 
   pinfeed::bench::pipeline_bench_options po;

@@ -1,7 +1,8 @@
 // Device side of sampler.hpp: the sync-free batched balanced sampler (a radix select of the
 // num_pos-th and num_neg-th selection key of every row, built from CUB block primitives).
 //
-// Pipeline, all on one stream, no host synchronization (capturable in a CUDA graph):
+// Pipeline, all on one stream, no host synchronization (capturable in a CUDA graph). When several
+// blocks share a row (few long rows), one kernel per pass:
 //   count_hist      full read: P and Nn per row, histogram of key bits 31..21 per class
 //   choose<0>       one block per row: counts -> num_pos/num_neg, bucket of the k-th key
 //   filter          full read: keys below the bucket are taken, keys in it become candidates
@@ -10,9 +11,12 @@
 //   refine          candidates only (labels again if they did not fit): histogram of bits 9..0
 //   choose<2>       -> the exact threshold key T and how many items equal to T to take
 //   finish          candidates: keys below T are taken, ties at T too when all of them are needed
-//   ties            rare: more items tie at T than are needed -> the lowest indices win
+//   tie_count       rare: more items tie at T than are needed -> each block counts its ties,
+//   tie_take        and takes those whose rank in the row is below what is needed (lowest indices win)
+// When a block has a row to itself (many rows, or short ones), row_kernel runs the same steps in
+// one kernel with the histogram and the candidates in shared memory. Then, for every row:
 //   order_keys      (ord(i), i) of every taken item
-//   DeviceSegmentedRadixSort of those keys per row
+//   DeviceSegmentedRadixSort of those keys per row (one row: DeviceRadixSort of its k slots)
 //   write           indices, -1 padding, valid counts, gathered labels and features
 #include <algorithm>
 #include <mutex>
@@ -74,7 +78,8 @@ struct class_state {
 
 struct row_state {
   unsigned long long positives, negatives;
-  std::uint32_t taken;  // items appended to the row's selection
+  std::uint32_t taken;        // items appended to the row's selection
+  std::uint32_t tie_base[2];  // where each class's ties go (tie pass of several blocks per row)
   std::uint32_t pad;
   class_state cls[2];
 };
@@ -94,7 +99,8 @@ struct params_dev {
 
 /// Temp storage layout: every piece 256-byte aligned.
 struct layout {
-  std::size_t state, hist, cand, selected, keys_in, keys_out, begin_off, end_off, sort_temp, sort_bytes, total;
+  std::size_t state, hist, cand, tie_counts, selected, keys_in, keys_out, begin_off, end_off, sort_temp, sort_bytes,
+      total;
 };
 
 std::size_t align256(std::size_t x) { return (x + 255) / 256 * 256; }
@@ -117,39 +123,80 @@ __device__ __forceinline__ std::int64_t load_label(const L* labels, std::int64_t
   return static_cast<std::int64_t>(labels[i]);
 }
 
+// ---- the passes as block-level steps ---------------------------------------------------------------
+// When several blocks share a row, each pass is a kernel of its own and the blocks' histograms
+// meet in global memory. When a block has a row to itself (many rows, or short ones), one kernel
+// runs every pass with the histogram and the candidates in shared memory: no per-row global
+// histogram, no memset, one launch.
+
+using block_reduce = cub::BlockReduce<unsigned long long, kThreads>;
+using block_scan_int = cub::BlockScan<int, kThreads>;
+using block_scan_u32 = cub::BlockScan<std::uint32_t, kThreads>;
+
+/// The CUB storage a step needs at one time (steps run one after another and reuse it).
+union block_storage {
+  typename block_reduce::TempStorage reduce;
+  typename block_scan_int::TempStorage scan_int;
+  typename block_scan_u32::TempStorage scan_u32;
+};
+
+/// Values a block's threads share within a step.
+struct block_vars {
+  std::uint32_t base, bucket, below, seen;
+};
+
 /// Block-aggregated append of flagged items to a row's selection (one atomic per block and round).
-template <class Scan>
-__device__ __forceinline__ void append_selected(typename Scan::TempStorage& scan_storage, std::uint32_t* s_base,
-                                                row_state* rs, std::uint32_t* selected_row, int count,
-                                                const std::uint32_t (&items)[4], const params_dev& p,
-                                                std::int64_t row) {
+__device__ __forceinline__ void append_selected(block_storage& storage, block_vars& vars, row_state* rs,
+                                                std::uint32_t* selected_row, int count, const std::uint32_t (&items)[4],
+                                                const params_dev& p, std::int64_t row) {
   int offset, total;
-  Scan(scan_storage).ExclusiveSum(count, offset, total);
-  if (threadIdx.x == 0) *s_base = total > 0 ? atomicAdd(&rs->taken, static_cast<std::uint32_t>(total)) : 0u;
+  block_scan_int(storage.scan_int).ExclusiveSum(count, offset, total);
+  if (threadIdx.x == 0) vars.base = total > 0 ? atomicAdd(&rs->taken, static_cast<std::uint32_t>(total)) : 0u;
   __syncthreads();
-  const std::uint32_t base = *s_base;
+  const std::uint32_t base = vars.base;
   for (int q = 0; q < count; ++q) {
     const std::uint32_t at = base + static_cast<std::uint32_t>(offset + q);
     if (at < p.k) selected_row[at] = items[q];
     else report_fault(p, fault_kind::selection_overflow, row, -1, at);
   }
-  __syncthreads();  // s_base and the scan storage are reused by the next round
+  __syncthreads();  // vars.base and the scan storage are reused by the next round
 }
 
-// ---- pass 0: counts and the histogram of the top digit ------------------------------------------
+/// Where the items of each selecting class's first bucket are kept: list[c][0, cap), or nowhere when
+/// the class has more of them than cap (then the later passes read the row again).
+struct candidate_lists {
+  std::uint64_t* list[2];
+  std::uint32_t cap;
+};
 
+using histogram = std::uint32_t[2][kMaxBins];
+
+__device__ __forceinline__ bool selects(const class_state& cs) {
+  return cs.mode == static_cast<std::uint32_t>(class_mode::select);
+}
+/// More items tie at the threshold T than are still needed: the lowest indices win (tie pass).
+__device__ __forceinline__ bool needs_tie_pass(const class_state& cs) { return selects(cs) && cs.bucket != cs.k_rem; }
+
+__device__ __forceinline__ void clear_histogram(histogram& h) {
+  for (std::uint32_t b = threadIdx.x; b < 2 * kMaxBins; b += kThreads) (&h[0][0])[b] = 0;
+}
+
+/// Adds a block's shared histogram to the row's global one (after a barrier).
+__device__ __forceinline__ void merge_histogram(const histogram& s_hist, std::uint32_t* row_hist) {
+  for (std::uint32_t b = threadIdx.x; b < 2 * kMaxBins; b += kThreads) {
+    const std::uint32_t v = (&s_hist[0][0])[b];
+    if (v) atomicAdd(&row_hist[b], v);
+  }
+}
+
+/// Counts the positives and negatives of items [begin, end) of a row (begin a multiple of 4) and
+/// adds their top key digits to s_hist. The block's totals are returned in thread 0.
 template <class L>
-__global__ void count_hist_kernel(const L* __restrict__ labels, params_dev p, row_state* states,
-                                  std::uint32_t* hist) {
-  using Reduce = cub::BlockReduce<unsigned long long, kThreads>;
-  __shared__ std::uint32_t s_hist[2][kMaxBins];
-  __shared__ typename Reduce::TempStorage reduce_storage;
-  const std::int64_t row = blockIdx.y;
-  for (std::uint32_t b = threadIdx.x; b < 2 * kMaxBins; b += kThreads) (&s_hist[0][0])[b] = 0;
-  __syncthreads();
+__device__ void count_step(const L* __restrict__ labels, const params_dev& p, std::int64_t row, std::int64_t begin,
+                           std::int64_t end, histogram& s_hist, block_storage& storage, unsigned long long& positives,
+                           unsigned long long& negatives) {
   const L* row_labels = labels + row * p.n;
   const philox_stream keys(p.seed, p.offset, static_cast<std::uint64_t>(row), 0);
-  const std::int64_t begin = blockIdx.x * p.chunk, end = min(p.n, begin + p.chunk);
   unsigned long long pos = 0, neg = 0;
   for (std::int64_t i0 = begin + 4 * threadIdx.x; i0 < end; i0 += 4 * kThreads) {
     const philox_block kb = keys.block_at(static_cast<std::uint32_t>(i0 >> 2));
@@ -160,33 +207,21 @@ __global__ void count_hist_kernel(const L* __restrict__ labels, params_dev p, ro
       atomicAdd(&s_hist[c][kb.v[q] >> digit_shift(0)], 1u);
     }
   }
-  const unsigned long long bp = Reduce(reduce_storage).Sum(pos);
+  positives = block_reduce(storage.reduce).Sum(pos);
   __syncthreads();
-  const unsigned long long bn = Reduce(reduce_storage).Sum(neg);
-  if (threadIdx.x == 0) {
-    if (bp) atomicAdd(&states[row].positives, bp);
-    if (bn) atomicAdd(&states[row].negatives, bn);
-  }
-  __syncthreads();
-  std::uint32_t* row_hist = hist + row * 2 * kMaxBins;
-  for (std::uint32_t b = threadIdx.x; b < 2 * kMaxBins; b += kThreads) {
-    const std::uint32_t v = (&s_hist[0][0])[b];
-    if (v) atomicAdd(&row_hist[b], v);
-  }
+  negatives = block_reduce(storage.reduce).Sum(neg);
+  __syncthreads();  // the storage is reused, the histogram is complete
 }
 
-// ---- choose: one block per row finds the bucket holding the k_rem-th smallest key ---------------
-
+/// One block per row: finds, per selecting class, the bucket of hist (the row's 2 x kMaxBins
+/// histogram, shared or global memory) that holds the k_rem-th smallest key, and clears hist for the
+/// next pass. Pass 0 first turns the counts into num_pos and num_neg.
 template <int Pass>
-__global__ void choose_kernel(params_dev p, row_state* states, std::uint32_t* hist) {
-  using Scan = cub::BlockScan<std::uint32_t, kThreads>;
-  __shared__ typename Scan::TempStorage scan_storage;
-  __shared__ std::uint32_t s_bucket, s_below;
+__device__ void choose_step(const params_dev& p, std::int64_t row, row_state& rs, std::uint32_t* hist,
+                            block_storage& storage, block_vars& vars) {
   constexpr std::uint32_t kBins = 1u << digit_bits(Pass);
   constexpr std::uint32_t kPerThread = kBins / kThreads;
   constexpr std::uint32_t kNone = kBins;  // sentinel: no bin holds the k_rem-th key
-  const std::int64_t row = blockIdx.x;
-  row_state& rs = states[row];
   if (Pass == 0 && threadIdx.x == 0) {
     const auto positives = static_cast<std::int64_t>(rs.positives), negatives = static_cast<std::int64_t>(rs.negatives);
     const class_counts cc = balanced_counts(positives, negatives, p.k, p.target, p.mode);
@@ -201,28 +236,27 @@ __global__ void choose_kernel(params_dev p, row_state* states, std::uint32_t* hi
     }
   }
   __syncthreads();
-  std::uint32_t* row_hist = hist + row * 2 * kMaxBins;
   for (int c = 0; c < 2; ++c) {
     class_state& cs = rs.cls[c];
-    std::uint32_t* h = row_hist + c * kMaxBins;
-    if (cs.mode == static_cast<std::uint32_t>(class_mode::select)) {
-      if (threadIdx.x == 0) s_bucket = kNone;
+    std::uint32_t* h = hist + c * kMaxBins;
+    if (selects(cs)) {
+      if (threadIdx.x == 0) vars.bucket = kNone;
       __syncthreads();  // the sentinel is in place before any thread can find its bin
       std::uint32_t local[kPerThread], sum = 0;
       for (std::uint32_t j = 0; j < kPerThread; ++j) sum += local[j] = h[threadIdx.x * kPerThread + j];
       std::uint32_t running, total;
-      Scan(scan_storage).ExclusiveSum(sum, running, total);
+      block_scan_u32(storage.scan_u32).ExclusiveSum(sum, running, total);
       const std::uint32_t k_rem = cs.k_rem;
       for (std::uint32_t j = 0; j < kPerThread; ++j) {
         if (running < k_rem && running + local[j] >= k_rem) {  // at most one thread and bin match
-          s_bucket = threadIdx.x * kPerThread + j;
-          s_below = running;
+          vars.bucket = threadIdx.x * kPerThread + j;
+          vars.below = running;
         }
         running += local[j];
       }
       __syncthreads();
       if (threadIdx.x == 0) {
-        std::uint32_t bucket = s_bucket, below = s_below, rem;
+        std::uint32_t bucket = vars.bucket, below = vars.below, rem;
         if (bucket == kNone) {
           // The histogram holds fewer than k_rem items: state from another call or changed labels.
           // Clamp to the last bin and take what is there; the host reports it.
@@ -242,27 +276,18 @@ __global__ void choose_kernel(params_dev p, row_state* states, std::uint32_t* hi
     }
     for (std::uint32_t b = threadIdx.x; b < kMaxBins; b += kThreads) h[b] = 0;  // ready for the next pass
   }
+  __syncthreads();  // the state and the cleared histogram are seen by every thread
 }
 
-// ---- filter: full read; takes keys below the first bucket, collects the bucket ------------------
-
+/// Full read of items [begin, end) of a row: keys below the first bucket are taken, keys in it
+/// feed s_hist with their second digit and are kept as candidates where they fit.
 template <class L>
-__global__ void filter_kernel(const L* __restrict__ labels, params_dev p, row_state* states, std::uint32_t* hist,
-                              std::uint64_t* cand, std::uint32_t* selected) {
-  using Scan = cub::BlockScan<int, kThreads>;
-  __shared__ typename Scan::TempStorage scan_storage;
-  __shared__ std::uint32_t s_base;
-  __shared__ std::uint32_t s_hist[2][kMaxBins];
-  const std::int64_t row = blockIdx.y;
-  row_state* rs = states + row;
-  for (std::uint32_t b = threadIdx.x; b < 2 * kMaxBins; b += kThreads) (&s_hist[0][0])[b] = 0;
-  __syncthreads();
-  const class_state c0 = rs->cls[0], c1 = rs->cls[1];
-  const class_state cls[2] = {c0, c1};
+__device__ void filter_step(const L* __restrict__ labels, const params_dev& p, std::int64_t row, std::int64_t begin,
+                            std::int64_t end, row_state* rs, const candidate_lists& lists, histogram& s_hist,
+                            std::uint32_t* selected_row, block_storage& storage, block_vars& vars) {
+  const class_state cls[2] = {rs->cls[0], rs->cls[1]};
   const L* row_labels = labels + row * p.n;
   const philox_stream keys(p.seed, p.offset, static_cast<std::uint64_t>(row), 0);
-  std::uint32_t* selected_row = selected + row * p.k;
-  const std::int64_t begin = blockIdx.x * p.chunk, end = min(p.n, begin + p.chunk);
   // Every thread runs the same number of rounds so the block-wide scan stays in step.
   for (std::int64_t r0 = begin; r0 < end; r0 += 4 * kThreads) {
     const std::int64_t i0 = r0 + 4 * threadIdx.x;
@@ -277,49 +302,44 @@ __global__ void filter_kernel(const L* __restrict__ labels, params_dev p, row_st
         const std::uint32_t key = kb.v[q], idx = static_cast<std::uint32_t>(i0 + q);
         if (cs.mode == static_cast<std::uint32_t>(class_mode::all)) {
           take[count++] = idx;
-        } else if (cs.mode == static_cast<std::uint32_t>(class_mode::select)) {
+        } else if (selects(cs)) {
           const std::uint32_t d0 = key >> digit_shift(0);
           if (d0 < cs.prefix) {
             take[count++] = idx;
           } else if (d0 == cs.prefix) {
             atomicAdd(&s_hist[c][(key >> digit_shift(1)) & (kMaxBins - 1)], 1u);
-            if (cs.candidates <= p.cand_cap) {
+            if (cs.candidates <= lists.cap) {
               const std::uint32_t slot = atomicAdd(&rs->cls[c].cand_used, 1u);
-              if (slot < cs.candidates) cand[(row * 2 + c) * p.cand_cap + slot] = (static_cast<std::uint64_t>(key) << 32) | idx;
+              if (slot < cs.candidates) lists.list[c][slot] = (static_cast<std::uint64_t>(key) << 32) | idx;
               else report_fault(p, fault_kind::candidate_overflow, row, c, slot);
             }
           }
         }
       }
     }
-    append_selected<Scan>(scan_storage, &s_base, rs, selected_row, count, take, p, row);
+    append_selected(storage, vars, rs, selected_row, count, take, p, row);
   }
-  std::uint32_t* row_hist = hist + row * 2 * kMaxBins;
-  for (std::uint32_t b = threadIdx.x; b < 2 * kMaxBins; b += kThreads) {
-    const std::uint32_t v = (&s_hist[0][0])[b];
-    if (v) atomicAdd(&row_hist[b], v);
-  }
+  __syncthreads();  // the histogram and the candidates are complete (also when there was no round)
 }
 
-/// Visits the items of the first bucket of every selecting class: from the candidate buffer when
-/// they fit, else by reading the row again. fn(class, key, index).
+/// Visits the items of the first bucket of every selecting class: from the candidate lists when
+/// they fit, else by reading the row again; thread `tid` of `stride` visits every stride-th item.
+/// fn(class, key, index).
 template <class L, class Fn>
 __device__ void for_each_candidate(const L* __restrict__ labels, const params_dev& p, std::int64_t row,
-                                   const class_state (&cls)[2], const std::uint64_t* cand, Fn&& fn) {
-  const std::uint32_t stride = gridDim.x * kThreads;
-  const std::uint32_t tid = blockIdx.x * kThreads + threadIdx.x;
+                                   const class_state (&cls)[2], const candidate_lists& lists, std::uint32_t tid,
+                                   std::uint32_t stride, Fn&& fn) {
   bool reread = false;
   for (int c = 0; c < 2; ++c) {
-    if (cls[c].mode != static_cast<std::uint32_t>(class_mode::select)) continue;
-    if (cls[c].candidates > p.cand_cap) {
+    if (!selects(cls[c])) continue;
+    if (cls[c].candidates > lists.cap) {
       reread = true;
       continue;
     }
-    const std::uint64_t* list = cand + (row * 2 + c) * p.cand_cap;
     // Only entries the filter wrote (fewer than counted if the labels changed in between).
     const std::uint32_t listed = min(cls[c].candidates, cls[c].cand_used);
     for (std::uint32_t j = tid; j < listed; j += stride)
-      fn(c, static_cast<std::uint32_t>(list[j] >> 32), static_cast<std::uint32_t>(list[j]));
+      fn(c, static_cast<std::uint32_t>(lists.list[c][j] >> 32), static_cast<std::uint32_t>(lists.list[c][j]));
   }
   if (!reread) return;
   const L* row_labels = labels + row * p.n;
@@ -328,40 +348,34 @@ __device__ void for_each_candidate(const L* __restrict__ labels, const params_de
     const philox_block kb = keys.block_at(static_cast<std::uint32_t>(i0 >> 2));
     for (int q = 0; q < 4 && i0 + q < p.n; ++q) {
       const int c = item_class(load_label(row_labels, i0 + q), p.negative_label, p.ignore_label);
-      if (c < 0 || cls[c].mode != static_cast<std::uint32_t>(class_mode::select) || cls[c].candidates <= p.cand_cap)
-        continue;
+      if (c < 0 || !selects(cls[c]) || cls[c].candidates <= lists.cap) continue;
       if ((kb.v[q] >> digit_shift(0)) == (cls[c].prefix >> (digit_bits(1) + digit_bits(2))))
         fn(c, kb.v[q], static_cast<std::uint32_t>(i0 + q));
     }
   }
 }
 
-// ---- refine: histogram of the last digit among the items of the chosen 22-bit bucket -------------
-
+/// Histogram (into hist, the row's 2 x kMaxBins) of the last digit among the items of the chosen
+/// 22-bit bucket.
 template <class L>
-__global__ void refine_kernel(const L* __restrict__ labels, params_dev p, row_state* states, std::uint32_t* hist,
-                              const std::uint64_t* cand) {
-  const std::int64_t row = blockIdx.y;
-  const class_state cls[2] = {states[row].cls[0], states[row].cls[1]};
+__device__ void refine_step(const L* __restrict__ labels, const params_dev& p, std::int64_t row, const row_state* rs,
+                            const candidate_lists& lists, std::uint32_t* hist, std::uint32_t tid, std::uint32_t stride) {
+  const class_state cls[2] = {rs->cls[0], rs->cls[1]};
   // After choose<1>, prefix holds 22 bits; candidates were bucketed on the top 11.
   class_state top[2] = {cls[0], cls[1]};
   for (int c = 0; c < 2; ++c) top[c].prefix = cls[c].prefix << digit_bits(2);  // align to for_each_candidate
-  std::uint32_t* row_hist = hist + row * 2 * kMaxBins;
-  for_each_candidate(labels, p, row, top, cand, [&](int c, std::uint32_t key, std::uint32_t) {
-    if ((key >> digit_shift(1)) == cls[c].prefix) atomicAdd(&row_hist[c * kMaxBins + (key & ((1u << digit_bits(2)) - 1))], 1u);
+  for_each_candidate(labels, p, row, top, lists, tid, stride, [&](int c, std::uint32_t key, std::uint32_t) {
+    if ((key >> digit_shift(1)) == cls[c].prefix) atomicAdd(&hist[c * kMaxBins + (key & ((1u << digit_bits(2)) - 1))], 1u);
   });
 }
 
-// ---- finish: take the bucket's keys below T, and the ties when every one of them is needed -------
-
+/// Takes the candidates below the threshold T, and the ties at T when every one of them is needed.
 template <class L>
-__global__ void finish_kernel(const L* __restrict__ labels, params_dev p, row_state* states, const std::uint64_t* cand,
-                              std::uint32_t* selected) {
-  const std::int64_t row = blockIdx.y;
-  row_state* rs = states + row;
+__device__ void finish_step(const L* __restrict__ labels, const params_dev& p, std::int64_t row, row_state* rs,
+                            const candidate_lists& lists, std::uint32_t* selected_row, std::uint32_t tid,
+                            std::uint32_t stride) {
   const class_state cls[2] = {rs->cls[0], rs->cls[1]};
-  std::uint32_t* selected_row = selected + row * p.k;
-  for_each_candidate(labels, p, row, cls, cand, [&](int c, std::uint32_t key, std::uint32_t idx) {
+  for_each_candidate(labels, p, row, cls, lists, tid, stride, [&](int c, std::uint32_t key, std::uint32_t idx) {
     const std::uint32_t threshold = cls[c].prefix;  // all 32 bits after choose<2>
     if (key < threshold || (key == threshold && cls[c].bucket == cls[c].k_rem)) {
       const std::uint32_t at = atomicAdd(&rs->taken, 1u);
@@ -371,45 +385,206 @@ __global__ void finish_kernel(const L* __restrict__ labels, params_dev p, row_st
   });
 }
 
-// ---- ties: more items equal T than are needed (rare): the lowest indices win --------------------
-
+/// Scans items [begin, end) of a row in index order for items of class c whose key is `threshold`.
+/// The tie of rank r in the row (r = before + its rank in this range) is written to
+/// selected_row[base + r] while r < want; with want > 0 the scan stops once `want` ties are seen.
+/// Returns the ties seen in the range (in every thread). want == 0: only counts.
 template <class L>
-__global__ void ties_kernel(const L* __restrict__ labels, params_dev p, row_state* states, std::uint32_t* selected) {
-  using Scan = cub::BlockScan<std::uint32_t, kThreads>;
-  __shared__ typename Scan::TempStorage scan_storage;
-  __shared__ std::uint32_t s_done;
-  const std::int64_t row = blockIdx.x;
-  row_state* rs = states + row;
+__device__ std::uint32_t scan_ties(const L* __restrict__ labels, const params_dev& p, std::int64_t row, int c,
+                                   std::uint32_t threshold, std::int64_t begin, std::int64_t end, std::uint32_t before,
+                                   std::uint32_t want, std::uint32_t base, std::uint32_t* selected_row,
+                                   block_storage& storage, block_vars& vars) {
   const L* row_labels = labels + row * p.n;
   const philox_stream keys(p.seed, p.offset, static_cast<std::uint64_t>(row), 0);
+  if (threadIdx.x == 0) vars.seen = 0;
+  __syncthreads();
+  for (std::int64_t r0 = begin; r0 < end; r0 += kThreads) {
+    const std::int64_t i = r0 + threadIdx.x;
+    std::uint32_t flag = 0;
+    if (i < end)
+      flag = item_class(load_label(row_labels, i), p.negative_label, p.ignore_label) == c &&
+             keys.word_at(static_cast<std::uint64_t>(i)) == threshold;
+    std::uint32_t rank, total;
+    block_scan_u32(storage.scan_u32).ExclusiveSum(flag, rank, total);
+    const std::uint32_t seen = vars.seen;
+    const std::uint32_t r = before + seen + rank;
+    if (flag && r < want) {
+      const std::uint32_t at = base + r;
+      if (at < p.k) selected_row[at] = static_cast<std::uint32_t>(i);
+      else report_fault(p, fault_kind::selection_overflow, row, c, at);
+    }
+    __syncthreads();  // every thread has read vars.seen; the scan storage is free
+    if (threadIdx.x == 0) vars.seen = seen + total;
+    __syncthreads();
+    if (want > 0 && before + vars.seen >= want) break;  // the same value in every thread
+  }
+  const std::uint32_t seen = vars.seen;
+  __syncthreads();  // vars.seen is read before anyone resets it
+  return seen;
+}
+
+// ---- several blocks per row: a kernel per pass ----------------------------------------------------
+
+template <class L>
+__global__ void count_hist_kernel(const L* __restrict__ labels, params_dev p, row_state* states,
+                                  std::uint32_t* hist) {
+  __shared__ histogram s_hist;
+  __shared__ block_storage storage;
+  const std::int64_t row = blockIdx.y;
+  clear_histogram(s_hist);
+  __syncthreads();
+  const std::int64_t begin = blockIdx.x * p.chunk, end = min(p.n, begin + p.chunk);
+  unsigned long long bp, bn;
+  count_step(labels, p, row, begin, end, s_hist, storage, bp, bn);
+  if (threadIdx.x == 0) {
+    if (bp) atomicAdd(&states[row].positives, bp);
+    if (bn) atomicAdd(&states[row].negatives, bn);
+  }
+  merge_histogram(s_hist, hist + row * 2 * kMaxBins);
+}
+
+template <int Pass>
+__global__ void choose_kernel(params_dev p, row_state* states, std::uint32_t* hist) {
+  __shared__ block_storage storage;
+  __shared__ block_vars vars;
+  const std::int64_t row = blockIdx.x;
+  choose_step<Pass>(p, row, states[row], hist + row * 2 * kMaxBins, storage, vars);
+}
+
+/// The global candidate lists of a row (several blocks per row).
+__device__ __forceinline__ candidate_lists row_lists(std::uint64_t* cand, const params_dev& p, std::int64_t row) {
+  return {{cand + (row * 2) * p.cand_cap, cand + (row * 2 + 1) * p.cand_cap}, p.cand_cap};
+}
+
+template <class L>
+__global__ void filter_kernel(const L* __restrict__ labels, params_dev p, row_state* states, std::uint32_t* hist,
+                              std::uint64_t* cand, std::uint32_t* selected) {
+  __shared__ histogram s_hist;
+  __shared__ block_storage storage;
+  __shared__ block_vars vars;
+  const std::int64_t row = blockIdx.y;
+  clear_histogram(s_hist);
+  __syncthreads();
+  const std::int64_t begin = blockIdx.x * p.chunk, end = min(p.n, begin + p.chunk);
+  filter_step(labels, p, row, begin, end, states + row, row_lists(cand, p, row), s_hist, selected + row * p.k,
+              storage, vars);
+  merge_histogram(s_hist, hist + row * 2 * kMaxBins);
+}
+
+template <class L>
+__global__ void refine_kernel(const L* __restrict__ labels, params_dev p, row_state* states, std::uint32_t* hist,
+                              std::uint64_t* cand) {
+  const std::int64_t row = blockIdx.y;
+  refine_step(labels, p, row, states + row, row_lists(cand, p, row), hist + row * 2 * kMaxBins,
+              blockIdx.x * kThreads + threadIdx.x, gridDim.x * kThreads);
+}
+
+template <class L>
+__global__ void finish_kernel(const L* __restrict__ labels, params_dev p, row_state* states, std::uint64_t* cand,
+                              std::uint32_t* selected) {
+  const std::int64_t row = blockIdx.y;
+  finish_step(labels, p, row, states + row, row_lists(cand, p, row), selected + row * p.k,
+              blockIdx.x * kThreads + threadIdx.x, gridDim.x * kThreads);
+}
+
+/// Tie pass, first half: every block counts the ties at T in its part of the row (into
+/// tie_counts[row][class][block]); block 0 places each class's ties after the items taken so far.
+template <class L>
+__global__ void tie_count_kernel(const L* __restrict__ labels, params_dev p, row_state* states,
+                                 std::uint32_t* tie_counts) {
+  __shared__ block_storage storage;
+  __shared__ block_vars vars;
+  const std::int64_t row = blockIdx.y;
+  row_state* rs = states + row;
+  const class_state cls[2] = {rs->cls[0], rs->cls[1]};
+  if (!needs_tie_pass(cls[0]) && !needs_tie_pass(cls[1])) return;  // the whole block returns
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    // Nothing else reads taken or tie_base while this kernel runs.
+    std::uint32_t at = rs->taken;
+    for (int c = 0; c < 2; ++c) {
+      rs->tie_base[c] = at;
+      if (needs_tie_pass(cls[c])) at += cls[c].k_rem;
+    }
+    rs->taken = at;
+  }
+  const std::int64_t begin = blockIdx.x * p.chunk, end = min(p.n, begin + p.chunk);
+  for (int c = 0; c < 2; ++c) {
+    if (!needs_tie_pass(cls[c])) continue;
+    const std::uint32_t seen = scan_ties(labels, p, row, c, cls[c].prefix, begin, end, 0, 0, 0, nullptr, storage, vars);
+    if (threadIdx.x == 0) tie_counts[(row * 2 + c) * gridDim.x + blockIdx.x] = seen;
+  }
+}
+
+/// Tie pass, second half: every block takes, in index order, the ties of its part whose rank in
+/// the row (the ties of the blocks before it plus their rank here) is below what is still needed.
+template <class L>
+__global__ void tie_take_kernel(const L* __restrict__ labels, params_dev p, const row_state* states,
+                                const std::uint32_t* tie_counts, std::uint32_t* selected) {
+  __shared__ block_storage storage;
+  __shared__ block_vars vars;
+  const std::int64_t row = blockIdx.y;
+  const row_state* rs = states + row;
+  const std::int64_t begin = blockIdx.x * p.chunk, end = min(p.n, begin + p.chunk);
   for (int c = 0; c < 2; ++c) {
     const class_state cs = rs->cls[c];
-    if (cs.mode != static_cast<std::uint32_t>(class_mode::select) || cs.bucket == cs.k_rem) continue;
-    if (threadIdx.x == 0) s_done = 0;
+    if (!needs_tie_pass(cs)) continue;
+    const std::uint32_t* counts = tie_counts + (row * 2 + c) * gridDim.x;
+    unsigned long long mine = 0;
+    for (std::uint32_t j = threadIdx.x; j < blockIdx.x; j += kThreads) mine += counts[j];
+    const unsigned long long before_all = block_reduce(storage.reduce).Sum(mine);
+    if (threadIdx.x == 0) vars.base = static_cast<std::uint32_t>(min(before_all, 0xFFFFFFFFull));
     __syncthreads();
-    for (std::int64_t r0 = 0; r0 < p.n; r0 += kThreads) {
-      const std::int64_t i = r0 + threadIdx.x;
-      std::uint32_t flag = 0;
-      if (i < p.n)
-        flag = item_class(load_label(row_labels, i), p.negative_label, p.ignore_label) == c &&
-               keys.word_at(static_cast<std::uint64_t>(i)) == cs.prefix;
-      std::uint32_t rank, total;
-      Scan(scan_storage).ExclusiveSum(flag, rank, total);
-      const std::uint32_t done = s_done;
-      if (flag && done + rank < cs.k_rem) {
-        const std::uint32_t at = rs->taken + done + rank;
-        if (at < p.k) selected[row * p.k + at] = static_cast<std::uint32_t>(i);
-        else report_fault(p, fault_kind::selection_overflow, row, c, at);
-      }
-      __syncthreads();
-      if (threadIdx.x == 0) s_done = done + total;
-      __syncthreads();
-      if (s_done >= cs.k_rem) break;
-    }
-    __syncthreads();  // every thread has read rs->taken above
+    const std::uint32_t before = vars.base;
+    __syncthreads();  // vars.base and the storage are free again
+    if (before >= cs.k_rem) continue;  // the ties of earlier blocks are enough (uniform)
+    const std::uint32_t seen = scan_ties(labels, p, row, c, cs.prefix, begin, end, before, cs.k_rem,
+                                         rs->tie_base[c], selected + row * p.k, storage, vars);
+    if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0 && before + seen < cs.k_rem)
+      report_fault(p, fault_kind::ties_short, row, c, before + seen);
+  }
+}
+
+// ---- one block per row: every pass in one kernel ---------------------------------------------------
+
+constexpr std::uint32_t kRowCandidates = 512;  // candidates per class kept in shared memory
+
+template <class L>
+__global__ void row_kernel(const L* __restrict__ labels, params_dev p, row_state* states, std::uint32_t* selected) {
+  __shared__ histogram s_hist;
+  __shared__ std::uint64_t s_cand[2][kRowCandidates];
+  __shared__ block_storage storage;
+  __shared__ block_vars vars;
+  const std::int64_t row = blockIdx.y;
+  row_state* rs = states + row;
+  std::uint32_t* selected_row = selected + row * p.k;
+  if (threadIdx.x == 0) *rs = row_state{};
+  clear_histogram(s_hist);
+  __syncthreads();
+  unsigned long long positives, negatives;
+  count_step(labels, p, row, 0, p.n, s_hist, storage, positives, negatives);
+  if (threadIdx.x == 0) {
+    rs->positives = positives;
+    rs->negatives = negatives;
+  }
+  std::uint32_t* hist = &s_hist[0][0];
+  choose_step<0>(p, row, *rs, hist, storage, vars);
+  const candidate_lists lists{{s_cand[0], s_cand[1]}, min(kRowCandidates, p.cand_cap)};
+  filter_step(labels, p, row, 0, p.n, rs, lists, s_hist, selected_row, storage, vars);
+  choose_step<1>(p, row, *rs, hist, storage, vars);
+  refine_step(labels, p, row, rs, lists, hist, threadIdx.x, kThreads);
+  __syncthreads();
+  choose_step<2>(p, row, *rs, hist, storage, vars);
+  finish_step(labels, p, row, rs, lists, selected_row, threadIdx.x, kThreads);
+  __syncthreads();  // every item below T is appended: taken is final but for the ties
+  for (int c = 0; c < 2; ++c) {
+    const class_state cs = rs->cls[c];
+    if (!needs_tie_pass(cs)) continue;
+    const std::uint32_t base = rs->taken;
+    const std::uint32_t seen = scan_ties(labels, p, row, c, cs.prefix, 0, p.n, 0, cs.k_rem, base, selected_row,
+                                         storage, vars);  // ends with a barrier: base is read everywhere
     if (threadIdx.x == 0) {
-      if (s_done < cs.k_rem) report_fault(p, fault_kind::ties_short, row, c, s_done);
-      rs->taken += min(s_done, cs.k_rem);
+      if (seen < cs.k_rem) report_fault(p, fault_kind::ties_short, row, c, seen);
+      rs->taken = base + min(seen, cs.k_rem);
     }
     __syncthreads();
   }
@@ -478,12 +653,39 @@ int bits_for(std::int64_t n) {
   return bits;
 }
 
-/// Candidates kept per row and class: kCandidateCap (or a test's smaller cap), at most n, at least 1.
-std::uint32_t candidate_cap(std::int64_t n, std::uint32_t cap) {
+/// Candidates kept per row and class for the passes after the first: `knob` (a test's cap) or, by
+/// default, about eight times the first bucket a class of n items expects (n / 2048 keys), between
+/// 256 and kCandidateCap; at most n, at least 1.
+std::uint32_t candidate_cap(std::int64_t n, std::uint32_t knob) {
+  const std::int64_t cap = knob != 0 ? knob : std::clamp<std::int64_t>(n / 256, 256, kCandidateCap);
   return static_cast<std::uint32_t>(std::max<std::int64_t>(1, std::min<std::int64_t>(n, cap)));
 }
 
-layout make_layout(const sampler_args& a, const sampler_params& p, int index_bits, std::uint32_t cand_cap) {
+/// How a call splits its rows among blocks, from the shapes and the device's multiprocessor count,
+/// never from the data: enough blocks in all to fill the device about four times over, at least
+/// 16K items per block, one block per row for short rows or when the rows alone fill the device.
+struct plan {
+  int blocks_per_row;
+  std::int64_t chunk;  // items per block of a row, a multiple of 4
+};
+
+plan make_plan(std::int64_t rows, std::int64_t n, int multiprocessors, int forced_blocks_per_row) {
+  const std::int64_t target_blocks = 4 * static_cast<std::int64_t>(multiprocessors);
+  const std::int64_t by_device = std::max<std::int64_t>(1, target_blocks / std::max<std::int64_t>(1, rows));
+  const std::int64_t by_size = std::max<std::int64_t>(1, (n + 16383) / 16384);
+  plan pl{};
+  pl.blocks_per_row = static_cast<int>(std::min<std::int64_t>({by_device, by_size, 65535}));
+  if (forced_blocks_per_row > 0) pl.blocks_per_row = std::min(forced_blocks_per_row, 65535);
+  pl.chunk = ((n + pl.blocks_per_row - 1) / pl.blocks_per_row + 3) / 4 * 4;
+  return pl;
+}
+
+/// The temp storage of a call: the row states, and the rows' selections with their sort keys and
+/// CUB's sort storage (both grow with rows x k, like the output). Only when several blocks share a
+/// row (at most 2 x multiprocessors rows then) also the global histograms (16 KiB a row), candidate
+/// lists and tie counts.
+layout make_layout(const sampler_args& a, const sampler_params& p, int index_bits, std::uint32_t cand_cap,
+                   const plan& pl) {
   layout l{};
   const auto rows = static_cast<std::size_t>(a.rows), k = static_cast<std::size_t>(p.k);
   std::size_t at = 0;
@@ -493,30 +695,34 @@ layout make_layout(const sampler_args& a, const sampler_params& p, int index_bit
     return here;
   };
   l.state = take(rows * sizeof(row_state));
-  l.hist = take(rows * 2 * kMaxBins * sizeof(std::uint32_t));
-  l.cand = take(rows * 2 * cand_cap * sizeof(std::uint64_t));
-  l.selected = take(rows * k * sizeof(std::uint32_t));
+  if (pl.blocks_per_row > 1) {
+    l.hist = take(rows * 2 * kMaxBins * sizeof(std::uint32_t));  // right after the states: one memset
+    l.cand = take(rows * 2 * cand_cap * sizeof(std::uint64_t));
+    l.tie_counts = take(rows * 2 * static_cast<std::size_t>(pl.blocks_per_row) * sizeof(std::uint32_t));
+  }
+  // The sort runs on a double buffer (no copy of the keys inside CUB's storage), and the selection,
+  // read only before the sort, lives in the buffer the keys are not ordered into first.
   l.keys_in = take(rows * k * sizeof(std::uint64_t));
   l.keys_out = take(rows * k * sizeof(std::uint64_t));
+  l.selected = l.keys_out;
   l.begin_off = take(rows * sizeof(int));
   l.end_off = take(rows * sizeof(int));
   l.sort_bytes = 0;
   if (rows == 1 && k > 0) {
     // One row: a device-wide sort of all k slots (unused ones padded) instead of one block.
-    PINFEED_CUDA_TRY(cub::DeviceRadixSort::SortKeys(nullptr, l.sort_bytes, static_cast<const std::uint64_t*>(nullptr),
-                                                    static_cast<std::uint64_t*>(nullptr), static_cast<int>(k), 0,
+    cub::DoubleBuffer<std::uint64_t> keys(nullptr, nullptr);
+    PINFEED_CUDA_TRY(cub::DeviceRadixSort::SortKeys(nullptr, l.sort_bytes, keys, static_cast<int>(k), 0,
                                                     padded_sort_bits(index_bits)));
   } else if (rows * k > 0) {
+    cub::DoubleBuffer<std::uint64_t> keys(nullptr, nullptr);
     PINFEED_CUDA_TRY(cub::DeviceSegmentedRadixSort::SortKeys(
-        nullptr, l.sort_bytes, static_cast<const std::uint64_t*>(nullptr), static_cast<std::uint64_t*>(nullptr),
-        static_cast<int>(rows * k), static_cast<int>(rows), static_cast<const int*>(nullptr),
+        nullptr, l.sort_bytes, keys, static_cast<int>(rows * k), static_cast<int>(rows), static_cast<const int*>(nullptr),
         static_cast<const int*>(nullptr), 0, 32 + index_bits));
   }
   l.sort_temp = take(l.sort_bytes);
   l.total = std::max<std::size_t>(at, 256);
   return l;
 }
-
 
 /// Runs `fn` with this thread's capture mode relaxed, so that a driver query or a one-time
 /// allocation does not invalidate a capture another thread runs in global mode.
@@ -598,6 +804,7 @@ void run_pipeline(std::byte* temp, const layout& l, const sampler_args& a, const
   auto* states = reinterpret_cast<row_state*>(temp + l.state);
   auto* hist = reinterpret_cast<std::uint32_t*>(temp + l.hist);
   auto* cand = reinterpret_cast<std::uint64_t*>(temp + l.cand);
+  auto* tie_counts = reinterpret_cast<std::uint32_t*>(temp + l.tie_counts);
   auto* selected = reinterpret_cast<std::uint32_t*>(temp + l.selected);
   auto* keys_in = reinterpret_cast<std::uint64_t*>(temp + l.keys_in);
   auto* keys_out = reinterpret_cast<std::uint64_t*>(temp + l.keys_out);
@@ -606,9 +813,14 @@ void run_pipeline(std::byte* temp, const layout& l, const sampler_args& a, const
   const auto* labels = static_cast<const L*>(a.labels);
   const auto rows = static_cast<unsigned>(a.rows);
 
-  PINFEED_CUDA_TRY(cudaMemsetAsync(temp + l.state, 0, l.hist + rows * 2 * kMaxBins * sizeof(std::uint32_t) - l.state,
-                                   stream));
-  if (a.n > 0) {
+  if (p.blocks_per_row == 1) {
+    // Every pass in one kernel, which also resets the row states (even when n is 0).
+    row_kernel<L><<<dim3(1, rows), kThreads, 0, stream>>>(labels, p, states, selected);
+    PINFEED_CHECK_LAUNCH();
+    if (hook != nullptr) hook(hook_ctx, stream);
+  } else {
+    PINFEED_CUDA_TRY(cudaMemsetAsync(temp + l.state, 0, l.hist + rows * 2 * kMaxBins * sizeof(std::uint32_t) - l.state,
+                                     stream));
     const dim3 grid(static_cast<unsigned>(p.blocks_per_row), rows);
     count_hist_kernel<L><<<grid, kThreads, 0, stream>>>(labels, p, states, hist);
     PINFEED_CHECK_LAUNCH();
@@ -625,7 +837,9 @@ void run_pipeline(std::byte* temp, const layout& l, const sampler_args& a, const
     PINFEED_CHECK_LAUNCH();
     finish_kernel<L><<<grid, kThreads, 0, stream>>>(labels, p, states, cand, selected);
     PINFEED_CHECK_LAUNCH();
-    ties_kernel<L><<<rows, kThreads, 0, stream>>>(labels, p, states, selected);
+    tie_count_kernel<L><<<grid, kThreads, 0, stream>>>(labels, p, states, tie_counts);
+    PINFEED_CHECK_LAUNCH();
+    tie_take_kernel<L><<<grid, kThreads, 0, stream>>>(labels, p, states, tie_counts, selected);
     PINFEED_CHECK_LAUNCH();
   }
   if (p.k == 0) {
@@ -638,20 +852,22 @@ void run_pipeline(std::byte* temp, const layout& l, const sampler_args& a, const
                                                     end_off);
   PINFEED_CHECK_LAUNCH();
   std::size_t sort_bytes = l.sort_bytes;
+  // Which buffer ends up holding the order is known on the host when the sort is queued.
+  cub::DoubleBuffer<std::uint64_t> keys(keys_in, keys_out);
   if (one_row)
-    PINFEED_CUDA_TRY(cub::DeviceRadixSort::SortKeys(temp + l.sort_temp, sort_bytes, keys_in, keys_out,
-                                                    static_cast<int>(p.k), 0, padded_sort_bits(p.index_bits), stream));
+    PINFEED_CUDA_TRY(cub::DeviceRadixSort::SortKeys(temp + l.sort_temp, sort_bytes, keys, static_cast<int>(p.k), 0,
+                                                    padded_sort_bits(p.index_bits), stream));
   else
-    PINFEED_CUDA_TRY(cub::DeviceSegmentedRadixSort::SortKeys(temp + l.sort_temp, sort_bytes, keys_in, keys_out,
+    PINFEED_CUDA_TRY(cub::DeviceSegmentedRadixSort::SortKeys(temp + l.sort_temp, sort_bytes, keys,
                                                              static_cast<int>(a.rows * p.k), static_cast<int>(rows),
                                                              begin_off, end_off, 0, 32 + p.index_bits, stream));
   write_kernel<L, I><<<kgrid, kThreads, 0, stream>>>(
-      p, states, keys_out, labels, static_cast<I*>(a.indices), a.valid, static_cast<L*>(a.gathered_labels),
+      p, states, keys.Current(), labels, static_cast<I*>(a.indices), a.valid, static_cast<L*>(a.gathered_labels),
       static_cast<const std::byte*>(a.features), static_cast<std::byte*>(a.gathered_features), a.feature_bytes);
   PINFEED_CHECK_LAUNCH();
 }
 
-params_dev make_params(const sampler_args& a, const sampler_params& p, std::uint32_t cap) {
+params_dev make_params(const sampler_args& a, const sampler_params& p, std::uint32_t candidate_knob) {
   params_dev d{};
   d.rows = a.rows;
   d.n = a.n;
@@ -662,7 +878,7 @@ params_dev make_params(const sampler_args& a, const sampler_params& p, std::uint
   d.seed = p.seed;
   d.offset = p.offset;
   d.mode = p.mode;
-  d.cand_cap = candidate_cap(a.n, cap);
+  d.cand_cap = candidate_cap(a.n, candidate_knob);
   d.index_bits = bits_for(a.n);
   return d;
 }
@@ -740,22 +956,20 @@ void detail::balanced_sample_gpu_with(void* d_temp, std::size_t& temp_bytes, con
                                       const sampler_params& p, cudaStream_t stream, const sampler_knobs& knobs) {
   const bool running = d_temp != nullptr;
   detail::validate_gpu_shapes(a, p, running);
-  params_dev d = make_params(a, p, knobs.candidate_cap != 0 ? knobs.candidate_cap : kCandidateCap);
-  const layout l = make_layout(a, p, d.index_bits, d.cand_cap);
+  params_dev d = make_params(a, p, knobs.candidate_cap);
+  // The plan, and with it the temp size, depends on the device's multiprocessor count: query on
+  // the device the call runs on.
+  const int device = current_device();
+  const plan pl = make_plan(a.rows, a.n, multiprocessor_count(device), knobs.blocks_per_row);
+  d.blocks_per_row = pl.blocks_per_row;
+  d.chunk = pl.chunk;
+  const layout l = make_layout(a, p, d.index_bits, d.cand_cap, pl);
   if (detail::answer_temp_query(d_temp, temp_bytes, l.total, "balanced sampler (GPU)")) return;
   // A running call: not a size query, which no earlier fault could affect.
   if (!detail::stream_capturing(stream)) detail::check_device_pointers(a, "balanced sampler (GPU)");
-  const int device = current_device();
   d.fault = fault_word(device);
   rethrow_fault(d.fault);
   if (a.rows == 0) return;
-  // Blocks per row: enough blocks in all to fill the device about four times over, at least 16K
-  // items per block, one block per row for short rows. Decided from shapes only, never from data.
-  const std::int64_t target_blocks = 4 * static_cast<std::int64_t>(multiprocessor_count(device));
-  const std::int64_t by_device = std::max<std::int64_t>(1, target_blocks / a.rows);
-  const std::int64_t by_size = std::max<std::int64_t>(1, (a.n + 16383) / 16384);
-  d.blocks_per_row = static_cast<int>(std::min<std::int64_t>({by_device, by_size, 65535}));
-  d.chunk = ((a.n + d.blocks_per_row - 1) / d.blocks_per_row + 3) / 4 * 4;
   auto* temp = static_cast<std::byte*>(d_temp);
   const bool l64 = a.label_type == dtype::i64, i64 = a.index_type == dtype::i64;
   if (l64 && i64) run_pipeline<std::int64_t, std::int64_t>(temp, l, a, d, stream, knobs.hook, knobs.hook_ctx);

@@ -36,7 +36,12 @@ struct run_options {
   std::size_t misalign = 0;       ///< features and gathered features start this many bytes past an allocation
   cudaStream_t stream = nullptr;
   std::uint32_t candidate_cap = 0;  ///< the GPU's candidate buffer per row and class; 0: the default
+  int blocks_per_row = 0;           ///< the GPU's blocks per row (1: every pass in one kernel); 0: its own plan
 };
+
+/// The GPU plans a case runs under: the sampler's own, one block per row (every pass in one kernel,
+/// shared-memory histograms and candidates) and several blocks per row (a kernel per pass).
+constexpr int kPlans[] = {0, 1, 16};
 
 /// Values of `v` stored as `t` (i32 or i64).
 std::vector<std::byte> as_type(const std::vector<std::int64_t>& v, dtype t) {
@@ -117,6 +122,7 @@ outputs run(bool gpu, const std::vector<std::int64_t>& labels64, std::int64_t ro
   }
   ops::detail::sampler_knobs knobs;
   knobs.candidate_cap = o.candidate_cap;
+  knobs.blocks_per_row = o.blocks_per_row;
   std::size_t temp_bytes = 0;
   ops::detail::balanced_sample_gpu_with(nullptr, temp_bytes, a, p, o.stream, knobs);
   device_buffer temp(temp_bytes);
@@ -182,6 +188,17 @@ void check_same(const std::vector<std::int64_t>& labels, std::int64_t rows, std:
   check_equal(run(false, labels, rows, n, p, o), run(true, labels, rows, n, p, o));
 }
 
+/// CPU == GPU under every plan of kPlans.
+void check_same_every_plan(const std::vector<std::int64_t>& labels, std::int64_t rows, std::int64_t n,
+                           const sampler_params& p, run_options o = {}) {
+  const outputs cpu = run(false, labels, rows, n, p, o);
+  for (const int plan : kPlans) {
+    CAPTURE(plan);
+    o.blocks_per_row = plan;
+    check_equal(cpu, run(true, labels, rows, n, p, o));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("gpu.sampler.bit_identical_to_cpu" * doctest::test_suite("gpu")) {
@@ -231,7 +248,7 @@ TEST_CASE("gpu.sampler.tie_at_threshold" * doctest::test_suite("gpu")) {
   p.positive_fraction = 1.0;
   p.k = t.k;
   const std::vector<std::int64_t> labels(static_cast<std::size_t>(t.n), 1);
-  check_same(labels, 1, t.n, p);
+  check_same_every_plan(labels, 1, t.n, p);
 }
 
 TEST_CASE("gpu.sampler.candidates_overflow_the_buffer" * doctest::test_suite("gpu")) {
@@ -248,7 +265,7 @@ TEST_CASE("gpu.sampler.candidates_overflow_the_buffer" * doctest::test_suite("gp
   p.seed = 5;
   const std::vector<std::int64_t> labels(static_cast<std::size_t>(n), 1);
   REQUIRE(first_bucket_size(labels, 0, n, p, 0) > (o.candidate_cap != 0 ? o.candidate_cap : 8192u));
-  check_same(labels, 1, n, p, o);
+  check_same_every_plan(labels, 1, n, p, o);
 }
 
 TEST_CASE("gpu.sampler.graph_capture_and_replay" * doctest::test_suite("gpu")) {
@@ -447,7 +464,7 @@ TEST_CASE("gpu.sampler.overflow_and_ties_on_several_rows_with_both_classes" * do
       CHECK(first_bucket_size(labels, row, n, p, row == 0 ? 0 : 1) > cap);   // the larger class
       CHECK(first_bucket_size(labels, row, n, p, row == 0 ? 1 : 0) <= cap);  // the smaller one
     }
-    check_same(labels, rows, n, p, o);
+    check_same_every_plan(labels, rows, n, p, o);
   }
   SUBCASE("ties at the threshold of both classes") {
     // The first seed from 31 on whose rows each hold two usable tied pairs.
@@ -460,14 +477,25 @@ TEST_CASE("gpu.sampler.overflow_and_ties_on_several_rows_with_both_classes" * do
     sampler_params p;
     p.seed = seed;
     p.k = 2 * want;
-    const auto gpu = run(true, t.labels, rows, n, p);
-    check_equal(run(false, t.labels, rows, n, p), gpu);
-    for (std::int64_t row = 0; row < rows; ++row)
-      for (int c = 0; c < 2; ++c) {
-        const auto first = gpu.indices.begin() + row * p.k, last = first + p.k;
-        CHECK(std::count(first, last, static_cast<std::int64_t>(t.taken[row * 2 + c])) == 1);
-        CHECK(std::count(first, last, static_cast<std::int64_t>(t.left[row * 2 + c])) == 0);
-      }
+    const outputs cpu = run(false, t.labels, rows, n, p);
+    // Under 16 blocks per row, each block scans n / 16 items: a pair whose items lie in different
+    // blocks is ordered by the counts of the blocks before each.
+    std::size_t split_pairs = 0;
+    for (std::size_t i = 0; i < t.taken.size(); ++i) split_pairs += t.taken[i] / (n / 16) != t.left[i] / (n / 16);
+    CHECK(split_pairs > 0);
+    for (const int plan : kPlans) {
+      CAPTURE(plan);
+      run_options o;
+      o.blocks_per_row = plan;
+      const auto gpu = run(true, t.labels, rows, n, p, o);
+      check_equal(cpu, gpu);
+      for (std::int64_t row = 0; row < rows; ++row)
+        for (int c = 0; c < 2; ++c) {
+          const auto first = gpu.indices.begin() + row * p.k, last = first + p.k;
+          CHECK(std::count(first, last, static_cast<std::int64_t>(t.taken[row * 2 + c])) == 1);
+          CHECK(std::count(first, last, static_cast<std::int64_t>(t.left[row * 2 + c])) == 0);
+        }
+    }
   }
 }
 
@@ -480,6 +508,40 @@ TEST_CASE("gpu.sampler.most_rows_per_call" * doctest::test_suite("gpu")) {
   o.label_type = dtype::i32;
   o.index_type = dtype::i32;
   check_same(test::random_labels(rows * n, 8, 30, 10), rows, n, p, o);
+}
+
+TEST_CASE("gpu.sampler.temp_storage_grows_with_what_the_call_needs" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("sampler temp storage")) return;
+  // Size queries only. A call asks for its row states, two 8-byte keys per selection and CUB's
+  // sort storage; several blocks share a row only when there are few rows, and then each row also
+  // has a 16 KiB histogram and its candidate lists (at most 2 x 8192 keys of 8 bytes).
+  auto temp_of = [](std::int64_t rows, std::int64_t n, std::int64_t k) {
+    sampler_args a;
+    a.rows = rows;
+    a.n = n;
+    sampler_params p;
+    p.k = k;
+    std::size_t bytes = 0;
+    balanced_sample_gpu(nullptr, bytes, a, p, nullptr);
+    return bytes;
+  };
+  constexpr std::size_t kSortAllowance = std::size_t{1} << 20;  // CUB's own storage, beyond the keys
+  auto bound = [](std::int64_t rows, std::int64_t k, std::size_t per_row) {
+    return static_cast<std::size_t>(rows) * (128 + per_row) + static_cast<std::size_t>(rows * k) * 16 + kSortAllowance;
+  };
+  // 65535 rows of 64 items: about 18 MB, not 1.1 GB of histograms and candidates.
+  CHECK(temp_of(65535, 64, 16) <= bound(65535, 16, 0));
+  // Many rows: one block per row, whatever n: nothing grows with n.
+  CHECK(temp_of(4096, 1 << 20, 100) <= bound(4096, 100, 0));
+  CHECK(temp_of(4096, 1 << 20, 100) == temp_of(4096, 64, 100));
+  // Few long rows: the histogram and the candidate lists, at most 16 KiB + 128 KiB a row.
+  constexpr std::size_t kSharedRow = 16 * 1024 + 2 * 8192 * 8 + 4096;
+  CHECK(temp_of(1, std::int64_t{1} << 26, 1000) <= bound(1, 1000, kSharedRow));
+  CHECK(temp_of(2, std::int64_t{1} << 26, 1000) <= bound(2, 1000, kSharedRow));
+  // Rows x k grows the selection buffers, and only them.
+  const std::size_t small = temp_of(64, 1000, 10), large = temp_of(64, 1000, 100);
+  CHECK(large > small);
+  CHECK(large - small <= std::size_t{64} * 90 * 16 + kSortAllowance);
 }
 
 TEST_CASE("gpu.sampler.one_row_large_k_sorts_device_wide" * doctest::test_suite("gpu")) {

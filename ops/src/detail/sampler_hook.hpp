@@ -1,7 +1,8 @@
 #pragma once
-// Internal: the GPU sampler with knobs for tests. A hook runs between its first and second kernel,
-// so a test can change the labels mid-call (on the same stream) and check that the kernels stay in
-// bounds and the fault is reported; a smaller candidate buffer than the default sends inputs small
+// Internal: the GPU sampler with knobs for tests. A hook runs after its first kernel: the counting
+// kernel when several blocks share a row, so that a test can change the labels mid-call (on the same
+// stream) and check that the kernels stay in bounds and the fault is reported; the whole selection
+// when a block has a row to itself. A smaller candidate buffer than the default sends inputs small
 // enough for the GPU simulator down the path that reads the labels again.
 
 #include <cstddef>
@@ -18,7 +19,9 @@ using sampler_stage_hook = void (*)(void* ctx, cudaStream_t stream);
 struct sampler_knobs {
   sampler_stage_hook hook = nullptr;  ///< called with (hook_ctx, stream) after the counting kernel is queued
   void* hook_ctx = nullptr;
-  std::uint32_t candidate_cap = 0;    ///< candidates kept per row and class; 0: the default (8192)
+  std::uint32_t candidate_cap = 0;    ///< candidates kept per row and class; 0: the default (n / 256 within [256, 8192])
+  int blocks_per_row = 0;             ///< 1: one block per row (every pass in one kernel); more: that many
+                                      ///< blocks share each row (a kernel per pass); 0: from the shapes
 };
 
 /// balanced_sample_gpu() with the knobs. The temp storage must be queried with the same knobs.

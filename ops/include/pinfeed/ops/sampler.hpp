@@ -86,6 +86,12 @@ void balanced_sample_cpu(const sampler_args& a, const sampler_params& p);
 /// asynchronous on `stream`. Device pointers. One row is ordered by a device-wide sort, several
 /// rows by a segmented one.
 ///
+/// The temp storage grows with what the call needs: about 100 bytes a row, 16 bytes per selected
+/// slot (rows x k) and CUB's sort storage; when there are few rows (at most twice the device's
+/// multiprocessors) and they are long enough for several blocks to share each, also up to 160 KiB
+/// a row for the histograms and candidates. It depends on the current device's multiprocessor
+/// count: query it on the device the call runs on (a smaller buffer is refused).
+///
 /// The temp buffer belongs to one call in flight at a time, and the labels must not change while
 /// the call runs. If they do, the kernels clamp every write to the call's own rows and record a
 /// fault in a host-mapped word of the device (allocated once per process and device, at the first

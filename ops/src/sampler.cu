@@ -79,8 +79,8 @@ struct class_state {
 struct row_state {
   unsigned long long positives, negatives;
   std::uint32_t taken;        // items appended to the row's selection
-  std::uint32_t tie_base[2];  // where each class's ties go (tie pass of several blocks per row)
-  std::uint32_t pad;
+  std::uint32_t tie_base;  // where the ties go (tie pass of several blocks per row)
+  std::uint32_t pad[2];
   class_state cls[2];
 };
 
@@ -285,7 +285,13 @@ template <class L>
 __device__ void filter_step(const L* __restrict__ labels, const params_dev& p, std::int64_t row, std::int64_t begin,
                             std::int64_t end, row_state* rs, const candidate_lists& lists, histogram& s_hist,
                             std::uint32_t* selected_row, block_storage& storage, block_vars& vars) {
-  const class_state cls[2] = {rs->cls[0], rs->cls[1]};
+  // What the choice decided, without cand_used, which other blocks count up meanwhile.
+  class_state cls[2];
+  for (int c = 0; c < 2; ++c) {
+    cls[c].mode = rs->cls[c].mode;
+    cls[c].prefix = rs->cls[c].prefix;
+    cls[c].candidates = rs->cls[c].candidates;
+  }
   const L* row_labels = labels + row * p.n;
   const philox_stream keys(p.seed, p.offset, static_cast<std::uint64_t>(row), 0);
   // Every thread runs the same number of rounds so the block-wide scan stays in step.
@@ -488,7 +494,7 @@ __global__ void finish_kernel(const L* __restrict__ labels, params_dev p, row_st
 }
 
 /// Tie pass, first half: every block counts the ties at T in its part of the row (into
-/// tie_counts[row][class][block]); block 0 places each class's ties after the items taken so far.
+/// tie_counts[row][class][block]); block 0 notes where the ties go (after the items taken so far).
 template <class L>
 __global__ void tie_count_kernel(const L* __restrict__ labels, params_dev p, row_state* states,
                                  std::uint32_t* tie_counts) {
@@ -498,15 +504,7 @@ __global__ void tie_count_kernel(const L* __restrict__ labels, params_dev p, row
   row_state* rs = states + row;
   const class_state cls[2] = {rs->cls[0], rs->cls[1]};
   if (!needs_tie_pass(cls[0]) && !needs_tie_pass(cls[1])) return;  // the whole block returns
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
-    // Nothing else reads taken or tie_base while this kernel runs.
-    std::uint32_t at = rs->taken;
-    for (int c = 0; c < 2; ++c) {
-      rs->tie_base[c] = at;
-      if (needs_tie_pass(cls[c])) at += cls[c].k_rem;
-    }
-    rs->taken = at;
-  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) rs->tie_base = rs->taken;  // no block of this kernel reads either
   const std::int64_t begin = blockIdx.x * p.chunk, end = min(p.n, begin + p.chunk);
   for (int c = 0; c < 2; ++c) {
     if (!needs_tie_pass(cls[c])) continue;
@@ -515,41 +513,63 @@ __global__ void tie_count_kernel(const L* __restrict__ labels, params_dev p, row
   }
 }
 
+/// The sum of counts[j] for j in [0, upto), in every thread of the block.
+__device__ std::uint32_t block_sum(const std::uint32_t* counts, std::uint32_t upto, block_storage& storage,
+                                   block_vars& vars) {
+  unsigned long long mine = 0;
+  for (std::uint32_t j = threadIdx.x; j < upto; j += kThreads) mine += counts[j];
+  const unsigned long long sum = block_reduce(storage.reduce).Sum(mine);
+  if (threadIdx.x == 0) vars.base = static_cast<std::uint32_t>(min(sum, 0xFFFFFFFFull));
+  __syncthreads();
+  const std::uint32_t out = vars.base;
+  __syncthreads();  // vars.base and the storage are free again
+  return out;
+}
+
 /// Tie pass, second half: every block takes, in index order, the ties of its part whose rank in
 /// the row (the ties of the blocks before it plus their rank here) is below what is still needed.
+/// A class takes min(k_rem, ties counted): its slots follow the previous class's, and block 0
+/// moves taken past both.
 template <class L>
-__global__ void tie_take_kernel(const L* __restrict__ labels, params_dev p, const row_state* states,
+__global__ void tie_take_kernel(const L* __restrict__ labels, params_dev p, row_state* states,
                                 const std::uint32_t* tie_counts, std::uint32_t* selected) {
   __shared__ block_storage storage;
   __shared__ block_vars vars;
   const std::int64_t row = blockIdx.y;
-  const row_state* rs = states + row;
+  row_state* rs = states + row;
+  const class_state cls[2] = {rs->cls[0], rs->cls[1]};
+  if (!needs_tie_pass(cls[0]) && !needs_tie_pass(cls[1])) return;  // the whole block returns
   const std::int64_t begin = blockIdx.x * p.chunk, end = min(p.n, begin + p.chunk);
+  std::uint32_t base = rs->tie_base;  // no block of this kernel writes it
   for (int c = 0; c < 2; ++c) {
-    const class_state cs = rs->cls[c];
+    const class_state& cs = cls[c];
     if (!needs_tie_pass(cs)) continue;
     const std::uint32_t* counts = tie_counts + (row * 2 + c) * gridDim.x;
-    unsigned long long mine = 0;
-    for (std::uint32_t j = threadIdx.x; j < blockIdx.x; j += kThreads) mine += counts[j];
-    const unsigned long long before_all = block_reduce(storage.reduce).Sum(mine);
-    if (threadIdx.x == 0) vars.base = static_cast<std::uint32_t>(min(before_all, 0xFFFFFFFFull));
-    __syncthreads();
-    const std::uint32_t before = vars.base;
-    __syncthreads();  // vars.base and the storage are free again
-    if (before >= cs.k_rem) continue;  // the ties of earlier blocks are enough (uniform)
-    const std::uint32_t seen = scan_ties(labels, p, row, c, cs.prefix, begin, end, before, cs.k_rem,
-                                         rs->tie_base[c], selected + row * p.k, storage, vars);
-    if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0 && before + seen < cs.k_rem)
-      report_fault(p, fault_kind::ties_short, row, c, before + seen);
+    const std::uint32_t total = block_sum(counts, gridDim.x, storage, vars);
+    const std::uint32_t before = block_sum(counts, blockIdx.x, storage, vars);
+    const std::uint32_t want = min(cs.k_rem, total);
+    if (before < want) {  // the same in every thread
+      const std::uint32_t seen =
+          scan_ties(labels, p, row, c, cs.prefix, begin, end, before, want, base, selected + row * p.k, storage, vars);
+      // A part scanned to its end must hold the ties it counted (else the labels changed).
+      if (threadIdx.x == 0 && before + seen < want && seen != counts[blockIdx.x])
+        report_fault(p, fault_kind::ties_short, row, c, before + seen);
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0 && total < cs.k_rem) report_fault(p, fault_kind::ties_short, row, c, total);
+    base += want;
   }
+  if (blockIdx.x == 0 && threadIdx.x == 0) rs->taken = base;  // the other blocks read tie_base only
 }
 
 // ---- one block per row: every pass in one kernel ---------------------------------------------------
 
 constexpr std::uint32_t kRowCandidates = 512;  // candidates per class kept in shared memory
 
+/// cand: global candidate lists (rows x 2 x p.cand_cap) when p.cand_cap > kRowCandidates (rows
+/// longer than 128K items), else null: the lists are kept in shared memory.
 template <class L>
-__global__ void row_kernel(const L* __restrict__ labels, params_dev p, row_state* states, std::uint32_t* selected) {
+__global__ void row_kernel(const L* __restrict__ labels, params_dev p, row_state* states, std::uint64_t* cand,
+                           std::uint32_t* selected) {
   __shared__ histogram s_hist;
   __shared__ std::uint64_t s_cand[2][kRowCandidates];
   __shared__ block_storage storage;
@@ -568,7 +588,8 @@ __global__ void row_kernel(const L* __restrict__ labels, params_dev p, row_state
   }
   std::uint32_t* hist = &s_hist[0][0];
   choose_step<0>(p, row, *rs, hist, storage, vars);
-  const candidate_lists lists{{s_cand[0], s_cand[1]}, min(kRowCandidates, p.cand_cap)};
+  const candidate_lists lists = cand != nullptr ? row_lists(cand, p, row)
+                                                : candidate_lists{{s_cand[0], s_cand[1]}, min(kRowCandidates, p.cand_cap)};
   filter_step(labels, p, row, 0, p.n, rs, lists, s_hist, selected_row, storage, vars);
   choose_step<1>(p, row, *rs, hist, storage, vars);
   refine_step(labels, p, row, rs, lists, hist, threadIdx.x, kThreads);
@@ -699,6 +720,10 @@ layout make_layout(const sampler_args& a, const sampler_params& p, int index_bit
     l.hist = take(rows * 2 * kMaxBins * sizeof(std::uint32_t));  // right after the states: one memset
     l.cand = take(rows * 2 * cand_cap * sizeof(std::uint64_t));
     l.tie_counts = take(rows * 2 * static_cast<std::size_t>(pl.blocks_per_row) * sizeof(std::uint32_t));
+  } else if (cand_cap > kRowCandidates) {
+    // Rows of a block each, longer than shared memory's lists serve (n > 128K): global lists of
+    // at most n / 256 keys a class (1/16 byte an item).
+    l.cand = take(rows * 2 * cand_cap * sizeof(std::uint64_t));
   }
   // The sort runs on a double buffer (no copy of the keys inside CUB's storage), and the selection,
   // read only before the sort, lives in the buffer the keys are not ordered into first.
@@ -815,7 +840,8 @@ void run_pipeline(std::byte* temp, const layout& l, const sampler_args& a, const
 
   if (p.blocks_per_row == 1) {
     // Every pass in one kernel, which also resets the row states (even when n is 0).
-    row_kernel<L><<<dim3(1, rows), kThreads, 0, stream>>>(labels, p, states, selected);
+    row_kernel<L><<<dim3(1, rows), kThreads, 0, stream>>>(labels, p, states,
+                                                           p.cand_cap > kRowCandidates ? cand : nullptr, selected);
     PINFEED_CHECK_LAUNCH();
     if (hook != nullptr) hook(hook_ctx, stream);
   } else {

@@ -268,6 +268,24 @@ TEST_CASE("gpu.sampler.candidates_overflow_the_buffer" * doctest::test_suite("gp
   check_same_every_plan(labels, 1, n, p, o);
 }
 
+TEST_CASE("gpu.sampler.one_block_rows_keep_long_candidate_lists_in_global_memory" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("sampler, one block per row, global candidate lists")) return;
+  // Rows of a block each keep up to 512 candidates a class in shared memory; longer rows (or, here,
+  // a buffer of 1024 asked for) keep them in global memory. Both classes select in every row.
+  const std::int64_t rows = 3, n = 20000;
+  const auto labels = test::random_labels(rows * n, 9, 40, 10);
+  sampler_params p;
+  p.k = 3000;
+  p.seed = 9;
+  for (const std::uint32_t cap : {0u, 1024u}) {
+    CAPTURE(cap);
+    run_options o;
+    o.candidate_cap = cap;
+    o.blocks_per_row = 1;
+    check_same(labels, rows, n, p, o);
+  }
+}
+
 TEST_CASE("gpu.sampler.graph_capture_and_replay" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("sampler graph capture")) return;
   struct shape {
@@ -513,8 +531,9 @@ TEST_CASE("gpu.sampler.most_rows_per_call" * doctest::test_suite("gpu")) {
 TEST_CASE("gpu.sampler.temp_storage_grows_with_what_the_call_needs" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("sampler temp storage")) return;
   // Size queries only. A call asks for its row states, two 8-byte keys per selection and CUB's
-  // sort storage; several blocks share a row only when there are few rows, and then each row also
-  // has a 16 KiB histogram and its candidate lists (at most 2 x 8192 keys of 8 bytes).
+  // sort storage; rows of more than 128K items also get candidate lists (at most 2 x n / 256 keys of
+  // 8 bytes, and 2 x 8192); several blocks share a row only when there are few rows, and then each
+  // row also has a 16 KiB histogram.
   auto temp_of = [](std::int64_t rows, std::int64_t n, std::int64_t k) {
     sampler_args a;
     a.rows = rows;
@@ -531,9 +550,12 @@ TEST_CASE("gpu.sampler.temp_storage_grows_with_what_the_call_needs" * doctest::t
   };
   // 65535 rows of 64 items: about 18 MB, not 1.1 GB of histograms and candidates.
   CHECK(temp_of(65535, 64, 16) <= bound(65535, 16, 0));
-  // Many rows: one block per row, whatever n: nothing grows with n.
-  CHECK(temp_of(4096, 1 << 20, 100) <= bound(4096, 100, 0));
-  CHECK(temp_of(4096, 1 << 20, 100) == temp_of(4096, 64, 100));
+  // Many rows of up to 128K items: a block each, the candidates in shared memory: nothing grows with n.
+  CHECK(temp_of(4096, 100000, 100) <= bound(4096, 100, 0));
+  CHECK(temp_of(4096, 100000, 100) == temp_of(4096, 64, 100));
+  // Longer rows of a block each: global candidate lists of at most n / 256 keys a class.
+  CHECK(temp_of(4096, 1 << 20, 100) <= bound(4096, 100, 2 * ((1 << 20) / 256) * 8 + 256));
+  CHECK(temp_of(4096, 1 << 20, 100) > temp_of(4096, 100000, 100));
   // Few long rows: the histogram and the candidate lists, at most 16 KiB + 128 KiB a row.
   constexpr std::size_t kSharedRow = 16 * 1024 + 2 * 8192 * 8 + 4096;
   CHECK(temp_of(1, std::int64_t{1} << 26, 1000) <= bound(1, 1000, kSharedRow));

@@ -17,6 +17,10 @@
 #include <filesystem>
 #include <unistd.h>
 
+#include <exception>
+#include <optional>
+
+#include "pinfeed/runtime/cuda_api.hpp"
 #include "pinfeed/runtime/device.hpp"
 #include "pinfeed/runtime/loader.hpp"
 
@@ -67,6 +71,64 @@ inline bool needs_real_gpu(const std::string& why) {
   if (!simulated_gpu()) return false;
   skip_case("needs a real GPU: " + why);
   return true;
+}
+
+/// Whether `device`'s primary context is active in this process (cuDevicePrimaryCtxGetState, reached
+/// through the runtime); nullopt when the driver cannot be asked.
+inline std::optional<bool> primary_context_active(int device) {
+#if PINFEED_WITH_CUDA
+  using get_state = int (*)(int, unsigned*, int*);  // CUresult (CUdevice, unsigned int*, int*)
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult status{};
+  if (cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &fn, 7000, cudaEnableDefault, &status) !=
+          cudaSuccess ||
+      status != cudaDriverEntryPointSuccess || fn == nullptr) {
+    (void)cudaGetLastError();
+    return std::nullopt;
+  }
+  unsigned flags = 0;
+  int active = 0;
+  if (reinterpret_cast<get_state>(fn)(device, &flags, &active) != 0) return std::nullopt;
+  return active != 0;
+#else
+  (void)device;
+  return std::nullopt;
+#endif
+}
+
+/// For a case that checks that pinfeed on device 1 never touches device 0: skips it (skip_case)
+/// and returns false unless there are two devices and device 0's primary context is not active
+/// yet (an earlier case of the same process may have used it: then run the case alone).
+inline bool device_one_with_device_zero_untouched() {
+  if (cuda_devices().devices.size() < 2) {
+    skip_case("needs two CUDA devices (the GPU simulator has them with GPGPUSIM_NUM_DEVICES=2)");
+    return false;
+  }
+  const auto active = primary_context_active(0);
+  if (!active) {
+    skip_case("the driver cannot tell whether device 0's primary context is active");
+    return false;
+  }
+  if (*active) {
+    skip_case("device 0's primary context is already active in this process: run this case alone");
+    return false;
+  }
+  return true;
+}
+
+/// Runs fn on a new thread that has never made a CUDA call (so no device is current on it) and
+/// rethrows here what it threw.
+template <class Fn>
+void on_fresh_thread(Fn&& fn) {
+  std::exception_ptr failure;
+  std::thread([&] {
+    try {
+      fn();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }).join();
+  if (failure) std::rethrow_exception(failure);
 }
 
 /// Resident set size of this process in bytes (Linux /proc/self/statm).

@@ -1,5 +1,7 @@
 #include "pinfeed/runtime/checksum.hpp"
 
+#include "pinfeed/runtime/cuda_handles.hpp"
+
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -48,6 +50,9 @@ std::string checksum_line(const batch& b) {
     const tensor_view v = b.field(f);
     const void* data = v.data;
     if (v.location.is_cuda()) {
+      // On the batch's device: a thread with no device current would otherwise get a context on
+      // device 0 for this copy.
+      device_guard guard(v.location.device);
       host.resize(v.bytes());
       PINFEED_CUDA_TRY(cudaMemcpyAsync(host.data(), v.data, v.bytes(), cudaMemcpyDeviceToHost, b.stream()));
       PINFEED_CUDA_TRY(cudaStreamSynchronize(b.stream()));

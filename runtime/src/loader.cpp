@@ -334,17 +334,29 @@ void loader::impl::start(std::uint32_t e, std::uint64_t first_batch) {
 void loader::impl::feed(std::uint32_t e, std::uint64_t first_batch, std::uint64_t base) {
   auto& c = *core;
   const std::size_t B = c.options.batch_size;
+  // This thread waits on the loader's events: it works on the loader's device, so that a CUDA call
+  // here never creates a context on device 0 (a rank on GPU 3 of a multi-GPU job). If the device
+  // cannot be made current, every batch carries that failure to the consumer.
+  std::optional<device_guard> on_device;
+  std::exception_ptr device_failure;
+  if (c.dev.is_cuda()) {
+    try {
+      on_device.emplace(c.dev.index);
+    } catch (...) {
+      device_failure = std::current_exception();
+    }
+  }
   for (std::uint64_t b = first_batch; b < batches; ++b) {
     if (stopping.load(std::memory_order_acquire)) return;
     std::optional<std::size_t> slot;
-    std::exception_ptr failure;
+    std::exception_ptr failure = device_failure;
     {
       stage_timer t(stage::wait_slot, &c.stats, c.trace.get(), b);
       slot = c.ring.acquire(base + b);
       if (!slot) return;
       auto& m = c.meta[*slot];
       // The host slot is rewritten only once its previous copy has completed.
-      if (c.dev.is_cuda() && m.copy_recorded) {
+      if (c.dev.is_cuda() && m.copy_recorded && !failure) {
         try {
           PINFEED_CUDA_TRY(cudaEventSynchronize(m.copy_event.get()));
         } catch (...) {

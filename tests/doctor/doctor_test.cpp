@@ -523,6 +523,25 @@ TEST_CASE("doctor.gpu_ladder_with_device_tail_and_user_step" * doctest::test_sui
   check_json_and_consistency(r);
 }
 
+TEST_CASE("doctor.gpu_run_on_device_one_leaves_device_zero_alone" * doctest::test_suite("gpu")) {
+  if (!pinfeed::test::gpu_available("doctor on device 1")) return;
+  if (!pinfeed::test::device_one_with_device_zero_untouched()) return;
+  // The whole ladder on cuda:1 from a thread with no device current (its loaders' feeders and
+  // workers, its copies and the device tail): device 0 must not get a context.
+  doctor_pipeline p{small_synthetic(64, 48), parse_pipeline("crop(32),ycbcr,scale"), {}};
+  p.source.device_tail = true;
+  doctor_options o = quick(2, 16);
+  o.loader.device = "cuda:1";
+  o.step_ms = 1;
+  o.min_mode_seconds = 0;  // each mode runs its timed steps and no more
+  doctor_report r;
+  pinfeed::test::on_fresh_thread([&] { r = doctor(p, o); });
+  CHECK(r.mode("L5")->ran);
+  check_json_and_consistency(r);
+  CHECK(pinfeed::test::primary_context_active(1) == std::optional<bool>(true));
+  CHECK(pinfeed::test::primary_context_active(0) == std::optional<bool>(false));
+}
+
 TEST_CASE("doctor.own_source_ladder") {
   // A trainer's own source: 2 ms of work per sample, the planted bottleneck.
   const std::vector<field_spec> fields{{"x", dtype::f32, {64}}, {"y", dtype::i64, {}}};

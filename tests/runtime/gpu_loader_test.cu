@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
 #include "pinfeed/runtime/loader.hpp"
@@ -331,4 +332,28 @@ TEST_CASE("gpu.loader.after_copy_hook_sees_each_copy_on_the_copy_stream" * docte
   o.after_copy = [](std::size_t, cudaStream_t) { throw std::runtime_error("hook refused the copy"); };
   loader l(random_source(20), o);
   CHECK_THROWS_WITH((void)l.next(), doctest::Contains("hook refused the copy"));
+}
+
+TEST_CASE("gpu.loader.every_thread_works_on_the_loader_device" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("loader on device 1")) return;
+  if (!test::device_one_with_device_zero_untouched()) return;
+  // A rank of a multi-GPU job: loader, feeder, workers and the consumer's checksums on cuda:1,
+  // from threads with no device current. Device 0 must not get a context.
+  std::vector<std::string> on_gpu, on_cpu;
+  test::on_fresh_thread([&] {
+    loader_options o = gpu_options(8, 3);
+    o.device = "cuda:1";
+    loader l(random_source(40), o);
+    REQUIRE(l.device().index == 1);
+    // The checksum copies the batch to the host from yet another fresh thread.
+    while (auto b = l.next()) test::on_fresh_thread([&] { on_gpu.push_back(checksum_line(*b)); });
+  });
+  CHECK(test::primary_context_active(1) == std::optional<bool>(true));
+  CHECK(test::primary_context_active(0) == std::optional<bool>(false));
+  loader_options o = gpu_options(8, 3);
+  o.device = "cpu";
+  loader l(random_source(40), o);
+  while (auto b = l.next()) on_cpu.push_back(checksum_line(*b));
+  CHECK(on_gpu.size() == 5);
+  CHECK(on_gpu == on_cpu);  // the bytes copied to device 1 are the host's
 }

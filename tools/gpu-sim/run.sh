@@ -11,7 +11,9 @@
 #
 # Usage: tools/gpu-sim/run.sh [--doctest] PROGRAM [ARGS...]
 # Environment: PINFEED_GPU_SIM_DIR (the simulator build; default: what tools/gpu-sim/build.sh
-#              prints, building it if needed), PINFEED_GPU_SIM_KEEP=1 keeps every working directory.
+#              prints, building it if needed), PINFEED_GPU_SIM_KEEP=1 keeps every working directory,
+#              GPGPUSIM_NUM_DEVICES (default 2): the CUDA devices the program sees, every one of them
+#              the one simulated GPU, each with its own primary context (for the multi-GPU cases).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 doctest=0
@@ -33,6 +35,7 @@ args=("$@")
 ((doctest)) && args+=("--out=$work/report.txt")
 (
   source "$dir/env.sh"
+  export GPGPUSIM_NUM_DEVICES=${GPGPUSIM_NUM_DEVICES:-2}
   cd "$work"
   exec "$program" "${args[@]}"
 ) >"$log" 2>"$work/stderr.log"

@@ -431,6 +431,15 @@ __device__ std::uint32_t scan_ties(const L* __restrict__ labels, const params_de
 
 // ---- several blocks per row: a kernel per pass ----------------------------------------------------
 
+/// This block's part [begin, end) of its row: p.chunk items from blockIdx.x * p.chunk.
+struct chunk_range {
+  std::int64_t begin, end;
+};
+__device__ __forceinline__ chunk_range block_chunk(const params_dev& p) {
+  const std::int64_t begin = blockIdx.x * p.chunk;
+  return {begin, min(p.n, begin + p.chunk)};
+}
+
 template <class L>
 __global__ void count_hist_kernel(const L* __restrict__ labels, params_dev p, row_state* states,
                                   std::uint32_t* hist) {
@@ -439,7 +448,7 @@ __global__ void count_hist_kernel(const L* __restrict__ labels, params_dev p, ro
   const std::int64_t row = blockIdx.y;
   clear_histogram(s_hist);
   __syncthreads();
-  const std::int64_t begin = blockIdx.x * p.chunk, end = min(p.n, begin + p.chunk);
+  const auto [begin, end] = block_chunk(p);
   unsigned long long bp, bn;
   count_step(labels, p, row, begin, end, s_hist, storage, bp, bn);
   if (threadIdx.x == 0) {
@@ -471,7 +480,7 @@ __global__ void filter_kernel(const L* __restrict__ labels, params_dev p, row_st
   const std::int64_t row = blockIdx.y;
   clear_histogram(s_hist);
   __syncthreads();
-  const std::int64_t begin = blockIdx.x * p.chunk, end = min(p.n, begin + p.chunk);
+  const auto [begin, end] = block_chunk(p);
   filter_step(labels, p, row, begin, end, states + row, row_lists(cand, p, row), s_hist, selected + row * p.k,
               storage, vars);
   merge_histogram(s_hist, hist + row * 2 * kMaxBins);
@@ -505,7 +514,7 @@ __global__ void tie_count_kernel(const L* __restrict__ labels, params_dev p, row
   const class_state cls[2] = {rs->cls[0], rs->cls[1]};
   if (!needs_tie_pass(cls[0]) && !needs_tie_pass(cls[1])) return;  // the whole block returns
   if (blockIdx.x == 0 && threadIdx.x == 0) rs->tie_base = rs->taken;  // no block of this kernel reads either
-  const std::int64_t begin = blockIdx.x * p.chunk, end = min(p.n, begin + p.chunk);
+  const auto [begin, end] = block_chunk(p);
   for (int c = 0; c < 2; ++c) {
     if (!needs_tie_pass(cls[c])) continue;
     const std::uint32_t seen = scan_ties(labels, p, row, c, cls[c].prefix, begin, end, 0, 0, 0, nullptr, storage, vars);
@@ -539,7 +548,7 @@ __global__ void tie_take_kernel(const L* __restrict__ labels, params_dev p, row_
   row_state* rs = states + row;
   const class_state cls[2] = {rs->cls[0], rs->cls[1]};
   if (!needs_tie_pass(cls[0]) && !needs_tie_pass(cls[1])) return;  // the whole block returns
-  const std::int64_t begin = blockIdx.x * p.chunk, end = min(p.n, begin + p.chunk);
+  const auto [begin, end] = block_chunk(p);
   std::uint32_t base = rs->tie_base;  // no block of this kernel writes it
   for (int c = 0; c < 2; ++c) {
     const class_state& cs = cls[c];

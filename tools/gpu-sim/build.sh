@@ -50,6 +50,18 @@ if [[ -f $dir/.built ]]; then
 fi
 
 log() { echo "gpu-sim: $*" >&2; }
+# One build at a time (ctest runs cases in parallel, each of which may call this): a second caller
+# waits for the first, then finds its build.
+mkdir -p "$cache"
+exec 9>"$cache/.lock"
+if ! flock -n 9; then
+  log "waiting for another build of the simulator to finish"
+  flock 9
+fi
+if [[ -f $dir/.built ]]; then
+  echo "$dir"
+  exit 0
+fi
 log "building GPGPU-Sim into $dir (a minute or two on 2 cores)"
 bash "$root/scripts/install-deps.sh" --only build-essential xutils-dev bison flex zlib1g-dev python3-pip >&2
 rm -rf "$dir"

@@ -19,6 +19,7 @@ packages=("$@")
   libjpeg62-turbo-dev   # libjpeg API of the same library: decoding only a crop window
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev  # other formats, resize
   libcurl4-openssl-dev  # remote shards: HTTP(S) and S3 (SigV4) through libcurl
+  libexpat1-dev         # remote shards: S3 listings (XML)
   python3-jsonschema    # tests: the doctor's JSON report against its published schema
   nginx-light           # tests: a loopback HTTP server for the remote shards
 )

@@ -374,15 +374,7 @@ int cmd_run(const run_args& a) {
           {"count", t.count}, {"total_ms", t.total_ms()}, {"mean_ms", t.mean_ms()}, {"max_ms", t.max_ns / 1e6}};
     }
     if (p.remote)
-      j["fetch"] = {{"requests", fetched.requests},   {"retries", fetched.retries},
-                    {"bytes", fetched.bytes},         {"shard_bytes", fetched.shard_bytes},
-                    {"read_ahead", fetched.read_ahead}, {"wait_ms", fetched.wait_ms},
-                    {"sidecars", fetched.sidecars},   {"index_cached", fetched.index_cached},
-                    {"window_shards", fetched.window_shards},
-                    {"shards", fetched.shards},       {"streamed", fetched.streamed},
-                    {"cache_bytes", fetched.cache_bytes},
-                    {"requests_in_flight", fetched.requests_in_flight},
-                    {"read_ahead_depth", fetched.read_ahead_depth}};
+      j["fetch"] = nlohmann::json::parse(pinfeed::loaders::to_json(fetched));
     std::ofstream out(a.json);
     if (!out) throw std::runtime_error("cannot write '" + a.json + "'");
     out << j.dump(2) << "\n";

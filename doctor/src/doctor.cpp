@@ -250,8 +250,9 @@ class ladder {
     r_.gpu = gpu_;
     r_.own_source = static_cast<bool>(p_.own);
     r_.encoded = p_.reader && p_.reader->stores_encoded();
-    r_.sharded = p_.reader && p_.reader->name().find("tar shard") != std::string::npos;
-    r_.remote = p_.reader && loaders::remote_stats(*p_.reader).requests > 0;
+    const auto kind = p_.reader ? p_.reader->storage() : loaders::storage_kind::other;
+    r_.sharded = kind == loaders::storage_kind::tar_shards || kind == loaders::storage_kind::remote_tar_shards;
+    r_.remote = kind == loaders::storage_kind::remote_tar_shards;
     r_.varying_sizes = p_.reader && !p_.reader->image_shape().fixed();
     r_.float_images = full_->fields()[0].type != dtype::u8;
     if (!host_steps_.empty()) {  // does the first step shrink or window a large image before decoding?

@@ -375,15 +375,7 @@ std::string doctor_report::to_json() const {
   j["caveat"] = caveat.empty() ? json(nullptr) : json(caveat);
   j["bad_samples"] = bad_samples;
   j["replaced"] = replaced;
-  j["fetch"] = remote ? json{{"requests", fetch.requests},         {"retries", fetch.retries},
-                              {"bytes", fetch.bytes},               {"wait_ms", fetch.wait_ms},
-                              {"read_ahead", fetch.read_ahead},     {"shards", fetch.shards},
-                              {"streamed", fetch.streamed},         {"sidecars", fetch.sidecars},
-                              {"index_cached", fetch.index_cached},
-                              {"window_shards", fetch.window_shards}, {"cache_bytes", fetch.cache_bytes},
-                              {"requests_in_flight", fetch.requests_in_flight},
-                              {"read_ahead_depth", fetch.read_ahead_depth}}
-                       : json(nullptr);
+  j["fetch"] = remote ? json::parse(loaders::to_json(fetch)) : json(nullptr);
   j["suggestions"] = json::array();
   for (const auto& s : suggestions) j["suggestions"].push_back({{"what", s.what}, {"evidence", s.evidence}});
   return j.dump(2);

@@ -55,6 +55,8 @@ class slow_storage_reader final : public image_reader {
   // The same data, only slower: the same identity and storage groups.
   std::string identity() const override { return base_->identity(); }
   std::shared_ptr<const sample_groups> groups() const override { return base_->groups(); }
+  loaders::storage_kind storage() const override { return base_->storage(); }
+  std::optional<loaders::remote_counters> fetch_counters() const override { return base_->fetch_counters(); }
   read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) override {
     const read_result r = base_->read(s, image, plan);
     wait(r.stored_bytes);
@@ -212,6 +214,8 @@ class cached_reader final : public image_reader {
     return base_->name() + " (a pool of " + std::to_string(entries_.size()) + " cached " + what + ")";
   }
   bool stores_encoded() const override { return raw_; }
+  loaders::storage_kind storage() const override { return base_->storage(); }
+  std::optional<loaders::remote_counters> fetch_counters() const override { return base_->fetch_counters(); }
 
   read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) override {
     const entry& e = filled(s);

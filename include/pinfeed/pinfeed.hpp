@@ -11,6 +11,7 @@
 #include "pinfeed/loaders/image_files.hpp"
 #include "pinfeed/loaders/pipeline_source.hpp"
 #include "pinfeed/loaders/remote.hpp"
+#include "pinfeed/loaders/remote_counters.hpp"
 #include "pinfeed/loaders/shards.hpp"
 #include "pinfeed/loaders/synthetic.hpp"
 #include "pinfeed/loaders/transforms.hpp"

@@ -38,6 +38,7 @@ class files_reader final : public image_reader {
   image_spec image_shape() const override { return {-1, -1, 3, dtype::u8}; }
   std::vector<field_spec> extra_fields() const override { return {{"label", dtype::i64, {}}}; }
   std::string name() const override { return std::to_string(files_.size()) + " image files"; }
+  storage_kind storage() const override { return storage_kind::image_files; }
   std::string identity() const override {
     std::string id = "image files";
     for (const auto& f : files_) id += "\n" + f.path + "\t" + std::to_string(f.label);

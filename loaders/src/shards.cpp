@@ -417,55 +417,67 @@ std::string detail::shards_identity(const std::vector<std::string>& locations, c
   return id;
 }
 
+detail::tar_sample_reader::tar_sample_reader(storage_kind kind, std::vector<std::string> shard_names,
+                                             std::vector<shard_sample> entries, decode_options decode,
+                                             std::uint32_t window)
+    : kind_(kind), names_(std::move(shard_names)), entries_(std::move(entries)), decode_(std::move(decode)),
+      window_(window) {}
+
+std::string detail::tar_sample_reader::name() const {
+  return std::to_string(entries_.size()) + " samples in " + std::to_string(names_.size()) +
+         (kind_ == storage_kind::remote_tar_shards ? " remote tar shard(s)" : " tar shard(s)");
+}
+
+const detail::shard_sample& detail::tar_sample_reader::entry(sample& s) const {
+  const shard_sample& e = entries_.at(s.index());
+  s.set_origin(names_[e.shard] + ":" + e.image.name);
+  s.as<std::int64_t>(1)[0] = e.label;
+  return e;
+}
+
+read_result detail::tar_sample_reader::read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) {
+  thread_local std::vector<std::byte> storage;  // a range read's bytes, kept for the next sample's
+  std::shared_ptr<const void> held;  // keeps a cached shard until the sample is decoded: no copy
+  const auto bytes = bytes_of(s, entry(s), storage, held);
+  return decode_stored(s, bytes, image, plan);
+}
+
+std::span<const std::byte> detail::tar_sample_reader::read_stored(sample& s, std::vector<std::byte>& storage) {
+  std::shared_ptr<const void> held;
+  const auto bytes = bytes_of(s, entry(s), storage, held);
+  if (!held) return bytes;
+  storage.assign(bytes.begin(), bytes.end());  // the caller may keep the view past an eviction
+  return storage;
+}
+
+read_result detail::tar_sample_reader::decode_stored(sample& s, std::span<const std::byte> bytes,
+                                                     std::vector<std::byte>& image, const decode_planner& plan) {
+  const shard_sample& e = entries_.at(s.index());
+  return decode_sample(s, bytes, image, decode_, plan, names_[e.shard] + ":" + e.image.name);
+}
+
 namespace {
 
-class tar_reader final : public image_reader {
+class tar_reader final : public detail::tar_sample_reader {
  public:
-  tar_reader(const std::vector<std::string>& shards, shard_options o) : options_(std::move(o)) {
-    if (shards.empty()) throw std::invalid_argument("tar shards: no shard given");
-    for (std::size_t s = 0; s < shards.size(); ++s) {
-      maps_.push_back(std::make_unique<mapped_file>(shards[s]));
-      auto group = detail::shard_samples(maps_.back()->bytes(), static_cast<std::uint32_t>(s), shards[s], options_);
-      entries_.insert(entries_.end(), std::make_move_iterator(group.begin()), std::make_move_iterator(group.end()));
-    }
-    if (entries_.empty()) throw std::invalid_argument("tar shards: no samples in " + std::to_string(shards.size()) + " shard(s)");
-  }
-  std::uint64_t size() const override { return entries_.size(); }
-  image_spec image_shape() const override { return {-1, -1, 3, dtype::u8}; }
-  std::vector<field_spec> extra_fields() const override { return {{"label", dtype::i64, {}}}; }
-  std::string name() const override {
-    return std::to_string(entries_.size()) + " samples in " + std::to_string(maps_.size()) + " tar shard(s)";
-  }
-  std::string identity() const override {
-    std::vector<std::string> paths;
-    for (const auto& m : maps_) paths.push_back(m->path());
-    return detail::shards_identity(paths, entries_);
-  }
-  std::shared_ptr<const sample_groups> groups() const override {
-    return detail::shard_groups(entries_, maps_.size(), options_.window_shards.value_or(0));
-  }
-  read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) override {
-    std::vector<std::byte> unused;
-    return decode_stored(s, read_stored(s, unused), image, plan);
-  }
-  bool stores_encoded() const override { return true; }
-  std::span<const std::byte> read_stored(sample& s, std::vector<std::byte>&) override {
-    const detail::shard_sample& e = entries_.at(s.index());
-    const auto& map = *maps_[e.shard];
-    s.set_origin(map.path() + ":" + e.image.name);
-    s.as<std::int64_t>(1)[0] = e.label;
-    return map.bytes().subspan(e.image.offset, e.image.size);  // zero copy from the mapping
-  }
-  read_result decode_stored(sample& s, std::span<const std::byte> bytes, std::vector<std::byte>& image,
-                            const decode_planner& plan) override {
-    const detail::shard_sample& e = entries_.at(s.index());
-    return decode_sample(s, bytes, image, options_.decode, plan, maps_[e.shard]->path() + ":" + e.image.name);
+  tar_reader(std::vector<std::unique_ptr<mapped_file>> maps, std::vector<detail::shard_sample> entries,
+             const shard_options& o)
+      : tar_sample_reader(storage_kind::tar_shards, paths(maps), std::move(entries), o.decode, o.window_shards.value_or(0)),
+        maps_(std::move(maps)) {}
+
+ protected:
+  std::span<const std::byte> bytes_of(sample&, const detail::shard_sample& e, std::vector<std::byte>&,
+                                      std::shared_ptr<const void>&) override {
+    return maps_[e.shard]->bytes().subspan(e.image.offset, e.image.size);  // zero copy from the mapping
   }
 
  private:
-  shard_options options_;
+  static std::vector<std::string> paths(const std::vector<std::unique_ptr<mapped_file>>& maps) {
+    std::vector<std::string> out;
+    for (const auto& m : maps) out.push_back(m->path());
+    return out;
+  }
   std::vector<std::unique_ptr<mapped_file>> maps_;
-  std::vector<detail::shard_sample> entries_;
 };
 
 /// Appends one member (ustar header, data, padding).
@@ -577,7 +589,16 @@ void write_shard_index(const std::string& shard, const shard_options& options) {
 }
 
 std::shared_ptr<image_reader> make_shard_reader(const std::vector<std::string>& shards, shard_options options) {
-  return std::make_shared<tar_reader>(shards, std::move(options));
+  if (shards.empty()) throw std::invalid_argument("tar shards: no shard given");
+  std::vector<std::unique_ptr<mapped_file>> maps;
+  std::vector<detail::shard_sample> entries;
+  for (std::size_t s = 0; s < shards.size(); ++s) {
+    maps.push_back(std::make_unique<mapped_file>(shards[s]));
+    auto group = detail::shard_samples(maps.back()->bytes(), static_cast<std::uint32_t>(s), shards[s], options);
+    entries.insert(entries.end(), std::make_move_iterator(group.begin()), std::make_move_iterator(group.end()));
+  }
+  if (entries.empty()) throw std::invalid_argument("tar shards: no samples in " + std::to_string(shards.size()) + " shard(s)");
+  return std::make_shared<tar_reader>(std::move(maps), std::move(entries), options);
 }
 
 std::vector<std::string> write_shards(const std::vector<image_file>& files, const std::string& prefix,

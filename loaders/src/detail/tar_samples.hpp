@@ -116,6 +116,52 @@ class shard_scanner {
 [[nodiscard]] std::string shards_identity(const std::vector<std::string>& locations,
                                           const std::vector<shard_sample>& entries);
 
+/// A reader of the samples of tar shards, however their bytes are got (a local mapping, a remote
+/// cache, a request per sample): the fields, the name, the identity and groups, and reading as
+/// bytes_of() then decoding. Each sample's origin is "<shard name>:<image member>".
+class tar_sample_reader : public image_reader {
+ public:
+  /// `kind`: "tar shard" or "remote tar shard", in the name; `shard_names`: each shard's path or
+  /// location as shown; `window`: the groups' window (0: none, the exact global shuffle).
+  tar_sample_reader(storage_kind kind, std::vector<std::string> shard_names, std::vector<shard_sample> entries,
+                    decode_options decode, std::uint32_t window);
+
+  [[nodiscard]] std::uint64_t size() const final { return entries_.size(); }
+  [[nodiscard]] image_spec image_shape() const final { return {-1, -1, 3, dtype::u8}; }
+  [[nodiscard]] std::vector<field_spec> extra_fields() const final { return {{"label", dtype::i64, {}}}; }
+  [[nodiscard]] std::string name() const final;
+  [[nodiscard]] std::string identity() const final { return shards_identity(names_, entries_); }
+  [[nodiscard]] std::shared_ptr<const sample_groups> groups() const final {
+    return shard_groups(entries_, names_.size(), window_);
+  }
+  [[nodiscard]] storage_kind storage() const final { return kind_; }
+  [[nodiscard]] bool stores_encoded() const final { return true; }
+  read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) final;
+  /// A view into the shard where it lives as long as the reader; else a copy in `storage`.
+  std::span<const std::byte> read_stored(sample& s, std::vector<std::byte>& storage) final;
+  read_result decode_stored(sample& s, std::span<const std::byte> bytes, std::vector<std::byte>& image,
+                            const decode_planner& plan) final;
+
+ protected:
+  /// Sample e's image bytes: a view into `storage`, into memory that `held` keeps, or (held left
+  /// null) into memory that lives as long as the reader. Throws as read_stored() does.
+  virtual std::span<const std::byte> bytes_of(sample& s, const shard_sample& e, std::vector<std::byte>& storage,
+                                              std::shared_ptr<const void>& held) = 0;
+  [[nodiscard]] const std::vector<shard_sample>& entries() const noexcept { return entries_; }
+  [[nodiscard]] const std::vector<std::string>& shard_names() const noexcept { return names_; }
+  [[nodiscard]] std::uint32_t window() const noexcept { return window_; }
+
+ private:
+  /// Sample s's entry, with its origin and label written into s.
+  const shard_sample& entry(sample& s) const;
+
+  storage_kind kind_;
+  std::vector<std::string> names_;
+  std::vector<shard_sample> entries_;
+  decode_options decode_;
+  std::uint32_t window_;
+};
+
 /// "train-{000..127}.tar" as its 128 names (zero padding of the lower bound kept; several ranges
 /// multiply). Throws std::invalid_argument for a malformed or non-numeric range.
 [[nodiscard]] std::vector<std::string> expand_braces(const std::string& pattern);

@@ -23,6 +23,7 @@
 
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/loaders/decode.hpp"
+#include "pinfeed/loaders/remote_counters.hpp"
 #include "pinfeed/loaders/transforms.hpp"
 #include "pinfeed/ops/normalize.hpp"
 #include "pinfeed/runtime/source.hpp"
@@ -52,6 +53,15 @@ struct read_result {
 read_result decode_sample(sample& s, std::span<const std::byte> bytes, std::vector<std::byte>& image,
                           const decode_options& options, const decode_planner& plan, const std::string& origin);
 
+/// Where a reader's samples are stored: for tools that advise by it (the doctor).
+enum class storage_kind {
+  other,              ///< a reader of the application's own
+  generated,          ///< made in memory (make_reader_from_source)
+  image_files,        ///< one file per sample (make_image_files_reader)
+  tar_shards,         ///< local tar shards (make_shard_reader)
+  remote_tar_shards,  ///< tar shards over HTTP(S) or S3 (make_remote_shard_reader)
+};
+
 /// Produces the image of sample i (any size) and its other fields.
 class image_reader {
  public:
@@ -72,6 +82,10 @@ class image_reader {
   [[nodiscard]] virtual std::string identity() const { return name(); }
   /// How the samples sit in storage (see source::groups). Default: none.
   [[nodiscard]] virtual std::shared_ptr<const sample_groups> groups() const { return nullptr; }
+  /// Where the samples are stored. Default: storage_kind::other.
+  [[nodiscard]] virtual storage_kind storage() const { return storage_kind::other; }
+  /// What its remote reads have cost so far; nullopt for a reader that makes none.
+  [[nodiscard]] virtual std::optional<remote_counters> fetch_counters() const { return std::nullopt; }
 
   /// True for readers of encoded files, whose read() is read_stored() then decode_stored(): a cache
   /// can then keep the stored bytes and still decode every time.

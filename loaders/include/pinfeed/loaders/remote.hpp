@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "pinfeed/loaders/image_files.hpp"
+#include "pinfeed/loaders/remote_counters.hpp"
 #include "pinfeed/loaders/shards.hpp"
 
 namespace pinfeed::loaders {
@@ -90,23 +91,6 @@ struct remote_options {
 [[nodiscard]] std::vector<std::string> expand_remote_pattern(const std::string& pattern,
                                                              const remote_options& options = {});
 
-/// What the remote reads of a reader have cost so far.
-struct remote_counters {
-  std::uint64_t requests = 0;     ///< requests answered (every attempt counts)
-  std::uint64_t retries = 0;      ///< attempts after a retryable failure
-  std::uint64_t bytes = 0;        ///< body bytes received
-  double wait_ms = 0.0;           ///< time readers spent waiting for a sample's bytes
-  std::uint64_t read_ahead = 0;   ///< samples (range mode) or shards (whole-shard mode) queued ahead of use
-  std::uint64_t shards = 0;       ///< whole-shard fetches (whole-shard mode)
-  std::uint64_t streamed = 0;     ///< samples range-read because the cache had no room for their shard
-  std::uint64_t sidecars = 0;     ///< shards indexed from their sidecar index instead of fetched whole
-  std::uint64_t index_cached = 0; ///< shards indexed from remote_options::index_cache_dir
-  std::uint64_t shard_bytes = 0;  ///< the shards' total size
-  std::uint64_t cache_bytes = 0;  ///< the cache's cap (whole-shard mode; 0 in range mode)
-  std::uint32_t window_shards = 0;
-  std::uint64_t requests_in_flight = 0;  ///< the cap on requests at once, now (adapted unless given)
-  std::uint64_t read_ahead_depth = 0;    ///< samples read ahead of the one read, now (range mode)
-};
 
 /// Reads WebDataset tar shards over HTTP(S) or S3. Each shard is indexed once at construction:
 /// from its sidecar index ("<shard>.idx", written by pinfeed pack or write_shard_index) when the
@@ -134,7 +118,8 @@ struct remote_counters {
                                                                      shard_options shard = {},
                                                                      remote_options remote = {});
 
-/// The counters of a reader made by make_remote_shard_reader (all zero for any other reader).
+/// The counters of a reader made by make_remote_shard_reader (all zero for any other reader):
+/// reader.fetch_counters(), or zeros.
 [[nodiscard]] remote_counters remote_stats(const image_reader& reader);
 
 }  // namespace pinfeed::loaders

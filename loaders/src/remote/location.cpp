@@ -1,0 +1,112 @@
+// Locations (location.hpp): libcurl's URL parser (CURLU) for http(s):// and for redaction; s3://
+// split into bucket and key by hand, since a key may hold '?', '#' or spaces that a URL parser
+// would take for a query, a fragment or an error.
+#include "remote/location.hpp"
+
+#include <cctype>
+#include <memory>
+#include <stdexcept>
+
+#include <curl/curl.h>
+
+#include "pinfeed/loaders/remote.hpp"
+
+namespace pinfeed::loaders {
+namespace remote {
+namespace {
+
+using url_handle = std::unique_ptr<CURLU, decltype(&curl_url_cleanup)>;
+
+/// One part of a parsed URL, or empty.
+std::string url_part(CURLU* u, CURLUPart part) {
+  char* text = nullptr;
+  std::string out;
+  if (curl_url_get(u, part, &text, 0) == CURLUE_OK && text != nullptr) out = text;
+  curl_free(text);
+  return out;
+}
+
+/// The text before "://", or "location" when there is none.
+std::string scheme_of(std::string_view l) {
+  const auto end = l.find("://");
+  return end == std::string_view::npos ? std::string("location") : std::string(l.substr(0, end));
+}
+
+bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+
+}  // namespace
+
+std::string percent_encode(std::string_view text, bool keep_slash) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/')) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+std::string percent_decode(std::string_view text) {
+  const auto hex = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) ? c - '0' : (std::tolower(c) - 'a' + 10); };
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && std::isxdigit(static_cast<unsigned char>(text[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
+      out += static_cast<char>(hex(text[i + 1]) * 16 + hex(text[i + 2]));
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+location parse_location(std::string_view text) {
+  location l;
+  l.text = std::string(text);
+  l.shown = redact_location(text);
+  if (starts_with(text, "s3://")) {
+    l.scheme = scheme::s3;
+    const std::string_view rest = text.substr(5);
+    const auto slash = rest.find('/');
+    l.bucket = std::string(rest.substr(0, slash));
+    l.key = slash == std::string_view::npos ? "" : std::string(rest.substr(slash + 1));
+    if (l.bucket.empty()) throw std::invalid_argument("s3 location '" + l.shown + "' has no bucket");
+    l.sidecar = l.text + ".idx";
+    return l;
+  }
+  if (starts_with(text, "http://")) l.scheme = scheme::http;
+  else if (starts_with(text, "https://")) l.scheme = scheme::https;
+  else throw std::invalid_argument("'" + l.shown + "' is not an http://, https:// or s3:// location");
+  const url_handle u(curl_url(), &curl_url_cleanup);
+  if (!u || curl_url_set(u.get(), CURLUPART_URL, l.text.c_str(), 0) != CURLUE_OK)
+    throw std::invalid_argument("'" + l.shown + "' is not a valid URL");
+  // ".idx" goes after the path: before a query (a presigned URL's signature) or a fragment.
+  const auto authority = l.text.find("://") + 3;
+  const auto query = l.text.find_first_of("?#", authority);
+  l.sidecar = query == std::string::npos ? l.text + ".idx" : l.text.substr(0, query) + ".idx" + l.text.substr(query);
+  return l;
+}
+
+}  // namespace remote
+
+std::string redact_location(std::string_view l) {
+  // Rebuilt from the parts a URL parser finds (scheme, host, port, path), so that no spelling of
+  // user information or query survives; what does not parse is not printed at all.
+  const remote::url_handle u(curl_url(), &curl_url_cleanup);
+  if (!u) return remote::scheme_of(l) + "://(unprintable)";
+  if (curl_url_set(u.get(), CURLUPART_URL, std::string(l).c_str(), CURLU_NON_SUPPORT_SCHEME | CURLU_URLENCODE) != CURLUE_OK)
+    return remote::scheme_of(l) + "://(unparsable location)";
+  const std::string port = remote::url_part(u.get(), CURLUPART_PORT), path = remote::url_part(u.get(), CURLUPART_PATH);
+  std::string out = remote::url_part(u.get(), CURLUPART_SCHEME) + "://" + remote::url_part(u.get(), CURLUPART_HOST) +
+                    (port.empty() ? "" : ":" + port);
+  if (path != "/" || (!l.empty() && l.back() == '/')) out += path;  // "s3://bucket" stays without a slash
+  return remote::percent_decode(out);  // for display: keys with spaces read as they were written
+}
+
+}  // namespace pinfeed::loaders

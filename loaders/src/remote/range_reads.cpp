@@ -1,0 +1,117 @@
+#include "remote/range_reads.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include <sys/resource.h>
+
+#include "pinfeed/runtime/stats.hpp"
+
+namespace pinfeed::loaders::remote {
+
+std::size_t open_file_share() noexcept {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur == RLIM_INFINITY) return kMaxRequestsInFlight;
+  return std::clamp<std::size_t>(static_cast<std::size_t>(files.rlim_cur / 4), kMinRequestsInFlight, kMaxRequestsInFlight);
+}
+
+range_reads::range_reads(shard_set& set, const remote_options& o) : set_(set), o_(o) {
+  set_depth(set_.loop().cap());
+  if (o_.requests_in_flight) return;
+  std::uint64_t image_bytes = 0;
+  for (const auto& e : set_.entries()) image_bytes += e.image.size;
+  const std::uint64_t mean = std::max<std::uint64_t>(1, image_bytes / set_.entries().size());
+  adapt_.emplace(std::clamp<std::uint64_t>(kReadAheadBytes / (2 * mean), kMinRequestsInFlight, open_file_share()));
+}
+
+std::span<const std::byte> range_reads::fetch(sample& s, const detail::shard_sample&, std::vector<std::byte>& storage,
+                                              std::shared_ptr<const void>&) {
+  std::future<std::vector<std::byte>> bytes = take(s.epoch(), s.index(), s.pass());  // first: it may jump the queue
+  read_ahead(s);
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    const stage_timer timer(stage::fetch, s.stats(), s.trace(), s.index());
+    std::vector<std::byte> spent = std::move(storage);  // the last sample's, done with
+    storage = bytes.get();
+    set_.loop().recycle(std::move(spent));
+  } catch (const cancelled&) {
+    throw destroyed_while_reading(s.origin());
+  }
+  set_.counters().wait_ns.fetch_add(static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count()));
+  return storage;
+}
+
+void range_reads::read_ahead(const sample& s) {
+  const auto order = order_of(s, set_.entries().size());
+  if (!order) return;
+  std::lock_guard lock(m_);
+  if (adapt_) {
+    transfer_loop& loop = set_.loop();
+    if (const auto cap = adapt_->on_read(std::chrono::steady_clock::now(), loop.range_latency_s(), loop.cap(),
+                                         [&loop] { return loop.take_held_back(); }))
+      apply_cap(*cap);
+  }
+  const std::size_t depth = depth_.load(std::memory_order_relaxed);
+  if (depth == 0) return;
+  if (pending_.size() >= max_pending_) {  // restarts leave other epochs' reads behind: drop those
+    const bool no_next_epoch = order->epoch == ~0u;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      const bool kept = it->second.epoch == order->epoch || (!no_next_epoch && it->second.epoch == order->epoch + 1);
+      it = kept ? std::next(it) : pending_.erase(it);
+    }
+  }
+  walk_.step(*order, depth, max_pending_, pending_.size(), [&](std::uint32_t epoch, std::uint64_t index) {
+    const std::uint64_t id = key(epoch, index);
+    if (index >= set_.entries().size() || pending_.count(id) != 0 || taken_.count(id) != 0) return false;
+    pending_.emplace(id, pending{epoch, set_.load(index, /*urgent=*/false)});
+    set_.counters().read_ahead.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  });
+}
+
+void range_reads::set_depth(std::size_t in_flight) {
+  const std::size_t depth = o_.read_ahead.value_or(std::max<std::size_t>(2 * in_flight, 2 * kMinRequestsInFlight));
+  depth_.store(depth, std::memory_order_relaxed);
+  max_pending_ = std::max<std::size_t>(4 * depth, 64);
+}
+
+void range_reads::apply_cap(std::size_t n) {
+  // With read_ahead given, more in flight than it (and the workers' own requests) is no use.
+  if (o_.read_ahead) n = std::min(n, std::max(kMinRequestsInFlight, *o_.read_ahead));
+  set_.loop().set_cap(n);
+  set_depth(n);
+}
+
+std::future<std::vector<std::byte>> range_reads::take(std::uint32_t epoch, std::uint64_t index, std::uint64_t pass) {
+  const std::uint64_t id = key(epoch, index);
+  std::lock_guard lock(m_);
+  remember_taken(id, pass);
+  const auto it = pending_.find(id);
+  if (it != pending_.end()) {
+    auto f = std::move(it->second.bytes);
+    pending_.erase(it);
+    return f;
+  }
+  return set_.load(index, /*urgent=*/true);
+}
+
+void range_reads::remember_taken(std::uint64_t id, std::uint64_t pass) {
+  if (pass != taken_pass_) {
+    taken_.clear();
+    taken_order_.clear();
+    taken_pass_ = pass;
+  }
+  if (!taken_.insert(id).second) return;
+  taken_order_.push_back(id);
+  while (taken_order_.size() > 4 * max_pending_) {
+    taken_.erase(taken_order_.front());
+    taken_order_.pop_front();
+  }
+}
+
+void range_reads::add_counters(remote_counters& c) const {
+  c.read_ahead_depth = depth_.load(std::memory_order_relaxed);
+}
+
+}  // namespace pinfeed::loaders::remote

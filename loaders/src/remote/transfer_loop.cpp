@@ -1,0 +1,302 @@
+// The transfer loop (transfer_loop.hpp): a libcurl multi handle on a thread of its own.
+#include "remote/transfer_loop.hpp"
+
+#include <algorithm>
+
+#include <pthread.h>
+#include <sched.h>
+
+#include "pinfeed/runtime/error.hpp"
+#include "remote/retry.hpp"
+
+namespace pinfeed::loaders::remote {
+
+void tune_thread(const char* name, bool batch) noexcept {
+#if defined(__linux__)
+  (void)pthread_setname_np(pthread_self(), name);
+  if (batch) {
+    sched_param none{};
+    none.sched_priority = 0;
+    (void)sched_setscheduler(0, SCHED_BATCH, &none);  // 0: this thread
+  }
+#else
+  (void)name;
+  (void)batch;
+#endif
+}
+
+transfer_loop::transfer_loop(const remote_options& o, request_counters& c)
+    : o_(o),
+      counters_(c),
+      jitter_(static_cast<unsigned>(std::hash<const void*>{}(this))),
+      cap_(o.requests_in_flight.value_or(kMinRequestsInFlight)) {
+  curl_init_once();
+  multi_ = curl_multi_init();
+  if (multi_ == nullptr) throw std::runtime_error("libcurl: cannot create a multi handle");
+  // One connection a transfer, no HTTP/2 multiplexing, whose one connection would carry (and,
+  // reset, fail) every request in flight. Room to keep open more than run under the cap: urgent
+  // requests run past it, and a connection closed for want of room is a new one (a handshake,
+  // and at a proxy a new session) for the next request.
+  curl_multi_setopt(multi_, CURLMOPT_PIPELINING, static_cast<long>(CURLPIPE_NOTHING));
+  // (run() sets it again whenever the cap changes.)
+  curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(2 * cap()));
+  connections_for_ = cap();
+  running_.reserve(2 * cap());
+  try {
+    thread_ = std::thread([this] { run(); });
+  } catch (...) {
+    curl_multi_cleanup(multi_);
+    throw;
+  }
+}
+
+void transfer_loop::submit(const endpoint& e, const request& q, done_fn done, bool urgent) {
+  auto j = std::make_unique<job>();
+  j->e = e;
+  j->q = q;
+  j->done = std::move(done);
+  j->urgent = urgent;
+  // The multi handle is freed only once stopping_ is set (under m_), so waking it here is safe.
+  std::lock_guard lock(m_);
+  if (stopping_) throw cancelled("cancelled");
+  (urgent ? urgent_ : queue_).push_back(std::move(j));
+  curl_multi_wakeup(multi_);
+}
+
+std::future<response> transfer_loop::submit(const endpoint& e, const request& q, bool urgent) {
+  auto p = std::make_shared<std::promise<response>>();
+  auto f = p->get_future();
+  submit(e, q, [p](response&& r, std::exception_ptr error) {
+    if (error) p->set_exception(error);
+    else p->set_value(std::move(r));
+  }, urgent);
+  return f;
+}
+
+void transfer_loop::set_cap(std::size_t n) {
+  cap_.store(std::clamp<std::size_t>(n, 1, kMaxRequestsInFlight), std::memory_order_relaxed);
+  std::lock_guard lock(m_);
+  if (!stopping_) curl_multi_wakeup(multi_);
+}
+
+void transfer_loop::recycle(std::vector<std::byte> buffer) noexcept {
+  if (buffer.capacity() == 0) return;
+  buffer.clear();
+  std::lock_guard lock(pool_m_);
+  if (pool_.size() >= cap()) return;
+  try {
+    pool_.push_back(std::move(buffer));
+  } catch (...) {  // not kept: freed here
+  }
+}
+
+void transfer_loop::fail_queued(std::exception_ptr error) {
+  std::lock_guard lock(m_);
+  if (stopping_ || failed_) return;
+  failed_ = std::move(error);
+  curl_multi_wakeup(multi_);
+}
+
+void transfer_loop::shutdown() noexcept {
+  {
+    std::lock_guard lock(m_);
+    if (stopping_) return;
+    stopping_ = true;
+    curl_multi_wakeup(multi_);
+  }
+  thread_.join();
+  for (CURL* h : idle_) curl_easy_cleanup(h);
+  idle_.clear();
+  curl_multi_cleanup(multi_);
+}
+
+void transfer_loop::take_work(queue& starting, queue& ending, std::exception_ptr& failed) {
+  failed = failed_;
+  const auto now = clock::now();
+  // Retries that are due go first in their queue: they waited already.
+  while (!waiting_.empty() && (failed || waiting_.begin()->first <= now)) {
+    auto j = std::move(waiting_.begin()->second);
+    waiting_.erase(waiting_.begin());
+    (j->urgent ? urgent_ : queue_).push_front(std::move(j));
+  }
+  if (failed) {  // what has not started yet ends with the error
+    for (queue* q : {&urgent_, &queue_}) {
+      for (auto& j : *q) ending.push_back(std::move(j));
+      q->clear();
+    }
+  }
+  for (auto& j : urgent_) starting.push_back(std::move(j));
+  urgent_.clear();
+  while (running_.size() + starting.size() < cap() && !queue_.empty()) {
+    starting.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  if (!queue_.empty()) held_back_.store(true, std::memory_order_relaxed);
+}
+
+int transfer_loop::poll_ms() {
+  int wait_ms = 1000;
+  std::lock_guard lock(m_);
+  if (!waiting_.empty()) {
+    const auto until = std::chrono::duration_cast<std::chrono::milliseconds>(waiting_.begin()->first - clock::now());
+    wait_ms = static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(until.count() + 1, 0, wait_ms));
+  }
+  if (stopping_ || !urgent_.empty() || (!queue_.empty() && running_.size() < cap())) wait_ms = 0;
+  return wait_ms;
+}
+
+void transfer_loop::run() noexcept {
+  tune_thread("pinfeed-fetch", o_.batch_scheduling);
+  queue starting, ending;
+  std::exception_ptr failed;
+  for (;;) {
+    {
+      std::lock_guard lock(m_);
+      if (stopping_) break;
+      take_work(starting, ending, failed);
+    }
+    if (const std::size_t c = cap(); c != connections_for_) {  // room to keep as many open again
+      curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(2 * c));
+      connections_for_ = c;
+    }
+    for (auto& j : ending) complete(*j, failed);
+    ending.clear();
+    for (auto& j : starting) start(std::move(j));
+    starting.clear();
+    int still = 0;
+    curl_multi_perform(multi_, &still);
+    int left = 0;
+    while (CURLMsg* msg = curl_multi_info_read(multi_, &left))
+      if (msg->msg == CURLMSG_DONE) finish(msg->easy_handle, msg->data.result);
+    // Returns early on socket activity, libcurl's own timers and curl_multi_wakeup().
+    curl_multi_poll(multi_, nullptr, 0, poll_ms(), nullptr);
+  }
+  cancel_all();
+}
+
+void transfer_loop::cancel_all() noexcept {
+  const auto stop = std::make_exception_ptr(cancelled("cancelled"));
+  for (auto& [h, raw] : running_) {
+    std::unique_ptr<job> j(raw);
+    curl_multi_remove_handle(multi_, h);
+    detach(h, j->t);
+    idle_.push_back(h);
+    complete(*j, stop);
+  }
+  running_.clear();
+  queue urgent, queued;
+  std::multimap<clock::time_point, std::unique_ptr<job>> waiting;
+  {
+    std::lock_guard lock(m_);
+    urgent.swap(urgent_);
+    queued.swap(queue_);
+    waiting.swap(waiting_);
+  }
+  for (auto& j : urgent) complete(*j, stop);
+  for (auto& j : queued) complete(*j, stop);
+  for (auto& [t, j] : waiting) complete(*j, stop);
+}
+
+void transfer_loop::start(std::unique_ptr<job> j) noexcept {
+  CURL* h = nullptr;
+  try {
+    if (!idle_.empty()) {
+      h = idle_.back();
+      idle_.pop_back();
+      curl_easy_reset(h);
+    } else {
+      h = curl_easy_init();
+      if (h == nullptr) throw std::runtime_error("libcurl: cannot create a handle");
+    }
+    ++j->attempt;
+    j->started = clock::now();
+    configure(h, j->e, j->q, o_, j->t);
+    if (j->q.range) j->t.r.body = body_for(j->q.length);
+    running_.emplace(h, j.get());  // (may throw: j still owns the job then)
+    if (curl_multi_add_handle(multi_, h) != CURLM_OK) {
+      running_.erase(h);
+      throw std::runtime_error("libcurl: cannot start a transfer");
+    }
+    (void)j.release();  // owned through running_ now
+  } catch (...) {
+    if (h != nullptr) {
+      detach(h, j->t);
+      release_handle(h);
+    }
+    complete(*j, std::current_exception());
+  }
+}
+
+std::vector<std::byte> transfer_loop::body_for(std::uint64_t length) {
+  std::vector<std::byte> b;
+  {
+    std::lock_guard lock(pool_m_);
+    if (!pool_.empty()) {
+      b = std::move(pool_.back());
+      pool_.pop_back();
+    }
+  }
+  b.reserve(static_cast<std::size_t>(length));
+  return b;
+}
+
+void transfer_loop::release_handle(CURL* h) noexcept {
+  if (idle_.size() >= cap()) {
+    curl_easy_cleanup(h);
+    return;
+  }
+  try {
+    idle_.push_back(h);
+  } catch (...) {
+    curl_easy_cleanup(h);
+  }
+}
+
+void transfer_loop::finish(CURL* h, CURLcode code) noexcept {
+  const auto it = running_.find(h);
+  if (it == running_.end()) return;
+  std::unique_ptr<job> j(it->second);
+  running_.erase(it);
+  curl_multi_remove_handle(multi_, h);
+  detach(h, j->t);
+  release_handle(h);
+  response& r = j->t.r;
+  counters_.requests.fetch_add(1, std::memory_order_relaxed);
+  counters_.bytes.fetch_add(r.received, std::memory_order_relaxed);
+  try {
+    if (r.error) std::rethrow_exception(r.error);
+    const verdict v = classify(j->e, j->q, j->attempt, code, code != CURLE_OK ? j->t.error_text(code) : std::string(), r);
+    if (v.what == verdict::kind::answer) {
+      if (j->q.range) note_latency(clock::now() - j->started);
+      complete(*j, nullptr);
+      return;
+    }
+    if (v.what != verdict::kind::retry) throw fatal_error(v.why);
+    const int attempts = std::max(1, o_.max_attempts);
+    if (j->attempt >= attempts) throw fatal_error(out_of_attempts(j->e, j->q, v.why, attempts));
+    counters_.retries.fetch_add(1, std::memory_order_relaxed);
+    const auto due = clock::now() + std::chrono::duration_cast<clock::duration>(
+                                        std::chrono::duration<double, std::milli>(backoff_ms(o_, j->attempt, jitter_)));
+    r = response{};  // nothing of this attempt is kept while it waits
+    if (j->q.sink) j->q.sink->restart();
+    std::lock_guard lock(m_);
+    waiting_.emplace(due, std::move(j));
+  } catch (...) {
+    if (j) complete(*j, std::current_exception());
+  }
+}
+
+void transfer_loop::note_latency(clock::duration took) noexcept {
+  const auto ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(took).count());
+  const std::uint64_t was = range_latency_ns_.load(std::memory_order_relaxed);  // this thread's alone to write
+  range_latency_ns_.store(was == 0 ? ns : was - was / 16 + ns / 16, std::memory_order_relaxed);
+}
+
+void transfer_loop::complete(job& j, std::exception_ptr error) noexcept {
+  try {
+    j.done(error ? response{} : std::move(j.t.r), error);
+  } catch (...) {  // a callback's own failure has nowhere to go
+  }
+}
+
+}  // namespace pinfeed::loaders::remote

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Lists what outgrows the size limits of pinfeed's sources, measured with universal-ctags:
+files over --file lines, functions over --function lines, classes and structs over --class lines.
+
+Usage: scripts/check-sizes.py [--file 450] [--function 60] [--class 300] [--report] PATH...
+Exits 1 when something is over a limit (with --report: prints the largest of each kind and exits 0).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+SOURCES = (".cpp", ".hpp", ".cu", ".cuh", ".h")
+
+
+def files_under(paths):
+    for p in paths:
+        if os.path.isfile(p):
+            yield p
+            continue
+        for root, _, names in os.walk(p):
+            for n in sorted(names):
+                if n.endswith(SOURCES):
+                    yield os.path.join(root, n)
+
+
+def tags(path):
+    out = subprocess.run(["ctags", "--output-format=json", "--fields=+neK", "--kinds-C++=+p-d", "--language-force=C++",
+                          "-o", "-", path], check=True, capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        t = json.loads(line)
+        if "end" in t and "line" in t:
+            yield t
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--file", type=int, default=450)
+    ap.add_argument("--function", type=int, default=60)
+    ap.add_argument("--class", dest="cls", type=int, default=300)
+    ap.add_argument("--report", action="store_true")
+    ap.add_argument("paths", nargs="+")
+    a = ap.parse_args()
+    rows = []  # (kind, lines, where)
+    for f in files_under(a.paths):
+        with open(f, encoding="utf-8", errors="replace") as fh:
+            rows.append(("file", sum(1 for _ in fh), f))
+        for t in tags(f):
+            kind = t.get("kind")
+            lines = t["end"] - t["line"] + 1
+            name = t.get("scope", "") + ("::" if t.get("scope") else "") + t["name"]
+            if kind == "function":
+                rows.append(("function", lines, f"{f}:{t['line']} {name}"))
+            elif kind in ("class", "struct"):
+                rows.append(("class", lines, f"{f}:{t['line']} {name}"))
+    limits = {"file": a.file, "function": a.function, "class": a.cls}
+    over = [r for r in rows if r[1] > limits[r[0]]]
+    for kind in ("file", "function", "class"):
+        of_kind = sorted((r for r in rows if r[0] == kind), key=lambda r: -r[1])
+        if a.report and of_kind:
+            print(f"largest {kind}: {of_kind[0][1]} lines ({of_kind[0][2]}); limit {limits[kind]}")
+    for kind, lines, where in sorted(over):
+        print(f"over the {kind} limit ({limits[kind]}): {lines} lines: {where}")
+    return 0 if a.report or not over else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+// What remote readers fetch ahead, and when: the whole-shard cache's look-ahead and eviction, the
+// range read-ahead's walk, and the requests-in-flight controller. Pure bookkeeping: no network.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "remote/in_flight.hpp"
+#include "remote/range_reads.hpp"
+#include "remote/shard_cache.hpp"
+#include "remote/task_thread.hpp"
+
+using namespace pinfeed::loaders;
+using remote::order_view;
+
+namespace {
+
+/// Epoch e's order: `per_epoch[e]` (a dataset index per position).
+order_view at(std::uint32_t epoch, std::uint64_t position, const std::vector<std::vector<std::uint64_t>>& per_epoch,
+              std::uint64_t pass = 1) {
+  return {epoch, pass, position, per_epoch.at(epoch).size(),
+          [&per_epoch](std::uint32_t e, std::uint64_t p) -> std::optional<std::uint64_t> {
+            if (e >= per_epoch.size() || p >= per_epoch[e].size()) return std::nullopt;
+            return per_epoch[e][p];
+          }};
+}
+
+std::shared_ptr<const remote::blob> bytes(std::size_t n) {
+  return std::make_shared<const remote::blob>(std::vector<std::byte>(n), "", 0);
+}
+
+}  // namespace
+
+TEST_CASE("remote.shard_cache.fetches_along_the_order_within_the_cap") {
+  // 4 shards of 100 bytes, 2 samples each (samples 2s and 2s+1 in shard s); room for 2 shards.
+  remote::shard_cache cache({100, 100, 100, 100}, {0, 0, 1, 1, 2, 2, 3, 3}, 200, 4);
+  const std::vector<std::vector<std::uint64_t>> order{{6, 7, 2, 3, 0, 1, 4, 5}};
+  CHECK(cache.walk(at(0, 0, order)) == 3u);  // position 0 holds sample 6, of shard 3
+  // The walk met shards 3 and 1 (positions 0..3), in that order of need: both fit.
+  CHECK(cache.take_fetches() == std::vector<std::uint32_t>{3, 1});
+  CHECK(cache.at(3).fetching);
+  CHECK(cache.used() == 200);
+  CHECK(cache.at(3).pending == 2);
+  cache.arrived(3, bytes(100));
+  cache.arrived(1, bytes(100));
+  cache.taken(3u);
+  CHECK(cache.walk(at(0, 1, order)) == 3u);
+  cache.taken(3u);  // shard 3's samples are all read: it may go
+  CHECK(cache.walk(at(0, 2, order)) == 1u);  // walks on to position 5: shard 0 wanted
+  // Room for shard 0 is made by evicting shard 3 (nothing pending), never shard 1 (2 pending).
+  CHECK(cache.take_fetches() == std::vector<std::uint32_t>{0});
+  CHECK_FALSE(cache.at(3).data);
+  CHECK(cache.at(1).data);
+  CHECK(cache.used() == 200);
+  // With shard 1 still to be read and shard 0 on its way, shard 2 waits for room, in order.
+  cache.taken(1u);
+  CHECK(cache.walk(at(0, 3, order)) == 1u);
+  CHECK(cache.take_fetches().empty());
+  CHECK_FALSE(cache.reserve(2));
+  cache.arrived(0, nullptr);  // a failed fetch frees its room
+  CHECK(cache.used() == 100);
+  CHECK_FALSE(cache.at(0).fetching);
+}
+
+TEST_CASE("remote.shard_cache.a_shard_past_the_cap_is_never_fetched_and_the_next_epoch_is_kept") {
+  remote::shard_cache cache({300, 100, 100}, {0, 1, 2}, 200, 8);
+  const std::vector<std::vector<std::uint64_t>> order{{0, 1}, {2, 1}};  // epoch 0 of 2 samples, then epoch 1
+  (void)cache.walk(at(0, 0, order));
+  // Shard 0 never fits (its samples are range-read); shard 1 is fetched; and, the walk passing
+  // the epoch's end, shard 2 of the next epoch's first positions.
+  CHECK(cache.take_fetches() == std::vector<std::uint32_t>{1, 2});
+  CHECK_FALSE(cache.reserve(0));
+  cache.arrived(1, bytes(100));
+  cache.arrived(2, bytes(100));
+  CHECK(cache.at(2).next_epoch);
+  cache.taken(std::nullopt);
+  // Shard 1's samples read, shard 2 waits for the next epoch: neither may be evicted for shard 0,
+  // and shard 1 only goes when its room is needed.
+  (void)cache.walk(at(0, 1, order));
+  cache.taken(1u);
+  CHECK_FALSE(cache.reserve(0));
+  CHECK(cache.at(1).data);
+  // A new pass over the same epoch starts the walk anew.
+  CHECK(cache.walk(at(0, 0, order, 2)) == 0u);
+  CHECK(cache.at(1).pending == 1);
+}
+
+TEST_CASE("remote.shard_cache.adopted_copies_count_against_the_cap") {
+  remote::shard_cache cache({100, 100}, {0, 1}, 150, 4);
+  cache.adopt(1, bytes(100));
+  CHECK(cache.used() == 100);
+  CHECK(cache.use(1));
+  CHECK_FALSE(cache.use(0));
+  // Shard 1 has no sample pending: it is evicted to make room for shard 0.
+  CHECK(cache.reserve(0));
+  CHECK_FALSE(cache.at(1).data);
+  CHECK(cache.used() == 100);
+  cache.release(0);
+  CHECK(cache.used() == 0);
+}
+
+TEST_CASE("remote.read_ahead.walks_the_order_then_into_the_next_epoch") {
+  const std::vector<std::vector<std::uint64_t>> order{{5, 4, 3, 2, 1, 0}, {10, 11, 12}};
+  remote::read_ahead_walk walk;
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> queued;
+  const auto queue = [&](std::uint32_t e, std::uint64_t i) {
+    queued.emplace_back(e, i);
+    return true;
+  };
+  walk.step(at(0, 0, order), 2, 100, 0, queue);  // positions 1 and 2
+  CHECK(queued == std::vector<std::pair<std::uint32_t, std::uint64_t>>{{0, 4}, {0, 3}});
+  queued.clear();
+  walk.step(at(0, 1, order), 2, 100, 2, queue);  // position 3 only: 2 was queued already
+  CHECK(queued == std::vector<std::pair<std::uint32_t, std::uint64_t>>{{0, 2}});
+  queued.clear();
+  walk.step(at(0, 4, order), 4, 100, 0, queue);  // position 5, then the next epoch's first 3
+  CHECK(queued == std::vector<std::pair<std::uint32_t, std::uint64_t>>{{0, 0}, {1, 10}, {1, 11}, {1, 12}});
+  queued.clear();
+  // A worker behind where the walk began (at 4): the positions between are walked too, however
+  // short the depth, rather than requested one by one by the workers that take them.
+  remote::read_ahead_walk late;
+  late.step(at(0, 3, order), 1, 100, 0, queue);
+  CHECK(queued == std::vector<std::pair<std::uint32_t, std::uint64_t>>{{0, 1}});
+  queued.clear();
+  late.step(at(0, 0, order), 1, 100, 0, queue);
+  CHECK(queued == std::vector<std::pair<std::uint32_t, std::uint64_t>>{{0, 4}, {0, 3}, {0, 2}});
+  queued.clear();
+  // No more than max_pending at once; a sample the queue refuses (taken) is not counted.
+  remote::read_ahead_walk bounded;
+  bounded.step(at(0, 0, order), 5, 2, 1, queue);
+  CHECK(queued.size() == 1);
+  queued.clear();
+  remote::read_ahead_walk refusing;
+  refusing.step(at(0, 0, order), 3, 2, 0, [&](std::uint32_t e, std::uint64_t i) {
+    queued.emplace_back(e, i);
+    return i != 4;
+  });
+  CHECK(queued.size() == 3);
+}
+
+TEST_CASE("remote.in_flight.grows_where_held_back_and_reverts_without_gain") {
+  using clock = remote::in_flight_controller::clock;
+  remote::in_flight_controller c(1024);
+  const auto t0 = clock::now();
+  bool held = true;
+  const auto held_back = [&] { return held; };
+  std::size_t cap = 64;
+  // 1000 samples/s at 100 ms latency: Little's law wants 2 x 100 in flight.
+  const auto window = [&](clock::time_point start) {
+    std::optional<std::size_t> out;
+    for (int i = 0; i <= 300; ++i)
+      if (auto n = c.on_read(start + std::chrono::milliseconds(i), 0.1, cap, held_back)) out = n;
+    return out;
+  };
+  CHECK_FALSE(c.on_read(t0, 0.1, cap, held_back));  // the first read starts a window
+  auto next = window(t0);
+  REQUIRE(next);
+  CHECK(*next >= cap + cap / 2);  // by half at least, double at most
+  CHECK(*next <= 2 * cap);
+  const std::size_t before = cap;
+  cap = *next;
+  // The next window reads no faster: back to where it was, and that is the ceiling for now.
+  next = window(t0 + std::chrono::milliseconds(301));
+  REQUIRE(next);
+  CHECK(*next == before);
+  CHECK(c.ceiling() == before);
+}
+
+TEST_CASE("remote.in_flight.shrinks_slowly_and_a_pause_starts_anew") {
+  using clock = remote::in_flight_controller::clock;
+  remote::in_flight_controller c(1024);
+  const auto t0 = clock::now();
+  const auto never = [] { return false; };
+  const std::size_t cap = 512;
+  std::optional<std::size_t> next;
+  // 100 samples/s at 10 ms: 2 wanted, kMinRequestsInFlight at least: shrinks by a quarter a window.
+  for (int i = 0; i <= 70; ++i)
+    if (auto n = c.on_read(t0 + std::chrono::milliseconds(10 * i), 0.01, cap, never)) next = n;
+  REQUIRE(next);
+  CHECK(*next == cap - cap / 4);
+  // A gap of two seconds is a pause: no window ends on it.
+  remote::in_flight_controller paused(1024);
+  for (int i = 0; i < 40; ++i) (void)paused.on_read(t0 + std::chrono::milliseconds(10 * i), 0.01, cap, never);
+  CHECK_FALSE(paused.on_read(t0 + std::chrono::seconds(3), 0.01, cap, never));
+  for (int i = 1; i < 40; ++i)
+    CHECK_FALSE(paused.on_read(t0 + std::chrono::seconds(3) + std::chrono::milliseconds(10 * i), 0.01, cap, never));
+}
+
+TEST_CASE("remote.task_thread.runs_tasks_in_order_then_inline_after_shutdown") {
+  std::vector<int> ran;
+  remote::task_thread t("pinfeed-test");
+  for (int i = 0; i < 100; ++i) t.post([&ran, i] { ran.push_back(i); });
+  t.post([] { throw std::runtime_error("a task's failure stays in the task"); });
+  t.shutdown();  // runs what is queued first
+  REQUIRE(ran.size() == 100);
+  for (int i = 0; i < 100; ++i) CHECK(ran[i] == i);
+  t.post([&ran] { ran.push_back(-1); });
+  CHECK(ran.back() == -1);
+}

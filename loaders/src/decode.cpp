@@ -20,6 +20,7 @@
 #include <turbojpeg.h>
 
 #include "jpeg_huffman.hpp"
+#include "jpeg_window.hpp"
 
 namespace pinfeed::loaders {
 namespace {
@@ -65,6 +66,11 @@ void check_pixels(const image_size& s, const decode_options& o, const std::strin
   if (o.max_pixels > 0 && s.width > o.max_pixels / s.height)
     fail(what, "image of " + std::to_string(s.width) + "x" + std::to_string(s.height) + " pixels exceeds the limit of " +
                    std::to_string(o.max_pixels) + " pixels");
+}
+
+/// check_pixels() as decode_jpeg_window() takes it.
+detail::jpeg_size_check pixel_check(const decode_options& o, const std::string& what) {
+  return [&o, &what](std::int64_t w, std::int64_t h) { check_pixels({w, h}, o, what); };
 }
 
 /// The formats handed to OpenCV, recognized by their magic bytes. Anything else is refused here:
@@ -177,13 +183,6 @@ image_size peek_size(std::span<const std::byte> b) {
 
 namespace {
 
-/// libjpeg reports errors by calling error_exit, which must not return: jump back and throw.
-struct jpeg_error_jump {
-  jpeg_error_mgr mgr;
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-};
-
 /// Copies rows/columns of a decoded image into `out` (the region, clamped).
 image_spec cut_region(const std::vector<std::byte>& full, const image_spec& spec, image_region r, double scale,
                       std::vector<std::byte>& out) {
@@ -197,98 +196,6 @@ image_spec cut_region(const std::vector<std::byte>& full, const image_spec& spec
     std::memcpy(out.data() + static_cast<std::size_t>(y * w) * 3, full.data() + static_cast<std::size_t>((y0 + y) * spec.width + x0) * 3,
                 static_cast<std::size_t>(w) * 3);
   return cut;
-}
-
-/// A window of a JPEG through libjpeg's API (with pinfeed's Huffman decoder unless told
-/// otherwise): `denom(W, H)` picks the DCT scale 1/denom from the full size, `window(W, H, scale,
-/// output width, output height)` the window in output pixels. Rows above the window are skipped
-/// and columns outside it are not converted. Returns nothing for CMYK/YCCK JPEGs, which libjpeg
-/// cannot turn into RGB: the caller decodes those with OpenCV.
-template <class Denom, class Window>
-std::optional<image_spec> decode_jpeg_window(std::span<const std::byte> bytes, std::vector<std::byte>& out,
-                                             const decode_options& o, const std::string& what, Denom denom,
-                                             Window window, bool pinfeed_huffman) {
-  jpeg_decompress_struct cinfo{};
-  jpeg_error_jump err{};
-  cinfo.err = jpeg_std_error(&err.mgr);
-  err.mgr.error_exit = [](j_common_ptr c) {
-    auto* e = reinterpret_cast<jpeg_error_jump*>(c->err);
-    (*c->err->format_message)(c, e->message);
-    std::longjmp(e->jump, 1);
-  };
-  err.mgr.emit_message = [](j_common_ptr c, int level) {
-    // A corrupt-data warning (level -1) is an error for us, as TJFLAG_STOPONWARNING makes it there.
-    if (level < 0) c->err->error_exit(c);
-  };
-  thread_local std::vector<JSAMPLE> row_storage;  // static storage: nothing to undo after a longjmp
-  if (setjmp(err.jump)) {
-    jpeg_destroy_decompress(&cinfo);
-    fail(what, std::string("corrupt or truncated JPEG (") + err.message + ")");
-  }
-  jpeg_create_decompress(&cinfo);
-  jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()));
-  jpeg_read_header(&cinfo, TRUE);
-  // The pixel limit again, from libjpeg's own reading of the frame header: peek_size() gives up
-  // on headers TurboJPEG refuses, which libjpeg may still read.
-  try {
-    check_pixels({cinfo.image_width, cinfo.image_height}, o, what);
-  } catch (...) {
-    jpeg_destroy_decompress(&cinfo);
-    throw;
-  }
-  if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
-    jpeg_destroy_decompress(&cinfo);
-    return std::nullopt;
-  }
-  const std::int64_t W = cinfo.image_width, H = cinfo.image_height;
-  cinfo.out_color_space = JCS_RGB;
-  cinfo.scale_num = 1;
-  cinfo.scale_denom = denom(W, H);
-  cinfo.dct_method = o.fast_dct ? JDCT_IFAST : JDCT_ISLOW;
-  jpeg_start_decompress(&cinfo);
-  if (pinfeed_huffman) detail::use_pinfeed_huffman(&cinfo);
-  const std::int64_t ow = cinfo.output_width, oh = cinfo.output_height;
-  const image_region win = window(W, H, static_cast<double>(ow) / static_cast<double>(W), ow, oh);
-  const std::int64_t sy = win.y, sx = win.x, sh = win.height, sw = win.width;
-  const image_spec spec{sh, sw, 3, dtype::u8};
-  out.resize(spec.bytes());
-  // Several rows per call: libjpeg produces rec_outbuf_height rows at a time anyway.
-  constexpr int kRows = 16;
-  JSAMPROW rows[kRows];
-  // Whole rows from the top go straight into `out`; any other window through row_storage.
-  const bool direct = sx == 0 && sw == ow && sy == 0;
-  std::int64_t y = 0;
-  std::size_t skip = 0;
-  if (!direct) {
-    // Chroma upsampling treats the edges of a cropped or skipped area as image edges: keep one
-    // iMCU (16 pixels) of margin on every side so those edges fall outside the window.
-    constexpr std::int64_t kMargin = 16;
-    const std::int64_t mx = std::max<std::int64_t>(0, sx - kMargin);
-    y = std::max<std::int64_t>(0, sy - kMargin);
-    JDIMENSION xoff = static_cast<JDIMENSION>(mx);
-    JDIMENSION cw = static_cast<JDIMENSION>(std::min<std::int64_t>(sx + sw + kMargin, ow) - mx);
-    jpeg_crop_scanline(&cinfo, &xoff, &cw);  // widened to iMCU boundaries
-    if (y > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(y));
-    row_storage.resize(static_cast<std::size_t>(cw) * 3 * kRows);
-    for (int k = 0; k < kRows; ++k) rows[k] = row_storage.data() + static_cast<std::size_t>(k) * cw * 3;
-    skip = static_cast<std::size_t>(sx - static_cast<std::int64_t>(xoff)) * 3;
-  }
-  const auto out_row = [&](std::int64_t row) { return out.data() + static_cast<std::size_t>((row - sy) * sw) * 3; };
-  while (y < sy + sh) {
-    const auto want = static_cast<JDIMENSION>(std::min<std::int64_t>(kRows, sy + sh - y));
-    if (direct)
-      for (JDIMENSION k = 0; k < want; ++k) rows[k] = reinterpret_cast<JSAMPLE*>(out_row(y + k));
-    const JDIMENSION got = jpeg_read_scanlines(&cinfo, rows, want);
-    if (got == 0) {
-      std::snprintf(err.message, sizeof err.message, "premature end of data");
-      std::longjmp(err.jump, 1);
-    }
-    for (JDIMENSION k = 0; k < got; ++k, ++y)
-      if (!direct && y >= sy) std::memcpy(out_row(y), rows[k] + skip, static_cast<std::size_t>(sw) * 3);
-  }
-  jpeg_abort_decompress(&cinfo);
-  jpeg_destroy_decompress(&cinfo);
-  return spec;
 }
 
 /// TurboJPEG's decode of a whole JPEG (libjpeg-turbo's own Huffman decoder).
@@ -315,8 +222,8 @@ image_spec decode_turbojpeg(std::span<const std::byte> bytes, std::vector<std::b
 /// A whole JPEG through libjpeg (full_decode_denom's scale), with pinfeed's Huffman decoder or not.
 std::optional<image_spec> decode_whole_jpeg(std::span<const std::byte> bytes, std::vector<std::byte>& out,
                                             const decode_options& o, const std::string& what, bool pinfeed_huffman) {
-  return decode_jpeg_window(
-      bytes, out, o, what, [&](std::int64_t w, std::int64_t h) { return full_decode_denom(w, h, o.min_short_side); },
+  return detail::decode_jpeg_window(
+      bytes, out, o.fast_dct, what, pixel_check(o, what), [&](std::int64_t w, std::int64_t h) { return full_decode_denom(w, h, o.min_short_side); },
       [](std::int64_t, std::int64_t, double, std::int64_t ow, std::int64_t oh) { return image_region{0, 0, oh, ow}; },
       pinfeed_huffman);
 }
@@ -430,8 +337,8 @@ image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std
       r.height = std::clamp<std::int64_t>(r.height, 1, H - r.y);
       r.width = std::clamp<std::int64_t>(r.width, 1, W - r.x);
     };
-    const auto spec = decode_jpeg_window(
-        bytes, out, o, what,
+    const auto spec = detail::decode_jpeg_window(
+        bytes, out, o.fast_dct, what, pixel_check(o, what),
         [&](std::int64_t W, std::int64_t H) {
           clamp_to(W, H);
           // The smallest of 1/8, 1/4, 1/2 that keeps the window's shorter side.

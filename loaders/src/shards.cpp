@@ -20,197 +20,6 @@
 #include "pinfeed/runtime/error.hpp"
 
 namespace pinfeed::loaders {
-namespace {
-
-constexpr std::size_t kBlock = 512;
-
-std::string field(std::span<const std::byte> h, std::size_t at, std::size_t len) {
-  const char* p = reinterpret_cast<const char*>(h.data()) + at;
-  return std::string(p, strnlen(p, len));
-}
-
-/// A numeric header field: octal text (NUL or space terminated), or GNU base-256 (high bit set).
-bool parse_number(std::span<const std::byte> h, std::size_t at, std::size_t len, std::uint64_t& out) {
-  const auto* p = reinterpret_cast<const unsigned char*>(h.data()) + at;
-  if (p[0] & 0x80) {
-    out = 0;
-    for (std::size_t i = 1; i < len; ++i) {
-      if (out >> 56) return false;
-      out = (out << 8) | p[i];
-    }
-    return (p[0] & 0x7F) == 0;
-  }
-  std::size_t i = 0;
-  while (i < len && p[i] == ' ') ++i;
-  out = 0;
-  bool any = false;
-  for (; i < len && p[i] >= '0' && p[i] <= '7'; ++i) {
-    if (out >> 60) return false;
-    out = out * 8 + (p[i] - '0');
-    any = true;
-  }
-  for (; i < len; ++i)
-    if (p[i] != 0 && p[i] != ' ') return false;
-  return any;
-}
-
-bool zero_block(std::span<const std::byte> b) {
-  return std::all_of(b.begin(), b.end(), [](std::byte x) { return x == std::byte{0}; });
-}
-
-/// "path=..." from a pax extended header's records ("<len> key=value\n").
-std::string pax_path(std::span<const std::byte> data) {
-  std::string text(reinterpret_cast<const char*>(data.data()), data.size());
-  std::size_t at = 0;
-  while (at < text.size()) {
-    const std::size_t space = text.find(' ', at);
-    if (space == std::string::npos) break;
-    std::size_t len = 0;
-    try {
-      len = std::stoul(text.substr(at, space - at));
-    } catch (const std::exception&) {
-      break;
-    }
-    if (len == 0 || at + len > text.size()) break;
-    const std::string record = text.substr(space + 1, len - (space - at) - 2);  // without the newline
-    if (record.rfind("path=", 0) == 0) return record.substr(5);
-    at += len;
-  }
-  return {};
-}
-
-}  // namespace
-
-detail::tar_scanner::tar_scanner(std::string what, std::function<bool(const std::string&)> keep)
-    : what_(std::move(what)), keep_(std::move(keep)) {}
-
-std::invalid_argument detail::tar_scanner::fail(const std::string& why) const {
-  return std::invalid_argument("tar shard '" + what_ + "': " + why + " (header at byte " + std::to_string(header_at_) + ")");
-}
-
-void detail::tar_scanner::feed(std::span<const std::byte> bytes) {
-  while (!bytes.empty() && !ended_) {
-    if (skip_ > 0) {  // data nobody keeps, or padding
-      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(skip_, bytes.size()));
-      skip_ -= n;
-      at_ += n;
-      bytes = bytes.subspan(n);
-      continue;
-    }
-    if (want_ > 0) {  // data being kept
-      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(want_, bytes.size()));
-      kept_.insert(kept_.end(), bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n));
-      want_ -= n;
-      at_ += n;
-      bytes = bytes.subspan(n);
-      if (want_ == 0) end_member();
-      continue;
-    }
-    const std::size_t n = std::min(kBlock - header_fill_, bytes.size());
-    std::memcpy(header_.data() + header_fill_, bytes.data(), n);
-    header_fill_ += n;
-    at_ += n;
-    bytes = bytes.subspan(n);
-    if (header_fill_ == kBlock) {
-      header_fill_ = 0;
-      begin_member();
-    }
-  }
-  if (ended_) at_ += bytes.size();  // past the end-of-archive block: not read
-}
-
-void detail::tar_scanner::begin_member() {
-  const std::span<const std::byte> h(header_.data(), kBlock);
-  header_at_ = at_ - kBlock;
-  if (zero_block(h)) {  // end of archive
-    ended_ = true;
-    return;
-  }
-  std::uint64_t checksum = 0, size = 0;
-  if (!parse_number(h, 148, 8, checksum)) throw fail("header checksum field is not a number");
-  // The checksum counts the header bytes with its own field as spaces, unsigned (POSIX) or, as
-  // some old tars wrote it, signed.
-  std::uint64_t sum = 0;
-  std::int64_t signed_sum = 0;
-  for (std::size_t i = 0; i < kBlock; ++i) {
-    const auto b = (i >= 148 && i < 156) ? static_cast<std::uint8_t>(' ') : static_cast<std::uint8_t>(h[i]);
-    sum += b;
-    signed_sum += static_cast<std::int8_t>(b);
-  }
-  if (sum != checksum && static_cast<std::uint64_t>(signed_sum) != checksum)
-    throw fail("bad header checksum (not a tar file, or corrupt)");
-  if (!parse_number(h, 124, 12, size)) throw fail("member size is not a number");
-  if (size > limit_ || at_ > limit_ - size) throw fail("member of " + std::to_string(size) + " bytes runs past the end");
-  type_ = static_cast<char>(h[156]);
-  std::string name = field(h, 0, 100);
-  const std::string magic = field(h, 257, 6);
-  if (magic.rfind("ustar", 0) == 0) {
-    const std::string prefix = field(h, 345, 155);
-    if (!prefix.empty()) name = prefix + "/" + name;
-  }
-  size_ = size;
-  data_at_ = at_;
-  bool keep = false;
-  if (type_ == 'L' || type_ == 'x') {  // GNU long name, pax extended header: the next member's name
-    keep = true;
-  } else if (type_ == '0' || type_ == '\0' || type_ == '7') {
-    if (!long_name_.empty()) name = long_name_;
-    name_ = std::move(name);
-    keep = keep_ && keep_(name_);
-  }
-  if (!(type_ == 'L' || type_ == 'x' || type_ == 'g')) long_name_.clear();
-  kept_.clear();
-  if (keep && size > 0) {
-    kept_.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(size, std::uint64_t{1} << 20)));
-    want_ = size;
-  } else {
-    if (keep) end_member();
-    else end_member_skipping(size);
-  }
-}
-
-void detail::tar_scanner::end_member_skipping(std::uint64_t size) {
-  kept_.clear();
-  const bool regular = type_ == '0' || type_ == '\0' || type_ == '7';
-  if (regular) {
-    members_.push_back({name_, data_at_, size});
-    data_.emplace_back();
-  }
-  skip_ = (size + kBlock - 1) / kBlock * kBlock;
-}
-
-void detail::tar_scanner::end_member() {
-  const std::span<const std::byte> data(kept_.data(), kept_.size());
-  if (type_ == 'L') {
-    long_name_ = std::string(reinterpret_cast<const char*>(data.data()), strnlen(reinterpret_cast<const char*>(data.data()), data.size()));
-  } else if (type_ == 'x') {
-    long_name_ = pax_path(data);
-  } else {
-    members_.push_back({name_, data_at_, size_});
-    data_.push_back(std::move(kept_));
-  }
-  kept_.clear();
-  skip_ = (size_ + kBlock - 1) / kBlock * kBlock - size_;  // the padding
-}
-
-void detail::tar_scanner::finish() {
-  if (ended_) return;
-  if (want_ > 0 || (skip_ > 0 && at_ - data_at_ < size_))
-    throw fail("member of " + std::to_string(size_) + " bytes runs past the end");
-  if (header_fill_ > 0) {
-    header_at_ = at_ - header_fill_;
-    throw fail("truncated: " + std::to_string(header_fill_) + " bytes of a header at the end");
-  }
-}
-
-std::vector<tar_member> index_tar(std::span<const std::byte> a, const std::string& what) {
-  detail::tar_scanner scan(what);
-  scan.limit(a.size());
-  scan.feed(a);
-  scan.finish();
-  return scan.members();
-}
-
 std::vector<std::string> detail::expand_braces(const std::string& pattern) {
   std::vector<std::string> patterns{pattern};
   // Brace ranges first: {000..127}, keeping the width of the lower bound.
@@ -316,11 +125,6 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-/// Where a member name's sample key ends: at the first dot of its file name (npos: no dot).
-std::size_t key_end(const std::string& name) {
-  const auto slash = name.find_last_of('/');
-  return name.find('.', slash == std::string::npos ? 0 : slash + 1);
-}
 
 std::int64_t parse_label(std::span<const std::byte> b, const std::string& shard, const std::string& key) {
   std::string text(reinterpret_cast<const char*>(b.data()), b.size());
@@ -345,7 +149,7 @@ detail::shard_scanner::shard_scanner(std::uint32_t shard, std::string what, cons
       what_(std::move(what)),
       options_(options),
       scan_(what_, [label = "." + options.label_key](const std::string& name) {
-        const auto dot = key_end(name);  // the label members' data is kept, nothing else's
+        const auto dot = detail::key_end(name);  // the label members' data is kept, nothing else's
         return dot != std::string::npos && name.compare(dot, std::string::npos, label) == 0;
       }) {}
 
@@ -359,7 +163,7 @@ std::vector<detail::shard_sample> detail::shard_scanner::samples() {
   std::vector<char> has_image, has_label;
   for (std::size_t i = 0; i < members.size(); ++i) {
     const auto& m = members[i];
-    const auto dot = key_end(m.name);
+    const auto dot = detail::key_end(m.name);
     if (dot == std::string::npos) continue;
     const std::string key = m.name.substr(0, dot), ext = m.name.substr(dot + 1);
     auto [it, fresh] = slot.emplace(key, group.size());
@@ -396,6 +200,11 @@ std::vector<detail::shard_sample> detail::shard_samples(std::span<const std::byt
   return scan.samples();
 }
 
+std::size_t detail::key_end(const std::string& name) {
+  const auto slash = name.find_last_of('/');
+  return name.find('.', slash == std::string::npos ? 0 : slash + 1);
+}
+
 std::shared_ptr<const sample_groups> detail::shard_groups(const std::vector<shard_sample>& entries, std::size_t shards,
                                                           std::uint32_t window) {
   if (window == 0) return nullptr;
@@ -412,7 +221,10 @@ std::string detail::shards_identity(const std::vector<std::string>& locations, c
   std::string id = "tar shards";
   for (std::size_t s = 0; s < locations.size(); ++s) {
     const auto slash = locations[s].find_last_of('/');  // the name alone: the same data moved stays the same
-    id += "\n" + locations[s].substr(slash == std::string::npos ? 0 : slash + 1) + "\t" + std::to_string(counts[s]);
+    id += '\n';
+    id.append(locations[s], slash == std::string::npos ? 0 : slash + 1);
+    id += '\t';
+    id += std::to_string(counts[s]);
   }
   return id;
 }
@@ -483,7 +295,7 @@ class tar_reader final : public detail::tar_sample_reader {
 /// Appends one member (ustar header, data, padding).
 void append_member(std::ofstream& out, const std::string& name, std::span<const std::byte> data) {
   if (name.size() >= 100) throw std::runtime_error("tar member name '" + name + "' is too long");
-  char h[kBlock] = {};
+  char h[detail::kTarBlock] = {};
   std::memcpy(h, name.data(), name.size());
   std::snprintf(h + 100, 8, "%07o", 0644);
   std::snprintf(h + 108, 8, "%07o", 0);
@@ -498,78 +310,14 @@ void append_member(std::ofstream& out, const std::string& name, std::span<const 
   for (unsigned char c : h) sum += c;
   std::snprintf(h + 148, 8, "%06o", sum);
   h[155] = ' ';
-  out.write(h, kBlock);
+  out.write(h, detail::kTarBlock);
   out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-  const std::size_t pad = (kBlock - data.size() % kBlock) % kBlock;
-  static const char zeros[kBlock] = {};
+  const std::size_t pad = (detail::kTarBlock - data.size() % detail::kTarBlock) % detail::kTarBlock;
+  static const char zeros[detail::kTarBlock] = {};
   out.write(zeros, static_cast<std::streamsize>(pad));
 }
 
 }  // namespace
-
-namespace {
-constexpr std::string_view kIndexMagic = "pinfeed-tar-index";
-constexpr int kIndexVersion = 1;
-}  // namespace
-
-std::string detail::format_shard_index(const std::vector<shard_sample>& samples, std::uint64_t tar_bytes,
-                                       const shard_options& o) {
-  std::string out = std::string(kIndexMagic) + " " + std::to_string(kIndexVersion) + " " + std::to_string(tar_bytes) +
-                    " " + std::to_string(samples.size()) + " " + o.image_keys + " " + o.label_key + "\n";
-  for (const auto& e : samples)
-    out += std::to_string(e.image.offset) + " " + std::to_string(e.image.size) + " " + std::to_string(e.label) + " " +
-           e.image.name + "\n";
-  return out;
-}
-
-std::optional<std::vector<detail::shard_sample>> detail::parse_shard_index(std::string_view text, std::uint32_t shard,
-                                                                           const std::string& what,
-                                                                           const shard_options& o,
-                                                                           std::uint64_t& tar_bytes) {
-  std::vector<std::string_view> lines;
-  for (std::size_t at = 0; at < text.size();) {
-    const auto nl = text.find('\n', at);
-    if (nl == std::string_view::npos)
-      throw std::invalid_argument("tar index '" + what + "': truncated (its last line has no newline)");
-    lines.push_back(text.substr(at, nl - at));
-    at = nl + 1;
-  }
-  auto bad = [&](std::size_t line, const std::string& why) {
-    return std::invalid_argument("tar index '" + what + "' line " + std::to_string(line + 1) + ": " + why);
-  };
-  if (lines.empty()) throw std::invalid_argument("tar index '" + what + "' is empty");
-  std::istringstream head{std::string(lines[0])};
-  std::string magic, keys, label_key;
-  int version = 0;
-  std::uint64_t count = 0;
-  if (!(head >> magic >> version >> tar_bytes >> count >> keys >> label_key) || magic != kIndexMagic)
-    throw bad(0, "not a pinfeed tar index header");
-  if (version != kIndexVersion) throw bad(0, "version " + std::to_string(version) + " is not " + std::to_string(kIndexVersion));
-  if (keys != o.image_keys || label_key != o.label_key) return std::nullopt;  // indexed with other member keys
-  if (lines.size() != count + 1)
-    throw bad(0, "says " + std::to_string(count) + " samples, but " + std::to_string(lines.size() - 1) + " lines follow");
-  std::vector<shard_sample> out;
-  out.reserve(count);
-  for (std::size_t i = 1; i < lines.size(); ++i) {
-    const std::string line(lines[i]);
-    std::uint64_t offset = 0, size = 0;
-    long long label = 0;
-    int used = 0;
-    if (std::sscanf(line.c_str(), "%" SCNu64 " %" SCNu64 " %lld %n", &offset, &size, &label, &used) != 3 ||
-        used <= 0 || static_cast<std::size_t>(used) >= line.size())
-      throw bad(i, "not '<offset> <size> <label> <member name>'");
-    if (offset > tar_bytes || size > tar_bytes - offset)
-      throw bad(i, "member at " + std::to_string(offset) + " + " + std::to_string(size) + " bytes runs past the " +
-                       std::to_string(tar_bytes) + "-byte shard");
-    shard_sample e;
-    e.shard = shard;
-    e.image = {line.substr(static_cast<std::size_t>(used)), offset, size};
-    e.key = e.image.name.substr(0, key_end(e.image.name));
-    e.label = label;
-    out.push_back(std::move(e));
-  }
-  return out;
-}
 
 std::string shard_index_path(const std::string& shard) { return shard + ".idx"; }
 
@@ -609,7 +357,7 @@ std::vector<std::string> write_shards(const std::vector<image_file>& files, cons
   std::uint64_t in_shard = 0;
   std::vector<std::byte> bytes;
   auto close = [&] {
-    static const char zeros[2 * kBlock] = {};
+    static const char zeros[2 * detail::kTarBlock] = {};
     out.write(zeros, sizeof zeros);
     out.close();
     if (!out) throw std::runtime_error("pack: failed writing '" + written.back() + "'");
@@ -634,7 +382,7 @@ std::vector<std::string> write_shards(const std::vector<image_file>& files, cons
     append_member(out, key + ext, bytes);
     const std::string label = std::to_string(files[i].label);
     append_member(out, key + ".cls", std::as_bytes(std::span<const char>(label.data(), label.size())));
-    in_shard += bytes.size() + 3 * kBlock;
+    in_shard += bytes.size() + 3 * detail::kTarBlock;
   }
   close();
   for (const auto& w : written) write_shard_index(w);

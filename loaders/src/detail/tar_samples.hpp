@@ -17,6 +17,9 @@
 
 namespace pinfeed::loaders::detail {
 
+/// Tar's unit: headers are one block, data is padded to whole blocks.
+inline constexpr std::size_t kTarBlock = 512;
+
 /// One sample of a shard: its image member and its label.
 struct shard_sample {
   std::uint32_t shard = 0;
@@ -44,7 +47,7 @@ class tar_scanner {
   [[nodiscard]] std::uint64_t bytes_fed() const noexcept { return at_; }
 
  private:
-  static constexpr std::size_t kBlock = 512;
+  static constexpr std::size_t kBlock = kTarBlock;
   void begin_member();
   void end_member();
   void end_member_skipping(std::uint64_t size);
@@ -91,6 +94,9 @@ class shard_scanner {
 /// member, or a label that is not an integer.
 [[nodiscard]] std::vector<shard_sample> shard_samples(std::span<const std::byte> archive, std::uint32_t shard,
                                                       const std::string& what, const shard_options& options);
+
+/// Where a member name's sample key ends: at the first dot of its file name (npos: no dot).
+[[nodiscard]] std::size_t key_end(const std::string& member_name);
 
 /// The samples of each shard (entries are in shard order) as the groups of a shard-aware shuffle
 /// over windows of `window` shards; null for window 0 (the exact global shuffle).

@@ -8,6 +8,64 @@ namespace pinfeed::loaders {
 using namespace detail;
 namespace {
 
+/// In place, uint8 RGB: swaps pixel x with pixel w - 1 - x.
+void flip_rgb_in_place(std::byte* data, std::int64_t h, std::int64_t w) {
+  for (std::int64_t y = 0; y < h; ++y) {
+    std::byte* row = data + static_cast<std::size_t>(y * w) * 3;
+    for (std::int64_t x = 0; x < w / 2; ++x) {
+      std::byte* l = row + 3 * x;
+      std::byte* r = row + 3 * (w - 1 - x);
+      const std::byte l0 = l[0], l1 = l[1], l2 = l[2];
+      l[0] = r[0];
+      l[1] = r[1];
+      l[2] = r[2];
+      r[0] = l0;
+      r[1] = l1;
+      r[2] = l2;
+    }
+  }
+}
+
+/// In place, pixels of `px` bytes.
+void flip_in_place(std::byte* data, std::int64_t h, std::int64_t w, std::size_t px) {
+  std::byte tmp[64];
+  for (std::int64_t y = 0; y < h; ++y) {
+    std::byte* row = data + static_cast<std::size_t>(y * w) * px;
+    for (std::int64_t x = 0; x < w / 2; ++x) {
+      std::byte* l = row + static_cast<std::size_t>(x) * px;
+      std::byte* r = row + static_cast<std::size_t>(w - 1 - x) * px;
+      if (px <= sizeof tmp) {
+        std::memcpy(tmp, l, px);
+        std::memcpy(l, r, px);
+        std::memcpy(r, tmp, px);
+      } else {
+        std::swap_ranges(l, l + px, r);
+      }
+    }
+  }
+}
+
+/// uint8 RGB into another buffer: byte moves the compiler can keep in registers.
+void flip_rgb(const std::byte* in, std::byte* out, std::int64_t h, std::int64_t w) {
+  for (std::int64_t y = 0; y < h; ++y) {
+    const std::byte* src = in + static_cast<std::size_t>(y * w) * 3;
+    std::byte* dst = out + static_cast<std::size_t>(y * w) * 3;
+    for (std::int64_t x = 0; x < w; ++x) {
+      const std::byte* s = src + (w - 1 - x) * 3;
+      dst[3 * x] = s[0];
+      dst[3 * x + 1] = s[1];
+      dst[3 * x + 2] = s[2];
+    }
+  }
+}
+
+/// Pixels of `px` bytes into another buffer.
+void flip_any(const std::byte* in, std::byte* out, std::int64_t h, std::int64_t w, std::size_t px) {
+  for (std::int64_t y = 0; y < h; ++y)
+    for (std::int64_t x = 0; x < w; ++x)
+      std::memcpy(out + static_cast<std::size_t>(y * w + x) * px, in + static_cast<std::size_t>(y * w + (w - 1 - x)) * px, px);
+}
+
 class hflip_transform final : public transform {
  public:
   explicit hflip_transform(double p) : p_(p) {
@@ -24,60 +82,13 @@ class hflip_transform final : public transform {
     const std::size_t px = static_cast<std::size_t>(in.spec.channels) * dtype_size(in.spec.type);
     if (!flip) {
       if (in.data != out.data) std::memcpy(out.data, in.data, static_cast<std::size_t>(h * w) * px);
-      return;
+    } else if (in.data == out.data) {
+      if (px == 3) flip_rgb_in_place(out.data, h, w);
+      else flip_in_place(out.data, h, w, px);
+    } else {
+      if (px == 3) flip_rgb(in.data, out.data, h, w);
+      else flip_any(in.data, out.data, h, w, px);
     }
-    if (in.data == out.data && px == 3) {  // in place, uint8 RGB: swap pixel x with pixel w - 1 - x
-      for (std::int64_t y = 0; y < h; ++y) {
-        std::byte* row = out.data + static_cast<std::size_t>(y * w) * 3;
-        for (std::int64_t x = 0; x < w / 2; ++x) {
-          std::byte* l = row + 3 * x;
-          std::byte* r = row + 3 * (w - 1 - x);
-          const std::byte l0 = l[0], l1 = l[1], l2 = l[2];
-          l[0] = r[0];
-          l[1] = r[1];
-          l[2] = r[2];
-          r[0] = l0;
-          r[1] = l1;
-          r[2] = l2;
-        }
-      }
-      return;
-    }
-    if (in.data == out.data) {  // in place, any pixel size
-      std::byte tmp[64];
-      for (std::int64_t y = 0; y < h; ++y) {
-        std::byte* row = out.data + static_cast<std::size_t>(y * w) * px;
-        for (std::int64_t x = 0; x < w / 2; ++x) {
-          std::byte* l = row + static_cast<std::size_t>(x) * px;
-          std::byte* r = row + static_cast<std::size_t>(w - 1 - x) * px;
-          if (px <= sizeof tmp) {
-            std::memcpy(tmp, l, px);
-            std::memcpy(l, r, px);
-            std::memcpy(r, tmp, px);
-          } else {
-            std::swap_ranges(l, l + px, r);
-          }
-        }
-      }
-      return;
-    }
-    if (px == 3) {  // uint8 RGB: byte moves the compiler can keep in registers
-      for (std::int64_t y = 0; y < h; ++y) {
-        const std::byte* src = in.data + static_cast<std::size_t>(y * w) * 3;
-        std::byte* dst = out.data + static_cast<std::size_t>(y * w) * 3;
-        for (std::int64_t x = 0; x < w; ++x) {
-          const std::byte* s = src + (w - 1 - x) * 3;
-          dst[3 * x] = s[0];
-          dst[3 * x + 1] = s[1];
-          dst[3 * x + 2] = s[2];
-        }
-      }
-      return;
-    }
-    for (std::int64_t y = 0; y < h; ++y)
-      for (std::int64_t x = 0; x < w; ++x)
-        std::memcpy(out.data + static_cast<std::size_t>(y * w + x) * px,
-                    in.data + static_cast<std::size_t>(y * w + (w - 1 - x)) * px, px);
   }
   bool in_place() const override { return true; }
 

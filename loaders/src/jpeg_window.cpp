@@ -1,0 +1,136 @@
+// A window of a JPEG through libjpeg (jpeg_window.hpp). libjpeg reports errors by calling
+// error_exit, which must not return: it jumps back to decode_jpeg_window(), which throws. Nothing
+// between the jump and its target owns anything (the helpers' locals are plain values).
+#include "jpeg_window.hpp"
+
+#include <algorithm>
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+#include <jpeglib.h>
+
+#include "jpeg_huffman.hpp"
+
+namespace pinfeed::loaders::detail {
+namespace {
+
+struct jpeg_error_jump {
+  jpeg_error_mgr mgr;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+/// Several rows per call: libjpeg produces rec_outbuf_height rows at a time anyway.
+constexpr int kRows = 16;
+
+/// How the window's rows are read: whole rows from the top straight into the output, any other
+/// window through a row buffer, cropped to it.
+struct row_reader {
+  JSAMPROW rows[kRows];
+  bool direct = false;
+  std::int64_t y = 0;    ///< the next output row libjpeg gives
+  std::size_t skip = 0;  ///< bytes of a buffered row left of the window
+};
+
+void install_error_jump(jpeg_decompress_struct& cinfo, jpeg_error_jump& err) {
+  cinfo.err = jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = [](j_common_ptr c) {
+    auto* e = reinterpret_cast<jpeg_error_jump*>(c->err);
+    (*c->err->format_message)(c, e->message);
+    std::longjmp(e->jump, 1);
+  };
+  err.mgr.emit_message = [](j_common_ptr c, int level) {
+    // A corrupt-data warning (level -1) is an error for us, as TJFLAG_STOPONWARNING makes it there.
+    if (level < 0) c->err->error_exit(c);
+  };
+}
+
+/// Sets up reading `win` of an output `ow` pixels wide: a window that is not whole rows from the
+/// top is cropped (libjpeg widens it to iMCU boundaries) and the rows above it skipped.
+void begin_window(jpeg_decompress_struct& cinfo, const image_region& win, std::int64_t ow,
+                  std::vector<JSAMPLE>& row_storage, row_reader& r) {
+  r.direct = win.x == 0 && win.width == ow && win.y == 0;
+  if (r.direct) return;
+  // Chroma upsampling treats the edges of a cropped or skipped area as image edges: keep one iMCU
+  // (16 pixels) of margin on every side so those edges fall outside the window.
+  constexpr std::int64_t kMargin = 16;
+  const std::int64_t mx = std::max<std::int64_t>(0, win.x - kMargin);
+  r.y = std::max<std::int64_t>(0, win.y - kMargin);
+  auto xoff = static_cast<JDIMENSION>(mx);
+  auto cw = static_cast<JDIMENSION>(std::min<std::int64_t>(win.x + win.width + kMargin, ow) - mx);
+  jpeg_crop_scanline(&cinfo, &xoff, &cw);
+  if (r.y > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(r.y));
+  row_storage.resize(static_cast<std::size_t>(cw) * 3 * kRows);
+  for (int k = 0; k < kRows; ++k) r.rows[k] = row_storage.data() + static_cast<std::size_t>(k) * cw * 3;
+  r.skip = static_cast<std::size_t>(win.x - static_cast<std::int64_t>(xoff)) * 3;
+}
+
+/// Reads the window's rows into `out` (its size). Data that ends early jumps through `err`.
+void read_window(jpeg_decompress_struct& cinfo, jpeg_error_jump& err, const image_region& win, row_reader& r,
+                 std::byte* out) {
+  const auto out_row = [&](std::int64_t row) { return out + static_cast<std::size_t>((row - win.y) * win.width) * 3; };
+  while (r.y < win.y + win.height) {
+    const auto want = static_cast<JDIMENSION>(std::min<std::int64_t>(kRows, win.y + win.height - r.y));
+    if (r.direct)
+      for (JDIMENSION k = 0; k < want; ++k) r.rows[k] = reinterpret_cast<JSAMPLE*>(out_row(r.y + k));
+    const JDIMENSION got = jpeg_read_scanlines(&cinfo, r.rows, want);
+    if (got == 0) {
+      std::snprintf(err.message, sizeof err.message, "premature end of data");
+      std::longjmp(err.jump, 1);
+    }
+    for (JDIMENSION k = 0; k < got; ++k, ++r.y)
+      if (!r.direct && r.y >= win.y) std::memcpy(out_row(r.y), r.rows[k] + r.skip, static_cast<std::size_t>(win.width) * 3);
+  }
+}
+
+}  // namespace
+
+std::optional<image_spec> decode_jpeg_window(std::span<const std::byte> bytes, std::vector<std::byte>& out, bool fast_dct,
+                                             const std::string& what, const jpeg_size_check& check,
+                                             const jpeg_denom_fn& denom, const jpeg_window_fn& window,
+                                             bool pinfeed_huffman) {
+  jpeg_decompress_struct cinfo{};
+  jpeg_error_jump err{};
+  install_error_jump(cinfo, err);
+  thread_local std::vector<JSAMPLE> row_storage;  // static storage: nothing to undo after a longjmp
+  if (setjmp(err.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    throw std::runtime_error(what + ": corrupt or truncated JPEG (" + err.message + ")");
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()));
+  jpeg_read_header(&cinfo, TRUE);
+  // The size again, from libjpeg's own reading of the frame header: a caller's peek may give up on
+  // headers TurboJPEG refuses, which libjpeg may still read.
+  try {
+    check(cinfo.image_width, cinfo.image_height);
+  } catch (...) {
+    jpeg_destroy_decompress(&cinfo);
+    throw;
+  }
+  if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
+    jpeg_destroy_decompress(&cinfo);
+    return std::nullopt;
+  }
+  const std::int64_t W = cinfo.image_width, H = cinfo.image_height;
+  cinfo.out_color_space = JCS_RGB;
+  cinfo.scale_num = 1;
+  cinfo.scale_denom = denom(W, H);
+  cinfo.dct_method = fast_dct ? JDCT_IFAST : JDCT_ISLOW;
+  jpeg_start_decompress(&cinfo);
+  if (pinfeed_huffman) use_pinfeed_huffman(&cinfo);
+  const std::int64_t ow = cinfo.output_width, oh = cinfo.output_height;
+  const image_region win = window(W, H, static_cast<double>(ow) / static_cast<double>(W), ow, oh);
+  const image_spec spec{win.height, win.width, 3, dtype::u8};
+  out.resize(spec.bytes());
+  row_reader r;
+  begin_window(cinfo, win, ow, row_storage, r);
+  read_window(cinfo, err, win, r, out.data());
+  jpeg_abort_decompress(&cinfo);
+  jpeg_destroy_decompress(&cinfo);
+  return spec;
+}
+
+}  // namespace pinfeed::loaders::detail

@@ -10,6 +10,7 @@
 
 #include <sys/resource.h>
 
+#include "modes.hpp"
 #include "pinfeed/doctor/stages.hpp"
 #include "pinfeed/ops/normalize.hpp"
 #include "pinfeed/runtime/cuda_handles.hpp"
@@ -130,12 +131,6 @@ struct batch_store {
   }
 };
 
-struct plan_entry {
-  doctor_mode mode;
-  enum class kind { loader, host_batches, device_batches } how = kind::loader;
-  sample_cache cache;
-};
-
 }  // namespace
 
 const doctor_mode* doctor_report::mode(const std::string& id) const {
@@ -186,7 +181,7 @@ class ladder {
     full_ = p.own ? p.own : std::shared_ptr<source>(piped_);
     if (piped_) host_steps_ = piped_->host_steps().steps();
     describe();
-    plan();
+    plan_ = plan_modes(p_, o_, r_, pool_, piped_ && piped_->tail_params());
   }
 
   ladder(const ladder&) = delete;
@@ -267,75 +262,6 @@ class ladder {
     if (host_tail) r_.transform_names.push_back(p_.steps.device_tail().to_string() + " (fused)");
   }
 
-  plan_entry& add(std::string id, std::string name, std::string skips, plan_entry::kind how, sample_cache cache = {}) {
-    plan_entry e;
-    e.mode.id = std::move(id);
-    e.mode.name = std::move(name);
-    e.mode.skips = std::move(skips);
-    e.how = how;
-    e.cache = cache;
-    e.cache.pool = pool_;
-    plan_.push_back(std::move(e));
-    return plan_.back();
-  }
-
-  /// The ladder's modes, each with the note that says why it does not run, if it does not; checks
-  /// the modes and the trace mode asked for.
-  void plan() {
-    plan_.reserve(8 + r_.transform_names.size());  // add() hands out references into it
-    const bool own = static_cast<bool>(p_.own);
-    add("L0", "full pipeline", "nothing", plan_entry::kind::loader);
-    auto& l1 = add("L1", "stored bytes cached", "storage reads", plan_entry::kind::loader, {cache_stage::raw, 0, pool_});
-    if (own) l1.mode.note = "not applicable: a source of your own has no read stage the doctor can see";
-    else if (!r_.encoded) l1.mode.note = "same as L2: '" + p_.reader->name() + "' yields images, not encoded bytes";
-    auto& l2 = add("L2", "decoded images cached", "reads, decoding", plan_entry::kind::loader,
-                   {cache_stage::decoded, 0, pool_});
-    if (own) l2.mode.note = "not applicable: a source of your own has no decode stage the doctor can see";
-    add("L3", own ? "produced samples cached" : "processed samples cached",
-        own ? "producing samples" : "reads, decoding, transforms", plan_entry::kind::loader,
-        {cache_stage::finished, 0, pool_});
-    auto& l4 = add("L4", "host batches cached", "the workers: only the copy and the step run",
-                   plan_entry::kind::host_batches);
-    auto& l5 = add("L5", "device batches cached", "everything but the step (the ceiling)",
-                   plan_entry::kind::device_batches);
-    if (!gpu_) l5.mode.note = "same as L4: on the CPU path batches stay in host memory, there is no copy";
-    // Without a step these modes would time an empty loop, a figure of no use: say so instead.
-    const bool no_step = !o_.step && o_.step_ms == 0;
-    if (no_step && !gpu_) l4.mode.note = "not measured: on the CPU path nothing is copied, and there is no step";
-    if (no_step && gpu_ && !(piped_ && piped_->tail_params()))
-      l5.mode.note = "not measured: no step and no device work to run";
-    // Per-transform checkpoints: after host transform k, for k = 1 .. (transforms - 1).
-    const auto& names = r_.transform_names;
-    if (o_.per_transform)
-      for (std::size_t k = 1; k < names.size(); ++k) {
-        std::string skips = "reads, decoding";
-        for (std::size_t j = 0; j < k; ++j) skips += ", " + names[j];
-        add("T" + std::to_string(k), "cached after " + names[k - 1], skips, plan_entry::kind::loader,
-            {cache_stage::steps, k, pool_});
-      }
-    if (!o_.modes.empty()) {
-      for (const auto& want : o_.modes) {
-        const bool known = std::any_of(plan_.begin(), plan_.end(), [&](const plan_entry& e) { return e.mode.id == want; });
-        if (!known) {
-          std::string ids;
-          for (const auto& e : plan_) ids += (ids.empty() ? "" : ", ") + e.mode.id;
-          throw std::invalid_argument("doctor: unknown mode '" + want + "' (this pipeline has " + ids + ")");
-        }
-      }
-      for (auto& e : plan_)
-        if (std::find(o_.modes.begin(), o_.modes.end(), e.mode.id) == o_.modes.end() && e.mode.note.empty())
-          e.mode.note = "not selected";
-    }
-    if (!o_.trace_mode.empty()) {
-      const auto it =
-          std::find_if(plan_.begin(), plan_.end(), [&](const plan_entry& e) { return e.mode.id == o_.trace_mode; });
-      if (it == plan_.end() || it->how != plan_entry::kind::loader || !it->mode.note.empty())
-        throw std::invalid_argument("doctor: --trace-mode must be a mode that runs the loader (L0-L3 or T1..) and is "
-                                    "run, got '" + o_.trace_mode + "'");
-      if (o_.trace_path.empty()) throw std::invalid_argument("doctor: trace_mode given without a trace path");
-    }
-  }
-
   std::size_t pool_batches() const { return (pool_ + o_.loader.batch_size - 1) / o_.loader.batch_size; }
 
   /// Sleeps (no spinning: the workers need the cores) until the consumer stream's work is done.
@@ -365,32 +291,8 @@ class ladder {
       if (waits.size() >= o_.min_steps && elapsed > o_.max_mode_seconds) break;
     }
     drain_consumer();
-    const double wall = std::max(seconds_since(t0), 1e-9);
-    const double cpu = process_cpu_seconds() - cpu0;
-    m.ran = true;
-    m.steps = waits.size();
-    m.images = images;
-    m.seconds = wall;
-    m.steps_per_s = m.steps / wall;
-    m.images_per_s = images / wall;
-    double total_wait = 0;
-    for (double w : waits) total_wait += w;
-    m.consumer_wait = std::clamp(total_wait / wall, 0.0, 1.0);
-    std::sort(waits.begin(), waits.end(), std::greater<>());
-    m.max_wait_ms = waits.front() * 1e3;
-    const std::size_t top = std::max<std::size_t>(1, waits.size() / 10);
-    double top_wait = 0;
-    for (std::size_t i = 0; i < top; ++i) top_wait += waits[i];
-    m.wait_top_share = total_wait > 0 ? std::clamp(top_wait / total_wait, 0.0, 1.0) : 0.0;
-    m.cpu_utilization = std::clamp(cpu / (wall * r_.hardware_threads), 0.0, 1.0);
-    if (per_image.size() >= 2) {  // standard error of the mean time per image
-      double mean = 0, var = 0;
-      for (double x : per_image) mean += x;
-      mean /= static_cast<double>(per_image.size());
-      for (double x : per_image) var += (x - mean) * (x - mean);
-      var /= static_cast<double>(per_image.size() - 1);
-      m.noise_ms_per_image = 1e3 * std::sqrt(var / static_cast<double>(per_image.size()));
-    }
+    summarize(m, std::move(waits), per_image, images, std::max(seconds_since(t0), 1e-9), process_cpu_seconds() - cpu0,
+              r_.hardware_threads);
   }
 
   /// L0-L3 and T1..: the loader over the mode's source, the step on each batch.

@@ -42,40 +42,6 @@ struct step_result {
   double wait_s = 0;
 };
 
-/// The consumer every mode shares: the pipeline's device tail (when the slot keeps uint8 for the
-/// GPU) and then the step (the user's, or step_ms busy time on the batch's device).
-class consumer {
- public:
-  consumer(const doctor_options& o, std::optional<ops::normalize_params> tail, const field_spec& image,
-           std::size_t batch_size, bool gpu)
-      : options_(o), tail_(std::move(tail)) {
-    if (tail_ && gpu) {
-      shape_ = {batch_size, static_cast<std::size_t>(image.shape[0]), static_cast<std::size_t>(image.shape[1])};
-      out_ = device_buffer(shape_.pixels() * 3 * sizeof(float));
-    }
-  }
-  void operator()(const step_batch& b) {
-    if (tail_ && b.fields[0].location.is_cuda()) {
-      ops::image_batch_shape s = shape_;
-      s.batch = b.size;
-      ops::normalize_hwc_to_chw_device(static_cast<const std::uint8_t*>(b.fields[0].data), out_.data(), s, *tail_,
-                                       b.stream);
-    }
-    if (options_.step) {
-      options_.step(b);
-    } else if (options_.step_ms > 0) {
-      if (b.stream != nullptr && options_.step_on != "host") busy_kernel_ms(options_.step_ms, b.stream);
-      else busy_wait_ms(options_.step_ms);
-    }
-  }
-
- private:
-  const doctor_options& options_;
-  std::optional<ops::normalize_params> tail_;
-  ops::image_batch_shape shape_{};
-  device_buffer out_;
-};
-
 /// The loader's next batch, starting the next epoch when one ends (modes run across epochs).
 batch next_cycling(loader& l, const std::string& what) {
   auto b = l.next();
@@ -85,14 +51,6 @@ batch next_cycling(loader& l, const std::string& what) {
   }
   if (!b) throw std::runtime_error("doctor: " + what + ": the loader yielded no batch");
   return std::move(*b);
-}
-
-step_batch view_of(const batch& b) {
-  step_batch v;
-  v.size = b.size();
-  v.stream = b.stream();
-  for (std::size_t f = 0; f < b.field_count(); ++f) v.fields.push_back(b.field(f));
-  return v;
 }
 
 /// Copies of whole batches laid out field after field, in host memory (pinned with a GPU) or on the
@@ -205,7 +163,8 @@ class ladder {
       drained_ = cuda_event::create();
     }
     loader_options_ = lo;
-    consume_.emplace(o_, piped_ ? piped_->tail_params() : std::nullopt, full_->fields()[0], lo.batch_size, gpu_);
+    consume_.emplace(batch_consumer::options{piped_ ? piped_->tail_params() : std::nullopt, o_.step, o_.step_ms, o_.step_on},
+                     full_->fields()[0], lo.batch_size, gpu_);
     for (auto& e : plan_) {
       doctor_mode& m = e.mode;
       if (m.note.empty()) {
@@ -310,7 +269,7 @@ class ladder {
           const auto t = clock_type::now();
           batch b = next_cycling(l, "mode " + m.id);
           const double wait = seconds_since(t);
-          (*consume_)(view_of(b));
+          (*consume_)(step_view(b));
           current = std::move(b);
           return step_result{current->size(), wait};
         },
@@ -410,7 +369,7 @@ class ladder {
   loader_options loader_options_;
   cudaStream_t consumer_stream_ = nullptr;
   cuda_event drained_;
-  std::optional<consumer> consume_;
+  std::optional<batch_consumer> consume_;
   batch_store store_;
   host_buffer host_batches_;
   std::vector<std::size_t> batch_sizes_;

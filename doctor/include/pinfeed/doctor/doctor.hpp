@@ -24,6 +24,8 @@
 
 #include "pinfeed/loaders/pipeline_source.hpp"
 #include "pinfeed/loaders/remote.hpp"
+#include "pinfeed/ops/normalize.hpp"
+#include "pinfeed/runtime/host_memory.hpp"
 #include "pinfeed/runtime/loader.hpp"
 #include "pinfeed/runtime/tensor.hpp"
 
@@ -39,6 +41,33 @@ struct step_batch {
 /// A training step: called once per batch on the consumer thread. On a GPU it should queue its work
 /// on the batch's stream and return (the doctor synchronizes at the end of each mode).
 using step_function = std::function<void(const step_batch&)>;
+
+/// Batch b as the step sees it.
+[[nodiscard]] step_batch step_view(const batch& b);
+
+/// The consumer that the doctor's modes and `pinfeed run` share: a pointwise tail (uint8 HWC ->
+/// float CHW, where the batch is: the pipeline's device tail, or run's --normalize), then the step:
+/// `step`, or else `step_ms` of busy time (a kernel on the batch's stream; the calling thread for
+/// host batches or with step_on "host").
+class batch_consumer {
+ public:
+  struct options {
+    std::optional<ops::normalize_params> tail;
+    step_function step;
+    double step_ms = 0;
+    std::string step_on = "auto";  ///< auto, host or device
+  };
+  /// `image`: the batches' image field (uint8 [H, W, 3] when there is a tail; std::invalid_argument
+  /// naming its dtype otherwise); `gpu`: the batches are on the current device.
+  batch_consumer(options o, const field_spec& image, std::size_t batch_size, bool gpu);
+  void operator()(const step_batch& b);
+
+ private:
+  options o_;
+  ops::image_batch_shape shape_{};
+  device_buffer device_out_;
+  std::vector<float> host_out_;
+};
 
 /// The pipeline under examination: a reader (behind make_slow_storage() to emulate slow storage),
 /// its transforms and the source options (error policy, device tail); the doctor puts its caches

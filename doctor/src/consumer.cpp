@@ -1,0 +1,45 @@
+// The consumer the doctor's modes and `pinfeed run` share (batch_consumer, doctor.hpp).
+#include <stdexcept>
+
+#include "pinfeed/doctor/doctor.hpp"
+#include "pinfeed/doctor/stages.hpp"
+
+namespace pinfeed {
+
+step_batch step_view(const batch& b) {
+  step_batch v;
+  v.size = b.size();
+  v.stream = b.stream();
+  for (std::size_t f = 0; f < b.field_count(); ++f) v.fields.push_back(b.field(f));
+  return v;
+}
+
+batch_consumer::batch_consumer(options o, const field_spec& image, std::size_t batch_size, bool gpu) : o_(std::move(o)) {
+  if (o_.step_on != "auto" && o_.step_on != "host" && o_.step_on != "device")
+    throw std::invalid_argument("step_on must be auto, host or device, got '" + o_.step_on + "'");
+  if (!o_.tail) return;
+  if (image.type != dtype::u8 || image.shape.size() != 3 || image.shape[2] != 3)
+    throw std::invalid_argument("a normalizing consumer needs uint8 [H, W, 3] images; this pipeline yields " +
+                                std::string(dtype_name(image.type)) + " (its own tail already converts)");
+  shape_ = {batch_size, static_cast<std::size_t>(image.shape[0]), static_cast<std::size_t>(image.shape[1])};
+  if (gpu) device_out_ = device_buffer(shape_.pixels() * 3 * sizeof(float));
+  else host_out_.resize(shape_.pixels() * 3);
+}
+
+void batch_consumer::operator()(const step_batch& b) {
+  if (o_.tail) {
+    ops::image_batch_shape s = shape_;
+    s.batch = b.size;
+    const auto* pixels = static_cast<const std::uint8_t*>(b.fields[0].data);
+    if (b.fields[0].location.is_cuda()) ops::normalize_hwc_to_chw_device(pixels, device_out_.data(), s, *o_.tail, b.stream);
+    else ops::normalize_hwc_to_chw(pixels, host_out_.data(), s, *o_.tail);
+  }
+  if (o_.step) {
+    o_.step(b);
+  } else if (o_.step_ms > 0) {
+    if (b.stream != nullptr && b.fields[0].location.is_cuda() && o_.step_on != "host") busy_kernel_ms(o_.step_ms, b.stream);
+    else busy_wait_ms(o_.step_ms);
+  }
+}
+
+}  // namespace pinfeed

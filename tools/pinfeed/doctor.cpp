@@ -1,0 +1,85 @@
+// pinfeed doctor: the pipeline the options describe, run with caches at each stage.
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+
+#include "commands.hpp"
+#include "pinfeed/doctor/doctor.hpp"
+#include "pipeline_options.hpp"
+
+namespace pinfeed::tool {
+namespace {
+
+struct doctor_args {
+  double step_ms = 0, min_mode_seconds = 1, max_mode_seconds = 10;
+  std::size_t steps = 20, warmup = 3, pool = 0;
+  std::string modes, json, trace, trace_mode = "L0", step_on = "auto";
+  bool no_per_transform = false;
+};
+
+int cmd_doctor(const run_args& a, const doctor_args& d) {
+  const device_choice dev = resolve_device(a.device);
+  doctor_options o;
+  o.loader = make_loader_options(a, dev);
+  o.loader.trace = false;
+  o.steps = d.steps;
+  o.warmup = d.warmup;
+  o.min_steps = std::min<std::size_t>(3, d.steps);
+  o.min_mode_seconds = d.min_mode_seconds;
+  o.max_mode_seconds = d.max_mode_seconds;
+  o.step_ms = d.step_ms;
+  o.step_on = d.step_on;
+  o.pool = d.pool;
+  o.per_transform = !d.no_per_transform;
+  for (std::size_t at = 0; at < d.modes.size();) {
+    const std::size_t comma = std::min(d.modes.find(',', at), d.modes.size());
+    if (comma > at) o.modes.push_back(d.modes.substr(at, comma - at));
+    at = comma + 1;
+  }
+  if (!d.trace.empty()) {
+    o.trace_mode = d.trace_mode;
+    o.trace_path = d.trace;
+  }
+  o.on_mode = [](const doctor_mode& m) {
+    if (m.ran)
+      std::fprintf(stderr, "doctor: %-3s %-28s %9.1f images/s, consumer wait %5.1f%%\n", m.id.c_str(), m.name.c_str(),
+                   m.images_per_s, 100 * m.consumer_wait);
+    else
+      std::fprintf(stderr, "doctor: %-3s %-28s %s\n", m.id.c_str(), m.name.c_str(), m.note.c_str());
+  };
+  pipeline_parts parts = make_pipeline(a, dev);
+  const doctor_report r =
+      doctor({std::move(parts.reader), std::move(parts.steps), std::move(parts.source), nullptr}, o);
+  std::printf("%s", r.to_text().c_str());
+  if (!d.json.empty()) {
+    std::ofstream out(d.json);
+    if (!(out << r.to_json() << "\n")) throw std::runtime_error("cannot write '" + d.json + "'");
+  }
+  if (!d.trace.empty()) std::fprintf(stderr, "doctor: Chrome trace of mode %s written to %s\n", d.trace_mode.c_str(), d.trace.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_doctor(CLI::App& app, command_list& out) {
+  static run_args da;  // CLI11 binds the options to them: they outlive the parse
+  static doctor_args dd;
+  auto* doc = app.add_subcommand("doctor", "find what starves the consumer: the pipeline run with caches at each stage");
+  add_pipeline_options(doc, da);
+  doc->add_option("--step-ms", dd.step_ms,
+                  "the stand-in training step: busy ms per batch (a kernel on the GPU, the consumer thread without one)");
+  doc->add_option("--step-on", dd.step_on, "where the step runs: auto, host (the consumer thread) or device (a kernel)");
+  doc->add_option("--steps", dd.steps, "timed steps per mode")->check(CLI::PositiveNumber);
+  doc->add_option("--warmup", dd.warmup, "untimed steps before each mode");
+  doc->add_option("--min-mode-seconds", dd.min_mode_seconds, "time each mode at least this long (default 1)");
+  doc->add_option("--max-mode-seconds", dd.max_mode_seconds, "stop a mode after this long (at least 3 steps; default 10)");
+  doc->add_option("--pool", dd.pool, "distinct samples per cache (default: 64, or the dataset when smaller)");
+  doc->add_option("--modes", dd.modes, "run only these modes, e.g. L0,L3 (default: the whole ladder)");
+  doc->add_flag("--no-per-transform", dd.no_per_transform, "skip the per-transform ladder");
+  doc->add_option("--json", dd.json, "write the report as JSON to this file");
+  doc->add_option("--trace", dd.trace, "write a Chrome trace of one mode to this file");
+  doc->add_option("--trace-mode", dd.trace_mode, "the mode traced (default L0)");
+  out.push_back({doc, [] { return cmd_doctor(da, dd); }, [] { return da.workers; }});
+}
+
+}  // namespace pinfeed::tool

@@ -1,0 +1,43 @@
+// The pinfeed command line: a table of subcommands (commands.hpp), each in a file of its own.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <thread>
+
+#include <oneapi/tbb/global_control.h>
+
+#include "commands.hpp"
+#include "pinfeed/runtime/random.hpp"
+
+int main(int argc, char** argv) {
+  using namespace pinfeed::tool;
+  CLI::App app{"pinfeed: keeps GPUs fed - a CUDA C++ data-loading runtime"};
+  app.require_subcommand(1);
+  command_list commands;
+  for (auto add : {&add_info, &add_run, &add_doctor, &add_sample, &add_pack, &add_bench}) add(app, commands);
+  CLI11_PARSE(app, argc, argv);
+  // This program owns its process, so it (not the library) sets TBB's process-wide thread cap: as
+  // many workers as asked for, and one per hardware thread for --workers 0, plus the calling thread.
+  std::size_t asked = std::max(1u, std::thread::hardware_concurrency());
+  for (const auto& c : commands)
+    if (c.workers) asked = std::max(asked, c.workers());
+  const tbb::global_control thread_cap(tbb::global_control::max_allowed_parallelism, asked + 1);
+  try {
+    // A bad PINFEED_SIMD is an error here, before any work (the library only logs it).
+    if (const char* simd = std::getenv("PINFEED_SIMD"); simd != nullptr && *simd != '\0') {
+      try {
+        (void)pinfeed::parse_simd_level(simd);
+      } catch (const std::invalid_argument& e) {
+        std::fprintf(stderr, "pinfeed: error: PINFEED_SIMD: %s\n", e.what());
+        return 2;
+      }
+    }
+    for (const auto& c : commands)
+      if (c.app->parsed()) return c.run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pinfeed: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

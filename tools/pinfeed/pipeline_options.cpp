@@ -1,0 +1,144 @@
+// The options run and doctor share (pipeline_options.hpp).
+#include "pipeline_options.hpp"
+
+#include <limits>
+#include <stdexcept>
+
+#include "pinfeed/doctor/stages.hpp"
+#include "pinfeed/loaders/remote.hpp"
+#include "pinfeed/loaders/shards.hpp"
+#include "pinfeed/loaders/synthetic.hpp"
+
+namespace pinfeed::tool {
+
+std::optional<std::vector<loaders::image_file>> image_files_of(const std::string& source) {
+  if (source.rfind("folder:", 0) == 0) return loaders::list_image_folder(source.substr(7)).files;
+  if (source.rfind("list:", 0) == 0) return loaders::read_file_list(source.substr(5));
+  return std::nullopt;
+}
+
+pipeline_parts make_pipeline(const run_args& a, const device_choice& dev) {
+  if (!a.transforms.empty() && !a.pipeline_file.empty())
+    throw std::invalid_argument("give either --transforms or --pipeline, not both");
+  pipeline_parts p;
+  if (!a.transforms.empty()) p.steps = loaders::parse_pipeline(a.transforms);
+  if (!a.pipeline_file.empty()) p.steps = loaders::load_pipeline_file(a.pipeline_file);
+  // Sources: synthetic | folder:PATH (ImageFolder layout) | list:FILE ("path label" lines) | shards:PATTERN.
+  if (a.source == "synthetic") {
+    p.reader = loaders::make_reader_from_source(
+        loaders::make_synthetic_source({a.samples, a.height, a.width, 1000}));
+  } else if (a.source.rfind("shards:", 0) == 0) {
+    loaders::shard_options so;
+    so.decode.max_pixels = a.max_pixels;
+    if (a.shard_window >= 0) so.window_shards = static_cast<std::uint32_t>(a.shard_window);
+    const std::string pattern = a.source.substr(7);
+    if (loaders::is_remote_location(pattern)) {
+      if (a.shard_window == 0 && !a.remote_cache_dir.empty())
+        throw std::invalid_argument("--remote-cache-dir holds shards read whole; --shard-window 0 reads samples one by one");
+      loaders::remote_options ro;
+      if (a.requests_in_flight > 0) ro.requests_in_flight = a.requests_in_flight;
+      ro.cache_bytes = static_cast<std::uint64_t>(a.remote_cache_mb * 1048576.0);
+      ro.cache_dir = a.remote_cache_dir;
+      ro.index_cache_dir = a.remote_index_cache;
+      p.reader = loaders::make_remote_shard_reader(loaders::expand_remote_pattern(pattern, ro), so, ro);
+      p.remote = p.reader;
+    } else {
+      if (!a.remote_cache_dir.empty())
+        throw std::invalid_argument("--remote-cache-dir caches shards of remote storage; '" + pattern + "' is local");
+      if (!a.remote_index_cache.empty())
+        throw std::invalid_argument("--remote-index-cache caches indexes of remote shards; '" + pattern +
+                                    "' is local (pinfeed pack writes sidecar indexes)");
+      p.reader = loaders::make_shard_reader(loaders::expand_shard_pattern(pattern), so);
+    }
+  } else if (a.shard_window > 0) {
+    throw std::invalid_argument("--shard-window " + std::to_string(a.shard_window) + " orders tar shards; source '" +
+                                a.source + "' has none");
+  } else if (auto files = image_files_of(a.source)) {
+    loaders::decode_options d;
+    d.max_pixels = a.max_pixels;
+    p.reader = loaders::make_image_files_reader(std::move(*files), d);
+  } else {
+    throw std::invalid_argument("unknown source '" + a.source +
+                                "' (synthetic, folder:PATH, list:FILE or shards:PATTERN)");
+  }
+  auto& po = p.source;
+  po.device_tail = dev.is_cuda();  // with a GPU the colour/scale tail runs there: the slot keeps uint8
+  const storage_emulation storage{a.latency_ms, a.bandwidth_mb_s};
+  if (storage.active()) p.reader = make_slow_storage(p.reader, storage);
+  if (a.on_error == "skip") po.on_error = loaders::error_policy::skip;
+  else if (a.on_error != "fail") throw std::invalid_argument("--on-error must be fail or skip, got '" + a.on_error + "'");
+  if (a.max_bad_fraction > 0.0 && a.on_error != "skip")
+    throw std::invalid_argument("--max-bad-fraction " + std::to_string(a.max_bad_fraction) +
+                                " caps --on-error skip; with --on-error fail the first bad sample already fails");
+  po.max_bad_fraction = a.max_bad_fraction;
+  return p;
+}
+
+loader_options make_loader_options(const run_args& a, const device_choice& dev) {
+  loader_options o;
+  o.batch_size = a.batch;
+  o.workers = a.workers;
+  o.prefetch = a.prefetch;
+  o.device = dev.to_string();
+  o.seed = a.seed;
+  o.trace = !a.trace.empty();
+  o.order = {a.shuffle, a.rank, a.world, a.drop_remainder};
+  if (a.copy_bandwidth_mb_s > 0) {
+    if (!dev.is_cuda())
+      throw std::invalid_argument("--copy-bandwidth-mb-s " + std::to_string(a.copy_bandwidth_mb_s) +
+                                  " emulates a slow host-to-device link, but batches stay on the " + dev.to_string() +
+                                  ": nothing is copied");
+    o.after_copy = throttle_copy(a.copy_bandwidth_mb_s);
+  }
+  return o;
+}
+
+void add_pipeline_options(CLI::App* app, run_args& a) {
+  app->add_option("--source", a.source,
+                  "synthetic, folder:PATH (ImageFolder layout), list:FILE (path label lines) or shards:PATTERN "
+                  "(tar shards: glob or train-{000..127}.tar, local or http://, https://, s3://)");
+  app->add_option("--on-error", a.on_error,
+                  "fail (default) or skip: a bad sample is read once per epoch and its slot gets a stand-in drawn from the epoch");
+  app->add_option("--max-bad-fraction", a.max_bad_fraction,
+                  "with --on-error skip: fail when more than this fraction of an epoch is bad (default 0: off)")
+      ->check(CLI::Range(0.0, 1.0));
+  app->add_option("--max-pixels", a.max_pixels, "reject images with more pixels (decompression bombs)");
+  app->add_option("--shard-window", a.shard_window,
+                  "tar shards: shuffle shard-aware, samples within windows of this many shards; remote shards are then "
+                  "fetched whole into a cache. 0: the exact global shuffle (remote shards: a range request per sample). "
+                  "Default: 0 for local shards; for remote ones whole shards, a window of a third of the cache (1 to 4)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{std::numeric_limits<std::uint32_t>::max()}));
+  app->add_option("--remote-cache-mb", a.remote_cache_mb, "remote shards read whole (not --shard-window 0): cache size in MiB")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--remote-cache-dir", a.remote_cache_dir,
+                  "remote shards read whole (not --shard-window 0): keep the cache in this directory instead of memory");
+  app->add_option("--remote-index-cache", a.remote_index_cache,
+                  "remote shards without sidecar indexes: keep the index built for each shard in this directory, "
+                  "so that the next run checks its size and ETag instead of scanning it");
+  app->add_option("--requests-in-flight", a.requests_in_flight,
+                  "remote shards: requests running at once (the next samples of the order are read ahead). Default: "
+                  "64, and for range reads as many as the latency needs, up to 1024")
+      ->check(CLI::Range(std::size_t{1}, loaders::kMaxRequestsInFlight));
+  app->add_option("--latency-ms", a.latency_ms, "emulate slow storage: added latency per read")->check(CLI::NonNegativeNumber);
+  app->add_option("--bandwidth-mb-s", a.bandwidth_mb_s, "emulate slow storage: shared read bandwidth cap (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--samples", a.samples, "samples in the dataset")->check(CLI::PositiveNumber);
+  app->add_option("--height", a.height, "synthetic image height")->check(CLI::PositiveNumber);
+  app->add_option("--width", a.width, "synthetic image width")->check(CLI::PositiveNumber);
+  app->add_option("-b,--batch", a.batch, "batch size")->check(CLI::PositiveNumber);
+  app->add_option("-w,--workers", a.workers, "worker threads (0: one per hardware thread)");
+  app->add_option("--prefetch", a.prefetch, "batches produced ahead")->check(CLI::PositiveNumber);
+  app->add_option("--device", a.device, "auto, cpu, cuda, cuda:N or local_rank");
+  app->add_option("--seed", a.seed, "seed of every sample's random stream");
+  app->add_option("--transforms", a.transforms, "per-sample pipeline, e.g. \"crop(256),mask(0.25),ycbcr,scale\"");
+  app->add_option("--pipeline", a.pipeline_file, "pipeline JSON file: {\"transforms\": [\"crop(256)\", ...]}");
+  app->add_flag("--shuffle", a.shuffle, "shuffle every epoch (a pure function of seed and epoch)");
+  app->add_option("--rank", a.rank, "this process's shard (default: from torchrun/Open MPI/Slurm, else 0)");
+  app->add_option("--world", a.world, "number of shards when --rank is given")->check(CLI::PositiveNumber);
+  app->add_flag("--drop-remainder", a.drop_remainder, "drop samples that do not divide evenly over ranks (default: pad)");
+  app->add_option("--copy-bandwidth-mb-s", a.copy_bandwidth_mb_s,
+                  "emulate a slow host-to-device link: the copy stream stays busy bytes / rate (0: off)")
+      ->check(CLI::NonNegativeNumber);
+}
+
+}  // namespace pinfeed::tool

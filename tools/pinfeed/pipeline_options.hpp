@@ -1,0 +1,62 @@
+#pragma once
+// What `run` and `doctor` share: the options that describe a pipeline and its loader, and what
+// they make (the reader behind emulated slow storage when asked, the transforms, the loader's
+// options).
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "pinfeed/loaders/image_files.hpp"
+#include "pinfeed/loaders/pipeline_source.hpp"
+#include "pinfeed/runtime/device.hpp"
+#include "pinfeed/runtime/loader.hpp"
+
+namespace pinfeed::tool {
+
+struct run_args {
+  std::string source = "synthetic";
+  std::uint64_t samples = 2048;
+  std::int64_t height = 1024, width = 1024;
+  std::size_t batch = 32, workers = 0, prefetch = 2, requests_in_flight = 0;  // 0: adapt
+  std::string device = "auto";
+  std::uint64_t limit = 0;
+  std::uint32_t epochs = 1;
+  std::uint64_t seed = 0;
+  std::string trace, json, resume, save_state, transforms, pipeline_file, on_error = "fail", cache = "none";
+  std::size_t cache_pool = 64;
+  std::int64_t shard_window = -1;  ///< -1: the reader's default (local: 0; remote: whole shards)
+  double remote_cache_mb = 1024;
+  std::string remote_cache_dir, remote_index_cache;
+  std::int64_t max_pixels = std::int64_t{1} << 28;
+  double max_bad_fraction = 0.0;
+  double latency_ms = 0, bandwidth_mb_s = 0, step_ms = 0, copy_bandwidth_mb_s = 0;
+  bool checksums = false, normalize = false, shuffle = false, print_indices = false, drop_remainder = false;
+  int rank = -1, world = 1;
+};
+
+/// The options that describe a pipeline and its loader (shared by run and doctor).
+void add_pipeline_options(CLI::App* app, run_args& a);
+
+/// The files of a "folder:PATH" (ImageFolder layout) or "list:FILE" ("path label" lines) source;
+/// nullopt for another kind of source.
+[[nodiscard]] std::optional<std::vector<loaders::image_file>> image_files_of(const std::string& source);
+
+/// What the options describe: a reader (behind emulated slow storage when asked), its transforms
+/// and the source options.
+struct pipeline_parts {
+  std::shared_ptr<loaders::image_reader> reader;
+  std::shared_ptr<loaders::image_reader> remote;  ///< the remote shard reader inside, if any
+  loaders::pipeline steps;
+  loaders::pipeline_source_options source;
+};
+
+/// Throws std::invalid_argument naming the option that is wrong.
+[[nodiscard]] pipeline_parts make_pipeline(const run_args& a, const device_choice& dev);
+[[nodiscard]] loader_options make_loader_options(const run_args& a, const device_choice& dev);
+
+}  // namespace pinfeed::tool

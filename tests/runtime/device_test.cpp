@@ -1,3 +1,4 @@
+// device (runtime).
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -85,94 +86,4 @@ TEST_CASE("device.spelling_and_local_rank") {
     scoped_env a("LOCAL_RANK", "two");
     CHECK_THROWS_WITH_AS((void)local_rank_from_env(), doctest::Contains("LOCAL_RANK='two'"), std::invalid_argument);
   }
-}
-
-TEST_CASE("tensor.dtypes") {
-  CHECK(dtype_size(dtype::u8) == 1);
-  CHECK(dtype_size(dtype::bf16) == 2);
-  CHECK(dtype_size(dtype::i64) == 8);
-  for (auto t : {dtype::u8, dtype::i8, dtype::u16, dtype::i16, dtype::i32, dtype::u32, dtype::i64, dtype::u64,
-                 dtype::f16, dtype::bf16, dtype::f32, dtype::f64})
-    CHECK(parse_dtype(dtype_name(t)) == t);
-  CHECK(parse_dtype("f32") == dtype::f32);
-  CHECK_THROWS_WITH_AS((void)parse_dtype("complex64"), doctest::Contains("complex64"), std::invalid_argument);
-  field_spec f{"img", dtype::u16, {4, 5, 3}};
-  CHECK(f.elements() == 60);
-  CHECK(f.bytes() == 120);
-  field_spec scalar{"label", dtype::i64, {}};
-  CHECK(scalar.bytes() == 8);
-}
-
-TEST_CASE("error.cuda_error_carries_call_location_and_message") {
-  try {
-    PINFEED_CUDA_TRY(cudaErrorInvalidValue);
-    FAIL("must throw");
-  } catch (const cuda_error& e) {
-    CHECK(e.code() == cudaErrorInvalidValue);
-    CHECK(e.call() == "cudaErrorInvalidValue");
-    CHECK(e.line() > 0);
-    const std::string w = e.what();
-    CHECK(w.find("cudaErrorInvalidValue") != std::string::npos);
-    CHECK(w.find("misc_test.cpp") != std::string::npos);
-    CHECK(w.find(cudaGetErrorString(cudaErrorInvalidValue)) != std::string::npos);
-  }
-  // The nothrow variant only logs.
-  CHECK_NOTHROW(PINFEED_CUDA_TRY_NOTHROW(cudaErrorInvalidValue));
-  const sample_error se(12, "decode", "/data/x.jpg", "truncated");
-  CHECK(std::string(se.what()) == "sample 12 (/data/x.jpg) failed in stage 'decode': truncated");
-}
-
-TEST_CASE("host_memory.pageable_is_page_aligned_and_pinned_needs_gpu") {
-  host_buffer h(10000, false);
-  CHECK(reinterpret_cast<std::uintptr_t>(h.data()) % page_size() == 0);
-  CHECK(h.size() == 10000);
-  std::memset(h.data(), 7, h.size());
-  host_buffer moved(std::move(h));
-  CHECK(moved.data() != nullptr);
-  CHECK(h.data() == nullptr);  // NOLINT: moved-from state is specified
-  if (!cuda_devices().usable) CHECK_THROWS_AS(host_buffer(4096, true), cuda_error);
-  host_buffer empty(0, false);
-  CHECK(empty.data() == nullptr);
-}
-
-TEST_CASE("checksum.hash_bytes") {
-  const char a[] = "pinfeed keeps gpus fed";
-  CHECK(hash_bytes(a, sizeof a) == hash_bytes(a, sizeof a));
-  char b[sizeof a];
-  std::memcpy(b, a, sizeof a);
-  b[20] ^= 1;
-  CHECK(hash_bytes(a, sizeof a) != hash_bytes(b, sizeof b));
-  CHECK(hash_bytes(a, 8) != hash_bytes(a, 9));  // the tail counts
-  CHECK(hash_bytes(a, 0) != hash_bytes(a, 0, 1));
-}
-
-TEST_CASE("stats.counters_and_fractions") {
-  stage_stats s;
-  s.add(stage::produce, 1000);
-  s.add(stage::produce, 3000);
-  s.add(stage::consumer_wait, 500);
-  s.add_batch(4, 400);
-  auto snap = s.snapshot();
-  CHECK(snap[stage::produce].count == 2);
-  CHECK(snap[stage::produce].total_ns == 4000);
-  CHECK(snap[stage::produce].max_ns == 3000);
-  snap.wall_ns = 1000;
-  CHECK(snap.consumer_wait_fraction() == doctest::Approx(0.5));
-  CHECK(snap.samples_per_s() == doctest::Approx(4e6));
-  snap.wall_ns = 0;
-  CHECK(snap.consumer_wait_fraction() == 0.0);
-  trace_recorder t(2);
-  t.record(stage::copy, 0, 10);
-  t.record(stage::copy, 10, 10);
-  t.record(stage::copy, 20, 10);
-  CHECK(t.size() == 2);
-  CHECK(t.dropped() == 1);
-}
-
-TEST_CASE("version.header_matches_the_project") {
-  // pinfeed/version.hpp is generated from the project's version; the tool and the package agree.
-  CHECK(PINFEED_VERSION == PINFEED_VERSION_MAJOR * 10000 + PINFEED_VERSION_MINOR * 100 + PINFEED_VERSION_PATCH);
-  CHECK(std::string(PINFEED_VERSION_STRING) == std::to_string(PINFEED_VERSION_MAJOR) + "." +
-                                                   std::to_string(PINFEED_VERSION_MINOR) + "." +
-                                                   std::to_string(PINFEED_VERSION_PATCH));
 }

@@ -1,0 +1,212 @@
+// decode: JPEG (colour, grey, CMYK, windows at DCT scales), PNG, WebP, BMP, TIFF, PNM against OpenCV's decode.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <new>
+#include <type_traits>
+#include <vector>
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <turbojpeg.h>
+#include <unistd.h>
+
+#include "pinfeed/loaders/decode.hpp"
+#include "pinfeed/loaders/image_files.hpp"
+#include "pinfeed/loaders/transforms.hpp"
+#include "pinfeed/loaders/pipeline_source.hpp"
+#include "pinfeed/runtime/epoch_order.hpp"
+#include "pinfeed/runtime/error.hpp"
+#include "codec_fixtures.hpp"
+#include "image_fixtures.hpp"
+#include "test_util.hpp"
+#include "pinfeed/runtime/loader.hpp"
+
+namespace fs = std::filesystem;
+using namespace pinfeed;
+using namespace pinfeed::loaders;
+using pinfeed::test::jpeg_class_folder;
+using pinfeed::test::temp_dir;
+using pinfeed::test::write_bytes;
+using pinfeed::test::encode;
+using pinfeed::test::picture;
+
+using pinfeed::test::encode_cmyk_jpeg;
+using pinfeed::test::max_abs_diff;
+using pinfeed::test::reference_rgb;
+
+TEST_CASE("decode.formats_match_a_reference_decode") {
+  std::vector<std::byte> out;
+  SUBCASE("JPEG colour") {
+    const auto jpg = encode(picture(75, 100, 1), ".jpg", {cv::IMWRITE_JPEG_QUALITY, 90});
+    const auto spec = decode_image(jpg, out, {}, "a.jpg");
+    CHECK(spec.height == 75);
+    CHECK(spec.width == 100);
+    CHECK(max_abs_diff(out, reference_rgb(jpg)) <= 1);
+  }
+  SUBCASE("JPEG greyscale becomes RGB") {
+    cv::Mat grey;
+    cv::cvtColor(picture(40, 30, 2), grey, cv::COLOR_BGR2GRAY);
+    const auto jpg = encode(grey, ".jpg");
+    const auto spec = decode_image(jpg, out, {}, "g.jpg");
+    CHECK(spec.channels == 3);
+    for (std::size_t p = 0; p < 40 * 30; ++p) {
+      REQUIRE(out[3 * p] == out[3 * p + 1]);
+      REQUIRE(out[3 * p] == out[3 * p + 2]);
+    }
+    CHECK(max_abs_diff(out, reference_rgb(jpg)) <= 1);
+  }
+  SUBCASE("JPEG CMYK becomes RGB") {
+    const auto jpg = encode_cmyk_jpeg(24, 32);
+    const auto spec = decode_image(jpg, out, {}, "c.jpg");
+    CHECK(spec.height == 24);
+    CHECK(spec.width == 32);
+    CHECK(max_abs_diff(out, reference_rgb(jpg)) == 0);
+  }
+  SUBCASE("PNG and BMP are exact") {
+    const cv::Mat pic = picture(33, 47, 3);
+    cv::Mat rgb;
+    cv::cvtColor(pic, rgb, cv::COLOR_BGR2RGB);
+    for (const char* ext : {".png", ".bmp", ".tiff"}) {
+      CAPTURE(ext);
+      const auto bytes = encode(pic, ext);
+      const auto spec = decode_image(bytes, out, {}, ext);
+      CHECK(spec.height == 33);
+      CHECK(spec.width == 47);
+      CHECK(max_abs_diff(out, rgb) == 0);
+      const image_size s = peek_size(bytes);
+      CHECK(s.width == 47);
+      CHECK(s.height == 33);
+    }
+  }
+  SUBCASE("DCT scaling picks the smallest scale that keeps the short side") {
+    const auto jpg = encode(picture(300, 400, 4), ".jpg");
+    decode_options o;
+    o.min_short_side = 100;
+    const auto spec = decode_image(jpg, out, o, "s.jpg");
+    CHECK(std::min(spec.height, spec.width) >= 100);
+    CHECK(spec.width < 400);
+    CHECK(spec.height == 150);  // 1/2 scale: 200x150 (1/4 would give 75, too small)
+    CHECK(spec.width == 200);
+    CHECK(out.size() == spec.bytes());
+  }
+}
+
+TEST_CASE("decode.encode_jpeg_round_trip_and_bad_input") {
+  const int w = 97, h = 61;
+  std::vector<std::uint8_t> rgb(static_cast<std::size_t>(w * h * 3));
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) {
+      auto* px = rgb.data() + (y * w + x) * 3;
+      px[0] = static_cast<std::uint8_t>(x * 2);
+      px[1] = static_cast<std::uint8_t>(y * 4);
+      px[2] = 128;
+    }
+  const auto jpeg = encode_jpeg(rgb, w, h, 95);
+  CHECK(peek_size(jpeg).width == w);
+  CHECK(peek_size(jpeg).height == h);
+  std::vector<std::byte> out;
+  const image_spec spec = decode_image(jpeg, out, {}, "encoded");
+  REQUIRE(spec.height == h);
+  REQUIRE(spec.width == w);
+  int worst = 0;  // lossy, but close on a smooth image
+  for (std::size_t i = 0; i < rgb.size(); ++i)
+    worst = std::max(worst, std::abs(static_cast<int>(rgb[i]) - static_cast<int>(out[i])));
+  CHECK(worst < 24);
+  CHECK_THROWS_WITH_AS((void)encode_jpeg(rgb, w, h + 1), doctest::Contains("97 x 62"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS((void)encode_jpeg(rgb, w, h, 0), doctest::Contains("quality"), std::invalid_argument);
+  CHECK_THROWS_AS((void)encode_jpeg({}, 0, 0), std::invalid_argument);
+}
+
+TEST_CASE("decode.bad_bytes_name_the_file_and_reason") {
+  std::vector<std::byte> out;
+  const auto jpg = encode(picture(64, 64, 5), ".jpg");
+  const auto png = encode(picture(64, 64, 5), ".png");
+  auto expect = [&](std::vector<std::byte> bytes, const char* needle, decode_options o = {}) {
+    CAPTURE(needle);
+    CHECK_THROWS_WITH_AS(decode_image(bytes, out, o, "/data/x.jpg"), doctest::Contains(needle), std::runtime_error);
+    CHECK_THROWS_WITH_AS(decode_image(bytes, out, o, "/data/x.jpg"), doctest::Contains("/data/x.jpg"), std::runtime_error);
+  };
+  expect({}, "empty file");
+  expect(std::vector<std::byte>(jpg.begin(), jpg.begin() + static_cast<std::ptrdiff_t>(jpg.size() / 2)), "JPEG");
+  std::vector<std::byte> text(100, std::byte{'a'});
+  expect(text, "not a decodable image");
+  auto corrupt = png;
+  for (std::size_t i = 40; i < corrupt.size(); ++i) corrupt[i] = std::byte{0x5A};
+  expect(corrupt, "");  // any message, but an error
+  decode_options tight;
+  tight.max_pixels = 1000;
+  expect(jpg, "exceeds the limit of 1000 pixels", tight);
+  expect(png, "exceeds the limit of 1000 pixels", tight);
+  for (const char* ext : {".webp", ".tiff", ".bmp"}) {
+    CAPTURE(ext);
+    expect(encode(picture(64, 64, 5), ext), "exceeds the limit of 1000 pixels", tight);
+  }
+  // WebP lossless and lossy headers both give the size.
+  for (int q : {101, 80}) {
+    const auto webp = encode(picture(37, 53, 1), ".webp", {cv::IMWRITE_WEBP_QUALITY, q});
+    CHECK(peek_size(webp).width == 53);
+    CHECK(peek_size(webp).height == 37);
+  }
+  CHECK_THROWS_WITH_AS(read_file("/nonexistent/a.jpg", out), doctest::Contains("/nonexistent/a.jpg"), std::runtime_error);
+}
+
+TEST_CASE("decode.region_equals_the_window_of_a_full_decode") {
+  std::vector<std::byte> full, region;
+  // TurboJPEG-encoded JPEGs at 4:4:4, 4:2:2 and 4:2:0 chroma subsampling, and a PNG.
+  auto tj_jpeg = [](const cv::Mat& bgr, int subsamp) {
+    cv::Mat rgb;
+    cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
+    tjhandle tj = tjInitCompress();
+    unsigned char* jpeg = nullptr;
+    unsigned long size = 0;
+    REQUIRE(tjCompress2(tj, rgb.data, rgb.cols, 0, rgb.rows, TJPF_RGB, &jpeg, &size, subsamp, 90, 0) == 0);
+    std::vector<std::byte> out(size);
+    std::memcpy(out.data(), jpeg, size);
+    tjFree(jpeg);
+    tjDestroy(tj);
+    return out;
+  };
+  for (int variant = 0; variant < 4; ++variant) {
+    CAPTURE(variant);
+    {
+      const cv::Mat pic = picture(375, 500, 7 + variant);
+      const auto bytes = variant == 3 ? encode(pic, ".png") : tj_jpeg(pic, variant == 0 ? TJSAMP_444 : variant == 1 ? TJSAMP_422 : TJSAMP_420);
+      const auto whole = decode_image(bytes, full, {}, "full");
+      for (const image_region r : {image_region{0, 0, 375, 500}, image_region{17, 33, 200, 151}, image_region{100, 250, 275, 250},
+                                   image_region{371, 490, 50, 50}}) {
+        CAPTURE(r.y);
+        CAPTURE(r.x);
+        const auto spec = decode_image_region(bytes, region, {}, r, 0, "region");
+        const std::int64_t h = std::min(r.height, whole.height - r.y), w = std::min(r.width, whole.width - r.x);
+        REQUIRE(spec.height == h);
+        REQUIRE(spec.width == w);
+        for (std::int64_t y = 0; y < h; ++y)
+          REQUIRE(std::memcmp(region.data() + y * w * 3, full.data() + ((r.y + y) * whole.width + r.x) * 3,
+                              static_cast<std::size_t>(w) * 3) == 0);
+      }
+    }
+  }
+  // Scaled: a 300x400 window wanting >= 100 on its short side decodes at 1/2 (150 >= 100, 75 < 100)
+  // and equals the window of a 1/2-scale full decode.
+  const auto bytes = encode(picture(480, 640, 9), ".jpg");
+  decode_options half;
+  half.min_short_side = 240;  // full 480x640 -> 1/2 is 240x320
+  const auto whole = decode_image(bytes, full, half, "full");
+  REQUIRE(whole.height == 240);
+  const auto spec = decode_image_region(bytes, region, {}, {40, 80, 300, 400}, 100, "region");
+  REQUIRE(spec.height == 150);
+  REQUIRE(spec.width == 200);
+  for (std::int64_t y = 0; y < 150; ++y)
+    REQUIRE(std::memcmp(region.data() + y * 200 * 3, full.data() + ((20 + y) * 320 + 40) * 3, 200 * 3) == 0);
+  // Truncated JPEG: an error naming the file, not a crash.
+  std::vector<std::byte> cut(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(bytes.size() / 3));
+  CHECK_THROWS_WITH_AS(decode_image_region(cut, region, {}, {300, 0, 100, 100}, 0, "/x/cut.jpg"),
+                       doctest::Contains("/x/cut.jpg"), std::runtime_error);
+}

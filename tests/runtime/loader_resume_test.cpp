@@ -1,0 +1,250 @@
+// loader: the order across epochs, and resuming it from a saved state (on any world size).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "pinfeed/runtime/checksum.hpp"
+#include "pinfeed/runtime/epoch_order.hpp"
+#include "pinfeed/runtime/loader.hpp"
+#include "test_util.hpp"
+
+using namespace pinfeed;
+
+using test::no_launcher;
+using test::scoped_env;
+
+namespace {
+std::shared_ptr<source> id_source(std::uint64_t n) {
+  return make_source(n, {{"id", dtype::i64, {}}, {"noise", dtype::u32, {}}}, [](sample& s) {
+    s.as<std::int64_t>(0)[0] = static_cast<std::int64_t>(s.index());
+    s.as<std::uint32_t>(1)[0] = s.rng().next_u32();
+  });
+}
+loader_options shuffled(std::size_t workers) {
+  loader_options o;
+  o.batch_size = 7;
+  o.workers = workers;
+  o.device = "cpu";
+  o.seed = 77;
+  o.order = {true, 0, 1, false};
+  return o;
+}
+std::vector<std::string> run_epochs(loader& l, std::uint32_t first, std::uint32_t last) {
+  std::vector<std::string> lines;
+  for (std::uint32_t e = first; e <= last; ++e) {
+    l.start_epoch(e);
+    while (auto b = l.next()) lines.push_back(checksum_line(*b));
+  }
+  return lines;
+}
+}  // namespace
+
+TEST_CASE("loader.shuffled_order_is_deterministic_and_complete") {
+  no_launcher clean;
+  loader a(id_source(100), shuffled(1)), b(id_source(100), shuffled(3));
+  const auto la = run_epochs(a, 0, 1), lb = run_epochs(b, 0, 1);
+  CHECK(la == lb);
+  CHECK(la.size() == 30);
+  a.start_epoch(2);
+  std::set<std::int64_t> ids;
+  std::vector<std::int64_t> order;
+  while (auto batch = a.next()) {
+    const auto* id = static_cast<const std::int64_t*>(batch->field("id").data);
+    for (std::size_t j = 0; j < batch->size(); ++j) {
+      CHECK(id[j] == static_cast<std::int64_t>(batch->indices()[j]));
+      ids.insert(id[j]);
+      order.push_back(id[j]);
+    }
+  }
+  CHECK(ids.size() == 100);
+  CHECK(!std::is_sorted(order.begin(), order.end()));
+}
+
+TEST_CASE("loader.resume_yields_exactly_the_remaining_batches") {
+  no_launcher clean;
+  for (std::size_t stop_after : {0u, 1u, 6u, 15u, 29u}) {
+    CAPTURE(stop_after);
+    loader original(id_source(100), shuffled(2));
+    const auto expected = run_epochs(original, 0, 1);  // the full two epochs, uninterrupted
+
+    loader first(id_source(100), shuffled(2));
+    std::vector<std::string> got;
+    std::string saved;
+    std::uint32_t e = 0;
+    first.start_epoch(0);
+    while (got.size() < stop_after) {
+      auto b = first.next();
+      if (!b) {
+        first.start_epoch(++e);
+        continue;
+      }
+      got.push_back(checksum_line(*b));
+    }
+    saved = first.state();
+    loader second(id_source(100), shuffled(1));  // another worker count, a fresh process's loader
+    second.resume(saved);
+    for (;;) {
+      auto b = second.next();
+      if (!b) {
+        if (second.epoch() == 1) break;
+        second.start_epoch(second.epoch() + 1);
+        continue;
+      }
+      got.push_back(checksum_line(*b));
+    }
+    CHECK(got == expected);
+  }
+}
+
+TEST_CASE("loader.resume_rejects_foreign_or_malformed_states") {
+  no_launcher clean;
+  loader l(id_source(100), shuffled(1));
+  const std::string good = l.state();
+  CHECK_NOTHROW(l.resume(good));
+  auto expect = [&](const std::string& state, const char* needle) {
+    CAPTURE(state);
+    CHECK_THROWS_WITH_AS(l.resume(state), doctest::Contains(needle), std::invalid_argument);
+  };
+  expect("not json", "not JSON");
+  expect("[1, 2]", "lacks 'version'");
+  expect(R"({"version": 1})", "version 1 is not supported: this pinfeed reads version 2");
+  expect(R"({"version": 3})", "version 3 is not supported");
+  expect(R"({"version": 2})", "lacks 'dataset_size'");
+  auto other = shuffled(1);
+  other.seed = 78;
+  expect(loader(id_source(100), other).state(), "seed");
+  expect(loader(id_source(99), shuffled(1)).state(), "dataset_size");
+  other = shuffled(1);
+  other.batch_size = 8;
+  expect(loader(id_source(100), other).state(), "batch_size");
+  other = shuffled(1);
+  other.order.shuffle = false;
+  expect(loader(id_source(100), other).state(), "order is \"sequential\" there, \"shuffle\" here");
+  other = shuffled(1);
+  other.order.drop_remainder = true;
+  expect(loader(id_source(100), other).state(), "drop_remainder");
+  // Another dataset of the same size: the digest of the source's identity differs.
+  expect(loader(make_source(100, {{"id", dtype::i64, {}}, {"noise", dtype::u32, {}}}, [](sample&) {}, "other data"),
+                shuffled(1))
+             .state(),
+         "another dataset");
+  auto edit = [&](const std::string& from, const std::string& to) {
+    std::string s = good;
+    const auto at = s.find(from);
+    REQUIRE(at != std::string::npos);
+    return s.replace(at, from.size(), to);
+  };
+  expect(edit("\"next_batch\":0", "\"next_batch\":99"), "next_batch 99 is not in [0, 15]");
+  expect(edit("\"plan\":[[0,100]]", "\"plan\":[[0,101]]"), "range 0 [0, 101)");
+  expect(edit("\"plan\":[[0,100]]", "\"plan\":[[50,60],[10,20]]"), "range 1 [10, 20)");
+  expect(edit("\"plan\":[[0,100]]", "\"plan\":[[5]]"), "plan range [5] is not [begin, end]");
+  expect(edit("\"plan\":[[0,100]]", "\"plan\":7"), "not a list");
+  expect(edit("\"world\":1", "\"world\":0"), "world 0 is not a world size");
+  // A state from another world size is not refused: it resumes elastically (tested below).
+  other = shuffled(1);
+  other.order = {true, 1, 2, false};
+  CHECK_NOTHROW(l.resume(loader(id_source(100), other).state()));
+}
+
+TEST_CASE("loader.resume_on_another_world_size_delivers_the_rest_exactly_once") {
+  no_launcher clean;
+  const std::uint64_t n = 103;
+  // The exact global shuffle, and a shard-aware one over uneven shards (windows of two).
+  const auto shards = std::make_shared<sample_groups>(sample_groups{{9, 14, 11, 0, 17, 8, 13, 12, 19}, 2});
+  std::map<bool, std::multiset<std::int64_t>> first_delivered;  // per order, without drop_remainder
+  for (const bool shard_aware : {false, true})
+  for (bool drop_remainder : {false, true}) {
+    CAPTURE(shard_aware);
+    CAPTURE(drop_remainder);
+    auto opts = [&](int rank, int world) {
+      loader_options o = shuffled(1);
+      o.order = {true, rank, world, drop_remainder};
+      if (shard_aware) o.order.groups = shards;
+      return o;
+    };
+    auto ids = [](const batch& b) {
+      std::vector<std::int64_t> v(b.size());
+      std::memcpy(v.data(), b.field("id").data, b.size() * sizeof(std::int64_t));
+      return v;
+    };
+    // Four ranks each deliver 2 batches of 7, then stop; every rank saves the same progress.
+    std::multiset<std::int64_t> before;
+    std::string state;
+    for (int r = 0; r < 4; ++r) {
+      loader l(id_source(n), opts(r, 4));
+      for (int k = 0; k < 2; ++k)
+        for (auto i : ids(*l.next())) before.insert(i);
+      if (r == 0) state = l.state();
+    }
+    if (!drop_remainder) first_delivered[shard_aware] = before;
+    for (int w2 : {2, 3}) {
+      CAPTURE(w2);
+      std::multiset<std::int64_t> after;
+      std::vector<std::uint64_t> batches;
+      std::vector<std::string> next_epoch, uninterrupted;
+      for (int r = 0; r < w2; ++r) {
+        loader l(id_source(n), opts(r, w2));
+        l.resume(state);
+        CHECK(l.epoch() == 0);
+        batches.push_back(l.batches_per_epoch());
+        while (auto b = l.next()) for (auto i : ids(*b)) after.insert(i);
+        l.start_epoch(1);  // the next epoch is that of an uninterrupted w2-rank run
+        while (auto b = l.next()) next_epoch.push_back(checksum_line(*b));
+        loader fresh(id_source(n), opts(r, w2));
+        fresh.start_epoch(1);
+        while (auto b = fresh.next()) uninterrupted.push_back(checksum_line(*b));
+      }
+      CHECK(std::all_of(batches.begin(), batches.end(), [&](auto b) { return b == batches[0]; }));  // no rank waits
+      CHECK(next_epoch == uninterrupted);
+      const std::uint64_t kept = drop_remainder ? 100 : 103, left = kept - 56;
+      std::set<std::int64_t> distinct(after.begin(), after.end());
+      CHECK(distinct.size() == (drop_remainder ? left - left % w2 : left));
+      for (auto i : distinct) CHECK(before.count(i) == 0);
+      if (!drop_remainder) {
+        CHECK(after.size() == (left + w2 - 1) / w2 * w2);  // padded to equal shares
+        std::set<std::int64_t> all(before.begin(), before.end());
+        all.insert(distinct.begin(), distinct.end());
+        CHECK(all.size() == n);  // every sample of the epoch, once across the two runs
+      }
+    }
+    // Resumed at the same world size: each rank goes on exactly where it was.
+    loader again(id_source(n), opts(1, 4)), whole(id_source(n), opts(1, 4));
+    again.resume(state);
+    CHECK(again.next_batch() == 2);
+    for (int k = 0; k < 2; ++k) (void)whole.next();
+    while (auto b = whole.next()) {
+      auto c = again.next();
+      REQUIRE(c);
+      CHECK(checksum_line(*b) == checksum_line(*c));
+    }
+    CHECK_FALSE(again.next());
+  }
+  CHECK(first_delivered[true] != first_delivered[false]);  // the shard-aware order is another one
+  // A state saved at the end of an epoch resumes as an empty epoch on another world size.
+  loader_options o = shuffled(1);
+  o.order = {true, 0, 4, false};
+  loader end(id_source(n), o);
+  while (end.next()) {
+  }
+  const std::string at_end = end.state();
+  o.order = {true, 2, 3, false};
+  loader three(id_source(n), o);
+  three.resume(at_end);
+  CHECK(three.batches_per_epoch() == 0);
+  CHECK_FALSE(three.next());
+  // A start refused for its batch leaves the loader where it was.
+  CHECK_THROWS_AS(three.start_epoch(1, 6), std::out_of_range);
+  CHECK(three.batches_per_epoch() == 0);
+  CHECK(three.epoch() == 0);
+  CHECK_FALSE(three.next());
+  three.start_epoch(1);
+  CHECK(three.batches_per_epoch() == 5);  // 35 positions of 7
+  CHECK(three.next());
+}

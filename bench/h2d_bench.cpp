@@ -64,7 +64,7 @@ void run_h2d(const h2d_options& o, std::ostream& out) {
     threads.execute([&] {
       for (std::size_t b = 0; b < o.batches; ++b) {
         std::byte* slot = arena.data() + (b % slots) * batch_bytes;
-        pinfeed::parallel_for(0, per_batch, [&](std::size_t j) {
+        pinfeed::detail::parallel_for(0, per_batch, [&](std::size_t j) {
           std::memcpy(slot + j * o.sample_bytes, sample_data.data(), o.sample_bytes);
         });
       }

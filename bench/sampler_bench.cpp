@@ -111,7 +111,7 @@ void run_cpu(const sampler_bench_options& o, std::int64_t n, std::ostream& out) 
     std::vector<std::int64_t> part(64);
     const auto total = static_cast<std::size_t>(b * n);
     emit(out, "floor", "cpu", b, n, k, d, measure(o, [&] {
-           pinfeed::parallel_for(0, part.size(), [&](std::size_t q) {
+           pinfeed::detail::parallel_for(0, part.size(), [&](std::size_t q) {
              std::int64_t acc = 0;
              for (std::size_t i = q * total / part.size(); i < (q + 1) * total / part.size(); ++i) acc += c.labels[i];
              part[q] = acc;

@@ -117,7 +117,7 @@ void normalize_hwc_to_chw(const std::uint8_t* in, void* out, image_batch_shape s
   float a[3], b[3];
   if (!detail::validate_normalize(in, out, shape, params, a, b)) return;
   const std::size_t image = shape.height * shape.width * 3;
-  parallel_for(0, shape.batch, [&](std::size_t n) {
+  pinfeed::detail::parallel_for(0, shape.batch, [&](std::size_t n) {
     const std::uint8_t* src = in + n * image;
     if (params.out == dtype::f32)
       normalize_image(src, static_cast<float*>(out) + n * image, shape.height, shape.width, params, a, b);

@@ -684,7 +684,7 @@ struct row_sampler {
 template <class L>
 void sample_all(const sampler_args& a, const sampler_params& p) {
   const row_sampler<L> rs{a, p, positive_target(p)};
-  parallel_for(0, static_cast<std::size_t>(a.rows), [&](std::size_t row) {
+  pinfeed::detail::parallel_for(0, static_cast<std::size_t>(a.rows), [&](std::size_t row) {
     thread_local row_scratch scratch;
     rs.run(static_cast<std::int64_t>(row), scratch);
   });

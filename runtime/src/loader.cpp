@@ -22,8 +22,10 @@
 #include "pinfeed/runtime/log.hpp"
 
 namespace pinfeed {
-namespace {
 
+using detail::slot_state;
+
+namespace {
 
 constexpr std::size_t kFieldAlign = 256;  // every field starts on a 256-byte boundary (coalesced loads)
 

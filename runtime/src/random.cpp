@@ -426,7 +426,7 @@ void set_simd_level(simd_level level) noexcept {
   level_ref().store(std::min(static_cast<int>(level), static_cast<int>(cpu_simd_support())), std::memory_order_relaxed);
 }
 simd_level simd_level_in_use() noexcept { return static_cast<simd_level>(level_ref().load(std::memory_order_relaxed)); }
-const char* to_string(simd_level level) noexcept {
+std::string to_string(simd_level level) {
   switch (level) {
     case simd_level::scalar: return "scalar";
     case simd_level::avx2: return "avx2";

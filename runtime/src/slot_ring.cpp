@@ -3,9 +3,9 @@
 #include <stdexcept>
 #include <string>
 
-namespace pinfeed {
+namespace pinfeed::detail {
 
-std::string_view to_string(slot_state s) noexcept {
+std::string to_string(slot_state s) {
   switch (s) {
     case slot_state::free: return "free";
     case slot_state::filling: return "filling";
@@ -125,4 +125,4 @@ bool slot_ring::closed() const {
   return closed_;
 }
 
-}  // namespace pinfeed
+}  // namespace pinfeed::detail

@@ -20,7 +20,7 @@ constexpr std::array<std::string_view, kStageCount> kStageNames{
 const auto kOrigin = std::chrono::steady_clock::now();
 }  // namespace
 
-std::string_view to_string(stage s) noexcept { return kStageNames[static_cast<std::size_t>(s)]; }
+std::string to_string(stage s) { return std::string(kStageNames[static_cast<std::size_t>(s)]); }
 
 std::uint64_t now_ns() noexcept {
   return static_cast<std::uint64_t>(

@@ -9,8 +9,8 @@
 #include "pinfeed/runtime/detail/slot_ring.hpp"
 #include "test_util.hpp"
 
-using pinfeed::slot_ring;
-using pinfeed::slot_state;
+using pinfeed::detail::slot_ring;
+using pinfeed::detail::slot_state;
 
 TEST_CASE("slot_ring.cycle_through_every_state") {
   slot_ring ring(2);

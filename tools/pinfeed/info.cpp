@@ -58,8 +58,8 @@ int cmd_info() {
   std::printf("hardware threads  %u\n", std::thread::hardware_concurrency());
   std::printf("CPU               %s\n", cpu_model().c_str());
   std::printf("JPEG Huffman      %s\n", loaders::jpeg_huffman_in_use().reason.c_str());
-  std::printf("SIMD              %s in use (CPU supports %s%s)\n", to_string(simd_level_in_use()),
-              to_string(cpu_simd_support()),
+  std::printf("SIMD              %s in use (CPU supports %s%s)\n", to_string(simd_level_in_use()).c_str(),
+              to_string(cpu_simd_support()).c_str(),
               std::getenv("PINFEED_SIMD") ? ", capped by PINFEED_SIMD" : "");
   std::printf("DLPack            %d\n", DLPACK_VERSION);
   std::printf("nlohmann_json     %d.%d.%d\n", NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR,

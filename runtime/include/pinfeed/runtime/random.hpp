@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "pinfeed/runtime/cuda_api.hpp"
@@ -40,7 +41,7 @@ enum class simd_level : int { scalar = 0, avx2 = 1, avx512 = 2 };
 /// Caps the level used process-wide (tests and benchmarks); levels above the CPU's are clamped.
 void set_simd_level(simd_level level) noexcept;
 [[nodiscard]] simd_level simd_level_in_use() noexcept;
-[[nodiscard]] const char* to_string(simd_level level) noexcept;
+[[nodiscard]] std::string to_string(simd_level level);
 
 /// Fills `bytes` bytes at device pointer `d_out` on `stream` with the same bytes fill_random_bytes()
 /// gives. Asynchronous: does not synchronize. Throws cuda_error if the launch fails and

@@ -29,7 +29,7 @@ enum class stage : std::uint8_t {
   count_
 };
 inline constexpr std::size_t kStageCount = static_cast<std::size_t>(stage::count_);
-[[nodiscard]] std::string_view to_string(stage s) noexcept;
+[[nodiscard]] std::string to_string(stage s);
 
 /// Totals of one stage.
 struct stage_totals {

@@ -11,7 +11,7 @@
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/task_arena.h>
 
-namespace pinfeed {
+namespace pinfeed::detail {
 
 /// Calls fn(i) for every i in [begin, end) on the current TBB arena; returns when all are done.
 /// Exceptions thrown by fn propagate to the caller (TBB cancels the remaining chunks).
@@ -33,4 +33,4 @@ void parallel_for(std::size_t begin, std::size_t end, Fn&& fn) {
   (void)edge.load(std::memory_order_acquire);
 }
 
-}  // namespace pinfeed
+}  // namespace pinfeed::detail

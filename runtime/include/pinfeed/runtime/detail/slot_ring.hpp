@@ -12,13 +12,14 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <string_view>
 
-namespace pinfeed {
+namespace pinfeed::detail {
 
 enum class slot_state : std::uint8_t { free, filling, filled, copying, ready, in_use };
 
-[[nodiscard]] std::string_view to_string(slot_state s) noexcept;
+[[nodiscard]] std::string to_string(slot_state s);
 
 /// A fixed set of slots and their states. Thread-safe: acquire() is called by the producer,
 /// advance()/publish() by workers, take()/release() by the consumer, all concurrently.
@@ -68,4 +69,4 @@ class slot_ring {
   bool closed_ = false;
 };
 
-}  // namespace pinfeed
+}  // namespace pinfeed::detail

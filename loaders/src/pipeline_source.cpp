@@ -1,6 +1,12 @@
 #include "pinfeed/loaders/pipeline_source.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <unordered_set>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -130,12 +136,84 @@ std::shared_ptr<image_reader> make_reader_from_source(std::shared_ptr<source> ba
   return std::make_shared<source_reader>(std::move(base), image_field);
 }
 
+/// Under error_policy::skip, which samples were found bad: a bad sample is tried once per epoch
+/// (for any worker count) and later stand-in searches pass over it without reading it again.
+class detail::bad_samples {
+ public:
+  explicit bad_samples(std::size_t max_listed) : max_listed_(max_listed) {}
+
+  /// Before trying `index` in `epoch`: false if it is known bad there; waits while another worker
+  /// is trying it (so a bad sample is read exactly once per epoch); else marks it as being tried
+  /// and returns true. Every true is followed by one finish().
+  [[nodiscard]] bool claim(std::uint32_t epoch, std::uint64_t index) {
+    std::unique_lock lock(m_);
+    for (;;) {
+      for (const auto& e : by_epoch_)
+        if (e.epoch == epoch && e.indices.count(index) != 0) return false;
+      if (trying_.insert({epoch, index}).second) return true;
+      // Another worker is reading this sample now (its own slot, or a stand-in search): wait for
+      // its outcome. That try never waits on anything itself, so this cannot deadlock.
+      changed_.wait(lock);
+    }
+  }
+
+  /// Ends a claimed try; a failed one records `index` as bad in `epoch`. Returns how many samples
+  /// are known bad in that epoch.
+  std::uint64_t finish(std::uint32_t epoch, std::uint64_t index, const sample_error* failure, stage_stats* stats) {
+    struct wake {  // waiters learn of the released claim on every path, a throwing one included
+      std::condition_variable& cv;
+      ~wake() { cv.notify_all(); }
+    } waker{changed_};
+    std::lock_guard lock(m_);
+    trying_.erase({epoch, index});
+    auto it = std::find_if(by_epoch_.begin(), by_epoch_.end(), [&](const epoch_bad& e) { return e.epoch == epoch; });
+    if (failure != nullptr) {
+      if (it == by_epoch_.end()) {
+        constexpr std::size_t kEpochsKept = 4;  // a loader runs one epoch at a time
+        if (by_epoch_.size() == kEpochsKept) by_epoch_.pop_front();
+        by_epoch_.push_back({epoch, {}});
+        it = std::prev(by_epoch_.end());
+      }
+      it->indices.insert(index);
+      if (stats != nullptr) stats->add_bad_sample();
+      if (ever_.insert(index).second && listed_.size() < max_listed_) listed_.push_back(failure->what());
+    }
+    return it != by_epoch_.end() ? it->indices.size() : 0;
+  }
+
+  void replaced() noexcept { replaced_.fetch_add(1, std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t replaced_count() const noexcept { return replaced_.load(std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t failures() const {
+    std::lock_guard lock(m_);
+    return ever_.size();
+  }
+  [[nodiscard]] std::vector<std::string> failed() const {
+    std::lock_guard lock(m_);
+    return listed_;
+  }
+
+ private:
+  struct epoch_bad {
+    std::uint32_t epoch;
+    std::unordered_set<std::uint64_t> indices;
+  };
+  std::size_t max_listed_;
+  mutable std::mutex m_;
+  std::condition_variable changed_;
+  std::set<std::pair<std::uint32_t, std::uint64_t>> trying_;  // (epoch, index) being tried now
+  std::deque<epoch_bad> by_epoch_;                            // the latest few epochs
+  std::unordered_set<std::uint64_t> ever_;
+  std::vector<std::string> listed_;
+  std::atomic<std::uint64_t> replaced_{0};
+};
+
 pipeline_source::pipeline_source(std::shared_ptr<source> base, pipeline steps, pipeline_source_options options,
                                  const std::string& image_field)
     : pipeline_source(make_reader_from_source(std::move(base), image_field), std::move(steps), std::move(options)) {}
 
 pipeline_source::pipeline_source(std::shared_ptr<image_reader> reader, pipeline steps, pipeline_source_options options)
-    : reader_(std::move(reader)), options_(std::move(options)), steps_(steps) {
+    : reader_(std::move(reader)), options_(std::move(options)), steps_(steps),
+      bad_(std::make_unique<detail::bad_samples>(options_.max_failed_paths)) {
   if (!reader_) throw std::invalid_argument("pipeline_source: reader is null");
   if (!(options_.max_bad_fraction >= 0.0 && options_.max_bad_fraction <= 1.0))
     throw std::invalid_argument("pipeline_source: max_bad_fraction must be in [0, 1], got " +
@@ -172,81 +250,38 @@ std::string pipeline_source::name() const {
   return s;
 }
 
-std::vector<std::string> pipeline_source::failed() const {
-  std::lock_guard lock(bad_mutex_);
-  return failed_;
-}
+pipeline_source::~pipeline_source() = default;
 
-std::uint64_t pipeline_source::failures() const {
-  std::lock_guard lock(bad_mutex_);
-  return bad_ever_.size();
-}
-
-bool pipeline_source::claim_try(std::uint32_t epoch, std::uint64_t index) {
-  std::unique_lock lock(bad_mutex_);
-  for (;;) {
-    for (const auto& e : bad_by_epoch_)
-      if (e.epoch == epoch && e.indices.count(index) != 0) return false;
-    if (trying_.insert({epoch, index}).second) return true;
-    // Another worker is reading this sample now (its own slot, or a stand-in search): wait for
-    // its outcome. That try never waits on anything itself, so this cannot deadlock.
-    bad_changed_.wait(lock);
-  }
-}
-
-std::uint64_t pipeline_source::finish_try(std::uint32_t epoch, std::uint64_t index, const sample_error* failure,
-                                          stage_stats* stats) {
-  std::uint64_t bad_in_epoch = 0;
-  struct wake {  // waiters learn of the released claim on every path, a throwing one included
-    std::condition_variable& cv;
-    ~wake() { cv.notify_all(); }
-  } waker{bad_changed_};
-  {
-    std::lock_guard lock(bad_mutex_);
-    trying_.erase({epoch, index});
-    auto it = std::find_if(bad_by_epoch_.begin(), bad_by_epoch_.end(), [&](const epoch_bad& e) { return e.epoch == epoch; });
-    if (failure != nullptr) {
-      if (it == bad_by_epoch_.end()) {
-        constexpr std::size_t kEpochsKept = 4;
-        if (bad_by_epoch_.size() == kEpochsKept) bad_by_epoch_.pop_front();
-        bad_by_epoch_.push_back({epoch, {}});
-        it = std::prev(bad_by_epoch_.end());
-      }
-      it->indices.insert(index);
-      if (stats != nullptr) stats->add_bad_sample();
-      if (bad_ever_.insert(index).second && failed_.size() < options_.max_failed_paths) failed_.push_back(failure->what());
-    }
-    if (it != bad_by_epoch_.end()) bad_in_epoch = it->indices.size();
-  }
-  return bad_in_epoch;
-}
+std::vector<std::string> pipeline_source::failed() const { return bad_->failed(); }
+std::uint64_t pipeline_source::failures() const { return bad_->failures(); }
+std::uint64_t pipeline_source::replaced() const noexcept { return bad_->replaced_count(); }
 
 void pipeline_source::produce(sample& s) {
   // skip: the sample at sample::stand_in() serves instead, a pure function of (seed, epoch, index).
   const std::uint64_t n = reader_->size();
   const std::uint32_t epoch = s.epoch();
-  const std::uint64_t epoch_size = s.epoch_size(n);
+  const std::uint64_t epoch_size = s.order() ? s.order()->epoch_size() : n;
   stage_stats* const stats = s.stats();
   const bool skip = options_.on_error == error_policy::skip;
   const std::uint64_t tries = skip ? kStandInDraws + epoch_size + 1 : 1;
   for (std::uint64_t k = 0; k < tries; ++k) {
     const std::uint64_t index = k == 0 ? s.index() : s.stand_in(k, n);
-    if (skip && !claim_try(epoch, index)) continue;  // known bad in this epoch: read once, never again
+    if (skip && !bad_->claim(epoch, index)) continue;  // known bad in this epoch: read once, never again
     try {
       // Isolated: a user source that waits inside TBB must not pick up another chunk on this thread
       // while it holds a claim, which that chunk's sample could then wait on forever.
       if (skip) oneapi::tbb::this_task_arena::isolate([&] { produce_one(s, index); });
       else produce_one(s, index);
-      if (skip) finish_try(epoch, index, nullptr, stats);
+      if (skip) bad_->finish(epoch, index, nullptr, stats);
       if (k > 0) {
-        replaced_.fetch_add(1);
+        bad_->replaced();
         if (stats != nullptr) stats->add_replaced();
       }
       return;
     } catch (const sample_error& e) {
       if (!skip) throw;
       if (stats != nullptr) stats->add_error();
-      const std::uint64_t bad = finish_try(epoch, index, &e, stats);
+      const std::uint64_t bad = bad_->finish(epoch, index, &e, stats);
       const double cap = options_.max_bad_fraction;
       if (cap > 0.0 && static_cast<double>(bad) > cap * static_cast<double>(epoch_size))
         throw std::runtime_error(std::to_string(bad) + " of the epoch's " + std::to_string(epoch_size) +
@@ -254,7 +289,7 @@ void pipeline_source::produce(sample& s) {
                                  " allows (the latest: " + e.what() + ")");
     } catch (...) {
       // Not a bad sample (out of memory, say): release the claim so no one waits on it, and fail.
-      if (skip) finish_try(epoch, index, nullptr, stats);
+      if (skip) bad_->finish(epoch, index, nullptr, stats);
       throw;
     }
   }

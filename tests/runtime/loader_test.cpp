@@ -90,6 +90,38 @@ loader_options cpu_options(std::size_t batch, std::size_t workers, std::size_t p
 
 }  // namespace
 
+TEST_CASE("loader.order_cursor_walks_this_ranks_order") {
+  // Each sample's cursor is its place in the loader's order: the index there is its own, and the
+  // positions around it (and the next epoch's) are the order's.
+  const epoch_order_options shuffled{true, 1, 2, false};
+  std::mutex m;
+  std::vector<std::string> problems;
+  std::uint64_t seen = 0;
+  const auto src = make_source(30, reference_fields(), [&](sample& s) {
+    produce_reference(s);
+    const auto c = s.order();
+    std::lock_guard lock(m);
+    ++seen;
+    if (!c) return problems.push_back("no cursor for sample " + std::to_string(s.index()));
+    const epoch_order o(30, 7, shuffled);
+    if (c->epoch() != s.epoch() || c->epoch_size() != o.size(s.epoch())) problems.push_back("epoch or size");
+    if (c->index_at(c->position()) != s.index()) problems.push_back("own position");
+    if (c->index_at(c->epoch_size()).has_value()) problems.push_back("past the end");
+    if (c->index_at(s.epoch() + 1, 0) != o.index_at(s.epoch() + 1, 0)) problems.push_back("next epoch");
+  });
+  loader_options opts = cpu_options(4, 2);
+  opts.seed = 7;
+  opts.order = shuffled;
+  loader l(src, opts);
+  for (std::uint32_t e = 0; e < 2; ++e) {
+    l.start_epoch(e);
+    while (l.next()) {
+    }
+  }
+  CHECK(seen == 2 * 15);
+  CHECK(problems.empty());
+}
+
 TEST_CASE("loader.passes.each_start_of_an_epoch_is_a_pass_of_its_own") {
   // Every sample of one start carries its number; another start, of the same epoch or by another
   // loader, has another; a sample outside a loader has 0, and a stand-in shares its place's.
@@ -98,7 +130,8 @@ TEST_CASE("loader.passes.each_start_of_an_epoch_is_a_pass_of_its_own") {
   const auto src = make_source(24, reference_fields(), [&](sample& s) {
     produce_reference(s);
     std::lock_guard lock(m);
-    seen.push_back(s.pass());
+    REQUIRE(s.order());
+    seen.push_back(s.order()->pass());
   });
   auto passes_of = [&](loader& l, std::uint32_t epoch) {
     seen.clear();
@@ -120,7 +153,7 @@ TEST_CASE("loader.passes.each_start_of_an_epoch_is_a_pass_of_its_own") {
   expected_sample e{std::vector<std::byte>(kFeatures), 0, 0};
   std::byte* bufs[3] = {e.data.data(), reinterpret_cast<std::byte*>(&e.id), reinterpret_cast<std::byte*>(&e.noise)};
   sample outside(3, 0, 1, fields, bufs);
-  CHECK(outside.pass() == 0);
+  CHECK_FALSE(outside.order());
   seen.clear();
   {
     loader c(make_source(8, reference_fields(), [&](sample& s) {
@@ -128,7 +161,10 @@ TEST_CASE("loader.passes.each_start_of_an_epoch_is_a_pass_of_its_own") {
                stand_in.share_place(s);
                produce_reference(s);
                std::lock_guard lock(m);
-               seen.push_back(stand_in.pass() == s.pass() && stand_in.position() == s.position() ? 1 : 0);
+               seen.push_back(stand_in.order() && stand_in.order()->pass() == s.order()->pass() &&
+                                      stand_in.order()->position() == s.order()->position()
+                                  ? 1
+                                  : 0);
              }),
              cpu_options(4, 1));
     while (c.next()) {

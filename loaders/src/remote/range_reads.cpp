@@ -26,7 +26,7 @@ range_reads::range_reads(shard_set& set, const remote_options& o) : set_(set), o
 
 std::span<const std::byte> range_reads::fetch(sample& s, const detail::shard_sample&, std::vector<std::byte>& storage,
                                               std::shared_ptr<const void>&) {
-  std::future<std::vector<std::byte>> bytes = take(s.epoch(), s.index(), s.pass());  // first: it may jump the queue
+  std::future<std::vector<std::byte>> bytes = take(s.epoch(), s.index(), s.order() ? s.order()->pass() : 0);  // first: it may jump the queue
   read_ahead(s);
   const auto t0 = std::chrono::steady_clock::now();
   try {
@@ -43,7 +43,7 @@ std::span<const std::byte> range_reads::fetch(sample& s, const detail::shard_sam
 }
 
 void range_reads::read_ahead(const sample& s) {
-  const auto order = order_of(s, set_.entries().size());
+  const auto order = order_of(s);
   if (!order) return;
   std::lock_guard lock(m_);
   if (adapt_) {

@@ -5,11 +5,11 @@
 
 namespace pinfeed::loaders::remote {
 
-std::optional<order_view> order_of(const sample& s, std::uint64_t size) {
-  const auto at = s.position();
+std::optional<order_view> order_of(const sample& s) {
+  const auto at = s.order();
   if (!at) return std::nullopt;
-  return order_view{s.epoch(), s.pass(), *at, s.epoch_size(size),
-                    [&s](std::uint32_t epoch, std::uint64_t p) { return s.index_in_epoch(epoch, p); }};
+  return order_view{at->epoch(), at->pass(), at->position(), at->epoch_size(),
+                    [c = *at](std::uint32_t epoch, std::uint64_t p) { return c.index_at(epoch, p); }};
 }
 
 fatal_error destroyed_while_reading(const std::string& origin) {

@@ -33,8 +33,8 @@ struct order_view {
   std::function<std::optional<std::uint64_t>(std::uint32_t epoch, std::uint64_t position)> index_at;
 };
 
-/// Sample s's place in its loader's order over a dataset of `size` samples; nullopt outside a loader.
-[[nodiscard]] std::optional<order_view> order_of(const sample& s, std::uint64_t size);
+/// Sample s's place in its loader's order (sample::order()); nullopt outside a loader.
+[[nodiscard]] std::optional<order_view> order_of(const sample& s);
 
 struct remote_shard {
   endpoint where;

@@ -9,16 +9,10 @@
 /// counted and listed. It produces samples and nothing else: the doctor's caches and emulated
 /// storage wrap its reader (pinfeed/doctor/stages.hpp).
 
-#include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <condition_variable>
-#include <deque>
-#include <set>
-#include <unordered_set>
 #include <vector>
 
 #include "pinfeed/runtime/error.hpp"
@@ -121,6 +115,10 @@ struct pipeline_source_options {
 /// or nullopt when the tail has another shape (it then runs step by step on the host).
 [[nodiscard]] std::optional<ops::normalize_params> fused_tail(const pipeline& p);
 
+namespace detail {
+class bad_samples;
+}
+
 class pipeline_source final : public source {
  public:
   /// Throws std::invalid_argument when the pipeline cannot take the reader's images or has no fixed
@@ -154,16 +152,10 @@ class pipeline_source final : public source {
   [[nodiscard]] std::uint64_t failures() const;
   [[nodiscard]] std::vector<std::string> failed() const;
   /// Slots filled by a stand-in because their own sample was bad (every epoch counted).
-  [[nodiscard]] std::uint64_t replaced() const noexcept { return replaced_.load(); }
+  [[nodiscard]] std::uint64_t replaced() const noexcept;
+  ~pipeline_source() override;
 
  private:
-  /// Under skip, before trying `index` in `epoch`: false if it is known bad there; waits while
-  /// another worker is trying it (so a bad sample is read exactly once per epoch); else marks it
-  /// as being tried and returns true. Every true is followed by one finish_try().
-  [[nodiscard]] bool claim_try(std::uint32_t epoch, std::uint64_t index);
-  /// Ends a claimed try; a failed one records `index` as bad in `epoch`. Returns how many samples
-  /// are known bad in that epoch.
-  std::uint64_t finish_try(std::uint32_t epoch, std::uint64_t index, const sample_error* failure, stage_stats* stats);
   void produce_one(sample& out, std::uint64_t index);
   /// The plan the first host step gives the decoder for sample s.
   [[nodiscard]] decode_planner planner(sample& s) const;
@@ -176,17 +168,7 @@ class pipeline_source final : public source {
   pipeline steps_, host_;
   std::optional<ops::normalize_params> host_tail_, consumer_tail_;
   std::vector<field_spec> fields_;
-  struct epoch_bad {
-    std::uint32_t epoch;
-    std::unordered_set<std::uint64_t> indices;
-  };
-  mutable std::mutex bad_mutex_;
-  std::condition_variable bad_changed_;
-  std::set<std::pair<std::uint32_t, std::uint64_t>> trying_;  // (epoch, index) being tried now
-  std::deque<epoch_bad> bad_by_epoch_;  // the latest few epochs (a loader runs one at a time)
-  std::unordered_set<std::uint64_t> bad_ever_;
-  std::atomic<std::uint64_t> replaced_{0};
-  std::vector<std::string> failed_;  // guarded by bad_mutex_
+  std::unique_ptr<detail::bad_samples> bad_;  ///< which samples were found bad, per epoch (thread-safe)
 };
 
 }  // namespace pinfeed::loaders

@@ -49,6 +49,37 @@ inline constexpr std::uint64_t kStandInDraws = 16;
   return (draw(kStandInDraws) + (k - kStandInDraws)) % size;
 }
 
+/// Where a sample stands in its loader's epoch order (this rank's share), and the order around it:
+/// what a source that fetches ahead of use walks (sample::order()).
+class order_cursor {
+ public:
+  order_cursor(const epoch_order& order, std::uint32_t epoch, std::uint64_t position, std::uint64_t pass) noexcept
+      : order_(&order), epoch_(epoch), position_(position), pass_(pass) {}
+  [[nodiscard]] std::uint32_t epoch() const noexcept { return epoch_; }
+  /// The sample's position in the epoch.
+  [[nodiscard]] std::uint64_t position() const noexcept { return position_; }
+  /// Which pass over the epoch this is: each start of an epoch by a loader (start_epoch(), or the
+  /// first next()) takes a number no other start in the process has. Sources that read ahead along
+  /// the order tell by it that the same epoch is read again (another loader, an evaluation run
+  /// again with its epoch number).
+  [[nodiscard]] std::uint64_t pass() const noexcept { return pass_; }
+  /// Samples in the epoch.
+  [[nodiscard]] std::uint64_t epoch_size() const { return order_->size(epoch_); }
+  /// The dataset index at `position` of this epoch, or nullopt past its end.
+  [[nodiscard]] std::optional<std::uint64_t> index_at(std::uint64_t position) const { return index_at(epoch_, position); }
+  /// The dataset index at `position` of `epoch` (the next one, say, to fetch ahead across its
+  /// start), or nullopt past its end.
+  [[nodiscard]] std::optional<std::uint64_t> index_at(std::uint32_t epoch, std::uint64_t position) const {
+    if (position >= order_->size(epoch)) return std::nullopt;
+    return order_->index_at(epoch, position);
+  }
+
+ private:
+  const epoch_order* order_;
+  std::uint32_t epoch_;
+  std::uint64_t position_, pass_;
+};
+
 /// One sample being produced: its identity, its random stream and its output buffers.
 /// Handed to Source::produce on a worker thread; valid only during that call.
 class sample {
@@ -97,49 +128,22 @@ class sample {
   /// produced: the sample at stand_in_position() of this rank's epoch order. Without an order (a
   /// sample made outside a loader) the position is a dataset index.
   [[nodiscard]] std::uint64_t stand_in(std::uint64_t k, std::uint64_t dataset_size) const {
-    const std::uint64_t pos = stand_in_position(seed_, epoch_, index_, k, epoch_size(dataset_size));
+    const std::uint64_t pos =
+        stand_in_position(seed_, epoch_, index_, k, order_ != nullptr ? order_->size(epoch_) : dataset_size);
     return order_ != nullptr ? order_->index_at(epoch_, pos) : pos;
   }
   /// Puts this sample at `other`'s place in the epoch: for a sample a source makes to fill
-  /// `other`'s slot (reading another index for it), so that index_ahead() still follows the order.
+  /// `other`'s slot (reading another index for it), so that its order() is `other`'s.
   void share_place(const sample& other) noexcept {
     order_ = other.order_;
     position_ = other.position_;
     pass_ = other.pass_;
   }
-  /// Which pass over its epoch this sample is read in: each start of an epoch by a loader
-  /// (start_epoch(), or the first next()) takes a number no other start in the process has; 0
-  /// outside a loader. Sources that read ahead along the order tell by it that the same epoch is
-  /// read again (another loader, an evaluation run again with its epoch number).
-  [[nodiscard]] std::uint64_t pass() const noexcept { return pass_; }
-  /// This sample's position in this rank's epoch order, or nullopt outside a loader.
-  [[nodiscard]] std::optional<std::uint64_t> position() const noexcept {
-    return order_ != nullptr ? std::optional<std::uint64_t>(position_) : std::nullopt;
-  }
-  /// The dataset index of the sample `ahead` positions after this one in this rank's epoch order,
-  /// or nullopt past the epoch's end or outside a loader: for sources that fetch ahead of use.
-  [[nodiscard]] std::optional<std::uint64_t> index_ahead(std::uint64_t ahead) const {
+  /// This sample's place in its loader's epoch order (this rank's share), for sources that fetch
+  /// ahead of use; nullopt for a sample made outside a loader.
+  [[nodiscard]] std::optional<order_cursor> order() const noexcept {
     if (order_ == nullptr) return std::nullopt;
-    const std::uint64_t n = order_->size(epoch_);
-    if (position_ >= n || ahead >= n - position_) return std::nullopt;
-    return order_->index_at(epoch_, position_ + ahead);
-  }
-  /// The dataset index at `position` of this sample's epoch (this rank's order), or nullopt past
-  /// its end or outside a loader.
-  [[nodiscard]] std::optional<std::uint64_t> index_at_position(std::uint64_t position) const {
-    if (order_ == nullptr || position >= order_->size(epoch_)) return std::nullopt;
-    return order_->index_at(epoch_, position);
-  }
-  /// The dataset index at `position` of `epoch` of this rank's order (another epoch than this
-  /// sample's, say the next one, to fetch ahead across its start), or nullopt past its end or
-  /// outside a loader.
-  [[nodiscard]] std::optional<std::uint64_t> index_in_epoch(std::uint32_t epoch, std::uint64_t position) const {
-    if (order_ == nullptr || position >= order_->size(epoch)) return std::nullopt;
-    return order_->index_at(epoch, position);
-  }
-  /// Samples in this sample's epoch (this rank's share), or `dataset_size` outside a loader.
-  [[nodiscard]] std::uint64_t epoch_size(std::uint64_t dataset_size) const noexcept {
-    return order_ != nullptr ? order_->size(epoch_) : dataset_size;
+    return order_cursor(*order_, epoch_, position_, pass_);
   }
 
   /// Where the sample came from (a file path), for error messages. Optional.

@@ -28,7 +28,7 @@ void validate_naive_gpu_shapes(const ops::sampler_args& a, const ops::sampler_pa
 #if PINFEED_WITH_CUDA
 /// The dynamic-shape formulation on the GPU: per row, cub::DeviceSelect of positives and negatives,
 /// the counts copied to the host (a synchronization per row), then random permutations by radix
-/// sort of random keys and a gather. Two-phase temp storage like ops::balanced_sample_gpu; device
+/// sort of random keys and a gather. Two-phase temp storage like ops::balanced_sample_device; device
 /// pointers. Same counts as the sampler, other picks.
 void naive_sample_gpu(void* d_temp, std::size_t& temp_bytes, const ops::sampler_args& a,
                       const ops::sampler_params& p, cudaStream_t stream);

@@ -104,7 +104,7 @@ void run_cpu(const sampler_bench_options& o, std::int64_t n, std::ostream& out) 
     const auto a = c.args(b, n, d);
     emit(out, "naive_loop", "cpu", b, n, k, d, measure(o, [&] { naive_sample_cpu(a, p); }));
     emit(out, b == 1 ? "static_single" : "batched", "cpu", b, n, k, d,
-         measure(o, [&] { ops::balanced_sample_cpu(a, p); }));
+         measure(o, [&] { ops::balanced_sample_host(a, p); }));
     // One pass reading the labels, in 64 chunks on the workers (pinfeed's parallel_for, whose
     // hand-offs ThreadSanitizer sees).
     std::atomic<std::int64_t> sink{0};
@@ -161,16 +161,16 @@ void run_gpu(const sampler_bench_options& o, std::int64_t n, std::ostream& out) 
     }
 #endif
     std::size_t bytes = 0;
-    ops::balanced_sample_gpu(nullptr, bytes, a, p, s);
+    ops::balanced_sample_device(nullptr, bytes, a, p, s);
     device_buffer temp(bytes);
     emit(out, b == 1 ? "static_single" : "batched", "cuda", b, n, k, d, measure(o, [&] {
-           ops::balanced_sample_gpu(temp.data(), bytes, a, p, s);
+           ops::balanced_sample_device(temp.data(), bytes, a, p, s);
            sync(s);
          }), bytes);
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     PINFEED_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    ops::balanced_sample_gpu(temp.data(), bytes, a, p, s);
+    ops::balanced_sample_device(temp.data(), bytes, a, p, s);
     PINFEED_CUDA_TRY(cudaStreamEndCapture(s, &graph));
     PINFEED_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
     emit(out, "graph", "cuda", b, n, k, d, measure(o, [&] {
@@ -217,7 +217,7 @@ void run_temp_table(const sampler_bench_options& o, std::ostream& out) {
       ops::sampler_params p;
       p.k = std::min<std::int64_t>(n / 10, (std::int64_t{1} << 31) / b - 1);
       std::size_t bytes = 0;
-      ops::balanced_sample_gpu(nullptr, bytes, a, p, nullptr);
+      ops::balanced_sample_device(nullptr, bytes, a, p, nullptr);
       out << with_host({{"op", "sampler_temp"}, {"B", b}, {"N", n}, {"K", p.k}, {"temp_bytes", bytes},
                         {"multiprocessors", multiprocessor_count(device)}})
                  .dump()

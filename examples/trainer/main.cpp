@@ -18,10 +18,9 @@ int main() {
   auto step = [&](const pinfeed::tensor_view& images, std::size_t n, cudaStream_t stream) {
     const pinfeed::ops::image_batch_shape s{n, 64, 64};
     if (images.location.is_cuda())
-      pinfeed::ops::normalize_hwc_to_chw_device(static_cast<const std::uint8_t*>(images.data),
-                                                reinterpret_cast<float*>(device_out.data()), s, {}, stream);
+      pinfeed::ops::normalize_hwc_to_chw_device({static_cast<const std::uint8_t*>(images.data), reinterpret_cast<float*>(device_out.data()), s}, {}, stream);
     else
-      pinfeed::ops::normalize_hwc_to_chw(static_cast<const std::uint8_t*>(images.data), host_out.data(), s, {});
+      pinfeed::ops::normalize_hwc_to_chw_host({static_cast<const std::uint8_t*>(images.data), host_out.data(), s}, {});
   };
 
   std::size_t samples = 0;

@@ -95,10 +95,12 @@ __global__ void pack_kernel(const std::uint8_t* planes, std::uint8_t* packed, st
 
 }  // namespace
 
-void normalize_hwc_to_chw_device(const std::uint8_t* d_in, void* d_out, image_batch_shape shape,
-                                 const normalize_params& params, cudaStream_t stream) {
+void normalize_hwc_to_chw_device(const normalize_args& args, const normalize_params& params, cudaStream_t stream) {
   coefficients k{};
-  if (!detail::validate_normalize(d_in, d_out, shape, params, k.a, k.b)) return;
+  if (!detail::validate_normalize(args.in, args.out, args.shape, params, k.a, k.b)) return;
+  const std::uint8_t* d_in = args.in;
+  void* d_out = args.out;
+  const image_batch_shape shape = args.shape;
   const std::size_t total = shape.pixels();
   if (params.out == dtype::f32)
     normalize_kernel<float><<<grid_for(total), kThreads, 0, stream>>>(d_in, static_cast<float*>(d_out), shape.height,
@@ -127,19 +129,19 @@ void one_hot_device(const one_hot_args& a, cudaStream_t stream) {
   PINFEED_CHECK_LAUNCH();
 }
 
-void unpack_bits_device(const std::uint8_t* d_packed, std::uint8_t* d_planes, bit_planes_args s, cudaStream_t stream) {
-  detail::validate_bits(d_packed, d_planes, s, "unpack_bits");
-  const std::size_t total = s.count * 8 * s.pixels;
+void unpack_bits_device(const bit_planes_args& a, cudaStream_t stream) {
+  detail::validate_bits(a.in, a.out, a.shape, "unpack_bits");
+  const std::size_t total = a.shape.count * 8 * a.shape.pixels;
   if (total == 0) return;
-  unpack_kernel<<<grid_for(total), kThreads, 0, stream>>>(d_packed, d_planes, s.pixels, total);
+  unpack_kernel<<<grid_for(total), kThreads, 0, stream>>>(a.in, a.out, a.shape.pixels, total);
   PINFEED_CHECK_LAUNCH();
 }
 
-void pack_bits_device(const std::uint8_t* d_planes, std::uint8_t* d_packed, bit_planes_args s, cudaStream_t stream) {
-  detail::validate_bits(d_planes, d_packed, s, "pack_bits");
-  const std::size_t total = s.count * s.pixels;
+void pack_bits_device(const bit_planes_args& a, cudaStream_t stream) {
+  detail::validate_bits(a.in, a.out, a.shape, "pack_bits");
+  const std::size_t total = a.shape.count * a.shape.pixels;
   if (total == 0) return;
-  pack_kernel<<<grid_for(total), kThreads, 0, stream>>>(d_planes, d_packed, s.pixels, total);
+  pack_kernel<<<grid_for(total), kThreads, 0, stream>>>(a.in, a.out, a.shape.pixels, total);
   PINFEED_CHECK_LAUNCH();
 }
 

@@ -20,23 +20,22 @@ namespace {
 }
 }  // namespace
 
-void balanced_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
+void balanced_sample_device(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
                          cudaStream_t stream) {
-  detail::balanced_sample_gpu_with(d_temp, temp_bytes, a, p, stream, {});
+  detail::balanced_sample_device_with(d_temp, temp_bytes, a, p, stream, {});
 }
 
-void detail::balanced_sample_gpu_with(void* d_temp, std::size_t&, const sampler_args& a, const sampler_params& p,
+void detail::balanced_sample_device_with(void* d_temp, std::size_t&, const sampler_args& a, const sampler_params& p,
                                       cudaStream_t, const sampler_knobs&) {
   validate_gpu_shapes(a, p, d_temp != nullptr);
-  no_gpu("balanced_sample_gpu");
+  no_gpu("balanced_sample_device");
 }
 
 void check_sampler_faults() {}  // no GPU call has run, so none has faulted
 
-void normalize_hwc_to_chw_device(const std::uint8_t* d_in, void* d_out, image_batch_shape shape,
-                                 const normalize_params& params, cudaStream_t) {
+void normalize_hwc_to_chw_device(const normalize_args& args, const normalize_params& params, cudaStream_t) {
   float a[3], b[3];
-  if (!detail::validate_normalize(d_in, d_out, shape, params, a, b)) return;
+  if (!detail::validate_normalize(args.in, args.out, args.shape, params, a, b)) return;
   no_gpu("normalize_hwc_to_chw_device");
 }
 
@@ -46,15 +45,15 @@ void one_hot_device(const one_hot_args& a, cudaStream_t) {
   no_gpu("one_hot_device");
 }
 
-void unpack_bits_device(const std::uint8_t* d_packed, std::uint8_t* d_planes, bit_planes_args s, cudaStream_t) {
-  detail::validate_bits(d_packed, d_planes, s, "unpack_bits");
-  if (s.count * s.pixels == 0) return;
+void unpack_bits_device(const bit_planes_args& a, cudaStream_t) {
+  detail::validate_bits(a.in, a.out, a.shape, "unpack_bits");
+  if (a.shape.count * a.shape.pixels == 0) return;
   no_gpu("unpack_bits_device");
 }
 
-void pack_bits_device(const std::uint8_t* d_planes, std::uint8_t* d_packed, bit_planes_args s, cudaStream_t) {
-  detail::validate_bits(d_planes, d_packed, s, "pack_bits");
-  if (s.count * s.pixels == 0) return;
+void pack_bits_device(const bit_planes_args& a, cudaStream_t) {
+  detail::validate_bits(a.in, a.out, a.shape, "pack_bits");
+  if (a.shape.count * a.shape.pixels == 0) return;
   no_gpu("pack_bits_device");
 }
 

@@ -113,9 +113,12 @@ void normalize_image(const std::uint8_t* src, Out* dst, std::size_t h, std::size
 
 }  // namespace
 
-void normalize_hwc_to_chw(const std::uint8_t* in, void* out, image_batch_shape shape, const normalize_params& params) {
+void normalize_hwc_to_chw_host(const normalize_args& args, const normalize_params& params) {
   float a[3], b[3];
-  if (!detail::validate_normalize(in, out, shape, params, a, b)) return;
+  if (!detail::validate_normalize(args.in, args.out, args.shape, params, a, b)) return;
+  const std::uint8_t* in = args.in;
+  void* out = args.out;
+  const image_batch_shape shape = args.shape;
   const std::size_t image = shape.height * shape.width * 3;
   pinfeed::detail::parallel_for(0, shape.batch, [&](std::size_t n) {
     const std::uint8_t* src = in + n * image;
@@ -139,7 +142,7 @@ void validate_one_hot(const one_hot_args& a) {
   validate_alignment(a.labels, dtype_size(a.label_type), "one_hot", "the labels");
   validate_alignment(a.out, dtype_size(a.out_type), "one_hot", "the output");
 }
-void validate_bits(const void* in, const void* out, bit_planes_args s, const char* what) {
+void validate_bits(const void* in, const void* out, bit_planes_shape s, const char* what) {
   if (s.count * s.pixels > 0 && (in == nullptr || out == nullptr))
     throw std::invalid_argument(std::string(what) + ": null input or output pointer");
 }
@@ -161,7 +164,7 @@ bool validate_normalize(const void* in, const void* out, image_batch_shape shape
 }
 }  // namespace detail
 
-void one_hot(const one_hot_args& a) {
+void one_hot_host(const one_hot_args& a) {
   detail::validate_one_hot(a);
   const std::size_t esize = dtype_size(a.out_type);
   const auto classes = static_cast<std::size_t>(a.classes);
@@ -178,16 +181,22 @@ void one_hot(const one_hot_args& a) {
   }
 }
 
-void unpack_bits(const std::uint8_t* packed, std::uint8_t* planes, bit_planes_args s) {
-  detail::validate_bits(packed, planes, s, "unpack_bits");
+void unpack_bits_host(const bit_planes_args& a) {
+  detail::validate_bits(a.in, a.out, a.shape, "unpack_bits");
+  const std::uint8_t* packed = a.in;
+  std::uint8_t* planes = a.out;
+  const bit_planes_shape s = a.shape;
   for (std::size_t n = 0; n < s.count; ++n)
     for (int b = 0; b < 8; ++b)
       for (std::size_t p = 0; p < s.pixels; ++p)
         planes[(n * 8 + b) * s.pixels + p] = (packed[n * s.pixels + p] >> b) & 1u;
 }
 
-void pack_bits(const std::uint8_t* planes, std::uint8_t* packed, bit_planes_args s) {
-  detail::validate_bits(planes, packed, s, "pack_bits");
+void pack_bits_host(const bit_planes_args& a) {
+  detail::validate_bits(a.in, a.out, a.shape, "pack_bits");
+  const std::uint8_t* planes = a.in;
+  std::uint8_t* packed = a.out;
+  const bit_planes_shape s = a.shape;
   for (std::size_t n = 0; n < s.count; ++n)
     for (std::size_t p = 0; p < s.pixels; ++p) {
       std::uint8_t v = 0;

@@ -982,12 +982,12 @@ void check_sampler_faults() {
   rethrow_fault(word);
 }
 
-void balanced_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
+void balanced_sample_device(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
                          cudaStream_t stream) {
-  detail::balanced_sample_gpu_with(d_temp, temp_bytes, a, p, stream, {});
+  detail::balanced_sample_device_with(d_temp, temp_bytes, a, p, stream, {});
 }
 
-void detail::balanced_sample_gpu_with(void* d_temp, std::size_t& temp_bytes, const sampler_args& a,
+void detail::balanced_sample_device_with(void* d_temp, std::size_t& temp_bytes, const sampler_args& a,
                                       const sampler_params& p, cudaStream_t stream, const sampler_knobs& knobs) {
   const bool running = d_temp != nullptr;
   detail::validate_gpu_shapes(a, p, running);

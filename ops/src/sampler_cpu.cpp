@@ -692,7 +692,7 @@ void sample_all(const sampler_args& a, const sampler_params& p) {
 
 }  // namespace
 
-void balanced_sample_cpu(const sampler_args& a, const sampler_params& p) {
+void balanced_sample_host(const sampler_args& a, const sampler_params& p) {
   validate(a, p);
   if (a.rows == 0) return;
   if (a.label_type == dtype::i64) sample_all<std::int64_t>(a, p);

@@ -41,11 +41,11 @@ TEST_CASE("gpu.normalize.bit_identical_to_cpu" * doctest::test_suite("gpu")) {
           p.out = t;
           const std::size_t bytes = in.size() * dtype_size(t);
           std::vector<std::byte> cpu(bytes), gpu(bytes);
-          normalize_hwc_to_chw(reinterpret_cast<const std::uint8_t*>(in.data()), cpu.data(), shape, p);
+          normalize_hwc_to_chw_host({reinterpret_cast<const std::uint8_t*>(in.data()), cpu.data(), shape}, p);
           // Every output byte must come from this call: the buffer starts as a marker, not as the
           // previous case's (often equal) answer.
           PINFEED_CUDA_TRY(cudaMemset(d_out.data(), 0xEE, bytes));
-          normalize_hwc_to_chw_device(reinterpret_cast<const std::uint8_t*>(d_in.data()), d_out.data(), shape, p, nullptr);
+          normalize_hwc_to_chw_device({reinterpret_cast<const std::uint8_t*>(d_in.data()), d_out.data(), shape}, p, nullptr);
           PINFEED_CUDA_TRY(cudaMemcpy(gpu.data(), d_out.data(), bytes, cudaMemcpyDeviceToHost));
           CHECK(std::memcmp(cpu.data(), gpu.data(), bytes) == 0);
         }
@@ -67,7 +67,7 @@ TEST_CASE("gpu.encode.one_hot_and_bits_equal_cpu" * doctest::test_suite("gpu")) 
     CAPTURE(dtype_name(t));
     const std::size_t bytes = labels.size() * 20 * dtype_size(t);
     std::vector<std::byte> cpu(bytes), gpu(bytes), gpu32(bytes);
-    one_hot({labels.data(), dtype::i64, labels.size(), 20, cpu.data(), t});
+    one_hot_host({labels.data(), dtype::i64, labels.size(), 20, cpu.data(), t});
     PINFEED_CUDA_TRY(cudaMemset(d_out.data(), 0xEE, bytes));  // a marker, not an earlier answer
     one_hot_device({d_labels.data(), dtype::i64, labels.size(), 20, d_out.data(), t}, nullptr);
     PINFEED_CUDA_TRY(cudaMemcpy(gpu.data(), d_out.data(), bytes, cudaMemcpyDeviceToHost));
@@ -77,19 +77,19 @@ TEST_CASE("gpu.encode.one_hot_and_bits_equal_cpu" * doctest::test_suite("gpu")) 
     PINFEED_CUDA_TRY(cudaMemcpy(gpu32.data(), d_out.data(), bytes, cudaMemcpyDeviceToHost));
     CHECK(cpu == gpu32);
   }
-  const bit_planes_args s{3, 1001};
+  const bit_planes_shape s{3, 1001};
   std::vector<std::byte> packed(3 * 1001);
   fill_random_bytes(philox_stream(5, 0, 0), packed);
   std::vector<std::uint8_t> planes(3 * 8 * 1001), gpu_planes(planes.size()), repacked(packed.size());
-  unpack_bits(reinterpret_cast<const std::uint8_t*>(packed.data()), planes.data(), s);
+  unpack_bits_host({reinterpret_cast<const std::uint8_t*>(packed.data()), planes.data(), s});
   device_buffer d_packed(packed.size()), d_planes(planes.size());
   PINFEED_CUDA_TRY(cudaMemcpy(d_packed.data(), packed.data(), packed.size(), cudaMemcpyHostToDevice));
   PINFEED_CUDA_TRY(cudaMemset(d_planes.data(), 0xEE, planes.size()));
-  unpack_bits_device(reinterpret_cast<const std::uint8_t*>(d_packed.data()), reinterpret_cast<std::uint8_t*>(d_planes.data()), s, nullptr);
+  unpack_bits_device({reinterpret_cast<const std::uint8_t*>(d_packed.data()), reinterpret_cast<std::uint8_t*>(d_planes.data()), s}, nullptr);
   PINFEED_CUDA_TRY(cudaMemcpy(gpu_planes.data(), d_planes.data(), planes.size(), cudaMemcpyDeviceToHost));
   CHECK(gpu_planes == planes);
   PINFEED_CUDA_TRY(cudaMemset(d_packed.data(), 0xEE, packed.size()));  // not the bytes it must rebuild
-  pack_bits_device(reinterpret_cast<const std::uint8_t*>(d_planes.data()), reinterpret_cast<std::uint8_t*>(d_packed.data()), s, nullptr);
+  pack_bits_device({reinterpret_cast<const std::uint8_t*>(d_planes.data()), reinterpret_cast<std::uint8_t*>(d_packed.data()), s}, nullptr);
   PINFEED_CUDA_TRY(cudaMemcpy(repacked.data(), d_packed.data(), repacked.size(), cudaMemcpyDeviceToHost));
   CHECK(std::memcmp(repacked.data(), packed.data(), packed.size()) == 0);
 }

@@ -37,7 +37,7 @@ TEST_CASE("normalize.scale_layout_hwc_to_chw") {
   const image_batch_shape shape{2, 3, 4};
   const auto in = pattern_images(shape);
   std::vector<float> out(in.size(), -1.f);
-  normalize_hwc_to_chw(in.data(), out.data(), shape, {});
+  normalize_hwc_to_chw_host({in.data(), out.data(), shape}, {});
   for (std::size_t n = 0; n < 2; ++n)
     for (std::size_t y = 0; y < 3; ++y)
       for (std::size_t x = 0; x < 4; ++x)
@@ -55,7 +55,7 @@ TEST_CASE("normalize.mean_std") {
   p.std = {0.229f, 0.224f, 0.225f};
   const std::uint8_t in[6] = {0, 128, 255, 10, 20, 30};
   float out[6];
-  normalize_hwc_to_chw(in, out, {1, 1, 2}, p);
+  normalize_hwc_to_chw_host({in, out, {1, 1, 2}}, p);
   for (int x = 0; x < 2; ++x)
     for (int c = 0; c < 3; ++c)
       CHECK(out[c * 2 + x] == doctest::Approx((in[x * 3 + c] / 255.0f - p.mean[c]) / p.std[c]).epsilon(1e-5));
@@ -67,8 +67,8 @@ TEST_CASE("normalize.hflip_and_ycbcr") {
   normalize_params plain, flip;
   flip.hflip = true;
   std::vector<float> a(in.size()), b(in.size());
-  normalize_hwc_to_chw(in.data(), a.data(), shape, plain);
-  normalize_hwc_to_chw(in.data(), b.data(), shape, flip);
+  normalize_hwc_to_chw_host({in.data(), a.data(), shape}, plain);
+  normalize_hwc_to_chw_host({in.data(), b.data(), shape}, flip);
   for (std::size_t c = 0; c < 3; ++c)
     for (std::size_t y = 0; y < 2; ++y)
       for (std::size_t x = 0; x < 3; ++x) CHECK(b[(c * 2 + y) * 3 + x] == a[(c * 2 + y) * 3 + (2 - x)]);
@@ -77,7 +77,7 @@ TEST_CASE("normalize.hflip_and_ycbcr") {
   normalize_params ycc;
   ycc.ycbcr = true;
   std::vector<float> y(in.size());
-  normalize_hwc_to_chw(in.data(), y.data(), shape, ycc);
+  normalize_hwc_to_chw_host({in.data(), y.data(), shape}, ycc);
   const double A[3][3] = {{0.299, 0.587, 0.114}, {-0.16874, -0.33126, 0.5}, {0.5, -0.41869, -0.08131}};
   for (std::size_t p = 0; p < 6; ++p)
     for (int c = 0; c < 3; ++c) {
@@ -88,7 +88,7 @@ TEST_CASE("normalize.hflip_and_ycbcr") {
   // Pure grey has no chroma: Cb = Cr = 128 -> 128/255 (up to float rounding of the matrix rows).
   const std::uint8_t grey[3] = {90, 90, 90};
   float g[3];
-  normalize_hwc_to_chw(grey, g, {1, 1, 1}, ycc);
+  normalize_hwc_to_chw_host({grey, g, {1, 1, 1}}, ycc);
   CHECK(g[0] == doctest::Approx(90.0 / 255).epsilon(1e-5));
   CHECK(g[1] == doctest::Approx(128.0 / 255).epsilon(1e-5));
   CHECK(g[2] == doctest::Approx(128.0 / 255).epsilon(1e-5));
@@ -99,11 +99,11 @@ TEST_CASE("normalize.half_and_bfloat16_outputs_round_the_float_result") {
   const auto in = pattern_images(shape);
   normalize_params p = imagenet_ycbcr();
   std::vector<float> f32(in.size());
-  normalize_hwc_to_chw(in.data(), f32.data(), shape, p);
+  normalize_hwc_to_chw_host({in.data(), f32.data(), shape}, p);
   for (dtype t : {dtype::f16, dtype::bf16}) {
     p.out = t;
     std::vector<std::uint16_t> h(in.size());
-    normalize_hwc_to_chw(in.data(), h.data(), shape, p);
+    normalize_hwc_to_chw_host({in.data(), h.data(), shape}, p);
     for (std::size_t i = 0; i < h.size(); ++i)
       REQUIRE(h[i] == (t == dtype::f16 ? float_to_half(f32[i]) : float_to_bfloat16(f32[i])));
   }
@@ -156,30 +156,30 @@ TEST_CASE("normalize.bad_input") {
   p.std[1] = 0.0f;
   float out[3];
   const std::uint8_t in[3] = {1, 2, 3};
-  CHECK_THROWS_WITH_AS(normalize_hwc_to_chw(in, out, {1, 1, 1}, p), doctest::Contains("std[1]"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(normalize_hwc_to_chw_host({in, out, {1, 1, 1}}, p), doctest::Contains("std[1]"), std::invalid_argument);
   p.std[1] = NAN;
-  CHECK_THROWS_AS(normalize_hwc_to_chw(in, out, {1, 1, 1}, p), std::invalid_argument);
+  CHECK_THROWS_AS(normalize_hwc_to_chw_host({in, out, {1, 1, 1}}, p), std::invalid_argument);
   normalize_params q;
   q.out = dtype::i32;
-  CHECK_THROWS_WITH_AS(normalize_hwc_to_chw(in, out, {1, 1, 1}, q), doctest::Contains("int32"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(normalize_hwc_to_chw(nullptr, out, {1, 1, 1}, {}), doctest::Contains("null"),
+  CHECK_THROWS_WITH_AS(normalize_hwc_to_chw_host({in, out, {1, 1, 1}}, q), doctest::Contains("int32"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(normalize_hwc_to_chw_host({nullptr, out, {1, 1, 1}}, {}), doctest::Contains("null"),
                        std::invalid_argument);
-  CHECK_NOTHROW(normalize_hwc_to_chw(nullptr, nullptr, {0, 5, 5}, {}));
+  CHECK_NOTHROW(normalize_hwc_to_chw_host({nullptr, nullptr, {0, 5, 5}}, {}));
   // The device entry point validates before launching anything (no GPU needed to reach the throw).
-  CHECK_THROWS_AS(normalize_hwc_to_chw_device(nullptr, nullptr, {1, 1, 1}, {}, nullptr), std::invalid_argument);
+  CHECK_THROWS_AS(normalize_hwc_to_chw_device({nullptr, nullptr, {1, 1, 1}}, {}, nullptr), std::invalid_argument);
   // Both versions store whole floats (halves): an output off its alignment is named (the device
   // version before any launch).
   alignas(8) std::byte buf[16];
   normalize_params half;
   half.out = dtype::f16;
-  CHECK_NOTHROW(normalize_hwc_to_chw(in, buf + 4, {1, 1, 1}, {}));
-  CHECK_NOTHROW(normalize_hwc_to_chw(in, buf + 2, {1, 1, 1}, half));
-  CHECK_THROWS_WITH_AS(normalize_hwc_to_chw(in, buf + 1, {1, 1, 1}, {}),
+  CHECK_NOTHROW(normalize_hwc_to_chw_host({in, buf + 4, {1, 1, 1}}, {}));
+  CHECK_NOTHROW(normalize_hwc_to_chw_host({in, buf + 2, {1, 1, 1}}, half));
+  CHECK_THROWS_WITH_AS(normalize_hwc_to_chw_host({in, buf + 1, {1, 1, 1}}, {}),
                        doctest::Contains("normalize: the output must be aligned to 4 bytes (its element size)"),
                        std::invalid_argument);
-  CHECK_THROWS_WITH_AS(normalize_hwc_to_chw(in, buf + 3, {1, 1, 1}, half),
+  CHECK_THROWS_WITH_AS(normalize_hwc_to_chw_host({in, buf + 3, {1, 1, 1}}, half),
                        doctest::Contains("aligned to 2 bytes (its element size); address"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(normalize_hwc_to_chw_device(in, buf + 1, {1, 1, 1}, {}, nullptr),
+  CHECK_THROWS_WITH_AS(normalize_hwc_to_chw_device({in, buf + 1, {1, 1, 1}}, {}, nullptr),
                        doctest::Contains("normalize: the output must be aligned to 4 bytes"), std::invalid_argument);
 }
 
@@ -192,9 +192,9 @@ TEST_CASE("normalize.fma_instruction_and_libm_paths_agree") {
     p.out = t;
     std::vector<std::byte> portable(in.size() * dtype_size(t)), fast(in.size() * dtype_size(t));
     set_simd_level(simd_level::scalar);
-    normalize_hwc_to_chw(in.data(), portable.data(), shape, p);
+    normalize_hwc_to_chw_host({in.data(), portable.data(), shape}, p);
     set_simd_level(cpu_simd_support());
-    normalize_hwc_to_chw(in.data(), fast.data(), shape, p);
+    normalize_hwc_to_chw_host({in.data(), fast.data(), shape}, p);
     CHECK(portable == fast);
   }
 }

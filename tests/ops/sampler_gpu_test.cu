@@ -100,7 +100,7 @@ outputs run(bool gpu, const std::vector<std::int64_t>& labels64, std::int64_t ro
       a.features = features.data() + o.misalign;
       a.gathered_features = gfeat.data() + o.misalign;
     }
-    balanced_sample_cpu(a, p);
+    balanced_sample_host(a, p);
     return finish();
   }
   auto bytes = [](const auto& v) { return std::max<std::size_t>(v.size() * sizeof(v[0]), 1); };
@@ -124,9 +124,9 @@ outputs run(bool gpu, const std::vector<std::int64_t>& labels64, std::int64_t ro
   knobs.candidate_cap = o.candidate_cap;
   knobs.blocks_per_row = o.blocks_per_row;
   std::size_t temp_bytes = 0;
-  ops::detail::balanced_sample_gpu_with(nullptr, temp_bytes, a, p, o.stream, knobs);
+  ops::detail::balanced_sample_device_with(nullptr, temp_bytes, a, p, o.stream, knobs);
   device_buffer temp(temp_bytes);
-  ops::detail::balanced_sample_gpu_with(temp.data(), temp_bytes, a, p, o.stream, knobs);
+  ops::detail::balanced_sample_device_with(temp.data(), temp_bytes, a, p, o.stream, knobs);
   PINFEED_CUDA_TRY(cudaStreamSynchronize(o.stream));
   check_sampler_faults();
   PINFEED_CUDA_TRY(cudaMemcpy(idx.data(), d_idx.data(), idx.size(), cudaMemcpyDeviceToHost));
@@ -315,7 +315,7 @@ TEST_CASE("gpu.sampler.graph_capture_and_replay" * doctest::test_suite("gpu")) {
     cudaStream_t s;
     PINFEED_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     std::size_t temp_bytes = 0;
-    balanced_sample_gpu(nullptr, temp_bytes, a, p, s);
+    balanced_sample_device(nullptr, temp_bytes, a, p, s);
     device_buffer temp(temp_bytes);
     check_sampler_faults();  // nothing pending that would throw inside the capture
     cudaGraph_t graph;
@@ -323,7 +323,7 @@ TEST_CASE("gpu.sampler.graph_capture_and_replay" * doctest::test_suite("gpu")) {
     // Global mode: any capture-unsafe call from any thread (a pointer-attribute query, an
     // allocation, a synchronization) would invalidate the capture.
     PINFEED_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    balanced_sample_gpu(temp.data(), temp_bytes, a, p, s);
+    balanced_sample_device(temp.data(), temp_bytes, a, p, s);
     PINFEED_CUDA_TRY(cudaStreamEndCapture(s, &graph));
     PINFEED_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
     for (int replay = 0; replay < 2; ++replay) {
@@ -395,9 +395,9 @@ TEST_CASE("gpu.sampler.never_waits_for_the_device" * doctest::test_suite("gpu"))
   cudaStream_t s;
   PINFEED_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   std::size_t temp_bytes = 0;
-  balanced_sample_gpu(nullptr, temp_bytes, a, p, s);
+  balanced_sample_device(nullptr, temp_bytes, a, p, s);
   device_buffer temp(temp_bytes);
-  balanced_sample_gpu(temp.data(), temp_bytes, a, p, s);  // warm-up: modules loaded, fault word allocated
+  balanced_sample_device(temp.data(), temp_bytes, a, p, s);  // warm-up: modules loaded, fault word allocated
   PINFEED_CUDA_TRY(cudaStreamSynchronize(s));
   cudaEvent_t busy_done, done;
   PINFEED_CUDA_TRY(cudaEventCreate(&busy_done));
@@ -406,7 +406,7 @@ TEST_CASE("gpu.sampler.never_waits_for_the_device" * doctest::test_suite("gpu"))
   busy_kernel_ms(kBusyMs, s);  // the stream is busy for a second
   PINFEED_CUDA_TRY(cudaEventRecord(busy_done, s));
   const auto t0 = std::chrono::steady_clock::now();
-  balanced_sample_gpu(temp.data(), temp_bytes, a, p, s);
+  balanced_sample_device(temp.data(), temp_bytes, a, p, s);
   const double call_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   // A hidden synchronization would have waited for the busy kernel: it has not finished yet, and
   // the call took less than the busy time.
@@ -541,7 +541,7 @@ TEST_CASE("gpu.sampler.temp_storage_grows_with_what_the_call_needs" * doctest::t
     sampler_params p;
     p.k = k;
     std::size_t bytes = 0;
-    balanced_sample_gpu(nullptr, bytes, a, p, nullptr);
+    balanced_sample_device(nullptr, bytes, a, p, nullptr);
     return bytes;
   };
   constexpr std::size_t kSortAllowance = std::size_t{1} << 20;  // CUB's own storage, beyond the keys
@@ -608,13 +608,13 @@ TEST_CASE("gpu.sampler.labels_changed_mid_call_are_reported" * doctest::test_sui
   const sampler_args& a = dc.args;
   device_buffer &d_labels = dc.labels, &d_idx = dc.indices, &d_valid = dc.valid;
   std::size_t temp_bytes = 0;
-  balanced_sample_gpu(nullptr, temp_bytes, a, p, nullptr);
+  balanced_sample_device(nullptr, temp_bytes, a, p, nullptr);
   device_buffer temp(temp_bytes);
   relabel r{d_labels.data(), d_labels.size()};
   ops::detail::sampler_knobs knobs;
   knobs.hook = relabel_hook;
   knobs.hook_ctx = &r;
-  ops::detail::balanced_sample_gpu_with(temp.data(), temp_bytes, a, p, nullptr, knobs);
+  ops::detail::balanced_sample_device_with(temp.data(), temp_bytes, a, p, nullptr, knobs);
   PINFEED_CUDA_TRY(cudaDeviceSynchronize());  // no out-of-bounds access: the context is still healthy
   std::vector<std::int64_t> idx(rows * p.k);
   std::vector<std::int32_t> valid(rows);
@@ -625,10 +625,10 @@ TEST_CASE("gpu.sampler.labels_changed_mid_call_are_reported" * doctest::test_sui
     for (std::int64_t j = 0; j < p.k; ++j) CHECK(idx[row * p.k + j] < n);
   }
   // The next call names the problem once; the one after runs normally.
-  CHECK_THROWS_WITH_AS(balanced_sample_gpu(temp.data(), temp_bytes, a, p, nullptr), doctest::Contains("inconsistent"),
+  CHECK_THROWS_WITH_AS(balanced_sample_device(temp.data(), temp_bytes, a, p, nullptr), doctest::Contains("inconsistent"),
                        std::runtime_error);
   PINFEED_CUDA_TRY(cudaMemcpy(d_labels.data(), labels.data(), labels.size() * 8, cudaMemcpyHostToDevice));
-  balanced_sample_gpu(temp.data(), temp_bytes, a, p, nullptr);
+  balanced_sample_device(temp.data(), temp_bytes, a, p, nullptr);
   PINFEED_CUDA_TRY(cudaDeviceSynchronize());
   CHECK_NOTHROW(check_sampler_faults());
   PINFEED_CUDA_TRY(cudaMemcpy(idx.data(), d_idx.data(), idx.size() * 8, cudaMemcpyDeviceToHost));
@@ -645,20 +645,20 @@ TEST_CASE("gpu.sampler.bad_input" * doctest::test_suite("gpu")) {
   sampler_params p;
   p.k = 10;
   std::size_t bytes = 0;
-  balanced_sample_gpu(nullptr, bytes, a, p, nullptr);  // the query does not look at pointers
+  balanced_sample_device(nullptr, bytes, a, p, nullptr);  // the query does not look at pointers
   device_buffer temp(bytes);
-  CHECK_THROWS_WITH_AS(balanced_sample_gpu(temp.data(), bytes, a, p, nullptr), doctest::Contains("pageable"),
+  CHECK_THROWS_WITH_AS(balanced_sample_device(temp.data(), bytes, a, p, nullptr), doctest::Contains("pageable"),
                        std::invalid_argument);
   device_buffer d_labels(800), d_idx(80);
   a.labels = d_labels.data();
   a.indices = d_idx.data();
   std::size_t small = bytes - 1;
-  CHECK_THROWS_WITH_AS(balanced_sample_gpu(temp.data(), small, a, p, nullptr), doctest::Contains("smaller"),
+  CHECK_THROWS_WITH_AS(balanced_sample_device(temp.data(), small, a, p, nullptr), doctest::Contains("smaller"),
                        std::invalid_argument);
   p.k = -1;
-  CHECK_THROWS_AS(balanced_sample_gpu(temp.data(), bytes, a, p, nullptr), std::invalid_argument);
+  CHECK_THROWS_AS(balanced_sample_device(temp.data(), bytes, a, p, nullptr), std::invalid_argument);
   p.k = 10;
   a.rows = 70000;
-  CHECK_THROWS_WITH_AS(balanced_sample_gpu(nullptr, bytes, a, p, nullptr), doctest::Contains("65535"),
+  CHECK_THROWS_WITH_AS(balanced_sample_device(nullptr, bytes, a, p, nullptr), doctest::Contains("65535"),
                        std::invalid_argument);
 }

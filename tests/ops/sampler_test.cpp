@@ -47,7 +47,7 @@ std::vector<std::int64_t> oracle_row(const std::vector<std::int64_t>& labels, st
 
 result run_cpu(const std::vector<std::int64_t>& labels, std::int64_t rows, std::int64_t n, const sampler_params& p) {
   result r = test::make_result(rows, p.k);
-  balanced_sample_cpu(test::args_over(rows, n, labels.data(), r.indices.data(), r.valid.data(), r.labels.data()), p);
+  balanced_sample_host(test::args_over(rows, n, labels.data(), r.indices.data(), r.valid.data(), r.labels.data()), p);
   return r;
 }
 
@@ -155,14 +155,14 @@ TEST_CASE("sampler.corners") {
     a.valid = valid.data();
     a.feature_bytes = 64;
     a.gathered_features = gathered.data();  // features stays null: nothing to read
-    balanced_sample_cpu(a, p);
+    balanced_sample_host(a, p);
     CHECK(valid == std::vector<std::int32_t>{0, 0, 0});
     CHECK(std::all_of(idx.begin(), idx.end(), [](auto x) { return x == -1; }));
     CHECK(std::all_of(gathered.begin(), gathered.end(), [](std::byte b) { return b == std::byte{0}; }));
     a.n = 4;  // with items to gather from, null features are an error
     const std::vector<std::int64_t> labels(3 * 4, 1);
     a.labels = labels.data();
-    CHECK_THROWS_WITH_AS(balanced_sample_cpu(a, p), doctest::Contains("gathered_features given without features"),
+    CHECK_THROWS_WITH_AS(balanced_sample_host(a, p), doctest::Contains("gathered_features given without features"),
                          std::invalid_argument);
   }
   SUBCASE("custom labels: negative 7, ignore 9, fraction 1") {
@@ -199,7 +199,7 @@ TEST_CASE("sampler.int32_labels_and_indices_and_feature_gather") {
   a.feature_bytes = d * sizeof(float);
   a.gathered_features = gfeat.data();
   a.gathered_labels = glab.data();
-  balanced_sample_cpu(a, p);
+  balanced_sample_host(a, p);
   const auto r64 = run_cpu(labels64, rows, n, p);
   for (std::int64_t j = 0; j < rows * p.k; ++j) {
     REQUIRE(idx32[j] == r64.indices[j]);  // the label and index types do not change the draw
@@ -327,7 +327,7 @@ TEST_CASE("sampler.bad_input") {
   auto expect = [&](const sampler_args& args, const sampler_params& params, const char* needle) {
     CAPTURE(needle);
     std::fill(out.begin(), out.end(), 42);
-    CHECK_THROWS_WITH_AS(balanced_sample_cpu(args, params), doctest::Contains(needle), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(balanced_sample_host(args, params), doctest::Contains(needle), std::invalid_argument);
     CHECK(std::all_of(out.begin(), out.end(), [](auto x) { return x == 42; }));  // nothing written
   };
   auto q = p;
@@ -414,16 +414,16 @@ TEST_CASE("sampler.gpu_limits_are_checked_before_any_cuda_call") {
   std::size_t bytes = 0;
   a.n = 100;
   a.rows = 70000;
-  CHECK_THROWS_WITH_AS(balanced_sample_gpu(nullptr, bytes, a, p, nullptr), doctest::Contains("65535"),
+  CHECK_THROWS_WITH_AS(balanced_sample_device(nullptr, bytes, a, p, nullptr), doctest::Contains("65535"),
                        std::invalid_argument);
   a.rows = 300000;
   p.k = 10000;
-  CHECK_THROWS_WITH_AS(balanced_sample_gpu(nullptr, bytes, a, p, nullptr), doctest::Contains("2^31 - 1"),
+  CHECK_THROWS_WITH_AS(balanced_sample_device(nullptr, bytes, a, p, nullptr), doctest::Contains("2^31 - 1"),
                        std::invalid_argument);
   // A k whose product with rows wraps around int64 is refused by itself.
   a.rows = 4;
   p.k = std::int64_t{1} << 62;
-  CHECK_THROWS_WITH_AS(balanced_sample_gpu(nullptr, bytes, a, p, nullptr),
+  CHECK_THROWS_WITH_AS(balanced_sample_device(nullptr, bytes, a, p, nullptr),
                        doctest::Contains("k = 4611686018427387904 exceeds 2^31 - 1"), std::invalid_argument);
 }
 

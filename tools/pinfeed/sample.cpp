@@ -59,7 +59,7 @@ int cmd_sample(const sample_args& s) {
     a.labels = labels.data.data();
     a.indices = out.data.data();
     a.valid = reinterpret_cast<std::int32_t*>(valid.data.data());
-    ops::balanced_sample_cpu(a, p);
+    ops::balanced_sample_host(a, p);
   } else {
     PINFEED_CUDA_TRY(cudaSetDevice(dev.index));
     device_buffer d_labels(std::max<std::size_t>(labels.data.size(), 1)),
@@ -69,9 +69,9 @@ int cmd_sample(const sample_args& s) {
     a.indices = d_out.data();
     a.valid = reinterpret_cast<std::int32_t*>(d_valid.data());
     std::size_t bytes = 0;
-    ops::balanced_sample_gpu(nullptr, bytes, a, p, nullptr);
+    ops::balanced_sample_device(nullptr, bytes, a, p, nullptr);
     device_buffer temp(bytes);
-    ops::balanced_sample_gpu(temp.data(), bytes, a, p, nullptr);
+    ops::balanced_sample_device(temp.data(), bytes, a, p, nullptr);
     PINFEED_CUDA_TRY(cudaMemcpy(out.data.data(), d_out.data(), out.data.size(), cudaMemcpyDeviceToHost));
     PINFEED_CUDA_TRY(cudaMemcpy(valid.data.data(), d_valid.data(), valid.data.size(), cudaMemcpyDeviceToHost));
   }

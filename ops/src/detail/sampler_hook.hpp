@@ -24,8 +24,8 @@ struct sampler_knobs {
                                       ///< blocks share each row (a kernel per pass); 0: from the shapes
 };
 
-/// balanced_sample_gpu() with the knobs. The temp storage must be queried with the same knobs.
-void balanced_sample_gpu_with(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
+/// balanced_sample_device() with the knobs. The temp storage must be queried with the same knobs.
+void balanced_sample_device_with(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
                               cudaStream_t stream, const sampler_knobs& knobs);
 
 }  // namespace pinfeed::ops::detail

@@ -25,22 +25,28 @@ struct one_hot_args {
 };
 /// Host reference. Throws std::invalid_argument naming the bad value (types, classes <= 0, nulls,
 /// labels or output not aligned to their element sizes).
-void one_hot(const one_hot_args& a);
+void one_hot_host(const one_hot_args& a);
 /// Device version, asynchronous on `stream`; the same checks, before launching anything.
 void one_hot_device(const one_hot_args& a, cudaStream_t stream);
 
 /// Bit planes: packed [count, pixels] uint8, bit b of a byte is map b (b = 0 least significant);
 /// planes [count, 8, pixels] uint8 holding 0 or 1.
-struct bit_planes_args {
+struct bit_planes_shape {
   std::size_t count = 0;   ///< images
   std::size_t pixels = 0;  ///< pixels per map (H * W)
 };
+/// What a pack or unpack call works on: `in` (packed for unpack, planes for pack) into `out`.
+struct bit_planes_args {
+  const std::uint8_t* in = nullptr;
+  std::uint8_t* out = nullptr;
+  bit_planes_shape shape;
+};
 /// packed -> planes. Host reference; throws std::invalid_argument on null pointers.
-void unpack_bits(const std::uint8_t* packed, std::uint8_t* planes, bit_planes_args shape);
+void unpack_bits_host(const bit_planes_args& a);
 /// planes -> packed; any nonzero plane value counts as 1.
-void pack_bits(const std::uint8_t* planes, std::uint8_t* packed, bit_planes_args shape);
+void pack_bits_host(const bit_planes_args& a);
 /// Device versions, asynchronous on `stream`.
-void unpack_bits_device(const std::uint8_t* d_packed, std::uint8_t* d_planes, bit_planes_args shape, cudaStream_t stream);
-void pack_bits_device(const std::uint8_t* d_planes, std::uint8_t* d_packed, bit_planes_args shape, cudaStream_t stream);
+void unpack_bits_device(const bit_planes_args& a, cudaStream_t stream);
+void pack_bits_device(const bit_planes_args& a, cudaStream_t stream);
 
 }  // namespace pinfeed::ops

@@ -38,16 +38,23 @@ struct image_batch_shape {
   [[nodiscard]] std::size_t pixels() const noexcept { return batch * height * width; }
 };
 
+/// What a normalize call works on: `shape.batch` uint8 HWC images at `in`, written as CHW to `out`
+/// (host pointers for the host version, device pointers for the device one).
+struct normalize_args {
+  const std::uint8_t* in = nullptr;
+  void* out = nullptr;
+  image_batch_shape shape;
+};
+
 /// Host reference, parallel over images with TBB. Throws std::invalid_argument for null pointers
 /// with a non-empty shape, a std that is not positive, an unsupported output type, or an output
 /// not aligned to its element size (4 bytes for float32, 2 for float16 and bfloat16).
-void normalize_hwc_to_chw(const std::uint8_t* in, void* out, image_batch_shape shape, const normalize_params& params);
+void normalize_hwc_to_chw_host(const normalize_args& a, const normalize_params& params);
 
 /// The same on the device, asynchronous on `stream` (no host synchronization, capturable in a graph).
 /// Throws std::invalid_argument before launching anything on bad arguments (the host version's),
 /// cuda_error on launch failure.
-void normalize_hwc_to_chw_device(const std::uint8_t* d_in, void* d_out, image_batch_shape shape,
-                                 const normalize_params& params, cudaStream_t stream);
+void normalize_hwc_to_chw_device(const normalize_args& a, const normalize_params& params, cudaStream_t stream);
 
 /// The bits of a float (host and device).
 PINFEED_HD std::uint32_t float_bits(float f) {

@@ -77,7 +77,7 @@ void validate(const sampler_args& a, const sampler_params& p);
 
 /// Host implementation (the reference): rows in parallel with TBB. Host pointers. Throws
 /// std::invalid_argument before touching any output on bad input.
-void balanced_sample_cpu(const sampler_args& a, const sampler_params& p);
+void balanced_sample_host(const sampler_args& a, const sampler_params& p);
 
 /// Device implementation, CUB-style two-phase: with d_temp == nullptr only sets temp_bytes (the
 /// pointers may still be null then); then call again with a buffer of that size. Limits: rows up to
@@ -99,10 +99,10 @@ void balanced_sample_cpu(const sampler_args& a, const sampler_params& p);
 /// throws std::runtime_error naming the row. The word is per device and process: the exception
 /// says that some call on the device went wrong, not which one. Throws std::invalid_argument before launching anything on bad input, cuda_error on
 /// launch failure.
-void balanced_sample_gpu(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
-                         cudaStream_t stream);
+void balanced_sample_device(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
+                            cudaStream_t stream);
 
-/// Throws std::runtime_error if a balanced_sample_gpu call on the current device, completed since
+/// Throws std::runtime_error if a balanced_sample_device call on the current device, completed since
 /// the last check, found its state inconsistent (see above). Reads host memory only: it does not
 /// synchronize, so synchronize the stream first to include the calls still in flight.
 void check_sampler_faults();

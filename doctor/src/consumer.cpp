@@ -31,7 +31,8 @@ void batch_consumer::operator()(const step_batch& b) {
     ops::image_batch_shape s = shape_;
     s.batch = b.size;
     const auto* pixels = static_cast<const std::uint8_t*>(b.fields[0].data);
-    if (b.fields[0].location.is_cuda()) ops::normalize_hwc_to_chw_device({pixels, device_out_.data(), s}, *o_.tail, b.stream);
+    if (b.fields[0].location.is_cuda())
+      ops::normalize_hwc_to_chw_device({pixels, device_out_.data(), s}, *o_.tail, b.stream);
     else ops::normalize_hwc_to_chw_host({pixels, host_out_.data(), s}, *o_.tail);
   }
   if (o_.step) {

@@ -17,10 +17,11 @@ int main() {
   if (loader.device().is_cuda()) device_out = pinfeed::device_buffer(host_out.size() * sizeof(float));
   auto step = [&](const pinfeed::tensor_view& images, std::size_t n, cudaStream_t stream) {
     const pinfeed::ops::image_batch_shape s{n, 64, 64};
+    const auto* pixels = static_cast<const std::uint8_t*>(images.data);
     if (images.location.is_cuda())
-      pinfeed::ops::normalize_hwc_to_chw_device({static_cast<const std::uint8_t*>(images.data), reinterpret_cast<float*>(device_out.data()), s}, {}, stream);
+      pinfeed::ops::normalize_hwc_to_chw_device({pixels, device_out.data(), s}, {}, stream);
     else
-      pinfeed::ops::normalize_hwc_to_chw_host({static_cast<const std::uint8_t*>(images.data), host_out.data(), s}, {});
+      pinfeed::ops::normalize_hwc_to_chw_host({pixels, host_out.data(), s}, {});
   };
 
   std::size_t samples = 0;

@@ -377,7 +377,8 @@ void pipeline_source::run_steps(sample& s, image_view cur, bool window_only, std
     }
   }
   if (host_tail_) {
-    ops::normalize_hwc_to_chw_host({cur.as<std::uint8_t>(), slot_image, {1, static_cast<std::size_t>(cur.spec.height), static_cast<std::size_t>(cur.spec.width)}}, *host_tail_);
+    const ops::image_batch_shape one{1, static_cast<std::size_t>(cur.spec.height), static_cast<std::size_t>(cur.spec.width)};
+    ops::normalize_hwc_to_chw_host({cur.as<std::uint8_t>(), slot_image, one}, *host_tail_);
   } else if (steps.empty()) {
     if (cur.spec.bytes() != fields_[0].bytes())
       throw sample_error(s.index(), "read", s.origin(), "image size differs from the declared shape");

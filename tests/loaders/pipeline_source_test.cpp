@@ -49,7 +49,9 @@ TEST_CASE("pipeline_source.the_articles_pipeline_host_and_device_tail_agree") {
     REQUIRE(bs);
     CHECK(bh->indices()[0] == bs->indices()[0]);
     // Finishing the uint8 batch with the (host twin of the) device op gives the host pipeline's bits.
-    ops::normalize_hwc_to_chw_host({static_cast<const std::uint8_t*>(bs->field("image").data), finished.data(), {bs->size(), 32, 32}}, *split->tail_params());
+    ops::normalize_hwc_to_chw_host(
+        {static_cast<const std::uint8_t*>(bs->field("image").data), finished.data(), {bs->size(), 32, 32}},
+        *split->tail_params());
     CHECK(std::memcmp(finished.data(), bh->field("image").data, bs->size() * 3 * 32 * 32 * 4) == 0);
     CHECK(std::memcmp(bh->field("label").data, bs->field("label").data, bs->size() * 8) == 0);
   }
@@ -110,7 +112,10 @@ TEST_CASE("pipeline_source.in_place_steps_give_the_step_by_step_result") {
         if (f.type == dtype::f32) {  // the fused host tail, CHW float
           const auto tail = fused_tail(steps);
           REQUIRE(tail.has_value());
-          ops::normalize_hwc_to_chw_host({reinterpret_cast<const std::uint8_t*>(cur.bytes.data()), expect.data(), {1, static_cast<std::size_t>(cur.spec.height), static_cast<std::size_t>(cur.spec.width)}}, *tail);
+          const ops::image_batch_shape one{1, static_cast<std::size_t>(cur.spec.height),
+                                           static_cast<std::size_t>(cur.spec.width)};
+          ops::normalize_hwc_to_chw_host({reinterpret_cast<const std::uint8_t*>(cur.bytes.data()), expect.data(), one},
+                                         *tail);
         } else {
           REQUIRE(cur.bytes.size() == bytes);
           expect = cur.bytes;

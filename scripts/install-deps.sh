@@ -22,6 +22,7 @@ packages=("$@")
   libexpat1-dev         # remote shards: S3 listings (XML)
   python3-jsonschema    # tests: the doctor's JSON report against its published schema
   nginx-light           # tests: a loopback HTTP server for the remote shards
+  universal-ctags       # tests: the size limits of the sources (scripts/check-sizes.py)
 )
 
 missing=()

@@ -32,15 +32,24 @@ inline void write_bytes(const std::filesystem::path& p, const std::vector<std::b
   REQUIRE(out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size())));
 }
 
-/// `count` JPEGs a.jpg, b.jpg, ... in <root>/c, image i of size (height + i * grow) x width; their
-/// listing as an image folder.
+/// The name of file i of `count`: letters a-z, as many as `count` needs (a..z for up to 26, then
+/// aa, ab, ...), so that the names sort in the order of i.
+inline std::string letters_name(int i, int count) {
+  int width = 1;
+  for (long long n = 26; n < count; n *= 26) ++width;
+  std::string name(static_cast<std::size_t>(width), 'a');
+  for (int k = width - 1; k >= 0; --k, i /= 26) name[static_cast<std::size_t>(k)] = static_cast<char>('a' + i % 26);
+  return name;
+}
+
+/// `count` JPEGs a.jpg, b.jpg, ... (letters_name) in <root>/c, image i of size (height + i * grow) x
+/// width; their listing as an image folder.
 inline std::vector<loaders::image_file> jpeg_class_folder(const std::filesystem::path& root, int count, int height,
                                                           int grow, int width) {
   std::filesystem::create_directories(root / "c");
   for (int i = 0; i < count; ++i) {
     const int h = height + grow * i;
-    write_bytes(root / "c" / (std::string(1, static_cast<char>('a' + i)) + ".jpg"),
-                loaders::encode_jpeg(picture_rgb(h, width, i), width, h));
+    write_bytes(root / "c" / (letters_name(i, count) + ".jpg"), loaders::encode_jpeg(picture_rgb(h, width, i), width, h));
   }
   return loaders::list_image_folder(root.string()).files;
 }

@@ -473,3 +473,16 @@ TEST_CASE("image_files.jpeg_window_decoding_in_the_pipeline") {
   }
 }
 
+
+TEST_CASE("image_files.a_folder_of_many_files_lists_in_their_order") {
+  // More files than letters: the names grow a letter (aa, ab, ...) and still sort in file order.
+  temp_dir d;
+  const auto files = jpeg_class_folder(d.path, 60, 8, 0, 8);
+  REQUIRE(files.size() == 60);
+  CHECK(fs::path(files.front().path).filename() == "aa.jpg");
+  CHECK(fs::path(files[27].path).filename() == "bb.jpg");
+  CHECK(fs::path(files.back().path).filename() == "ch.jpg");
+  CHECK(pinfeed::test::letters_name(0, 26) == "a");
+  CHECK(pinfeed::test::letters_name(25, 26) == "z");
+  CHECK(pinfeed::test::letters_name(26, 27 * 26) == "aba");
+}

@@ -1,6 +1,7 @@
 // The index cache's files (loaders/src/remote/index_cache.hpp): no network.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "pinfeed/runtime/checksum.hpp"
+#include "remote/blob.hpp"
 #include "remote/index_cache.hpp"
 #include "test_util.hpp"
 
@@ -59,4 +61,23 @@ TEST_CASE("remote.index_cache.stale_temporaries_go_and_bad_directories_are_named
   const std::string bad = (dir.path / "file" / "idx").string();
   const std::string expected = "index cache directory '" + bad + "' cannot be made";
   CHECK_THROWS_WITH_AS(remote::index_cache{bad}, doctest::Contains(expected.c_str()), std::invalid_argument);
+}
+
+TEST_CASE("remote.blob.in_memory_or_in_an_unlinked_mapped_file") {
+  std::vector<std::byte> bytes(10000);
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(i * 7);
+  const remote::blob memory(bytes, "", 3);
+  CHECK_FALSE(memory.mapped());
+  CHECK(std::equal(memory.bytes().begin(), memory.bytes().end(), bytes.begin(), bytes.end()));
+  pinfeed::test::temp_dir dir;
+  {
+    const remote::blob file(bytes, dir.path.string(), 3);
+    CHECK(file.mapped());
+    CHECK(std::equal(file.bytes().begin(), file.bytes().end(), bytes.begin(), bytes.end()));
+    CHECK(fs::is_empty(dir.path));  // unlinked as soon as made: nothing to clean up, ever
+  }
+  const remote::blob empty(std::vector<std::byte>{}, dir.path.string(), 4);
+  CHECK(empty.bytes().empty());
+  CHECK_THROWS_WITH_AS(remote::blob(bytes, (dir.path / "missing" / "dir").string(), 5),
+                       doctest::Contains("cannot make a cache file in"), std::runtime_error);
 }

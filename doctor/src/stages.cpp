@@ -57,6 +57,7 @@ class slow_storage_reader final : public image_reader {
   std::shared_ptr<const sample_groups> groups() const override { return base_->groups(); }
   loaders::storage_kind storage() const override { return base_->storage(); }
   std::optional<loaders::remote_counters> fetch_counters() const override { return base_->fetch_counters(); }
+  std::vector<memory_use> memory() const override { return base_->memory(); }
   read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) override {
     const read_result r = base_->read(s, image, plan);
     wait(r.stored_bytes);
@@ -216,6 +217,7 @@ class cached_reader final : public image_reader {
   bool stores_encoded() const override { return raw_; }
   loaders::storage_kind storage() const override { return base_->storage(); }
   std::optional<loaders::remote_counters> fetch_counters() const override { return base_->fetch_counters(); }
+  std::vector<memory_use> memory() const override { return base_->memory(); }
 
   read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) override {
     const entry& e = filled(s);

@@ -1,6 +1,8 @@
 #include "pinfeed/runtime/loader.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <atomic>
 #include <cstdio>
 #include <condition_variable>
@@ -31,6 +33,61 @@ constexpr std::size_t kFieldAlign = 256;  // every field starts on a 256-byte bo
 
 }  // namespace
 
+std::string format_bytes(std::uint64_t bytes) {
+  char text[64];
+  if (bytes >= (std::uint64_t{1} << 30)) std::snprintf(text, sizeof text, "%.2f GiB", static_cast<double>(bytes) / (1 << 30));
+  else if (bytes >= (std::uint64_t{1} << 20)) std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  else if (bytes >= 1024) std::snprintf(text, sizeof text, "%.1f KiB", static_cast<double>(bytes) / 1024);
+  else std::snprintf(text, sizeof text, "%llu bytes", static_cast<unsigned long long>(bytes));
+  return text;
+}
+
+std::uint64_t parse_bytes(std::string_view text) {
+  const auto bad = [&] {
+    return std::invalid_argument("'" + std::string(text) +
+                                 "' is not a size: give bytes, or a number with B, KB, MB, GB, TB or KiB, MiB, GiB, TiB");
+  };
+  std::size_t at = 0;
+  while (at < text.size() && (std::isdigit(static_cast<unsigned char>(text[at])) || text[at] == '.')) ++at;
+  if (at == 0) throw bad();
+  double number = 0;
+  try {
+    std::size_t used = 0;
+    number = std::stod(std::string(text.substr(0, at)), &used);
+    if (used != at) throw bad();
+  } catch (const std::logic_error&) {
+    throw bad();
+  }
+  std::string unit(text.substr(at));
+  while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
+  for (auto& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1},       {"b", 1},         {"kb", 1e3},         {"mb", 1e6},         {"gb", 1e9},         {"tb", 1e12},
+      {"kib", 1024}, {"mib", 1048576}, {"gib", 1073741824}, {"tib", 1099511627776}, {"k", 1024}, {"m", 1048576},
+      {"g", 1073741824}};
+  for (const auto& [name, scale] : kUnits)
+    if (unit == name) {
+      const double bytes = number * scale;
+      if (!(bytes < 1.8e19)) throw bad();
+      return static_cast<std::uint64_t>(bytes);
+    }
+  throw bad();
+}
+
+namespace {
+void check_memory_budget(const std::vector<memory_use>& parts, std::uint64_t budget, const std::string& options_used) {
+  std::uint64_t total = 0;
+  std::string list;
+  for (const auto& p : parts) {
+    total = p.bytes > ~std::uint64_t{0} - total ? ~std::uint64_t{0} : total + p.bytes;
+    list += (list.empty() ? "" : ", ") + p.consumer + " " + format_bytes(p.bytes);
+  }
+  if (total > budget)
+    throw std::invalid_argument("loader: the memory budget of " + format_bytes(budget) + " is too small for " + list +
+                                " (" + format_bytes(total) + " in all; " + options_used + ")");
+}
+}  // namespace
+
 void validate(const loader_options& o) {
   if (o.batch_size == 0) throw std::invalid_argument("loader option batch_size must be positive, got 0");
   if (o.prefetch == 0) throw std::invalid_argument("loader option prefetch must be at least 1, got 0");
@@ -38,6 +95,11 @@ void validate(const loader_options& o) {
     throw std::invalid_argument("loader option max_batches_in_use must be at least 1, got 0");
   if (o.workers > 1024)
     throw std::invalid_argument("loader option workers must be at most 1024, got " + std::to_string(o.workers));
+  if (o.memory_budget && *o.memory_budget == 0)
+    throw std::invalid_argument("loader option memory_budget must be positive bytes, got 0");
+  if (const std::size_t phys = physical_memory_bytes(); o.memory_budget && phys > 0 && *o.memory_budget > phys)
+    throw std::invalid_argument("loader option memory_budget " + format_bytes(*o.memory_budget) +
+                                " is more than this machine's memory (" + format_bytes(phys) + ")");
   if (o.prefetch + o.max_batches_in_use > 4096)
     throw std::invalid_argument("loader options prefetch + max_batches_in_use must be at most 4096, got " +
                                 std::to_string(o.prefetch + o.max_batches_in_use));
@@ -45,7 +107,8 @@ void validate(const loader_options& o) {
 
 namespace detail {
 
-loader_core::loader_core(const loader_options& o, std::vector<field_spec> f, device_choice d)
+loader_core::loader_core(const loader_options& o, std::vector<field_spec> f, device_choice d,
+                         const std::vector<memory_use>& source_memory)
     : options(o), fields(std::move(f)), dev(d), ring(o.prefetch + o.max_batches_in_use) {
   // Sizes driven by the options, checked before anything is allocated: an overflow or a request
   // beyond the machine's memory is an error naming the options, not a std::bad_alloc.
@@ -81,6 +144,12 @@ loader_core::loader_core(const loader_options& o, std::vector<field_spec> f, dev
   if (phys > 0 && host_need > phys)
     too_big("the slots need " + std::to_string(host_need) + " bytes of host memory (" + std::to_string(slots) +
             " x " + std::to_string(slot_bytes) + " + indices), more than this machine's " + std::to_string(phys));
+  if (o.memory_budget) {
+    std::vector<memory_use> parts{{dev.is_cuda() ? "pinned host slots" : "host slots", host_need}};
+    if (dev.is_cuda()) parts.push_back({"device slots", total});
+    parts.insert(parts.end(), source_memory.begin(), source_memory.end());
+    check_memory_budget(parts, *o.memory_budget, options_used);
+  }
   meta.reset(new slot_meta[slots]);
   for (std::size_t s = 0; s < slots; ++s) meta[s].indices.resize(o.batch_size);
   if (o.trace) trace = std::make_unique<trace_recorder>(o.trace_max_events);
@@ -290,7 +359,8 @@ loader::impl::impl(std::shared_ptr<source> s, loader_options o)
   if (o.after_copy && !dev.is_cuda())
     throw std::invalid_argument("loader option after_copy hooks the host-to-device copy, but batches stay on the " +
                                 dev.to_string() + ": nothing is copied");
-  core = std::make_shared<detail::loader_core>(o, std::move(fields), dev);
+  core = std::make_shared<detail::loader_core>(o, std::move(fields), dev,
+                                              o.memory_budget ? src->memory() : std::vector<memory_use>{});
   arena.initialize();
   epoch = o.epoch;
 }

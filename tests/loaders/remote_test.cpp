@@ -979,3 +979,36 @@ TEST_CASE("remote.a_bad_sidecar_index_is_named") {
   CHECK(remote_stats(*remote).sidecars == set.names.size() - 1);
   CHECK(checksums(remote) == checksums(make_shard_reader(set.local)));
 }
+
+TEST_CASE("remote.a_loader_budget_counts_the_shard_cache_or_the_read_ahead") {
+  served_shards served;
+  if (!served) return;
+  const no_proxies clean;
+  const auto& set = served.set;
+  const std::string base = served.server->url();
+  const auto loader_over = [](const std::shared_ptr<image_reader>& reader, std::uint64_t budget) {
+    loader_options o = test::cpu_loader(5, 2, 7);
+    o.memory_budget = budget;
+    return loader(std::make_shared<pipeline_source>(reader, parse_pipeline("rrc(16),hflip")), o);
+  };
+  // Whole shards: the cache's cap is the reader's part, named with the option that sets it.
+  remote_options ro = quick();
+  ro.cache_bytes = 64u << 20;
+  const auto whole = make_remote_shard_reader(urls(base, set), {}, ro);
+  REQUIRE(whole->memory().size() == 1);
+  CHECK(whole->memory()[0].bytes == ro.cache_bytes);
+  CHECK_THROWS_WITH_AS(loader_over(whole, 32u << 20),
+                       doctest::Contains("shard cache (remote shards, remote_options::cache_bytes) 64.0 MiB"),
+                       std::invalid_argument);
+  auto fits = loader_over(whole, 96u << 20);
+  CHECK(fits.next());
+  // Range reads: the read-ahead's answers (at most four read-aheads of the mean sample).
+  shard_options ranged;
+  ranged.window_shards = 0;
+  const auto range = make_remote_shard_reader(urls(base, set), ranged, quick());
+  REQUIRE(range->memory().size() == 1);
+  CHECK(range->memory()[0].consumer == "read-ahead (remote shards, range reads)");
+  CHECK(range->memory()[0].bytes > 0);
+  CHECK(range->memory()[0].bytes < (1u << 20));  // read_ahead 8 of samples of about 1 KiB
+  CHECK(loader_over(range, 16u << 20).next());
+}

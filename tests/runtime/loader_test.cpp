@@ -612,3 +612,48 @@ TEST_CASE("loader.oversized_options_name_the_options_not_bad_alloc") {
       make_source(16, {{"x", dtype::f64, {std::int64_t{1} << 40, std::int64_t{1} << 40}}}, [](sample&) {}),
       doctest::Contains("too large"), std::invalid_argument);
 }
+
+TEST_CASE("loader.memory_budget_counts_the_slots_and_what_the_source_holds") {
+  // A source that holds 3 MiB of its own (a cache, say) besides the loader's slots.
+  struct holding_source final : source {
+    std::uint64_t size() const override { return 64; }
+    std::vector<field_spec> fields() const override { return reference_fields(); }
+    void produce(sample& s) override { produce_reference(s); }
+    std::vector<memory_use> memory() const override { return {{"test cache", 3u << 20}}; }
+  };
+  const auto src = std::make_shared<holding_source>();
+  loader_options o = cpu_options(8, 1);
+  o.memory_budget = 3u << 20;  // the cache alone fills it: the slots do not fit
+  try {
+    loader l(src, o);
+    FAIL("a loader over its memory budget was made");
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    CHECK(what.find("the memory budget of 3.0 MiB is too small for host slots") != std::string::npos);
+    CHECK(what.find("test cache 3.0 MiB") != std::string::npos);
+    CHECK(what.find("batch_size 8") != std::string::npos);
+  }
+  o.memory_budget = 16u << 20;
+  loader fits(src, o);
+  CHECK(fits.next());
+  o.memory_budget = 0;
+  CHECK_THROWS_WITH_AS(loader(src, o), doctest::Contains("memory_budget must be positive"), std::invalid_argument);
+  o.memory_budget = std::uint64_t{1} << 62;
+  CHECK_THROWS_WITH_AS(loader(src, o), doctest::Contains("more than this machine's memory"), std::invalid_argument);
+}
+
+TEST_CASE("loader.sizes_are_parsed_and_printed") {
+  CHECK(parse_bytes("4096") == 4096);
+  CHECK(parse_bytes("8GiB") == (std::uint64_t{8} << 30));
+  CHECK(parse_bytes("512 MiB") == (std::uint64_t{512} << 20));
+  CHECK(parse_bytes("1.5GB") == 1500000000u);
+  CHECK(parse_bytes("2k") == 2048);
+  CHECK(parse_bytes("1KB") == 1000);
+  for (const char* bad : {"", "GiB", "-1GiB", "8 gigs", "1.2.3MB", "1e3", "99999999999TiB"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH_AS(parse_bytes(bad), doctest::Contains("is not a size"), std::invalid_argument);
+  }
+  CHECK(format_bytes(512) == "512 bytes");
+  CHECK(format_bytes(3u << 20) == "3.0 MiB");
+  CHECK(format_bytes(std::uint64_t{3} << 30) == "3.00 GiB");
+}

@@ -37,6 +37,10 @@ assert levels[0] == 'scalar' and len(levels) == len(set(levels)) >= 1, levels
 assert all(r['cpu'] and r['compiler'] and r['build_type'] for r in b), b
 "
 expect_error "run --batch far too large names the option and the bytes" "batch_size 100000000" run --device cpu --samples 10 --batch 100000000
+expect_error "run --memory-budget too small names each part and the budget" "the memory budget of 1000 bytes is too small for host slots" run --device cpu --samples 64 --limit 1 --memory-budget 1KB
+expect_error "run --memory-budget that is no size quotes it" "'8 gigs' is not a size" run --device cpu --samples 64 --limit 1 --memory-budget "8 gigs"
+expect_error "run --memory-budget above the machine names both" "is more than this machine's memory" run --device cpu --samples 64 --limit 1 --memory-budget 1000TiB
+check "run --memory-budget that fits runs" "$pf" run --device cpu --samples 64 --height 64 --width 64 --limit 1 --memory-budget 64MiB
 expect_error "bench sampler --simd rejects an unknown level" "not one of scalar, avx2, avx512" bench sampler --device cpu --sizes 100 --simd sse9
 
 small=(--samples 96 --height 32 --width 40 --batch 16 --device cpu)

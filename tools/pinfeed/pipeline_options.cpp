@@ -82,6 +82,13 @@ loader_options make_loader_options(const run_args& a, const device_choice& dev) 
   o.device = dev.to_string();
   o.seed = a.seed;
   o.trace = !a.trace.empty();
+  if (!a.memory_budget.empty()) {
+    try {
+      o.memory_budget = parse_bytes(a.memory_budget);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("--memory-budget ") + e.what());
+    }
+  }
   o.order = {a.shuffle, a.rank, a.world, a.drop_remainder};
   if (a.copy_bandwidth_mb_s > 0) {
     if (!dev.is_cuda())
@@ -119,6 +126,9 @@ void add_pipeline_options(CLI::App* app, run_args& a) {
                   "remote shards: requests running at once (the next samples of the order are read ahead). Default: "
                   "64, and for range reads as many as the latency needs, up to 1024")
       ->check(CLI::Range(std::size_t{1}, loaders::kMaxRequestsInFlight));
+  app->add_option("--memory-budget", a.memory_budget,
+                  "the most memory the loader and its source may hold (slots, caches, read-ahead), e.g. 8GiB; "
+                  "more fails before the first batch, naming each part");
   app->add_option("--latency-ms", a.latency_ms, "emulate slow storage: added latency per read")->check(CLI::NonNegativeNumber);
   app->add_option("--bandwidth-mb-s", a.bandwidth_mb_s, "emulate slow storage: shared read bandwidth cap (0: none)")
       ->check(CLI::NonNegativeNumber);

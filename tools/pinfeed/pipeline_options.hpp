@@ -32,6 +32,7 @@ struct run_args {
   std::int64_t shard_window = -1;  ///< -1: the reader's default (local: 0; remote: whole shards)
   double remote_cache_mb = 1024;
   std::string remote_cache_dir, remote_index_cache;
+  std::string memory_budget;  ///< a size (parse_bytes), empty: none
   std::int64_t max_pixels = std::int64_t{1} << 28;
   double max_bad_fraction = 0.0;
   double latency_ms = 0, bandwidth_mb_s = 0, step_ms = 0, copy_bandwidth_mb_s = 0;

@@ -39,6 +39,8 @@ class in_flight_controller {
                                                    const std::function<bool()>& take_held_back);
 
   [[nodiscard]] std::size_t ceiling() const noexcept { return ceiling_; }
+  /// The most it ever takes.
+  [[nodiscard]] std::size_t most() const noexcept { return most_; }
 
  private:
   std::optional<std::size_t> judge_window(double rate, double latency, std::size_t cap, bool held_back);

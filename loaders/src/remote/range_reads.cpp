@@ -110,6 +110,17 @@ void range_reads::remember_taken(std::uint64_t id, std::uint64_t pass) {
   }
 }
 
+memory_use range_reads::memory() const {
+  // The answers pending at once: up to four read-aheads of the deepest read-ahead (with the
+  // requests in flight adapting: kReadAheadBytes of samples at most), of the shards' mean sample.
+  std::uint64_t image_bytes = 0;
+  for (const auto& e : set_.entries()) image_bytes += e.image.size;
+  const std::uint64_t mean = std::max<std::uint64_t>(1, image_bytes / set_.entries().size());
+  const std::size_t in_flight = adapt_ ? adapt_->most() : set_.loop().cap();
+  const std::size_t depth = o_.read_ahead.value_or(std::max<std::size_t>(2 * in_flight, 2 * kMinRequestsInFlight));
+  return {"read-ahead (remote shards, range reads)", std::max<std::uint64_t>(4 * depth, 64) * mean};
+}
+
 void range_reads::add_counters(remote_counters& c) const {
   c.read_ahead_depth = depth_.load(std::memory_order_relaxed);
 }

@@ -53,6 +53,7 @@ class range_reads final : public fetch_strategy {
   std::span<const std::byte> fetch(sample& s, const detail::shard_sample& e, std::vector<std::byte>& storage,
                                    std::shared_ptr<const void>& held) override;
   void add_counters(remote_counters& c) const override;
+  [[nodiscard]] memory_use memory() const override;
   void stop() noexcept override {}
 
  private:

@@ -64,6 +64,8 @@ class remote_tar_reader final : public detail::tar_sample_reader {
     loop_->shutdown();  // every request ends (callbacks run) before the members they use go
   }
 
+  [[nodiscard]] std::vector<memory_use> memory() const override { return {strategy_->memory()}; }
+
   [[nodiscard]] std::optional<remote_counters> fetch_counters() const override {
     const request_counters& n = *counters_;
     remote_counters c;

@@ -89,6 +89,8 @@ class fetch_strategy {
                                            std::shared_ptr<const void>& held) = 0;
   /// Its share of the counters (cache size, window, requests in flight, read-ahead depth).
   virtual void add_counters(remote_counters& c) const = 0;
+  /// The most memory it holds (the shard cache, or the read-ahead's answers), named.
+  [[nodiscard]] virtual memory_use memory() const = 0;
   /// The reader is going: wake every read that waits. The transfer loop stops after this.
   virtual void stop() noexcept = 0;
 };

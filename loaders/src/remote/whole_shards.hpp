@@ -27,6 +27,9 @@ class whole_shards final : public fetch_strategy {
   std::span<const std::byte> fetch(sample& s, const detail::shard_sample& e, std::vector<std::byte>& storage,
                                    std::shared_ptr<const void>& held) override;
   void add_counters(remote_counters& c) const override;
+  [[nodiscard]] memory_use memory() const override {
+    return {"shard cache (remote shards, remote_options::cache_bytes)", o_.cache_bytes};
+  }
   void stop() noexcept override;
 
  private:

@@ -41,7 +41,10 @@ struct slot_meta {
 };
 
 struct loader_core {
-  loader_core(const loader_options& o, std::vector<field_spec> f, device_choice d);
+  /// Checks the sizes (and, with a memory budget, them and `source_memory` against it), then
+  /// allocates the slots.
+  loader_core(const loader_options& o, std::vector<field_spec> f, device_choice d,
+              const std::vector<memory_use>& source_memory);
   ~loader_core() { release_cuda(); }
   /// Finishes queued copies and consumer work, then destroys streams and events and frees memory,
   /// with the loader's device current (the caller's restored after).

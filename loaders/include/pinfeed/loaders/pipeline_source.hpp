@@ -78,6 +78,9 @@ class image_reader {
   [[nodiscard]] virtual std::shared_ptr<const sample_groups> groups() const { return nullptr; }
   /// Where the samples are stored. Default: storage_kind::other.
   [[nodiscard]] virtual storage_kind storage() const { return storage_kind::other; }
+  /// The memory it holds beyond one sample (a cache, a read-ahead), each part named (see
+  /// source::memory()). Default: none.
+  [[nodiscard]] virtual std::vector<memory_use> memory() const { return {}; }
   /// What its remote reads have cost so far; nullopt for a reader that makes none.
   [[nodiscard]] virtual std::optional<remote_counters> fetch_counters() const { return std::nullopt; }
 
@@ -134,6 +137,7 @@ class pipeline_source final : public source {
   std::string name() const override;
   std::string identity() const override { return reader_->identity(); }
   std::shared_ptr<const sample_groups> groups() const override { return reader_->groups(); }
+  std::vector<memory_use> memory() const override { return reader_->memory(); }
 
   /// The pointwise tail the consumer must run (device_tail mode; nullopt otherwise).
   [[nodiscard]] const std::optional<ops::normalize_params>& tail_params() const noexcept { return consumer_tail_; }

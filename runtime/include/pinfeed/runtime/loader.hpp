@@ -49,12 +49,24 @@ struct loader_options {
   /// none. Only with a GPU: on the CPU path nothing is copied and the loader refuses it. An
   /// exception it throws fails that batch.
   std::function<void(std::size_t bytes, cudaStream_t copy_stream)> after_copy;
+  /// The most bytes the loader and its source may hold: the host slots (pinned with a GPU), the
+  /// device slots and what the source reports (source::memory(): sample caches, a remote reader's
+  /// shard cache or read-ahead). A loader that would need more fails at construction with a
+  /// message naming each part's bytes and the budget; so does a budget above this machine's
+  /// memory. Unset: no budget.
+  std::optional<std::uint64_t> memory_budget;
   bool trace = false;                  ///< record stage spans for a Chrome trace
   std::size_t trace_max_events = 1u << 20;
 };
 
 /// Throws std::invalid_argument naming the option and value when `o` is unusable.
 void validate(const loader_options& o);
+
+/// "1.50 GiB", "12.0 MiB", "512 bytes": a size as messages print it.
+[[nodiscard]] std::string format_bytes(std::uint64_t bytes);
+/// "8GiB", "512 MiB", "1.5GB", "4096": bytes (B, KB, MB, GB, TB are powers of 1000; KiB, MiB, GiB,
+/// TiB and K, M, G powers of 1024; case ignored). Throws std::invalid_argument quoting the text.
+[[nodiscard]] std::uint64_t parse_bytes(std::string_view text);
 
 /// Loads batches from a source. Delivery is strictly in order; batch contents are a pure function
 /// of (source, seed, epoch, batch index), whatever the worker count or timing.

@@ -175,6 +175,13 @@ class sample {
   std::uint64_t pass_ = 0;
 };
 
+/// Memory that a part of a pipeline holds while a loader runs: for the loader's memory budget
+/// (loader_options::memory_budget), which also counts its own slots.
+struct memory_use {
+  std::string consumer;     ///< what holds it, as the budget's message names it
+  std::uint64_t bytes = 0;  ///< the most it holds
+};
+
 /// A dataset of `size()` samples with the fields `fields()`.
 class source {
  public:
@@ -196,6 +203,9 @@ class source {
   /// loader that shuffles and was given no groups takes these. Default: none (an exact global
   /// shuffle).
   [[nodiscard]] virtual std::shared_ptr<const sample_groups> groups() const { return nullptr; }
+  /// The memory it holds beyond the loader's slots (caches, read-ahead), each part named. Default:
+  /// none.
+  [[nodiscard]] virtual std::vector<memory_use> memory() const { return {}; }
 };
 
 /// Wraps any callable `void(sample&)` as a source of `size` samples with `fields`.

@@ -3,42 +3,24 @@
 
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <map>
-#include <set>
-#include <new>
-#include <type_traits>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
-#include <turbojpeg.h>
-#include <unistd.h>
 
-#include "pinfeed/loaders/decode.hpp"
-#include "pinfeed/loaders/image_files.hpp"
-#include "pinfeed/loaders/transforms.hpp"
-#include "pinfeed/loaders/pipeline_source.hpp"
-#include "pinfeed/runtime/epoch_order.hpp"
-#include "pinfeed/runtime/error.hpp"
 #include "codec_fixtures.hpp"
-#include "image_fixtures.hpp"
-#include "test_util.hpp"
-#include "pinfeed/runtime/loader.hpp"
+#include "pinfeed/loaders/decode.hpp"
+#include "pinfeed/loaders/transforms.hpp"
 
-namespace fs = std::filesystem;
 using namespace pinfeed;
 using namespace pinfeed::loaders;
-using pinfeed::test::jpeg_class_folder;
-using pinfeed::test::temp_dir;
-using pinfeed::test::write_bytes;
 using pinfeed::test::encode;
-using pinfeed::test::picture;
-
 using pinfeed::test::encode_cmyk_jpeg;
 using pinfeed::test::max_abs_diff;
+using pinfeed::test::picture;
 using pinfeed::test::reference_rgb;
 
 TEST_CASE("decode.formats_match_a_reference_decode") {

@@ -211,13 +211,24 @@ class cached_reader final : public image_reader {
   image_spec image_shape() const override { return shape_; }
   std::vector<field_spec> extra_fields() const override { return base_->extra_fields(); }
   std::string name() const override {
-    const std::string what = raw_ ? "stored bytes" : before_.empty() ? "decoded images" : "images after " + before_.to_string();
-    return base_->name() + " (a pool of " + std::to_string(entries_.size()) + " cached " + what + ")";
+    return base_->name() + " (a pool of " + std::to_string(entries_.size()) + " cached " + cached_what() + ")";
+  }
+  [[nodiscard]] std::string cached_what() const {
+    return raw_ ? "stored bytes" : before_.empty() ? "decoded images" : "images after " + before_.to_string();
   }
   bool stores_encoded() const override { return raw_; }
   loaders::storage_kind storage() const override { return base_->storage(); }
   std::optional<loaders::remote_counters> fetch_counters() const override { return base_->fetch_counters(); }
-  std::vector<memory_use> memory() const override { return base_->memory(); }
+  /// The base's, and the pool: its entries' bytes where their size is known (fixed images), else
+  /// its budget (sample_cache::max_bytes, or half of the machine's memory).
+  std::vector<memory_use> memory() const override {
+    auto out = base_->memory();
+    const bool known = !raw_ && shape_.fixed();
+    out.push_back({"sample cache (a pool of " + std::to_string(entries_.size()) + " cached " + cached_what() +
+                       (known ? ")" : ", at most its max_bytes)"),
+                   known ? entries_.size() * shape_.bytes() : entries_.budget()});
+    return out;
+  }
 
   read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) override {
     const entry& e = filled(s);
@@ -331,6 +342,13 @@ class pooled_source final : public source {
   std::uint64_t size() const override { return base_->size(); }
   std::vector<field_spec> fields() const override { return fields_; }
   std::string name() const override { return base_->name() + " (a pool of " + std::to_string(entries_.size()) + " finished samples)"; }
+  std::vector<memory_use> memory() const override {
+    auto out = base_->memory();
+    std::uint64_t bytes = 0;
+    for (const auto& f : fields_) bytes += f.bytes();
+    out.push_back({"sample cache (a pool of " + std::to_string(entries_.size()) + " finished samples)", bytes * entries_.size()});
+    return out;
+  }
   void produce(sample& s) override {
     auto& slot = entries_.get(s.index(), [&](entry& e, std::uint64_t p) {
       std::vector<std::byte*> buffers;

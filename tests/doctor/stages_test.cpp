@@ -205,3 +205,28 @@ TEST_CASE("stages.copy_throttle_and_step_arguments") {
   CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(20));
   busy_kernel_ms(0.0, nullptr);  // nothing to do: no launch, no error, with or without a GPU
 }
+
+TEST_CASE("stages.cache_pools_count_in_a_loader_memory_budget") {
+  // A pool of known entries counts their bytes; stored bytes of varying size count the pool's cap.
+  auto synthetic = make_reader_from_source(make_synthetic_source({64, 32, 32, 10}));
+  auto full = std::make_shared<pipeline_source>(synthetic, parse_pipeline("crop(32)"));
+  const auto pooled = make_pooled_source(full, 16, 0);
+  REQUIRE(pooled->memory().size() == 1);
+  CHECK(pooled->memory()[0].consumer == "sample cache (a pool of 16 finished samples)");
+  CHECK(pooled->memory()[0].bytes == 16u * (32 * 32 * 3 + 8));
+  const auto decoded = make_cached_reader(synthetic, cache_stage::decoded, 16);
+  REQUIRE(decoded->memory().size() == 1);
+  CHECK(decoded->memory()[0].consumer == "sample cache (a pool of 16 cached decoded images)");
+  CHECK(decoded->memory()[0].bytes == 16u * 32 * 32 * 3);
+  temp_dir d;
+  const auto files = test::jpeg_class_folder(d.path, 4, 40, 0, 40);
+  const auto raw = make_cached_reader(make_image_files_reader(files), cache_stage::raw, 4, {}, 1u << 20);
+  REQUIRE(raw->memory().size() == 1);
+  CHECK(raw->memory()[0].consumer == "sample cache (a pool of 4 cached stored bytes, at most its max_bytes)");
+  CHECK(raw->memory()[0].bytes == (1u << 20));
+  // A loader over the cached pipeline counts the pool with its slots.
+  loader_options o = pinfeed::test::cpu_loader(8, 1, 9);
+  o.memory_budget = 64u << 10;
+  CHECK_THROWS_WITH_AS(loader(make_cached_pipeline(full, {cache_stage::finished, 0, 16}).source, o),
+                       doctest::Contains("sample cache (a pool of 16 finished samples) 48.1 KiB"), std::invalid_argument);
+}

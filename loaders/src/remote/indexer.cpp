@@ -197,11 +197,11 @@ struct indexing {
 
 }  // namespace
 
-indexed_shards index_shards(transfer_loop& loop, const std::vector<location>& locations,
+indexed_shards index_shards(transfer_loop& loop, const std::vector<location>& locations, std::vector<endpoint> where,
                             const std::shared_ptr<const s3_credentials>& creds, const shard_options& so,
                             const remote_options& ro, std::uint64_t keep_bytes, request_counters& counters) {
   indexing ix{loop, locations, creds, so, ro, counters, {}, std::vector<samples_t>(locations.size())};
-  for (const auto& l : locations) ix.out.shards.push_back({resolve(l, creds), 0, {}});
+  for (auto& e : where) ix.out.shards.push_back({std::move(e), 0, {}});
   ix.out.kept.resize(locations.size());
   std::vector<std::uint32_t> rest = ix.from_sidecars();
   std::optional<index_cache> cache;

@@ -28,10 +28,11 @@ struct indexed_shards {
   std::uint64_t shard_bytes = 0;                  ///< the shards' total size
 };
 
-/// Indexes the shards at `locations` with the requests of `loop`. `keep_bytes`: how many bytes of
+/// Indexes the shards at `locations` (resolved to `where`) with the requests of `loop`. `keep_bytes`: how many bytes of
 /// scanned shards may be kept whole for the cache (0: none; range reads). Throws
 /// std::invalid_argument for shards without samples, fatal_error for a transport failure.
 [[nodiscard]] indexed_shards index_shards(transfer_loop& loop, const std::vector<location>& locations,
+                                          std::vector<endpoint> where,
                                           const std::shared_ptr<const s3_credentials>& creds, const shard_options& so,
                                           const remote_options& ro, std::uint64_t keep_bytes, request_counters& counters);
 

@@ -34,6 +34,15 @@ std::string scheme_of(std::string_view l) {
 
 bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
+/// What may be printed of `text`, parsed into `u`: rebuilt from the parts (scheme, host, port,
+/// path), so that no spelling of user information or query survives.
+std::string shown_from(CURLU* u, std::string_view text) {
+  const std::string port = url_part(u, CURLUPART_PORT), path = url_part(u, CURLUPART_PATH);
+  std::string out = url_part(u, CURLUPART_SCHEME) + "://" + url_part(u, CURLUPART_HOST) + (port.empty() ? "" : ":" + port);
+  if (path != "/" || (!text.empty() && text.back() == '/')) out += path;  // "s3://bucket" stays without a slash
+  return percent_decode(out);  // for display: keys with spaces read as they were written
+}
+
 }  // namespace
 
 std::string percent_encode(std::string_view text, bool keep_slash) {
@@ -69,8 +78,8 @@ std::string percent_decode(std::string_view text) {
 location parse_location(std::string_view text) {
   location l;
   l.text = std::string(text);
-  l.shown = redact_location(text);
   if (starts_with(text, "s3://")) {
+    l.shown = redact_location(text);
     l.scheme = scheme::s3;
     const std::string_view rest = text.substr(5);
     const auto slash = rest.find('/');
@@ -82,10 +91,12 @@ location parse_location(std::string_view text) {
   }
   if (starts_with(text, "http://")) l.scheme = scheme::http;
   else if (starts_with(text, "https://")) l.scheme = scheme::https;
-  else throw std::invalid_argument("'" + l.shown + "' is not an http://, https:// or s3:// location");
+  else throw std::invalid_argument("'" + redact_location(text) + "' is not an http://, https:// or s3:// location");
+  // Parsed strictly (as libcurl will request it); what does not parse is named as redact_location shows it.
   const url_handle u(curl_url(), &curl_url_cleanup);
   if (!u || curl_url_set(u.get(), CURLUPART_URL, l.text.c_str(), 0) != CURLUE_OK)
-    throw std::invalid_argument("'" + l.shown + "' is not a valid URL");
+    throw std::invalid_argument("'" + redact_location(text) + "' is not a valid URL");
+  l.shown = shown_from(u.get(), text);
   // ".idx" goes after the path: before a query (a presigned URL's signature) or a fragment.
   const auto authority = l.text.find("://") + 3;
   const auto query = l.text.find_first_of("?#", authority);
@@ -96,17 +107,12 @@ location parse_location(std::string_view text) {
 }  // namespace remote
 
 std::string redact_location(std::string_view l) {
-  // Rebuilt from the parts a URL parser finds (scheme, host, port, path), so that no spelling of
-  // user information or query survives; what does not parse is not printed at all.
+  // What does not parse is not printed at all.
   const remote::url_handle u(curl_url(), &curl_url_cleanup);
   if (!u) return remote::scheme_of(l) + "://(unprintable)";
   if (curl_url_set(u.get(), CURLUPART_URL, std::string(l).c_str(), CURLU_NON_SUPPORT_SCHEME | CURLU_URLENCODE) != CURLUE_OK)
     return remote::scheme_of(l) + "://(unparsable location)";
-  const std::string port = remote::url_part(u.get(), CURLUPART_PORT), path = remote::url_part(u.get(), CURLUPART_PATH);
-  std::string out = remote::url_part(u.get(), CURLUPART_SCHEME) + "://" + remote::url_part(u.get(), CURLUPART_HOST) +
-                    (port.empty() ? "" : ":" + port);
-  if (path != "/" || (!l.empty() && l.back() == '/')) out += path;  // "s3://bucket" stays without a slash
-  return remote::percent_decode(out);  // for display: keys with spaces read as they were written
+  return remote::shown_from(u.get(), l);
 }
 
 }  // namespace pinfeed::loaders

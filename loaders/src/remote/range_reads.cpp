@@ -15,19 +15,29 @@ std::size_t open_file_share() noexcept {
   return std::clamp<std::size_t>(static_cast<std::size_t>(files.rlim_cur / 4), kMinRequestsInFlight, kMaxRequestsInFlight);
 }
 
-range_reads::range_reads(shard_set& set, const remote_options& o) : set_(set), o_(o) {
+namespace {
+
+std::uint64_t mean_image_bytes(const std::vector<detail::shard_sample>& entries) {
+  std::uint64_t bytes = 0;
+  for (const auto& e : entries) bytes += e.image.size;
+  return std::max<std::uint64_t>(1, bytes / entries.size());
+}
+
+}  // namespace
+
+range_reads::range_reads(shard_set& set, const remote_options& o)
+    : set_(set), o_(o), mean_image_bytes_(mean_image_bytes(set.entries())) {
   set_depth(set_.loop().cap());
   if (o_.requests_in_flight) return;
-  std::uint64_t image_bytes = 0;
-  for (const auto& e : set_.entries()) image_bytes += e.image.size;
-  const std::uint64_t mean = std::max<std::uint64_t>(1, image_bytes / set_.entries().size());
-  adapt_.emplace(std::clamp<std::uint64_t>(kReadAheadBytes / (2 * mean), kMinRequestsInFlight, open_file_share()));
+  adapt_.emplace(std::clamp<std::uint64_t>(kReadAheadBytes / (2 * mean_image_bytes_), kMinRequestsInFlight,
+                                           open_file_share()));
 }
 
 std::span<const std::byte> range_reads::fetch(sample& s, const detail::shard_sample&, std::vector<std::byte>& storage,
                                               std::shared_ptr<const void>&) {
-  std::future<std::vector<std::byte>> bytes = take(s.epoch(), s.index(), s.order() ? s.order()->pass() : 0);  // first: it may jump the queue
-  read_ahead(s);
+  const std::optional<order_cursor> order = s.order();
+  std::future<std::vector<std::byte>> bytes = take(s.epoch(), s.index(), order ? order->pass() : 0);  // first: it may jump the queue
+  if (order) read_ahead(*order);
   const auto t0 = std::chrono::steady_clock::now();
   try {
     const stage_timer timer(stage::fetch, s.stats(), s.trace(), s.index());
@@ -42,9 +52,7 @@ std::span<const std::byte> range_reads::fetch(sample& s, const detail::shard_sam
   return storage;
 }
 
-void range_reads::read_ahead(const sample& s) {
-  const auto order = order_of(s);
-  if (!order) return;
+void range_reads::read_ahead(const order_cursor& order) {
   std::lock_guard lock(m_);
   if (adapt_) {
     transfer_loop& loop = set_.loop();
@@ -55,13 +63,14 @@ void range_reads::read_ahead(const sample& s) {
   const std::size_t depth = depth_.load(std::memory_order_relaxed);
   if (depth == 0) return;
   if (pending_.size() >= max_pending_) {  // restarts leave other epochs' reads behind: drop those
-    const bool no_next_epoch = order->epoch == ~0u;
+    const std::uint32_t epoch = order.epoch();
+    const bool no_next_epoch = epoch == ~0u;
     for (auto it = pending_.begin(); it != pending_.end();) {
-      const bool kept = it->second.epoch == order->epoch || (!no_next_epoch && it->second.epoch == order->epoch + 1);
+      const bool kept = it->second.epoch == epoch || (!no_next_epoch && it->second.epoch == epoch + 1);
       it = kept ? std::next(it) : pending_.erase(it);
     }
   }
-  walk_.step(*order, depth, max_pending_, pending_.size(), [&](std::uint32_t epoch, std::uint64_t index) {
+  walk_.step(order, depth, max_pending_, pending_.size(), [&](std::uint32_t epoch, std::uint64_t index) {
     const std::uint64_t id = key(epoch, index);
     if (index >= set_.entries().size() || pending_.count(id) != 0 || taken_.count(id) != 0) return false;
     pending_.emplace(id, pending{epoch, set_.load(index, /*urgent=*/false)});
@@ -70,10 +79,14 @@ void range_reads::read_ahead(const sample& s) {
   });
 }
 
+std::size_t range_reads::depth_for(std::size_t in_flight) const {
+  return o_.read_ahead.value_or(std::max<std::size_t>(2 * in_flight, 2 * kMinRequestsInFlight));
+}
+
 void range_reads::set_depth(std::size_t in_flight) {
-  const std::size_t depth = o_.read_ahead.value_or(std::max<std::size_t>(2 * in_flight, 2 * kMinRequestsInFlight));
+  const std::size_t depth = depth_for(in_flight);
   depth_.store(depth, std::memory_order_relaxed);
-  max_pending_ = std::max<std::size_t>(4 * depth, 64);
+  max_pending_ = pending_for(depth);
 }
 
 void range_reads::apply_cap(std::size_t n) {
@@ -113,12 +126,8 @@ void range_reads::remember_taken(std::uint64_t id, std::uint64_t pass) {
 memory_use range_reads::memory() const {
   // The answers pending at once: up to four read-aheads of the deepest read-ahead (with the
   // requests in flight adapting: kReadAheadBytes of samples at most), of the shards' mean sample.
-  std::uint64_t image_bytes = 0;
-  for (const auto& e : set_.entries()) image_bytes += e.image.size;
-  const std::uint64_t mean = std::max<std::uint64_t>(1, image_bytes / set_.entries().size());
   const std::size_t in_flight = adapt_ ? adapt_->most() : set_.loop().cap();
-  const std::size_t depth = o_.read_ahead.value_or(std::max<std::size_t>(2 * in_flight, 2 * kMinRequestsInFlight));
-  return {"read-ahead (remote shards, range reads)", std::max<std::uint64_t>(4 * depth, 64) * mean};
+  return {"read-ahead (remote shards, range reads)", pending_for(depth_for(in_flight)) * mean_image_bytes_};
 }
 
 void range_reads::add_counters(remote_counters& c) const {

@@ -32,10 +32,10 @@ inline constexpr std::uint64_t kReadAheadBytes = std::uint64_t{256} << 20;
 /// taken, by (epoch, index). No I/O and no lock (range_reads holds one around every call).
 class read_ahead_walk {
  public:
-  /// One read at o.position with `depth` samples read ahead and at most `max_pending` answers
+  /// One read at o.position() (an order_cursor, see shard_set.hpp) with `depth` samples read ahead and at most `max_pending` answers
   /// pending: calls `queue(epoch, index)` for each sample to request now, in order.
-  template <class Queue>
-  void step(const order_view& o, std::size_t depth, std::size_t max_pending, std::size_t pending, Queue&& queue);
+  template <class Order, class Queue>
+  void step(const Order& o, std::size_t depth, std::size_t max_pending, std::size_t pending, Queue&& queue);
 
  private:
   std::uint32_t epoch_ = ~0u;  ///< the walk looked at positions [low_, next_) of this epoch
@@ -59,7 +59,7 @@ class range_reads final : public fetch_strategy {
  private:
   static std::uint64_t key(std::uint32_t epoch, std::uint64_t index) { return (std::uint64_t{epoch} << 44) ^ index; }
   /// Queues the samples the walk hands out, dropping other epochs' pending reads when full. Under m_.
-  void read_ahead(const sample& s);
+  void read_ahead(const order_cursor& order);
   /// The bytes of (epoch, index): its read-ahead, or a request ahead of the read-ahead ones.
   std::future<std::vector<std::byte>> take(std::uint32_t epoch, std::uint64_t index, std::uint64_t pass);
   /// Keeps the last few thousand samples taken in this pass, so that a late read-ahead does not
@@ -68,6 +68,11 @@ class range_reads final : public fetch_strategy {
   /// The read-ahead for `in_flight` requests at once: read_ahead as given, else twice them (128 at
   /// least); and the answers that may be pending, four times that. Under m_ (or before any read).
   void set_depth(std::size_t in_flight);
+  /// The samples read ahead for `in_flight` requests at once: read_ahead as given, else twice them
+  /// (128 at least).
+  [[nodiscard]] std::size_t depth_for(std::size_t in_flight) const;
+  /// The read-ahead answers that may be pending for a read-ahead of `depth`.
+  [[nodiscard]] static std::size_t pending_for(std::size_t depth) { return std::max<std::size_t>(4 * depth, 64); }
   void apply_cap(std::size_t n);
 
   struct pending {
@@ -85,19 +90,21 @@ class range_reads final : public fetch_strategy {
   std::size_t max_pending_ = 64;
   std::atomic<std::size_t> depth_{0};  ///< samples read ahead (written under m_)
   read_ahead_walk walk_;
+  std::uint64_t mean_image_bytes_;             ///< of the shards' samples, from the index
   std::optional<in_flight_controller> adapt_;  ///< when requests_in_flight is not given
 };
 
-template <class Queue>
-void read_ahead_walk::step(const order_view& o, std::size_t depth, std::size_t max_pending, std::size_t pending,
+template <class Order, class Queue>
+void read_ahead_walk::step(const Order& o, std::size_t depth, std::size_t max_pending, std::size_t pending,
                            Queue&& queue) {
-  const std::uint64_t pos = o.position;
+  const std::uint64_t pos = o.position(), size = o.epoch_size();
+  const std::uint32_t epoch = o.epoch();
   // A new epoch, the same one restricted anew, a new pass over it, or restarted behind (further
   // than workers lag: a reset by a lagging worker only walks again positions pending or taken).
-  if (o.pass != pass_ || o.epoch != epoch_ || o.epoch_size != size_ || next_ > pos + 1 + depth + 512) {
-    pass_ = o.pass;
-    epoch_ = o.epoch;
-    size_ = o.epoch_size;
+  if (o.pass() != pass_ || epoch != epoch_ || size != size_ || next_ > pos + 1 + depth + 512) {
+    pass_ = o.pass();
+    epoch_ = epoch;
+    size_ = size;
     next_ = low_ = pos + 1;
     next_epoch_ = 0;
   }
@@ -113,21 +120,21 @@ void read_ahead_walk::step(const order_view& o, std::size_t depth, std::size_t m
     if (queue(epoch, index)) ++pending;
   };
   if (behind)  // (at most depth + 512 positions: further behind restarts the walk above)
-    for (std::uint64_t p = pos + 1; p < std::min(back_to, o.epoch_size) && room(); ++p)
-      if (const auto next = o.index_at(o.epoch, p)) put(o.epoch, *next);
+    for (std::uint64_t p = pos + 1; p < std::min(back_to, size) && room(); ++p)
+      if (const auto next = o.index_at(epoch, p)) put(epoch, *next);
   const std::uint64_t end = pos + 1 + depth;
-  while (next_ < std::min(o.epoch_size, end) && room()) {
-    const auto next = o.index_at(o.epoch, next_);
+  while (next_ < std::min(size, end) && room()) {
+    const auto next = o.index_at(epoch, next_);
     if (!next) break;
     ++next_;
-    put(o.epoch, *next);
+    put(epoch, *next);
   }
-  if (next_ < o.epoch_size || o.epoch == ~0u) return;  // (epoch + 1 would wrap)
-  while (o.epoch_size + next_epoch_ < end && room()) {
-    const auto next = o.index_at(o.epoch + 1, next_epoch_);
+  if (next_ < size || epoch == ~0u) return;  // (epoch + 1 would wrap)
+  while (size + next_epoch_ < end && room()) {
+    const auto next = o.index_at(epoch + 1, next_epoch_);
     if (!next) break;
     ++next_epoch_;
-    put(o.epoch + 1, *next);
+    put(epoch + 1, *next);
   }
 }
 

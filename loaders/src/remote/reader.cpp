@@ -108,13 +108,14 @@ std::shared_ptr<image_reader> make_remote_shard_reader(const std::vector<std::st
   std::vector<remote::location> parsed;
   for (const auto& l : locations) parsed.push_back(remote::parse_location(l));
   const auto creds = std::make_shared<const remote::s3_credentials>(remote::s3_credentials::from_env());
-  for (const auto& l : parsed) (void)remote::resolve(l, creds);  // an s3:// location names an object
+  std::vector<remote::endpoint> where;  // (an s3:// location must name an object)
+  for (const auto& l : parsed) where.push_back(remote::resolve(l, creds));
   const bool whole = shard.window_shards.value_or(1) > 0;
   if (whole && !ro.cache_dir.empty()) remote::make_cache_dir(ro.cache_dir);
   auto counters = std::make_unique<remote::request_counters>();
   auto loop = std::make_unique<remote::transfer_loop>(ro, *counters);
   remote::indexed_shards ix =
-      remote::index_shards(*loop, parsed, creds, shard, ro, whole ? ro.cache_bytes : 0, *counters);
+      remote::index_shards(*loop, parsed, std::move(where), creds, shard, ro, whole ? ro.cache_bytes : 0, *counters);
   const std::uint32_t window = !whole ? 0 : shard.window_shards ? *shard.window_shards : remote::default_window(ix, ro.cache_bytes);
   return std::make_shared<remote::remote_tar_reader>(std::move(counters), std::move(loop), std::move(ix), shard, ro, window);
 }

@@ -14,11 +14,11 @@ void shard_cache::adopt(std::uint32_t s, std::shared_ptr<const blob> data) {
   c.last_use = ++clock_;
 }
 
-void shard_cache::restart_walk(const order_view& o) {
-  epoch_ = o.epoch;
-  pass_ = o.pass;
-  epoch_size_ = o.epoch_size;
-  start_ = frontier_ = o.position;
+void shard_cache::restart_walk(std::uint32_t epoch, std::uint64_t pass, std::uint64_t epoch_size, std::uint64_t position) {
+  epoch_ = epoch;
+  pass_ = pass;
+  epoch_size_ = epoch_size;
+  start_ = frontier_ = position;
   next_frontier_ = 0;
   wanted_.clear();
   for (auto& c : slots_) {
@@ -34,37 +34,6 @@ void shard_cache::want(std::uint32_t sh) {
     wanted_.push_back(sh);
     c.queued = true;
   }
-}
-
-std::optional<std::uint32_t> shard_cache::walk(const order_view& o) {
-  const std::uint64_t pos = o.position;
-  // A new epoch, the same one restricted anew, a new pass over it, or restarted far from where
-  // the walk is: nothing counted so far holds.
-  const bool restarted = pos + 4 * lookahead_ + 4096 < start_ || pos > frontier_ + 4 * lookahead_ + 4096;
-  if (o.epoch != epoch_ || o.epoch_size != epoch_size_ || o.pass != pass_ || restarted) restart_walk(o);
-  while (frontier_ < pos + lookahead_) {
-    const auto next = o.index_at(o.epoch, frontier_);
-    if (!next || *next >= shard_of_.size()) break;
-    const std::uint32_t sh = shard_of_[*next];
-    ++slots_[sh].pending;
-    want(sh);
-    ++frontier_;
-  }
-  // Near the end of the epoch, on into the next one's first positions: its first window is then
-  // on its way before the epoch turns (most trainers start the next epoch next).
-  if (frontier_ >= o.epoch_size && o.epoch != ~0u) {
-    while (o.epoch_size + next_frontier_ < pos + lookahead_) {
-      const auto next = o.index_at(o.epoch + 1, next_frontier_);
-      if (!next || *next >= shard_of_.size()) break;
-      slots_[shard_of_[*next]].next_epoch = true;  // resident ones too: kept until that epoch starts
-      want(shard_of_[*next]);
-      ++next_frontier_;
-    }
-  }
-  if (pos < start_ || pos >= frontier_) return std::nullopt;
-  const auto mine = o.index_at(o.epoch, pos);
-  if (!mine || *mine >= shard_of_.size()) return std::nullopt;
-  return shard_of_[*mine];
 }
 
 std::vector<std::uint32_t> shard_cache::take_fetches() {

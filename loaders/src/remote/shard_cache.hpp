@@ -36,10 +36,11 @@ class shard_cache {
   void adopt(std::uint32_t s, std::shared_ptr<const blob> data);
 
   // ---- reading ----
-  /// Walks the order from o.position up to `lookahead` positions on (each position once an epoch;
+  /// Walks the order (an order_cursor, see shard_set.hpp) from o.position() up to `lookahead` positions on (each position once an epoch;
   /// near its end on into the next epoch's first positions), counting each shard's samples to
   /// come and queueing the shards met. Returns the shard whose count holds o's own position.
-  std::optional<std::uint32_t> walk(const order_view& o);
+  template <class Order>
+  std::optional<std::uint32_t> walk(const Order& o);
   /// The queued shards, in order of need, that there is room for now (evicting as reserve() does),
   /// each marked fetching; stops at the first that has no room. Shards that never fit, and those
   /// whose samples were all read meanwhile, are dropped from the queue.
@@ -64,7 +65,7 @@ class shard_cache {
   void clear() noexcept;
 
  private:
-  void restart_walk(const order_view& o);
+  void restart_walk(std::uint32_t epoch, std::uint64_t pass, std::uint64_t epoch_size, std::uint64_t position);
   void want(std::uint32_t sh);
 
   std::vector<std::uint64_t> sizes_;
@@ -78,5 +79,38 @@ class shard_cache {
   std::uint64_t start_ = 0, frontier_ = 0;  ///< the walk covered positions [start_, frontier_)
   std::uint64_t next_frontier_ = 0;         ///< and the next epoch's positions [0, next_frontier_)
 };
+
+template <class Order>
+std::optional<std::uint32_t> shard_cache::walk(const Order& o) {
+  const std::uint64_t pos = o.position(), size = o.epoch_size();
+  const std::uint32_t epoch = o.epoch();
+  // A new epoch, the same one restricted anew, a new pass over it, or restarted far from where
+  // the walk is: nothing counted so far holds.
+  const bool restarted = pos + 4 * lookahead_ + 4096 < start_ || pos > frontier_ + 4 * lookahead_ + 4096;
+  if (epoch != epoch_ || size != epoch_size_ || o.pass() != pass_ || restarted) restart_walk(epoch, o.pass(), size, pos);
+  while (frontier_ < pos + lookahead_) {
+    const auto next = o.index_at(epoch, frontier_);
+    if (!next || *next >= shard_of_.size()) break;
+    const std::uint32_t sh = shard_of_[*next];
+    ++slots_[sh].pending;
+    want(sh);
+    ++frontier_;
+  }
+  // Near the end of the epoch, on into the next one's first positions: its first window is then
+  // on its way before the epoch turns (most trainers start the next epoch next).
+  if (frontier_ >= size && epoch != ~0u) {
+    while (size + next_frontier_ < pos + lookahead_) {
+      const auto next = o.index_at(epoch + 1, next_frontier_);
+      if (!next || *next >= shard_of_.size()) break;
+      slots_[shard_of_[*next]].next_epoch = true;  // resident ones too: kept until that epoch starts
+      want(shard_of_[*next]);
+      ++next_frontier_;
+    }
+  }
+  if (pos < start_ || pos >= frontier_) return std::nullopt;
+  const auto mine = o.index_at(epoch, pos);
+  if (!mine || *mine >= shard_of_.size()) return std::nullopt;
+  return shard_of_[*mine];
+}
 
 }  // namespace pinfeed::loaders::remote

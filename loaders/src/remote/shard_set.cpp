@@ -5,13 +5,6 @@
 
 namespace pinfeed::loaders::remote {
 
-std::optional<order_view> order_of(const sample& s) {
-  const auto at = s.order();
-  if (!at) return std::nullopt;
-  return order_view{at->epoch(), at->pass(), at->position(), at->epoch_size(),
-                    [c = *at](std::uint32_t epoch, std::uint64_t p) { return c.index_at(epoch, p); }};
-}
-
 fatal_error destroyed_while_reading(const std::string& origin) {
   return fatal_error("remote shards: the reader was destroyed while " + origin + " was read");
 }

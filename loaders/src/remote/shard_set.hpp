@@ -1,12 +1,12 @@
 #pragma once
 // What both ways of reading remote shards share: the shards as indexed (where, size, ETag), their
 // samples, the transfer loop that requests their bytes, the counters, and the first failure that
-// stops the reader. Also the view of an epoch's order that the read-ahead walks.
+// stops the reader. The read-aheads walk a sample's order_cursor (sample::order()), or in tests
+// any type with its members: epoch(), pass(), position(), epoch_size(), index_at(epoch, position).
 
 #include <atomic>
 #include <cstdint>
 #include <exception>
-#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -22,19 +22,6 @@
 #include "remote/transfer_loop.hpp"
 
 namespace pinfeed::loaders::remote {
-
-/// Where a read stands in its epoch's order, and the order around it (a sample inside a loader).
-struct order_view {
-  std::uint32_t epoch = 0;
-  std::uint64_t pass = 0;
-  std::uint64_t position = 0;
-  std::uint64_t epoch_size = 0;
-  /// The dataset index at a position of an epoch (this one or another), or nullopt past its end.
-  std::function<std::optional<std::uint64_t>(std::uint32_t epoch, std::uint64_t position)> index_at;
-};
-
-/// Sample s's place in its loader's order (sample::order()); nullopt outside a loader.
-[[nodiscard]] std::optional<order_view> order_of(const sample& s);
 
 struct remote_shard {
   endpoint where;

@@ -52,7 +52,7 @@ std::span<const std::byte> whole_shards::fetch(sample& s, const detail::shard_sa
     std::unique_lock lock(m_);
     try {
       std::optional<std::uint32_t> counted;
-      if (const auto order = order_of(s)) {
+      if (const auto order = s.order()) {
         counted = cache_.walk(*order);
         for (const std::uint32_t sh : cache_.take_fetches()) {
           start_fetch(sh, /*urgent=*/false);

@@ -14,18 +14,29 @@
 #include "remote/task_thread.hpp"
 
 using namespace pinfeed::loaders;
-using remote::order_view;
 
 namespace {
 
-/// Epoch e's order: `per_epoch[e]` (a dataset index per position).
-order_view at(std::uint32_t epoch, std::uint64_t position, const std::vector<std::vector<std::uint64_t>>& per_epoch,
-              std::uint64_t pass = 1) {
-  return {epoch, pass, position, per_epoch.at(epoch).size(),
-          [&per_epoch](std::uint32_t e, std::uint64_t p) -> std::optional<std::uint64_t> {
-            if (e >= per_epoch.size() || p >= per_epoch[e].size()) return std::nullopt;
-            return per_epoch[e][p];
-          }};
+/// Epoch e's order is `per_epoch[e]` (a dataset index per position); a read at `position` of
+/// `epoch`: the members of the order_cursor that the walks read.
+struct vector_order {
+  std::uint32_t epoch_;
+  std::uint64_t position_;
+  const std::vector<std::vector<std::uint64_t>>& per_epoch;
+  std::uint64_t pass_ = 1;
+  std::uint32_t epoch() const { return epoch_; }
+  std::uint64_t pass() const { return pass_; }
+  std::uint64_t position() const { return position_; }
+  std::uint64_t epoch_size() const { return per_epoch.at(epoch_).size(); }
+  std::optional<std::uint64_t> index_at(std::uint32_t e, std::uint64_t p) const {
+    if (e >= per_epoch.size() || p >= per_epoch[e].size()) return std::nullopt;
+    return per_epoch[e][p];
+  }
+};
+
+vector_order at(std::uint32_t epoch, std::uint64_t position, const std::vector<std::vector<std::uint64_t>>& per_epoch,
+                std::uint64_t pass = 1) {
+  return {epoch, position, per_epoch, pass};
 }
 
 std::shared_ptr<const remote::blob> bytes(std::size_t n) {

@@ -87,9 +87,8 @@ void print_bad_samples(const loaders::pipeline_source& counted) {
   for (const auto& f : counted.failed()) std::fprintf(stderr, "  %s\n", f.c_str());
 }
 
-void write_json(const run_args& a, const loader& l, const loaders::pipeline_source& counted,
+void write_json(const run_args& a, const loader& l, const stats_snapshot& st, const loaders::pipeline_source& counted,
                 const std::optional<loaders::remote_counters>& fetched) {
-  const auto st = l.stats();
   nlohmann::json j{{"samples_per_s", st.samples_per_s()}, {"mb_per_s", st.megabytes_per_s()},
                    {"consumer_wait_fraction", st.consumer_wait_fraction()}, {"batches", st.batches},
                    {"samples", st.samples}, {"errors", st.errors}, {"bad_samples", counted.failures()},
@@ -177,7 +176,7 @@ int cmd_run(const run_args& a) {
     l.write_trace(a.trace);
     std::fprintf(stderr, "trace: %zu spans written to %s\n", l.trace()->size(), a.trace.c_str());
   }
-  if (!a.json.empty()) write_json(a, l, *counted, fetched);
+  if (!a.json.empty()) write_json(a, l, st, *counted, fetched);
   return 0;
 }
 

@@ -139,6 +139,22 @@ inline std::size_t rss_bytes() {
   return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 }
 
+/// Resets the process's peak resident set (VmHWM) to its current size; false where the kernel
+/// does not let it (then peak_rss_bytes() is the peak since the process started).
+inline bool reset_peak_rss() {
+  std::ofstream out("/proc/self/clear_refs");
+  return static_cast<bool>(out << "5" << std::flush);
+}
+
+/// The process's peak resident set (VmHWM) in bytes; 0 where /proc does not say.
+inline std::size_t peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return static_cast<std::size_t>(std::stoull(line.substr(6))) * 1024;
+  return 0;
+}
+
 /// Runs `fn` on another thread; fails the test (and aborts: a hung thread cannot be joined) if it
 /// does not finish within `limit`.
 inline void run_with_timeout(std::chrono::seconds limit, const std::function<void()>& fn, const char* what) {

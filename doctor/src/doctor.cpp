@@ -8,7 +8,6 @@
 #include <stdexcept>
 #include <thread>
 
-#include <sys/resource.h>
 
 #include "modes.hpp"
 #include "pinfeed/doctor/stages.hpp"
@@ -16,6 +15,7 @@
 #include "pinfeed/runtime/cuda_handles.hpp"
 #include "pinfeed/runtime/device.hpp"
 #include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/host_info.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
 
 namespace pinfeed {
@@ -26,14 +26,6 @@ using clock_type = std::chrono::steady_clock;
 
 double seconds_since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();
-}
-
-/// CPU time of the whole process (every thread), in seconds.
-double process_cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
 /// What one step of a mode did.
@@ -165,6 +157,8 @@ class ladder {
     loader_options_ = lo;
     consume_.emplace(batch_consumer::options{piped_ ? piped_->tail_params() : std::nullopt, o_.step, o_.step_ms, o_.step_on},
                      full_->fields()[0], lo.batch_size, gpu_);
+    if (lo.workers == auto_tune || lo.prefetch == auto_tune || o_.recommend) tune();
+    r_.prefetch = loader_options_.prefetch;
     for (auto& e : plan_) {
       doctor_mode& m = e.mode;
       if (m.note.empty()) {
@@ -196,7 +190,6 @@ class ladder {
     r_.pipeline = full_->name();
     r_.device = dev_.to_string();
     r_.batch_size = o_.loader.batch_size;
-    r_.prefetch = o_.loader.prefetch;
     r_.hardware_threads = std::max(1u, std::thread::hardware_concurrency());
     r_.pool = pool_;
     r_.step_ms = o_.step_ms;
@@ -254,13 +247,56 @@ class ladder {
               r_.hardware_threads);
   }
 
-  /// L0-L3 and T1..: the loader over the mode's source, the step on each batch.
-  void run_loader(plan_entry& e) {
-    doctor_mode& m = e.mode;
-    loader_options mlo = loader_options_;
-    mlo.trace = m.id == o_.trace_mode;
-    loader l(source_for(e.cache), mlo);
-    r_.workers = l.workers();
+  /// The full pipeline under a loader that tunes: runs until the tuner has settled and held three
+  /// windows (or max_tuning_seconds), then fixes the ladder's workers and prefetch to its choice.
+  /// With recommend, then times the full pipeline with them and with the settings it started from.
+  void tune() {
+    loader_options start = loader_options_;
+    start.trace = false;
+    loader_options tuning = start;
+    if (o_.recommend) tuning.workers = tuning.prefetch = auto_tune;
+    const auto t0 = clock_type::now();
+    {
+      loader l(full_, tuning);
+      std::optional<batch> current;
+      std::uint64_t settled_at = 0;
+      for (;;) {
+        current.reset();
+        batch b = next_cycling(l, "the tuning pass");
+        (*consume_)(step_view(b));
+        current = std::move(b);
+        const auto t = l.tuning();
+        if (t.settled && settled_at == 0) settled_at = t.windows;
+        if ((settled_at != 0 && t.windows >= settled_at + 3) || seconds_since(t0) > o_.max_tuning_seconds) break;
+      }
+      current.reset();
+      drain_consumer();
+      r_.tuning = l.tuning();
+    }
+    r_.tuned = true;
+    r_.tuning_seconds = seconds_since(t0);
+    loader_options_.workers = r_.tuning.workers;
+    loader_options_.prefetch = r_.tuning.prefetch;
+    if (!o_.recommend) return;
+    // The settings it started from: the caller's, or for auto the library's defaults.
+    loader_options baseline = start;
+    if (baseline.workers == auto_tune) baseline.workers = 0;
+    if (baseline.prefetch == auto_tune) baseline.prefetch = loader_options{}.prefetch;
+    doctor_mode tuned_pass{"tuned", "full pipeline, tuned settings"}, baseline_pass{"start", "full pipeline, settings given"};
+    (void)run_measured(tuned_pass, full_, loader_options_);
+    r_.baseline_workers = run_measured(baseline_pass, full_, baseline);
+    r_.baseline_prefetch = baseline.prefetch;
+    r_.compared = true;
+    r_.tuned_images_per_s = tuned_pass.images_per_s;
+    r_.baseline_images_per_s = baseline_pass.images_per_s;
+    r_.expected_speedup = baseline_pass.images_per_s > 0 ? tuned_pass.images_per_s / baseline_pass.images_per_s : 0;
+  }
+
+  /// Measures `m`: a loader over `src` under `lo`, the step on each batch; `after` sees the loader
+  /// when done. Returns the workers it ran.
+  std::size_t run_measured(doctor_mode& m, std::shared_ptr<source> src, const loader_options& lo,
+                           const std::function<void(const loader&)>& after = {}) {
+    loader l(std::move(src), lo);
     std::optional<batch> current;
     measure(
         m,
@@ -275,13 +311,24 @@ class ladder {
         },
         [&] { l.reset_stats(); });
     current.reset();
-    if (mlo.trace) l.write_trace(o_.trace_path);
+    if (after) after(l);
+    return l.workers();
+  }
+
+  /// L0-L3 and T1..: the loader over the mode's source, the step on each batch.
+  void run_loader(plan_entry& e) {
+    doctor_mode& m = e.mode;
+    loader_options mlo = loader_options_;
+    mlo.trace = m.id == o_.trace_mode;
+    r_.workers = run_measured(m, source_for(e.cache), mlo, [&](const loader& l) {
+      if (mlo.trace) l.write_trace(o_.trace_path);
+    });
   }
 
   /// Modes L4 and L5 replay whole batches made once from a pool of finished samples.
   void make_batches() {
     if (!batch_sizes_.empty()) return;
-    loader_options cpu_lo = o_.loader;
+    loader_options cpu_lo = loader_options_;
     cpu_lo.device = "cpu";
     cpu_lo.stream.reset();
     cpu_lo.trace = false;

@@ -179,6 +179,12 @@ void header_text(const doctor_report& r, std::ostream& out) {
       << " hardware thread(s), batch " << r.batch_size << ", prefetch " << r.prefetch << ", step "
       << (r.user_step ? std::string("user function") : r.step_ms > 0 ? num(r.step_ms, 2) + " ms" : std::string("0 ms (pipeline alone)"))
       << ", cache pool " << r.pool << " samples\n";
+  if (r.tuned)
+    out << "settings tuned in " << num(r.tuning_seconds, 1) << " s (every mode ran with them): " << r.tuning.to_string() << "\n";
+  if (r.compared)
+    out << "expected speed-up " << num(r.expected_speedup, 2) << "x: the full pipeline ran "
+        << num(r.tuned_images_per_s, 1) << " images/s with these settings, " << num(r.baseline_images_per_s, 1)
+        << " with " << r.baseline_workers << " worker(s), prefetch " << r.baseline_prefetch << " (measured one after the other)\n";
   if (!r.remote) return;
   const loaders::remote_counters& f = r.fetch;
   out << "remote reads: " << f.requests << " requests (" << f.retries << " retries), "
@@ -273,6 +279,16 @@ std::string doctor_report::to_json() const {
   j["pool"] = pool;
   j["step_ms"] = step_ms;
   j["user_step"] = user_step;
+  if (tuned) {
+    j["tuning"] = json::parse(tuning.to_json());
+    j["tuning"]["seconds"] = tuning_seconds;
+  }
+  if (compared)
+    j["comparison"] = {{"tuned_images_per_s", tuned_images_per_s},
+                       {"baseline_images_per_s", baseline_images_per_s},
+                       {"baseline_workers", baseline_workers},
+                       {"baseline_prefetch", baseline_prefetch},
+                       {"expected_speedup", expected_speedup}};
   j["modes"] = json::array();
   for (const auto& m : modes) {
     json x{{"id", m.id}, {"name", m.name}, {"skips", m.skips}, {"ran", m.ran}, {"note", m.note}};

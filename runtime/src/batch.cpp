@@ -119,7 +119,7 @@ DLManagedTensor* batch::to_dlpack(std::string_view name) const {
   t.data = v.data;
   const auto& c = *lease_->core;
   if (v.location.is_cuda()) t.device = {kDLCUDA, v.location.device};
-  else t.device = {c.host.pinned() ? kDLCUDAHost : kDLCPU, 0};
+  else t.device = {c.host[lease_->slot].pinned() ? kDLCUDAHost : kDLCPU, 0};
   t.ndim = static_cast<std::int32_t>(holder->shape.size());
   t.dtype = to_dl(v.type);
   t.shape = holder->shape.data();

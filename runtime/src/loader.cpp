@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdio>
 #include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <exception>
 #include <stdexcept>
 #include <thread>
@@ -19,6 +21,7 @@
 #include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/cuda_handles.hpp"
 #include "detail/loader_core.hpp"
+#include "pinfeed/runtime/detail/auto_tuner.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/host_info.hpp"
 #include "pinfeed/runtime/log.hpp"
@@ -75,13 +78,16 @@ std::uint64_t parse_bytes(std::string_view text) {
 }
 
 namespace {
-void check_memory_budget(const std::vector<memory_use>& parts, std::uint64_t budget, const std::string& options_used) {
+std::uint64_t memory_total(const std::vector<memory_use>& parts) {
   std::uint64_t total = 0;
+  for (const auto& p : parts) total = p.bytes > ~std::uint64_t{0} - total ? ~std::uint64_t{0} : total + p.bytes;
+  return total;
+}
+
+void check_memory_budget(const std::vector<memory_use>& parts, std::uint64_t budget, const std::string& options_used) {
+  const std::uint64_t total = memory_total(parts);
   std::string list;
-  for (const auto& p : parts) {
-    total = p.bytes > ~std::uint64_t{0} - total ? ~std::uint64_t{0} : total + p.bytes;
-    list += (list.empty() ? "" : ", ") + p.consumer + " " + format_bytes(p.bytes);
-  }
+  for (const auto& p : parts) list += (list.empty() ? "" : ", ") + p.consumer + " " + format_bytes(p.bytes);
   if (total > budget)
     throw std::invalid_argument("loader: the memory budget of " + format_bytes(budget) + " is too small for " + list +
                                 " (" + format_bytes(total) + " in all; " + options_used + ")");
@@ -90,32 +96,34 @@ void check_memory_budget(const std::vector<memory_use>& parts, std::uint64_t bud
 
 void validate(const loader_options& o) {
   if (o.batch_size == 0) throw std::invalid_argument("loader option batch_size must be positive, got 0");
-  if (o.prefetch == 0) throw std::invalid_argument("loader option prefetch must be at least 1, got 0");
+  if (o.prefetch == 0) throw std::invalid_argument("loader option prefetch must be at least 1 (or auto_tune), got 0");
   if (o.max_batches_in_use == 0)
     throw std::invalid_argument("loader option max_batches_in_use must be at least 1, got 0");
-  if (o.workers > 1024)
-    throw std::invalid_argument("loader option workers must be at most 1024, got " + std::to_string(o.workers));
+  if (o.workers > 1024 && o.workers != auto_tune)
+    throw std::invalid_argument("loader option workers must be at most 1024 (or auto_tune), got " + std::to_string(o.workers));
   if (o.memory_budget && *o.memory_budget == 0)
     throw std::invalid_argument("loader option memory_budget must be positive bytes, got 0");
   if (const std::size_t phys = physical_memory_bytes(); o.memory_budget && phys > 0 && *o.memory_budget > phys)
     throw std::invalid_argument("loader option memory_budget " + format_bytes(*o.memory_budget) +
                                 " is more than this machine's memory (" + format_bytes(phys) + ")");
-  if (o.prefetch + o.max_batches_in_use > 4096)
+  if (o.max_batches_in_use > 4096 || (o.prefetch != auto_tune && o.prefetch + o.max_batches_in_use > 4096))
     throw std::invalid_argument("loader options prefetch + max_batches_in_use must be at most 4096, got " +
-                                std::to_string(o.prefetch + o.max_batches_in_use));
+                                (o.prefetch == auto_tune ? "auto + " + std::to_string(o.max_batches_in_use)
+                                                         : std::to_string(o.prefetch + o.max_batches_in_use)));
 }
 
 namespace detail {
 
-loader_core::loader_core(const loader_options& o, std::vector<field_spec> f, device_choice d,
-                         const std::vector<memory_use>& source_memory)
-    : options(o), fields(std::move(f)), dev(d), ring(o.prefetch + o.max_batches_in_use) {
+slot_plan plan_slots(const loader_options& o, const std::vector<field_spec>& fields, bool cuda,
+                     const std::vector<memory_use>& source_memory) {
   // Sizes driven by the options, checked before anything is allocated: an overflow or a request
   // beyond the machine's memory is an error naming the options, not a std::bad_alloc.
-  const std::string options_used = "batch_size " + std::to_string(o.batch_size) + ", prefetch " +
-                                   std::to_string(o.prefetch) + " + max_batches_in_use " +
-                                   std::to_string(o.max_batches_in_use) + " slots";
-  auto too_big = [&](const std::string& what) { throw std::invalid_argument("loader: " + what + " (" + options_used + ")"); };
+  const bool prefetch_auto = o.prefetch == auto_tune;
+  slot_plan p;
+  p.options_used = "batch_size " + std::to_string(o.batch_size) + ", prefetch " +
+                   (prefetch_auto ? std::string("auto") : std::to_string(o.prefetch)) + " + max_batches_in_use " +
+                   std::to_string(o.max_batches_in_use) + " slots";
+  auto too_big = [&](const std::string& what) { throw std::invalid_argument("loader: " + what + " (" + p.options_used + ")"); };
   // Rounds x up to a multiple of a, with an overflow check (the sizes come from options and field shapes).
   auto checked_round_up = [&](std::size_t x, std::size_t a) {
     std::size_t r = 0;
@@ -125,60 +133,78 @@ loader_core::loader_core(const loader_options& o, std::vector<field_spec> f, dev
   std::size_t offset = 0;
   for (const auto& field : fields) {
     offset = checked_round_up(offset, kFieldAlign);
-    field_offset.push_back(offset);
+    p.field_offset.push_back(offset);
     std::size_t field_bytes = 0;
     if (__builtin_mul_overflow(field.bytes(), o.batch_size, &field_bytes) ||
         __builtin_add_overflow(offset, field_bytes, &offset))
       too_big("field '" + field.name + "' of " + std::to_string(field.bytes()) + " bytes per sample overflows a slot");
   }
-  slot_bytes = checked_round_up(std::max<std::size_t>(offset, 1), page_size());
-  const std::size_t slots = ring.size();
-  std::size_t total = 0;
-  if (__builtin_mul_overflow(slots, slot_bytes, &total)) too_big("the slots' size overflows");
-  // Each slot also keeps the batch's dataset indices (8 bytes a sample).
-  std::size_t index_bytes = 0, host_need = 0;
-  if (__builtin_mul_overflow(slots * sizeof(std::uint64_t), o.batch_size, &index_bytes) ||
-      __builtin_add_overflow(total, index_bytes, &host_need))
-    too_big("the slots' size overflows");
+  p.slot_bytes = checked_round_up(std::max<std::size_t>(offset, 1), page_size());
   const std::size_t phys = physical_memory_bytes();
-  if (phys > 0 && host_need > phys)
-    too_big("the slots need " + std::to_string(host_need) + " bytes of host memory (" + std::to_string(slots) +
-            " x " + std::to_string(slot_bytes) + " + indices), more than this machine's " + std::to_string(phys));
-  if (o.memory_budget) {
-    std::vector<memory_use> parts{{dev.is_cuda() ? "pinned host slots" : "host slots", host_need}};
-    if (dev.is_cuda()) parts.push_back({"device slots", total});
+  // The memory `slots` slots take: their data (on the host, and as much on the device with a GPU)
+  // and their batches' dataset indices (8 bytes a sample, host). Nullopt when it overflows.
+  struct need { std::size_t data, host; };
+  auto need_for = [&](std::size_t slots) -> std::optional<need> {
+    need n{};
+    std::size_t index_bytes = 0;
+    if (__builtin_mul_overflow(slots, p.slot_bytes, &n.data) ||
+        __builtin_mul_overflow(slots * sizeof(std::uint64_t), o.batch_size, &index_bytes) ||
+        __builtin_add_overflow(n.data, index_bytes, &n.host))
+      return std::nullopt;
+    return n;
+  };
+  auto parts_for = [&](const need& n) {
+    std::vector<memory_use> parts{{cuda ? "pinned host slots" : "host slots", n.host}};
+    if (cuda) parts.push_back({"device slots", n.data});
     parts.insert(parts.end(), source_memory.begin(), source_memory.end());
-    check_memory_budget(parts, *o.memory_budget, options_used);
+    return parts;
+  };
+  // Prefetch auto: the most that fits the budget (or the machine), kAutoPrefetchMost at most, 1
+  // at least (which the checks below then judge).
+  p.prefetch_most = o.prefetch;
+  if (prefetch_auto) {
+    p.prefetch_most = 1;
+    for (std::size_t k = kAutoPrefetchMost; k > 1; --k) {
+      const auto n = need_for(k + o.max_batches_in_use);
+      if (!n || (phys > 0 && n->host > phys / 2)) continue;
+      if (o.memory_budget && memory_total(parts_for(*n)) > *o.memory_budget) continue;
+      p.prefetch_most = k;
+      break;
+    }
   }
+  p.prefetch = prefetch_auto ? std::min<std::size_t>(2, p.prefetch_most) : o.prefetch;
+  const std::size_t slots = p.prefetch_most + o.max_batches_in_use;
+  const auto n = need_for(slots);
+  if (!n) too_big("the slots' size overflows");
+  if (phys > 0 && n->host > phys)
+    too_big("the slots need " + std::to_string(n->host) + " bytes of host memory (" + std::to_string(slots) + " x " +
+            std::to_string(p.slot_bytes) + " + indices), more than this machine's " + std::to_string(phys));
+  if (o.memory_budget) check_memory_budget(parts_for(*n), *o.memory_budget, p.options_used);
+  return p;
+}
+
+loader_core::loader_core(const loader_options& o, std::vector<field_spec> f, device_choice d, slot_plan plan)
+    : options(o),
+      fields(std::move(f)),
+      field_offset(std::move(plan.field_offset)),
+      slot_bytes(plan.slot_bytes),
+      prefetch_most(plan.prefetch_most),
+      options_used(std::move(plan.options_used)),
+      dev(d),
+      ring(plan.prefetch_most + o.max_batches_in_use),
+      host(ring.size()),
+      device(ring.size()) {
+  const std::size_t slots = ring.size();
   meta.reset(new slot_meta[slots]);
   for (std::size_t s = 0; s < slots; ++s) meta[s].indices.resize(o.batch_size);
   if (o.trace) trace = std::make_unique<trace_recorder>(o.trace_max_events);
-
-  auto allocation_failed = [&](const char* where, const std::exception& e) {
-    throw std::runtime_error("loader: allocating " + std::to_string(total) + " bytes of " + where + " for " +
-                             std::to_string(slots) + " slots of " + std::to_string(slot_bytes) +
-                             " bytes failed (" + options_used + "): " + e.what());
-  };
   if (!dev.is_cuda()) {
-    try {
-      host = host_buffer(total, /*pinned=*/false);
-    } catch (const std::bad_alloc& e) {
-      allocation_failed("host memory", e);
-    }
+    allocate_slots(plan.prefetch + o.max_batches_in_use);
     return;
   }
   device_guard guard(dev.index);
   try {
-    try {
-      host = host_buffer(total, /*pinned=*/true);
-    } catch (const std::exception& e) {
-      allocation_failed("pinned host memory", e);
-    }
-    try {
-      device = device_buffer(total);
-    } catch (const std::exception& e) {
-      allocation_failed(("memory on " + dev.to_string()).c_str(), e);
-    }
+    allocate_slots(plan.prefetch + o.max_batches_in_use);
     copy_stream = cuda_stream::create();
     if (o.stream) {
       consumer_stream = *o.stream;
@@ -197,6 +223,34 @@ loader_core::loader_core(const loader_options& o, std::vector<field_spec> f, dev
   } catch (...) {
     release_cuda();  // the destructor does not run for a constructor that throws
     throw;
+  }
+}
+
+void loader_core::allocate_slots(std::size_t n) {
+  n = std::min(n, ring.size());
+  std::size_t s = allocated();
+  if (s >= n) return;
+  auto allocation_failed = [&](const char* where, const std::exception& e) {
+    throw std::runtime_error("loader: allocating " + std::to_string(slot_bytes) + " bytes of " + where + " for slot " +
+                             std::to_string(s) + " of " + std::to_string(ring.size()) + " failed (" + options_used +
+                             "): " + e.what());
+  };
+  std::optional<device_guard> guard;
+  if (dev.is_cuda()) guard.emplace(dev.index);
+  for (; s < n; ++s) {
+    try {
+      host[s] = host_buffer(slot_bytes, /*pinned=*/dev.is_cuda());
+    } catch (const std::exception& e) {
+      allocation_failed(dev.is_cuda() ? "pinned host memory" : "host memory", e);
+    }
+    if (dev.is_cuda()) {
+      try {
+        device[s] = device_buffer(slot_bytes);
+      } catch (const std::exception& e) {
+        allocation_failed(("memory on " + dev.to_string()).c_str(), e);
+      }
+    }
+    allocated_.store(s + 1, std::memory_order_release);
   }
 }
 
@@ -221,8 +275,8 @@ void loader_core::release_cuda() noexcept {
   copy_stream.reset();
   own_consumer_stream.reset();
   consumer_stream = nullptr;
-  host = host_buffer();
-  device = device_buffer();
+  for (auto& h : host) h = host_buffer();
+  for (auto& d : device) d = device_buffer();
 }
 
 void loader_core::drain(cudaStream_t stream) { wait_for_stream(stream, drain_event.get()); }
@@ -279,13 +333,39 @@ struct loader::impl {
   void finish_slot(std::size_t slot);
   std::optional<batch> next();
 
+  // The worker pool: chunks wait in a queue, and up to `active` runner tasks in the arena take
+  // them one by one, so the workers that run can change at any time (auto_tune).
+  struct chunk {
+    std::size_t slot, begin, end;
+  };
+  void submit(chunk c);
+  void spawn_runners();  // with pool_mutex held
+  void runner();
+  void set_workers(std::size_t n);
+
+  // auto_tune: the window being measured, judged from next().
+  void start_window();
+  void judge_window();
+
   std::shared_ptr<source> src;
   std::uint64_t dataset_size;
   std::optional<epoch_order> order;
   std::uint64_t batches;
-  std::size_t worker_count;
+  std::size_t worker_most;  // the arena's concurrency
   std::shared_ptr<detail::loader_core> core;
   tbb::task_arena arena;
+
+  mutable std::mutex pool_mutex;
+  std::deque<chunk> queue;
+  std::size_t active = 1, runners = 0, starting = 0;
+
+  std::optional<detail::auto_tuner> tuner;
+  bool tuning_logged = false;
+  bool epoch_fresh = true;  // the next batch is the first of an epoch: its wait (the pipeline filling) is not measured
+  std::uint64_t window_excluded_ns = 0;  // of the window, time not measured
+  std::uint64_t last_take_ns = 0;        // when next() last had its batch
+  std::uint64_t window_start_ns = 0, window_wait_ns = 0, window_samples = 0, window_batches = 0;
+  double window_cpu_s = 0;
 
   std::thread feeder;
   std::atomic<bool> stopping{false};
@@ -340,8 +420,11 @@ std::size_t effective_workers(std::size_t requested) {
 }  // namespace
 
 loader::impl::impl(std::shared_ptr<source> s, loader_options o)
-    : src(std::move(s)), dataset_size(0), batches(0), worker_count((validate(o), effective_workers(o.workers))),
-      arena(static_cast<int>(worker_count), 0) {
+    : src(std::move(s)),
+      dataset_size(0),
+      batches(0),
+      worker_most((validate(o), o.workers == auto_tune ? tbb_worker_limit() : effective_workers(o.workers))),
+      arena(static_cast<int>(worker_most), 0) {
   if (!src) throw std::invalid_argument("loader needs a source, got a null pointer");
   dataset_size = src->size();
   if (dataset_size == 0) throw std::invalid_argument("source '" + src->name() + "' has no samples");
@@ -359,10 +442,115 @@ loader::impl::impl(std::shared_ptr<source> s, loader_options o)
   if (o.after_copy && !dev.is_cuda())
     throw std::invalid_argument("loader option after_copy hooks the host-to-device copy, but batches stay on the " +
                                 dev.to_string() + ": nothing is copied");
-  core = std::make_shared<detail::loader_core>(o, std::move(fields), dev,
+  detail::slot_plan plan = detail::plan_slots(o, fields, dev.is_cuda(),
                                               o.memory_budget ? src->memory() : std::vector<memory_use>{});
+  const std::size_t first_prefetch = plan.prefetch;
+  core = std::make_shared<detail::loader_core>(o, std::move(fields), dev, std::move(plan));
+  core->ring.set_usable(first_prefetch + o.max_batches_in_use);
+  const bool workers_auto = o.workers == auto_tune, prefetch_auto = o.prefetch == auto_tune;
+  active = worker_most;  // auto starts where a fixed 0 stays: as many as TBB allows
+
+  if (workers_auto || prefetch_auto)
+    tuner.emplace(detail::auto_tuner::bounds{workers_auto, prefetch_auto, worker_most, core->prefetch_most}, active,
+                  first_prefetch);
   arena.initialize();
   epoch = o.epoch;
+}
+
+void loader::impl::submit(chunk c) {
+  {
+    std::lock_guard lock(pool_mutex);
+    queue.push_back(c);
+    try {
+      spawn_runners();
+      return;
+    } catch (const std::exception& e) {  // TBB could not take a task (memory)
+      if (runners > 0) return;           // a runner takes the chunk
+      log(log_level::warn, std::string("loader: no worker task could start (") + e.what() +
+                               "); the feeder runs the chunk itself");
+      queue.pop_back();
+    }
+  }
+  run_chunk(c.slot, c.begin, c.end);
+}
+
+void loader::impl::spawn_runners() {
+  while (runners < active && starting < queue.size()) {
+    ++runners;
+    ++starting;
+    tasks->value.fetch_add(1, std::memory_order_acq_rel);  // release: publishes the queued chunks' slots
+    try {
+      arena.enqueue([this, count = tasks] {
+        // Pairs with the fetch_add above: TBB orders the hand-off too, but in code ThreadSanitizer
+        // cannot see.
+        (void)count->value.load(std::memory_order_acquire);
+        runner();
+        count->done();  // the last use of the loader by this task
+      });
+    } catch (...) {
+      --runners;
+      --starting;
+      tasks->done();
+      throw;
+    }
+  }
+}
+
+void loader::impl::runner() {
+  std::unique_lock lock(pool_mutex);
+  --starting;
+  // Runs queued chunks until there are none, or more runners than the workers asked for.
+  while (!queue.empty() && runners <= active) {
+    const chunk c = queue.front();
+    queue.pop_front();
+    lock.unlock();
+    run_chunk(c.slot, c.begin, c.end);
+    lock.lock();
+  }
+  --runners;
+}
+
+void loader::impl::set_workers(std::size_t n) {
+  std::lock_guard lock(pool_mutex);
+  active = std::clamp<std::size_t>(n, 1, worker_most);
+  spawn_runners();  // runners beyond it stop after their chunk
+}
+
+void loader::impl::start_window() {
+  window_start_ns = now_ns();
+  window_wait_ns = window_samples = window_batches = window_excluded_ns = 0;
+  window_cpu_s = process_cpu_seconds();
+}
+
+void loader::impl::judge_window() {
+  const double seconds = 1e-9 * static_cast<double>(now_ns() - window_start_ns - window_excluded_ns);
+  if (seconds < 0.25 || window_batches < 4) return;
+  const detail::tuner_window w{seconds, 1e-9 * static_cast<double>(window_wait_ns),
+                               (process_cpu_seconds() - window_cpu_s) / seconds, static_cast<double>(usable_cores()),
+                               window_samples};
+  const std::size_t prefetch_before = tuner->prefetch();
+  if (tuner->judge(w)) {
+    set_workers(tuner->workers());
+    if (tuner->prefetch() != prefetch_before) {
+      const std::size_t slots = tuner->prefetch() + core->options.max_batches_in_use;
+      try {
+        core->allocate_slots(slots);
+        core->ring.set_usable(slots);
+      } catch (const std::exception& e) {  // within the budget, but the system refused: go on as it was
+        tuner->refuse_prefetch(prefetch_before);
+        log(log_level::warn, std::string("loader: auto_tune keeps prefetch ") + std::to_string(prefetch_before) + ": " + e.what());
+      }
+    }
+    log(log_level::debug, "loader: auto_tune: " + tuner->reason());
+  }
+  if (tuner->settled() && !tuning_logged) {
+    tuning_logged = true;
+    log(log_level::info, "loader: auto_tune settled on " + std::to_string(tuner->workers()) + " workers (of " +
+                             std::to_string(worker_most) + "), prefetch " + std::to_string(tuner->prefetch()) + " (of " +
+                             std::to_string(core->prefetch_most) + ") after " + std::to_string(tuner->windows()) +
+                             " windows: " + tuner->reason());
+  }
+  start_window();
 }
 
 void loader::impl::cancel() noexcept {
@@ -400,6 +588,7 @@ void loader::impl::start(std::uint32_t e, std::uint64_t first_batch) {
   next_seq += batches;
   pass = detail::last_pass.fetch_add(1, std::memory_order_relaxed) + 1;  // (the tasks of the last start are done)
   started = true;
+  epoch_fresh = true;
   feeder = std::thread([this, e, first_batch, base = seq_base] { feed(e, first_batch, base); });
 }
 
@@ -444,19 +633,9 @@ void loader::impl::feed(std::uint32_t e, std::uint64_t first_batch, std::uint64_
     m.error = failure;
     m.error_index = failure ? m.indices[0] : 0;
     m.error_count = 0;
-    const std::size_t chunks = std::min(m.count, worker_count * 4);
+    const std::size_t chunks = std::min(m.count, worker_most * 4);
     m.remaining.store(chunks, std::memory_order_release);
-    for (std::size_t k = 0; k < chunks; ++k) {
-      const std::size_t begin = m.count * k / chunks, end = m.count * (k + 1) / chunks;
-      tasks->value.fetch_add(1, std::memory_order_acq_rel);  // release: publishes the slot's metadata
-      arena.enqueue([this, count = tasks, s = *slot, begin, end] {
-        // Pairs with the fetch_add above: TBB orders the hand-off too, but in code ThreadSanitizer
-        // cannot see.
-        (void)count->value.load(std::memory_order_acquire);
-        run_chunk(s, begin, end);
-        count->done();  // the last use of the loader by this task
-      });
-    }
+    for (std::size_t k = 0; k < chunks; ++k) submit({*slot, m.count * k / chunks, m.count * (k + 1) / chunks});
   }
 }
 
@@ -551,6 +730,7 @@ std::optional<batch> loader::impl::next() {
   std::uint64_t expected = 0;
   c.first_take_ns.compare_exchange_strong(expected, now_ns());
   std::optional<std::size_t> slot;
+  const std::uint64_t wait_from = now_ns();
   {
     stage_timer t(stage::consumer_wait, &c.stats, c.trace.get(), next_batch);
     slot = c.ring.take(seq_base + next_batch);
@@ -558,6 +738,26 @@ std::optional<batch> loader::impl::next() {
   if (!slot) throw loader_closed("loader was closed while waiting for batch " + std::to_string(next_batch));
   ++next_batch;
   auto lease = std::make_shared<detail::slot_lease>(core, *slot);
+  if (tuner) {
+    try {
+      if (window_start_ns == 0) {
+        start_window();
+      } else if (epoch_fresh) {
+        // Between epochs the trainer may evaluate or checkpoint, and the first batch waits for the
+        // pipeline to fill: neither is the loader's pace.
+        window_excluded_ns += now_ns() - last_take_ns;
+      } else {
+        window_wait_ns += now_ns() - wait_from;
+        window_samples += c.meta[*slot].count;
+        ++window_batches;
+        judge_window();
+      }
+    } catch (const std::exception& e) {  // tuning is best effort: the batch is delivered all the same
+      log(log_level::warn, std::string("loader: auto_tune: ") + e.what());
+    }
+    epoch_fresh = false;
+    last_take_ns = now_ns();
+  }
   auto& m = c.meta[*slot];
   if (m.error) {
     const std::exception_ptr err = m.error;
@@ -726,17 +926,44 @@ device_choice loader::device() const noexcept { return impl_->core->dev; }
 cudaStream_t loader::stream() const noexcept { return impl_->core->consumer_stream; }
 std::size_t loader::slots() const noexcept { return impl_->core->ring.size(); }
 std::size_t loader::slot_bytes() const noexcept { return impl_->core->slot_bytes; }
-std::size_t loader::host_bytes() const noexcept { return impl_->core->host.size(); }
-std::size_t loader::device_bytes() const noexcept { return impl_->core->device.size(); }
-std::size_t loader::workers() const noexcept { return impl_->worker_count; }
+std::size_t loader::host_bytes() const noexcept { return impl_->core->allocated() * impl_->core->slot_bytes; }
+std::size_t loader::device_bytes() const noexcept { return impl_->core->dev.is_cuda() ? host_bytes() : 0; }
+std::size_t loader::workers() const noexcept {
+  std::lock_guard lock(impl_->pool_mutex);
+  return impl_->active;
+}
+std::size_t loader::prefetch() const noexcept {
+  return impl_->core->ring.usable() - impl_->core->options.max_batches_in_use;
+}
+
+loader::tuning_report loader::tuning() const {
+  const auto& im = *impl_;
+  tuning_report r;
+  r.workers = workers();
+  r.prefetch = prefetch();
+  r.workers_most = im.worker_most;
+  r.prefetch_most = im.core->prefetch_most;
+  if (!im.tuner) {
+    r.settled = true;
+    r.reason = "fixed by the options";
+    return r;
+  }
+  r.workers_auto = im.tuner->limits().workers;
+  r.prefetch_auto = im.tuner->limits().prefetch;
+  r.windows = im.tuner->windows();
+  r.changes = im.tuner->changes();
+  r.settled = im.tuner->settled();
+  r.reason = im.tuner->reason();
+  return r;
+}
 
 stats_snapshot loader::stats() const {
   const auto& c = *impl_->core;
   stats_snapshot s = c.stats.snapshot();
   const std::uint64_t first = c.first_take_ns.load();
   s.wall_ns = first ? now_ns() - first : 0;
-  s.host_bytes = c.host.size();
-  s.device_bytes = c.device.size();
+  s.host_bytes = c.allocated() * c.slot_bytes;
+  s.device_bytes = c.dev.is_cuda() ? s.host_bytes : 0;
   return s;
 }
 

@@ -17,8 +17,24 @@ std::string to_string(slot_state s) {
   return "?";
 }
 
-slot_ring::slot_ring(std::size_t slots) : count_(slots), slots_(new entry[slots]) {
+slot_ring::slot_ring(std::size_t slots) : count_(slots), usable_(slots), slots_(new entry[slots]) {
   if (slots == 0) throw std::invalid_argument("slot_ring needs at least one slot");
+}
+
+void slot_ring::set_usable(std::size_t n) {
+  if (n == 0 || n > count_)
+    throw std::out_of_range("slot_ring: " + std::to_string(n) + " usable slots asked for, the ring has " +
+                            std::to_string(count_));
+  {
+    std::lock_guard lock(mutex_);
+    usable_ = n;
+  }
+  free_cv_.notify_all();
+}
+
+std::size_t slot_ring::usable() const {
+  std::lock_guard lock(mutex_);
+  return usable_;
 }
 
 void slot_ring::check_index(std::size_t slot) const {
@@ -31,7 +47,7 @@ std::optional<std::size_t> slot_ring::acquire(std::uint64_t seq) {
   std::unique_lock lock(mutex_);
   for (;;) {
     if (closed_) return std::nullopt;
-    for (std::size_t i = 0; i < count_; ++i) {
+    for (std::size_t i = 0; i < usable_; ++i) {
       if (slots_[i].state.load(std::memory_order_acquire) == slot_state::free) {
         slots_[i].seq.store(seq, std::memory_order_relaxed);
         advance(i, slot_state::free, slot_state::filling);

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -143,4 +144,30 @@ TEST_CASE("slot_ring.stress.never_two_owners") {
   }, "slot ring stress");
   CHECK(violations.load() == 0);
   CHECK(ring.count(slot_state::free) == kSlots);
+}
+
+TEST_CASE("slot_ring.hands_out_only_the_usable_slots") {
+  slot_ring ring(4);
+  CHECK(ring.usable() == 4);
+  ring.set_usable(2);
+  const auto a = ring.acquire(0), b = ring.acquire(1);
+  REQUIRE(a.has_value());
+  REQUIRE(b.has_value());
+  CHECK(*a < 2);
+  CHECK(*b < 2);
+  // Both usable slots are busy: acquire waits until set_usable() grows the ring.
+  std::atomic<bool> got{false};
+  std::optional<std::size_t> c;
+  std::thread t([&] {
+    c = ring.acquire(2);
+    got = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK_FALSE(got.load());
+  ring.set_usable(3);
+  t.join();
+  REQUIRE(c.has_value());
+  CHECK(*c == 2);
+  CHECK_THROWS_WITH_AS(ring.set_usable(0), "slot_ring: 0 usable slots asked for, the ring has 4", std::out_of_range);
+  CHECK_THROWS_AS(ring.set_usable(5), std::out_of_range);
 }

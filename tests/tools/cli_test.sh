@@ -342,5 +342,31 @@ mkdir -p "$work/bad/a" && for i in 1 2 3; do echo "no image" >"$work/bad/a/x$i.j
 expect_error "doctor: dataset that fails to decode" "x1.jpg" doctor --source "folder:$work/bad" --transforms "rrc(16)" --device cpu --batch 2 --steps 2
 expect_error "doctor: skip with nothing good" "every one of the 3 samples failed" doctor --source "folder:$work/bad" --transforms "rrc(16)" --device cpu --batch 2 --steps 2 --on-error skip
 
+# Settings: auto by default, bad values named, the doctor's config read back by run.
+expect_error "run --workers 0 names the value" "--workers 0: give a whole number from 1 to 1024, or auto" run --device cpu --samples 64 --limit 1 --workers 0
+expect_error "run --prefetch -1 names the value" "--prefetch -1: give a whole number from 1 to 4095, or auto" run --device cpu --samples 64 --limit 1 --prefetch -1
+expect_error "doctor --workers many names the value" "--workers many" "${doc[@]}" --workers many
+"$pf" run --device cpu --samples 256 --height 64 --width 64 --epochs 2 --json "$work/auto.json" >/dev/null 2>"$work/auto.err"
+check "run tunes workers and prefetch by default and reports it" python3 -c "
+import json,sys; t=json.load(open('$work/auto.json'))['tuning']
+sys.exit(0 if t['workers_auto'] and t['prefetch_auto'] and 1<=t['workers']<=t['workers_most'] and 1<=t['prefetch']<=t['prefetch_most']<=8 else 1)"
+check "run prints the settings it ran with" grep -q "^settings: workers [0-9]* (auto, of [0-9]*), prefetch" "$work/auto.err"
+"$pf" "${doc[@]}" --modes L0,L3 --no-per-transform --max-mode-seconds 1 --write-config "$work/config.json" \
+  --json "$work/doctor-config.json" >"$work/doctor-config.txt" 2>&1
+check "doctor --write-config writes the tuned settings and the speed-up it measured" python3 -c "
+import json,sys; c=json.load(open('$work/config.json')); r=json.load(open('$work/doctor-config.json'))
+ok = c['schema']=='pinfeed.config/1' and c['workers']==r['tuning']['workers'] and c['prefetch']==r['tuning']['prefetch']
+ok = ok and c['expected_speedup']>0 and abs(c['expected_speedup']-r['comparison']['expected_speedup'])<1e-9
+sys.exit(0 if ok else 1)"
+check "doctor report says the expected speed-up" grep -q "^expected speed-up [0-9.]*x: the full pipeline ran" "$work/doctor-config.txt"
+check "doctor JSON with tuning follows the schema" "$py" -c "
+import json, jsonschema
+jsonschema.Draft202012Validator(json.load(open('$schema'))).validate(json.load(open('$work/doctor-config.json')))"
+"$pf" run --device cpu --samples 64 --height 64 --width 64 --limit 2 --config "$work/config.json" 2>"$work/config-run.err" >/dev/null
+check "run --config runs the written settings, fixed" grep -q "^settings: workers [0-9]* (fixed), prefetch [0-9]* (fixed)" "$work/config-run.err"
+echo '{"schema": "pinfeed.config/1", "workers": 0}' >"$work/bad-config.json"
+expect_error "run --config with a bad value names the file, field and value" "bad-config.json': \"workers\" is 0, expected a whole number from 1 to 1024" run --device cpu --samples 64 --limit 1 --config "$work/bad-config.json"
+expect_error "run --config with a missing file names it" "cannot read config '$work/none.json'" run --device cpu --samples 64 --limit 1 --config "$work/none.json"
+
 echo "$fails failed"
 exit $((fails > 0))

@@ -17,6 +17,35 @@ std::optional<std::vector<loaders::image_file>> image_files_of(const std::string
   return std::nullopt;
 }
 
+std::size_t count_or_auto(const char* option, const std::string& text, std::size_t most) {
+  if (text == "auto") return auto_tune;
+  const bool digits = !text.empty() && text.size() <= 9 && text.find_first_not_of("0123456789") == std::string::npos;
+  const std::size_t n = digits ? std::stoul(text) : 0;
+  if (n == 0 || n > most)
+    throw std::invalid_argument(std::string(option) + " " + (text.empty() ? "''" : text) +
+                                ": give a whole number from 1 to " + std::to_string(most) + ", or auto");
+  return n;
+}
+
+std::size_t workers_asked(const run_args& a) noexcept {
+  try {
+    const std::size_t n = count_or_auto("--workers", a.workers, 1024);
+    return n == auto_tune ? 0 : n;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+const std::optional<loader_config>& config_of(const run_args& a) {
+  static std::optional<loader_config> config;
+  static std::string read_from;
+  if (!a.config.empty() && read_from != a.config) {
+    config = loader_config::read(a.config);
+    read_from = a.config;
+  }
+  return config;
+}
+
 pipeline_parts make_pipeline(const run_args& a, const device_choice& dev) {
   if (!a.transforms.empty() && !a.pipeline_file.empty())
     throw std::invalid_argument("give either --transforms or --pipeline, not both");
@@ -37,6 +66,7 @@ pipeline_parts make_pipeline(const run_args& a, const device_choice& dev) {
         throw std::invalid_argument("--remote-cache-dir holds shards read whole; --shard-window 0 reads samples one by one");
       loaders::remote_options ro;
       if (a.requests_in_flight > 0) ro.requests_in_flight = a.requests_in_flight;
+      else if (const auto& c = config_of(a); c && c->requests_in_flight) ro.requests_in_flight = c->requests_in_flight;
       ro.cache_bytes = static_cast<std::uint64_t>(a.remote_cache_mb * 1048576.0);
       ro.cache_dir = a.remote_cache_dir;
       ro.index_cache_dir = a.remote_index_cache;
@@ -77,8 +107,10 @@ pipeline_parts make_pipeline(const run_args& a, const device_choice& dev) {
 loader_options make_loader_options(const run_args& a, const device_choice& dev) {
   loader_options o;
   o.batch_size = a.batch;
-  o.workers = a.workers;
-  o.prefetch = a.prefetch;
+  o.workers = o.prefetch = auto_tune;
+  if (const auto& c = config_of(a)) c->apply_to(o);  // the command line's own options win
+  if (!a.workers.empty()) o.workers = count_or_auto("--workers", a.workers, 1024);
+  if (!a.prefetch.empty()) o.prefetch = count_or_auto("--prefetch", a.prefetch, 4095);
   o.device = dev.to_string();
   o.seed = a.seed;
   o.trace = !a.trace.empty();
@@ -136,8 +168,14 @@ void add_pipeline_options(CLI::App* app, run_args& a) {
   app->add_option("--height", a.height, "synthetic image height")->check(CLI::PositiveNumber);
   app->add_option("--width", a.width, "synthetic image width")->check(CLI::PositiveNumber);
   app->add_option("-b,--batch", a.batch, "batch size")->check(CLI::PositiveNumber);
-  app->add_option("-w,--workers", a.workers, "worker threads (0: one per hardware thread)");
-  app->add_option("--prefetch", a.prefetch, "batches produced ahead")->check(CLI::PositiveNumber);
+  app->add_option("-w,--workers", a.workers,
+                  "worker threads, or auto (the default): chosen as it runs, between 1 and one per hardware thread, "
+                  "from how long the consumer waits and how busy the cores are");
+  app->add_option("--prefetch", a.prefetch,
+                  "batches produced ahead, or auto (the default): 2, more while the consumer still waits with no "
+                  "worker to add, up to 8 and the memory budget");
+  app->add_option("--config", a.config,
+                  "settings written by pinfeed doctor --write-config (JSON, docs/config.md); options given here win");
   app->add_option("--device", a.device, "auto, cpu, cuda, cuda:N or local_rank");
   app->add_option("--seed", a.seed, "seed of every sample's random stream");
   app->add_option("--transforms", a.transforms, "per-sample pipeline, e.g. \"crop(256),mask(0.25),ycbcr,scale\"");

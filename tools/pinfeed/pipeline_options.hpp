@@ -22,7 +22,9 @@ struct run_args {
   std::string source = "synthetic";
   std::uint64_t samples = 2048;
   std::int64_t height = 1024, width = 1024;
-  std::size_t batch = 32, workers = 0, prefetch = 2, requests_in_flight = 0;  // 0: adapt
+  std::size_t batch = 32, requests_in_flight = 0;  // 0: adapt
+  std::string workers, prefetch;  ///< a positive number or auto; empty: from --config, else auto
+  std::string config;             ///< a loader_config file (pinfeed doctor --write-config)
   std::string device = "auto";
   std::uint64_t limit = 0;
   std::uint32_t epochs = 1;
@@ -39,6 +41,15 @@ struct run_args {
   bool checksums = false, normalize = false, shuffle = false, print_indices = false, drop_remainder = false;
   int rank = -1, world = 1;
 };
+
+/// `text` as a count from 1 to `most`, or auto_tune for "auto". Throws std::invalid_argument
+/// naming `option` and the value.
+[[nodiscard]] std::size_t count_or_auto(const char* option, const std::string& text, std::size_t most);
+/// The worker threads asked for, for TBB's process-wide cap: 0 for auto or a bad value (which
+/// make_loader_options reports).
+[[nodiscard]] std::size_t workers_asked(const run_args& a) noexcept;
+/// The config file of --config, if one was given (read once).
+[[nodiscard]] const std::optional<loader_config>& config_of(const run_args& a);
 
 /// The options that describe a pipeline and its loader (shared by run and doctor).
 void add_pipeline_options(CLI::App* app, run_args& a);

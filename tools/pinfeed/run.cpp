@@ -94,7 +94,8 @@ void write_json(const run_args& a, const loader& l, const stats_snapshot& st, co
                    {"samples", st.samples}, {"errors", st.errors}, {"bad_samples", counted.failures()},
                    {"replaced", counted.replaced()}, {"wall_s", st.wall_ns / 1e9},
                    {"host_bytes", st.host_bytes}, {"device_bytes", st.device_bytes},
-                   {"device", l.device().to_string()}, {"workers", l.workers()}};
+                   {"device", l.device().to_string()}, {"workers", l.workers()}, {"prefetch", l.prefetch()},
+                   {"tuning", nlohmann::json::parse(l.tuning().to_json())}};
   for (std::size_t i = 0; i < kStageCount; ++i) {
     const auto& t = st.stages[i];
     j["stages"][std::string(to_string(static_cast<stage>(i)))] = {
@@ -145,7 +146,7 @@ int cmd_run(const run_args& a) {
     l.resume(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
   }
   std::fprintf(stderr, "run: %s, %llu samples, batch %zu, %zu workers, prefetch %zu, device %s, %zu slots x %.1f MiB\n",
-               src->name().c_str(), static_cast<unsigned long long>(src->size()), a.batch, l.workers(), a.prefetch,
+               src->name().c_str(), static_cast<unsigned long long>(src->size()), a.batch, l.workers(), l.prefetch(),
                l.device().to_string().c_str(), l.slots(), l.slot_bytes() / 1048576.0);
   if (p.remote) print_remote_mode(a, loaders::remote_stats(*p.remote));
   // The consumer: the pipeline's colour/scale tail on the GPU, or with --normalize a uint8 HWC ->
@@ -163,6 +164,7 @@ int cmd_run(const run_args& a) {
   consume_epochs(a, l, resume_path.empty() ? 0 : l.epoch(), consume);
   const auto st = l.stats();
   std::fprintf(stderr, "%s", st.to_string().c_str());
+  std::fprintf(stderr, "settings: %s\n", l.tuning().to_string().c_str());
   std::printf("throughput: %.1f samples/s, %.1f MB/s, consumer wait %.1f%% (%llu batches)\n", st.samples_per_s(),
               st.megabytes_per_s(), 100 * st.consumer_wait_fraction(), static_cast<unsigned long long>(st.batches));
   const auto fetched = p.remote ? std::optional(loaders::remote_stats(*p.remote)) : std::nullopt;
@@ -202,7 +204,7 @@ void add_run(CLI::App& app, command_list& out) {
                   "continue from a state file written by --save-state (any rank's, at any world size; {rank}: this rank)");
   run->add_option("--save-state", ra.save_state, "write the loader's state (JSON) here after the run ({rank}: this rank)");
   run->add_flag("--normalize", ra.normalize, "consume each batch: uint8 HWC -> float32 CHW on its device");
-  out.push_back({run, [] { return cmd_run(ra); }, [] { return ra.workers; }});
+  out.push_back({run, [] { return cmd_run(ra); }, [] { return workers_asked(ra); }});
 }
 
 }  // namespace pinfeed::tool

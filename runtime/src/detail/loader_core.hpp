@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "pinfeed/runtime/cuda_api.hpp"
@@ -40,11 +41,28 @@ struct slot_meta {
   bool after_recorded = false;           // the next copy into the slot waits on after_event too
 };
 
+/// The slots a loader has: their layout, how many there may be and how many to allocate at first.
+struct slot_plan {
+  std::vector<std::size_t> field_offset;  // per field, within a slot
+  std::size_t slot_bytes = 0;
+  std::size_t prefetch_most = 0;  // the ring has prefetch_most + max_batches_in_use slots
+  std::size_t prefetch = 0;       // the prefetch to start with (its slots are allocated at once)
+  std::string options_used;       // the options that sized them, for messages
+};
+
+/// Lays the fields out in a slot and sizes the ring: `o.prefetch` batches, or with prefetch auto
+/// as many as kAutoPrefetchMost and the memory budget allow. Throws std::invalid_argument naming
+/// the options (and, with a budget, each consumer's bytes) when the slots overflow, exceed the
+/// machine's memory or, with `source_memory`, the budget.
+[[nodiscard]] slot_plan plan_slots(const loader_options& o, const std::vector<field_spec>& fields, bool cuda,
+                                   const std::vector<memory_use>& source_memory);
+
+/// The most batches prefetch auto takes.
+inline constexpr std::size_t kAutoPrefetchMost = 8;
+
 struct loader_core {
-  /// Checks the sizes (and, with a memory budget, them and `source_memory` against it), then
-  /// allocates the slots.
-  loader_core(const loader_options& o, std::vector<field_spec> f, device_choice d,
-              const std::vector<memory_use>& source_memory);
+  /// Allocates the slots of the plan's first prefetch; the others wait for allocate_slots().
+  loader_core(const loader_options& o, std::vector<field_spec> f, device_choice d, slot_plan plan);
   ~loader_core() { release_cuda(); }
   /// Finishes queued copies and consumer work, then destroys streams and events and frees memory,
   /// with the loader's device current (the caller's restored after).
@@ -52,8 +70,13 @@ struct loader_core {
   loader_core(const loader_core&) = delete;
   loader_core& operator=(const loader_core&) = delete;
 
-  [[nodiscard]] std::byte* host_slot(std::size_t s) const { return host.data() + s * slot_bytes; }
-  [[nodiscard]] std::byte* device_slot(std::size_t s) const { return device.data() + s * slot_bytes; }
+  [[nodiscard]] std::byte* host_slot(std::size_t s) const { return host[s].data(); }
+  [[nodiscard]] std::byte* device_slot(std::size_t s) const { return device[s].data(); }
+  /// Allocates the slots below `n` that are not yet (host, and device with a GPU). Call before
+  /// ring.set_usable(n), from the consumer thread. Throws like the constructor.
+  void allocate_slots(std::size_t n);
+  /// Slots allocated so far.
+  [[nodiscard]] std::size_t allocated() const noexcept { return allocated_.load(std::memory_order_acquire); }
   /// Bytes of a slot holding `n` samples that must reach the device (up to the last field's end).
   [[nodiscard]] std::size_t used_bytes(std::size_t n) const;
   /// Returns a slot from the consumer: records the release event (GPU) and frees it.
@@ -67,10 +90,13 @@ struct loader_core {
   std::vector<field_spec> fields;
   std::vector<std::size_t> field_offset;  // per field, within a slot
   std::size_t slot_bytes = 0;
+  std::size_t prefetch_most = 0;
+  std::string options_used;
   device_choice dev;
   slot_ring ring;
-  host_buffer host;
-  device_buffer device;
+  std::vector<host_buffer> host;      // one per slot, the first allocated() of them allocated
+  std::vector<device_buffer> device;  // likewise, with a GPU
+  std::atomic<std::size_t> allocated_{0};
   std::unique_ptr<slot_meta[]> meta;
   cuda_stream copy_stream;
   cuda_stream own_consumer_stream;       // none when the caller gave its stream

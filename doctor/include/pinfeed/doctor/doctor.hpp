@@ -112,6 +112,14 @@ struct doctor_options {
   std::string trace_path;
   /// Called after each mode (progress output).
   std::function<void(const doctor_mode&)> on_mode;
+  /// Recommend settings: tune workers and prefetch (as auto_tune does) even where `loader` fixes
+  /// them, then time the full pipeline with the tuned settings and with the ones it started from
+  /// (those of `loader`, the library's defaults for auto: as many workers as TBB allows, prefetch
+  /// 2), side by side: doctor_report::expected_speedup.
+  bool recommend = false;
+  /// The tuning pass (before the ladder, when workers or prefetch is auto or `recommend`): it ends
+  /// once the tuner has settled and held for three windows, or after this long.
+  double max_tuning_seconds = 30;
 };
 
 /// One rung of the ladder.
@@ -183,6 +191,16 @@ struct doctor_report {
   /// (filled by a stand-in), over all of L0's epochs. 0 for a source of the trainer's own.
   std::uint64_t bad_samples = 0, replaced = 0;
   std::vector<doctor_suggestion> suggestions;
+  /// The settings the ladder ran with, as the tuning pass chose them (tuned: it ran; then every
+  /// mode ran with the workers and prefetch it chose, fixed).
+  bool tuned = false;
+  loader::tuning_report tuning;
+  double tuning_seconds = 0;
+  /// With doctor_options::recommend: the full pipeline timed with the tuned settings and with the
+  /// ones it started from (baseline_workers, baseline_prefetch), and their ratio.
+  bool compared = false;
+  std::size_t baseline_workers = 0, baseline_prefetch = 0;
+  double tuned_images_per_s = 0, baseline_images_per_s = 0, expected_speedup = 0;
 
   /// The mode with this id, or null.
   [[nodiscard]] const doctor_mode* mode(const std::string& id) const;

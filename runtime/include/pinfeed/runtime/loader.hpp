@@ -22,6 +22,10 @@
 
 namespace pinfeed {
 
+/// The value of loader_options::workers and ::prefetch that lets the loader choose them as it runs
+/// (see loader_options).
+inline constexpr std::size_t auto_tune = ~std::size_t{0};
+
 struct loader_options {
   std::size_t batch_size = 32;
   /// Worker threads; 0 = as many as TBB allows. TBB caps the threads of a process
@@ -29,8 +33,17 @@ struct loader_options {
   /// the caller's), and the loader runs min(workers, that cap - 1) and logs a warning when that is
   /// fewer than asked. The loader never changes the cap: an application that wants more workers
   /// than that holds its own tbb::global_control while the loader lives (the pinfeed tools do).
+  ///
+  /// auto_tune: the loader chooses, as it runs, between 1 and that cap, starting at the cap. It
+  /// measures windows of delivered batches (a quarter of a second at least): while the consumer
+  /// waits for batches and a core idles it adds workers, keeping each step only when the batches come at least 5%
+  /// faster; when the consumer never waits it gives workers back. loader::tuning() reports the
+  /// choice, which is logged once when it settles. Batch contents never depend on it.
   std::size_t workers = 0;
-  std::size_t prefetch = 2;            ///< batches produced ahead of the consumer
+  /// Batches produced ahead of the consumer. auto_tune: 2 at first, one more while the consumer
+  /// still waits with no worker to add, kept when it helps, up to 8 and what memory_budget
+  /// allows (the budget is checked for the most; slots are allocated as prefetch grows).
+  std::size_t prefetch = 2;
   std::size_t max_batches_in_use = 1;  ///< batches the consumer may hold at once (slots = prefetch + this)
   device_spec device;                  ///< auto (default), cpu, cuda, cuda:N, local_rank: see device_spec
   bool drop_last = false;              ///< drop a last partial batch
@@ -78,8 +91,8 @@ void validate(const loader_options& o);
 /// queued work, waits for running samples and in-flight copies, and joins every thread.
 class loader {
  public:
-  /// Allocates every slot (host: pinned when a GPU is used; device: one slot each) and starts no
-  /// work yet. Throws std::invalid_argument for bad options or fields, cuda_error on CUDA failures.
+  /// Allocates the slots of the first prefetch (host: pinned when a GPU is used; device: one slot
+  /// each; prefetch auto allocates more as it grows) and starts no work yet. Throws std::invalid_argument for bad options or fields, cuda_error on CUDA failures.
   loader(std::shared_ptr<source> src, loader_options options);
   loader(loader&&) noexcept;
   loader& operator=(loader&&) noexcept;
@@ -145,11 +158,29 @@ class loader {
   [[nodiscard]] cudaStream_t stream() const noexcept;
   [[nodiscard]] std::size_t slots() const noexcept;
   [[nodiscard]] std::size_t slot_bytes() const noexcept;
-  /// Host memory held by the slot arena: slots() * slot_bytes(), fixed at construction.
+  /// Host memory held by the slots allocated so far: slot_bytes() each; all slots() of them unless
+  /// prefetch is auto (then as many as prefetch has needed).
   [[nodiscard]] std::size_t host_bytes() const noexcept;
   [[nodiscard]] std::size_t device_bytes() const noexcept;
-  /// The worker threads that run (see loader_options::workers).
+  /// The worker threads that run now (see loader_options::workers).
   [[nodiscard]] std::size_t workers() const noexcept;
+  /// The batches produced ahead now (see loader_options::prefetch).
+  [[nodiscard]] std::size_t prefetch() const noexcept;
+
+  /// What auto_tune chose, and why.
+  struct tuning_report {
+    bool workers_auto = false, prefetch_auto = false;
+    std::size_t workers = 0, prefetch = 0;            ///< now
+    std::size_t workers_most = 0, prefetch_most = 0;  ///< the bounds: TBB's cap, the memory budget
+    std::uint64_t windows = 0, changes = 0;           ///< windows judged, changes made
+    bool settled = false;                             ///< a window changed nothing
+    std::string reason;                               ///< the last window's judgement
+    /// One line: "workers 6 (auto, of 15), prefetch 3 (auto, of 8): <reason>".
+    [[nodiscard]] std::string to_string() const;
+    /// A JSON object of the fields.
+    [[nodiscard]] std::string to_json() const;
+  };
+  [[nodiscard]] tuning_report tuning() const;
 
   [[nodiscard]] stats_snapshot stats() const;
   void reset_stats();
@@ -161,6 +192,34 @@ class loader {
  private:
   struct impl;
   std::unique_ptr<impl> impl_;
+};
+
+}  // namespace pinfeed
+
+namespace pinfeed {
+
+/// Settings a loader runs with, as `pinfeed doctor --write-config` writes them and `pinfeed run
+/// --config` and the library read them back. The file is one JSON object (docs/config.md):
+///   {"schema": "pinfeed.config/1", "workers": 6, "prefetch": 3, "requests_in_flight": 128,
+///    "memory_budget": 8589934592, "expected_speedup": 1.42, "measured": "..."}
+/// Every field but "schema" may be left out; "workers" and "prefetch" take a positive number or
+/// "auto". Unknown fields are refused (a misspelt one would silently do nothing).
+struct loader_config {
+  std::optional<std::size_t> workers, prefetch;  ///< auto_tune for "auto"
+  std::optional<std::uint64_t> memory_budget;
+  std::optional<std::size_t> requests_in_flight;  ///< remote shards (remote_options)
+  std::optional<double> expected_speedup;         ///< what the doctor measured against the settings it started from
+  std::string measured;                           ///< how, in words
+
+  /// Sets the options the config gives.
+  void apply_to(loader_options& o) const;
+  [[nodiscard]] std::string to_json() const;
+  /// Throws std::invalid_argument naming `origin` (a file name), the field and the value.
+  [[nodiscard]] static loader_config from_json(const std::string& text, const std::string& origin);
+  /// Reads a file; throws std::runtime_error when it cannot be read, std::invalid_argument when
+  /// it is malformed.
+  [[nodiscard]] static loader_config read(const std::string& path);
+  void write(const std::string& path) const;
 };
 
 }  // namespace pinfeed

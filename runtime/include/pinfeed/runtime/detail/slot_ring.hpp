@@ -30,8 +30,12 @@ class slot_ring {
   slot_ring& operator=(const slot_ring&) = delete;
 
   [[nodiscard]] std::size_t size() const noexcept { return count_; }
+  /// The slots acquire() hands out: the first `n` (1 to size(); all of them at first). A slot
+  /// past them that is in use finishes its cycle and is not handed out again.
+  void set_usable(std::size_t n);
+  [[nodiscard]] std::size_t usable() const;
 
-  /// Blocks until some slot is free, then marks it `filling` for batch `seq` and returns it.
+  /// Blocks until one of the usable slots is free, then marks it `filling` for batch `seq` and returns it.
   /// Returns nullopt once the ring is closed.
   [[nodiscard]] std::optional<std::size_t> acquire(std::uint64_t seq);
   /// Moves `slot` from `from` to `to`. Throws std::logic_error (naming the slot and both states)
@@ -63,6 +67,7 @@ class slot_ring {
   void check_index(std::size_t slot) const;
 
   std::size_t count_;
+  std::size_t usable_;  // guarded by mutex_
   std::unique_ptr<entry[]> slots_;
   mutable std::mutex mutex_;
   std::condition_variable free_cv_, ready_cv_;

@@ -1,0 +1,106 @@
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "pinfeed/runtime/loader.hpp"
+
+namespace pinfeed {
+namespace {
+constexpr const char* kSchema = "pinfeed.config/1";
+
+nlohmann::json count_or_auto(std::size_t v) { return v == auto_tune ? nlohmann::json("auto") : nlohmann::json(v); }
+}  // namespace
+
+void loader_config::apply_to(loader_options& o) const {
+  if (workers) o.workers = *workers;
+  if (prefetch) o.prefetch = *prefetch;
+  if (memory_budget) o.memory_budget = *memory_budget;
+}
+
+std::string loader_config::to_json() const {
+  nlohmann::json j{{"schema", kSchema}};
+  if (workers) j["workers"] = count_or_auto(*workers);
+  if (prefetch) j["prefetch"] = count_or_auto(*prefetch);
+  if (memory_budget) j["memory_budget"] = *memory_budget;
+  if (requests_in_flight) j["requests_in_flight"] = *requests_in_flight;
+  if (expected_speedup) j["expected_speedup"] = *expected_speedup;
+  if (!measured.empty()) j["measured"] = measured;
+  return j.dump(2);
+}
+
+loader_config loader_config::from_json(const std::string& text, const std::string& origin) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument("config '" + origin + "' is not JSON: " + e.what());
+  }
+  if (!j.is_object()) throw std::invalid_argument("config '" + origin + "' is not a JSON object: " + j.dump());
+  auto bad = [&](const std::string& key, const std::string& want) {
+    return std::invalid_argument("config '" + origin + "': \"" + key + "\" is " + j.at(key).dump() + ", expected " + want);
+  };
+  if (!j.contains("schema") || j["schema"] != kSchema)
+    throw std::invalid_argument("config '" + origin + "': \"schema\" is " + (j.contains("schema") ? j["schema"].dump() : "missing") +
+                                ", expected \"" + kSchema + "\"");
+  loader_config c;
+  auto positive = [&](const std::string& key, std::uint64_t most) -> std::uint64_t {
+    const auto& v = j.at(key);
+    if (!v.is_number_unsigned() || v.get<std::uint64_t>() == 0 || v.get<std::uint64_t>() > most)
+      throw bad(key, "a whole number from 1 to " + std::to_string(most));
+    return v.get<std::uint64_t>();
+  };
+  for (const auto& [key, value] : j.items()) {
+    if (key == "schema") continue;
+    if (key == "workers" || key == "prefetch") {
+      const std::size_t v = value == "auto" ? auto_tune : static_cast<std::size_t>(positive(key, key == "workers" ? 1024 : 4095));
+      (key == "workers" ? c.workers : c.prefetch) = v;
+    } else if (key == "memory_budget") {
+      c.memory_budget = positive(key, ~std::uint64_t{0});
+    } else if (key == "requests_in_flight") {
+      c.requests_in_flight = positive(key, 1024);
+    } else if (key == "expected_speedup") {
+      if (!value.is_number() || !(value.get<double>() > 0)) throw bad(key, "a positive number");
+      c.expected_speedup = value.get<double>();
+    } else if (key == "measured") {
+      if (!value.is_string()) throw bad(key, "a string");
+      c.measured = value.get<std::string>();
+    } else {
+      throw std::invalid_argument("config '" + origin + "': unknown field \"" + key +
+                                  "\" (known: schema, workers, prefetch, memory_budget, requests_in_flight, "
+                                  "expected_speedup, measured)");
+    }
+  }
+  return c;
+}
+
+loader_config loader_config::read(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read config '" + path + "'");
+  return from_json(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), path);
+}
+
+void loader_config::write(const std::string& path) const {
+  std::ofstream out(path);
+  if (!(out << to_json() << "\n")) throw std::runtime_error("cannot write config '" + path + "'");
+}
+
+std::string loader::tuning_report::to_string() const {
+  auto one = [](std::size_t now, bool automatic, std::size_t most) {
+    return std::to_string(now) + (automatic ? " (auto, of " + std::to_string(most) + ")" : std::string(" (fixed)"));
+  };
+  return "workers " + one(workers, workers_auto, workers_most) + ", prefetch " + one(prefetch, prefetch_auto, prefetch_most) +
+         ": " + reason;
+}
+
+std::string loader::tuning_report::to_json() const {
+  return nlohmann::json{{"workers", workers},         {"workers_auto", workers_auto}, {"workers_most", workers_most},
+                        {"prefetch", prefetch},       {"prefetch_auto", prefetch_auto}, {"prefetch_most", prefetch_most},
+                        {"windows", windows},         {"changes", changes},          {"settled", settled},
+                        {"reason", reason}}
+      .dump();
+}
+
+}  // namespace pinfeed

@@ -4,6 +4,7 @@
 #include "commands.hpp"
 
 #if PINFEED_TOOL_BENCH
+#include "autotune_bench.hpp"
 #include "doctor_bench.hpp"
 #include "h2d_bench.hpp"
 #include "pipeline_bench.hpp"
@@ -103,6 +104,23 @@ void add_doctor_bench(CLI::App* bench, command_list& out) {
   registered(out, d, dbo, &bench::run_doctor_bench, &bench::doctor_bench_options::workers);
 }
 
+void add_autotune(CLI::App* bench, command_list& out) {
+  static bench::autotune_bench_options ao;
+  auto* a = bench->add_subcommand("autotune", "workers and prefetch auto vs the best of a grid: synthetic, JPEG folder, remote shards");
+  a->add_option("--data", ao.data_dir, "dataset directory (generated once, kept)");
+  a->add_option("--images", ao.images, "JPEGs in the folder and the shards")->check(CLI::PositiveNumber);
+  a->add_option("--synthetic-samples", ao.synthetic_samples, "synthetic images per epoch")->check(CLI::PositiveNumber);
+  a->add_option("-b,--batch", ao.batch, "batch size")->check(CLI::PositiveNumber);
+  a->add_option("--epochs", ao.epochs, "timed epochs per run, after one untimed")->check(CLI::PositiveNumber);
+  a->add_option("--rounds", ao.rounds, "every setting once a round (median reported)")->check(CLI::PositiveNumber);
+  a->add_option("--latency-ms", ao.latency_ms, "latency added to every remote request")->check(CLI::NonNegativeNumber);
+  a->add_option("--workers", ao.workers, "the grid's workers (default: 1 to the hardware threads)")->check(CLI::PositiveNumber)->delimiter(',');
+  a->add_option("--prefetch", ao.prefetch, "the grid's prefetch values")->check(CLI::PositiveNumber)->delimiter(',');
+  a->add_option("--requests-in-flight", ao.in_flight, "the remote grid's requests in flight")->check(CLI::Range(1, 1024))->delimiter(',');
+  a->add_option("--workloads", ao.workloads, "synthetic, jpeg_folder, remote")->delimiter(',');
+  registered(out, a, ao, &bench::run_autotune);
+}
+
 }  // namespace
 
 void add_bench(CLI::App& app, command_list& out) {
@@ -113,6 +131,7 @@ void add_bench(CLI::App& app, command_list& out) {
   add_pipeline(bench, out);
   add_remote(bench, out);
   add_doctor_bench(bench, out);
+  add_autotune(bench, out);
 }
 #else
 void add_bench(CLI::App&, command_list&) {}

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -114,6 +115,9 @@ void run_workload(const workload& w, const autotune_bench_options& o, std::ostre
 }  // namespace
 
 void run_autotune(const autotune_bench_options& o, std::ostream& out) {
+  for (const auto& name : o.workloads)  // before the dataset is made
+    if (name != "synthetic" && name != "jpeg_folder" && name != "remote")
+      throw std::invalid_argument("bench autotune: unknown workload '" + name + "' (synthetic, jpeg_folder, remote)");
   ensure_jpeg_dataset(o.data_dir, o.images);
   const auto files = loaders::list_image_folder((fs::path(o.data_dir) / "jpeg").string()).files;
   const auto steps = loaders::parse_pipeline("rrc(224),hflip");
@@ -132,7 +136,7 @@ void run_autotune(const autotune_bench_options& o, std::ostream& out) {
                       return std::make_shared<loaders::pipeline_source>(loaders::make_image_files_reader(files), steps);
                     }},
                    o, out);
-    } else if (name == "remote") {
+    } else {  // remote
       if (!loopback::have_nginx()) {
         out << with_host({{"bench", "autotune"}, {"workload", "remote_shards"}, {"skipped", "nginx is not installed (Debian: nginx-light)"}})
                    .dump()
@@ -155,8 +159,6 @@ void run_autotune(const autotune_bench_options& o, std::ostream& out) {
                     },
                     true},
                    o, out);
-    } else {
-      throw std::invalid_argument("bench autotune: unknown workload '" + name + "' (synthetic, jpeg_folder, remote)");
     }
   }
 }

@@ -14,7 +14,7 @@ namespace pinfeed::bench {
 struct autotune_bench_options {
   std::string data_dir = "/tmp/pinfeed-bench-data";  ///< the generated JPEG dataset lives here (kept)
   std::int64_t images = 512;             ///< JPEGs of the folder and the shards
-  std::int64_t synthetic_samples = 256;  ///< 1024x1024 synthetic images per epoch
+  std::int64_t synthetic_samples = 1024;  ///< 1024x1024 synthetic images per epoch (enough for the tuner to judge windows)
   std::size_t batch = 32;
   int epochs = 2;                        ///< timed epochs per run, after one untimed (the tuner's start)
   int rounds = 3;                        ///< every setting once a round, interleaved; a row's figure is its median

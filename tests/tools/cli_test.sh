@@ -343,6 +343,19 @@ expect_error "doctor: dataset that fails to decode" "x1.jpg" doctor --source "fo
 expect_error "doctor: skip with nothing good" "every one of the 3 samples failed" doctor --source "folder:$work/bad" --transforms "rrc(16)" --device cpu --batch 2 --steps 2 --on-error skip
 
 # Settings: auto by default, bad values named, the doctor's config read back by run.
+"$pf" bench autotune --data "$work/bench-data" --images 40 --synthetic-samples 16 --workloads synthetic,jpeg_folder \
+  --batch 4 --epochs 1 --rounds 2 --workers 1 --prefetch 1,2 >"$work/autotune.jsonl" 2>"$work/autotune.err"
+check "bench autotune: the grid, auto and a summary per workload, with the CPU model" python3 -c "
+import json,sys; rows=[json.loads(l) for l in open('$work/autotune.jsonl')]
+for w in ('synthetic_article','jpeg_folder_rrc_flip'):
+    mine=[r for r in rows if r['workload']==w]
+    grid=[r for r in mine if r.get('setting')=='grid']; auto=[r for r in mine if r.get('setting')=='auto']; s=[r for r in mine if r.get('summary')]
+    assert len(grid)==2 and {r['prefetch'] for r in grid}=={1,2} and len(auto)==1 and len(s)==1, w
+    assert all(len(r['rounds_images_per_s'])==2 and r['images_per_s']>0 and r['cpu'] for r in grid+auto), w
+    best=max(r['images_per_s'] for r in grid)
+    assert abs(s[0]['best_images_per_s']-best)<1e-9 and abs(s[0]['auto_over_best']-auto[0]['images_per_s']/best)<1e-9, w
+    assert auto[0]['chose_workers']>=1 and auto[0]['chose_prefetch']>=1, w"
+expect_error "bench autotune: an unknown workload is named" "unknown workload 'gpu'" bench autotune --workloads gpu
 expect_error "run --workers 0 names the value" "--workers 0: give a whole number from 1 to 1024, or auto" run --device cpu --samples 64 --limit 1 --workers 0
 expect_error "run --prefetch -1 names the value" "--prefetch -1: give a whole number from 1 to 4095, or auto" run --device cpu --samples 64 --limit 1 --prefetch -1
 expect_error "doctor --workers many names the value" "--workers many" "${doc[@]}" --workers many

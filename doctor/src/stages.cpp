@@ -58,6 +58,7 @@ class slow_storage_reader final : public image_reader {
   loaders::storage_kind storage() const override { return base_->storage(); }
   std::optional<loaders::remote_counters> fetch_counters() const override { return base_->fetch_counters(); }
   std::vector<memory_use> memory() const override { return base_->memory(); }
+  void limit_memory(std::uint64_t bytes) override { base_->limit_memory(bytes); }
   read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) override {
     const read_result r = base_->read(s, image, plan);
     wait(r.stored_bytes);
@@ -229,6 +230,7 @@ class cached_reader final : public image_reader {
                    known ? entries_.size() * shape_.bytes() : entries_.budget()});
     return out;
   }
+  void limit_memory(std::uint64_t bytes) override { base_->limit_memory(bytes - std::min(bytes, memory().back().bytes)); }
 
   read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) override {
     const entry& e = filled(s);
@@ -349,6 +351,7 @@ class pooled_source final : public source {
     out.push_back({"sample cache (a pool of " + std::to_string(entries_.size()) + " finished samples)", bytes * entries_.size()});
     return out;
   }
+  void limit_memory(std::uint64_t bytes) override { base_->limit_memory(bytes - std::min(bytes, memory().back().bytes)); }
   void produce(sample& s) override {
     auto& slot = entries_.get(s.index(), [&](entry& e, std::uint64_t p) {
       std::vector<std::byte*> buffers;

@@ -110,6 +110,7 @@ class source_reader final : public image_reader {
   std::shared_ptr<const sample_groups> groups() const override { return base_->groups(); }
   storage_kind storage() const override { return storage_kind::generated; }
   std::vector<memory_use> memory() const override { return base_->memory(); }
+  void limit_memory(std::uint64_t bytes) override { base_->limit_memory(bytes); }
   read_result read(sample& s, std::vector<std::byte>& image, const decode_planner&) override {
     thread_local std::vector<std::byte*> buffers;
     image.resize(shape_.bytes());

@@ -442,8 +442,19 @@ loader::impl::impl(std::shared_ptr<source> s, loader_options o)
   if (o.after_copy && !dev.is_cuda())
     throw std::invalid_argument("loader option after_copy hooks the host-to-device copy, but batches stay on the " +
                                 dev.to_string() + ": nothing is copied");
-  detail::slot_plan plan = detail::plan_slots(o, fields, dev.is_cuda(),
-                                              o.memory_budget ? src->memory() : std::vector<memory_use>{});
+  std::vector<memory_use> source_memory;
+  if (o.memory_budget) {
+    // The source's adapting parts (a remote read-ahead) get what the first slots leave; the rest of
+    // the parts and the slots prefetch auto may add are then checked against the whole budget.
+    loader_options first = o;
+    first.memory_budget.reset();
+    if (first.prefetch == auto_tune) first.prefetch = 2;
+    const std::uint64_t slots = static_cast<std::uint64_t>(first.prefetch + o.max_batches_in_use) *
+                                detail::plan_slots(first, fields, dev.is_cuda(), {}).slot_bytes * (dev.is_cuda() ? 2 : 1);
+    src->limit_memory(*o.memory_budget - std::min(*o.memory_budget, slots));
+    source_memory = src->memory();
+  }
+  detail::slot_plan plan = detail::plan_slots(o, fields, dev.is_cuda(), source_memory);
   const std::size_t first_prefetch = plan.prefetch;
   core = std::make_shared<detail::loader_core>(o, std::move(fields), dev, std::move(plan));
   core->ring.set_usable(first_prefetch + o.max_batches_in_use);

@@ -1012,3 +1012,49 @@ TEST_CASE("remote.a_loader_budget_counts_the_shard_cache_or_the_read_ahead") {
   CHECK(range->memory()[0].bytes < (1u << 20));  // read_ahead 8 of samples of about 1 KiB
   CHECK(loader_over(range, 16u << 20).next());
 }
+
+TEST_CASE("remote.range_read_ahead_keeps_within_what_a_loader_budget_leaves") {
+  served_shards served;
+  if (!served) return;
+  const no_proxies clean;
+  const auto& set = served.set;
+  const std::string base = served.server->url();
+  shard_options ranged;
+  ranged.window_shards = 0;
+  remote_options adaptive = quick();
+  adaptive.requests_in_flight.reset();  // both adapt: the read-ahead follows the requests in flight
+  adaptive.read_ahead.reset();
+  const auto make = [&] { return make_remote_shard_reader(urls(base, set), ranged, adaptive); };
+  const auto unlimited = make();
+  const std::uint64_t most = unlimited->memory().at(0).bytes;
+  unlimited->limit_memory(std::uint64_t{1} << 40);  // more than it takes: unchanged
+  CHECK(unlimited->memory().at(0).bytes == most);
+  // The least: the read-ahead of kMinRequestsInFlight requests (8 samples each), which does not shrink further.
+  const auto least_reader = make();
+  least_reader->limit_memory(0);
+  const std::uint64_t least = least_reader->memory().at(0).bytes;
+  CHECK(least <= most);
+  CHECK(least % (8 * kMinRequestsInFlight) == 0);
+  const std::uint64_t mean = least / (8 * kMinRequestsInFlight);
+  if (most > least) {
+    const auto between = make();
+    const std::uint64_t room = 8 * (kMinRequestsInFlight + 10) * mean + mean / 2;
+    between->limit_memory(room);
+    CHECK(between->memory().at(0).bytes <= room);
+    CHECK(between->memory().at(0).bytes > least);
+  }
+  // Through a loader: a budget with room for the slots and the least read-ahead, not the most,
+  // is met by shrinking the read-ahead (it failed before), and one without room for the least
+  // still fails, naming it.
+  loader_options o = test::cpu_loader(5, 1, 7);
+  const auto pipeline_over = [](const std::shared_ptr<image_reader>& r) {
+    return std::make_shared<pipeline_source>(r, parse_pipeline("rrc(16),hflip"));
+  };
+  const std::uint64_t slots = 8u << 20;  // far more than 3 slots of five 16x16 images
+  o.memory_budget = least + slots;
+  loader fits(pipeline_over(make()), o);
+  CHECK(fits.next());
+  o.memory_budget = least / 2;
+  CHECK_THROWS_WITH_AS(loader(pipeline_over(make()), o), doctest::Contains("read-ahead (remote shards, range reads)"),
+                       std::invalid_argument);
+}

@@ -178,7 +178,14 @@ TEST_CASE("loader.auto.rss_stays_under_the_memory_budget_over_shuffled_epochs") 
   MESSAGE("resident before ", before >> 20, " MiB, peak ", peak >> 20, " MiB, budget ", budget >> 20,
           " MiB (peak reset: ", reset, ")");
   REQUIRE(peak > 0);
+#if PINFEED_TESTS_EMULATED || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // Under qemu-user the peak holds the emulator's translation cache, which grows with the code
+  // run, and under a sanitizer its shadow memory: the accounting above is checked, the resident
+  // bytes are not.
+  MESSAGE("under an emulator or a sanitizer: the peak resident size is not the loader's");
+#else
   CHECK(peak - std::min(peak, before) <= budget);
+#endif
 }
 
 TEST_CASE("loader.config.round_trips_and_names_what_is_wrong") {

@@ -123,6 +123,17 @@ void range_reads::remember_taken(std::uint64_t id, std::uint64_t pass) {
   }
 }
 
+void range_reads::limit_memory(std::uint64_t bytes) {
+  std::lock_guard lock(m_);
+  if (!adapt_ || o_.read_ahead) return;  // fixed requests in flight, or a fixed read-ahead: nothing adapts
+  // pending_for(depth_for(n)) = 8n samples for n >= kMinRequestsInFlight.
+  const std::uint64_t fits = bytes / (8 * mean_image_bytes_);
+  if (fits >= adapt_->most()) return;
+  const std::size_t most = std::max<std::size_t>(kMinRequestsInFlight, static_cast<std::size_t>(fits));
+  adapt_.emplace(most);
+  if (set_.loop().cap() > most) apply_cap(most);
+}
+
 memory_use range_reads::memory() const {
   // The answers pending at once: up to four read-aheads of the deepest read-ahead (with the
   // requests in flight adapting: kReadAheadBytes of samples at most), of the shards' mean sample.

@@ -54,6 +54,9 @@ class range_reads final : public fetch_strategy {
                                    std::shared_ptr<const void>& held) override;
   void add_counters(remote_counters& c) const override;
   [[nodiscard]] memory_use memory() const override;
+  /// With the requests in flight adapting: lowers the most they take (kMinRequestsInFlight at
+  /// least) so that the read-ahead they drive holds at most `bytes` of samples.
+  void limit_memory(std::uint64_t bytes) override;
   void stop() noexcept override {}
 
  private:

@@ -65,6 +65,7 @@ class remote_tar_reader final : public detail::tar_sample_reader {
   }
 
   [[nodiscard]] std::vector<memory_use> memory() const override { return {strategy_->memory()}; }
+  void limit_memory(std::uint64_t bytes) override { strategy_->limit_memory(bytes); }
 
   [[nodiscard]] std::optional<remote_counters> fetch_counters() const override {
     const request_counters& n = *counters_;

@@ -78,6 +78,8 @@ class fetch_strategy {
   virtual void add_counters(remote_counters& c) const = 0;
   /// The most memory it holds (the shard cache, or the read-ahead's answers), named.
   [[nodiscard]] virtual memory_use memory() const = 0;
+  /// Keeps within `bytes` where it adapts (see source::limit_memory). Default: it does not.
+  virtual void limit_memory(std::uint64_t bytes) { (void)bytes; }
   /// The reader is going: wake every read that waits. The transfer loop stops after this.
   virtual void stop() noexcept = 0;
 };

@@ -81,6 +81,8 @@ class image_reader {
   /// The memory it holds beyond one sample (a cache, a read-ahead), each part named (see
   /// source::memory()). Default: none.
   [[nodiscard]] virtual std::vector<memory_use> memory() const { return {}; }
+  /// The most bytes it may hold (see source::limit_memory). Default: nothing adapts.
+  virtual void limit_memory(std::uint64_t bytes) { (void)bytes; }
   /// What its remote reads have cost so far; nullopt for a reader that makes none.
   [[nodiscard]] virtual std::optional<remote_counters> fetch_counters() const { return std::nullopt; }
 
@@ -138,6 +140,7 @@ class pipeline_source final : public source {
   std::string identity() const override { return reader_->identity(); }
   std::shared_ptr<const sample_groups> groups() const override { return reader_->groups(); }
   std::vector<memory_use> memory() const override { return reader_->memory(); }
+  void limit_memory(std::uint64_t bytes) override { reader_->limit_memory(bytes); }
 
   /// The pointwise tail the consumer must run (device_tail mode; nullopt otherwise).
   [[nodiscard]] const std::optional<ops::normalize_params>& tail_params() const noexcept { return consumer_tail_; }

@@ -206,6 +206,12 @@ class source {
   /// The memory it holds beyond the loader's slots (caches, read-ahead), each part named. Default:
   /// none.
   [[nodiscard]] virtual std::vector<memory_use> memory() const { return {}; }
+  /// The most bytes it may hold: a loader with a memory budget calls this once, at construction
+  /// and before any produce(), with the budget less its first slots. Parts that adapt (a remote
+  /// reader's range read-ahead) then keep within it where they can; memory() reports the result,
+  /// and what cannot shrink stays as it was (the loader's budget check names it). Default: nothing
+  /// adapts.
+  virtual void limit_memory(std::uint64_t bytes) { (void)bytes; }
 };
 
 /// Wraps any callable `void(sample&)` as a source of `size` samples with `fields`.

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <vector>
 
 #include <filesystem>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include <exception>
 #include <optional>
 
+#include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/cuda_api.hpp"
 #include "pinfeed/runtime/device.hpp"
 #include "pinfeed/runtime/loader.hpp"
@@ -137,6 +139,16 @@ inline std::size_t rss_bytes() {
   std::size_t pages = 0, resident = 0;
   in >> pages >> resident;
   return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+}
+
+/// One checksum_line per batch of epochs `first` to `last`, each started anew.
+inline std::vector<std::string> epoch_checksums(loader& l, std::uint32_t first, std::uint32_t last) {
+  std::vector<std::string> lines;
+  for (std::uint32_t e = first; e <= last; ++e) {
+    l.start_epoch(e);
+    while (auto b = l.next()) lines.push_back(checksum_line(*b));
+  }
+  return lines;
 }
 
 /// Resets the process's peak resident set (VmHWM) to its current size; false where the kernel

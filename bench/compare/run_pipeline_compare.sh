@@ -1,13 +1,4 @@
 #!/usr/bin/env bash
-# Side-by-side: pinfeed vs the PyTorch DataLoader on the same workloads, workers and images.
-# Installs torch, torchvision and pillow from PyPI into a virtualenv (comparison only).
-set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-venv=${PINFEED_COMPARE_VENV:-$root/.venv-compare}
-if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c "import torch, torchvision, PIL" 2>/dev/null; then
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q torch torchvision pillow numpy
-fi
-pf=${PINFEED_BIN:-$root/build/tools/pinfeed}
-[[ -x $pf ]] || bash "$root/scripts/build.sh"
-exec "$venv/bin/python" "$root/bench/compare/pipeline_torch.py" --pinfeed "$pf" "$@"
+# Side-by-side: pinfeed vs the PyTorch DataLoader on the same workloads, workers and images
+# (pipeline_torch.py).
+exec bash "$(dirname "${BASH_SOURCE[0]}")/with_torch.sh" pipeline_torch.py "$@"

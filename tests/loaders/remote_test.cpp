@@ -61,12 +61,7 @@ std::vector<std::string> checksums(const std::shared_ptr<image_reader>& reader, 
   loader_options o = test::cpu_loader(5, workers, 7);
   o.order.shuffle = true;
   loader l(std::make_shared<pipeline_source>(reader, parse_pipeline("rrc(16),hflip")), o);
-  std::vector<std::string> lines;
-  for (std::uint32_t e = 0; e < 2; ++e) {
-    l.start_epoch(e);
-    while (auto b = l.next()) lines.push_back(checksum_line(*b));
-  }
-  return lines;
+  return test::epoch_checksums(l, 0, 1);
 }
 
 std::vector<std::string> shard_window_checksums(const std::shared_ptr<image_reader>& reader, std::size_t workers = 2,
@@ -740,12 +735,7 @@ std::vector<std::string> shard_window_checksums(const std::shared_ptr<image_read
   o.order.shuffle = true;
   loader l(std::make_shared<pipeline_source>(reader, parse_pipeline("rrc(16),hflip")), o);
   REQUIRE(l.order().groups());  // the reader's shards are the order's groups
-  std::vector<std::string> lines;
-  for (std::uint32_t e = 0; e < epochs; ++e) {
-    l.start_epoch(e);
-    while (auto b = l.next()) lines.push_back(checksum_line(*b));
-  }
-  return lines;
+  return test::epoch_checksums(l, 0, epochs - 1);
 }
 }  // namespace
 

@@ -39,15 +39,6 @@ loader_options shuffled(std::size_t batch, std::size_t workers, std::size_t pref
   return o;
 }
 
-std::vector<std::string> checksums(loader& l, std::uint32_t epochs) {
-  std::vector<std::string> lines;
-  for (std::uint32_t e = 0; e < epochs; ++e) {
-    l.start_epoch(e);
-    while (auto b = l.next()) lines.push_back(checksum_line(*b));
-  }
-  return lines;
-}
-
 }  // namespace
 
 TEST_CASE("loader.auto.batches_equal_a_fixed_setting_while_the_tuner_moves") {
@@ -57,11 +48,11 @@ TEST_CASE("loader.auto.batches_equal_a_fixed_setting_while_the_tuner_moves") {
   const tbb::global_control cap(tbb::global_control::max_allowed_parallelism, 5);
   const auto src = sleeping_source(3000, 64, 300);
   loader fixed(src, shuffled(16, 1, 2));
-  const auto expected = checksums(fixed, 3);
+  const auto expected = test::epoch_checksums(fixed, 0, 2);
   loader tuned(src, shuffled(16, auto_tune, auto_tune));
   CHECK(tuned.workers() == 4);  // the cap to start
   CHECK(tuned.prefetch() == 2);
-  const auto got = checksums(tuned, 3);
+  const auto got = test::epoch_checksums(tuned, 0, 2);
   REQUIRE(got.size() == expected.size());
   CHECK(got == expected);
   const auto t = tuned.tuning();

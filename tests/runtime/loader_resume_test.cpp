@@ -36,20 +36,12 @@ loader_options shuffled(std::size_t workers) {
   o.order = {true, 0, 1, false};
   return o;
 }
-std::vector<std::string> run_epochs(loader& l, std::uint32_t first, std::uint32_t last) {
-  std::vector<std::string> lines;
-  for (std::uint32_t e = first; e <= last; ++e) {
-    l.start_epoch(e);
-    while (auto b = l.next()) lines.push_back(checksum_line(*b));
-  }
-  return lines;
-}
 }  // namespace
 
 TEST_CASE("loader.shuffled_order_is_deterministic_and_complete") {
   no_launcher clean;
   loader a(id_source(100), shuffled(1)), b(id_source(100), shuffled(3));
-  const auto la = run_epochs(a, 0, 1), lb = run_epochs(b, 0, 1);
+  const auto la = test::epoch_checksums(a, 0, 1), lb = test::epoch_checksums(b, 0, 1);
   CHECK(la == lb);
   CHECK(la.size() == 30);
   a.start_epoch(2);
@@ -72,7 +64,7 @@ TEST_CASE("loader.resume_yields_exactly_the_remaining_batches") {
   for (std::size_t stop_after : {0u, 1u, 6u, 15u, 29u}) {
     CAPTURE(stop_after);
     loader original(id_source(100), shuffled(2));
-    const auto expected = run_epochs(original, 0, 1);  // the full two epochs, uninterrupted
+    const auto expected = test::epoch_checksums(original, 0, 1);  // the full two epochs, uninterrupted
 
     loader first(id_source(100), shuffled(2));
     std::vector<std::string> got;

@@ -9,5 +9,5 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$root/scripts/build.sh"
 "$root/build/tools/pinfeed" info
-"$root/build/tools/pinfeed" doctor --source synthetic --samples 2048 --batch 64 --prefetch 4 \
+"$root/build/tools/pinfeed" doctor --source synthetic --samples 2048 --batch 64 \
   --transforms "crop(256),mask(0.25),ycbcr,scale" "$@"

@@ -377,6 +377,9 @@ import json, jsonschema
 jsonschema.Draft202012Validator(json.load(open('$schema'))).validate(json.load(open('$work/doctor-config.json')))"
 "$pf" run --device cpu --samples 64 --height 64 --width 64 --limit 2 --config "$work/config.json" 2>"$work/config-run.err" >/dev/null
 check "run --config runs the written settings, fixed" grep -q "^settings: workers [0-9]* (fixed), prefetch [0-9]* (fixed)" "$work/config-run.err"
+echo '{"schema": "pinfeed.config/1", "workers": 40}' >"$work/many-config.json"
+"$pf" run --device cpu --samples 64 --height 16 --width 16 --limit 2 --config "$work/many-config.json" 2>"$work/many-run.err" >/dev/null
+check "run --config: the file's workers raise TBB's cap as --workers does" grep -q "^settings: workers 40 (fixed)" "$work/many-run.err"
 echo '{"schema": "pinfeed.config/1", "workers": 0}' >"$work/bad-config.json"
 expect_error "run --config with a bad value names the file, field and value" "bad-config.json': \"workers\" is 0, expected a whole number from 1 to 1024" run --device cpu --samples 64 --limit 1 --config "$work/bad-config.json"
 expect_error "run --config with a missing file names it" "cannot read config '$work/none.json'" run --device cpu --samples 64 --limit 1 --config "$work/none.json"

@@ -29,9 +29,10 @@ std::size_t count_or_auto(const char* option, const std::string& text, std::size
 
 std::size_t workers_asked(const run_args& a) noexcept {
   try {
-    const std::size_t n = count_or_auto("--workers", a.workers, 1024);
+    const std::optional<std::size_t> from_config = config_of(a) ? config_of(a)->workers : std::nullopt;
+    const std::size_t n = a.workers.empty() && from_config ? *from_config : count_or_auto("--workers", a.workers, 1024);
     return n == auto_tune ? 0 : n;
-  } catch (const std::exception&) {
+  } catch (const std::exception&) {  // make_loader_options reports it
     return 0;
   }
 }

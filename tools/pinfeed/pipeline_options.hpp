@@ -45,8 +45,8 @@ struct run_args {
 /// `text` as a count from 1 to `most`, or auto_tune for "auto". Throws std::invalid_argument
 /// naming `option` and the value.
 [[nodiscard]] std::size_t count_or_auto(const char* option, const std::string& text, std::size_t most);
-/// The worker threads asked for, for TBB's process-wide cap: 0 for auto or a bad value (which
-/// make_loader_options reports).
+/// The worker threads asked for (--workers, else the --config file's), for TBB's process-wide
+/// cap: 0 for auto or a bad value (which make_loader_options reports).
 [[nodiscard]] std::size_t workers_asked(const run_args& a) noexcept;
 /// The config file of --config, if one was given (read once).
 [[nodiscard]] const std::optional<loader_config>& config_of(const run_args& a);

@@ -261,10 +261,7 @@ class ladder {
       std::optional<batch> current;
       std::uint64_t settled_at = 0;
       for (;;) {
-        current.reset();
-        batch b = next_cycling(l, "the tuning pass");
-        (*consume_)(step_view(b));
-        current = std::move(b);
+        (void)loader_step(l, current, "the tuning pass");
         const auto t = l.tuning();
         if (t.settled && settled_at == 0) settled_at = t.windows;
         if ((settled_at != 0 && t.windows >= settled_at + 3) || seconds_since(t0) > o_.max_tuning_seconds) break;
@@ -292,24 +289,26 @@ class ladder {
     r_.expected_speedup = baseline_pass.images_per_s > 0 ? tuned_pass.images_per_s / baseline_pass.images_per_s : 0;
   }
 
+  /// One step on the loader's next batch, which `current` holds until the next step (the last
+  /// one's slot goes back before the wait).
+  step_result loader_step(loader& l, std::optional<batch>& current, const std::string& what) {
+    current.reset();
+    const auto t = clock_type::now();
+    batch b = next_cycling(l, what);
+    const double wait = seconds_since(t);
+    (*consume_)(step_view(b));
+    current = std::move(b);
+    return {current->size(), wait};
+  }
+
   /// Measures `m`: a loader over `src` under `lo`, the step on each batch; `after` sees the loader
   /// when done. Returns the workers it ran.
   std::size_t run_measured(doctor_mode& m, std::shared_ptr<source> src, const loader_options& lo,
                            const std::function<void(const loader&)>& after = {}) {
     loader l(std::move(src), lo);
     std::optional<batch> current;
-    measure(
-        m,
-        [&] {
-          current.reset();  // return the slot before waiting for the next one
-          const auto t = clock_type::now();
-          batch b = next_cycling(l, "mode " + m.id);
-          const double wait = seconds_since(t);
-          (*consume_)(step_view(b));
-          current = std::move(b);
-          return step_result{current->size(), wait};
-        },
-        [&] { l.reset_stats(); });
+    const std::string what = "mode " + m.id;
+    measure(m, [&] { return loader_step(l, current, what); }, [&] { l.reset_stats(); });
     current.reset();
     if (after) after(l);
     return l.workers();

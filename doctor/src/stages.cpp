@@ -20,6 +20,11 @@
 namespace pinfeed {
 
 namespace {
+/// `parts` and `part` after them (a wrapper's memory(): its base's parts, then its own).
+std::vector<memory_use> with_part(std::vector<memory_use> parts, memory_use part) {
+  parts.push_back(std::move(part));
+  return parts;
+}
 
 using loaders::decode_planner;
 using loaders::image_spec;
@@ -222,15 +227,14 @@ class cached_reader final : public image_reader {
   std::optional<loaders::remote_counters> fetch_counters() const override { return base_->fetch_counters(); }
   /// The base's, and the pool: its entries' bytes where their size is known (fixed images), else
   /// its budget (sample_cache::max_bytes, or half of the machine's memory).
-  std::vector<memory_use> memory() const override {
-    auto out = base_->memory();
+  std::vector<memory_use> memory() const override { return with_part(base_->memory(), pool_memory()); }
+  void limit_memory(std::uint64_t bytes) override { base_->limit_memory(bytes - std::min(bytes, pool_memory().bytes)); }
+  [[nodiscard]] memory_use pool_memory() const {
     const bool known = !raw_ && shape_.fixed();
-    out.push_back({"sample cache (a pool of " + std::to_string(entries_.size()) + " cached " + cached_what() +
-                       (known ? ")" : ", at most its max_bytes)"),
-                   known ? entries_.size() * shape_.bytes() : entries_.budget()});
-    return out;
+    return {"sample cache (a pool of " + std::to_string(entries_.size()) + " cached " + cached_what() +
+                (known ? ")" : ", at most its max_bytes)"),
+            known ? entries_.size() * shape_.bytes() : entries_.budget()};
   }
-  void limit_memory(std::uint64_t bytes) override { base_->limit_memory(bytes - std::min(bytes, memory().back().bytes)); }
 
   read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) override {
     const entry& e = filled(s);
@@ -337,21 +341,17 @@ class pooled_source final : public source {
       : base_(std::move(base)), entries_(pool, base_ ? base_->size() : 0, "pooled source", max_bytes) {
     if (!base_) throw std::invalid_argument("pooled source: the base source is null");
     fields_ = base_->fields();
-    std::size_t bytes = 0;
-    for (const auto& f : fields_) bytes += f.bytes();
-    entries_.check_up_front(bytes);
+    for (const auto& f : fields_) sample_bytes_ += f.bytes();
+    entries_.check_up_front(sample_bytes_);
   }
   std::uint64_t size() const override { return base_->size(); }
   std::vector<field_spec> fields() const override { return fields_; }
   std::string name() const override { return base_->name() + " (a pool of " + std::to_string(entries_.size()) + " finished samples)"; }
-  std::vector<memory_use> memory() const override {
-    auto out = base_->memory();
-    std::uint64_t bytes = 0;
-    for (const auto& f : fields_) bytes += f.bytes();
-    out.push_back({"sample cache (a pool of " + std::to_string(entries_.size()) + " finished samples)", bytes * entries_.size()});
-    return out;
+  std::vector<memory_use> memory() const override { return with_part(base_->memory(), pool_memory()); }
+  void limit_memory(std::uint64_t bytes) override { base_->limit_memory(bytes - std::min(bytes, pool_memory().bytes)); }
+  [[nodiscard]] memory_use pool_memory() const {
+    return {"sample cache (a pool of " + std::to_string(entries_.size()) + " finished samples)", sample_bytes_ * entries_.size()};
   }
-  void limit_memory(std::uint64_t bytes) override { base_->limit_memory(bytes - std::min(bytes, memory().back().bytes)); }
   void produce(sample& s) override {
     auto& slot = entries_.get(s.index(), [&](entry& e, std::uint64_t p) {
       std::vector<std::byte*> buffers;
@@ -380,6 +380,7 @@ class pooled_source final : public source {
   std::shared_ptr<source> base_;
   once_pool<entry> entries_;
   std::vector<field_spec> fields_;
+  std::size_t sample_bytes_ = 0;  // of one sample's fields
 };
 
 }  // namespace

@@ -1,9 +1,8 @@
 #include "pinfeed/runtime/loader.hpp"
 
 #include <algorithm>
-#include <cctype>
-#include <cstdio>
 #include <atomic>
+#include <cctype>
 #include <cstdio>
 #include <condition_variable>
 #include <deque>
@@ -114,8 +113,7 @@ void validate(const loader_options& o) {
 
 namespace detail {
 
-slot_plan plan_slots(const loader_options& o, const std::vector<field_spec>& fields, bool cuda,
-                     const std::vector<memory_use>& source_memory) {
+slot_plan plan_slots(const loader_options& o, const std::vector<field_spec>& fields, bool cuda, source& src) {
   // Sizes driven by the options, checked before anything is allocated: an overflow or a request
   // beyond the machine's memory is an error naming the options, not a std::bad_alloc.
   const bool prefetch_auto = o.prefetch == auto_tune;
@@ -153,6 +151,16 @@ slot_plan plan_slots(const loader_options& o, const std::vector<field_spec>& fie
       return std::nullopt;
     return n;
   };
+  // The source's adapting parts (a remote read-ahead) get what the first slots leave; the rest of
+  // its parts and the slots prefetch auto may add are then checked against the whole budget.
+  std::vector<memory_use> source_memory;
+  if (o.memory_budget) {
+    const std::size_t first = (prefetch_auto ? 2 : o.prefetch) + o.max_batches_in_use;
+    const auto n = need_for(first);
+    const std::uint64_t slots = n ? n->host + (cuda ? n->data : 0) : ~std::uint64_t{0};
+    src.limit_memory(*o.memory_budget - std::min<std::uint64_t>(*o.memory_budget, slots));
+    source_memory = src.memory();
+  }
   auto parts_for = [&](const need& n) {
     std::vector<memory_use> parts{{cuda ? "pinned host slots" : "host slots", n.host}};
     if (cuda) parts.push_back({"device slots", n.data});
@@ -188,7 +196,6 @@ loader_core::loader_core(const loader_options& o, std::vector<field_spec> f, dev
       fields(std::move(f)),
       field_offset(std::move(plan.field_offset)),
       slot_bytes(plan.slot_bytes),
-      prefetch_most(plan.prefetch_most),
       options_used(std::move(plan.options_used)),
       dev(d),
       ring(plan.prefetch_most + o.max_batches_in_use),
@@ -442,19 +449,7 @@ loader::impl::impl(std::shared_ptr<source> s, loader_options o)
   if (o.after_copy && !dev.is_cuda())
     throw std::invalid_argument("loader option after_copy hooks the host-to-device copy, but batches stay on the " +
                                 dev.to_string() + ": nothing is copied");
-  std::vector<memory_use> source_memory;
-  if (o.memory_budget) {
-    // The source's adapting parts (a remote read-ahead) get what the first slots leave; the rest of
-    // the parts and the slots prefetch auto may add are then checked against the whole budget.
-    loader_options first = o;
-    first.memory_budget.reset();
-    if (first.prefetch == auto_tune) first.prefetch = 2;
-    const std::uint64_t slots = static_cast<std::uint64_t>(first.prefetch + o.max_batches_in_use) *
-                                detail::plan_slots(first, fields, dev.is_cuda(), {}).slot_bytes * (dev.is_cuda() ? 2 : 1);
-    src->limit_memory(*o.memory_budget - std::min(*o.memory_budget, slots));
-    source_memory = src->memory();
-  }
-  detail::slot_plan plan = detail::plan_slots(o, fields, dev.is_cuda(), source_memory);
+  detail::slot_plan plan = detail::plan_slots(o, fields, dev.is_cuda(), *src);
   const std::size_t first_prefetch = plan.prefetch;
   core = std::make_shared<detail::loader_core>(o, std::move(fields), dev, std::move(plan));
   core->ring.set_usable(first_prefetch + o.max_batches_in_use);
@@ -462,7 +457,7 @@ loader::impl::impl(std::shared_ptr<source> s, loader_options o)
   active = worker_most;  // auto starts where a fixed 0 stays: as many as TBB allows
 
   if (workers_auto || prefetch_auto)
-    tuner.emplace(detail::auto_tuner::bounds{workers_auto, prefetch_auto, worker_most, core->prefetch_most}, active,
+    tuner.emplace(detail::auto_tuner::bounds{workers_auto, prefetch_auto, worker_most, core->prefetch_most()}, active,
                   first_prefetch);
   arena.initialize();
   epoch = o.epoch;
@@ -558,7 +553,7 @@ void loader::impl::judge_window() {
     tuning_logged = true;
     log(log_level::info, "loader: auto_tune settled on " + std::to_string(tuner->workers()) + " workers (of " +
                              std::to_string(worker_most) + "), prefetch " + std::to_string(tuner->prefetch()) + " (of " +
-                             std::to_string(core->prefetch_most) + ") after " + std::to_string(tuner->windows()) +
+                             std::to_string(core->prefetch_most()) + ") after " + std::to_string(tuner->windows()) +
                              " windows: " + tuner->reason());
   }
   start_window();
@@ -937,7 +932,7 @@ device_choice loader::device() const noexcept { return impl_->core->dev; }
 cudaStream_t loader::stream() const noexcept { return impl_->core->consumer_stream; }
 std::size_t loader::slots() const noexcept { return impl_->core->ring.size(); }
 std::size_t loader::slot_bytes() const noexcept { return impl_->core->slot_bytes; }
-std::size_t loader::host_bytes() const noexcept { return impl_->core->allocated() * impl_->core->slot_bytes; }
+std::size_t loader::host_bytes() const noexcept { return impl_->core->allocated_bytes(); }
 std::size_t loader::device_bytes() const noexcept { return impl_->core->dev.is_cuda() ? host_bytes() : 0; }
 std::size_t loader::workers() const noexcept {
   std::lock_guard lock(impl_->pool_mutex);
@@ -953,7 +948,7 @@ loader::tuning_report loader::tuning() const {
   r.workers = workers();
   r.prefetch = prefetch();
   r.workers_most = im.worker_most;
-  r.prefetch_most = im.core->prefetch_most;
+  r.prefetch_most = im.core->prefetch_most();
   if (!im.tuner) {
     r.settled = true;
     r.reason = "fixed by the options";
@@ -973,8 +968,8 @@ stats_snapshot loader::stats() const {
   stats_snapshot s = c.stats.snapshot();
   const std::uint64_t first = c.first_take_ns.load();
   s.wall_ns = first ? now_ns() - first : 0;
-  s.host_bytes = c.allocated() * c.slot_bytes;
-  s.device_bytes = c.dev.is_cuda() ? s.host_bytes : 0;
+  s.host_bytes = host_bytes();
+  s.device_bytes = device_bytes();
   return s;
 }
 

@@ -126,10 +126,11 @@ void range_reads::remember_taken(std::uint64_t id, std::uint64_t pass) {
 void range_reads::limit_memory(std::uint64_t bytes) {
   std::lock_guard lock(m_);
   if (!adapt_ || o_.read_ahead) return;  // fixed requests in flight, or a fixed read-ahead: nothing adapts
-  // pending_for(depth_for(n)) = 8n samples for n >= kMinRequestsInFlight.
-  const std::uint64_t fits = bytes / (8 * mean_image_bytes_);
-  if (fits >= adapt_->most()) return;
-  const std::size_t most = std::max<std::size_t>(kMinRequestsInFlight, static_cast<std::size_t>(fits));
+  // The most requests in flight whose read-ahead (memory(): its pending answers) fits.
+  const std::uint64_t samples = bytes / mean_image_bytes_;
+  std::size_t most = adapt_->most();
+  while (most > kMinRequestsInFlight && pending_for(depth_for(most)) > samples) --most;
+  if (most == adapt_->most()) return;
   adapt_.emplace(most);
   if (set_.loop().cap() > most) apply_cap(most);
 }

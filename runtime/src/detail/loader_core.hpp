@@ -51,11 +51,12 @@ struct slot_plan {
 };
 
 /// Lays the fields out in a slot and sizes the ring: `o.prefetch` batches, or with prefetch auto
-/// as many as kAutoPrefetchMost and the memory budget allow. Throws std::invalid_argument naming
-/// the options (and, with a budget, each consumer's bytes) when the slots overflow, exceed the
-/// machine's memory or, with `source_memory`, the budget.
+/// as many as kAutoPrefetchMost and the memory budget allow. With a budget, `src` first gets what
+/// the first slots leave (source::limit_memory), then its memory() counts. Throws
+/// std::invalid_argument naming the options (and, with a budget, each consumer's bytes) when the
+/// slots overflow, exceed the machine's memory or the budget.
 [[nodiscard]] slot_plan plan_slots(const loader_options& o, const std::vector<field_spec>& fields, bool cuda,
-                                   const std::vector<memory_use>& source_memory);
+                                   source& src);
 
 /// The most batches prefetch auto takes.
 inline constexpr std::size_t kAutoPrefetchMost = 8;
@@ -77,6 +78,10 @@ struct loader_core {
   void allocate_slots(std::size_t n);
   /// Slots allocated so far.
   [[nodiscard]] std::size_t allocated() const noexcept { return allocated_.load(std::memory_order_acquire); }
+  /// Host bytes of the slots allocated so far (as many on the device with a GPU).
+  [[nodiscard]] std::size_t allocated_bytes() const noexcept { return allocated() * slot_bytes; }
+  /// The most prefetch the ring has slots for.
+  [[nodiscard]] std::size_t prefetch_most() const noexcept { return ring.size() - options.max_batches_in_use; }
   /// Bytes of a slot holding `n` samples that must reach the device (up to the last field's end).
   [[nodiscard]] std::size_t used_bytes(std::size_t n) const;
   /// Returns a slot from the consumer: records the release event (GPU) and frees it.
@@ -90,7 +95,6 @@ struct loader_core {
   std::vector<field_spec> fields;
   std::vector<std::size_t> field_offset;  // per field, within a slot
   std::size_t slot_bytes = 0;
-  std::size_t prefetch_most = 0;
   std::string options_used;
   device_choice dev;
   slot_ring ring;

@@ -4,9 +4,13 @@
 # CUDA runtime (PINFEED_GPU_SIM), and runs every GPU case there (ctest -L gpu-sim): each case's
 # kernels, copies, streams and events execute on the simulator and are compared with the CPU
 # reference. The sampler's mutants must fail (the step can be seen to catch bugs).
-# Usage: scripts/gpu-sim-tests.sh [extra ctest arguments]
+# Usage: scripts/gpu-sim-tests.sh [--build-only] [extra ctest arguments]
+#   --build-only builds the simulator and the suites and runs nothing (scripts/flake-hunt.sh runs
+#   them itself, many times).
 # Environment: PINFEED_GPU_SIM_BUILD (default ./build-gpu-sim), and those of tools/gpu-sim/build.sh.
 set -euo pipefail
+build_only=0
+if [[ ${1:-} == --build-only ]]; then build_only=1; shift; fi
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${PINFEED_GPU_SIM_BUILD:-$root/build-gpu-sim}
 source "$root/scripts/find-nvcc.sh"
@@ -22,6 +26,7 @@ cmake --build "$build" --target help | grep -q '^bench_tests:' && targets+=(benc
 targets+=($(cmake --build "$build" --target help | sed -n 's/^\(sampler_mutant_[a-z_]*\):.*/\1/p'))
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 echo "gpu-sim-tests: built ($(($(date +%s) - start)) s)"
+if ((build_only)); then exit 0; fi
 cd "$build"
 ctest --output-on-failure -j 2 -L gpu-sim "$@"
 echo "gpu-sim-tests: done in $(($(date +%s) - start)) s"

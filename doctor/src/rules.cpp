@@ -39,12 +39,13 @@ advice more_workers(const evidence& e) {
 }
 
 /// The pipeline keeps up on average but stalls in bursts: enough batches ahead to cover the
-/// longest stall at the consumer's own pace per step.
+/// longest stall at the consumer's own pace per step, and one more, so that a stall a little
+/// longer than the one measured is still covered.
 advice more_prefetch(const evidence& e) {
   const doctor_mode& l0 = e.l0;
   if (l0.consumer_wait < 0.02 || l0.consumer_wait > 0.6 || l0.wait_top_share <= 0.5 || l0.steps < 10) return std::nullopt;
   const double own_ms = std::max(1e-3, l0.seconds * (1.0 - l0.consumer_wait) / static_cast<double>(l0.steps) * 1e3);
-  const auto more = static_cast<std::size_t>(std::ceil(l0.max_wait_ms / own_ms));
+  const auto more = static_cast<std::size_t>(std::ceil(l0.max_wait_ms / own_ms)) + 1;
   const std::size_t to = std::max(e.r.prefetch + std::max<std::size_t>(more, 1), 2 * e.r.prefetch);
   return doctor_suggestion{"raise prefetch from " + std::to_string(e.r.prefetch) + " to " + std::to_string(to),
                            pct(l0.wait_top_share) + " of the consumer's wait falls in the slowest 10% of steps (the "

@@ -129,12 +129,24 @@ void check_json_and_consistency(const doctor_report& r) {
     CHECK(!s.at("what").get<std::string>().empty());
     CHECK(!s.at("evidence").get<std::string>().empty());
   }
-  // The ceiling is at least the full pipeline, within noise.
-  const auto* l0 = r.mode("L0");
-  const auto* top = r.mode(r.gpu ? "L5" : "L4");
-  REQUIRE(l0 != nullptr);
-  REQUIRE(top != nullptr);
-  if (l0->ran && top->ran) CHECK(top->images_per_s >= 0.8 * l0->images_per_s);
+  // Each mode's rates are its own counts over its own time. (No check compares two modes' measured
+  // speeds here: where nothing is planted between them, as between L0 and the ceiling of a pipeline
+  // that already runs at the ceiling, noise alone decides such a comparison; it failed 72.8 >= 91.6
+  // on a loaded 2-core machine. The cases with a planted bottleneck compare the modes it separates.)
+  REQUIRE(r.mode("L0") != nullptr);
+  REQUIRE(r.mode(r.gpu ? "L5" : "L4") != nullptr);
+  std::size_t ran = 0;
+  for (const auto& m : r.modes) {
+    if (!m.ran) continue;
+    ++ran;
+    CAPTURE(m.id);
+    REQUIRE(m.seconds > 0);
+    CHECK(m.images >= m.steps);                   // every step delivered a batch of at least one image
+    CHECK(m.images <= m.steps * r.batch_size);    // and at most a full one
+    CHECK(m.images_per_s == doctest::Approx(static_cast<double>(m.images) / m.seconds));
+    CHECK(m.steps_per_s == doctest::Approx(static_cast<double>(m.steps) / m.seconds));
+  }
+  CHECK(ran > 0);
   CHECK(!r.verdict.empty());
   CHECK(r.to_text().find("verdict: " + r.verdict) != std::string::npos);
 }
@@ -258,7 +270,7 @@ TEST_CASE("doctor.slow_transform_is_named_with_its_share") {
   for (std::size_t workers : {1u, 2u}) {
     CAPTURE(workers);
     doctor_pipeline p{small_synthetic(),
-                      pipeline({make_random_crop(32), std::make_shared<sleepy>(3.0), make_random_hflip()}), {}};
+                      pipeline({make_random_crop(32), std::make_shared<sleepy>(10.0), make_random_hflip()}), {}};
     const doctor_report r = doctor(p, quick(workers));
     MESSAGE(r.to_text());
     REQUIRE(!r.bottleneck.empty());
@@ -266,9 +278,9 @@ TEST_CASE("doctor.slow_transform_is_named_with_its_share") {
     REQUIRE(r.transforms.size() == 3);
     const auto top = std::max_element(r.transforms.begin(), r.transforms.end(),
                                       [](const auto& a, const auto& b) { return a.share < b.share; });
-    CHECK(top->name == "sleep(3ms)");
+    CHECK(top->name == "sleep(10ms)");
     CHECK(top->share > 0.8);
-    CHECK(r.verdict.find("sleep(3ms) costs") != std::string::npos);
+    CHECK(r.verdict.find("sleep(10ms) costs") != std::string::npos);
     CHECK(r.mode("L3")->images_per_s > 5 * r.mode("L2")->images_per_s);
     CHECK(!r.mode("L1")->ran);  // synthetic images are not encoded: L1 is L2
     CHECK(r.planned_decode);    // crop(32) first
@@ -452,6 +464,9 @@ TEST_CASE("doctor.throttled_copy_is_named" * doctest::test_suite("gpu")) {
     doctor_options o = quick(workers, 32);
     o.loader.device = "cuda";
     o.loader.after_copy = throttle_copy(20);  // 32 x 64x64x3 bytes = 393 KB per batch: ~20 ms a copy
+    // A short step, so that L5 (device batches cached) is measured: without a step or a device tail
+    // the doctor does not time an empty loop. 0.5 ms a batch of 32 against 20 ms a copy: ~40x.
+    o.step_ms = 0.5;
     o.per_transform = false;
     const doctor_report r = doctor(p, o);
     MESSAGE(r.to_text());
@@ -465,7 +480,12 @@ TEST_CASE("doctor.throttled_copy_is_named" * doctest::test_suite("gpu")) {
 
 TEST_CASE("doctor.article_pipeline_verdict_is_the_articles") {
   // The main job's workload: random 1024x1024 images -> crop(256), mask(0.25), ycbcr, scale. The
-  // article found the raw-image generation and the transforms, not the copy, limit it.
+  // article found the raw-image generation and the transforms, not the copy, limit it. Which of
+  // those two weighs more, and the mask's share of the transforms, is a balance of measured costs
+  // that depends on the machine (AES-NI or VAES generate the images 10x faster than scalar code),
+  // with nothing planted between them: `pinfeed bench doctor --ladder` reports it (bottleneck and
+  // transform shares). Here, what holds on any machine: a verdict that names a stage of the host,
+  // never the copy (there is none on the CPU path), and the transforms priced in their order.
   doctor_pipeline p{make_reader_from_source(make_synthetic_source({512, 1024, 1024, 1000})),
                     parse_pipeline("crop(256),mask(0.25),ycbcr,scale"), {}};
   doctor_options o = quick(2, 64);
@@ -473,20 +493,15 @@ TEST_CASE("doctor.article_pipeline_verdict_is_the_articles") {
   const doctor_report r = doctor(p, o);
   MESSAGE(r.to_text());
   check_json_and_consistency(r);
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  // Instrumentation slows plain loops far more than the generator's SIMD code: the balance of the
-  // stages, which is what the verdict reports, is not this machine's optimized build's.
-  MESSAGE("sanitizer build: the verdict's stages are not checked");
-  return;
-#endif
-  REQUIRE(r.bottleneck.size() >= 2);
-  CHECK(std::find(r.bottleneck.begin(), r.bottleneck.end(), "read") != r.bottleneck.end());
-  CHECK(std::find(r.bottleneck.begin(), r.bottleneck.end(), "transforms") != r.bottleneck.end());
-  CHECK(std::find(r.bottleneck.begin(), r.bottleneck.end(), "copy") == r.bottleneck.end());
-  CHECK(r.verdict.find("not the copy") != std::string::npos);
+  REQUIRE(!r.bottleneck.empty());
+  for (const auto& b : r.bottleneck) {
+    CAPTURE(b);
+    CHECK((b == "read" || b == "transforms" || b == "loader"));
+  }
+  CHECK(r.verdict.find("not the copy (none on the CPU path)") != std::string::npos);
   REQUIRE(r.transforms.size() == 3);
+  CHECK(r.transforms[0].name == "crop(256)");
   CHECK(r.transforms[1].name == "mask(0.25)");
-  CHECK(r.transforms[1].share > 0.5);  // the mask is the costly transform
 }
 
 TEST_CASE("doctor.gpu_ladder_with_device_tail_and_user_step" * doctest::test_suite("gpu")) {
@@ -608,13 +623,18 @@ TEST_CASE("doctor.own_source_ladder") {
 }
 
 TEST_CASE("doctor.bursty_source_suggests_prefetch") {
-  // One sample in 64 takes 30 ms, the rest almost nothing: on average the pipeline is far ahead of
-  // a 5 ms step, but with one batch of prefetch the slow sample stalls the consumer in bursts.
+  // One sample in 128 takes 40 ms, the rest almost nothing: on average the pipeline is far ahead of
+  // a 5 ms step, but with one batch of prefetch the slow sample stalls the consumer in bursts. With
+  // batches of 8 a burst comes every 16 steps: up to 40 ms of wait a burst against 16 steps of at
+  // least 5 ms (7.5 ms measured on 2 busy cores), a wait fraction of 0.25 (0.33 at most, as a step
+  // never takes less than 5 ms; 0.15 with steps twice as slow). The checks hold that far from their
+  // thresholds: against the 0.05 asked and the 0.6 past which the doctor calls the pipeline slow
+  // rather than bursty; a longest wait near 40 ms against 10.
   const std::vector<field_spec> fields{{"x", dtype::f32, {16}}};
   auto bursty = make_source(
-      512, fields,
+      2048, fields,
       [](sample& s) {
-        if (s.index() % 64 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        if (s.index() % 128 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(40));
         auto x = s.as<float>(0);
         for (auto& v : x) v = static_cast<float>(s.index());
       },
@@ -624,7 +644,7 @@ TEST_CASE("doctor.bursty_source_suggests_prefetch") {
   doctor_options o = quick(2, 8);
   o.loader.prefetch = 1;
   o.step_ms = 5;
-  o.steps = 40;
+  o.steps = 160;  // ten bursts
   o.min_mode_seconds = 0.5;
   o.modes = {"L0"};
   const doctor_report shallow = doctor(p, o);
@@ -635,13 +655,15 @@ TEST_CASE("doctor.bursty_source_suggests_prefetch") {
   CHECK(l0.max_wait_ms > 10);
   CHECK(suggests(shallow, "raise prefetch from 1 to "));
   CHECK(shallow.verdict.find("no cached mode was measured") != std::string::npos);
-  // Following the advice hides the bursts.
+  // Following the advice hides the bursts: it covers the longest wait with a batch to spare (a
+  // prefetch that only just covered it left the remaining wait to the sleeps' jitter).
   const auto advice = std::find_if(shallow.suggestions.begin(), shallow.suggestions.end(),
                                    [](const auto& s) { return s.what.rfind("raise prefetch", 0) == 0; });
   REQUIRE(advice != shallow.suggestions.end());
   o.loader.prefetch = std::stoul(advice->what.substr(advice->what.rfind(' ') + 1));
   MESSAGE("advised prefetch " << o.loader.prefetch);
-  CHECK(o.loader.prefetch >= 4);
+  CHECK(o.loader.prefetch >= 4);  // 40 ms of stall, even at 10 ms a step
   const doctor_report deep = doctor(p, o);
+  MESSAGE(deep.to_text());
   CHECK(deep.mode("L0")->consumer_wait < l0.consumer_wait / 2);
 }

@@ -114,6 +114,25 @@ std::map<int, int> fetch_threads() {
   return out;
 }
 
+/// Waits (30 s at most) until the reader has retried every fault the proxy has injected, and checks
+/// the pair of counters the wait ended on. A read-ahead can run on into the next epoch after the
+/// loader that asked for it is gone, so the proxy may inject a fault after the wait: reading both
+/// counters again afterwards raced it (it failed once, 19 >= 20). The faults are read first, then
+/// the retries: each fault counted by then had been retried.
+void check_every_fault_retried(const test::fault_proxy& proxy, const image_reader& reader) {
+  std::uint64_t faults = 0, retries = 0;
+  test::run_with_timeout(std::chrono::seconds(30), [&] {
+    for (;;) {
+      faults = static_cast<std::uint64_t>(proxy.faults());
+      retries = remote_stats(reader).retries;
+      if (retries >= faults) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }, "a retry for every fault");
+  CHECK(faults > 0);
+  CHECK(retries >= faults);
+}
+
 remote_options quick() {
   remote_options r;
   r.backoff_initial_ms = 5;
@@ -224,11 +243,19 @@ TEST_CASE("remote.the_read_ahead_runs_on_into_the_next_epoch") {
     }
     if (stop_server) {
       // Epoch 0's samples, and epoch 1's first read_ahead, each requested once.
+      // Requests count attempts: a retry (a stall past the timeout on a loaded host) is no second
+      // sample, so the wait counts requests less retries, and the CHECK holds the value it ended on.
       const std::uint64_t expected = indexing + remote->size() + *o.read_ahead;
+      std::uint64_t reads = 0;
       test::run_with_timeout(std::chrono::seconds(20), [&] {
-        while (remote_stats(*remote).requests < expected) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        for (;;) {
+          const remote_counters c = remote_stats(*remote);
+          reads = c.requests - c.retries;
+          if (reads >= expected) return;
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
       }, "the next epoch's read-ahead");
-      CHECK(remote_stats(*remote).requests == expected);
+      CHECK(reads == expected);
       served.server.reset();  // from here on, only what was read ahead can be delivered
     }
     l.start_epoch(1);
@@ -253,13 +280,7 @@ TEST_CASE("remote.faults_are_retried_and_batches_stay_identical") {
   o.max_attempts = 10;
   const auto remote = make_remote_shard_reader(urls(proxy.url(), set), range_reads(), o);
   CHECK(checksums(remote) == expected);
-  CHECK(proxy.faults() > 0);
-  // Every fault was retried; the last epoch's read-ahead into the next one may still be finishing.
-  test::run_with_timeout(std::chrono::seconds(30), [&] {
-    while (remote_stats(*remote).retries < static_cast<std::uint64_t>(proxy.faults()))
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }, "a retry for every fault");
-  CHECK(remote_stats(*remote).retries >= static_cast<std::uint64_t>(proxy.faults()));
+  check_every_fault_retried(proxy, *remote);
 }
 
 TEST_CASE("remote.a_shard_scanned_for_its_index_retries_past_error_pages") {
@@ -540,7 +561,9 @@ TEST_CASE("remote.a_second_pass_over_the_same_epoch_is_read_ahead_too") {
   two.window_shards = 2;
   const auto whole = make_remote_shard_reader(urls(served.server->url(), set), two, small);
   const auto whole_local = make_shard_reader(set.local, two);
-  loader_options lo = test::cpu_loader(4, 2, 7);
+  // One worker: with two, whether a shard is fetched ahead or on demand depends on when the other
+  // worker's take frees room in the cache (the counts below are of fetches, not of bytes).
+  loader_options lo = test::cpu_loader(4, 1, 7);
   lo.order.shuffle = true;
   loader expected_loader(std::make_shared<pipeline_source>(whole_local, parse_pipeline("center_crop(16)")), lo);
   std::vector<std::string> expected;
@@ -649,7 +672,10 @@ TEST_CASE("remote.requests_in_flight_share_one_transfer_thread") {
   o.read_ahead = 512;
   const auto fetchers_before = fetch_threads();
   const auto remote = make_remote_shard_reader(urls(served.server->url(), set), range_reads(), o);
-  CHECK(threads() - before == 1);  // the reader's transfer loop, whatever the number in flight
+  // The reader's transfer loop, whatever the number in flight (one a request would be 1024). The
+  // process's raw count may also see a short-lived thread of another library come or go, so it
+  // is bounded loosely; the named transfer threads are counted exactly below.
+  CHECK(threads() - before <= 3);
   // It is named, and batch-scheduled (it waits for a busy decoder's slice instead of preempting it).
   auto added = fetch_threads();
   for (const auto& [tid, policy] : fetchers_before) added.erase(tid);
@@ -849,10 +875,12 @@ TEST_CASE("remote.whole_shards_are_cached_and_read_once_per_epoch") {
     remote_options o = quick();
     o.cache_bytes = 6 * largest;
     const auto remote = make_remote_shard_reader(urls(server.url(), set), window, o);
-    CHECK(shard_window_checksums(remote, 2, 3) == shard_window_checksums(make_shard_reader(set.local, window), 2, 3));
+    // One worker: with two, a sample of a batch starting late may fetch its shard again, as often
+    // as the workers' interleaving makes it (the count below is of fetches).
+    CHECK(shard_window_checksums(remote, 1, 3) == shard_window_checksums(make_shard_reader(set.local, window), 2, 3));
     const remote_counters c = remote_stats(*remote);
     CHECK(c.shards >= 2 * shards);      // evicted once the order passed them: fetched again next epoch
-    CHECK(c.shards <= 3 * shards + 2);  // (a sample of a batch starting late may fetch its shard again)
+    CHECK(c.shards <= 3 * shards + 2);  // about once per epoch: not once per sample
     CHECK(c.streamed <= remote->size() / 10);
   }
   SUBCASE("a cache smaller than two windows, than one window, than one shard: still exact") {
@@ -928,8 +956,7 @@ TEST_CASE("remote.whole_shards_are_cached_and_read_once_per_epoch") {
     o.max_attempts = 10;
     const auto remote = make_remote_shard_reader(urls(proxy.url(), set), window, o);
     CHECK(shard_window_checksums(remote) == expected);
-    CHECK(proxy.faults() > 0);
-    CHECK(remote_stats(*remote).retries >= static_cast<std::uint64_t>(proxy.faults()));
+    check_every_fault_retried(proxy, *remote);
   }
   SUBCASE("a server without range support serves whole shards") {
     test::fault_proxy whole(server.port(), {.strip_range = true});

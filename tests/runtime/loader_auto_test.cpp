@@ -44,10 +44,15 @@ loader_options shuffled(std::size_t batch, std::size_t workers, std::size_t pref
 TEST_CASE("loader.auto.batches_equal_a_fixed_setting_while_the_tuner_moves") {
   // Four workers allowed (the application's cap, held here), samples that sleep: the tuner starts
   // at four, tries more prefetch while the consumer waits, and the batches are those of one fixed
-  // worker.
+  // worker over the same bytes without the sleep.
+  //
+  // The windows judged depend on time: each takes 0.25 s at least. The sleeps plant a lower bound
+  // of 3 epochs x 3000 samples x 1 ms / 4 workers = 2.25 s, three times the 0.75 s that the three
+  // windows checked below need (with 0.3 ms a sample the bound was 0.68 s: the check held only
+  // through the sleeps' overshoot).
   const tbb::global_control cap(tbb::global_control::max_allowed_parallelism, 5);
-  const auto src = sleeping_source(3000, 64, 300);
-  loader fixed(src, shuffled(16, 1, 2));
+  const auto src = sleeping_source(3000, 64, 1000);
+  loader fixed(sleeping_source(3000, 64, 0), shuffled(16, 1, 2));
   const auto expected = test::epoch_checksums(fixed, 0, 2);
   loader tuned(src, shuffled(16, auto_tune, auto_tune));
   CHECK(tuned.workers() == 4);  // the cap to start

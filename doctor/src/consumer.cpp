@@ -1,16 +1,29 @@
 // The consumer the doctor's modes and `pinfeed run` share (batch_consumer, doctor.hpp).
 #include <stdexcept>
+#include <string>
 
 #include "pinfeed/doctor/doctor.hpp"
 #include "pinfeed/doctor/stages.hpp"
 
 namespace pinfeed {
 
+const tensor_view& step_batch::field(std::string_view name) const {
+  for (std::size_t i = 0; i < names.size() && i < fields.size(); ++i)
+    if (names[i] == name) return fields[i];
+  std::string known;
+  for (const auto& n : names) known += (known.empty() ? "'" : ", '") + n + "'";
+  throw std::out_of_range("step_batch has no field '" + std::string(name) + "' (its fields: " +
+                          (known.empty() ? std::string("none named") : known) + ")");
+}
+
 step_batch step_view(const batch& b) {
   step_batch v;
   v.size = b.size();
   v.stream = b.stream();
-  for (std::size_t f = 0; f < b.field_count(); ++f) v.fields.push_back(b.field(f));
+  for (std::size_t f = 0; f < b.field_count(); ++f) {
+    v.fields.push_back(b.field(f));
+    v.names.push_back(b.spec(f).name);
+  }
   return v;
 }
 

@@ -76,12 +76,30 @@ struct batch_store {
       for (auto e : fields[f].shape) t.shape.push_back(e);
       t.location = where;
       v.fields.push_back(std::move(t));
+      v.names.push_back(fields[f].name);
     }
     return v;
   }
 };
 
 }  // namespace
+
+doctor_pipeline doctor_pipeline_of(std::shared_ptr<source> src) {
+  if (!src) throw std::invalid_argument("doctor: the source is a null pointer");
+  doctor_pipeline p;
+  if (const auto* ps = dynamic_cast<const loaders::pipeline_source*>(src.get())) {
+    p.reader = ps->reader();
+    p.steps = ps->steps();
+    p.source = ps->options();
+  } else {
+    p.own = std::move(src);
+  }
+  return p;
+}
+
+doctor_report doctor(std::shared_ptr<source> src, const doctor_options& options) {
+  return doctor(doctor_pipeline_of(std::move(src)), options);
+}
 
 const doctor_mode* doctor_report::mode(const std::string& id) const {
   for (const auto& m : modes)

@@ -40,7 +40,7 @@ int main() {
   pipeline.own = source;
   pinfeed::doctor_options options;
   options.loader = {.batch_size = 32, .workers = 2};
-  options.step = [&](const pinfeed::step_batch& b) { step(b.fields[0], b.size, b.stream); };
+  options.step = [&](const pinfeed::step_batch& b) { step(b.field("image"), b.size, b.stream); };
   options.min_mode_seconds = 0.2;
   const pinfeed::doctor_report report = pinfeed::doctor(pipeline, options);
   std::printf("doctor: %s\n", report.verdict.c_str());

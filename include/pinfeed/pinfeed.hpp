@@ -13,6 +13,7 @@
 #include "pinfeed/loaders/remote.hpp"
 #include "pinfeed/loaders/remote_counters.hpp"
 #include "pinfeed/loaders/shards.hpp"
+#include "pinfeed/loaders/sources.hpp"
 #include "pinfeed/loaders/synthetic.hpp"
 #include "pinfeed/loaders/transforms.hpp"
 #include "pinfeed/ops/encode.hpp"

@@ -339,6 +339,8 @@ struct loader::impl {
   void run_chunk(std::size_t slot, std::size_t begin, std::size_t end);
   void finish_slot(std::size_t slot);
   std::optional<batch> next();
+  /// Throws batches_held_error when the consumer holds more than max_batches_in_use slots.
+  void check_held() const;
 
   // The worker pool: chunks wait in a queue, and up to `active` runner tasks in the arena take
   // them one by one, so the workers that run can change at any time (auto_tune).
@@ -392,6 +394,9 @@ struct loader::impl {
   std::shared_ptr<task_count> tasks = std::make_shared<task_count>();
 
   bool started = false;
+  /// The position (epoch, next_batch) was set by construction, resume() or start_epoch() and no
+  /// batch has been taken since: start_epoch(epoch) keeps it (see loader::start_epoch).
+  bool positioned = true;
   std::uint32_t epoch = 0;
   std::uint64_t next_batch = 0;
   std::uint64_t seq_base = 0;  // ring sequence number of batch 0 of the current epoch
@@ -733,6 +738,8 @@ std::optional<batch> loader::impl::next() {
   if (!started) start(epoch, next_batch);
   if (next_batch >= batches) return std::nullopt;
   auto& c = *core;
+  check_held();
+  positioned = false;
   std::uint64_t expected = 0;
   c.first_take_ns.compare_exchange_strong(expected, now_ns());
   std::optional<std::size_t> slot;
@@ -778,6 +785,24 @@ std::optional<batch> loader::impl::next() {
   return batch(std::move(lease));
 }
 
+void loader::impl::check_held() const {
+  // The ring has prefetch + max_batches_in_use usable slots. While the consumer holds at most
+  // max_batches_in_use of them, at least prefetch (>= 1) are left to fill, so the batch asked for
+  // comes; holding every slot would make next() wait forever. Past the limit it is refused at once.
+  const std::size_t held = core->ring.count(detail::slot_state::in_use);
+  const std::size_t most = core->options.max_batches_in_use;
+  if (held <= most) return;
+  const std::size_t pf = core->ring.usable() - most;
+  throw batches_held_error(
+      held, most,
+      "loader::next(): the consumer holds " + std::to_string(held) + " batches (batch objects, or DLPack views of " +
+          "released ones) and loader_options::max_batches_in_use is " + std::to_string(most) + " (prefetch " +
+          std::to_string(pf) + ", " + std::to_string(core->ring.usable()) + " slots): with more held, the loader " +
+          "could run out of slots to fill and next() would wait forever. Release a batch before asking for the " +
+          "next (batch::release(), or let it go out of scope), or set max_batches_in_use to the most batches you " +
+          "keep at a call of next() (each adds a slot of " + format_bytes(core->slot_bytes) + ")");
+}
+
 loader::loader(std::shared_ptr<source> src, loader_options options)
     : impl_(std::make_unique<impl>(std::move(src), std::move(options))) {}
 loader::loader(loader&&) noexcept = default;
@@ -785,7 +810,10 @@ loader& loader::operator=(loader&&) noexcept = default;
 loader::~loader() = default;
 
 std::optional<batch> loader::next() { return impl_->next(); }
-void loader::start_epoch(std::uint32_t epoch) { start_epoch(epoch, 0); }
+void loader::start_epoch(std::uint32_t epoch) {
+  if (impl_->positioned && impl_->epoch == epoch) return;  // resumed (or just started) there: keep it
+  start_epoch(epoch, 0);
+}
 void loader::start_epoch(std::uint32_t epoch, std::uint64_t first_batch) {
   const std::uint64_t whole = batches_in(impl_->order->size(), impl_->core->options);
   if (first_batch > whole)  // before anything changes: a refused start leaves the loader as it was
@@ -794,6 +822,7 @@ void loader::start_epoch(std::uint32_t epoch, std::uint64_t first_batch) {
   impl_->cancel();  // no worker reads the order while it changes
   impl_->order->unrestrict();
   impl_->start(epoch, first_batch);
+  impl_->positioned = true;
 }
 std::uint32_t loader::epoch() const noexcept { return impl_->epoch; }
 std::uint64_t loader::next_batch() const noexcept { return impl_->next_batch; }
@@ -907,6 +936,7 @@ void loader::resume(const std::string& state) {
     if (whole) im.order->unrestrict();
     else im.order->restrict(e, plan);
     im.start(e, next);
+    im.positioned = true;
     return;
   }
   // Another world size: what the saved ranks had not delivered yet is split over this one's.
@@ -925,6 +955,7 @@ void loader::resume(const std::string& state) {
                            " ranks: " + std::to_string(left) + " samples left, " + std::to_string(im.order->size(e)) +
                            " for this rank");
   im.start(e, 0);
+  im.positioned = true;
 }
 const std::vector<field_spec>& loader::fields() const noexcept { return impl_->core->fields; }
 const loader_options& loader::options() const noexcept { return impl_->core->options; }

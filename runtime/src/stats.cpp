@@ -69,15 +69,20 @@ std::string stats_snapshot::to_string() const {
                   static_cast<unsigned long long>(t.count), t.total_ms(), t.mean_ms(), t.max_ns / 1e6);
     os << line;
   }
+  os << summary() << '\n';
+  return os.str();
+}
+
+std::string stats_snapshot::summary() const {
+  char line[256];
   std::snprintf(line, sizeof line,
                 "batches %llu, samples %llu, errors %llu (bad samples %llu, replaced %llu), wall %.2f s, "
-                "%.1f samples/s, %.1f MB/s, consumer wait %.1f%%\n",
+                "%.1f samples/s, %.1f MB/s, consumer wait %.1f%%",
                 static_cast<unsigned long long>(batches), static_cast<unsigned long long>(samples),
                 static_cast<unsigned long long>(errors), static_cast<unsigned long long>(bad_samples),
                 static_cast<unsigned long long>(replaced), wall_ns / 1e9, samples_per_s(), megabytes_per_s(),
                 100.0 * consumer_wait_fraction());
-  os << line;
-  return os.str();
+  return line;
 }
 
 void stage_stats::add(stage s, std::uint64_t ns) noexcept {

@@ -15,6 +15,7 @@
 #include "pinfeed/doctor/stages.hpp"
 #include "pinfeed/loaders/decode.hpp"
 #include "pinfeed/loaders/image_files.hpp"
+#include "pinfeed/loaders/sources.hpp"
 #include "pinfeed/loaders/synthetic.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "image_fixtures.hpp"
@@ -666,4 +667,43 @@ TEST_CASE("doctor.bursty_source_suggests_prefetch") {
   const doctor_report deep = doctor(p, o);
   MESSAGE(deep.to_text());
   CHECK(deep.mode("L0")->consumer_wait < l0.consumer_wait / 2);
+}
+
+TEST_CASE("doctor.takes_the_source_a_loader_takes_and_steps_see_fields_by_name") {
+  temp_dir d;
+  (void)jpeg_folder(d.path, 24);
+  // The trainer's source, as its loader takes it: the doctor examines it in its parts.
+  const auto src = make_image_folder_source(d.path.string(), "rrc(32),hflip");
+  const doctor_pipeline parts = doctor_pipeline_of(src);
+  CHECK(parts.reader == src->reader());
+  CHECK(parts.steps.to_string() == src->steps().to_string());
+  CHECK(!parts.own);
+  doctor_options o = quick(1, 4);
+  o.per_transform = false;
+  o.modes = {"L0", "L1"};
+  std::size_t steps = 0;
+  o.step = [&](const step_batch& b) {
+    ++steps;
+    REQUIRE(b.names == std::vector<std::string>{"image", "label"});
+    const auto images = b.field<std::uint8_t>("image");
+    CHECK(images.shape() == std::vector<std::int64_t>{static_cast<std::int64_t>(b.size), 32, 32, 3});
+    CHECK(images.sample(b.size - 1).size() == 32 * 32 * 3);
+    for (const std::int64_t label : b.field<std::int64_t>("label").elements()) CHECK((label == 0 || label == 1));  // a, b
+    CHECK_THROWS_WITH_AS((void)b.field("labels"), "step_batch has no field 'labels' (its fields: 'image', 'label')",
+                         std::out_of_range);
+    CHECK_THROWS_WITH_AS((void)b.field<float>("image"), "step field 'image' holds uint8, not float32",
+                         std::invalid_argument);
+  };
+  const doctor_report r = doctor(src, o);
+  CHECK(steps > 0);  // the checks above ran
+  CHECK(r.encoded);
+  CHECK(r.planned_decode);
+  CHECK(r.mode("L1")->ran);  // stored bytes cached: the doctor saw the reader inside the source
+  // Any other source is a source of the trainer's own.
+  const auto own = make_source(16, {{"x", dtype::f32, {4}}}, [](sample& s) { s.as<float>(0)[0] = 1.0f; }, "own");
+  CHECK(doctor_pipeline_of(own).own == own);
+  doctor_options q = quick(1, 4);
+  q.modes = {"L0"};
+  CHECK(doctor(std::shared_ptr<source>(own), q).own_source);
+  CHECK_THROWS_WITH_AS((void)doctor_pipeline_of(nullptr), "doctor: the source is a null pointer", std::invalid_argument);
 }

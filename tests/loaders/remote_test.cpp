@@ -14,6 +14,7 @@
 #include "image_fixtures.hpp"
 #include "pinfeed/loaders/remote.hpp"
 #include "pinfeed/loaders/shards.hpp"
+#include "pinfeed/loaders/sources.hpp"
 #include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/loader.hpp"
@@ -1074,4 +1075,30 @@ TEST_CASE("remote.range_read_ahead_keeps_within_what_a_loader_budget_leaves") {
   o.memory_budget = least / 2;
   CHECK_THROWS_WITH_AS(loader(pipeline_over(make()), o), doctest::Contains("read-ahead (remote shards, range reads)"),
                        std::invalid_argument);
+}
+
+TEST_CASE("remote.make_shard_source_reads_a_remote_pattern") {
+  served_shards served;
+  if (!served) return;
+  const auto& set = served.set;
+  // train-000000.tar .. train-00000N.tar as one brace pattern.
+  char last[16];
+  std::snprintf(last, sizeof last, "%06zu", set.names.size() - 1);
+  const std::string pattern = served.server->url() + "/train-{000000.." + last + "}.tar";
+  image_source_options o;
+  o.remote = quick();
+  o.shard = range_reads();
+  const auto made = make_shard_source(pattern, "center_crop(16)", o);
+  CHECK(made->size() == make_shard_reader(set.local)->size());
+  CHECK(checksums(made->reader()) == checksums(make_shard_reader(set.local)));
+  CHECK(remote_stats(*made->reader()).requests > 0);  // read over HTTP, not from the local files
+  const std::string missing = served.server->url() + "/valid-{000..002}.tar";
+  try {
+    (void)make_shard_source(missing, "center_crop(16)", o);
+    FAIL("a pattern of shards the server does not have was read");
+  } catch (const std::exception& e) {
+    MESSAGE(std::string(e.what()));
+    CHECK(std::string(e.what()).find("valid-000.tar") != std::string::npos);
+    CHECK(std::string(e.what()).find("404") != std::string::npos);
+  }
 }

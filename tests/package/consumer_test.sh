@@ -16,7 +16,23 @@ case $mode in
     test -f "$work/prefix/share/pinfeed/doctor-report.schema.json"
     test -f "$work/prefix/include/pinfeed/version.hpp"
     test -f "$work/prefix/include/pinfeed/config.hpp"
-    cmake -S "$src/examples/trainer" -B "$work/build" "${gen[@]}" -DCMAKE_PREFIX_PATH="$work/prefix" \
+    # The examples come with the package, and the trainer is built from the installed copy.
+    test -f "$work/prefix/share/pinfeed/examples/trainer/main.cpp"
+    test -f "$work/prefix/share/pinfeed/examples/trainer/CMakeLists.txt"
+    # The package files: no condition left as a literal, no include directory listed twice.
+    config=$work/prefix/lib/cmake/pinfeed/pinfeedConfig.cmake
+    if grep -nE '^[[:space:]]*if\((ON|OFF|TRUE|FALSE|0|1)\)' "$config"; then
+      echo "consumer_test: $config has a literal condition" >&2; exit 1
+    fi
+    if grep -E 'INTERFACE_INCLUDE_DIRECTORIES' "$work/prefix/lib/cmake/pinfeed/pinfeedTargets.cmake" |
+        python3 -c 'import sys,re
+for line in sys.stdin:
+    dirs = re.search(r"\"(.*)\"", line).group(1).split(";")
+    if len(dirs) != len(set(dirs)): print("duplicate include directories:", line.strip()); sys.exit(0)
+sys.exit(1)'; then
+      exit 1
+    fi
+    cmake -S "$work/prefix/share/pinfeed/examples/trainer" -B "$work/build" "${gen[@]}" -DCMAKE_PREFIX_PATH="$work/prefix" \
       -DCMAKE_BUILD_TYPE=Release >/dev/null
     expect_huffman="pinfeed's|libjpeg-turbo's"  # whatever the installed build chose
     ;;

@@ -357,3 +357,38 @@ TEST_CASE("gpu.loader.every_thread_works_on_the_loader_device" * doctest::test_s
   CHECK(on_gpu.size() == 5);
   CHECK(on_gpu == on_cpu);  // the bytes copied to device 1 are the host's
 }
+
+TEST_CASE("gpu.loader.held_batches_past_the_limit_are_refused" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("held batches on a GPU")) return;
+  // prefetch 1 + max_batches_in_use 1: 2 slots. Holding both, next() used to wait forever.
+  loader l(random_source(24), gpu_options(4, 1));
+  std::vector<std::byte> back(4 * kBytes), expect(kBytes);
+  std::size_t checked = 0;
+  auto check = [&](const batch& b) {
+    const auto v = b.field<std::uint8_t>("data");
+    REQUIRE(v.location().is_cuda());
+    PINFEED_CUDA_TRY(cudaMemcpyAsync(back.data(), v.data(), v.elements().size(), cudaMemcpyDeviceToHost, b.stream()));
+    PINFEED_CUDA_TRY(cudaStreamSynchronize(b.stream()));
+    for (std::size_t j = 0; j < b.size(); ++j) {
+      fill_random_bytes(philox_stream(77, 0, b.indices()[j]), expect);
+      REQUIRE(std::memcmp(back.data() + j * kBytes, expect.data(), kBytes) == 0);
+      ++checked;
+    }
+  };
+  auto b0 = l.next();
+  REQUIRE(b0);
+  auto b1 = l.next();
+  REQUIRE(b1);
+  CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("holds 2 batches"), batches_held_error);
+  CHECK(l.next_batch() == 2);
+  check(*b0);
+  b0.reset();  // one back: the loop goes on, with the right data
+  check(*b1);
+  std::uint64_t expect_index = 2;
+  while (auto b = l.next()) {
+    CHECK(b->index() == expect_index++);
+    check(*b);
+  }
+  CHECK(expect_index == 6);
+  CHECK(checked == 24);
+}

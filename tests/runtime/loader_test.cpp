@@ -271,7 +271,9 @@ TEST_CASE("loader.epochs.drop_last_partial_and_restart") {
     CHECK_FALSE(l.next().has_value());  // stays at the end
   }
   SUBCASE("start_epoch mid-epoch restarts cleanly; start at a batch resumes") {
-    loader l(delayed_source(64, 100), cpu_options(4, 2));
+    auto o = cpu_options(4, 2);
+    o.max_batches_in_use = 2;  // `first` and `second` are held while the next batch is asked for
+    loader l(delayed_source(64, 100), o);
     auto first = l.next();
     REQUIRE(first);
     auto second = l.next();

@@ -27,6 +27,8 @@ PINFEED_SIMD=scalar "$pf" info >"$work/info-scalar.txt" 2>&1
 check "PINFEED_SIMD=scalar caps the level" grep -qE "^SIMD +scalar in use .*capped by PINFEED_SIMD" "$work/info-scalar.txt"
 out=$(PINFEED_SIMD=avx9000 "$pf" info 2>&1); rc=$?
 check "a bad PINFEED_SIMD is an error naming the value" test $rc -eq 2 -a -n "$(echo "$out" | grep "avx9000" | grep "scalar, avx2, avx512")"
+out=$(PINFEED_LOG_LEVEL=loud "$pf" run --device cpu --samples 8 --height 8 --width 8 --batch 4 --limit 1 2>&1); rc=$?
+check "a bad PINFEED_LOG_LEVEL is named, and the run goes on at info" test $rc -eq 0 -a -n "$(echo "$out" | grep "PINFEED_LOG_LEVEL='loud' is not a level (error, warn, info, debug)")"
 "$pf" bench sampler --device cpu --sizes 100 --repeats 1 --min-sample-ms 0.1 --simd all >"$work/simd.jsonl" 2>/dev/null
 check "bench sampler --simd all: batched rows at every level, with host fields" python3 -c "
 import json

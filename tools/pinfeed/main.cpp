@@ -8,6 +8,7 @@
 #include <oneapi/tbb/global_control.h>
 
 #include "commands.hpp"
+#include "pinfeed/runtime/log.hpp"
 #include "pinfeed/runtime/random.hpp"
 
 int main(int argc, char** argv) {
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
   command_list commands;
   for (auto add : {&add_info, &add_run, &add_doctor, &add_sample, &add_pack, &add_bench}) add(app, commands);
   CLI11_PARSE(app, argc, argv);
+  (void)pinfeed::get_log_level();  // reads PINFEED_LOG_LEVEL now: a value that is no level is named at once
   // This program owns its process, so it (not the library) sets TBB's process-wide thread cap: as
   // many workers as asked for, and one per hardware thread for --workers 0, plus the calling thread.
   std::size_t asked = std::max(1u, std::thread::hardware_concurrency());

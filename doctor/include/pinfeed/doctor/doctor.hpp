@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pinfeed/runtime/cuda_api.hpp"
@@ -35,8 +36,17 @@ namespace pinfeed {
 /// (CPU path) or device memory; on a GPU, work queued on `stream` sees the data.
 struct step_batch {
   std::vector<tensor_view> fields;
+  std::vector<std::string> names;  ///< fields[i]'s name (the source's field order)
   std::size_t size = 0;
   cudaStream_t stream = nullptr;
+
+  /// The field called `name`. Throws std::out_of_range naming it and the fields there are.
+  [[nodiscard]] const tensor_view& field(std::string_view name) const;
+  /// The field called `name` as elements of T (see batch::field<T>).
+  template <class T>
+  [[nodiscard]] typed_view<T> field(std::string_view name) const {
+    return field(name).typed<T>("step field '" + std::string(name) + "'");
+  }
 };
 /// A training step: called once per batch on the consumer thread. On a GPU it should queue its work
 /// on the batch's stream and return (the doctor synchronizes at the end of each mode).
@@ -76,16 +86,16 @@ class batch_consumer {
 /// transform stages the doctor can see, so its ladder is L0, L3 (a pool of its produced samples),
 /// L4 and L5, and the stage it prices is "produce".
 struct doctor_pipeline {
-  std::shared_ptr<loaders::image_reader> reader;
-  loaders::pipeline steps;
-  loaders::pipeline_source_options source;
-  std::shared_ptr<pinfeed::source> own;
+  std::shared_ptr<loaders::image_reader> reader{};
+  loaders::pipeline steps{};
+  loaders::pipeline_source_options source{};
+  std::shared_ptr<pinfeed::source> own{};
 };
 
 struct doctor_mode;
 
 struct doctor_options {
-  loader_options loader;         ///< batch size, workers, prefetch, device, seed, order, consumer stream
+  loader_options  loader{};       ///< batch size, workers, prefetch, device, seed, order, consumer stream
   /// Timed steps per mode: at least `steps`, and more until `min_mode_seconds` have passed (short
   /// modes would measure noise), but a mode stops after `max_mode_seconds` once `min_steps` are done.
   std::size_t steps = 20;
@@ -101,17 +111,17 @@ struct doctor_options {
   /// "device" (a kernel; an error without a GPU).
   std::string step_on = "auto";
   /// A user step instead of step_ms (then the report's caveat says its time may depend on data).
-  step_function step;
+  step_function step{};
   /// Distinct samples each cache holds; 0: 64, or the dataset when it is smaller. A pool larger
   /// than the dataset is an error.
   std::size_t pool = 0;
   bool per_transform = true;     ///< run the per-transform ladder
   /// Modes to run ("L0".."L5", "T1".."Tn"); empty: the whole ladder.
-  std::vector<std::string> modes;
-  std::string trace_mode;        ///< write a Chrome trace of this mode ("L0", ...) to trace_path
-  std::string trace_path;
+  std::vector<std::string> modes{};
+  std::string trace_mode{};        ///< write a Chrome trace of this mode ("L0", ...) to trace_path
+  std::string trace_path{};
   /// Called after each mode (progress output).
-  std::function<void(const doctor_mode&)> on_mode;
+  std::function<void(const doctor_mode&)> on_mode{};
   /// Recommend settings: tune workers and prefetch (as auto_tune does) even where `loader` fixes
   /// them, then time the full pipeline with the tuned settings and with the ones it started from
   /// (those of `loader`, the library's defaults for auto: as many workers as TBB allows, prefetch
@@ -214,6 +224,13 @@ struct doctor_report {
 /// larger than the dataset, an unknown mode) before running anything, and the pipeline's own errors
 /// (sample_error naming the path, index and stage) when a mode cannot produce its batches.
 [[nodiscard]] doctor_report doctor(const doctor_pipeline& pipeline, const doctor_options& options);
+/// The pipeline of a source a loader takes: a pipeline_source (make_image_folder_source,
+/// make_shard_source, ...) in its parts (its reader, transforms and options: the doctor caches at
+/// each of them), any other source as a source of your own (`own`). Throws std::invalid_argument
+/// for a null source.
+[[nodiscard]] doctor_pipeline doctor_pipeline_of(std::shared_ptr<source> src);
+/// doctor(doctor_pipeline_of(src), options): the doctor on the source the trainer's loader reads.
+[[nodiscard]] doctor_report doctor(std::shared_ptr<source> src, const doctor_options& options);
 
 /// Derives stages, verdict, caveat and suggestions from the measured modes (doctor() calls it; a
 /// separate step so the rules can be checked on given numbers).

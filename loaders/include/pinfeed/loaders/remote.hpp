@@ -49,10 +49,10 @@ struct remote_options {
   /// kMaxRequestsInFlight, a quarter of the open-file limit, and as many as keep the read-ahead
   /// within 256 MiB of samples of the shards' mean size), measured as the loader reads;
   /// remote_stats() tells how many now.
-  std::optional<std::size_t> requests_in_flight;
+  std::optional<std::size_t> requests_in_flight{};
   /// Samples of the epoch's order read ahead of the one being read (loaders only), so that the
   /// requests in flight overlap their latency. Unset: twice the requests in flight, 128 at least.
-  std::optional<std::size_t> read_ahead;
+  std::optional<std::size_t> read_ahead{};
   /// Whole-shard mode (the default; shard_options::window_shards unset or >= 1): bytes of shards
   /// held at once (besides a shard that a worker still decodes from after its eviction, one a
   /// worker at most), which also sizes the default window (a third of it, in shards). Shards
@@ -65,12 +65,12 @@ struct remote_options {
   /// instead of in memory. Each file is unlinked as soon as it is made and mapped: its space shows
   /// in `df`, not in a listing, and is freed when the shard is evicted, when the reader goes, or
   /// when the process dies, so nothing is left behind.
-  std::string cache_dir;
+  std::string cache_dir{};
   /// Keep the index built for a shard that has no sidecar index in this directory (created if
   /// missing; one small file a shard, kept across runs), so that the next reader of the same
   /// shard asks for its size and ETag (a HEAD request) instead of scanning it again. A shard whose
   /// size or ETag changed, or that has no ETag, is scanned anew. Empty: off.
-  std::string index_cache_dir;
+  std::string index_cache_dir{};
   /// Run the transfer thread (named "pinfeed-fetch") as SCHED_BATCH on Linux: woken by a response,
   /// it waits for the running thread's time slice instead of preempting it, so decoders that keep
   /// every core busy are not interrupted once per response (each time a switch and a cache

@@ -38,7 +38,7 @@ struct tar_member {
 [[nodiscard]] std::vector<std::string> expand_shard_pattern(const std::string& pattern);
 
 struct shard_options {
-  decode_options decode;
+  decode_options decode{};
   std::string image_keys = "jpg;jpeg;png;webp;bmp;tif;tiff;ppm";  ///< member extensions taken as the image
   std::string label_key = "cls";                                  ///< member holding the label as text
   /// 0: a shuffling loader shuffles every sample with every other (the exact global shuffle).
@@ -47,7 +47,7 @@ struct shard_options {
   /// bounded cache instead of reading samples one by one. Unset (the default): the reader's own
   /// default: local shards 0; remote shards whole, W = remote_options::cache_bytes / (3 x the
   /// largest shard), from 1 to 4 (see make_remote_shard_reader).
-  std::optional<std::uint32_t> window_shards;
+  std::optional<std::uint32_t> window_shards{};
 };
 
 /// Reads the samples of tar shards: fields image (varies) and "label" int64. Every shard is

@@ -39,7 +39,7 @@ struct bit_planes_shape {
 struct bit_planes_args {
   const std::uint8_t* in = nullptr;
   std::uint8_t* out = nullptr;
-  bit_planes_shape shape;
+  bit_planes_shape shape{};
 };
 /// packed -> planes. Host reference; throws std::invalid_argument on null pointers.
 void unpack_bits_host(const bit_planes_args& a);

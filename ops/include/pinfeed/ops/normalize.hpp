@@ -43,7 +43,7 @@ struct image_batch_shape {
 struct normalize_args {
   const std::uint8_t* in = nullptr;
   void* out = nullptr;
-  image_batch_shape shape;
+  image_batch_shape shape{};
 };
 
 /// Host reference, parallel over images with TBB. Throws std::invalid_argument for null pointers

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "pinfeed/runtime/cuda_api.hpp"
@@ -53,6 +54,13 @@ class batch {
   [[nodiscard]] tensor_view field(std::size_t i) const;
   /// Field by name. Throws std::out_of_range naming the field if absent.
   [[nodiscard]] tensor_view field(std::string_view name) const;
+  /// Field by name as elements of T, with its shape and per-sample slices:
+  /// `batch.field<std::int64_t>("label").sample(i)[0]`. Throws std::out_of_range naming an absent
+  /// field, std::invalid_argument naming the field when T is not its dtype.
+  template <class T>
+  [[nodiscard]] typed_view<T> field(std::string_view name) const {
+    return field(name).typed<T>("batch field '" + std::string(name) + "'");
+  }
   [[nodiscard]] memory_location location() const;
   /// The event recorded after the host-to-device copy (null on the CPU path).
   [[nodiscard]] cudaEvent_t ready_event() const;

@@ -49,7 +49,7 @@ struct epoch_order_options {
   /// put in a new order every epoch, cut into windows of `window` consecutive groups, and the
   /// samples of each window are shuffled among themselves; so a reader needs only one window's
   /// groups at a time (plus the next one's, fetched ahead). Null: the exact global shuffle.
-  std::shared_ptr<const sample_groups> groups;
+  std::shared_ptr<const sample_groups> groups{};
 };
 
 /// Global positions [begin, end) of an epoch's order.

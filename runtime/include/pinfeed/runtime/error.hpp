@@ -2,6 +2,7 @@
 /// @file error.hpp
 /// pinfeed's exceptions and the CUDA error-checking macros.
 
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -62,6 +63,21 @@ class fatal_error : public std::runtime_error {
 class loader_closed : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+/// loader::next() was called while the consumer held more batches than
+/// loader_options::max_batches_in_use (batch objects, or DLPack views of released ones): waiting
+/// could never end once every slot is held, so the call is refused at once. The message names the
+/// counts, the prefetch and what to do; releasing a batch lets the next call go on.
+class batches_held_error : public std::logic_error {
+ public:
+  batches_held_error(std::size_t held, std::size_t limit, const std::string& message)
+      : std::logic_error(message), held_(held), limit_(limit) {}
+  [[nodiscard]] std::size_t held() const noexcept { return held_; }
+  [[nodiscard]] std::size_t limit() const noexcept { return limit_; }
+
+ private:
+  std::size_t held_, limit_;
 };
 
 namespace detail {

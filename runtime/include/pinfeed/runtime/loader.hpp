@@ -44,16 +44,22 @@ struct loader_options {
   /// still waits with no worker to add, kept when it helps, up to 8 and what memory_budget
   /// allows (the budget is checked for the most; slots are allocated as prefetch grows).
   std::size_t prefetch = 2;
-  std::size_t max_batches_in_use = 1;  ///< batches the consumer may hold at once (slots = prefetch + this)
-  device_spec device;                  ///< auto (default), cpu, cuda, cuda:N, local_rank: see device_spec
+  /// The most batches the consumer may still hold when it calls next(): batch objects, and DLPack
+  /// views of batches already released (each keeps its slot). The loader has prefetch + this slots.
+  /// The default, 1, lets a loop keep the batch it has while it asks for the next
+  /// (`b = loader.next()`); a trainer that keeps batches (gradient accumulation over k batches, a
+  /// replay buffer) sets it to the most it holds at a call. next() enforces it: holding more, the
+  /// call throws batches_held_error at once, instead of waiting for a slot that may never come back.
+  std::size_t max_batches_in_use = 1;
+  device_spec device{};                  ///< auto (default), cpu, cuda, cuda:N, local_rank: see device_spec
   bool drop_last = false;              ///< drop a last partial batch
   std::uint64_t seed = 0;              ///< with (epoch, index), fixes every sample's random stream
   std::uint32_t epoch = 0;             ///< the epoch next() starts with
   /// Sample order: sequential or shuffled per epoch, and this process's shard of it. The default
   /// shards by the launcher's environment (torchrun, Open MPI, Slurm) when one set it.
-  epoch_order_options order;
+  epoch_order_options order{};
   /// The consumer's stream. Unset: the loader creates a non-blocking stream on its device.
-  std::optional<cudaStream_t> stream;
+  std::optional<cudaStream_t> stream{};
   /// Called right after each batch's host-to-device copy is queued on the copy stream, with the
   /// bytes copied; work it queues on that stream delays the batch's readiness (an emulated slow
   /// link: pinfeed::throttle_copy; instrumentation). It runs on the worker thread that completed
@@ -61,13 +67,13 @@ struct loader_options {
   /// be thread-safe. The copy event is recorded after it returns (or throws). Empty (default):
   /// none. Only with a GPU: on the CPU path nothing is copied and the loader refuses it. An
   /// exception it throws fails that batch.
-  std::function<void(std::size_t bytes, cudaStream_t copy_stream)> after_copy;
+  std::function<void(std::size_t bytes, cudaStream_t copy_stream)> after_copy{};
   /// The most bytes the loader and its source may hold: the host slots (pinned with a GPU), the
   /// device slots and what the source reports (source::memory(): sample caches, a remote reader's
   /// shard cache or read-ahead). A loader that would need more fails at construction with a
   /// message naming each part's bytes and the budget; so does a budget above this machine's
   /// memory. Unset: no budget.
-  std::optional<std::uint64_t> memory_budget;
+  std::optional<std::uint64_t> memory_budget{};
   bool trace = false;                  ///< record stage spans for a Chrome trace
   std::size_t trace_max_events = 1u << 20;
 };
@@ -102,13 +108,57 @@ class loader {
 
   /// The next batch of the current epoch, or nullopt at its end (then start_epoch() begins another).
   /// Starts the epoch of the options on first use. Blocks only while the batch is not produced yet
-  /// (counted as consumer wait); never waits for the GPU. Throws sample_error as described above.
+  /// (counted as consumer wait); never waits for the GPU. Throws sample_error as described above,
+  /// and batches_held_error (at once, nothing consumed) when the consumer holds more than
+  /// loader_options::max_batches_in_use batches: release one and call again.
   [[nodiscard]] std::optional<batch> next();
-  /// Cancels the current epoch (in-flight work is discarded; batches the consumer holds stay valid)
-  /// and starts `epoch` from its first batch.
+  /// Starts `epoch` from its first batch: cancels the current epoch (in-flight work is discarded;
+  /// batches the consumer holds stay valid). One exception: when the loader already stands at the
+  /// start of its position in `epoch` - resume() (or start_epoch()) put it there and no batch has
+  /// been taken since - the position is kept. So a loop that calls start_epoch(e) at each epoch's
+  /// top continues a resumed epoch where the saved state left it, instead of delivering its first
+  /// batches again. start_epoch(e, 0) always restarts.
   void start_epoch(std::uint32_t epoch);
-  /// Like start_epoch() but starting at batch `first_batch` of the epoch (for resuming).
+  /// Starts `epoch` at batch `first_batch` (0: from its start), whatever the loader's position:
+  /// an explicit restart. Throws std::out_of_range (leaving the loader as it was) past the epoch's
+  /// batches.
   void start_epoch(std::uint32_t epoch, std::uint64_t first_batch);
+
+  /// The epochs up to `end` (not included), for `for (std::uint32_t e : loader.epochs(n))`: the
+  /// first is the loader's current epoch, continued from its position (after resume(): the resumed
+  /// epoch at the saved batch; on a new loader: options().epoch from its start); each step to the
+  /// next epoch starts it from batch 0. Empty when the loader is at `end` or past it. Iterate the
+  /// batches of each epoch with `for (batch& b : loader)` or next() inside.
+  class epoch_range {
+   public:
+    class iterator {
+     public:
+      using iterator_category = std::input_iterator_tag;
+      using value_type = std::uint32_t;
+      using difference_type = std::ptrdiff_t;
+      iterator() = default;
+      iterator(loader* l, std::uint32_t e, std::uint32_t end) : loader_(l), epoch_(e), end_(end) {}
+      std::uint32_t operator*() const noexcept { return epoch_; }
+      iterator& operator++() {
+        if (++epoch_ < end_) loader_->start_epoch(epoch_, 0);
+        return *this;
+      }
+      void operator++(int) { ++*this; }
+      friend bool operator==(const iterator& it, std::default_sentinel_t) noexcept { return it.epoch_ >= it.end_; }
+
+     private:
+      loader* loader_ = nullptr;
+      std::uint32_t epoch_ = 0, end_ = 0;
+    };
+    epoch_range(loader* l, std::uint32_t end) : loader_(l), end_(end) {}
+    [[nodiscard]] iterator begin() const { return iterator(loader_, loader_->epoch(), end_); }
+    [[nodiscard]] std::default_sentinel_t end() const noexcept { return {}; }
+
+   private:
+    loader* loader_;
+    std::uint32_t end_;
+  };
+  [[nodiscard]] epoch_range epochs(std::uint32_t end) { return epoch_range(this, end); }
 
   /// Input iterator over the rest of the current epoch: `for (batch& b : loader) ...`. Each step
   /// calls next() (and so may throw sample_error); the previous batch is released first.
@@ -182,7 +232,13 @@ class loader {
   };
   [[nodiscard]] tuning_report tuning() const;
 
+  /// The loader's counters since it began or since the last reset_stats(): batches, samples,
+  /// bytes, bad samples, per-stage times and the consumer's wait (stats_snapshot::summary() puts
+  /// them on one line). For figures per epoch, read them at an epoch's end and reset:
+  ///   for (auto e : loader.epochs(n)) { for (auto& b : loader) {...}
+  ///     log(loader.stats().summary()); loader.reset_stats(); }
   [[nodiscard]] stats_snapshot stats() const;
+  /// Zeroes the counters (the slots' sizes stay).
   void reset_stats();
   /// The trace recorder, or null when options().trace is false.
   [[nodiscard]] const trace_recorder* trace() const noexcept;
@@ -205,11 +261,11 @@ namespace pinfeed {
 /// Every field but "schema" may be left out; "workers" and "prefetch" take a positive number or
 /// "auto". Unknown fields are refused (a misspelt one would silently do nothing).
 struct loader_config {
-  std::optional<std::size_t> workers, prefetch;  ///< auto_tune for "auto"
-  std::optional<std::uint64_t> memory_budget;
-  std::optional<std::size_t> requests_in_flight;  ///< remote shards (remote_options)
-  std::optional<double> expected_speedup;         ///< what the doctor measured against the settings it started from
-  std::string measured;                           ///< how, in words
+  std::optional<std::size_t> workers{}, prefetch{};  ///< auto_tune for "auto"
+  std::optional<std::uint64_t> memory_budget{};
+  std::optional<std::size_t> requests_in_flight{};  ///< remote shards (remote_options)
+  std::optional<double> expected_speedup{};         ///< what the doctor measured against the settings it started from
+  std::string measured{};                           ///< how, in words
 
   /// Sets the options the config gives.
   void apply_to(loader_options& o) const;

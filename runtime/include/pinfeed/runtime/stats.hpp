@@ -58,8 +58,11 @@ struct stats_snapshot {
   [[nodiscard]] double consumer_wait_fraction() const noexcept;
   [[nodiscard]] double samples_per_s() const noexcept;
   [[nodiscard]] double megabytes_per_s() const noexcept;
-  /// A human-readable table, one line per stage.
+  /// A human-readable table, one line per stage, then summary().
   [[nodiscard]] std::string to_string() const;
+  /// One line: "batches 32, samples 1024, errors 0 (bad samples 0, replaced 0), wall 3.21 s,
+  /// 319.0 samples/s, 12.3 MB/s, consumer wait 12.5%".
+  [[nodiscard]] std::string summary() const;
 };
 
 /// Thread-safe counters of one loader.

@@ -89,9 +89,9 @@ PINFEED_DTYPE_OF(double, f64)
 /// A named field of every sample, with its per-sample shape and element type declared up front
 /// (a batch of B samples has shape [B, shape...]).
 struct field_spec {
-  std::string name;
+  std::string name{};
   dtype type = dtype::u8;
-  std::vector<std::int64_t> shape;  ///< per sample; empty = scalar
+  std::vector<std::int64_t> shape{};  ///< per sample; empty = scalar
 
   [[nodiscard]] std::size_t elements() const noexcept;
   [[nodiscard]] std::size_t bytes() const noexcept { return elements() * dtype_size(type); }
@@ -106,6 +106,42 @@ struct memory_location {
   enum class kind : std::uint8_t { host, cuda } where = kind::host;
   int device = -1;  ///< CUDA device index when where == cuda
   [[nodiscard]] bool is_cuda() const noexcept { return where == kind::cuda; }
+};
+
+/// A typed, non-owning view of one field of a batch: elements of T in C order, shape
+/// [samples, per-sample shape...]. Device memory stays device memory: the pointers and spans are
+/// for kernels then, not for the host to read.
+template <class T>
+class typed_view {
+ public:
+  typed_view() = default;
+  typed_view(T* data, const tensor_shape& shape, memory_location location) noexcept
+      : data_(data), shape_(shape), location_(location) {}
+  [[nodiscard]] T* data() const noexcept { return data_; }
+  [[nodiscard]] const tensor_shape& shape() const noexcept { return shape_; }
+  [[nodiscard]] memory_location location() const noexcept { return location_; }
+  /// Samples: the first extent (0 for a view with no shape).
+  [[nodiscard]] std::size_t size() const noexcept { return shape_.empty() ? 0 : static_cast<std::size_t>(shape_[0]); }
+  /// Elements of one sample: the product of the other extents (1 for a scalar field).
+  [[nodiscard]] std::size_t sample_elements() const noexcept {
+    std::size_t n = 1;
+    for (std::size_t d = 1; d < shape_.size(); ++d) n *= static_cast<std::size_t>(shape_[d]);
+    return n;
+  }
+  /// Every element of the field, all samples.
+  [[nodiscard]] std::span<T> elements() const noexcept { return {data_, size() * sample_elements()}; }
+  /// Sample i's elements. Throws std::out_of_range naming i and the number of samples.
+  [[nodiscard]] std::span<T> sample(std::size_t i) const {
+    if (i >= size())
+      throw std::out_of_range("typed_view::sample: index " + std::to_string(i) + " is past the view's " +
+                              std::to_string(size()) + " samples");
+    return {data_ + i * sample_elements(), sample_elements()};
+  }
+
+ private:
+  T* data_ = nullptr;
+  tensor_shape shape_;
+  memory_location location_;
 };
 
 /// A non-owning view of one field of a batch: `data` has shape `shape` (C order) and type `type`.
@@ -126,6 +162,16 @@ struct tensor_view {
       throw std::invalid_argument("tensor_view::as: the view holds " + std::string(dtype_name(type)) + ", not " +
                                   std::string(dtype_name(dtype_of_v<std::remove_const_t<T>>)));
     return static_cast<T*>(data);
+  }
+  /// The view as elements of T with its shape and per-sample slices, checked like as<T>(): throws
+  /// std::invalid_argument naming `what` (e.g. "batch field 'image'"), the view's type and T's.
+  template <class T>
+  [[nodiscard]] typed_view<T> typed(std::string_view what = "tensor_view") const {
+    static_assert(has_dtype_v<std::remove_const_t<T>>, "tensor_view::typed<T>: T has no pinfeed dtype");
+    if (dtype_of_v<std::remove_const_t<T>> != type)
+      throw std::invalid_argument(std::string(what) + " holds " + std::string(dtype_name(type)) + ", not " +
+                                  std::string(dtype_name(dtype_of_v<std::remove_const_t<T>>)));
+    return typed_view<T>(static_cast<T*>(data), shape, location);
   }
 };
 

@@ -1,0 +1,321 @@
+// A trainer's loop: held batches that would hang are refused at once, epochs that know about
+// resume, typed views of the fields, and a log sink the trainer owns.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "pinfeed/runtime/checksum.hpp"
+#include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/loader.hpp"
+#include "pinfeed/runtime/log.hpp"
+#include "pinfeed/runtime/philox.hpp"
+#include "pinfeed/runtime/random.hpp"
+#include "test_util.hpp"
+
+using namespace pinfeed;
+
+namespace {
+
+/// Sample i: "pixels" = 6 Philox bytes of (seed, epoch, i) as [2, 3], "label" = i % 10.
+std::shared_ptr<source> small_source(std::uint64_t n) {
+  return make_source(n, {{"pixels", dtype::u8, {2, 3}}, {"label", dtype::i64, {}}}, [](sample& s) {
+    fill_random_bytes(s.rng(), s.bytes("pixels"));
+    s.as<std::int64_t>("label")[0] = static_cast<std::int64_t>(s.index() % 10);
+  });
+}
+
+loader_options shuffled(std::size_t batch, std::size_t workers, std::size_t prefetch = 2) {
+  loader_options o = test::cpu_loader(batch, workers, 99, prefetch);
+  o.order.shuffle = true;
+  return o;
+}
+
+/// Every batch of epochs [first, end), as checksum lines, one batch at a time.
+std::vector<std::string> uninterrupted(std::uint32_t end) {
+  loader l(small_source(100), shuffled(8, 2));
+  return test::epoch_checksums(l, 0, end - 1);
+}
+
+}  // namespace
+
+TEST_CASE("loader.held.one_more_than_allowed_throws_and_releasing_one_goes_on") {
+  // prefetch 2 + max_batches_in_use 1: 3 slots. Before, the 4th held batch hung next() for good.
+  for (std::size_t workers : {1u, 2u}) {
+    CAPTURE(workers);
+    loader reference(small_source(100), shuffled(8, workers));
+    std::vector<std::string> expected;
+    while (auto b = reference.next()) expected.push_back(checksum_line(*b));
+
+    loader l(small_source(100), shuffled(8, workers));
+    std::vector<std::string> got;
+    std::optional<batch> kept = l.next();  // holds 0 at the call
+    REQUIRE(kept);
+    got.push_back(checksum_line(*kept));
+    std::optional<batch> second = l.next();  // holds 1 (= max_batches_in_use) at the call: allowed
+    REQUIRE(second);
+    got.push_back(checksum_line(*second));
+    try {
+      (void)l.next();  // holds 2
+      FAIL("next() with 2 batches held and max_batches_in_use 1 did not throw");
+    } catch (const batches_held_error& e) {
+      const std::string what = e.what();
+      CHECK(e.held() == 2);
+      CHECK(e.limit() == 1);
+      CHECK(what.find("holds 2 batches") != std::string::npos);
+      CHECK(what.find("max_batches_in_use is 1") != std::string::npos);
+      CHECK(what.find("prefetch 2") != std::string::npos);
+      CHECK(what.find("Release a batch") != std::string::npos);
+    }
+    CHECK(l.next_batch() == 2);  // nothing was consumed by the refused call
+    // It is a std::logic_error (a usage error), and stays refused while nothing is released.
+    CHECK_THROWS_AS((void)l.next(), std::logic_error);
+    kept.reset();  // one back: the loop goes on, and the batches are those of a loop that held none
+    while (auto b = l.next()) got.push_back(checksum_line(*b));
+    CHECK(got == expected);
+  }
+}
+
+TEST_CASE("loader.held.dlpack_views_count_as_held_batches") {
+  loader l(small_source(64), shuffled(8, 2, 1));  // prefetch 1 + 1: 2 slots
+  auto b0 = l.next();
+  REQUIRE(b0);
+  DLManagedTensor* view = b0->to_dlpack("pixels");
+  b0.reset();  // the view still holds the slot
+  auto b1 = l.next();  // 1 held at the call: allowed
+  REQUIRE(b1);
+  CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("holds 2 batches (batch objects, or DLPack views"),
+                       batches_held_error);
+  view->deleter(view);
+  b1.reset();
+  std::size_t rest = 0;
+  while (auto b = l.next()) ++rest;
+  CHECK(rest == 6);
+}
+
+TEST_CASE("loader.held.a_larger_max_batches_in_use_lets_a_trainer_keep_batches") {
+  // Gradient accumulation over 4 batches: 3 are kept while the 4th is asked for.
+  auto o = shuffled(8, 2);
+  o.max_batches_in_use = 3;
+  loader l(small_source(100), o);
+  CHECK(l.slots() == 5);
+  std::vector<batch> kept;
+  std::vector<std::string> got;
+  while (auto b = l.next()) {
+    got.push_back(checksum_line(*b));
+    kept.push_back(std::move(*b));
+    if (kept.size() == 4) kept.clear();  // the optimizer step
+  }
+  CHECK(got == uninterrupted(1));
+  // One more than that is refused.
+  l.start_epoch(1, 0);
+  kept.clear();
+  for (int i = 0; i < 4; ++i) {
+    auto b = l.next();
+    REQUIRE(b);
+    kept.push_back(std::move(*b));
+  }
+  CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("max_batches_in_use is 3"), batches_held_error);
+}
+
+TEST_CASE("loader.epochs.resume_then_the_readme_loop_delivers_the_rest_once") {
+  const auto all = uninterrupted(3);  // 13 batches an epoch
+  REQUIRE(all.size() == 39);
+  // A first run stops after epoch 1's batch 3 (4 batches taken) and saves its state.
+  std::string state;
+  {
+    loader l(small_source(100), shuffled(8, 2));
+    for (std::uint32_t e : l.epochs(3)) {
+      std::size_t taken = 0;
+      for (batch& b : l) {
+        (void)b;
+        if (e == 1 && ++taken == 4) break;
+      }
+      if (e == 1) break;
+    }
+    state = l.state();
+  }
+  const std::vector<std::string> rest(all.begin() + 13 + 4, all.end());
+  SUBCASE("the epochs range") {
+    loader l(small_source(100), shuffled(8, 1));
+    l.resume(state);
+    std::vector<std::string> got;
+    std::vector<std::uint32_t> epochs;
+    for (std::uint32_t e : l.epochs(3)) {
+      epochs.push_back(e);
+      for (batch& b : l) got.push_back(checksum_line(b));
+    }
+    CHECK(epochs == std::vector<std::uint32_t>{1, 2});
+    CHECK(got == rest);
+  }
+  SUBCASE("start_epoch(e) at each epoch's top keeps the resumed position") {
+    loader l(small_source(100), shuffled(8, 2));
+    l.resume(state);
+    std::vector<std::string> got;
+    for (std::uint32_t e = l.epoch(); e < 3; ++e) {
+      l.start_epoch(e);
+      while (auto b = l.next()) got.push_back(checksum_line(*b));
+    }
+    CHECK(got == rest);
+  }
+  SUBCASE("start_epoch(e, 0) is an explicit restart") {
+    loader l(small_source(100), shuffled(8, 2));
+    l.resume(state);
+    l.start_epoch(1, 0);
+    std::vector<std::string> got;
+    while (auto b = l.next()) got.push_back(checksum_line(*b));
+    CHECK(got == std::vector<std::string>(all.begin() + 13, all.begin() + 26));
+  }
+  SUBCASE("once a batch is taken, start_epoch(e) restarts the epoch") {
+    loader l(small_source(100), shuffled(8, 2));
+    l.resume(state);
+    REQUIRE(l.next());
+    l.start_epoch(1);
+    auto b = l.next();
+    REQUIRE(b);
+    CHECK(checksum_line(*b) == all[13]);
+  }
+  SUBCASE("another epoch than the resumed one starts from its first batch") {
+    loader l(small_source(100), shuffled(8, 2));
+    l.resume(state);
+    l.start_epoch(2);
+    auto b = l.next();
+    REQUIRE(b);
+    CHECK(checksum_line(*b) == all[26]);
+  }
+}
+
+TEST_CASE("loader.epochs.range_on_a_new_loader_and_at_its_end") {
+  loader l(small_source(100), shuffled(8, 2));
+  std::vector<std::string> got;
+  std::vector<std::uint32_t> seen;
+  for (std::uint32_t e : l.epochs(3)) {
+    seen.push_back(e);
+    while (auto b = l.next()) got.push_back(checksum_line(*b));
+  }
+  CHECK(seen == std::vector<std::uint32_t>{0, 1, 2});
+  CHECK(got == uninterrupted(3));
+  // At epoch 2's end: epochs(3) is empty, epochs(4) continues with epoch 3 from its start after
+  // the finished epoch 2 (which yields nothing more).
+  std::size_t steps = 0;
+  for (std::uint32_t e : l.epochs(3)) {
+    (void)e;
+    ++steps;
+  }
+  CHECK(steps == 1);  // epoch 2 itself, finished: its loop body sees no batch
+  std::vector<std::uint32_t> more;
+  for (std::uint32_t e : l.epochs(4)) {
+    std::size_t n = 0;
+    while (auto b = l.next()) ++n;
+    if (n > 0) more.push_back(e);
+  }
+  CHECK(more == std::vector<std::uint32_t>{3});
+  // A loader set to start at epoch 5 by its options: epochs(5) is empty.
+  auto o = shuffled(8, 2);
+  o.epoch = 5;
+  loader late(small_source(100), o);
+  std::size_t none = 0;
+  for (std::uint32_t e : late.epochs(5)) none += e + 1;
+  CHECK(none == 0);
+}
+
+TEST_CASE("batch.typed_field_views_check_the_dtype_and_slice_samples") {
+  loader l(small_source(20), test::cpu_loader(8, 1, 3));
+  auto b = l.next();
+  REQUIRE(b);
+  const auto pixels = b->field<std::uint8_t>("pixels");
+  CHECK(pixels.size() == 8);
+  CHECK(pixels.sample_elements() == 6);
+  CHECK(pixels.shape() == std::vector<std::int64_t>{8, 2, 3});
+  CHECK(pixels.elements().size() == 48);
+  CHECK(pixels.data() == b->field("pixels").data);
+  std::vector<std::byte> expect(6);
+  for (std::size_t i = 0; i < pixels.size(); ++i) {
+    fill_random_bytes(philox_stream(3, 0, b->indices()[i]), expect);
+    const auto s = pixels.sample(i);
+    REQUIRE(s.size() == 6);
+    CHECK(std::memcmp(s.data(), expect.data(), 6) == 0);
+  }
+  const auto labels = b->field<const std::int64_t>("label");
+  CHECK(labels.sample_elements() == 1);
+  for (std::size_t i = 0; i < labels.size(); ++i)
+    CHECK(labels.sample(i)[0] == static_cast<std::int64_t>(b->indices()[i] % 10));
+  CHECK_THROWS_WITH_AS((void)pixels.sample(8), "typed_view::sample: index 8 is past the view's 8 samples",
+                       std::out_of_range);
+  CHECK_THROWS_WITH_AS((void)b->field<float>("pixels"), "batch field 'pixels' holds uint8, not float32",
+                       std::invalid_argument);
+  CHECK_THROWS_AS((void)b->field<std::uint8_t>("nope"), std::out_of_range);
+  // The last, partial batch: 20 = 8 + 8 + 4.
+  (void)l.next();
+  auto last = l.next();
+  REQUIRE(last);
+  CHECK(last->field<std::int64_t>("label").size() == 4);
+  CHECK_THROWS_AS((void)last->field<std::int64_t>("label").sample(4), std::out_of_range);
+}
+
+TEST_CASE("log.a_sink_gets_the_messages_and_the_default_comes_back") {
+  struct entry {
+    log_level level;
+    std::string message;
+  };
+  std::mutex m;
+  std::vector<entry> got;
+  const log_level was = get_log_level();
+  set_log_level(log_level::info);
+  log_sink previous = set_log_sink([&](log_level level, std::string_view message) {
+    std::lock_guard lock(m);
+    got.push_back({level, std::string(message)});
+  });
+  CHECK_FALSE(static_cast<bool>(previous));  // the default was in place
+  log(log_level::warn, "from the test");
+  log(log_level::debug, "not enabled");
+  // Messages from other threads arrive one at a time.
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([t] {
+      for (int i = 0; i < 50; ++i) log(log_level::info, "thread " + std::to_string(t));
+    });
+  for (auto& t : threads) t.join();
+  // A sink that throws, or logs itself, never fails the caller.
+  set_log_sink([](log_level, std::string_view) { throw std::runtime_error("sink down"); });
+  log(log_level::error, "to stderr instead");
+  set_log_sink([](log_level, std::string_view) { log(log_level::error, "from inside the sink"); });
+  log(log_level::error, "nested");
+  CHECK(static_cast<bool>(set_log_sink({})));  // back to stderr
+  set_log_level(was);
+  std::lock_guard lock(m);
+  REQUIRE(got.size() == 201);
+  CHECK(got[0].level == log_level::warn);
+  CHECK(got[0].message == "from the test");
+  for (std::size_t i = 1; i < got.size(); ++i) CHECK(got[i].message.rfind("thread ", 0) == 0);
+  CHECK(to_string(log_level::debug) == "debug");
+}
+
+TEST_CASE("loader.stats_summary_per_epoch") {
+  loader l(small_source(100), shuffled(8, 2));
+  std::vector<std::string> lines;
+  for (std::uint32_t e : l.epochs(2)) {
+    (void)e;
+    for (batch& b : l) (void)b;
+    const stats_snapshot s = l.stats();
+    CHECK(s.batches == 13);
+    CHECK(s.samples == 100);
+    lines.push_back(s.summary());
+    l.reset_stats();
+  }
+  REQUIRE(lines.size() == 2);
+  for (const auto& line : lines) {
+    CHECK(line.rfind("batches 13, samples 100, errors 0", 0) == 0);
+    CHECK(line.find("consumer wait") != std::string::npos);
+    CHECK(line.find('\n') == std::string::npos);
+  }
+  CHECK(l.stats().to_string().find(l.stats().summary().substr(0, 20)) != std::string::npos);
+}

@@ -174,23 +174,19 @@ TEST_CASE("loader.epochs.resume_then_the_readme_loop_delivers_the_rest_once") {
     while (auto b = l.next()) got.push_back(checksum_line(*b));
     CHECK(got == std::vector<std::string>(all.begin() + 13, all.begin() + 26));
   }
-  SUBCASE("once a batch is taken, start_epoch(e) restarts the epoch") {
+  // The first batch after resume(), one batch taken (or not), then start_epoch(e).
+  const auto first_after = [&](bool take_one, std::uint32_t e) {
     loader l(small_source(100), shuffled(8, 2));
     l.resume(state);
-    REQUIRE(l.next());
-    l.start_epoch(1);
+    if (take_one) REQUIRE(l.next());
+    l.start_epoch(e);
     auto b = l.next();
     REQUIRE(b);
-    CHECK(checksum_line(*b) == all[13]);
-  }
-  SUBCASE("another epoch than the resumed one starts from its first batch") {
-    loader l(small_source(100), shuffled(8, 2));
-    l.resume(state);
-    l.start_epoch(2);
-    auto b = l.next();
-    REQUIRE(b);
-    CHECK(checksum_line(*b) == all[26]);
-  }
+    return checksum_line(*b);
+  };
+  SUBCASE("once a batch is taken, start_epoch(e) restarts the epoch") { CHECK(first_after(true, 1) == all[13]); }
+  SUBCASE("another epoch than the resumed one starts from its first batch") { CHECK(first_after(false, 2) == all[26]); }
+  SUBCASE("the resumed epoch itself goes on at the saved batch") { CHECK(first_after(false, 1) == all[13 + 4]); }
 }
 
 TEST_CASE("loader.epochs.range_on_a_new_loader_and_at_its_end") {

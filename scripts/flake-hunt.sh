@@ -5,7 +5,8 @@
 # failing output is kept. Nothing is retried: a case that fails once is reported.
 # Usage: scripts/flake-hunt.sh [N] [extra ctest arguments, for both suites]
 # Environment: PINFEED_FLAKE_DIR (default build/flake-hunt) holds each run's log and JUnit file and
-# first-failures/<case>.txt; PINFEED_SKIP_GPU_SIM=1 leaves the simulator suite out.
+# first-failures/<case>.txt; PINFEED_FLAKE_SUITES (default "main gpu-sim") names the suites to run,
+# and PINFEED_SKIP_GPU_SIM=1 leaves the simulator suite out.
 # Exit status: 0 when every run of every case passed (or skipped), 1 otherwise.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -18,13 +19,18 @@ fi
 out=${PINFEED_FLAKE_DIR:-$root/build/flake-hunt}
 sim=${PINFEED_GPU_SIM_BUILD:-$root/build-gpu-sim}
 
+suites=()
+for suite in ${PINFEED_FLAKE_SUITES:-main gpu-sim}; do
+  case $suite in
+    main) suites+=(main) ;;
+    gpu-sim) [[ ${PINFEED_SKIP_GPU_SIM:-0} == 1 ]] || suites+=(gpu-sim) ;;
+    *) echo "flake-hunt: unknown suite '$suite' in PINFEED_FLAKE_SUITES (main, gpu-sim)" >&2; exit 2 ;;
+  esac
+done
+if ((${#suites[@]} == 0)); then echo "flake-hunt: no suite to run" >&2; exit 2; fi
 bash "$root/scripts/build.sh"
 bash "$root/scripts/install-test-env.sh"
-suites=(main)
-if [[ ${PINFEED_SKIP_GPU_SIM:-0} != 1 ]]; then
-  bash "$root/scripts/gpu-sim-tests.sh" --build-only
-  suites+=(gpu-sim)
-fi
+if [[ " ${suites[*]} " == *" gpu-sim "* ]]; then bash "$root/scripts/gpu-sim-tests.sh" --build-only; fi
 rm -rf "$out"
 mkdir -p "$out"
 

@@ -1,11 +1,17 @@
 #include "pinfeed/runtime/batch.hpp"
 
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "detail/loader_core.hpp"
+#include "pinfeed/runtime/cuda_handles.hpp"
 #include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/log.hpp"
 
 namespace pinfeed {
 
@@ -102,34 +108,98 @@ DLDataType to_dl(dtype t) {
   return {kDLOpaqueHandle, bits, 1};
 }
 
+/// What a DLPack view owns: its slot's lease, its shape, and the stream its reader works on (when
+/// it was given one), whose work up to the deleter the slot's next copy must wait for.
 struct dlpack_holder {
   std::shared_ptr<detail::slot_lease> lease;
   std::vector<std::int64_t> shape;
+  std::optional<cudaStream_t> reader_stream;
   DLManagedTensor tensor{};
 };
 
-}  // namespace
+/// The views not deleted yet: a second deleter call on a view (a framework's double free) is
+/// refused with an error message instead of freeing the holder twice.
+struct live_views {
+  std::mutex mutex;
+  std::unordered_set<const void*> views;
+  static live_views& get() {
+    static live_views* v = new live_views;  // never destroyed: deleters may run during exit
+    return *v;
+  }
+};
 
-DLManagedTensor* batch::to_dlpack(std::string_view name) const {
-  const tensor_view v = field(name);
+/// The deleter of every view: on any thread, at any time (the loader and the batch may be gone).
+void delete_view(DLManagedTensor* self) noexcept {
+  if (self == nullptr) return;
+  {
+    auto& live = live_views::get();
+    std::lock_guard lock(live.mutex);
+    if (live.views.erase(self) == 0) {
+      log(log_level::error, "a DLPack view of a pinfeed batch was deleted twice (or was not pinfeed's): the second "
+                            "deleter call is ignored");
+      return;
+    }
+  }
+  std::unique_ptr<dlpack_holder> holder(static_cast<dlpack_holder*>(self->manager_ctx));
+  if (holder->reader_stream && holder->lease) {
+    auto& core = *holder->lease->core;
+    try {
+      core.fence_after(holder->lease->slot, *holder->reader_stream);
+    } catch (const std::exception& e) {
+      // No fence orders the slot's next copy after the reader's work: wait for that work here.
+      log(log_level::error, std::string("DLPack view deleter: ") + e.what() +
+                                ": waiting for the reader's stream instead");
+      PINFEED_CUDA_TRY_NOTHROW(cudaStreamSynchronize(*holder->reader_stream));
+    }
+  }
+  // The lease goes with the holder: the slot returns to its loader once no view or batch holds it.
+}
+
+DLManagedTensor* make_view(const tensor_view& v, std::shared_ptr<detail::slot_lease> lease,
+                           std::optional<cudaStream_t> reader_stream) {
   auto holder = std::make_unique<dlpack_holder>();
-  holder->lease = lease_;
+  holder->lease = std::move(lease);
+  holder->reader_stream = reader_stream;
   holder->shape.assign(v.shape.begin(), v.shape.end());
   DLTensor& t = holder->tensor.dl_tensor;
   t.data = v.data;
-  const auto& c = *lease_->core;
+  const auto& c = *holder->lease->core;
   if (v.location.is_cuda()) t.device = {kDLCUDA, v.location.device};
-  else t.device = {c.host[lease_->slot].pinned() ? kDLCUDAHost : kDLCPU, 0};
+  else t.device = {c.host[holder->lease->slot].pinned() ? kDLCUDAHost : kDLCPU, 0};
   t.ndim = static_cast<std::int32_t>(holder->shape.size());
   t.dtype = to_dl(v.type);
   t.shape = holder->shape.data();
   t.strides = nullptr;  // compact, C order
   t.byte_offset = 0;
   holder->tensor.manager_ctx = holder.get();
-  holder->tensor.deleter = [](DLManagedTensor* self) {
-    delete static_cast<dlpack_holder*>(self->manager_ctx);
-  };
-  return &holder.release()->tensor;
+  holder->tensor.deleter = &delete_view;
+  DLManagedTensor* out = &holder->tensor;
+  {
+    auto& live = live_views::get();
+    std::lock_guard lock(live.mutex);
+    live.views.insert(out);
+  }
+  (void)holder.release();
+  return out;
+}
+
+}  // namespace
+
+DLManagedTensor* batch::to_dlpack(std::string_view name) const {
+  const tensor_view v = field(name);
+  return make_view(v, lease_, std::nullopt);
+}
+
+DLManagedTensor* batch::to_dlpack(std::string_view name, cudaStream_t reader_stream) const {
+  const tensor_view v = field(name);
+  const auto& c = *lease_->core;
+  if (!c.dev.is_cuda()) return make_view(v, lease_, std::nullopt);  // host memory: no stream to order
+  {
+    device_guard guard(c.dev.index);
+    // The reader's stream sees the copied data without the host waiting.
+    PINFEED_CUDA_TRY(cudaStreamWaitEvent(reader_stream, c.meta[lease_->slot].copy_event.get(), 0));
+  }
+  return make_view(v, lease_, reader_stream);
 }
 
 }  // namespace pinfeed

@@ -274,6 +274,12 @@ void loader_core::release_cuda() noexcept {
     if (s != nullptr) wait_for_stream_nothrow(s, drain_event.get());
   for (std::size_t s = 0; s < ring.size(); ++s) {
     if (meta[s].after_recorded) PINFEED_CUDA_TRY_NOTHROW(cudaEventSynchronize(meta[s].after_event.get()));
+    {  // work of DLPack views on their own streams may still read the slot
+      std::lock_guard lock(meta[s].fence_mutex);
+      for (const auto& f : meta[s].fences) PINFEED_CUDA_TRY_NOTHROW(cudaEventSynchronize(f.get()));
+      meta[s].fences.clear();
+      meta[s].spare_fences.clear();
+    }
     meta[s].copy_event.reset();
     meta[s].release_event.reset();
     meta[s].after_event.reset();
@@ -293,6 +299,37 @@ void loader_core::release_after(std::size_t slot, cudaStream_t stream) {
   device_guard guard(dev.index);
   PINFEED_CUDA_TRY(cudaEventRecord(meta[slot].after_event.get(), stream));
   meta[slot].after_recorded = true;
+}
+
+void loader_core::fence_after(std::size_t slot, cudaStream_t stream) {
+  if (!dev.is_cuda()) return;
+  device_guard guard(dev.index);
+  auto& m = meta[slot];
+  std::lock_guard lock(m.fence_mutex);
+  cuda_event fence;
+  if (!m.spare_fences.empty()) {
+    fence = std::move(m.spare_fences.back());
+    m.spare_fences.pop_back();
+  } else {
+    fence = cuda_event::create(cudaEventDisableTiming);
+  }
+  const cudaError_t recorded = cudaEventRecord(fence.get(), stream);
+  if (recorded != cudaSuccess) {
+    (void)cudaGetLastError();
+    m.spare_fences.push_back(std::move(fence));
+    detail::throw_cuda_error(recorded, "cudaEventRecord(fence, consumer stream)", __FILE__, __LINE__);
+  }
+  m.fences.push_back(std::move(fence));
+}
+
+void loader_core::wait_fences(std::size_t slot, cudaStream_t stream) {
+  auto& m = meta[slot];
+  std::lock_guard lock(m.fence_mutex);
+  while (!m.fences.empty()) {
+    PINFEED_CUDA_TRY(cudaStreamWaitEvent(stream, m.fences.back().get(), 0));
+    m.spare_fences.push_back(std::move(m.fences.back()));
+    m.fences.pop_back();
+  }
 }
 
 std::size_t loader_core::used_bytes(std::size_t n) const {
@@ -711,6 +748,7 @@ void loader::impl::finish_slot(std::size_t slot) {
       PINFEED_CUDA_TRY(cudaStreamWaitEvent(c.copy_stream.get(), m.after_event.get(), 0));
       m.after_recorded = false;
     }
+    c.wait_fences(slot, c.copy_stream.get());  // work on DLPack views' own streams up to their deleters
     PINFEED_CUDA_TRY(cudaMemcpyAsync(c.device_slot(slot), c.host_slot(slot), c.used_bytes(m.count),
                                      cudaMemcpyHostToDevice, c.copy_stream.get()));
     // The copy event is recorded even when the hook throws: the queued copy still reads the host

@@ -6,9 +6,11 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "pinfeed/runtime/checksum.hpp"
+#include "pinfeed/runtime/cuda_handles.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
 #include "pinfeed/runtime/loader.hpp"
@@ -391,4 +393,79 @@ TEST_CASE("gpu.loader.held_batches_past_the_limit_are_refused" * doctest::test_s
   }
   CHECK(expect_index == 6);
   CHECK(checked == 24);
+}
+
+TEST_CASE("gpu.loader.dlpack_views_on_reader_streams_order_the_slots_next_copy" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("DLPack views on reader streams")) return;
+  // prefetch 1 + max_batches_in_use 1: 2 slots, so batch 2 is copied into batch 0's slot.
+  loader l(random_source(24), gpu_options(8, 1));
+  cuda_stream reader1 = cuda_stream::create(), reader2 = cuda_stream::create();
+  device_buffer sums(2 * sizeof(unsigned long long));
+  PINFEED_CUDA_TRY(cudaMemset(sums.data(), 0, 2 * sizeof(unsigned long long)));
+  auto* sum = reinterpret_cast<unsigned long long*>(sums.data());
+  cudaEvent_t done[2];
+  for (auto& e : done) PINFEED_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  auto b0 = l.next();
+  REQUIRE(b0);
+  // Two views of batch 0, each read on a stream of its own by a long kernel (as a framework would
+  // queue work on its tensor), then freed at once with the kernels still queued: no synchronize.
+  DLManagedTensor* views[2] = {b0->to_dlpack("data", reader1.get()), b0->to_dlpack("data", reader2.get())};
+  const std::size_t bytes = b0->field("data").bytes();
+  b0.reset();
+  for (int k = 0; k < 2; ++k) {
+    cudaStream_t s = k == 0 ? reader1.get() : reader2.get();
+    REQUIRE(views[k]->dl_tensor.device.device_type == kDLCUDA);
+    spin_then_sum<<<1, 256, 0, s>>>(static_cast<const std::uint8_t*>(views[k]->dl_tensor.data), bytes,
+                                    k == 0 ? 300'000'000 : 200'000'000, sum + k);
+    PINFEED_CHECK_LAUNCH();
+    PINFEED_CUDA_TRY(cudaEventRecord(done[k], s));
+  }
+  views[0]->deleter(views[0]);
+  std::thread other([v = views[1]] { v->deleter(v); });  // a framework's deleter, on its own thread
+  other.join();
+  auto b1 = l.next();  // the loader runs on
+  REQUIRE(b1);
+  auto b2 = l.next();  // into batch 0's slot (batch 1 holds the other): its copy waited on both fences
+  REQUIRE(b2);
+  CHECK(b2->index() == 2);
+  PINFEED_CUDA_TRY(cudaEventSynchronize(b2->ready_event()));
+  // Ordering, not timing: the copy into the slot completed, so the fences before it had, and with
+  // them every kernel that read the slot through the views.
+  CHECK(cudaEventQuery(done[0]) == cudaSuccess);
+  CHECK(cudaEventQuery(done[1]) == cudaSuccess);
+  unsigned long long got[2] = {0, 0};
+  PINFEED_CUDA_TRY(cudaMemcpy(got, sums.data(), sizeof got, cudaMemcpyDeviceToHost));
+  CHECK(got[0] == reference_sum(77, 0, 8));  // both kernels read batch 0 intact
+  CHECK(got[1] == reference_sum(77, 0, 8));
+  // Batch 2's data is its own.
+  std::vector<std::byte> back(8 * kBytes), expect(kBytes);
+  const auto v = b2->field<std::uint8_t>("data");
+  PINFEED_CUDA_TRY(cudaMemcpyAsync(back.data(), v.data(), v.elements().size(), cudaMemcpyDeviceToHost, b2->stream()));
+  PINFEED_CUDA_TRY(cudaStreamSynchronize(b2->stream()));
+  for (std::size_t j = 0; j < b2->size(); ++j) {
+    fill_random_bytes(philox_stream(77, 0, b2->indices()[j]), expect);
+    CHECK(std::memcmp(back.data() + j * kBytes, expect.data(), kBytes) == 0);
+  }
+  for (auto& e : done) PINFEED_CUDA_TRY(cudaEventDestroy(e));
+}
+
+TEST_CASE("gpu.loader.dlpack_view_deleted_after_the_loader_is_gone" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("a DLPack view outliving its loader")) return;
+  cuda_stream reader = cuda_stream::create();
+  DLManagedTensor* view = nullptr;
+  {
+    loader l(random_source(16), gpu_options(8, 1));
+    auto b = l.next();
+    REQUIRE(b);
+    view = b->to_dlpack("data", reader.get());
+  }  // the loader and the batch are gone; the view holds the slot's memory
+  std::vector<std::byte> back(8 * kBytes), expect(kBytes);
+  PINFEED_CUDA_TRY(cudaMemcpyAsync(back.data(), view->dl_tensor.data, back.size(), cudaMemcpyDeviceToHost, reader.get()));
+  std::thread other([view] { view->deleter(view); });  // freed with the copy still queued on `reader`
+  other.join();
+  PINFEED_CUDA_TRY(cudaStreamSynchronize(reader.get()));
+  for (std::size_t j = 0; j < 8; ++j) {
+    fill_random_bytes(philox_stream(77, 0, j), expect);
+    CHECK(std::memcmp(back.data() + j * kBytes, expect.data(), kBytes) == 0);
+  }
 }

@@ -39,6 +39,13 @@ struct slot_meta {
   bool copy_recorded = false;
   bool release_recorded = false;
   bool after_recorded = false;           // the next copy into the slot waits on after_event too
+  // Fences of DLPack views read on streams of their own (batch::to_dlpack(name, stream)): a view's
+  // deleter, on any thread, records one on its stream; the next copy into the slot waits on every
+  // one recorded (then they are kept for reuse). Guarded by fence_mutex: deleters run concurrently
+  // with the copy stage's wait_fences(), which runs on the worker that completes the next fill.
+  std::mutex fence_mutex;
+  std::vector<cuda_event> fences;        // recorded, not waited on by a copy yet
+  std::vector<cuda_event> spare_fences;  // waited on: free to record again
 };
 
 /// The slots a loader has: their layout, how many there may be and how many to allocate at first.
@@ -88,6 +95,11 @@ struct loader_core {
   void release_slot(std::size_t slot) noexcept;
   /// Records on `stream` an event that the next copy into `slot` waits for (batch::release_after).
   void release_after(std::size_t slot, cudaStream_t stream);
+  /// Records on `stream` a fence that the next copy into `slot` waits for, as well as every other
+  /// fence recorded so far (a DLPack view's deleter; any thread). Throws cuda_error.
+  void fence_after(std::size_t slot, cudaStream_t stream);
+  /// Makes `stream` wait on the slot's fences (the copy stage, before the slot's next copy).
+  void wait_fences(std::size_t slot, cudaStream_t stream);
   /// Blocks (sleeping, not spinning) until the work queued on `stream` so far has finished.
   void drain(cudaStream_t stream);
 

@@ -67,10 +67,23 @@ class batch {
   /// The loader's consumer stream (null on the CPU path).
   [[nodiscard]] cudaStream_t stream() const;
   /// A DLPack view of field `name` that keeps the slot alive until its deleter runs, even after
-  /// this batch is released. Device type: kDLCUDA, kDLCUDAHost (pinned) or kDLCPU. The view does
-  /// not order streams: work on another stream that reads it must wait on ready_event() first and
-  /// be covered by release_after() (or be finished) before the view's deleter runs.
+  /// this batch is released (and after the loader is gone). Device type: kDLCUDA, kDLCUDAHost
+  /// (pinned) or kDLCPU. The view is ordered on the loader's consumer stream, stream(): work queued
+  /// there sees the data, and the slot's next copy waits for work queued there before the slot's
+  /// release (the last of the batch and its views to go). Work on another stream must wait on
+  /// ready_event() first and be finished before the deleter runs; or use the overload below.
+  /// Calling a view's deleter twice is refused (logged as an error, nothing freed twice).
   [[nodiscard]] DLManagedTensor* to_dlpack(std::string_view name) const;
+  /// A DLPack view read on `reader_stream`, as a framework's tensor is (DLPack's
+  /// `__dlpack__(stream=...)`): `reader_stream` waits on the batch's copy now (no host wait), and
+  /// when the view's deleter runs - from any thread, at any time, even after the batch and the
+  /// loader are gone - a fence is recorded on `reader_stream`: the slot's next copy waits for the
+  /// work queued there up to the deleter. Several views of one batch on different streams each
+  /// order their own. The framework may free its tensor at once, with kernels still queued: no
+  /// synchronize anywhere. On the CPU path the stream is ignored. Throws cuda_error when
+  /// `reader_stream` cannot wait (a stream of another device, say). If the fence cannot be
+  /// recorded when the deleter runs, the deleter waits for `reader_stream` instead (and logs it).
+  [[nodiscard]] DLManagedTensor* to_dlpack(std::string_view name, cudaStream_t reader_stream) const;
   /// Returns the slot (unless DLPack views still hold it). The batch is empty afterwards.
   void release() noexcept { lease_.reset(); }
   /// Like release(), for a consumer that read the batch on `stream` rather than stream(): records an

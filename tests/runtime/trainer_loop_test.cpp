@@ -39,7 +39,7 @@ loader_options shuffled(std::size_t batch, std::size_t workers, std::size_t pref
   return o;
 }
 
-/// Every batch of epochs [first, end), as checksum lines, one batch at a time.
+/// Every batch of epochs [0, end) of an uninterrupted run, as checksum lines.
 std::vector<std::string> uninterrupted(std::uint32_t end) {
   loader l(small_source(100), shuffled(8, 2));
   return test::epoch_checksums(l, 0, end - 1);

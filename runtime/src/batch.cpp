@@ -145,11 +145,11 @@ void delete_view(DLManagedTensor* self) noexcept {
     auto& core = *holder->lease->core;
     try {
       core.fence_after(holder->lease->slot, *holder->reader_stream);
-    } catch (const std::exception& e) {
+    } catch (...) {  // cuda_error or bad_alloc: nothing may leave a deleter
       // No fence orders the slot's next copy after the reader's work: wait for that work here.
-      log(log_level::error, std::string("DLPack view deleter: ") + e.what() +
-                                ": waiting for the reader's stream instead");
       PINFEED_CUDA_TRY_NOTHROW(cudaStreamSynchronize(*holder->reader_stream));
+      log(log_level::error, "DLPack view deleter: the fence on the reader's stream could not be recorded; waited for "
+                            "the stream instead");
     }
   }
   // The lease goes with the holder: the slot returns to its loader once no view or batch holds it.

@@ -296,6 +296,11 @@ TEST_CASE("doctor.slow_consumer_means_no_bottleneck") {
     doctor_pipeline p{small_synthetic(), parse_pipeline("crop(32),hflip"), {}};
     doctor_options o = quick(workers);
     o.step_ms = 25;  // far slower than producing 8 small samples
+    // At least 1 s a mode (40 steps): on a loaded 2-core runner the one worker can be descheduled
+    // for a CFS slice or two (tens of ms), and in a 0.25 s mode a single such stall is over the
+    // 10% of waiting that names a bottleneck (the flake hunt saw 11.4%). Over 1 s it would take
+    // four of them; the planted effect (25 ms a step against microseconds of work) is unchanged.
+    o.min_mode_seconds = 1.0;
     o.per_transform = false;
     const doctor_report r = doctor(p, o);
     MESSAGE(r.to_text());

@@ -2,7 +2,9 @@
 # CPU-only cross build of pinfeed for aarch64 (Grace / GH200 hosts), tested under qemu: installs the
 # cross compiler and qemu-user-static (apt-get), downloads the arm64 packages pinfeed needs into a
 # private apt state and unpacks them into a sysroot (the host's own packages are not touched),
-# builds with PINFEED_WITH_CUDA=OFF, and runs the runtime, ops and loaders test suites.
+# builds with PINFEED_WITH_CUDA=OFF and a DLPack 1.x header (scripts/fetch-dlpack.sh: the versioned
+# views are built and tested here; the x86 build keeps Debian's DLPack 0.6), and runs the runtime,
+# ops and loaders test suites.
 # Usage: scripts/cross-aarch64.sh [extra ctest arguments]
 # Environment: PINFEED_CROSS_CACHE (default /var/cache/pinfeed-cross: apt lists, .debs, sysroot),
 #              PINFEED_CROSS_BUILD (default ./build-aarch64).
@@ -16,7 +18,7 @@ bash "$root/scripts/install-deps.sh" --only g++-aarch64-linux-gnu qemu-user-stat
 # The arm64 packages: pinfeed's dependencies and everything they need at run time (libc included,
 # for qemu). A private status file makes apt resolve the whole closure.
 target_packages=(libtbb-dev libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libturbojpeg0-dev
-                 libjpeg62-turbo-dev libstdc++6 doctest-dev libcli11-dev nlohmann-json3-dev libdlpack-dev)
+                 libjpeg62-turbo-dev libstdc++6 doctest-dev libcli11-dev nlohmann-json3-dev)
 stamp=$sysroot/.packages
 if [[ ! -f $stamp || $(cat "$stamp") != "${target_packages[*]}" ]]; then
   mkdir -p "$cache/lists/partial" "$cache/archives/partial"
@@ -41,7 +43,7 @@ if [[ ! -f $stamp || $(cat "$stamp") != "${target_packages[*]}" ]]; then
 fi
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch64-linux-gnu.cmake" \
-  -DPINFEED_SYSROOT="$sysroot" -DPINFEED_WITH_CUDA=OFF -DPINFEED_WITH_CURL=OFF -DCMAKE_BUILD_TYPE=Release -DPINFEED_INSTALL=OFF \
+  -DPINFEED_SYSROOT="$sysroot" -DPINFEED_DLPACK_INCLUDE_DIR="$(bash "$root/scripts/fetch-dlpack.sh")" -DPINFEED_WITH_CUDA=OFF -DPINFEED_WITH_CURL=OFF -DCMAKE_BUILD_TYPE=Release -DPINFEED_INSTALL=OFF \
   -DPINFEED_BUILD_TOOLS=OFF -DPINFEED_BUILD_BENCH=OFF >/dev/null
 cmake --build "$build" -j "$(nproc)" --target runtime_tests ops_tests loaders_tests
 readelf -h "$build/tests/ops_tests" | grep -q "AArch64" || { echo "cross-aarch64: ops_tests is not an aarch64 binary" >&2; exit 1; }

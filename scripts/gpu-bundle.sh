@@ -3,7 +3,8 @@
 # GPU runner that has the NVIDIA driver, compute-sanitizer and (optionally) PyTorch, but none of
 # pinfeed's Debian libraries:
 #   bundle/bin/       runtime_tests, ops_tests, doctor_tests and pinfeed, built without OpenCV's
-#                     codecs (PINFEED_WITH_IMGCODECS=OFF), with RPATH $ORIGIN/../lib
+#                     codecs (PINFEED_WITH_IMGCODECS=OFF), with a DLPack 1.x header (scripts/fetch-dlpack.sh:
+#                     the versioned views too), with RPATH $ORIGIN/../lib
 #   bundle/lib/       the shared libraries they need, except the system base: the glibc family,
 #                     libstdc++/libgcc_s and the CUDA driver come from the runner
 #   bundle/compare/   the PyTorch comparison script
@@ -25,7 +26,8 @@ bash "$root/scripts/install-deps.sh"
 
 # DT_RPATH (not RUNPATH) so that the bundled libraries' own dependencies are found there too.
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$archs" \
-  -DPINFEED_WITH_IMGCODECS=OFF -DPINFEED_INSTALL=OFF -DPINFEED_BUILD_TESTS=ON -DPINFEED_BUILD_TOOLS=ON \
+  -DPINFEED_WITH_IMGCODECS=OFF -DPINFEED_INSTALL=OFF \
+  -DPINFEED_DLPACK_INCLUDE_DIR="$(bash "$root/scripts/fetch-dlpack.sh")" -DPINFEED_BUILD_TESTS=ON -DPINFEED_BUILD_TOOLS=ON \
   -DPINFEED_BUILD_BENCH=ON '-DCMAKE_BUILD_RPATH=$ORIGIN/../lib' -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags \
   >/dev/null
 cmake --build "$build" -j "$(nproc)" --target runtime_tests ops_tests doctor_tests pinfeed_tool

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU test suites on the functional GPU simulator: builds the simulator if its cache misses
 # (tools/gpu-sim/build.sh), builds pinfeed's GPU test suites as PTX for compute_75 with the shared
-# CUDA runtime (PINFEED_GPU_SIM), and runs every GPU case there (ctest -L gpu-sim): each case's
+# CUDA runtime (PINFEED_GPU_SIM) and a DLPack 1.x header (scripts/fetch-dlpack.sh), and runs every GPU case there (ctest -L gpu-sim): each case's
 # kernels, copies, streams and events execute on the simulator and are compared with the CPU
 # reference. The sampler's mutants must fail (the step can be seen to catch bugs).
 # Usage: scripts/gpu-sim-tests.sh [--build-only] [extra ctest arguments]
@@ -20,6 +20,7 @@ PINFEED_GPU_SIM_DIR=$(bash "$root/tools/gpu-sim/build.sh")
 export PINFEED_GPU_SIM_DIR
 echo "gpu-sim-tests: simulator in $PINFEED_GPU_SIM_DIR ($(($(date +%s) - start)) s)"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPINFEED_GPU_SIM=ON -DPINFEED_INSTALL=OFF \
+  -DPINFEED_DLPACK_INCLUDE_DIR="$(bash "$root/scripts/fetch-dlpack.sh")" \
   -DPINFEED_BUILD_TOOLS=OFF >/dev/null
 targets=(runtime_tests ops_tests doctor_tests)
 cmake --build "$build" --target help | grep -q '^bench_tests:' && targets+=(bench_tests)

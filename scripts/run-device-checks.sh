@@ -2,7 +2,8 @@
 # Runs pinfeed's GPU checks from a bundle made by scripts/gpu-bundle.sh, in two phases that each end
 # by themselves within a phase budget (default 280 s), every step under its own time limit:
 #   tests  nvidia-smi, pinfeed info, the gpu-labelled test suites, compute-sanitizer memcheck and
-#          racecheck on the device ops and memcheck on the runtime's GPU cases
+#          racecheck on the device ops, memcheck on the runtime's GPU cases, and racecheck and
+#          synccheck on the runtime's stream-ordering cases (DLPack views, release_after)
 #   bench  host-to-device copies, the sampler on a bounded size list, the doctor on the article's
 #          pipeline on the GPU, and PyTorch's best sampler variants (torch.compile included) against
 #          pinfeed's rows of the sampler step
@@ -26,15 +27,19 @@ budget=${PINFEED_PHASE_BUDGET_S:-280}
 # Each step's time limit in seconds. A phase's limits add up to no more than its budget, so that
 # every step can use its whole limit and the phase still ends in time (check_budgets).
 declare -A limit=(
-  [nvidia-smi]=10 [info]=10 [runtime-gpu]=40 [ops-gpu]=60 [doctor-gpu]=35
-  [memcheck-ops]=45 [racecheck-ops]=35 [memcheck-runtime]=40
+  [nvidia-smi]=10 [info]=10 [runtime-gpu]=40 [ops-gpu]=50 [doctor-gpu]=35
+  [memcheck-ops]=40 [racecheck-ops]=30 [memcheck-runtime]=40 [racecheck-streams]=10 [synccheck-streams]=10
   [bench-h2d]=20 [bench-sampler]=70 [doctor-article]=60 [torch-compare]=120
 )
-tests_steps=(nvidia-smi info runtime-gpu ops-gpu doctor-gpu memcheck-ops racecheck-ops memcheck-runtime)
+tests_steps=(nvidia-smi info runtime-gpu ops-gpu doctor-gpu memcheck-ops racecheck-ops memcheck-runtime
+             racecheck-streams synccheck-streams)
 bench_steps=(bench-h2d bench-sampler doctor-article torch-compare)
 # Cases that assert timing (a call returns before a busy kernel ends, a copy overlaps a kernel): a
 # sanitizer serializes and slows the device's work, so they are left out of its runs.
 timing_cases='*never_waits*,*copy_overlaps*'
+# The runtime's cases that order streams: DLPack views read on streams of their own, batches released
+# after a stream, slots reused after the consumer's work.
+stream_cases='*dlpack*,*releases_after*,*slot_reuse_waits*'
 # The heavy sampler cases (80M labels, k = 2.5M) run once, outside the sanitizers.
 heavy_cases='*overflow_and_ties*,*one_row_large_k*,*most_rows*,*candidates_overflow*'
 
@@ -160,7 +165,15 @@ sanitizer_step() {  # sanitizer_step NAME TOOL NOTE BINARY ARGS...   (NOTE: what
   fi
   if ((dry)); then
     step "$name" "$cs" --version
-    record "$name" skip "$took" "dry run: $cs found ($(grep -a -m1 -o 'Version [0-9.]*' "$work/$name.log" || echo '?'))"
+    # The step's case filter must select cases: a renamed case would leave the tool nothing to check.
+    local listed
+    listed=$(timeout 30 "$@" --list-test-cases 2>/dev/null |
+             sed -n 's/.*test cases passing the current filters: *\([0-9]*\).*/\1/p' | tail -n 1)
+    if [[ -z $listed || $listed == 0 ]]; then
+      record "$name" fail "$took" "dry run: its case filter selects ${listed:-no} cases"
+      return
+    fi
+    record "$name" skip "$took" "dry run: $cs found ($(grep -a -m1 -o 'Version [0-9.]*' "$work/$name.log" || echo '?')), $listed cases selected"
     return
   fi
   # API errors are not reported: cases query events that are not ready yet (cudaErrorNotReady).
@@ -223,6 +236,10 @@ phase_tests() {
     --test-case='*label_and_index_types*,*tie_at_threshold*,*labels_changed*'
   sanitizer_step memcheck-runtime memcheck "timing cases left out" \
     "$bin/runtime_tests" --test-suite=gpu --test-case-exclude="$timing_cases"
+  sanitizer_step racecheck-streams racecheck "stream-ordering cases" "$bin/runtime_tests" --test-suite=gpu \
+    --test-case="$stream_cases"
+  sanitizer_step synccheck-streams synccheck "stream-ordering cases" "$bin/runtime_tests" --test-suite=gpu \
+    --test-case="$stream_cases"
 }
 
 # --- phase: bench ------------------------------------------------------------------------------------

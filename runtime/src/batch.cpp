@@ -5,7 +5,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include "detail/loader_core.hpp"
@@ -109,38 +109,47 @@ DLDataType to_dl(dtype t) {
 }
 
 /// What a DLPack view owns: its slot's lease, its shape, and the stream its reader works on (when
-/// it was given one), whose work up to the deleter the slot's next copy must wait for.
+/// it was given one), whose work up to the deleter the slot's next copy must wait for. It holds the
+/// managed struct handed out: the classic one, or DLPack 1.x's versioned one.
 struct dlpack_holder {
   std::shared_ptr<detail::slot_lease> lease;
   std::vector<std::int64_t> shape;
   std::optional<cudaStream_t> reader_stream;
   DLManagedTensor tensor{};
+#if PINFEED_HAS_DLPACK_VERSIONED
+  DLManagedTensorVersioned versioned{};
+#endif
 };
 
-/// The views not deleted yet: a second deleter call on a view (a framework's double free) is
-/// refused with an error message instead of freeing the holder twice.
+/// The views not deleted yet, by the address of the struct handed out: a second deleter call on a
+/// view (a framework's double free) is refused with an error message instead of freeing the holder
+/// twice, and the freed struct is never read.
 struct live_views {
   std::mutex mutex;
-  std::unordered_set<const void*> views;
+  std::unordered_map<const void*, dlpack_holder*> views;
   static live_views& get() {
     static live_views* v = new live_views;  // never destroyed: deleters may run during exit
     return *v;
   }
 };
 
-/// The deleter of every view: on any thread, at any time (the loader and the batch may be gone).
-void delete_view(DLManagedTensor* self) noexcept {
+/// The deleter of every view, classic or versioned: on any thread, at any time (the loader and the
+/// batch may be gone).
+void delete_view(const void* self) noexcept {
   if (self == nullptr) return;
+  std::unique_ptr<dlpack_holder> holder;
   {
     auto& live = live_views::get();
     std::lock_guard lock(live.mutex);
-    if (live.views.erase(self) == 0) {
+    const auto it = live.views.find(self);
+    if (it == live.views.end()) {
       log(log_level::error, "a DLPack view of a pinfeed batch was deleted twice (or was not pinfeed's): the second "
                             "deleter call is ignored");
       return;
     }
+    holder.reset(it->second);
+    live.views.erase(it);
   }
-  std::unique_ptr<dlpack_holder> holder(static_cast<dlpack_holder*>(self->manager_ctx));
   if (holder->reader_stream && holder->lease) {
     auto& core = *holder->lease->core;
     try {
@@ -155,35 +164,79 @@ void delete_view(DLManagedTensor* self) noexcept {
   // The lease goes with the holder: the slot returns to its loader once no view or batch holds it.
 }
 
-DLManagedTensor* make_view(const tensor_view& v, std::shared_ptr<detail::slot_lease> lease,
-                           std::optional<cudaStream_t> reader_stream) {
+void delete_classic(DLManagedTensor* self) noexcept { delete_view(self); }
+#if PINFEED_HAS_DLPACK_VERSIONED
+void delete_versioned(DLManagedTensorVersioned* self) noexcept { delete_view(self); }
+#endif
+
+/// A holder for a view of field view `v` of the lease's slot.
+std::unique_ptr<dlpack_holder> make_holder(const tensor_view& v, std::shared_ptr<detail::slot_lease> lease,
+                                           std::optional<cudaStream_t> reader_stream) {
   auto holder = std::make_unique<dlpack_holder>();
   holder->lease = std::move(lease);
   holder->reader_stream = reader_stream;
   holder->shape.assign(v.shape.begin(), v.shape.end());
-  DLTensor& t = holder->tensor.dl_tensor;
+  return holder;
+}
+
+void fill_tensor(DLTensor& t, const tensor_view& v, dlpack_holder& holder) {
   t.data = v.data;
-  const auto& c = *holder->lease->core;
+  const auto& c = *holder.lease->core;
   if (v.location.is_cuda()) t.device = {kDLCUDA, v.location.device};
-  else t.device = {c.host[holder->lease->slot].pinned() ? kDLCUDAHost : kDLCPU, 0};
-  t.ndim = static_cast<std::int32_t>(holder->shape.size());
+  else t.device = {c.host[holder.lease->slot].pinned() ? kDLCUDAHost : kDLCPU, 0};
+  t.ndim = static_cast<std::int32_t>(holder.shape.size());
   t.dtype = to_dl(v.type);
-  t.shape = holder->shape.data();
+  t.shape = holder.shape.data();
   t.strides = nullptr;  // compact, C order
   t.byte_offset = 0;
-  holder->tensor.manager_ctx = holder.get();
-  holder->tensor.deleter = &delete_view;
-  DLManagedTensor* out = &holder->tensor;
+}
+
+/// Registers the view `out` (a struct inside `holder`) as live and hands the holder over to it.
+template <class Managed>
+Managed* publish(std::unique_ptr<dlpack_holder> holder, Managed* out) {
   {
     auto& live = live_views::get();
     std::lock_guard lock(live.mutex);
-    live.views.insert(out);
+    live.views.emplace(out, holder.get());  // may throw bad_alloc: the holder is freed, nothing leaks
   }
   (void)holder.release();
   return out;
 }
 
+DLManagedTensor* make_view(const tensor_view& v, std::shared_ptr<detail::slot_lease> lease,
+                           std::optional<cudaStream_t> reader_stream) {
+  auto holder = make_holder(v, std::move(lease), reader_stream);
+  DLManagedTensor& m = holder->tensor;
+  fill_tensor(m.dl_tensor, v, *holder);
+  m.manager_ctx = holder.get();
+  m.deleter = &delete_classic;
+  return publish(std::move(holder), &m);
+}
+
+#if PINFEED_HAS_DLPACK_VERSIONED
+DLManagedTensorVersioned* make_versioned_view(const tensor_view& v, std::shared_ptr<detail::slot_lease> lease,
+                                              std::optional<cudaStream_t> reader_stream) {
+  auto holder = make_holder(v, std::move(lease), reader_stream);
+  DLManagedTensorVersioned& m = holder->versioned;
+  m.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  fill_tensor(m.dl_tensor, v, *holder);
+  m.manager_ctx = holder.get();
+  m.deleter = &delete_versioned;
+  m.flags = DLPACK_FLAG_BITMASK_READ_ONLY;  // the slot is the loader's to write, never the reader's
+  return publish(std::move(holder), &m);
+}
+#endif
+
 }  // namespace
+
+std::optional<cudaStream_t> batch::order_reader(cudaStream_t reader_stream) const {
+  const auto& c = *lease().core;
+  if (!c.dev.is_cuda()) return std::nullopt;  // host memory: no stream to order
+  device_guard guard(c.dev.index);
+  // The reader's stream sees the copied data without the host waiting.
+  PINFEED_CUDA_TRY(cudaStreamWaitEvent(reader_stream, c.meta[lease_->slot].copy_event.get(), 0));
+  return reader_stream;
+}
 
 DLManagedTensor* batch::to_dlpack(std::string_view name) const {
   const tensor_view v = field(name);
@@ -192,14 +245,19 @@ DLManagedTensor* batch::to_dlpack(std::string_view name) const {
 
 DLManagedTensor* batch::to_dlpack(std::string_view name, cudaStream_t reader_stream) const {
   const tensor_view v = field(name);
-  const auto& c = *lease_->core;
-  if (!c.dev.is_cuda()) return make_view(v, lease_, std::nullopt);  // host memory: no stream to order
-  {
-    device_guard guard(c.dev.index);
-    // The reader's stream sees the copied data without the host waiting.
-    PINFEED_CUDA_TRY(cudaStreamWaitEvent(reader_stream, c.meta[lease_->slot].copy_event.get(), 0));
-  }
-  return make_view(v, lease_, reader_stream);
+  return make_view(v, lease_, order_reader(reader_stream));
 }
+
+#if PINFEED_HAS_DLPACK_VERSIONED
+DLManagedTensorVersioned* batch::to_dlpack_versioned(std::string_view name) const {
+  const tensor_view v = field(name);
+  return make_versioned_view(v, lease_, std::nullopt);
+}
+
+DLManagedTensorVersioned* batch::to_dlpack_versioned(std::string_view name, cudaStream_t reader_stream) const {
+  const tensor_view v = field(name);
+  return make_versioned_view(v, lease_, order_reader(reader_stream));
+}
+#endif
 
 }  // namespace pinfeed

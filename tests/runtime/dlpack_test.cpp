@@ -1,5 +1,6 @@
-// DLPack views on the CPU path: they outlive the batch and the loader, their deleter runs on any
-// thread, a reader stream is ignored, and a second deleter call is refused.
+// DLPack views on the CPU path, classic and (with a DLPack 1.x header) versioned: they outlive the
+// batch and the loader, their deleter runs on any thread, a reader stream is ignored, and a second
+// deleter call is refused.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -23,7 +24,8 @@ namespace {
 std::shared_ptr<source> bytes_source(std::uint64_t n) {
   return make_source(n, {{"data", dtype::u8, {33}}}, [](sample& s) { fill_random_bytes(s.rng(), s.bytes(0)); });
 }
-bool view_holds(const DLManagedTensor* view, std::uint64_t first, std::size_t count) {
+template <class Managed>
+bool view_holds(const Managed* view, std::uint64_t first, std::size_t count) {
   std::vector<std::byte> expect(33);
   for (std::size_t j = 0; j < count; ++j) {
     fill_random_bytes(philox_stream(5, 0, first + j), expect);
@@ -31,10 +33,33 @@ bool view_holds(const DLManagedTensor* view, std::uint64_t first, std::size_t co
   }
   return true;
 }
+
+// The two kinds of view, for the cases that hold for both.
+struct classic_view {
+  using type = DLManagedTensor;
+  static type* make(const batch& b) { return b.to_dlpack("data"); }
+  static type* make(const batch& b, cudaStream_t s) { return b.to_dlpack("data", s); }
+};
+#if PINFEED_HAS_DLPACK_VERSIONED
+struct versioned_view {
+  using type = DLManagedTensorVersioned;
+  static type* make(const batch& b) { return b.to_dlpack_versioned("data"); }
+  static type* make(const batch& b, cudaStream_t s) { return b.to_dlpack_versioned("data", s); }
+};
+#define PINFEED_TEST_VIEWS classic_view, versioned_view
+#else
+#define PINFEED_TEST_VIEWS classic_view
+#endif
 }  // namespace
 
-TEST_CASE("dlpack.views_outlive_the_loader_and_their_deleters_run_on_other_threads") {
-  std::vector<DLManagedTensor*> views;
+#if defined(PINFEED_TEST_EXPECT_DLPACK_VERSIONED)
+// This build was given a DLPack 1.x header (PINFEED_DLPACK_INCLUDE_DIR): the versioned views must be
+// there, not a distribution's older header picked up instead.
+static_assert(PINFEED_HAS_DLPACK_VERSIONED == 1, "the DLPack 1.x header given to the build was not the one included");
+#endif
+
+TEST_CASE_TEMPLATE("dlpack.views_outlive_the_loader_and_their_deleters_run_on_other_threads", View, PINFEED_TEST_VIEWS) {
+  std::vector<typename View::type*> views;
   {
     loader_options o = test::cpu_loader(8, 2, 5);
     o.max_batches_in_use = 2;
@@ -43,7 +68,7 @@ TEST_CASE("dlpack.views_outlive_the_loader_and_their_deleters_run_on_other_threa
       auto b = l.next();
       REQUIRE(b);
       // The stream overload on the CPU path: the stream is ignored (host memory, nothing to order).
-      views.push_back(k % 2 ? b->to_dlpack("data", reinterpret_cast<cudaStream_t>(0x1)) : b->to_dlpack("data"));
+      views.push_back(k % 2 ? View::make(*b, reinterpret_cast<cudaStream_t>(0x1)) : View::make(*b));
       CHECK(views.back()->dl_tensor.device.device_type == kDLCPU);
       CHECK(views.back()->dl_tensor.shape[0] == 8);
     }
@@ -56,7 +81,7 @@ TEST_CASE("dlpack.views_outlive_the_loader_and_their_deleters_run_on_other_threa
   for (auto& t : threads) t.join();
 }
 
-TEST_CASE("dlpack.a_second_deleter_call_is_refused") {
+TEST_CASE_TEMPLATE("dlpack.a_second_deleter_call_is_refused", View, PINFEED_TEST_VIEWS) {
   std::mutex m;
   std::vector<std::string> errors;
   const log_sink previous = set_log_sink([&](log_level level, std::string_view message) {
@@ -66,7 +91,7 @@ TEST_CASE("dlpack.a_second_deleter_call_is_refused") {
   loader l(bytes_source(16), test::cpu_loader(8, 1, 5));
   auto b = l.next();
   REQUIRE(b);
-  DLManagedTensor* view = b->to_dlpack("data");
+  auto* view = View::make(*b);
   b.reset();
   view->deleter(view);
   CHECK(errors.empty());
@@ -80,3 +105,38 @@ TEST_CASE("dlpack.a_second_deleter_call_is_refused") {
   CHECK(rest == 1);
   CHECK_THROWS_AS((void)batch().to_dlpack("data"), std::logic_error);  // an empty batch has no view
 }
+
+#if PINFEED_HAS_DLPACK_VERSIONED
+TEST_CASE("dlpack.versioned_views_carry_the_version_and_are_read_only") {
+  loader_options o = test::cpu_loader(8, 1, 5);
+  o.max_batches_in_use = 2;
+  loader l(bytes_source(16), o);
+  auto b = l.next();
+  REQUIRE(b);
+  DLManagedTensorVersioned* v = b->to_dlpack_versioned("data");
+  DLManagedTensor* c = b->to_dlpack("data");  // both kinds of one batch, each holding the slot
+  CHECK(v->version.major == DLPACK_MAJOR_VERSION);
+  CHECK(v->version.minor == DLPACK_MINOR_VERSION);
+  CHECK(v->flags == DLPACK_FLAG_BITMASK_READ_ONLY);
+  CHECK(v->dl_tensor.data == c->dl_tensor.data);
+  CHECK(v->dl_tensor.device.device_type == kDLCPU);
+  CHECK(v->dl_tensor.ndim == 2);
+  CHECK(v->dl_tensor.shape[0] == 8);
+  CHECK(v->dl_tensor.shape[1] == 33);
+  CHECK(v->dl_tensor.strides == nullptr);
+  CHECK(v->dl_tensor.dtype.code == kDLUInt);
+  CHECK(v->dl_tensor.dtype.bits == 8);
+  CHECK(v->dl_tensor.dtype.lanes == 1);
+  CHECK_THROWS_AS((void)b->to_dlpack_versioned("missing"), std::out_of_range);
+  b.reset();
+  // The batch is gone, the two views hold its slot: one held at the call of next(), within the limit.
+  auto second = l.next();
+  REQUIRE(second);
+  CHECK(view_holds(v, 0, 8));
+  c->deleter(c);
+  CHECK(view_holds(v, 0, 8));  // the classic view's deleter left the slot to the versioned view
+  v->deleter(v);
+  second.reset();
+  CHECK_FALSE(l.next().has_value());  // 16 samples, two batches: the end, nothing held back
+}
+#endif

@@ -409,19 +409,27 @@ TEST_CASE("gpu.loader.dlpack_views_on_reader_streams_order_the_slots_next_copy" 
   REQUIRE(b0);
   // Two views of batch 0, each read on a stream of its own by a long kernel (as a framework would
   // queue work on its tensor), then freed at once with the kernels still queued: no synchronize.
-  DLManagedTensor* views[2] = {b0->to_dlpack("data", reader1.get()), b0->to_dlpack("data", reader2.get())};
+  // With a DLPack 1.x header the second is a versioned view: both kinds order their stream alike.
+  DLManagedTensor* view0 = b0->to_dlpack("data", reader1.get());
+#if PINFEED_HAS_DLPACK_VERSIONED
+  DLManagedTensorVersioned* view1 = b0->to_dlpack_versioned("data", reader2.get());
+  CHECK(view1->flags == DLPACK_FLAG_BITMASK_READ_ONLY);
+#else
+  DLManagedTensor* view1 = b0->to_dlpack("data", reader2.get());
+#endif
+  const DLTensor* tensors[2] = {&view0->dl_tensor, &view1->dl_tensor};
   const std::size_t bytes = b0->field("data").bytes();
   b0.reset();
   for (int k = 0; k < 2; ++k) {
     cudaStream_t s = k == 0 ? reader1.get() : reader2.get();
-    REQUIRE(views[k]->dl_tensor.device.device_type == kDLCUDA);
-    spin_then_sum<<<1, 256, 0, s>>>(static_cast<const std::uint8_t*>(views[k]->dl_tensor.data), bytes,
+    REQUIRE(tensors[k]->device.device_type == kDLCUDA);
+    spin_then_sum<<<1, 256, 0, s>>>(static_cast<const std::uint8_t*>(tensors[k]->data), bytes,
                                     k == 0 ? 300'000'000 : 200'000'000, sum + k);
     PINFEED_CHECK_LAUNCH();
     PINFEED_CUDA_TRY(cudaEventRecord(done[k], s));
   }
-  views[0]->deleter(views[0]);
-  std::thread other([v = views[1]] { v->deleter(v); });  // a framework's deleter, on its own thread
+  view0->deleter(view0);
+  std::thread other([view1] { view1->deleter(view1); });  // a framework's deleter, on its own thread
   other.join();
   auto b1 = l.next();  // the loader runs on
   REQUIRE(b1);

@@ -61,7 +61,12 @@ int cmd_info() {
   std::printf("SIMD              %s in use (CPU supports %s%s)\n", to_string(simd_level_in_use()).c_str(),
               to_string(cpu_simd_support()).c_str(),
               std::getenv("PINFEED_SIMD") ? ", capped by PINFEED_SIMD" : "");
-  std::printf("DLPack            %d\n", DLPACK_VERSION);
+#if defined(DLPACK_MAJOR_VERSION)
+  std::printf("DLPack            %d.%d (classic and versioned views)\n", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
+#else
+  std::printf("DLPack            %d.%d (classic views; the versioned ones need a DLPack 1.x header)\n",
+              DLPACK_VERSION / 100, DLPACK_VERSION % 100 / 10);
+#endif
   std::printf("nlohmann_json     %d.%d.%d\n", NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR,
               NLOHMANN_JSON_VERSION_PATCH);
   std::printf("CLI11             %s\n", CLI11_VERSION);

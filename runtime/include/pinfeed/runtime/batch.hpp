@@ -5,12 +5,21 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
 #include "pinfeed/runtime/cuda_api.hpp"
 #include <dlpack/dlpack.h>
+
+/// 1 where the DLPack header has DLPack 1.x's versioned struct (DLManagedTensorVersioned):
+/// batch::to_dlpack_versioned exists then. 0 with older headers (Debian 12's DLPack 0.6).
+#if defined(DLPACK_MAJOR_VERSION) && DLPACK_MAJOR_VERSION >= 1
+#define PINFEED_HAS_DLPACK_VERSIONED 1
+#else
+#define PINFEED_HAS_DLPACK_VERSIONED 0
+#endif
 
 #include "pinfeed/runtime/tensor.hpp"
 
@@ -84,6 +93,13 @@ class batch {
   /// `reader_stream` cannot wait (a stream of another device, say). If the fence cannot be
   /// recorded when the deleter runs, the deleter waits for `reader_stream` instead (and logs it).
   [[nodiscard]] DLManagedTensor* to_dlpack(std::string_view name, cudaStream_t reader_stream) const;
+#if PINFEED_HAS_DLPACK_VERSIONED
+  /// DLPack 1.x's versioned views (what `__dlpack__(max_version=(1, ...))` hands out): as the
+  /// to_dlpack overloads, ordered the same way, with `version` the header's DLPack version and
+  /// `flags` DLPACK_FLAG_BITMASK_READ_ONLY (a slot is the loader's to write, not the reader's).
+  [[nodiscard]] DLManagedTensorVersioned* to_dlpack_versioned(std::string_view name) const;
+  [[nodiscard]] DLManagedTensorVersioned* to_dlpack_versioned(std::string_view name, cudaStream_t reader_stream) const;
+#endif
   /// Returns the slot (unless DLPack views still hold it). The batch is empty afterwards.
   void release() noexcept { lease_.reset(); }
   /// Like release(), for a consumer that read the batch on `stream` rather than stream(): records an
@@ -96,6 +112,9 @@ class batch {
 
  private:
   const detail::slot_lease& lease() const;
+  /// Makes `reader_stream` wait on this batch's copy; the stream a view's deleter fences (none on
+  /// the CPU path).
+  std::optional<cudaStream_t> order_reader(cudaStream_t reader_stream) const;
   std::shared_ptr<detail::slot_lease> lease_;
 };
 

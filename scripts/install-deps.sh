@@ -20,6 +20,7 @@ packages=("$@")
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev  # other formats, resize
   libcurl4-openssl-dev  # remote shards: HTTP(S) and S3 (SigV4) through libcurl
   libexpat1-dev         # remote shards: S3 listings (XML)
+  libhwloc-dev          # the node plan: CPUs and NUMA node close to each GPU
   python3-jsonschema    # tests: the doctor's JSON report against its published schema
   nginx-light           # tests: a loopback HTTP server for the remote shards
   universal-ctags       # tests: the size limits of the sources (scripts/check-sizes.py)

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
-#include <thread>
 
 
 #include "modes.hpp"
@@ -17,6 +16,7 @@
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/host_info.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
+#include "pinfeed/runtime/node_plan.hpp"
 
 namespace pinfeed {
 
@@ -154,16 +154,14 @@ class ladder {
 
   ladder(const ladder&) = delete;
   ladder& operator=(const ladder&) = delete;
-  /// On every path, a failed mode's included: the consumer's queued work finishes before its
-  /// buffers go, and the members holding device memory go before the guard gives the caller's
-  /// device back (they are declared after it).
+  /// On every path (a failed mode's too): the consumer's queued work finishes before its buffers
+  /// go, and the members holding device memory (declared after the guard) before it gives the device back.
   ~ladder() {
     if (consumer_stream_ != nullptr) wait_for_stream_nothrow(consumer_stream_, drained_.get());
   }
 
   doctor_report run() {
-    // The device stays current for the run only (the guard is a member, so it outlives everything
-    // that holds device memory).
+    // The device stays current for the run only (the guard is a member: it outlives device memory).
     loader_options lo = o_.loader;
     if (gpu_) {
       on_device_.emplace(dev_.index);
@@ -208,7 +206,10 @@ class ladder {
     r_.pipeline = full_->name();
     r_.device = dev_.to_string();
     r_.batch_size = o_.loader.batch_size;
-    r_.hardware_threads = std::max(1u, std::thread::hardware_concurrency());
+    const node_plan& plan = this_node_plan_without_gpu();  // this process's share of the cores
+    r_.hardware_threads = plan.hardware_threads;
+    r_.plan_cores = plan.rank_cores;
+    r_.plan_cores_source = plan.rank_cores_source;
     r_.pool = pool_;
     r_.step_ms = o_.step_ms;
     r_.user_step = static_cast<bool>(o_.step);
@@ -262,7 +263,7 @@ class ladder {
     }
     drain_consumer();
     summarize(m, std::move(waits), per_image, images, std::max(seconds_since(t0), 1e-9), process_cpu_seconds() - cpu0,
-              r_.hardware_threads);
+              static_cast<unsigned>(std::max<std::size_t>(1, r_.plan_cores)));
   }
 
   /// The full pipeline under a loader that tunes: runs until the tuner has settled and held three

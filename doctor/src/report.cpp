@@ -176,7 +176,7 @@ namespace {
 void header_text(const doctor_report& r, std::ostream& out) {
   out << "pinfeed doctor: " << r.pipeline << "\n";
   out << "device " << r.device << ", " << r.workers << " worker(s) on " << r.hardware_threads
-      << " hardware thread(s), batch " << r.batch_size << ", prefetch " << r.prefetch << ", step "
+      << " hardware thread(s) (" << r.plan_cores << " for this process in the node plan), batch " << r.batch_size << ", prefetch " << r.prefetch << ", step "
       << (r.user_step ? std::string("user function") : r.step_ms > 0 ? num(r.step_ms, 2) + " ms" : std::string("0 ms (pipeline alone)"))
       << ", cache pool " << r.pool << " samples\n";
   if (r.tuned)
@@ -273,7 +273,7 @@ std::string doctor_report::to_json() const {
   j["pipeline"] = pipeline;
   j["device"] = device;
   j["workers"] = workers;
-  j["hardware_threads"] = hardware_threads;
+  j.update({{"hardware_threads", hardware_threads}, {"plan_cores", plan_cores}, {"plan_cores_source", plan_cores_source}});
   j["batch_size"] = batch_size;
   j["prefetch"] = prefetch;
   j["pool"] = pool;

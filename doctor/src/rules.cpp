@@ -25,17 +25,40 @@ namespace {
 
 using advice = std::optional<doctor_suggestion>;
 
+/// The cores the analysis holds the workers to: the node plan's for this process (the hardware
+/// threads in a report that has none).
+std::size_t cores_of(const doctor_report& r) { return r.plan_cores ? r.plan_cores : r.hardware_threads; }
+
+std::string cores_text(const doctor_report& r) {
+  const std::size_t c = cores_of(r);
+  return std::to_string(c) + (c == 1 ? " core" : " cores") +
+         (r.plan_cores ? " the node plan gives this process" + (r.plan_cores_source.empty() ? std::string() : " (" + r.plan_cores_source + ")")
+                       : std::string(" (hardware threads)"));
+}
+
 /// The CPU idles while the consumer waits: more workers.
 advice more_workers(const evidence& e) {
   const doctor_report& r = e.r;
   if (r.bottleneck.empty() || e.l0.cpu_utilization >= 0.75) return std::nullopt;
-  const std::string why = "the CPU is busy " + pct(e.l0.cpu_utilization) + " of " + std::to_string(r.hardware_threads) +
-                          " hardware threads while the consumer waits " + pct(e.l0.consumer_wait) + " (L0)";
-  if (r.workers < r.hardware_threads)
-    return doctor_suggestion{"raise workers from " + std::to_string(r.workers) + " to " + std::to_string(r.hardware_threads), why};
+  const std::size_t cores = cores_of(r);
+  const std::string why = "the CPU is busy " + pct(e.l0.cpu_utilization) + " of the " + cores_text(r) +
+                          " while the consumer waits " + pct(e.l0.consumer_wait) + " (L0)";
+  if (r.workers < cores)
+    return doctor_suggestion{"raise workers from " + std::to_string(r.workers) + " to " + std::to_string(cores), why};
   return doctor_suggestion{"raise workers beyond the core count (try " + std::to_string(2 * r.workers) +
                                "): they wait rather than compute",
                            why};
+}
+
+/// More workers than the plan's cores, all busy: they preempt one another (oversubscription).
+advice fewer_workers(const evidence& e) {
+  const doctor_report& r = e.r;
+  const std::size_t cores = cores_of(r);
+  if (r.workers <= cores || e.l0.cpu_utilization < 0.9) return std::nullopt;
+  return doctor_suggestion{"lower workers from " + std::to_string(r.workers) + " to " + std::to_string(cores),
+                           std::to_string(r.workers) + " workers share the " + cores_text(r) + ", busy " +
+                               pct(e.l0.cpu_utilization) + " (L0): the threads oversubscribe the cores and preempt one "
+                               "another; more workers help only a source that waits (remote or slow storage)"};
 }
 
 /// The pipeline keeps up on average but stalls in bursts: enough batches ahead to cover the
@@ -141,7 +164,7 @@ advice cheaper_transform(const evidence& e) {
 }
 
 constexpr rule kRules[] = {
-    {"more_workers", &more_workers},   {"more_prefetch", &more_prefetch}, {"fewer_copy_bytes", &fewer_copy_bytes},
+    {"more_workers", &more_workers},   {"fewer_workers", &fewer_workers}, {"more_prefetch", &more_prefetch}, {"fewer_copy_bytes", &fewer_copy_bytes},
     {"cheaper_source", &cheaper_source}, {"remote_reads", &remote_reads}, {"pack_files", &pack_files},
     {"cheaper_generation", &cheaper_generation}, {"decode_less", &decode_less}, {"cheaper_transform", &cheaper_transform},
 };

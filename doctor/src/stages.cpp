@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "pinfeed/runtime/error.hpp"
-#include "pinfeed/runtime/host_info.hpp"
+#include "pinfeed/runtime/node_plan.hpp"
 
 namespace pinfeed {
 
@@ -111,7 +111,7 @@ std::string gib(std::size_t bytes) {
 /// served by entry i mod size(), made by make(entry, i mod size()) on first use. An entry whose
 /// making threw keeps the error for every sample it serves.
 ///
-/// The entries together may hold at most `max_bytes` (0: half of this machine's memory). A pool
+/// The entries together may hold at most `max_bytes` (0: half of this process's memory in the node plan). A pool
 /// that would need more fails up front where its entries' size is known (check_up_front), or at
 /// the entry that passes the budget, with a fatal_error (never a bad sample) naming the pool, the
 /// bytes and the budget, instead of running the machine out of memory.
@@ -129,9 +129,9 @@ class once_pool {
     if (max_bytes != 0) {
       budget_ = max_bytes;
       budget_text_ = gib(budget_) + ", its max_bytes";
-    } else if (const std::size_t phys = physical_memory_bytes(); phys != 0) {
-      budget_ = phys / 2;
-      budget_text_ = gib(budget_) + ", half of this machine's " + gib(phys) + " of memory";
+    } else if (const node_plan& plan = this_node_plan_without_gpu(); plan.rank_memory != 0) {
+      budget_ = static_cast<std::size_t>(plan.rank_memory / 2);
+      budget_text_ = gib(budget_) + ", half of this process's " + gib(plan.rank_memory) + " (" + plan.memory_source + ")";
     }
     slots_.reset(new slot[size_]);
   }

@@ -29,6 +29,7 @@
 #include "pinfeed/runtime/host_info.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
 #include "pinfeed/runtime/loader.hpp"
+#include "pinfeed/runtime/node_plan.hpp"
 #include "pinfeed/runtime/log.hpp"
 #include "pinfeed/runtime/npy.hpp"
 #include "pinfeed/runtime/philox.hpp"

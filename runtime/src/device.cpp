@@ -1,5 +1,7 @@
 #include "pinfeed/runtime/device.hpp"
 
+#include <cstdio>
+
 #include "pinfeed/runtime/cuda_api.hpp"
 #if PINFEED_WITH_CUDA
 #include <cuda.h>
@@ -39,8 +41,11 @@ cuda_status discover() {
       (void)cudaGetLastError();
       continue;
     }
+    char bus[32];
+    std::snprintf(bus, sizeof bus, "%04x:%02x:%02x.0", static_cast<unsigned>(p.pciDomainID),
+                  static_cast<unsigned>(p.pciBusID), static_cast<unsigned>(p.pciDeviceID));
     s.devices.push_back({i, p.name, p.major, p.minor, p.totalGlobalMem, p.asyncEngineCount,
-                         p.multiProcessorCount});
+                         p.multiProcessorCount, bus});
   }
   s.usable = !s.devices.empty();
   if (!s.usable) s.reason = "no CUDA device could be queried";
@@ -153,7 +158,9 @@ device_choice resolve_device(const device_spec& request) {
       return {};
     case device_spec::kind::automatic: {
       if (!cuda_devices().usable) return {};
-      const int r = local_rank_from_env();
+      const int r = local_rank_from_env();  // checked even when unused: a bad value is named
+      // A rank that sees one device (a launcher gave each its own) takes it, whatever its rank.
+      if (cuda_devices().devices.size() == 1) return cuda_index(0, "auto");
       return cuda_index(r < 0 ? 0 : r, r < 0 ? "auto" : "auto (local rank)");
     }
     case device_spec::kind::cuda:

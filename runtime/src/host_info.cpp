@@ -1,10 +1,8 @@
 #include "pinfeed/runtime/host_info.hpp"
 
-#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <thread>
 
 #include <algorithm>
 #include <fstream>
@@ -41,16 +39,6 @@ const std::string& cpu_model() {
 std::size_t physical_memory_bytes() noexcept {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : 0;
-}
-
-std::size_t usable_cores() noexcept {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    const int n = CPU_COUNT(&set);
-    if (n > 0) return static_cast<std::size_t>(n);
-  }
-  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 double process_cpu_seconds() noexcept {

@@ -23,6 +23,7 @@
 #include "pinfeed/runtime/detail/auto_tuner.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/host_info.hpp"
+#include "pinfeed/runtime/node_plan.hpp"
 #include "pinfeed/runtime/log.hpp"
 
 namespace pinfeed {
@@ -102,9 +103,10 @@ void validate(const loader_options& o) {
     throw std::invalid_argument("loader option workers must be at most 1024 (or auto_tune), got " + std::to_string(o.workers));
   if (o.memory_budget && *o.memory_budget == 0)
     throw std::invalid_argument("loader option memory_budget must be positive bytes, got 0");
-  if (const std::size_t phys = physical_memory_bytes(); o.memory_budget && phys > 0 && *o.memory_budget > phys)
+  if (const node_plan& plan = this_node_plan_without_gpu(); o.memory_budget && plan.memory > 0 && *o.memory_budget > plan.memory)
     throw std::invalid_argument("loader option memory_budget " + format_bytes(*o.memory_budget) +
-                                " is more than this machine's memory (" + format_bytes(phys) + ")");
+                                " is more than the memory this process may use (" + format_bytes(plan.memory) + ", " +
+                                plan.memory_source + ")");
   if (o.max_batches_in_use > 4096 || (o.prefetch != auto_tune && o.prefetch + o.max_batches_in_use > 4096))
     throw std::invalid_argument("loader options prefetch + max_batches_in_use must be at most 4096, got " +
                                 (o.prefetch == auto_tune ? "auto + " + std::to_string(o.max_batches_in_use)
@@ -112,6 +114,12 @@ void validate(const loader_options& o) {
 }
 
 namespace detail {
+
+bool plan_places(const loader_options& o, const device_choice& dev) {
+  if (o.bind != cpu_binding::plan || !dev.is_cuda()) return false;  // a CPU loader never asks CUDA
+  const node_plan& plan = this_node_plan();
+  return plan.gpu && *plan.gpu == dev.index && !plan.rank_cpus.empty();
+}
 
 slot_plan plan_slots(const loader_options& o, const std::vector<field_spec>& fields, bool cuda, source& src) {
   // Sizes driven by the options, checked before anything is allocated: an overflow or a request
@@ -138,7 +146,14 @@ slot_plan plan_slots(const loader_options& o, const std::vector<field_spec>& fie
       too_big("field '" + field.name + "' of " + std::to_string(field.bytes()) + " bytes per sample overflows a slot");
   }
   p.slot_bytes = checked_round_up(std::max<std::size_t>(offset, 1), page_size());
-  const std::size_t phys = physical_memory_bytes();
+  // Without a budget, this rank's share of the node's memory (the node plan: physical memory or a
+  // cgroup limit, divided among the local ranks) is the budget of the host's parts.
+  const node_plan& plan = this_node_plan_without_gpu();
+  const std::uint64_t rank_memory = plan.rank_memory;
+  const std::string rank_memory_text =
+      "this process's share of memory, " + format_bytes(rank_memory) + " (" + plan.memory_source +
+      (plan.local_ranks > 1 ? ", divided among " + std::to_string(plan.local_ranks) + " local ranks" : std::string()) +
+      "; set memory_budget to choose another)";
   // The memory `slots` slots take: their data (on the host, and as much on the device with a GPU)
   // and their batches' dataset indices (8 bytes a sample, host). Nullopt when it overflows.
   struct need { std::size_t data, host; };
@@ -154,13 +169,24 @@ slot_plan plan_slots(const loader_options& o, const std::vector<field_spec>& fie
   // The source's adapting parts (a remote read-ahead) get what the first slots leave; the rest of
   // its parts and the slots prefetch auto may add are then checked against the whole budget.
   std::vector<memory_use> source_memory;
+  const std::size_t first = (prefetch_auto ? 2 : o.prefetch) + o.max_batches_in_use;
   if (o.memory_budget) {
-    const std::size_t first = (prefetch_auto ? 2 : o.prefetch) + o.max_batches_in_use;
     const auto n = need_for(first);
     const std::uint64_t slots = n ? n->host + (cuda ? n->data : 0) : ~std::uint64_t{0};
     src.limit_memory(*o.memory_budget - std::min<std::uint64_t>(*o.memory_budget, slots));
     source_memory = src.memory();
+  } else if (rank_memory > 0) {
+    const auto n = need_for(first);
+    const std::uint64_t slots = n ? n->host : ~std::uint64_t{0};
+    src.limit_memory(rank_memory - std::min<std::uint64_t>(rank_memory, slots));
+    source_memory = src.memory();
   }
+  // The host's parts alone: what the rank's share of memory holds (device slots are on the GPU).
+  auto host_total = [&](const need& n) {
+    std::vector<memory_use> parts{{cuda ? "pinned host slots" : "host slots", n.host}};
+    parts.insert(parts.end(), source_memory.begin(), source_memory.end());
+    return parts;
+  };
   auto parts_for = [&](const need& n) {
     std::vector<memory_use> parts{{cuda ? "pinned host slots" : "host slots", n.host}};
     if (cuda) parts.push_back({"device slots", n.data});
@@ -174,7 +200,7 @@ slot_plan plan_slots(const loader_options& o, const std::vector<field_spec>& fie
     p.prefetch_most = 1;
     for (std::size_t k = kAutoPrefetchMost; k > 1; --k) {
       const auto n = need_for(k + o.max_batches_in_use);
-      if (!n || (phys > 0 && n->host > phys / 2)) continue;
+      if (!n || (rank_memory > 0 && memory_total(host_total(*n)) > rank_memory / 2)) continue;
       if (o.memory_budget && memory_total(parts_for(*n)) > *o.memory_budget) continue;
       p.prefetch_most = k;
       break;
@@ -184,10 +210,14 @@ slot_plan plan_slots(const loader_options& o, const std::vector<field_spec>& fie
   const std::size_t slots = p.prefetch_most + o.max_batches_in_use;
   const auto n = need_for(slots);
   if (!n) too_big("the slots' size overflows");
-  if (phys > 0 && n->host > phys)
-    too_big("the slots need " + std::to_string(n->host) + " bytes of host memory (" + std::to_string(slots) + " x " +
-            std::to_string(p.slot_bytes) + " + indices), more than this machine's " + std::to_string(phys));
-  if (o.memory_budget) check_memory_budget(parts_for(*n), *o.memory_budget, p.options_used);
+  if (o.memory_budget) {
+    check_memory_budget(parts_for(*n), *o.memory_budget, p.options_used);
+  } else if (rank_memory > 0 && memory_total(host_total(*n)) > rank_memory) {
+    std::string list;
+    for (const auto& part : host_total(*n)) list += (list.empty() ? "" : ", ") + part.consumer + " " + format_bytes(part.bytes);
+    too_big("the host memory needed, " + list + " (" + format_bytes(memory_total(host_total(*n))) + " in all; " +
+            std::to_string(slots) + " slots of " + format_bytes(p.slot_bytes) + "), is more than " + rank_memory_text);
+  }
   return p;
 }
 
@@ -202,6 +232,8 @@ loader_core::loader_core(const loader_options& o, std::vector<field_spec> f, dev
       host(ring.size()),
       device(ring.size()) {
   const std::size_t slots = ring.size();
+  // The node plan's place: pinned slots on the GPU's NUMA node, where the machine has several.
+  if (plan_places(o, dev) && this_node_plan().numa_nodes >= 2) numa_node = this_node_plan().numa_node;
   meta.reset(new slot_meta[slots]);
   for (std::size_t s = 0; s < slots; ++s) meta[s].indices.resize(o.batch_size);
   if (o.trace) trace = std::make_unique<trace_recorder>(o.trace_max_events);
@@ -246,7 +278,7 @@ void loader_core::allocate_slots(std::size_t n) {
   if (dev.is_cuda()) guard.emplace(dev.index);
   for (; s < n; ++s) {
     try {
-      host[s] = host_buffer(slot_bytes, /*pinned=*/dev.is_cuda());
+      host[s] = host_buffer(slot_bytes, /*pinned=*/dev.is_cuda(), numa_node);
     } catch (const std::exception& e) {
       allocation_failed(dev.is_cuda() ? "pinned host memory" : "host memory", e);
     }
@@ -414,6 +446,8 @@ struct loader::impl {
   double window_cpu_s = 0;
 
   std::thread feeder;
+  std::vector<unsigned> place_cpus;  // where workers and the feeder run (empty: not placed)
+  std::size_t tuner_cores = 1;       // the cores the tuner judges idleness against (plan_cores)
   std::atomic<bool> stopping{false};
   /// Counts queued and running tasks. Shared with every task, so a worker that finishes the
   /// last task can still notify after cancel() has seen the count reach zero and returned.
@@ -455,9 +489,24 @@ std::uint64_t batches_in(std::uint64_t positions, const loader_options& o) noexc
   return o.drop_last ? positions / o.batch_size : (positions + o.batch_size - 1) / o.batch_size;
 }
 
-std::size_t effective_workers(std::size_t requested) {
+/// This rank's cores in the node plan: its share of the cores its affinity mask, cgroup quota and
+/// local ranks leave, or, for a loader the plan places near its GPU, the CPUs it is placed on.
+std::size_t plan_cores(const loader_options& o) {
+  if (o.bind == cpu_binding::plan && o.device.which() != device_spec::kind::cpu) {
+    const device_choice dev = resolve_device(o.device);
+    if (detail::plan_places(o, dev)) return this_node_plan().placed_cores;
+  }
+  return this_node_plan_without_gpu().rank_cores;
+}
+
+/// The workers of auto_tune's ceiling and of workers = 0: plan_cores, within TBB's cap.
+std::size_t planned_workers(const loader_options& o) {
+  return std::max<std::size_t>(1, std::min(tbb_worker_limit(), plan_cores(o)));
+}
+
+std::size_t effective_workers(std::size_t requested, const loader_options& o) {
   const std::size_t limit = tbb_worker_limit();
-  if (requested == 0) return limit;
+  if (requested == 0) return planned_workers(o);
   if (requested > limit)
     log(log_level::warn, "loader: " + std::to_string(requested) + " workers asked for, but TBB allows " +
                              std::to_string(limit) + (limit == 1 ? " worker thread" : " worker threads") + " in this process (tbb::global_control::"
@@ -472,7 +521,7 @@ loader::impl::impl(std::shared_ptr<source> s, loader_options o)
     : src(std::move(s)),
       dataset_size(0),
       batches(0),
-      worker_most((validate(o), o.workers == auto_tune ? tbb_worker_limit() : effective_workers(o.workers))),
+      worker_most((validate(o), o.workers == auto_tune ? planned_workers(o) : effective_workers(o.workers, o))),
       arena(static_cast<int>(worker_most), 0) {
   if (!src) throw std::invalid_argument("loader needs a source, got a null pointer");
   dataset_size = src->size();
@@ -494,6 +543,8 @@ loader::impl::impl(std::shared_ptr<source> s, loader_options o)
   detail::slot_plan plan = detail::plan_slots(o, fields, dev.is_cuda(), *src);
   const std::size_t first_prefetch = plan.prefetch;
   core = std::make_shared<detail::loader_core>(o, std::move(fields), dev, std::move(plan));
+  if (detail::plan_places(o, dev)) place_cpus = this_node_plan().rank_cpus;  // near the GPU
+  tuner_cores = plan_cores(o);
   core->ring.set_usable(first_prefetch + o.max_batches_in_use);
   const bool workers_auto = o.workers == auto_tune, prefetch_auto = o.prefetch == auto_tune;
   active = worker_most;  // auto starts where a fixed 0 stays: as many as TBB allows
@@ -545,6 +596,7 @@ void loader::impl::spawn_runners() {
 }
 
 void loader::impl::runner() {
+  const scoped_cpu_binding placed(place_cpus);  // a TBB thread: given back its affinity after
   std::unique_lock lock(pool_mutex);
   --starting;
   // Runs queued chunks until there are none, or more runners than the workers asked for.
@@ -574,7 +626,7 @@ void loader::impl::judge_window() {
   const double seconds = 1e-9 * static_cast<double>(now_ns() - window_start_ns - window_excluded_ns);
   if (seconds < 0.25 || window_batches < 4) return;
   const detail::tuner_window w{seconds, 1e-9 * static_cast<double>(window_wait_ns),
-                               (process_cpu_seconds() - window_cpu_s) / seconds, static_cast<double>(usable_cores()),
+                               (process_cpu_seconds() - window_cpu_s) / seconds, static_cast<double>(tuner_cores),
                                window_samples};
   const std::size_t prefetch_before = tuner->prefetch();
   if (tuner->judge(w)) {
@@ -641,6 +693,7 @@ void loader::impl::start(std::uint32_t e, std::uint64_t first_batch) {
 }
 
 void loader::impl::feed(std::uint32_t e, std::uint64_t first_batch, std::uint64_t base) {
+  const scoped_cpu_binding placed(place_cpus);
   auto& c = *core;
   const std::size_t B = c.options.batch_size;
   // This thread waits on the loader's events: it works on the loader's device, so that a CUDA call

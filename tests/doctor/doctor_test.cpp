@@ -86,7 +86,8 @@ void check_json_and_consistency(const doctor_report& r) {
     CHECK(j.at("fetch").is_null());
   }
   for (const char* k : {"pipeline", "device", "verdict"}) CHECK(j.at(k).is_string());
-  for (const char* k : {"workers", "hardware_threads", "batch_size", "prefetch", "pool"}) CHECK(j.at(k).is_number_unsigned());
+  for (const char* k : {"workers", "hardware_threads", "plan_cores", "batch_size", "prefetch", "pool"}) CHECK(j.at(k).is_number_unsigned());
+  CHECK(j.at("plan_cores").get<std::size_t>() >= 1);
   CHECK(j.at("step_ms").is_number());
   CHECK(j.at("user_step").is_boolean());
   CHECK((j.at("caveat").is_null() || j.at("caveat").is_string()));
@@ -430,6 +431,10 @@ TEST_CASE("doctor.analysis_rules_on_given_numbers") {
   CHECK(r.bottleneck[0] == "read");
   CHECK(suggests(r, "tar shards"));
   CHECK(suggests(r, "raise workers from 8 to 16"));
+  r.plan_cores = 12;  // the plan's cores, not the hardware threads, are the target
+  analyze(r);
+  CHECK(suggests(r, "raise workers from 8 to 12"));
+  r.plan_cores = 0;
   CHECK(suggests(r, "raise prefetch from 2 to "));
   CHECK(!suggests(r, "uint8"));
 
@@ -446,6 +451,17 @@ TEST_CASE("doctor.analysis_rules_on_given_numbers") {
   CHECK(!suggests(r, "decode less"));
   CHECK(suggests(r, "store the images nearer the training size"));
   CHECK(!suggests(r, "raise workers"));  // the CPU is busy
+  CHECK(!suggests(r, "lower workers"));  // 8 workers on 16 hardware threads (no plan in this report)
+  // The node plan gives this process 4 cores: 8 busy workers oversubscribe them.
+  r.plan_cores = 4;
+  r.plan_cores_source = "cgroup quota 4 CPUs";
+  analyze(r);
+  CHECK(suggests(r, "lower workers from 8 to 4"));
+  r.workers = 4;
+  analyze(r);
+  CHECK(!suggests(r, "lower workers"));
+  r.workers = 8;
+  r.plan_cores = 0;
 
   // A pipeline at the ceiling: no bottleneck, no suggestion.
   r.modes = {mode("L0", 990, 0.01, 0.5), mode("L1", 1000, 0.0, 0.5), mode("L2", 1000, 0.0, 0.5),

@@ -12,6 +12,7 @@
 
 #include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/loader.hpp"
+#include "pinfeed/runtime/node_plan.hpp"
 #include "pinfeed/runtime/random.hpp"
 #include "test_util.hpp"
 
@@ -42,20 +43,23 @@ loader_options shuffled(std::size_t batch, std::size_t workers, std::size_t pref
 }  // namespace
 
 TEST_CASE("loader.auto.batches_equal_a_fixed_setting_while_the_tuner_moves") {
-  // Four workers allowed (the application's cap, held here), samples that sleep: the tuner starts
-  // at four, tries more prefetch while the consumer waits, and the batches are those of one fixed
-  // worker over the same bytes without the sleep.
+  // Up to four workers allowed (the application's cap, held here, and this process's cores in the
+  // node plan), samples that sleep: the tuner starts at that ceiling, tries more prefetch while the
+  // consumer waits, and the batches are those of one fixed worker over the same bytes without the
+  // sleep.
   //
   // The windows judged depend on time: each takes 0.25 s at least. The sleeps plant a lower bound
-  // of 3 epochs x 3000 samples x 1 ms / 4 workers = 2.25 s, three times the 0.75 s that the three
-  // windows checked below need (with 0.3 ms a sample the bound was 0.68 s: the check held only
-  // through the sleeps' overshoot).
+  // of 3 epochs x (750 x W) samples x 1 ms / W workers = 2.25 s, three times the 0.75 s that the
+  // three windows checked below need (with 0.3 ms a sample the bound was 0.68 s: the check held
+  // only through the sleeps' overshoot).
   const tbb::global_control cap(tbb::global_control::max_allowed_parallelism, 5);
-  const auto src = sleeping_source(3000, 64, 1000);
-  loader fixed(sleeping_source(3000, 64, 0), shuffled(16, 1, 2));
+  const std::size_t ceiling = std::min<std::size_t>(4, this_node_plan_without_gpu().rank_cores);
+  const std::uint64_t samples = 750 * ceiling;
+  const auto src = sleeping_source(samples, 64, 1000);
+  loader fixed(sleeping_source(samples, 64, 0), shuffled(16, 1, 2));
   const auto expected = test::epoch_checksums(fixed, 0, 2);
   loader tuned(src, shuffled(16, auto_tune, auto_tune));
-  CHECK(tuned.workers() == 4);  // the cap to start
+  CHECK(tuned.workers() == ceiling);  // the ceiling to start
   CHECK(tuned.prefetch() == 2);
   const auto got = test::epoch_checksums(tuned, 0, 2);
   REQUIRE(got.size() == expected.size());
@@ -64,11 +68,11 @@ TEST_CASE("loader.auto.batches_equal_a_fixed_setting_while_the_tuner_moves") {
   MESSAGE("auto: ", t.to_string(), " after ", t.windows, " windows, ", t.changes, " changes");
   CHECK(t.workers_auto);
   CHECK(t.prefetch_auto);
-  CHECK(t.workers_most == 4);
+  CHECK(t.workers_most == ceiling);
   CHECK(t.prefetch_most == 8);
   CHECK(t.windows >= 3);
   CHECK(t.changes >= 1);
-  CHECK(t.workers == 4);  // sleeping samples: the consumer always waits, no worker goes
+  CHECK(t.workers == ceiling);  // sleeping samples: the consumer always waits, no worker goes
   CHECK(t.prefetch >= 2);
   CHECK(t.to_json().find("\"workers_auto\":true") != std::string::npos);
 }

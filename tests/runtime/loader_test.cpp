@@ -16,6 +16,7 @@
 #include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/loader.hpp"
+#include "pinfeed/runtime/node_plan.hpp"
 #include "pinfeed/runtime/random.hpp"
 #include "test_util.hpp"
 
@@ -604,7 +605,8 @@ TEST_CASE("loader.oversized_options_name_the_options_not_bad_alloc") {
   auto src = make_source(16, {{"x", dtype::u8, {4096}}}, [](sample&) {});
   auto o = test::cpu_loader(100'000'000, 1, 0);
   CHECK_THROWS_WITH_AS(loader(src, o), doctest::Contains("batch_size 100000000"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(loader(src, o), doctest::Contains("bytes of host memory"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(loader(src, o), doctest::Contains("is more than this process's share of memory"),
+                       std::invalid_argument);
   // A slot whose byte count overflows size_t.
   auto huge = make_source(16, {{"x", dtype::u8, {std::int64_t{1} << 40}}}, [](sample&) {});
   o.batch_size = std::size_t{1} << 30;
@@ -641,7 +643,36 @@ TEST_CASE("loader.memory_budget_counts_the_slots_and_what_the_source_holds") {
   o.memory_budget = 0;
   CHECK_THROWS_WITH_AS(loader(src, o), doctest::Contains("memory_budget must be positive"), std::invalid_argument);
   o.memory_budget = std::uint64_t{1} << 62;
-  CHECK_THROWS_WITH_AS(loader(src, o), doctest::Contains("more than this machine's memory"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(loader(src, o), doctest::Contains("more than the memory this process may use"), std::invalid_argument);
+}
+
+TEST_CASE("loader.without_a_budget_the_node_plans_memory_bounds_the_slots") {
+  const node_plan& plan = this_node_plan_without_gpu();  // a CPU loader's plan
+  REQUIRE(plan.rank_memory > 0);
+  // Samples of a little over a quarter of this rank's memory.
+  const std::uint64_t quarter = plan.rank_memory / 4 + 4096;
+  const auto src = make_source(64, {{"data", dtype::u8, {static_cast<std::int64_t>(quarter)}}}, [](sample&) {});
+  loader_options o = cpu_options(2, 1, 2);  // 3 slots of 2 samples: 1.5x this rank's memory
+  try {
+    loader l(src, o);
+    FAIL("a loader larger than this rank's memory was made");
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    CHECK(what.find("is more than this process's share of memory, " + format_bytes(plan.rank_memory)) != std::string::npos);
+    CHECK(what.find(plan.memory_source) != std::string::npos);  // where the limit came from
+    CHECK(what.find("set memory_budget to choose another") != std::string::npos);
+    CHECK(what.find("batch_size 2") != std::string::npos);
+  }
+  // Prefetch auto takes the fewest slots (2) when more do not fit half of it; samples of over half
+  // of this rank's memory do not fit even those: refused at construction, not killed later.
+  const std::uint64_t half = plan.rank_memory / 2 + 4096;
+  const auto big = make_source(64, {{"data", dtype::u8, {static_cast<std::int64_t>(half)}}}, [](sample&) {});
+  o = cpu_options(1, 1, 2);
+  o.prefetch = auto_tune;
+  CHECK_THROWS_WITH_AS(loader(big, o), doctest::Contains("is more than this process's share of memory"), std::invalid_argument);
+  // An explicit budget is the limit instead (checked against the plan's whole memory).
+  o.memory_budget = plan.memory + 1;
+  CHECK_THROWS_WITH_AS(loader(src, o), doctest::Contains("more than the memory this process may use"), std::invalid_argument);
 }
 
 TEST_CASE("loader.sizes_are_parsed_and_printed") {

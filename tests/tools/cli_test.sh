@@ -23,6 +23,20 @@ check "info prints pinned memory" grep -q "^pinned memory" "$work/info.txt"
 check "info prints the CPU model" grep -q "^CPU  " "$work/info.txt"
 check "info prints the JPEG Huffman decoder" grep -qE "^JPEG Huffman +(pinfeed's|libjpeg-turbo's)" "$work/info.txt"
 check "info prints the SIMD level" grep -qE "^SIMD +(scalar|avx2|avx512) in use" "$work/info.txt"
+check "info prints the node plan's cores with their source" grep -qE "^  cores +[0-9]+ of [0-9]+ hardware threads \(" "$work/info.txt"
+check "info prints the node plan's memory and ranks" grep -qE "^  local ranks +1 \(one process\)" "$work/info.txt"
+"$pf" info --json >"$work/info.json" 2>"$work/info-json.err"
+check "info --json gives the plan" python3 -c "
+import json, sys
+j = json.load(open(sys.argv[1]))
+p = j['node_plan']
+assert p['cores']['value'] >= 1 and p['cores']['source'], p['cores']
+assert p['memory']['bytes'] > 0 and p['rank']['cores'] >= 1, p
+assert p['local_ranks'] == {'rank': 0, 'size': 1, 'source': 'one process'}, p['local_ranks']
+" "$work/info.json"
+LOCAL_WORLD_SIZE=abc LOCAL_RANK=0 "$pf" info >"$work/info-bad-rank.txt" 2>&1
+check "a malformed LOCAL_WORLD_SIZE is named, and the plan is one process" grep -q "LOCAL_WORLD_SIZE=abc is not a count of ranks" "$work/info-bad-rank.txt"
+expect_error "run --bind takes plan or none" "--bind must be plan or none, got 'socket'" run --device cpu --samples 16 --bind socket
 PINFEED_SIMD=scalar "$pf" info >"$work/info-scalar.txt" 2>&1
 check "PINFEED_SIMD=scalar caps the level" grep -qE "^SIMD +scalar in use .*capped by PINFEED_SIMD" "$work/info-scalar.txt"
 out=$(PINFEED_SIMD=avx9000 "$pf" info 2>&1); rc=$?
@@ -41,7 +55,7 @@ assert all(r['cpu'] and r['compiler'] and r['build_type'] for r in b), b
 expect_error "run --batch far too large names the option and the bytes" "batch_size 100000000" run --device cpu --samples 10 --batch 100000000
 expect_error "run --memory-budget too small names each part and the budget" "the memory budget of 1000 bytes is too small for host slots" run --device cpu --samples 64 --limit 1 --memory-budget 1KB
 expect_error "run --memory-budget that is no size quotes it" "'8 gigs' is not a size" run --device cpu --samples 64 --limit 1 --memory-budget "8 gigs"
-expect_error "run --memory-budget above the machine names both" "is more than this machine's memory" run --device cpu --samples 64 --limit 1 --memory-budget 1000TiB
+expect_error "run --memory-budget above the machine names both" "is more than the memory this process may use" run --device cpu --samples 64 --limit 1 --memory-budget 1000TiB
 check "run --memory-budget that fits runs" "$pf" run --device cpu --samples 64 --height 64 --width 64 --limit 1 --memory-budget 64MiB
 expect_error "bench sampler --simd rejects an unknown level" "not one of scalar, avx2, avx512" bench sampler --device cpu --sizes 100 --simd sse9
 

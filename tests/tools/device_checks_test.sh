@@ -59,6 +59,24 @@ limit[rc-test-failed]=20; expect rc-test-failed racecheck fail 1 "$doctest_faile
 limit[rc-wrong-summary]=20; expect rc-wrong-summary racecheck fail 0 "$doctest_ok\n========= ERROR SUMMARY: 0 errors"
 # a run past its limit
 limit[mc-timeout]=1; FAKE_SLEEP=5 expect mc-timeout memcheck timeout 0 "========= ERROR SUMMARY: 0 errors"
+# dry runs: a sanitizer step whose case filter selects no case fails (a renamed case would leave
+# the tool nothing to check); one that selects cases is skipped, naming how many.
+cat >"$root/bin/fake_tests" <<'EOF'
+#!/usr/bin/env bash
+echo "[doctest] unskipped test cases passing the current filters: $FAKE_CASES"
+EOF
+chmod +x "$root/bin/fake_tests"
+dry_expect() {  # dry_expect NAME CASES STATUS
+  limit[$1]=20
+  dry=1 FAKE_CASES=$2 sanitizer_step "$1" racecheck "" "$root/bin/fake_tests" --test-case='*x*' >/dev/null
+  local got
+  got=$(awk -v n="$1" '$1 == n {s = $2} END {print s}' "$work/summary.txt")
+  if [[ $got == "$3" ]]; then echo "ok   $1: $got"; else echo "FAIL $1: recorded '$got', expected '$3'"; fails=$((fails + 1)); fi
+}
+dry_expect dry-no-cases 0 fail
+dry_expect dry-three-cases 3 skip
+dry=0
+
 # no compute-sanitizer at all
 find_sanitizer() { :; }
 limit[mc-absent]=20; expect mc-absent memcheck unsupported 0 ""

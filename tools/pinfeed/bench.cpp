@@ -7,6 +7,7 @@
 #include "autotune_bench.hpp"
 #include "doctor_bench.hpp"
 #include "h2d_bench.hpp"
+#include "node_bench.hpp"
 #include "pipeline_bench.hpp"
 #include "remote_bench.hpp"
 #include "sampler_bench.hpp"
@@ -97,7 +98,7 @@ void add_doctor_bench(CLI::App* bench, command_list& out) {
   d->add_option("--transforms", dbo.transforms, "pipeline on the 1024x1024 synthetic source");
   d->add_option("--samples", dbo.samples, "synthetic images per epoch")->check(CLI::PositiveNumber);
   d->add_option("-b,--batch", dbo.batch, "batch size")->check(CLI::PositiveNumber);
-  d->add_option("-w,--workers", dbo.workers, "worker threads (0: one per hardware thread)");
+  d->add_option("-w,--workers", dbo.workers, "worker threads (0: this process's cores in the node plan)");
   d->add_option("--seconds", dbo.seconds, "timed seconds per measurement")->check(CLI::PositiveNumber);
   d->add_option("--repeats", dbo.repeats, "measurements of each (medians compared)")->check(CLI::PositiveNumber);
   d->add_flag("!--no-ladder", dbo.ladder, "skip timing the whole ladder");
@@ -121,6 +122,20 @@ void add_autotune(CLI::App* bench, command_list& out) {
   registered(out, a, ao, &bench::run_autotune);
 }
 
+void add_node(CLI::App* bench, command_list& out) {
+  static bench::node_bench_options no;
+  auto* n = bench->add_subcommand("node", "N local ranks on this host: auto with the node plan vs auto at TBB's cap vs fixed splits");
+  n->add_option("--ranks", no.ranks, "local ranks started together")->check(CLI::Range(std::size_t{1}, std::size_t{256}));
+  n->add_option("--samples", no.samples, "synthetic images of the dataset (shared among the ranks)")->check(CLI::PositiveNumber);
+  n->add_option("--height", no.height, "image height")->check(CLI::PositiveNumber);
+  n->add_option("--width", no.width, "image width")->check(CLI::PositiveNumber);
+  n->add_option("-b,--batch", no.batch, "batch size")->check(CLI::PositiveNumber);
+  n->add_option("--rounds", no.rounds, "every setting once a round (median reported)")->check(CLI::PositiveNumber);
+  n->add_option("--fixed", no.fixed, "fixed workers per rank to try (default: 1 to hardware threads / ranks)")
+      ->check(CLI::PositiveNumber)->delimiter(',');
+  registered(out, n, no, &bench::run_node_bench);
+}
+
 }  // namespace
 
 void add_bench(CLI::App& app, command_list& out) {
@@ -132,6 +147,7 @@ void add_bench(CLI::App& app, command_list& out) {
   add_remote(bench, out);
   add_doctor_bench(bench, out);
   add_autotune(bench, out);
+  add_node(bench, out);
 }
 #else
 void add_bench(CLI::App&, command_list&) {}

@@ -1,6 +1,8 @@
 // pinfeed info: devices, CUDA status, pinned memory, TBB threads, library versions.
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <string>
 #include <thread>
 
 #include <dlpack/dlpack.h>
@@ -13,6 +15,7 @@
 #include "pinfeed/runtime/device.hpp"
 #include "pinfeed/runtime/host_info.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
+#include "pinfeed/runtime/node_plan.hpp"
 #include "pinfeed/runtime/random.hpp"
 #include "pinfeed/config.hpp"
 #include "pinfeed/version.hpp"
@@ -24,7 +27,31 @@ std::string cuda_version(int v) {
   return v ? std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10) : "none";
 }
 
-int cmd_info() {
+/// The node plan: this process's share of the node, which the loader's defaults follow.
+void print_plan() {
+  const std::string plan = this_node_plan().describe();
+  std::printf("node plan\n");
+  for (std::size_t at = 0; at < plan.size();) {
+    const auto end = plan.find('\n', at);
+    std::printf("  %s\n", plan.substr(at, end - at).c_str());
+    at = end == std::string::npos ? plan.size() : end + 1;
+  }
+}
+
+/// `pinfeed info --json`: the node plan, the CPU and the devices, as one JSON object.
+int info_json() {
+  const auto& s = cuda_devices();
+  nlohmann::json j;
+  j["pinfeed"] = PINFEED_VERSION_STRING;
+  j["cpu"] = cpu_model();
+  j["node_plan"] = nlohmann::json::parse(this_node_plan().to_json());
+  j["cuda"] = {{"usable", s.usable}, {"devices", s.devices.size()}, {"reason", s.usable ? std::string() : s.reason}};
+  std::printf("%s\n", j.dump(2).c_str());
+  return 0;
+}
+
+int cmd_info(bool json) {
+  if (json) return info_json();
   const auto& s = cuda_devices();
   std::printf("pinfeed %s (%s)\n", PINFEED_VERSION_STRING, PINFEED_WITH_CUDA ? "CUDA build" : "CPU-only build, PINFEED_WITH_CUDA=OFF");
   std::printf("CUDA runtime      %s (built with %d.%d)\n", cuda_version(s.runtime_version).c_str(),
@@ -57,6 +84,7 @@ int cmd_info() {
               tbb::info::default_concurrency());
   std::printf("hardware threads  %u\n", std::thread::hardware_concurrency());
   std::printf("CPU               %s\n", cpu_model().c_str());
+  print_plan();
   std::printf("JPEG Huffman      %s\n", loaders::jpeg_huffman_in_use().reason.c_str());
   std::printf("SIMD              %s in use (CPU supports %s%s)\n", to_string(simd_level_in_use()).c_str(),
               to_string(cpu_simd_support()).c_str(),
@@ -76,7 +104,10 @@ int cmd_info() {
 }  // namespace
 
 void add_info(CLI::App& app, command_list& out) {
-  out.push_back({app.add_subcommand("info", "devices, CUDA status, pinned memory, TBB threads, library versions"), &cmd_info, {}});
+  auto* info = app.add_subcommand("info", "devices, CUDA status, pinned memory, TBB threads, the node plan, library versions");
+  auto json = std::make_shared<bool>(false);
+  info->add_flag("--json", *json, "print the node plan, the CPU and the devices as JSON");
+  out.push_back({info, [json] { return cmd_info(*json); }, {}});
 }
 
 }  // namespace pinfeed::tool

@@ -113,6 +113,8 @@ loader_options make_loader_options(const run_args& a, const device_choice& dev) 
   if (!a.workers.empty()) o.workers = count_or_auto("--workers", a.workers, 1024);
   if (!a.prefetch.empty()) o.prefetch = count_or_auto("--prefetch", a.prefetch, 4095);
   o.device = dev.to_string();
+  if (a.bind == "none") o.bind = cpu_binding::none;
+  else if (a.bind != "plan") throw std::invalid_argument("--bind must be plan or none, got '" + a.bind + "'");
   o.seed = a.seed;
   o.trace = !a.trace.empty();
   if (!a.memory_budget.empty()) {
@@ -170,14 +172,17 @@ void add_pipeline_options(CLI::App* app, run_args& a) {
   app->add_option("--width", a.width, "synthetic image width")->check(CLI::PositiveNumber);
   app->add_option("-b,--batch", a.batch, "batch size")->check(CLI::PositiveNumber);
   app->add_option("-w,--workers", a.workers,
-                  "worker threads, or auto (the default): chosen as it runs, between 1 and one per hardware thread, "
-                  "from how long the consumer waits and how busy the cores are");
+                  "worker threads, or auto (the default): chosen as it runs, between 1 and this rank's cores in the node "
+                  "plan (pinfeed info), from how long the consumer waits and how busy the cores are");
   app->add_option("--prefetch", a.prefetch,
                   "batches produced ahead, or auto (the default): 2, more while the consumer still waits with no "
                   "worker to add, up to 8 and the memory budget");
   app->add_option("--config", a.config,
                   "settings written by pinfeed doctor --write-config (JSON, docs/config.md); options given here win");
   app->add_option("--device", a.device, "auto, cpu, cuda, cuda:N or local_rank");
+  app->add_option("--bind", a.bind,
+                  "plan (default): workers on this rank's CPUs near its GPU and pinned slots on its NUMA node, as "
+                  "`pinfeed info` shows; none: as the OS places them");
   app->add_option("--seed", a.seed, "seed of every sample's random stream");
   app->add_option("--transforms", a.transforms, "per-sample pipeline, e.g. \"crop(256),mask(0.25),ycbcr,scale\"");
   app->add_option("--pipeline", a.pipeline_file, "pipeline JSON file: {\"transforms\": [\"crop(256)\", ...]}");

@@ -26,6 +26,7 @@ struct run_args {
   std::string workers, prefetch;  ///< a positive number or auto; empty: from --config, else auto
   std::string config;             ///< a loader_config file (pinfeed doctor --write-config)
   std::string device = "auto";
+  std::string bind = "plan";  ///< plan or none (loader_options::bind)
   std::uint64_t limit = 0;
   std::uint32_t epochs = 1;
   std::uint64_t seed = 0;

@@ -2,11 +2,13 @@
 #include "remote/transfer_loop.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include <pthread.h>
 #include <sched.h>
 
 #include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/node_plan.hpp"
 #include "remote/retry.hpp"
 
 namespace pinfeed::loaders::remote {
@@ -147,6 +149,9 @@ int transfer_loop::poll_ms() {
 
 void transfer_loop::run() noexcept {
   tune_thread("pinfeed-fetch", o_.batch_scheduling);
+  // Near the rank's GPU, with its workers, once a loader on that GPU has made the node plan (this
+  // thread never asks CUDA itself); its own thread: the binding is never given back.
+  std::optional<scoped_cpu_binding> placed;
   queue starting, ending;
   std::exception_ptr failed;
   for (;;) {
@@ -155,6 +160,8 @@ void transfer_loop::run() noexcept {
       if (stopping_) break;
       take_work(starting, ending, failed);
     }
+    if (o_.bind_to_plan && !placed)
+      if (const node_plan* plan = this_node_plan_if_made(); plan != nullptr) placed.emplace(plan->rank_cpus);
     if (const std::size_t c = cap(); c != connections_for_) {  // room to keep as many open again
       curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(2 * c));
       connections_for_ = c;

@@ -61,9 +61,12 @@ struct slot_plan {
 /// as many as kAutoPrefetchMost and the memory budget allow. With a budget, `src` first gets what
 /// the first slots leave (source::limit_memory), then its memory() counts. Throws
 /// std::invalid_argument naming the options (and, with a budget, each consumer's bytes) when the
-/// slots overflow, exceed the machine's memory or the budget.
+/// slots overflow, exceed the budget, or without one this rank's memory in the node plan.
 [[nodiscard]] slot_plan plan_slots(const loader_options& o, const std::vector<field_spec>& fields, bool cuda,
                                    source& src);
+
+/// Whether the node plan places this loader (loader_options::bind): its device is the plan's GPU.
+[[nodiscard]] bool plan_places(const loader_options& o, const device_choice& dev);
 
 /// The most batches prefetch auto takes.
 inline constexpr std::size_t kAutoPrefetchMost = 8;
@@ -109,6 +112,7 @@ struct loader_core {
   std::size_t slot_bytes = 0;
   std::string options_used;
   device_choice dev;
+  std::optional<unsigned> numa_node;  // where host slots are allocated (nullopt: as the kernel places them)
   slot_ring ring;
   std::vector<host_buffer> host;      // one per slot, the first allocated() of them allocated
   std::vector<device_buffer> device;  // likewise, with a GPU

@@ -146,7 +146,7 @@ struct doctor_mode {
   double consumer_wait = 0;    ///< fraction of the timed wall time the consumer waited for a batch
   double wait_top_share = 0;   ///< share of that wait spent in the 10% slowest waits (burstiness)
   double max_wait_ms = 0;      ///< the longest single wait for a batch
-  double cpu_utilization = 0;  ///< process CPU time / (wall time x hardware threads), in [0, 1]
+  double cpu_utilization = 0;  ///< process CPU time / (wall time x the node plan's cores), in [0, 1]
   /// Standard error of the mean time per image over the mode's steps (ms): how far a repeated run
   /// of the mode could plausibly land from this one.
   double noise_ms_per_image = 0;
@@ -172,6 +172,9 @@ struct doctor_suggestion {
 struct doctor_report {
   std::string pipeline, device;
   std::size_t workers = 0, batch_size = 0, prefetch = 0, hardware_threads = 0, pool = 0;
+  /// The cores the node plan gives this process (pinfeed::this_node_plan().rank_cores), and why.
+  std::size_t plan_cores = 0;
+  std::string plan_cores_source;
   double step_ms = 0;
   bool user_step = false;
   // What the analysis needs to know of the pipeline.

@@ -46,7 +46,7 @@ struct sample_cache {
   cache_stage stage = cache_stage::none;
   std::size_t after_steps = 0;  ///< for cache_stage::steps
   std::size_t pool = 64;
-  /// The most bytes the pool's entries may hold together; 0: half of this machine's memory. A
+  /// The most bytes the pool's entries may hold together; 0: half of this process's memory in the node plan (pinfeed::this_node_plan()). A
   /// pool that needs more fails with a fatal_error (up front where the entries' size is known).
   std::size_t max_bytes = 0;
 };

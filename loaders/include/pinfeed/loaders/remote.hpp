@@ -77,6 +77,10 @@ struct remote_options {
   /// refill); it still gets its fair share of CPU, and an idle core runs it at once. The read-ahead
   /// covers the wait. Off: the thread keeps the process's policy.
   bool batch_scheduling = true;
+  /// Run the transfer thread on this rank's CPUs near its GPU, as the loader's workers are (the
+  /// node plan's rank_cpus, once a loader on a GPU has made the plan: pinfeed::this_node_plan();
+  /// nothing changes where the plan has none). Off: where the operating system puts it.
+  bool bind_to_plan = true;
 };
 
 /// True for locations starting with http://, https:// or s3://.

@@ -17,6 +17,7 @@ struct device_properties {
   std::size_t total_memory = 0;
   int async_engines = 0;  ///< copy engines: >= 1 lets copies overlap kernels
   int multiprocessors = 0;
+  std::string pci_bus_id;  ///< "0000:3b:00.0": where the node plan finds the GPU in the topology
 };
 
 /// What the CUDA runtime reports on this machine.
@@ -45,7 +46,8 @@ struct device_choice {
 };
 
 /// A device request, its spelling checked once, when it is made:
-///   "auto"       - CUDA device LOCAL_RANK (or 0) if any device is usable, else the CPU;
+///   "auto"       - the only CUDA device this process sees (a launcher's CUDA_VISIBLE_DEVICES per
+///                  rank), else CUDA device LOCAL_RANK (or 0), if any device is usable; else the CPU;
 ///   "cpu"        - the CPU;
 ///   "cuda"       - CUDA device 0;   "cuda:N" - CUDA device N;
 ///   "local_rank" - CUDA device $LOCAL_RANK (then OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID).

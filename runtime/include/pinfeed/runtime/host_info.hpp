@@ -17,10 +17,6 @@ namespace pinfeed {
 /// an option drives are checked against.
 [[nodiscard]] std::size_t physical_memory_bytes() noexcept;
 
-/// The cores this process may run on (its CPU affinity; the hardware threads where that is not
-/// known), 1 at least.
-[[nodiscard]] std::size_t usable_cores() noexcept;
-
 /// CPU time this process has used, all threads, in seconds.
 [[nodiscard]] double process_cpu_seconds() noexcept;
 

@@ -3,6 +3,7 @@
 /// Owning host and device buffers, allocated once and never resized.
 
 #include <cstddef>
+#include <optional>
 
 namespace pinfeed {
 
@@ -12,6 +13,12 @@ class host_buffer {
  public:
   host_buffer() = default;
   host_buffer(std::size_t bytes, bool pinned);
+  /// On NUMA node `numa_node` (an OS index; nullopt: wherever the kernel puts it): the pages are
+  /// mapped, bound there (preferred, as mbind's MPOL_PREFERRED: the kernel falls back to another node
+  /// when that one is full), touched, and pinned with cudaHostRegister when `pinned`. Where the
+  /// kernel refuses the binding (a container's seccomp profile, say) the buffer is allocated all the
+  /// same, once warned. Throws as the constructor above.
+  host_buffer(std::size_t bytes, bool pinned, std::optional<unsigned> numa_node);
   host_buffer(host_buffer&& other) noexcept;
   host_buffer& operator=(host_buffer&& other) noexcept;
   host_buffer(const host_buffer&) = delete;
@@ -24,10 +31,16 @@ class host_buffer {
 
  private:
   void reset() noexcept;
+  enum class origin : unsigned char { none, cuda_host, aligned, mapped };
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;
+  std::size_t mapped_ = 0;  ///< the mapping's length (origin::mapped)
   bool pinned_ = false;
+  origin origin_ = origin::none;
 };
+
+/// The NUMA node (OS index) the page holding `address` is on, or -1 where the kernel does not say.
+[[nodiscard]] int numa_node_of(const void* address) noexcept;
 
 /// A device allocation on the current CUDA device (cudaMalloc). Move-only.
 class device_buffer {

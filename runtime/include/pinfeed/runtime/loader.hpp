@@ -26,15 +26,27 @@ namespace pinfeed {
 /// (see loader_options).
 inline constexpr std::size_t auto_tune = ~std::size_t{0};
 
+/// Where the loader puts its threads and pinned slots (loader_options::bind).
+enum class cpu_binding {
+  /// The node plan's place for this rank (pinfeed::this_node_plan()): workers and the feeder run on
+  /// its share of the CPUs close to its GPU (always within the affinity the process was given), and
+  /// pinned host slots are allocated on the GPU's NUMA node where the machine has more than one.
+  /// Nothing is placed where the plan knows no GPU locality, or when the loader's device is not the
+  /// plan's GPU (device auto is: CUDA device LOCAL_RANK).
+  plan,
+  none,  ///< as the operating system places them
+};
+
 struct loader_options {
   std::size_t batch_size = 32;
-  /// Worker threads; 0 = as many as TBB allows. TBB caps the threads of a process
-  /// (tbb::global_control::max_allowed_parallelism, by default the hardware threads, one of them
-  /// the caller's), and the loader runs min(workers, that cap - 1) and logs a warning when that is
-  /// fewer than asked. The loader never changes the cap: an application that wants more workers
+  /// Worker threads; 0 = this rank's cores in the node plan (pinfeed::this_node_plan(): the cores
+  /// its affinity mask and cgroup CPU quota leave, divided among the ranks on this node), within
+  /// TBB's cap. TBB caps the threads of a process (tbb::global_control::max_allowed_parallelism, by
+  /// default the hardware threads, one of them the caller's), and the loader runs
+  /// min(workers, that cap - 1) and logs a warning when that is fewer than asked. The loader never changes the cap: an application that wants more workers
   /// than that holds its own tbb::global_control while the loader lives (the pinfeed tools do).
   ///
-  /// auto_tune: the loader chooses, as it runs, between 1 and that cap, starting at the cap. It
+  /// auto_tune: the loader chooses, as it runs, between 1 and what 0 would run, starting there. It
   /// measures windows of delivered batches (a quarter of a second at least): while the consumer
   /// waits for batches and a core idles it adds workers, keeping each step only when the batches come at least 5%
   /// faster; when the consumer never waits it gives workers back. loader::tuning() reports the
@@ -71,9 +83,13 @@ struct loader_options {
   /// The most bytes the loader and its source may hold: the host slots (pinned with a GPU), the
   /// device slots and what the source reports (source::memory(): sample caches, a remote reader's
   /// shard cache or read-ahead). A loader that would need more fails at construction with a
-  /// message naming each part's bytes and the budget; so does a budget above this machine's
-  /// memory. Unset: no budget.
+  /// message naming each part's bytes and the budget; so does a budget above the memory this
+  /// process may use (the node plan's: physical memory or its cgroup's limit). Unset: this rank's
+  /// share of that memory (divided among the ranks on this node) bounds the host's parts - the
+  /// host slots and the source's - and prefetch auto grows within half of it; settings that cannot
+  /// fit fail at construction, naming the limit and where it came from.
   std::optional<std::uint64_t> memory_budget{};
+  cpu_binding bind = cpu_binding::plan;  ///< where threads and pinned slots go (see cpu_binding)
   bool trace = false;                  ///< record stage spans for a Chrome trace
   std::size_t trace_max_events = 1u << 20;
 };

@@ -50,6 +50,7 @@ struct cudaDeviceProp {
   int major, minor;
   std::size_t totalGlobalMem;
   int asyncEngineCount, multiProcessorCount;
+  int pciDomainID, pciBusID, pciDeviceID;
 };
 
 namespace pinfeed::detail {
@@ -105,6 +106,9 @@ static inline cudaError_t cudaHostAlloc(void** p, std::size_t, unsigned) {
   return cudaErrorNoDevice;
 }
 static inline cudaError_t cudaFreeHost(void*) { return cudaErrorNoDevice; }
+inline constexpr unsigned cudaHostRegisterPortable = 0x01;
+static inline cudaError_t cudaHostRegister(void*, std::size_t, unsigned) { return cudaErrorNoDevice; }
+static inline cudaError_t cudaHostUnregister(void*) { return cudaErrorNoDevice; }
 static inline cudaError_t cudaMemcpy(void*, const void*, std::size_t, cudaMemcpyKind) { return cudaErrorNoDevice; }
 static inline cudaError_t cudaMemcpyAsync(void*, const void*, std::size_t, cudaMemcpyKind, cudaStream_t = nullptr) {
   return cudaErrorNoDevice;

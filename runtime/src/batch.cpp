@@ -5,6 +5,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -203,29 +204,28 @@ Managed* publish(std::unique_ptr<dlpack_holder> holder, Managed* out) {
   return out;
 }
 
-DLManagedTensor* make_view(const tensor_view& v, std::shared_ptr<detail::slot_lease> lease,
-                           std::optional<cudaStream_t> reader_stream) {
+/// A view of field view `v` of the lease's slot: the classic struct or DLPack 1.x's versioned one.
+template <class Managed>
+Managed* make_view(const tensor_view& v, std::shared_ptr<detail::slot_lease> lease,
+                   std::optional<cudaStream_t> reader_stream) {
   auto holder = make_holder(v, std::move(lease), reader_stream);
-  DLManagedTensor& m = holder->tensor;
-  fill_tensor(m.dl_tensor, v, *holder);
-  m.manager_ctx = holder.get();
-  m.deleter = &delete_classic;
-  return publish(std::move(holder), &m);
-}
-
+  Managed* m = nullptr;
+  if constexpr (std::is_same_v<Managed, DLManagedTensor>) {
+    m = &holder->tensor;
+    m->deleter = &delete_classic;
+  }
 #if PINFEED_HAS_DLPACK_VERSIONED
-DLManagedTensorVersioned* make_versioned_view(const tensor_view& v, std::shared_ptr<detail::slot_lease> lease,
-                                              std::optional<cudaStream_t> reader_stream) {
-  auto holder = make_holder(v, std::move(lease), reader_stream);
-  DLManagedTensorVersioned& m = holder->versioned;
-  m.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-  fill_tensor(m.dl_tensor, v, *holder);
-  m.manager_ctx = holder.get();
-  m.deleter = &delete_versioned;
-  m.flags = DLPACK_FLAG_BITMASK_READ_ONLY;  // the slot is the loader's to write, never the reader's
-  return publish(std::move(holder), &m);
-}
+  if constexpr (std::is_same_v<Managed, DLManagedTensorVersioned>) {
+    m = &holder->versioned;
+    m->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+    m->flags = DLPACK_FLAG_BITMASK_READ_ONLY;  // the slot is the loader's to write, never the reader's
+    m->deleter = &delete_versioned;
+  }
 #endif
+  fill_tensor(m->dl_tensor, v, *holder);
+  m->manager_ctx = holder.get();
+  return publish(std::move(holder), m);
+}
 
 }  // namespace
 
@@ -239,24 +239,20 @@ std::optional<cudaStream_t> batch::order_reader(cudaStream_t reader_stream) cons
 }
 
 DLManagedTensor* batch::to_dlpack(std::string_view name) const {
-  const tensor_view v = field(name);
-  return make_view(v, lease_, std::nullopt);
+  return make_view<DLManagedTensor>(field(name), lease_, std::nullopt);
 }
 
 DLManagedTensor* batch::to_dlpack(std::string_view name, cudaStream_t reader_stream) const {
-  const tensor_view v = field(name);
-  return make_view(v, lease_, order_reader(reader_stream));
+  return make_view<DLManagedTensor>(field(name), lease_, order_reader(reader_stream));
 }
 
 #if PINFEED_HAS_DLPACK_VERSIONED
 DLManagedTensorVersioned* batch::to_dlpack_versioned(std::string_view name) const {
-  const tensor_view v = field(name);
-  return make_versioned_view(v, lease_, std::nullopt);
+  return make_view<DLManagedTensorVersioned>(field(name), lease_, std::nullopt);
 }
 
 DLManagedTensorVersioned* batch::to_dlpack_versioned(std::string_view name, cudaStream_t reader_stream) const {
-  const tensor_view v = field(name);
-  return make_versioned_view(v, lease_, order_reader(reader_stream));
+  return make_view<DLManagedTensorVersioned>(field(name), lease_, order_reader(reader_stream));
 }
 #endif
 

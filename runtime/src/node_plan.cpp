@@ -419,7 +419,12 @@ std::string cpu_list(const std::vector<unsigned>& cpus) {
   for (std::size_t i = 0; i < cpus.size();) {
     std::size_t j = i;
     while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
-    out += (out.empty() ? "" : ",") + std::to_string(cpus[i]) + (j > i ? "-" + std::to_string(cpus[j]) : std::string());
+    if (!out.empty()) out += ',';
+    out += std::to_string(cpus[i]);
+    if (j > i) {
+      out += '-';
+      out += std::to_string(cpus[j]);
+    }
     i = j + 1;
   }
   return out;

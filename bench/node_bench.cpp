@@ -62,6 +62,7 @@ round_result run_ranks(const node_bench_options& o, const setting& s, const std:
     std::vector<std::string> args = {tool,      "run",          "--device",    "cpu",     "--samples", std::to_string(o.samples),
                                      "--height", std::to_string(o.height), "--width", std::to_string(o.width),
                                      "--batch",  std::to_string(o.batch), "--shuffle", "--seed", "7"};
+    if (!o.transforms.empty()) args.insert(args.end(), {"--transforms", o.transforms});
     args.insert(args.end(), s.args.begin(), s.args.end());
     // This process's environment without a launcher's variables: each rank gets its own below.
     auto launcher_variable = [](const std::string& v) {
@@ -228,6 +229,7 @@ void run_node_bench(const node_bench_options& o, std::ostream& out) {
   for (std::size_t i = 0; i < settings.size(); ++i) {
     nlohmann::json row = {{"bench", "node"}, {"ranks", o.ranks}, {"setting", settings[i].name},
                           {"samples", o.samples}, {"image", std::to_string(o.height) + "x" + std::to_string(o.width)},
+                          {"transforms", o.transforms},
                           {"node_images_per_s", median_of(figures[i])}, {"rounds_images_per_s", figures[i]}};
     if (settings[i].workers) row["workers"] = settings[i].workers;
     else row["rank_workers"] = workers[i];

@@ -15,8 +15,9 @@ namespace pinfeed::bench {
 
 struct node_bench_options {
   std::size_t ranks = 2;                ///< local ranks started together
-  std::uint64_t samples = 2048;         ///< synthetic images of the whole dataset (each rank takes its shard)
-  std::size_t height = 256, width = 256;
+  std::uint64_t samples = 4096;         ///< synthetic images of the whole dataset (each rank takes its shard)
+  std::size_t height = 1024, width = 1024;
+  std::string transforms = "crop(256),mask(0.25),ycbcr,scale";  ///< the article's pipeline (CPU-bound)
   std::size_t batch = 32;
   int rounds = 3;                       ///< every setting once a round, interleaved; a row's figure is its median
   std::vector<std::size_t> fixed;       ///< the fixed workers per rank tried; empty: 1 to the hardware threads / ranks

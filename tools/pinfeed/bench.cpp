@@ -130,6 +130,7 @@ void add_node(CLI::App* bench, command_list& out) {
   n->add_option("--height", no.height, "image height")->check(CLI::PositiveNumber);
   n->add_option("--width", no.width, "image width")->check(CLI::PositiveNumber);
   n->add_option("-b,--batch", no.batch, "batch size")->check(CLI::PositiveNumber);
+  n->add_option("--transforms", no.transforms, "per-sample pipeline of every rank (empty: none)");
   n->add_option("--rounds", no.rounds, "every setting once a round (median reported)")->check(CLI::PositiveNumber);
   n->add_option("--fixed", no.fixed, "fixed workers per rank to try (default: 1 to hardware threads / ranks)")
       ->check(CLI::PositiveNumber)->delimiter(',');

@@ -67,7 +67,7 @@ PY
 done
 
 # --- pinfeed bench node, small: every row there, the many-workers batches equal -------------------
-if "$pf" bench node --ranks 2 --samples 256 --height 32 --width 32 --rounds 1 --fixed 1 >"$work/bench.jsonl" 2>"$work/bench.err" &&
+if "$pf" bench node --ranks 2 --samples 256 --height 32 --width 32 --transforms "" --rounds 1 --fixed 1 >"$work/bench.jsonl" 2>"$work/bench.err" &&
    python3 - "$work/bench.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]

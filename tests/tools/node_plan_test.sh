@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The node plan on this host, as a user meets it:
 # - local ranks under mpirun: with 2 ranks, the workers of both together never exceed the usable
-#   cores; with 4, each runs one; every rank's batches equal those of a fixed worker count;
+#   cores; with 4, each runs one; every rank's batches equal those of the same rank without the
+#   plan (PINFEED_NODE_PLAN=off: every rank at the TBB cap);
 # - a real cgroup (root, writable v1 or v2 controllers; skipped with the reason elsewhere): a quota
 #   of 0.5 CPU and a 512 MiB memory limit give `pinfeed info --json` 1 core and 512 MiB, `pinfeed
 #   run` with slots that cannot fit fails naming the limit's file (exit 1), and on auto it runs
@@ -31,8 +32,8 @@ for n in 2 4; do
     { bad "mpirun -np $n pinfeed info --json"; cat "$work/info-$n.err" "$work"/info-$n-*.txt; continue; }
   PREFIX=$work/auto-$n per_rank $n "$work/auto-$n" "${common[@]}" ||
     { bad "mpirun -np $n pinfeed run (workers auto)"; cat "$work/auto-$n.err" "$work"/auto-$n-*.txt; continue; }
-  PREFIX=$work/fixed-$n per_rank $n "$work/fixed-$n" "${common[@]}" --workers 2 ||
-    { bad "mpirun -np $n pinfeed run --workers 2"; cat "$work/fixed-$n.err" "$work"/fixed-$n-*.txt; continue; }
+  PINFEED_NODE_PLAN=off PREFIX=$work/off-$n per_rank $n "$work/off-$n" "${common[@]}" ||
+    { bad "mpirun -np $n pinfeed run without the plan"; cat "$work/off-$n.err" "$work"/off-$n-*.txt; continue; }
   if python3 - "$work" "$n" "$cores" <<'PY'
 import json, re, sys
 work, n, cores = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -49,7 +50,8 @@ def runs(name):
             if line.startswith("batch "): sums.setdefault(r, []).append(line)
     return workers, sums
 auto_w, auto_sums = runs("auto")
-fixed_w, fixed_sums = runs("fixed")
+off_w, off_sums = runs("off")
+assert all(w == cores for w in off_w.values()), f"without the plan every rank runs the TBB cap: {off_w}"
 assert sorted(auto_w) == list(range(n)), auto_w
 # Each rank on auto runs its plan's cores (the tool's TBB cap is the hardware threads).
 for r, w in auto_w.items():
@@ -58,9 +60,9 @@ total = sum(auto_w.values())
 if n == 2: assert total <= cores, f"2 ranks run {auto_w} workers on {cores} cores"
 if n == 4 and cores <= 4: assert all(w == 1 for w in auto_w.values()), auto_w
 for r in range(n):
-    assert auto_sums.get(r) and auto_sums[r] == fixed_sums.get(r), f"rank {r}: batches differ from --workers 2"
+    assert auto_sums.get(r) and auto_sums[r] == off_sums.get(r), f"rank {r}: batches differ from the run without the plan"
 print(f"{n} ranks: workers on auto {dict(sorted(auto_w.items()))} on {cores} cores; "
-      f"{sum(len(v) for v in auto_sums.values())} batch digests equal to --workers 2")
+      f"{sum(len(v) for v in auto_sums.values())} batch digests equal to those without the plan ({off_w} workers)")
 PY
   then ok "mpirun -np $n: the plan's ranks, workers within the cores, batches unchanged"
   else bad "mpirun -np $n: the plan's ranks, workers within the cores, batches unchanged"; fi

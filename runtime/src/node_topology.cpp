@@ -43,11 +43,7 @@ std::optional<topology_facts> read_topology(const std::optional<std::string>& xm
     return std::nullopt;
   }
   topology_facts f;
-  const int nodes = hwloc_get_nbobjs_by_type(raw, HWLOC_OBJ_NUMANODE);
-  for (int i = 0; i < nodes; ++i) {
-    const hwloc_obj_t n = hwloc_get_obj_by_type(raw, HWLOC_OBJ_NUMANODE, static_cast<unsigned>(i));
-    f.numa_nodes.push_back({n->os_index, members(n->cpuset)});
-  }
+  f.numa_nodes = static_cast<std::size_t>(std::max(0, hwloc_get_nbobjs_by_type(raw, HWLOC_OBJ_NUMANODE)));
   for (hwloc_obj_t d = hwloc_get_next_pcidev(raw, nullptr); d != nullptr; d = hwloc_get_next_pcidev(raw, d)) {
     const auto& pci = d->attr->pcidev;
     if (pci.vendor_id != 0x10de || (pci.class_id >> 8) != 0x03) continue;

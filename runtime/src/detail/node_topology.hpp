@@ -9,10 +9,6 @@
 namespace pinfeed::detail {
 
 struct topology_facts {
-  struct numa_node {
-    unsigned os_index = 0;
-    std::vector<unsigned> cpus;  ///< OS indices, ascending
-  };
   struct gpu {
     std::string bus_id;  ///< "0000:3b:00.0", lower-case hex
     /// The cores of its closest non-I/O ancestor (a package, a NUMA node), each as its hardware
@@ -20,7 +16,7 @@ struct topology_facts {
     std::vector<std::vector<unsigned>> close_cores;
     std::vector<unsigned> numa_nodes;  ///< the NUMA nodes (OS indices) of that ancestor
   };
-  std::vector<numa_node> numa_nodes;
+  std::size_t numa_nodes = 0;  ///< of the machine
   std::vector<gpu> gpus;  ///< NVIDIA display or 3D controllers (PCI vendor 0x10de, class 0x03), by bus id
 };
 

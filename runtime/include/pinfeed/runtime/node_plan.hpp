@@ -13,6 +13,9 @@
 
 namespace pinfeed {
 
+/// What set a plan's cores: the least of the three.
+enum class cores_limit { hardware_threads, affinity_mask, cgroup_quota };
+
 /// One process's share of the node.
 struct node_plan {
   // --- cores ---------------------------------------------------------------------------------
@@ -23,6 +26,7 @@ struct node_plan {
   std::optional<double> quota_cpus;     ///< the least cgroup CPU quota on the way to the root, in CPUs
   std::string quota_source;             ///< the file that set it ("/sys/fs/cgroup/x/cpu.max")
   std::size_t cores = 1;                ///< the least of the three (the quota rounded up), 1 at least
+  cores_limit cores_limited_by = cores_limit::hardware_threads;
   std::string cores_source;             ///< why: "cgroup quota 0.5 CPUs (...)", "affinity mask", ...
   // --- memory --------------------------------------------------------------------------------
   std::uint64_t physical_memory = 0;    ///< the machine's memory (0 where the system does not say)

@@ -115,10 +115,16 @@ void validate(const loader_options& o) {
 
 namespace detail {
 
-bool plan_places(const loader_options& o, const device_choice& dev) {
-  if (o.bind != cpu_binding::plan || !dev.is_cuda()) return false;  // a CPU loader never asks CUDA
+node_place place_of(const loader_options& o, const device_choice& dev) {
+  node_place place;
+  place.cores = this_node_plan_without_gpu().rank_cores;
+  if (o.bind != cpu_binding::plan || !dev.is_cuda()) return place;  // a CPU loader never asks CUDA
   const node_plan& plan = this_node_plan();
-  return plan.gpu && *plan.gpu == dev.index && !plan.rank_cpus.empty();
+  if (!plan.gpu || *plan.gpu != dev.index || plan.rank_cpus.empty()) return place;
+  place.cpus = plan.rank_cpus;
+  place.cores = plan.placed_cores;
+  if (plan.numa_nodes >= 2) place.numa_node = plan.numa_node;  // one node: nothing to choose
+  return place;
 }
 
 slot_plan plan_slots(const loader_options& o, const std::vector<field_spec>& fields, bool cuda, source& src) {
@@ -221,19 +227,19 @@ slot_plan plan_slots(const loader_options& o, const std::vector<field_spec>& fie
   return p;
 }
 
-loader_core::loader_core(const loader_options& o, std::vector<field_spec> f, device_choice d, slot_plan plan)
+loader_core::loader_core(const loader_options& o, std::vector<field_spec> f, device_choice d, slot_plan plan,
+                         std::optional<unsigned> numa)
     : options(o),
       fields(std::move(f)),
       field_offset(std::move(plan.field_offset)),
       slot_bytes(plan.slot_bytes),
       options_used(std::move(plan.options_used)),
       dev(d),
+      numa_node(numa),
       ring(plan.prefetch_most + o.max_batches_in_use),
       host(ring.size()),
       device(ring.size()) {
   const std::size_t slots = ring.size();
-  // The node plan's place: pinned slots on the GPU's NUMA node, where the machine has several.
-  if (plan_places(o, dev) && this_node_plan().numa_nodes >= 2) numa_node = this_node_plan().numa_node;
   meta.reset(new slot_meta[slots]);
   for (std::size_t s = 0; s < slots; ++s) meta[s].indices.resize(o.batch_size);
   if (o.trace) trace = std::make_unique<trace_recorder>(o.trace_max_events);
@@ -429,7 +435,9 @@ struct loader::impl {
   std::uint64_t dataset_size;
   std::optional<epoch_order> order;
   std::uint64_t batches;
-  std::size_t worker_most;  // the arena's concurrency
+  device_choice device;
+  detail::node_place place;  // where the node plan puts workers, the feeder and host slots
+  std::size_t worker_most;   // the arena's concurrency
   std::shared_ptr<detail::loader_core> core;
   tbb::task_arena arena;
 
@@ -446,8 +454,6 @@ struct loader::impl {
   double window_cpu_s = 0;
 
   std::thread feeder;
-  std::vector<unsigned> place_cpus;  // where workers and the feeder run (empty: not placed)
-  std::size_t tuner_cores = 1;       // the cores the tuner judges idleness against (plan_cores)
   std::atomic<bool> stopping{false};
   /// Counts queued and running tasks. Shared with every task, so a worker that finishes the
   /// last task can still notify after cancel() has seen the count reach zero and returned.
@@ -489,24 +495,15 @@ std::uint64_t batches_in(std::uint64_t positions, const loader_options& o) noexc
   return o.drop_last ? positions / o.batch_size : (positions + o.batch_size - 1) / o.batch_size;
 }
 
-/// This rank's cores in the node plan: its share of the cores its affinity mask, cgroup quota and
-/// local ranks leave, or, for a loader the plan places near its GPU, the CPUs it is placed on.
-std::size_t plan_cores(const loader_options& o) {
-  if (o.bind == cpu_binding::plan && o.device.which() != device_spec::kind::cpu) {
-    const device_choice dev = resolve_device(o.device);
-    if (detail::plan_places(o, dev)) return this_node_plan().placed_cores;
-  }
-  return this_node_plan_without_gpu().rank_cores;
+/// The workers of auto_tune's ceiling and of workers = 0: the node plan's cores for this loader
+/// (detail::node_place::cores), within TBB's cap.
+std::size_t planned_workers(const detail::node_place& place) {
+  return std::max<std::size_t>(1, std::min(tbb_worker_limit(), place.cores));
 }
 
-/// The workers of auto_tune's ceiling and of workers = 0: plan_cores, within TBB's cap.
-std::size_t planned_workers(const loader_options& o) {
-  return std::max<std::size_t>(1, std::min(tbb_worker_limit(), plan_cores(o)));
-}
-
-std::size_t effective_workers(std::size_t requested, const loader_options& o) {
+std::size_t effective_workers(std::size_t requested, const detail::node_place& place) {
   const std::size_t limit = tbb_worker_limit();
-  if (requested == 0) return planned_workers(o);
+  if (requested == 0) return planned_workers(place);
   if (requested > limit)
     log(log_level::warn, "loader: " + std::to_string(requested) + " workers asked for, but TBB allows " +
                              std::to_string(limit) + (limit == 1 ? " worker thread" : " worker threads") + " in this process (tbb::global_control::"
@@ -521,7 +518,9 @@ loader::impl::impl(std::shared_ptr<source> s, loader_options o)
     : src(std::move(s)),
       dataset_size(0),
       batches(0),
-      worker_most((validate(o), o.workers == auto_tune ? planned_workers(o) : effective_workers(o.workers, o))),
+      device((validate(o), resolve_device(o.device))),
+      place(detail::place_of(o, device)),
+      worker_most(o.workers == auto_tune ? planned_workers(place) : effective_workers(o.workers, place)),
       arena(static_cast<int>(worker_most), 0) {
   if (!src) throw std::invalid_argument("loader needs a source, got a null pointer");
   dataset_size = src->size();
@@ -536,15 +535,12 @@ loader::impl::impl(std::shared_ptr<source> s, loader_options o)
     throw std::invalid_argument("source '" + src->name() + "' gives this rank " + std::to_string(per_epoch) +
                                 " samples per epoch, fewer than batch_size " + std::to_string(o.batch_size) +
                                 " with drop_last set: an epoch would be empty");
-  const device_choice dev = resolve_device(o.device);
-  if (o.after_copy && !dev.is_cuda())
+  if (o.after_copy && !device.is_cuda())
     throw std::invalid_argument("loader option after_copy hooks the host-to-device copy, but batches stay on the " +
-                                dev.to_string() + ": nothing is copied");
-  detail::slot_plan plan = detail::plan_slots(o, fields, dev.is_cuda(), *src);
+                                device.to_string() + ": nothing is copied");
+  detail::slot_plan plan = detail::plan_slots(o, fields, device.is_cuda(), *src);
   const std::size_t first_prefetch = plan.prefetch;
-  core = std::make_shared<detail::loader_core>(o, std::move(fields), dev, std::move(plan));
-  if (detail::plan_places(o, dev)) place_cpus = this_node_plan().rank_cpus;  // near the GPU
-  tuner_cores = plan_cores(o);
+  core = std::make_shared<detail::loader_core>(o, std::move(fields), device, std::move(plan), place.numa_node);
   core->ring.set_usable(first_prefetch + o.max_batches_in_use);
   const bool workers_auto = o.workers == auto_tune, prefetch_auto = o.prefetch == auto_tune;
   active = worker_most;  // auto starts where a fixed 0 stays: as many as TBB allows
@@ -596,7 +592,7 @@ void loader::impl::spawn_runners() {
 }
 
 void loader::impl::runner() {
-  const scoped_cpu_binding placed(place_cpus);  // a TBB thread: given back its affinity after
+  const scoped_cpu_binding placed(place.cpus);  // a TBB thread: given back its affinity after
   std::unique_lock lock(pool_mutex);
   --starting;
   // Runs queued chunks until there are none, or more runners than the workers asked for.
@@ -626,7 +622,7 @@ void loader::impl::judge_window() {
   const double seconds = 1e-9 * static_cast<double>(now_ns() - window_start_ns - window_excluded_ns);
   if (seconds < 0.25 || window_batches < 4) return;
   const detail::tuner_window w{seconds, 1e-9 * static_cast<double>(window_wait_ns),
-                               (process_cpu_seconds() - window_cpu_s) / seconds, static_cast<double>(tuner_cores),
+                               (process_cpu_seconds() - window_cpu_s) / seconds, static_cast<double>(place.cores),
                                window_samples};
   const std::size_t prefetch_before = tuner->prefetch();
   if (tuner->judge(w)) {
@@ -693,7 +689,7 @@ void loader::impl::start(std::uint32_t e, std::uint64_t first_batch) {
 }
 
 void loader::impl::feed(std::uint32_t e, std::uint64_t first_batch, std::uint64_t base) {
-  const scoped_cpu_binding placed(place_cpus);
+  const scoped_cpu_binding placed(place.cpus);
   auto& c = *core;
   const std::size_t B = c.options.batch_size;
   // This thread waits on the loader's events: it works on the loader's device, so that a CUDA call

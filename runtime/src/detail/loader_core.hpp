@@ -65,15 +65,24 @@ struct slot_plan {
 [[nodiscard]] slot_plan plan_slots(const loader_options& o, const std::vector<field_spec>& fields, bool cuda,
                                    source& src);
 
-/// Whether the node plan places this loader (loader_options::bind): its device is the plan's GPU.
-[[nodiscard]] bool plan_places(const loader_options& o, const device_choice& dev);
+/// Where the node plan puts a loader on `dev` (loader_options::bind): the CPUs its workers and
+/// feeder run on and the NUMA node of its host slots (none when it is not placed: bind none, a
+/// device that is not the plan's GPU, no locality known), and the cores its workers on auto (or 0)
+/// are held to: the CPUs placed on, else the rank's share. A CPU loader never asks CUDA for it.
+struct node_place {
+  std::vector<unsigned> cpus;
+  std::optional<unsigned> numa_node;
+  std::size_t cores = 1;
+};
+[[nodiscard]] node_place place_of(const loader_options& o, const device_choice& dev);
 
 /// The most batches prefetch auto takes.
 inline constexpr std::size_t kAutoPrefetchMost = 8;
 
 struct loader_core {
   /// Allocates the slots of the plan's first prefetch; the others wait for allocate_slots().
-  loader_core(const loader_options& o, std::vector<field_spec> f, device_choice d, slot_plan plan);
+  loader_core(const loader_options& o, std::vector<field_spec> f, device_choice d, slot_plan plan,
+              std::optional<unsigned> numa_node);
   ~loader_core() { release_cuda(); }
   /// Finishes queued copies and consumer work, then destroys streams and events and frees memory,
   /// with the loader's device current (the caller's restored after).

@@ -170,16 +170,6 @@ void delete_classic(DLManagedTensor* self) noexcept { delete_view(self); }
 void delete_versioned(DLManagedTensorVersioned* self) noexcept { delete_view(self); }
 #endif
 
-/// A holder for a view of field view `v` of the lease's slot.
-std::unique_ptr<dlpack_holder> make_holder(const tensor_view& v, std::shared_ptr<detail::slot_lease> lease,
-                                           std::optional<cudaStream_t> reader_stream) {
-  auto holder = std::make_unique<dlpack_holder>();
-  holder->lease = std::move(lease);
-  holder->reader_stream = reader_stream;
-  holder->shape.assign(v.shape.begin(), v.shape.end());
-  return holder;
-}
-
 void fill_tensor(DLTensor& t, const tensor_view& v, dlpack_holder& holder) {
   t.data = v.data;
   const auto& c = *holder.lease->core;
@@ -192,23 +182,14 @@ void fill_tensor(DLTensor& t, const tensor_view& v, dlpack_holder& holder) {
   t.byte_offset = 0;
 }
 
-/// Registers the view `out` (a struct inside `holder`) as live and hands the holder over to it.
-template <class Managed>
-Managed* publish(std::unique_ptr<dlpack_holder> holder, Managed* out) {
-  {
-    auto& live = live_views::get();
-    std::lock_guard lock(live.mutex);
-    live.views.emplace(out, holder.get());  // may throw bad_alloc: the holder is freed, nothing leaks
-  }
-  (void)holder.release();
-  return out;
-}
-
 /// A view of field view `v` of the lease's slot: the classic struct or DLPack 1.x's versioned one.
 template <class Managed>
 Managed* make_view(const tensor_view& v, std::shared_ptr<detail::slot_lease> lease,
                    std::optional<cudaStream_t> reader_stream) {
-  auto holder = make_holder(v, std::move(lease), reader_stream);
+  auto holder = std::make_unique<dlpack_holder>();
+  holder->lease = std::move(lease);
+  holder->reader_stream = reader_stream;
+  holder->shape.assign(v.shape.begin(), v.shape.end());
   Managed* m = nullptr;
   if constexpr (std::is_same_v<Managed, DLManagedTensor>) {
     m = &holder->tensor;
@@ -224,26 +205,33 @@ Managed* make_view(const tensor_view& v, std::shared_ptr<detail::slot_lease> lea
 #endif
   fill_tensor(m->dl_tensor, v, *holder);
   m->manager_ctx = holder.get();
-  return publish(std::move(holder), m);
+  {
+    auto& live = live_views::get();
+    std::lock_guard lock(live.mutex);
+    live.views.emplace(m, holder.get());  // may throw bad_alloc: the holder is freed, nothing leaks
+  }
+  (void)holder.release();  // the view owns it now: its deleter frees it
+  return m;
+}
+
+/// Makes `reader_stream` wait on the copy of lease `l`'s slot, without the host waiting; the stream
+/// a view's deleter fences (none on the CPU path: host memory, nothing to order).
+std::optional<cudaStream_t> order_reader(const detail::slot_lease& l, cudaStream_t reader_stream) {
+  const auto& c = *l.core;
+  if (!c.dev.is_cuda()) return std::nullopt;
+  device_guard guard(c.dev.index);
+  PINFEED_CUDA_TRY(cudaStreamWaitEvent(reader_stream, c.meta[l.slot].copy_event.get(), 0));
+  return reader_stream;
 }
 
 }  // namespace
-
-std::optional<cudaStream_t> batch::order_reader(cudaStream_t reader_stream) const {
-  const auto& c = *lease().core;
-  if (!c.dev.is_cuda()) return std::nullopt;  // host memory: no stream to order
-  device_guard guard(c.dev.index);
-  // The reader's stream sees the copied data without the host waiting.
-  PINFEED_CUDA_TRY(cudaStreamWaitEvent(reader_stream, c.meta[lease_->slot].copy_event.get(), 0));
-  return reader_stream;
-}
 
 DLManagedTensor* batch::to_dlpack(std::string_view name) const {
   return make_view<DLManagedTensor>(field(name), lease_, std::nullopt);
 }
 
 DLManagedTensor* batch::to_dlpack(std::string_view name, cudaStream_t reader_stream) const {
-  return make_view<DLManagedTensor>(field(name), lease_, order_reader(reader_stream));
+  return make_view<DLManagedTensor>(field(name), lease_, order_reader(lease(), reader_stream));
 }
 
 #if PINFEED_HAS_DLPACK_VERSIONED
@@ -252,7 +240,7 @@ DLManagedTensorVersioned* batch::to_dlpack_versioned(std::string_view name) cons
 }
 
 DLManagedTensorVersioned* batch::to_dlpack_versioned(std::string_view name, cudaStream_t reader_stream) const {
-  return make_view<DLManagedTensorVersioned>(field(name), lease_, order_reader(reader_stream));
+  return make_view<DLManagedTensorVersioned>(field(name), lease_, order_reader(lease(), reader_stream));
 }
 #endif
 

@@ -5,7 +5,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -112,9 +111,6 @@ class batch {
 
  private:
   const detail::slot_lease& lease() const;
-  /// Makes `reader_stream` wait on this batch's copy; the stream a view's deleter fences (none on
-  /// the CPU path).
-  std::optional<cudaStream_t> order_reader(cudaStream_t reader_stream) const;
   std::shared_ptr<detail::slot_lease> lease_;
 };
 

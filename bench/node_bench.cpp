@@ -1,8 +1,6 @@
 #include "node_bench.hpp"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,8 +17,7 @@
 #include <thread>
 
 #include "bench_rows.hpp"
-
-extern char** environ;
+#include "loopback_servers.hpp"  // spawn_server (extern environ)
 
 namespace pinfeed::bench {
 namespace {
@@ -53,69 +50,66 @@ std::size_t workers_of(const std::string& output) {
   return start == std::string::npos ? 0 : std::strtoull(output.c_str() + start + 2, nullptr, 10);
 }
 
+/// Waits for `pid`; "" when it exited 0, else how it ended.
+std::string ended(pid_t pid) {
+  int status = 0;
+  pid_t got = 0;
+  while ((got = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+  }
+  if (got < 0) return std::string("waitpid: ") + std::strerror(errno);
+  if (WIFEXITED(status)) return WEXITSTATUS(status) == 0 ? "" : "exit " + std::to_string(WEXITSTATUS(status));
+  return "signal " + std::to_string(WTERMSIG(status));
+}
+
+/// Starts `tool run ARGS` with `env` (this process's when empty), its output into `log` (anew).
+pid_t start_run(const std::string& tool, std::vector<std::string> args, const std::vector<std::string>& env,
+                const std::string& log) {
+  args.insert(args.begin(), {tool, "run"});
+  std::remove(log.c_str());
+  return loopback::spawn_server(args, env, log);
+}
+
 /// Starts every rank with `s`, waits for all, and returns the node's images/s.
 round_result run_ranks(const node_bench_options& o, const setting& s, const std::string& tool, const std::string& dir) {
+  // This process's environment without a launcher's variables: each rank gets its own below.
+  auto launcher_variable = [](const std::string& v) {
+    for (const char* name : {"LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "RANK=", "WORLD_SIZE=", "PINFEED_NODE_PLAN=",
+                             "PINFEED_LOG_LEVEL=", "OMPI_COMM_WORLD_", "SLURM_", "MPI_LOCAL"})
+      if (v.rfind(name, 0) == 0) return true;
+    return false;
+  };
+  std::vector<std::string> inherited;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (!launcher_variable(*e)) inherited.emplace_back(*e);
   std::vector<pid_t> pids;
   std::vector<std::string> logs;
   const auto t0 = std::chrono::steady_clock::now();
-  for (std::size_t r = 0; r < o.ranks; ++r) {
-    std::vector<std::string> args = {tool,      "run",          "--device",    "cpu",     "--samples", std::to_string(o.samples),
-                                     "--height", std::to_string(o.height), "--width", std::to_string(o.width),
-                                     "--batch",  std::to_string(o.batch), "--shuffle", "--seed", "7"};
-    if (!o.transforms.empty()) args.insert(args.end(), {"--transforms", o.transforms});
-    args.insert(args.end(), s.args.begin(), s.args.end());
-    // This process's environment without a launcher's variables: each rank gets its own below.
-    auto launcher_variable = [](const std::string& v) {
-      for (const char* name : {"LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "RANK=", "WORLD_SIZE=", "PINFEED_NODE_PLAN=",
-                               "PINFEED_LOG_LEVEL=", "OMPI_COMM_WORLD_", "SLURM_", "MPI_LOCAL"})
-        if (v.rfind(name, 0) == 0) return true;
-      return false;
-    };
-    std::vector<std::string> env;
-    for (char** e = environ; *e != nullptr; ++e)
-      if (!launcher_variable(*e)) env.emplace_back(*e);
-    env.push_back("LOCAL_RANK=" + std::to_string(r));
-    env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(o.ranks));
-    env.push_back("RANK=" + std::to_string(r));
-    env.push_back("WORLD_SIZE=" + std::to_string(o.ranks));
-    env.push_back("PINFEED_LOG_LEVEL=warn");
-    if (s.plan_off) env.push_back("PINFEED_NODE_PLAN=off");
-    std::vector<char*> argv, envp;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    logs.push_back(dir + "/rank-" + std::to_string(r) + ".txt");
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, logs.back().c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    pid_t pid = 0;
-    const int err = posix_spawn(&pid, tool.c_str(), &actions, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    if (err != 0) {
-      for (const pid_t p : pids) {
-        (void)kill(p, SIGTERM);
-        (void)waitpid(p, nullptr, 0);
-      }
-      throw std::runtime_error("bench node: cannot start " + tool + " for rank " + std::to_string(r) + ": " + std::strerror(err));
+  try {
+    for (std::size_t r = 0; r < o.ranks; ++r) {
+      std::vector<std::string> args = {"--device", "cpu", "--samples", std::to_string(o.samples), "--height",
+                                       std::to_string(o.height), "--width", std::to_string(o.width), "--batch",
+                                       std::to_string(o.batch), "--shuffle", "--seed", "7"};
+      if (!o.transforms.empty()) args.insert(args.end(), {"--transforms", o.transforms});
+      args.insert(args.end(), s.args.begin(), s.args.end());
+      std::vector<std::string> env = inherited;
+      for (const char* var : {"LOCAL_RANK=", "RANK="}) env.push_back(var + std::to_string(r));
+      for (const char* var : {"LOCAL_WORLD_SIZE=", "WORLD_SIZE="}) env.push_back(var + std::to_string(o.ranks));
+      env.push_back("PINFEED_LOG_LEVEL=warn");
+      if (s.plan_off) env.push_back("PINFEED_NODE_PLAN=off");
+      logs.push_back(dir + "/rank-" + std::to_string(r) + ".txt");
+      pids.push_back(start_run(tool, args, env, logs.back()));
     }
-    pids.push_back(pid);
+  } catch (...) {  // a rank that could not start: the ones started go too
+    for (const pid_t p : pids) {
+      (void)kill(p, SIGTERM);
+      (void)ended(p);
+    }
+    throw;
   }
   std::string failed;
-  for (std::size_t r = 0; r < pids.size(); ++r) {
-    int status = 0;
-    pid_t got = 0;
-    while ((got = waitpid(pids[r], &status, 0)) < 0 && errno == EINTR) {
-    }
-    if (got < 0) {
-      failed += "rank " + std::to_string(r) + " (" + s.name + "): waitpid: " + std::strerror(errno) + "\n";
-      continue;
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-      failed += "rank " + std::to_string(r) + " (" + s.name + ", exit " +
-                std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)) + "): " + read_all(logs[r]) + "\n";
-  }
+  for (std::size_t r = 0; r < pids.size(); ++r)
+    if (const std::string how = ended(pids[r]); !how.empty())
+      failed += "rank " + std::to_string(r) + " (" + s.name + ", " + how + "): " + read_all(logs[r]) + "\n";
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!failed.empty()) throw std::runtime_error("bench node: " + failed);
   round_result out;
@@ -125,27 +119,12 @@ round_result run_ranks(const node_bench_options& o, const setting& s, const std:
 }
 
 /// Runs `tool run ARGS` to its end, its output into `log`; throws naming `what` on failure.
-std::string run_one(const std::string& tool, std::vector<std::string> args, const std::string& log, const std::string& what) {
-  args.insert(args.begin(), {tool, "run"});
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid = 0;
-  const int err = posix_spawn(&pid, tool.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (err != 0) throw std::runtime_error("bench node: cannot start " + tool + " (" + what + "): " + std::strerror(err));
-  int status = 0;
-  pid_t got = 0;
-  while ((got = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
-  }
-  if (got < 0) throw std::runtime_error("bench node: waitpid (" + what + "): " + std::strerror(errno));
+std::string run_one(const std::string& tool, const std::vector<std::string>& args, const std::string& log,
+                    const std::string& what) {
+  const std::string how = ended(start_run(tool, args, {}, log));
   const std::string output = read_all(log);
   std::remove(log.c_str());
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("bench node: " + what + " failed: " + output);
+  if (!how.empty()) throw std::runtime_error("bench node: " + what + " failed (" + how + "): " + output);
   return output;
 }
 
@@ -193,8 +172,9 @@ void run_node_bench(const node_bench_options& o, std::ostream& out) {
   if (o.ranks == 0 || o.ranks > 256) throw std::invalid_argument("bench node: --ranks must be 1 to 256, got " + std::to_string(o.ranks));
   if (o.rounds < 1) throw std::invalid_argument("bench node: --rounds must be at least 1");
   const std::string tool = o.tool.empty() ? std::string("/proc/self/exe") : o.tool;
-  char tmpl[] = "/tmp/pinfeed-bench-node-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("bench node: cannot make a directory under /tmp");
+  std::string tmpl = (std::filesystem::temp_directory_path() / "pinfeed-bench-node-XXXXXX").string();
+  if (mkdtemp(tmpl.data()) == nullptr)
+    throw std::runtime_error("bench node: cannot make a directory like " + tmpl + ": " + std::strerror(errno));
   const std::string dir = tmpl;
   struct remove_dir {  // the rank logs and the directory go on every path, a throwing one too
     std::string path;

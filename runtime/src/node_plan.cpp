@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -68,9 +69,8 @@ std::string cpu_list(const std::vector<unsigned>& cpus) {
 
 std::string cores_word(std::size_t n) { return std::to_string(n) + (n == 1 ? " core" : " cores"); }
 
-/// The GPU this rank's defaults take, the CPUs close to it (through hwloc) and this rank's share
-/// of them among the local ranks near the same CPUs.
-void place_near_gpu(const node_plan_inputs& in, node_plan& p) {
+/// The PCI bus ids of the CUDA devices this process sees, by index, in lower case.
+std::vector<std::string> visible_bus_ids(const node_plan_inputs& in) {
   std::vector<std::string> visible;
   if (in.gpu_bus_ids) {
     visible = *in.gpu_bus_ids;
@@ -79,6 +79,53 @@ void place_near_gpu(const node_plan_inputs& in, node_plan& p) {
   }
   for (auto& b : visible)
     for (auto& c : b) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return visible;
+}
+
+/// This rank's share of `cores` (the GPU's cores it may use, each as its hardware threads): whole
+/// cores, split evenly among the `group` local ranks near them, this one at position `pos`; more
+/// ranks than cores share them.
+void take_share(node_plan& p, const std::vector<std::vector<unsigned>>& cores, std::size_t group, std::size_t pos) {
+  const std::size_t n = cores.size();
+  const std::size_t first = n >= group ? pos * n / group : pos % n, last = n >= group ? (pos + 1) * n / group : first + 1;
+  for (std::size_t c = first; c < last; ++c) p.rank_cpus.insert(p.rank_cpus.end(), cores[c].begin(), cores[c].end());
+  std::sort(p.rank_cpus.begin(), p.rank_cpus.end());
+  // A shared cgroup quota still bounds the workers (rank_cores); else the CPUs placed on do.
+  p.placed_cores = p.cores_limited_by == cores_limit::cgroup_quota ? std::min(p.rank_cores, p.rank_cpus.size())
+                                                                    : p.rank_cpus.size();
+}
+
+const detail::topology_facts::gpu* gpu_by_bus(const detail::topology_facts& facts, const std::string& bus) {
+  for (const auto& g : facts.gpus)
+    if (g.bus_id == bus) return &g;
+  return nullptr;
+}
+
+/// The local ranks whose GPUs are close to the same CPUs as `mine` (this rank's), and this rank's
+/// position among them. The other ranks' GPUs: the same list when every rank sees every GPU; when
+/// each sees only its own, the node's GPUs in bus order, one per local rank.
+std::pair<std::size_t, std::size_t> ranks_near(const node_plan& p, const detail::topology_facts& facts,
+                                               const std::vector<std::string>& visible,
+                                               const detail::topology_facts::gpu& mine) {
+  auto gpu_of = [&](std::size_t r) -> const detail::topology_facts::gpu* {
+    if (r == p.local_rank) return &mine;
+    if (visible.size() > 1) return r < visible.size() ? gpu_by_bus(facts, visible[r]) : nullptr;
+    return facts.gpus.empty() ? nullptr : &facts.gpus[r % facts.gpus.size()];
+  };
+  std::size_t group = 0, pos = 0;
+  for (std::size_t r = 0; r < p.local_ranks; ++r) {
+    const auto* g = gpu_of(r);
+    if (g == nullptr || g->close_cores != mine.close_cores) continue;
+    if (r < p.local_rank) ++pos;
+    ++group;
+  }
+  return {group, pos};
+}
+
+/// The GPU this rank's defaults take, the CPUs close to it (through hwloc) and this rank's share
+/// of them among the local ranks near the same CPUs.
+void place_near_gpu(const node_plan_inputs& in, node_plan& p) {
+  const std::vector<std::string> visible = visible_bus_ids(in);
   std::string why;
   const auto facts = detail::read_topology(in.topology_xml, why);
   if (!facts) {
@@ -100,12 +147,7 @@ void place_near_gpu(const node_plan_inputs& in, node_plan& p) {
   }
   p.gpu = static_cast<int>(dev);
   p.gpu_bus_id = visible[dev];
-  auto find = [&](const std::string& bus) -> const detail::topology_facts::gpu* {
-    for (const auto& g : facts->gpus)
-      if (g.bus_id == bus) return &g;
-    return nullptr;
-  };
-  const auto* mine = find(p.gpu_bus_id);
+  const auto* mine = gpu_by_bus(*facts, p.gpu_bus_id);
   if (mine == nullptr) {
     p.locality_source = "GPU " + std::to_string(dev) + " (PCI " + p.gpu_bus_id + ") is not in the topology";
     p.warnings.push_back("CUDA device " + std::to_string(dev) + "'s PCI bus id " + p.gpu_bus_id +
@@ -132,34 +174,51 @@ void place_near_gpu(const node_plan_inputs& in, node_plan& p) {
     p.warnings.push_back(p.locality_source + ": threads are not placed");
     return;
   }
-  // The other local ranks' GPUs: the same list when every rank sees every GPU; when each sees only
-  // its own, the node's GPUs in bus order, one per local rank.
-  auto gpu_of = [&](std::size_t r) -> const detail::topology_facts::gpu* {
-    if (r == p.local_rank) return mine;
-    if (visible.size() > 1) return r < visible.size() ? find(visible[r]) : nullptr;
-    return facts->gpus.empty() ? nullptr : &facts->gpus[r % facts->gpus.size()];
-  };
-  std::size_t group = 0, pos = 0;
-  for (std::size_t r = 0; r < p.local_ranks; ++r) {
-    const auto* g = gpu_of(r);
-    if (g == nullptr || g->close_cores != mine->close_cores) continue;
-    if (r < p.local_rank) ++pos;
-    ++group;
-  }
+  const auto [group, pos] = ranks_near(p, *facts, visible, *mine);
   p.ranks_near_gpu = group;
   p.locality_source = std::to_string(p.gpu_cpus.size()) + " CPUs close to GPU " + std::to_string(dev) +
                       (p.numa_node ? " (NUMA node " + std::to_string(*p.numa_node) + ")" : std::string()) + ", " +
                       std::to_string(group) + (group == 1 ? " local rank" : " local ranks") + " near them";
   // A launcher bound this rank to CPUs of its own: they are its place.
   if (p.ranks_sharing_cores == 1 && p.local_ranks > 1) return;
-  // Whole cores, split evenly among the ranks near the GPU; more ranks than cores share them.
-  const std::size_t n = cores.size();
-  const std::size_t first = n >= group ? pos * n / group : pos % n, last = n >= group ? (pos + 1) * n / group : first + 1;
-  for (std::size_t c = first; c < last; ++c) p.rank_cpus.insert(p.rank_cpus.end(), cores[c].begin(), cores[c].end());
-  std::sort(p.rank_cpus.begin(), p.rank_cpus.end());
-  // A shared cgroup quota still bounds the workers (rank_cores); else the CPUs placed on do.
-  p.placed_cores = p.cores_limited_by == cores_limit::cgroup_quota ? std::min(p.rank_cores, p.rank_cpus.size())
-                                                                    : p.rank_cpus.size();
+  take_share(p, cores, group, pos);
+}
+
+
+/// The plan's cores: the least of the hardware threads, the affinity mask and the quota read.
+void count_cores(node_plan& p) {
+  p.cores = p.hardware_threads;
+  p.cores_source = "hardware threads";
+  if (p.affinity_cores < p.cores) {
+    p.cores = p.affinity_cores;
+    p.cores_limited_by = cores_limit::affinity_mask;
+    p.cores_source = "affinity mask";
+  }
+  if (p.quota_cpus && std::ceil(*p.quota_cpus - 1e-9) <= static_cast<double>(p.cores)) {
+    p.cores = static_cast<std::size_t>(std::max(1.0, std::ceil(*p.quota_cpus - 1e-9)));
+    p.cores_limited_by = cores_limit::cgroup_quota;
+    std::ostringstream s;
+    s.precision(3);
+    s << "cgroup quota " << *p.quota_cpus << " CPUs: " << p.quota_source;
+    p.cores_source = s.str();
+  }
+}
+
+/// This rank's share of the cores and memory. A cgroup quota is the whole cgroup's: every local
+/// rank's. An affinity mask narrower than the cpuset (or the machine) was set by a launcher
+/// (mpirun --bind-to, srun --cpu-bind, taskset): as many ranks share it as its part of the CPUs
+/// holds of the local ranks (1 for a rank bound to cores of its own, 2 of 4 ranks bound by socket).
+void share_among_ranks(node_plan& p) {
+  const std::size_t bound_to = p.cpuset_cores.value_or(p.hardware_threads);
+  std::size_t sharing = p.local_ranks;
+  if (p.cores_limited_by == cores_limit::affinity_mask && p.affinity_cores < bound_to)
+    sharing = std::clamp<std::size_t>((p.local_ranks * p.affinity_cores + bound_to / 2) / bound_to, 1, p.local_ranks);
+  p.ranks_sharing_cores = sharing;
+  p.rank_cores = std::max<std::size_t>(1, p.cores / sharing);
+  if (p.local_ranks <= 1) p.rank_cores_source = "all of the plan's cores";
+  else if (sharing == 1) p.rank_cores_source = "this rank's own affinity mask (" + cores_word(p.affinity_cores) + " of " + std::to_string(bound_to) + "), not divided";
+  else p.rank_cores_source = cores_word(p.cores) + " / " + std::to_string(sharing) + " local ranks";
+  p.rank_memory = p.memory / p.local_ranks;
 }
 
 }  // namespace
@@ -188,21 +247,7 @@ node_plan make_node_plan(const node_plan_inputs& in) {
     return p;
   }
   detail::read_cgroup_limits(in, p);
-  p.cores = p.hardware_threads;
-  p.cores_source = "hardware threads";
-  if (p.affinity_cores < p.cores) {
-    p.cores = p.affinity_cores;
-    p.cores_limited_by = cores_limit::affinity_mask;
-    p.cores_source = "affinity mask";
-  }
-  if (p.quota_cpus && std::ceil(*p.quota_cpus - 1e-9) <= static_cast<double>(p.cores)) {
-    p.cores = static_cast<std::size_t>(std::max(1.0, std::ceil(*p.quota_cpus - 1e-9)));
-    p.cores_limited_by = cores_limit::cgroup_quota;
-    std::ostringstream s;
-    s.precision(3);
-    s << "cgroup quota " << *p.quota_cpus << " CPUs: " << p.quota_source;
-    p.cores_source = s.str();
-  }
+  count_cores(p);
   // Memory.
   p.physical_memory = in.physical_memory.value_or(physical_memory_bytes());
   p.memory = p.physical_memory;
@@ -214,20 +259,7 @@ node_plan make_node_plan(const node_plan_inputs& in) {
   // Ranks, and this rank's share.
   p.ranks_source = "one process";
   detail::read_local_ranks(env, p);
-  // The ranks that share this process's cores. A cgroup quota is the whole cgroup's: every local
-  // rank's. An affinity mask narrower than the cpuset (or the machine) was set by a launcher
-  // (mpirun --bind-to, srun --cpu-bind, taskset): as many ranks share it as its part of the CPUs
-  // holds of the local ranks (1 for a rank bound to cores of its own, 2 of 4 ranks bound by socket).
-  const std::size_t bound_to = p.cpuset_cores.value_or(p.hardware_threads);
-  std::size_t sharing = p.local_ranks;
-  if (p.cores_limited_by == cores_limit::affinity_mask && p.affinity_cores < bound_to)
-    sharing = std::clamp<std::size_t>((p.local_ranks * p.affinity_cores + bound_to / 2) / bound_to, 1, p.local_ranks);
-  p.ranks_sharing_cores = sharing;
-  p.rank_cores = std::max<std::size_t>(1, p.cores / sharing);
-  if (p.local_ranks <= 1) p.rank_cores_source = "all of the plan's cores";
-  else if (sharing == 1) p.rank_cores_source = "this rank's own affinity mask (" + cores_word(p.affinity_cores) + " of " + std::to_string(bound_to) + "), not divided";
-  else p.rank_cores_source = cores_word(p.cores) + " / " + std::to_string(sharing) + " local ranks";
-  p.rank_memory = p.memory / p.local_ranks;
+  share_among_ranks(p);
   if (in.gpu_locality) place_near_gpu(in, p);
   else p.locality_source = "not looked up (no CUDA device asked for)";
   return p;

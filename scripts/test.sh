@@ -6,9 +6,10 @@
 #   - cross-builds for aarch64 and runs the runtime, ops and loaders tests under qemu
 #     (scripts/cross-aarch64.sh),
 #   - compiles every CUDA translation unit with the newest CUDA 13.x from PyPI (scripts/check-cuda-newest.sh),
+#   - runs every fuzz target for 12 s (PINFEED_CI_FUZZ_SECONDS) from its seeds (scripts/fuzz.sh),
 #   - runs the GPU suites on the functional GPU simulator (scripts/gpu-sim-tests.sh: ctest -L gpu-sim).
-# PINFEED_SKIP_BUNDLE=1, PINFEED_SKIP_CROSS=1, PINFEED_SKIP_CUDA_NEWEST=1 and PINFEED_SKIP_GPU_SIM=1
-# leave one out.
+# PINFEED_SKIP_BUNDLE=1, PINFEED_SKIP_CROSS=1, PINFEED_SKIP_CUDA_NEWEST=1, PINFEED_SKIP_FUZZ=1 and
+# PINFEED_SKIP_GPU_SIM=1 leave one out.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_args=()
@@ -38,6 +39,11 @@ else
   if [[ ${PINFEED_SKIP_CUDA_NEWEST:-0} != 1 ]]; then
     step "newest CUDA 13.x toolkit: compile and link"
     bash "$root/scripts/check-cuda-newest.sh"
+  fi
+  if [[ ${PINFEED_SKIP_FUZZ:-0} != 1 ]]; then
+    # Every fuzz target for a short while (a found input fails here and is kept in fuzz/regressions/).
+    step "fuzz targets, ${PINFEED_CI_FUZZ_SECONDS:-12} s each"
+    PINFEED_FUZZ_JOBS=$(nproc) bash "$root/scripts/fuzz.sh" "${PINFEED_CI_FUZZ_SECONDS:-12}"
   fi
   if [[ ${PINFEED_SKIP_GPU_SIM:-0} != 1 ]]; then
     step "GPU suites on the simulator"

@@ -68,6 +68,17 @@ void check_pixels(const image_size& s, const decode_options& o, const std::strin
                    std::to_string(o.max_pixels) + " pixels");
 }
 
+bool is_tiff(std::span<const std::byte> b) { return starts_with(b, {'I', 'I', 42, 0}) || starts_with(b, {'M', 'M', 0, 42}); }
+
+/// check_pixels() on the size the header gives. A TIFF is sized by its header or not decoded:
+/// libtiff would allocate whatever its directory says.
+void check_header(std::span<const std::byte> bytes, const decode_options& o, const std::string& what) {
+  const image_size s = peek_size(bytes);
+  if ((s.width <= 0 || s.height <= 0) && o.max_pixels > 0 && is_tiff(bytes))
+    fail(what, "a TIFF whose first directory does not give ImageWidth and ImageLength as one BYTE, SHORT or LONG each");
+  check_pixels(s, o, what);
+}
+
 /// check_pixels() as decode_jpeg_window() takes it.
 detail::jpeg_size_check pixel_check(const decode_options& o, const std::string& what) {
   return [&o, &what](std::int64_t w, std::int64_t h) { check_pixels({w, h}, o, what); };
@@ -167,10 +178,16 @@ image_size peek_size(std::span<const std::byte> b) {
     image_size s{};
     for (std::uint64_t e = 0; e < entries && ifd + 2 + 12 * (e + 1) <= b.size(); ++e) {
       const std::size_t at = ifd + 2 + 12 * e;
-      const auto tag = rd(at, 2), type = rd(at + 2, 2);
-      const auto value = static_cast<std::int64_t>(type == 3 ? rd(at + 8, 2) : rd(at + 8, 4));  // SHORT or LONG
-      if (tag == 256) s.width = value;
-      if (tag == 257) s.height = value;
+      const auto tag = rd(at, 2), type = rd(at + 2, 2), count = rd(at + 4, 4);
+      if (tag != 256 && tag != 257) continue;
+      // One BYTE, SHORT or LONG, held in the entry (libtiff converts these; other types and counts
+      // leave the size unknown, and such a TIFF is refused).
+      const int width = type == 1 ? 1 : type == 3 ? 2 : type == 4 ? 4 : 0;
+      if (width == 0 || count != 1) return {};
+      const auto value = static_cast<std::int64_t>(rd(at + 8, width));
+      // The first of a repeated tag counts, as libtiff (which decodes it) reads it.
+      if (tag == 256 && s.width == 0) s.width = value;
+      if (tag == 257 && s.height == 0) s.height = value;
     }
     return s;
   }
@@ -317,7 +334,7 @@ const jpeg_huffman_status& jpeg_huffman_in_use() {
 image_spec decode_image(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& o,
                         const std::string& what) {
   if (bytes.empty()) fail(what, "empty file (0 bytes)");
-  check_pixels(peek_size(bytes), o, what);
+  check_header(bytes, o, what);
   if (!is_jpeg(bytes)) return decode_opencv(bytes, out, what);
   if (o.huffman == decode_options::huffman_decoder::libjpeg || !jpeg_huffman_in_use().pinfeed)
     return decode_turbojpeg(bytes, out, o, what);
@@ -328,7 +345,7 @@ image_spec decode_image(std::span<const std::byte> bytes, std::vector<std::byte>
 image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& o,
                                image_region r, std::int64_t min_short_side, const std::string& what) {
   if (bytes.empty()) fail(what, "empty file (0 bytes)");
-  check_pixels(peek_size(bytes), o, what);
+  check_header(bytes, o, what);
   thread_local std::vector<std::byte> whole;
   if (is_jpeg(bytes)) {
     const auto clamp_to = [&r](std::int64_t W, std::int64_t H) {

@@ -21,14 +21,19 @@
 
 namespace pinfeed::loaders {
 std::vector<std::string> detail::expand_braces(const std::string& pattern) {
+  // At most 8 ranges, 1,000,000 names and 256 MiB of them in all (each range is at most 1,000,001
+  // names on its own: two could otherwise ask for 10^12).
+  constexpr std::size_t kMaxRanges = 8, kMaxNames = 1000000, kMaxBytes = std::size_t{256} << 20;
   std::vector<std::string> patterns{pattern};
   // Brace ranges first: {000..127}, keeping the width of the lower bound.
-  for (std::size_t round = 0; round < 8; ++round) {
+  for (std::size_t round = 0; round <= kMaxRanges; ++round) {
     std::vector<std::string> next;
+    std::size_t next_bytes = 0;
     bool expanded = false;
     for (const auto& p : patterns) {
       const auto open = p.find('{');
       if (open == std::string::npos) {
+        next_bytes += p.size();
         next.push_back(p);
         continue;
       }
@@ -45,6 +50,14 @@ std::vector<std::string> detail::expand_braces(const std::string& pattern) {
       const long a = std::stol(lo), b = std::stol(hi);
       if (b < a || b - a > 1000000)
         throw std::invalid_argument("shard pattern '" + pattern + "': bad range {" + lo + ".." + hi + "}");
+      if (round == kMaxRanges)
+        throw std::invalid_argument("shard pattern '" + pattern + "': more than " + std::to_string(kMaxRanges) +
+                                    " {first..last} ranges");
+      const auto names = static_cast<std::size_t>(b - a) + 1, name_bytes = p.size() + hi.size() + lo.size();
+      if (next.size() + names > kMaxNames || next_bytes + names * name_bytes > kMaxBytes)  // no overflow: names <= 1000001
+        throw std::invalid_argument("shard pattern '" + pattern + "': expands to more than " + std::to_string(kMaxNames) +
+                                    " names or " + std::to_string(kMaxBytes >> 20) + " MiB of them");
+      next_bytes += names * name_bytes;
       for (long v = a; v <= b; ++v) {
         std::string num = std::to_string(v);
         if (num.size() < lo.size()) num.insert(0, lo.size() - num.size(), '0');

@@ -170,7 +170,9 @@ void detail::tar_scanner::end_member_skipping(std::uint64_t size) {
 void detail::tar_scanner::end_member() {
   const std::span<const std::byte> data(kept_.data(), kept_.size());
   if (type_ == 'L') {
-    long_name_ = std::string(reinterpret_cast<const char*>(data.data()), strnlen(reinterpret_cast<const char*>(data.data()), data.size()));
+    long_name_ = data.empty() ? std::string()  // (no data: no pointer for strnlen)
+                            : std::string(reinterpret_cast<const char*>(data.data()),
+                                          strnlen(reinterpret_cast<const char*>(data.data()), data.size()));
   } else if (type_ == 'x') {
     long_name_ = pax_path(data);
   } else {

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <limits>
 #include <stdexcept>
+#include <vector>
 
 namespace pinfeed {
 namespace {
@@ -144,41 +145,32 @@ std::size_t npy_array::elements() const noexcept {
 
 void parse_npy_header(const std::string& header, npy_array& out) { header_parser(header).parse(out); }
 
-npy_array read_npy(const std::string& path) {
+npy_array parse_npy(std::span<const std::byte> bytes, const std::string& origin) {
   auto fail = [&](const std::string& what) -> std::runtime_error {
-    return std::runtime_error("npy file '" + path + "': " + what);
+    return std::runtime_error("npy file '" + origin + "': " + what);
   };
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw fail("cannot open for reading");
-  in.seekg(0, std::ios::end);
-  const auto file_size = static_cast<std::uint64_t>(in.tellg());
-  in.seekg(0);
-  char magic[6];
-  std::uint8_t version[2];
-  if (!in.read(magic, 6) || std::memcmp(magic, kMagic, 6) != 0) throw fail("not an .npy file (bad magic string)");
-  if (!in.read(reinterpret_cast<char*>(version), 2)) throw fail("truncated before the version");
-  std::uint64_t header_len = 0;
-  std::uint64_t prefix = 10;
-  if (version[0] == 1) {
-    std::uint8_t b[2];
-    if (!in.read(reinterpret_cast<char*>(b), 2)) throw fail("truncated before the header length");
-    header_len = b[0] | (static_cast<std::uint64_t>(b[1]) << 8);
-  } else if (version[0] == 2 || version[0] == 3) {
-    std::uint8_t b[4];
-    if (!in.read(reinterpret_cast<char*>(b), 4)) throw fail("truncated before the header length");
-    header_len = b[0] | (static_cast<std::uint64_t>(b[1]) << 8) | (static_cast<std::uint64_t>(b[2]) << 16) |
-                 (static_cast<std::uint64_t>(b[3]) << 24);
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  const std::uint64_t file_size = bytes.size();
+  if (file_size < 6 || std::memcmp(p, kMagic, 6) != 0) throw fail("not an .npy file (bad magic string)");
+  if (file_size < 8) throw fail("truncated before the version");
+  const unsigned major = p[6], minor = p[7];
+  std::uint64_t header_len = 0, prefix = 10;
+  if (major == 1) {
+    if (file_size < 10) throw fail("truncated before the header length");
+    header_len = p[8] | (static_cast<std::uint64_t>(p[9]) << 8);
+  } else if (major == 2 || major == 3) {
+    if (file_size < 12) throw fail("truncated before the header length");
+    header_len = p[8] | (static_cast<std::uint64_t>(p[9]) << 8) | (static_cast<std::uint64_t>(p[10]) << 16) |
+                 (static_cast<std::uint64_t>(p[11]) << 24);
     prefix = 12;
   } else {
-    throw fail("unsupported format version " + std::to_string(version[0]) + "." + std::to_string(version[1]));
+    throw fail("unsupported format version " + std::to_string(major) + "." + std::to_string(minor));
   }
-  if (prefix + header_len > file_size)
+  if (header_len > file_size - prefix)
     throw fail("header length " + std::to_string(header_len) + " runs past the end of the file");
-  std::string header(header_len, '\0');
-  in.read(header.data(), static_cast<std::streamsize>(header_len));
   npy_array out;
   try {
-    parse_npy_header(header, out);
+    parse_npy_header(std::string(reinterpret_cast<const char*>(p + prefix), header_len), out);
   } catch (const std::runtime_error& e) {
     throw fail(e.what());
   }
@@ -197,18 +189,33 @@ npy_array read_npy(const std::string& path) {
   if (available > expected)
     throw fail("the shape needs " + std::to_string(expected) + " bytes of data but the file has " +
                std::to_string(available - expected) + " more");
-  out.data.resize(expected);
-  if (!in.read(reinterpret_cast<char*>(out.data.data()), static_cast<std::streamsize>(expected)))
-    throw fail("read error");
+  const auto* data = bytes.data() + prefix + header_len;
+  out.data.assign(data, data + expected);
   return out;
 }
 
-void write_npy(const std::string& path, const npy_array& a) {
+npy_array read_npy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("npy file '" + path + "': cannot open for reading");
+  in.seekg(0, std::ios::end);
+  const auto file_size = in.tellg();
+  if (file_size < 0) throw std::runtime_error("npy file '" + path + "': cannot tell its size");
+  in.seekg(0);
+  std::vector<std::byte> bytes(static_cast<std::size_t>(file_size));
+  if (!in.read(reinterpret_cast<char*>(bytes.data()), file_size)) throw std::runtime_error("npy file '" + path + "': read error");
+  return parse_npy(bytes, path);
+}
+
+std::vector<std::byte> format_npy(const npy_array& a) {
   std::size_t count = 1;
   for (auto d : a.shape) {
     if (d < 0) throw std::invalid_argument("write_npy: negative dimension " + std::to_string(d));
+    if (d != 0 && count > std::numeric_limits<std::size_t>::max() / static_cast<std::size_t>(d))
+      throw std::invalid_argument("write_npy: the shape's element count overflows");
     count *= static_cast<std::size_t>(d);
   }
+  if (count > std::numeric_limits<std::size_t>::max() / dtype_size(a.type))
+    throw std::invalid_argument("write_npy: the shape's byte count overflows");
   if (count * dtype_size(a.type) != a.data.size())
     throw std::invalid_argument("write_npy: shape needs " + std::to_string(count * dtype_size(a.type)) +
                                 " bytes, data has " + std::to_string(a.data.size()));
@@ -221,22 +228,29 @@ void write_npy(const std::string& path, const npy_array& a) {
   const std::size_t total = (prefix + dict.size() + 1 + 63) / 64 * 64;
   dict.append(total - prefix - dict.size() - 1, ' ');
   dict += '\n';
+  std::vector<std::byte> out;
+  out.reserve(total + a.data.size());
+  auto put = [&](const void* p, std::size_t n) {
+    const auto* b = static_cast<const std::byte*>(p);
+    out.insert(out.end(), b, b + n);
+  };
+  put(kMagic, 6);
+  const unsigned char version[2] = {static_cast<unsigned char>(v2 ? 2 : 1), 0};
+  put(version, 2);
+  const std::size_t len = dict.size();
+  const unsigned char b[4] = {static_cast<unsigned char>(len & 0xFF), static_cast<unsigned char>((len >> 8) & 0xFF),
+                              static_cast<unsigned char>((len >> 16) & 0xFF), static_cast<unsigned char>((len >> 24) & 0xFF)};
+  put(b, v2 ? 4 : 2);
+  put(dict.data(), dict.size());
+  put(a.data.data(), a.data.size());
+  return out;
+}
+
+void write_npy(const std::string& path, const npy_array& a) {
+  const auto bytes = format_npy(a);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) throw std::runtime_error("npy file '" + path + "': cannot open for writing");
-  out.write(kMagic, 6);
-  const char version[2] = {static_cast<char>(v2 ? 2 : 1), 0};
-  out.write(version, 2);
-  const std::size_t len = dict.size();
-  if (v2) {
-    const char b[4] = {static_cast<char>(len & 0xFF), static_cast<char>((len >> 8) & 0xFF),
-                       static_cast<char>((len >> 16) & 0xFF), static_cast<char>((len >> 24) & 0xFF)};
-    out.write(b, 4);
-  } else {
-    const char b[2] = {static_cast<char>(len & 0xFF), static_cast<char>((len >> 8) & 0xFF)};
-    out.write(b, 2);
-  }
-  out.write(dict.data(), static_cast<std::streamsize>(dict.size()));
-  out.write(reinterpret_cast<const char*>(a.data.data()), static_cast<std::streamsize>(a.data.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   if (!out) throw std::runtime_error("npy file '" + path + "': write failed");
 }
 

@@ -192,3 +192,31 @@ TEST_CASE("decode.region_equals_the_window_of_a_full_decode") {
   CHECK_THROWS_WITH_AS(decode_image_region(cut, region, {}, {300, 0, 100, 100}, 0, "/x/cut.jpg"),
                        doctest::Contains("/x/cut.jpg"), std::runtime_error);
 }
+
+TEST_CASE("decode.peek_size_takes_the_first_of_a_repeated_tiff_tag") {
+  // The pixel limit is checked against the header's size before decoding: a TIFF that gives its
+  // width twice must be sized as libtiff decodes it (the first), not by a small later one.
+  std::vector<std::uint8_t> t = {'I', 'I', 42, 0, 8, 0, 0, 0, 3, 0};
+  auto entry = [&](std::uint16_t tag, std::uint16_t type, std::uint32_t value) {
+    const std::uint8_t e[12] = {static_cast<std::uint8_t>(tag), static_cast<std::uint8_t>(tag >> 8), static_cast<std::uint8_t>(type), 0, 1, 0, 0, 0,
+                                static_cast<std::uint8_t>(value), static_cast<std::uint8_t>(value >> 8),
+                                static_cast<std::uint8_t>(value >> 16), static_cast<std::uint8_t>(value >> 24)};
+    t.insert(t.end(), e, e + 12);
+  };
+  entry(256, 3, 777);  // ImageWidth, SHORT
+  entry(257, 3, 7);    // ImageLength
+  entry(256, 4, 59);   // ImageWidth again, LONG
+  const auto s = peek_size(std::as_bytes(std::span(t)));
+  CHECK(s.width == 777);
+  CHECK(s.height == 7);
+  // A width of another type (here LONG8) leaves the size unknown: the TIFF is refused by name
+  // before libtiff allocates what it says.
+  t.resize(10);
+  entry(256, 16, 5);
+  entry(257, 3, 7);
+  entry(258, 3, 8);
+  CHECK(peek_size(std::as_bytes(std::span(t))).width == 0);
+  std::vector<std::byte> out;
+  CHECK_THROWS_WITH_AS((void)decode_image(std::as_bytes(std::span(t)), out, {}, "odd.tiff"),
+                       doctest::Contains("odd.tiff: a TIFF whose first directory does not give ImageWidth"), std::runtime_error);
+}

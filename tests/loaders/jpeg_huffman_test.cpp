@@ -254,7 +254,7 @@ TEST_CASE("jpeg_huffman.restart_marker_errors_are_named") {
 TEST_CASE("jpeg_huffman.pixel_limit_holds_where_only_libjpeg_reads_the_header") {
   // A fuzzed JPEG whose frame header says 18730 x 8265: TurboJPEG's header reader refuses the
   // file, libjpeg's reads it. The limit must still stop it before the pixel buffer is allocated.
-  const auto path = std::string(PINFEED_FUZZ_DIR) + "/regressions/decode/bomb-sof-that-turbojpeg-refuses.jpg";
+  const auto path = std::string(PINFEED_FUZZ_DIR) + "/regressions/jpeg/bomb-sof-that-turbojpeg-refuses.jpg";
   std::vector<std::byte> bytes;
   read_file(path, bytes);
   decode_options o;
@@ -265,7 +265,7 @@ TEST_CASE("jpeg_huffman.pixel_limit_holds_where_only_libjpeg_reads_the_header") 
                        std::runtime_error);
   CHECK(out.capacity() < (std::size_t{1} << 20));
   // A WebP file whose first chunk is none of VP8, VP8L, VP8X has no size to check: refused.
-  read_file(std::string(PINFEED_FUZZ_DIR) + "/regressions/decode/webp-unknown-first-chunk", bytes);
+  read_file(std::string(PINFEED_FUZZ_DIR) + "/regressions/image/webp-unknown-first-chunk", bytes);
   CHECK_THROWS_WITH_AS(decode_image(bytes, out, o, "/data/odd.webp"), doctest::Contains("not a decodable image"),
                        std::runtime_error);
 }

@@ -13,8 +13,9 @@ namespace pinfeed::loaders::remote {
 namespace {
 
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.back() == '\r' || s.back() == '\n' || s.back() == ' ')) s.remove_suffix(1);
-  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  // Optional whitespace around a field's value is spaces and tabs (RFC 9110, 5.5); the line's end too.
+  while (!s.empty() && (s.back() == '\r' || s.back() == '\n' || s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   return s;
 }
 
@@ -108,7 +109,7 @@ void parse_header_line(response& r, std::string_view line) {
     r.total = std::strtoull(value.c_str(), nullptr, 10);
     r.have_total = true;
     if (!r.range && !r.head && r.sink == nullptr)
-      r.body.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(r.total, std::uint64_t{1} << 34)));
+      r.body.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(r.total, kMaxBodyReserve)));
   }
 }
 

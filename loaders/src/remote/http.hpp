@@ -66,6 +66,10 @@ struct response {
   std::exception_ptr error;  ///< thrown inside a callback, rethrown after the transfer
 };
 
+/// The most a response's body reserves when its Content-Length arrives (a server's number, not a
+/// promise): larger bodies grow as their bytes come.
+inline constexpr std::size_t kMaxBodyReserve = std::size_t{64} << 20;
+
 /// Takes one header line of a response as it arrives: a status line starts a new response (after a
 /// redirect or a 100) and forgets the last one's headers; ETag, Content-Range's total and a 200's
 /// Content-Length are kept.

@@ -34,13 +34,43 @@ std::string scheme_of(std::string_view l) {
 
 bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
+/// %XX sequences of printable ASCII decoded for reading (keys with spaces read as they were
+/// written); control characters and bytes past ASCII are shown encoded, raw or not (a message must
+/// not carry a raw escape to a terminal or a log), and so are '%', '?' and '#' (what is shown
+/// stays unambiguous: a path, not a query or a fragment).
+std::string decode_for_display(std::string_view text) {
+  const auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+  const auto value = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) ? c - '0' : (std::tolower(static_cast<unsigned char>(c)) - 'a' + 10); };
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && hex(text[i + 1]) && hex(text[i + 2])) {
+      const auto c = static_cast<unsigned char>(value(text[i + 1]) * 16 + value(text[i + 2]));
+      if (c >= 0x20 && c < 0x7F && c != '%' && c != '?' && c != '#') {
+        out += static_cast<char>(c);
+        i += 2;
+        continue;
+      }
+    }
+    const auto raw = static_cast<unsigned char>(text[i]);
+    if (raw < 0x20 || raw >= 0x7F) {  // a raw one (libcurl keeps bytes past ASCII as given) is encoded
+      static constexpr char kHex[] = "0123456789ABCDEF";
+      out += '%';
+      out += kHex[raw >> 4];
+      out += kHex[raw & 15];
+      continue;
+    }
+    out += text[i];
+  }
+  return out;
+}
+
 /// What may be printed of `text`, parsed into `u`: rebuilt from the parts (scheme, host, port,
 /// path), so that no spelling of user information or query survives.
 std::string shown_from(CURLU* u, std::string_view text) {
   const std::string port = url_part(u, CURLUPART_PORT), path = url_part(u, CURLUPART_PATH);
   std::string out = url_part(u, CURLUPART_SCHEME) + "://" + url_part(u, CURLUPART_HOST) + (port.empty() ? "" : ":" + port);
   if (path != "/" || (!text.empty() && text.back() == '/')) out += path;  // "s3://bucket" stays without a slash
-  return percent_decode(out);  // for display: keys with spaces read as they were written
+  return decode_for_display(out);
 }
 
 }  // namespace

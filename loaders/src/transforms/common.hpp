@@ -55,7 +55,7 @@ void resize_window(const image_view& in, std::int64_t y0, std::int64_t x0, std::
 
 /// A size argument of the parser: a positive integer (up to 1e9), else std::invalid_argument.
 inline std::int64_t size_argument(const std::string& name, double v) {
-  if (v != static_cast<double>(static_cast<std::int64_t>(v)) || v <= 0 || v > 1e9)
+  if (!(v > 0 && v <= 1e9) || v != std::floor(v))  // the range first: a cast of 5e59 is undefined
     throw std::invalid_argument(name + " needs a positive integer size");
   return static_cast<std::int64_t>(v);
 }

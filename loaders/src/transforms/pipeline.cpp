@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <stdexcept>
 
@@ -166,34 +167,38 @@ pipeline parse_pipeline(std::string_view text) {
   return pipeline(std::move(steps));
 }
 
-pipeline load_pipeline_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument("pipeline file '" + path + "' cannot be opened");
+pipeline parse_pipeline_json(std::string_view text, const std::string& origin) {
+  const std::string where = "pipeline file '" + origin + "'";
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument("pipeline file '" + path + "' is not JSON: " + e.what());
+    throw std::invalid_argument(where + " is not JSON: " + e.what());
   }
   if (j.is_object()) {
-    if (!j.contains("transforms"))
-      throw std::invalid_argument("pipeline file '" + path + "' has no \"transforms\" list");
+    if (!j.contains("transforms")) throw std::invalid_argument(where + " has no \"transforms\" list");
     j = j["transforms"];
   }
-  if (!j.is_array()) throw std::invalid_argument("pipeline file '" + path + "': transforms must be a list of strings");
+  if (!j.is_array()) throw std::invalid_argument(where + ": transforms must be a list of strings");
   std::vector<std::shared_ptr<transform>> steps;
   for (std::size_t k = 0; k < j.size(); ++k) {
     if (!j[k].is_string())
-      throw std::invalid_argument("pipeline file '" + path + "': entry " + std::to_string(k) + " (" + j[k].dump() +
-                                  ") is not a string");
+      throw std::invalid_argument(where + ": entry " + std::to_string(k) + " (" + j[k].dump() + ") is not a string");
     try {
       const pipeline one = parse_pipeline(j[k].get<std::string>());
       steps.insert(steps.end(), one.steps().begin(), one.steps().end());
     } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument("pipeline file '" + path + "', entry " + std::to_string(k) + ": " + e.what());
+      throw std::invalid_argument(where + ", entry " + std::to_string(k) + ": " + e.what());
     }
   }
   return pipeline(std::move(steps));
+}
+
+pipeline load_pipeline_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::invalid_argument("pipeline file '" + path + "' cannot be opened");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse_pipeline_json(text, path);
 }
 
 void register_transform(transform_kind kind) {

@@ -33,6 +33,11 @@ TEST_CASE("remote.location.ipv6_hosts_and_percent_coding") {
   const auto coded = parse_location("https://h/train%20dir/a%2Bb.tar");
   CHECK(coded.shown == "https://h/train dir/a+b.tar");
   CHECK(coded.text == "https://h/train%20dir/a%2Bb.tar");
+  // ...but never into a control character, a byte past ASCII or a '%' (a message must not carry a
+  // terminal escape, and what is shown redacts to itself).
+  const auto controls = parse_location("https://h/a%0Bb%1B%5B2J%C3%A9%2541%3F%23.tar");
+  CHECK(controls.shown == "https://h/a%0Bb%1B[2J%C3%A9%2541%3F%23.tar");
+  CHECK(redact_location(controls.shown) == controls.shown);
   CHECK(remote::percent_encode("a b/c+d~e", true) == "a%20b/c%2Bd~e");
   CHECK(remote::percent_encode("a b/c", false) == "a%20b%2Fc");
   CHECK(remote::percent_decode("a%20b%2fc%2F") == "a b/c/");

@@ -179,4 +179,13 @@ TEST_CASE("remote.http.header_lines") {
   remote::parse_header_line(whole, "garbage without a colon\r\n");
   remote::parse_header_line(whole, "\r\n");
   CHECK(whole.total == 4096);
+  // Optional whitespace is spaces and tabs.
+  remote::parse_header_line(whole, "ETag:\t\"t\"\t\r\n");
+  CHECK(whole.etag == "\"t\"");
+  // A server's Content-Length is a number, not a promise: a bounded buffer is reserved up front.
+  remote::response huge;
+  remote::parse_header_line(huge, "HTTP/1.1 200 OK\r\n");
+  remote::parse_header_line(huge, "Content-Length: 17179869184\r\n");
+  CHECK(huge.total == 17179869184ull);
+  CHECK(huge.body.capacity() <= remote::kMaxBodyReserve);
 }

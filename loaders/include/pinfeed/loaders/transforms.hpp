@@ -176,5 +176,7 @@ void register_transform(transform_kind kind);
 /// Reads a JSON pipeline file: {"transforms": ["crop(256)", ...]} or a bare list of such strings.
 /// Throws std::invalid_argument naming the file and the bad entry.
 [[nodiscard]] pipeline load_pipeline_file(const std::string& path);
+/// The same for a pipeline file's text already in memory; `origin` names it in errors.
+[[nodiscard]] pipeline parse_pipeline_json(std::string_view text, const std::string& origin);
 
 }  // namespace pinfeed::loaders

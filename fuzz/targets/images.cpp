@@ -1,0 +1,134 @@
+// Image decoding: JPEG (pinfeed's Huffman decoder against libjpeg-turbo's, whole and in a window)
+// and the other formats (whole, window, header size).
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "pinfeed/loaders/decode.hpp"
+#include "targets.hpp"
+
+namespace pinfeed::fuzz {
+namespace {
+
+using loaders::decode_options;
+using loaders::image_region;
+using loaders::image_spec;
+
+std::span<const std::byte> as_bytes(bytes input) { return {reinterpret_cast<const std::byte*>(input.data()), input.size()}; }
+
+decode_options options(decode_options::huffman_decoder h) {
+  decode_options o;
+  o.max_pixels = std::int64_t{1} << 22;  // 4 Mpixel: a fuzzer's inputs are small
+  o.huffman = h;
+  return o;
+}
+
+struct decoded {
+  bool ok = false;
+  image_spec spec{};
+  std::vector<std::byte> pixels;
+};
+
+decoded whole(bytes input, decode_options::huffman_decoder h) {
+  decoded d;
+  try {
+    d.spec = loaders::decode_image(as_bytes(input), d.pixels, options(h), "fuzz");
+    d.ok = true;
+  } catch (const std::runtime_error&) {
+  }
+  return d;
+}
+
+decoded window(bytes input, decode_options::huffman_decoder h, image_region r, std::int64_t min_short_side) {
+  decoded d;
+  try {
+    d.spec = loaders::decode_image_region(as_bytes(input), d.pixels, options(h), r, min_short_side, "fuzz");
+    d.ok = true;
+  } catch (const std::runtime_error&) {
+  }
+  return d;
+}
+
+void check_shape(std::string_view name, const decoded& d) {
+  if (d.spec.height <= 0 || d.spec.width <= 0 || d.spec.channels != 3 || d.pixels.size() != d.spec.bytes())
+    broken(name, "decoded a " + std::to_string(d.spec.height) + "x" + std::to_string(d.spec.width) + "x" +
+                     std::to_string(d.spec.channels) + " image into " + std::to_string(d.pixels.size()) + " bytes");
+}
+
+void check_same(std::string_view name, const char* what, const decoded& a, const decoded& b) {
+  if (a.spec.height != b.spec.height || a.spec.width != b.spec.width || a.pixels != b.pixels)
+    broken(name, std::string(what) + ": " + std::to_string(a.spec.height) + "x" + std::to_string(a.spec.width) + " vs " +
+                     std::to_string(b.spec.height) + "x" + std::to_string(b.spec.width) + ", pixels " +
+                     (a.pixels == b.pixels ? "equal" : "differ"));
+}
+
+/// The window a region decode at full resolution must give: `r` clamped to the image, cut from it.
+decoded cut(const decoded& full, image_region r) {
+  const auto H = full.spec.height, W = full.spec.width;
+  const auto y = std::clamp<std::int64_t>(r.y, 0, H - 1), x = std::clamp<std::int64_t>(r.x, 0, W - 1);
+  const auto h = std::clamp<std::int64_t>(r.height, 1, H - y), w = std::clamp<std::int64_t>(r.width, 1, W - x);
+  decoded d;
+  d.ok = true;
+  d.spec = full.spec;
+  d.spec.height = h;
+  d.spec.width = w;
+  d.pixels.resize(static_cast<std::size_t>(h * w * 3));
+  for (std::int64_t row = 0; row < h; ++row)
+    std::memcpy(d.pixels.data() + row * w * 3, full.pixels.data() + ((y + row) * W + x) * 3, static_cast<std::size_t>(w * 3));
+  return d;
+}
+
+/// A window and a DCT scale from the input's last bytes (so the fuzzer steers them too).
+struct steer {
+  image_region region;
+  std::int64_t min_short_side;
+};
+steer steering(bytes input) {
+  const auto tail = [&](std::size_t back) {
+    return input.size() > back ? static_cast<std::int64_t>(input[input.size() - 1 - back]) : 0;
+  };
+  return {{tail(0) * 3, tail(1) * 3, 1 + tail(2) * 4, 1 + tail(3) * 4}, tail(4) % 4 == 0 ? 0 : tail(4)};
+}
+
+}  // namespace
+
+outcome jpeg(bytes input) {
+  constexpr std::string_view name = "jpeg";
+  using h = decode_options::huffman_decoder;
+  const auto ours = whole(input, h::pinfeed), theirs = whole(input, h::libjpeg);
+  if (ours.ok) check_shape(name, ours);
+  if (theirs.ok) check_shape(name, theirs);
+  if (ours.ok && theirs.ok) check_same(name, "whole image, pinfeed's Huffman decoder vs libjpeg-turbo's", ours, theirs);
+  // A window, at a DCT scale the input picks: both decoders give the same pixels; at full
+  // resolution those of the same window of the whole image.
+  const auto s = steering(input);
+  const auto w_ours = window(input, h::pinfeed, s.region, s.min_short_side);
+  const auto w_theirs = window(input, h::libjpeg, s.region, s.min_short_side);
+  if (w_ours.ok) check_shape(name, w_ours);
+  if (w_ours.ok && w_theirs.ok) check_same(name, "window, pinfeed's Huffman decoder vs libjpeg-turbo's", w_ours, w_theirs);
+  if (s.min_short_side == 0 && w_theirs.ok && theirs.ok)
+    check_same(name, "window vs the same window of the whole image", w_theirs, cut(theirs, s.region));
+  return ours.ok || theirs.ok ? outcome::accepted : outcome::rejected;
+}
+
+outcome image(bytes input) {
+  constexpr std::string_view name = "image";
+  if (input.size() >= 2 && input[0] == 0xFF && input[1] == 0xD8) return jpeg(input);  // a JPEG: its own checks
+  const auto full = whole(input, decode_options::huffman_decoder::pinfeed);
+  if (!full.ok) return outcome::rejected;
+  check_shape(name, full);
+  // The size read from the header (without decoding) is the decoded one's; an orientation tag
+  // may swap the sides, never change the pixel count.
+  const auto peeked = loaders::peek_size(std::span<const std::byte>(reinterpret_cast<const std::byte*>(input.data()), input.size()));
+  if (peeked.width != 0 && peeked.width * peeked.height != full.spec.width * full.spec.height)
+    broken(name, "the header says " + std::to_string(peeked.width) + "x" + std::to_string(peeked.height) +
+                     ", the decoded image is " + std::to_string(full.spec.width) + "x" + std::to_string(full.spec.height));
+  const auto s = steering(input);
+  const auto part = window(input, decode_options::huffman_decoder::pinfeed, s.region, 0);
+  if (!part.ok) broken(name, "the whole image decodes, a window of it does not");
+  check_same(name, "window vs the same window of the whole image", part, cut(full, s.region));
+  return outcome::accepted;
+}
+
+}  // namespace pinfeed::fuzz

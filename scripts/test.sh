@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds and runs every test (GPU cases skip where no device exists).
-# Usage: scripts/test.sh [--sanitize address|thread] [extra ctest arguments...]
+# Usage: scripts/test.sh [--sanitize address|thread] [--faults] [extra ctest arguments...]
+# --faults: only the allocation-failure sweeps (tests/fault), every allocation point up to 2,000
+#   and a stride past them (CI runs 120 points of each).
 # Without --sanitize it also, before the main test run:
 #   - builds the GPU runner's bundle and dry-runs its device checks (scripts/gpu-bundle.sh),
 #   - cross-builds for aarch64 and runs the runtime, ops and loaders tests under qemu
@@ -13,7 +15,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_args=()
+faults=0
 if [[ ${1:-} == --sanitize ]]; then build_args=(--sanitize "$2"); shift 2; fi
+if [[ ${1:-} == --faults ]]; then faults=1; shift; fi
 bash "$root/scripts/build.sh" "${build_args[@]}"
 bash "$root/scripts/install-test-env.sh"  # moto, for the S3 tests
 build_dir=$root/build${build_args[1]:+-${build_args[1]}}
@@ -23,7 +27,11 @@ if ((${#build_args[@]})); then
   ctest_args+=(-E '^package\.')
   export ASAN_OPTIONS=${ASAN_OPTIONS:-protect_shadow_gap=0:detect_leaks=1}
   export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp}
-else
+fi
+if ((faults)); then
+  export PINFEED_FAULT_POINTS=all
+  ctest_args+=(-R '^fault_tests\.')
+elif ((${#build_args[@]} == 0)); then
   step() { echo "== test.sh: $1 ($(date -u +%H:%M:%S))"; }
   if [[ ${PINFEED_SKIP_BUNDLE:-0} != 1 ]]; then
     # The GPU runner's bundle, checked here without a GPU: every bundled binary starts with the

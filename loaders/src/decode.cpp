@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -51,12 +52,23 @@ struct tj_deleter {
 using tj_handle = std::unique_ptr<void, tj_deleter>;
 
 tjhandle decompressor() {
-  thread_local tj_handle handle(tjInitDecompress());
-  if (!handle) throw std::runtime_error("TurboJPEG: cannot create a decompressor");
+  thread_local tj_handle handle;
+  if (!handle) handle.reset(tjInitDecompress());  // made again after a failure: it was memory
+  if (!handle) throw std::bad_alloc();
   return handle.get();
 }
 
+/// A decoder's message that says it ran out of memory (libjpeg's JERR_OUT_OF_MEMORY, TurboJPEG's
+/// allocation failures, OpenCV's): that is no fault of the image, and under error_policy::skip
+/// it must not make the image count as bad.
+bool says_out_of_memory(const std::string& reason) {
+  for (const char* marker : {"Insufficient memory", "Memory allocation failure", "Failed to allocate", "Out of memory"})
+    if (reason.find(marker) != std::string::npos) return true;
+  return false;
+}
+
 [[noreturn]] void fail(const std::string& what, const std::string& reason) {
+  if (says_out_of_memory(reason)) throw std::bad_alloc();
   throw std::runtime_error(what + ": " + reason);
 }
 
@@ -113,13 +125,18 @@ image_spec decode_opencv(std::span<const std::byte> bytes, std::vector<std::byte
                  "YCbCr and greyscale JPEGs are decoded");
 #endif
   cv::Mat decoded;
-  try {
-    const cv::Mat raw(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<std::byte*>(bytes.data()));
+  // OpenCV's imdecode catches what its decoder throws, memory included, and returns nothing: an
+  // image it cannot decode is tried once more before it counts as bad (a transient failure to
+  // allocate then decodes).
+  for (int attempt = 0; attempt < 2 && decoded.empty(); ++attempt) {
+    try {
+      const cv::Mat raw(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<std::byte*>(bytes.data()));
 #if PINFEED_HAVE_IMGCODECS
-    decoded = cv::imdecode(raw, cv::IMREAD_COLOR);
+      decoded = cv::imdecode(raw, cv::IMREAD_COLOR);
 #endif
-  } catch (const cv::Exception& e) {
-    fail(what, std::string("corrupt or unsupported image (") + e.what() + ")");
+    } catch (const cv::Exception& e) {
+      fail(what, std::string("corrupt or unsupported image (") + e.what() + ")");
+    }
   }
   if (decoded.empty()) fail(what, "not a decodable image (corrupt, truncated or not an image format)");
   const image_spec spec{decoded.rows, decoded.cols, 3, dtype::u8};
@@ -387,7 +404,9 @@ std::vector<std::byte> encode_jpeg(std::span<const std::uint8_t> rgb, int width,
 }
 
 void read_file(const std::string& path, std::vector<std::byte>& out) {
+  errno = 0;
   std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in && errno == ENOMEM) throw std::bad_alloc();
   if (!in) fail(path, "cannot open for reading");
   const std::streamsize size = in.tellg();
   if (size < 0) fail(path, "cannot determine the size");

@@ -1,6 +1,12 @@
 #include "pinfeed/loaders/image_files.hpp"
 
+#include <dirent.h>
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -28,6 +34,49 @@ bool is_image_name(const fs::path& p) {
 }
 
 bool hidden(const fs::path& p) { return !p.filename().empty() && p.filename().string()[0] == '.'; }
+
+/// One entry of a folder: its name, and whether it is (or links to) a folder or a regular file.
+struct dir_entry {
+  std::string name;
+  bool folder = false, file = false;
+};
+
+/// The entries of `dir`, through opendir/readdir: std::filesystem's iterators of libstdc++ 12
+/// allocate inside noexcept functions, so running out of memory there would end the process.
+/// Throws std::invalid_argument naming `dir` when it cannot be read, std::bad_alloc for memory.
+std::vector<dir_entry> read_folder(const std::string& dir) {
+  const std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), &::closedir);
+  if (!d) {
+    if (errno == ENOMEM) throw std::bad_alloc();
+    throw std::invalid_argument("image folder '" + dir + "' cannot be read: " + std::strerror(errno));
+  }
+  std::vector<dir_entry> out;
+  for (;;) {
+    errno = 0;
+    const dirent* e = ::readdir(d.get());
+    if (e == nullptr) {
+      if (errno != 0) throw std::invalid_argument("image folder '" + dir + "' cannot be read: " + std::strerror(errno));
+      break;
+    }
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    struct stat st {};
+    if (::fstatat(::dirfd(d.get()), e->d_name, &st, 0) != 0) continue;  // a dangling link: neither
+    out.push_back({e->d_name, S_ISDIR(st.st_mode), S_ISREG(st.st_mode)});
+  }
+  return out;
+}
+
+/// The image files under `dir` and its folders (links to folders followed, hidden ones skipped),
+/// at most 64 levels down.
+void find_images(const std::string& dir, int depth, std::vector<std::string>& out) {
+  if (depth > 64) throw std::invalid_argument("image folder '" + dir + "' is more than 64 levels deep (a link loop?)");
+  for (const auto& e : read_folder(dir)) {
+    if (e.name[0] == '.') continue;
+    const std::string path = dir + "/" + e.name;
+    if (e.folder) find_images(path, depth + 1, out);
+    else if (e.file && is_image_name(fs::path(e.name))) out.push_back(path);
+  }
+}
 
 class files_reader final : public image_reader {
  public:
@@ -77,24 +126,13 @@ image_folder_listing list_image_folder(const std::string& root) {
   if (!fs::is_directory(root, ec))
     throw std::invalid_argument("image folder '" + root + "' does not exist or is not a directory");
   image_folder_listing out;
-  for (const auto& entry : fs::directory_iterator(root, ec))
-    if (entry.is_directory() && !hidden(entry.path())) out.classes.push_back(entry.path().filename().string());
-  if (ec) throw std::invalid_argument("image folder '" + root + "' cannot be read: " + ec.message());
+  for (const auto& e : read_folder(root))
+    if (e.folder && e.name[0] != '.') out.classes.push_back(e.name);
   std::sort(out.classes.begin(), out.classes.end());
   if (out.classes.empty()) throw std::invalid_argument("image folder '" + root + "' has no class sub-folders");
   for (std::size_t label = 0; label < out.classes.size(); ++label) {
     std::vector<std::string> paths;
-    const fs::path dir = fs::path(root) / out.classes[label];
-    for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec);
-         it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (ec) break;
-      if (hidden(it->path())) {
-        if (it->is_directory()) it.disable_recursion_pending();
-        continue;
-      }
-      if (it->is_regular_file() && is_image_name(it->path())) paths.push_back(it->path().string());
-    }
-    if (ec) throw std::invalid_argument("image folder '" + dir.string() + "' cannot be read: " + ec.message());
+    find_images((fs::path(root) / out.classes[label]).string(), 0, paths);
     std::sort(paths.begin(), paths.end());
     for (auto& p : paths) out.files.push_back({std::move(p), static_cast<std::int64_t>(label)});
   }

@@ -97,6 +97,8 @@ std::optional<image_spec> decode_jpeg_window(std::span<const std::byte> bytes, s
   thread_local std::vector<JSAMPLE> row_storage;  // static storage: nothing to undo after a longjmp
   if (setjmp(err.jump)) {
     jpeg_destroy_decompress(&cinfo);
+    // libjpeg's JERR_OUT_OF_MEMORY is no fault of the image (error_policy::skip must not skip it).
+    if (std::strstr(err.message, "Insufficient memory") != nullptr) throw std::bad_alloc();
     throw std::runtime_error(what + ": corrupt or truncated JPEG (" + err.message + ")");
   }
   jpeg_create_decompress(&cinfo);

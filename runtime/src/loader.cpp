@@ -21,6 +21,7 @@
 #include "pinfeed/runtime/cuda_handles.hpp"
 #include "detail/loader_core.hpp"
 #include "pinfeed/runtime/detail/auto_tuner.hpp"
+#include "pinfeed/runtime/detail/json_release.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/host_info.hpp"
 #include "pinfeed/runtime/node_plan.hpp"
@@ -410,9 +411,15 @@ struct loader::impl {
 
   void start(std::uint32_t epoch, std::uint64_t first_batch);
   void cancel() noexcept;
-  void feed(std::uint32_t epoch, std::uint64_t first_batch, std::uint64_t seq_base);
-  void run_chunk(std::size_t slot, std::size_t begin, std::size_t end);
-  void finish_slot(std::size_t slot);
+  /// The feeder thread: fills slots in order. Every failure reaches the consumer (feed_batches).
+  void feed(std::uint32_t epoch, std::uint64_t first_batch, std::uint64_t seq_base) noexcept;
+  void feed_batches(std::uint32_t epoch, std::uint64_t first_batch, std::uint64_t seq_base);
+  /// Runs one chunk of a slot's samples; the last chunk of the slot finishes it.
+  void run_chunk(std::size_t slot, std::size_t begin, std::size_t end) noexcept;
+  void produce_chunk(std::size_t slot, std::size_t begin, std::size_t end);
+  /// Keeps the first failure (by sample index) of a slot's batch.
+  static void record_error(detail::slot_meta& m, std::exception_ptr err, std::uint64_t index) noexcept;
+  void finish_slot(std::size_t slot) noexcept;
   std::optional<batch> next();
   /// Throws batches_held_error when the consumer holds more than max_batches_in_use slots.
   void check_held() const;
@@ -421,10 +428,18 @@ struct loader::impl {
   // them one by one, so the workers that run can change at any time (auto_tune).
   struct chunk {
     std::size_t slot, begin, end;
+    std::uint64_t queued_ns = 0;  // when submit() queued it
   };
+  /// Called by next() while it waits: runs the oldest queued chunk in the consumer's thread when
+  /// it has waited 0.5 s with no worker taking it (a pool that could not start its threads).
+  void help_if_stalled() noexcept;
+  bool stall_logged = false;
   void submit(chunk c);
-  void spawn_runners();  // with pool_mutex held
-  void runner();
+  void spawn_runners();   // with pool_mutex held
+  void enqueue_runner();  // one more runner task; with pool_mutex held
+  bool pool_failed = false;  // TBB refused a task: not asked again (spawn_runners)
+  std::string pool_failure;
+  void runner() noexcept;
   void set_workers(std::size_t n);
 
   // auto_tune: the window being measured, judged from next().
@@ -454,6 +469,8 @@ struct loader::impl {
   double window_cpu_s = 0;
 
   std::thread feeder;
+  std::mutex feeder_mutex;
+  std::exception_ptr feeder_error;  // the feeder stopped with it (and closed the ring); next() throws it
   std::atomic<bool> stopping{false};
   /// Counts queued and running tasks. Shared with every task, so a worker that finishes the
   /// last task can still notify after cancel() has seen the count reach zero and returned.
@@ -461,6 +478,20 @@ struct loader::impl {
     std::atomic<std::int64_t> value{0};
     std::mutex mutex;
     std::condition_variable idle;
+    std::int64_t running = 0;  // (mutex) tasks inside runner()
+    bool abandoned = false;    // (mutex) tasks not begun yet never touch the loader (cancel())
+    /// A task may run the loader's chunks: false once its loader gave up on the pool.
+    bool begin() noexcept {
+      std::lock_guard lock(mutex);
+      if (abandoned) return false;
+      ++running;
+      return true;
+    }
+    void end() noexcept {
+      std::lock_guard lock(mutex);
+      --running;
+      idle.notify_all();
+    }
     void done() noexcept {
       if (value.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         std::lock_guard lock(mutex);
@@ -553,46 +584,77 @@ loader::impl::impl(std::shared_ptr<source> s, loader_options o)
 }
 
 void loader::impl::submit(chunk c) {
+  std::string why;
   {
     std::lock_guard lock(pool_mutex);
-    queue.push_back(c);
+    c.queued_ns = now_ns();
+    queue.push_back(c);  // throws with nothing queued
     try {
       spawn_runners();
       return;
     } catch (const std::exception& e) {  // TBB could not take a task (memory)
       if (runners > 0) return;           // a runner takes the chunk
-      log(log_level::warn, std::string("loader: no worker task could start (") + e.what() +
-                               "); the feeder runs the chunk itself");
+      queue.pop_back();
+      why = e.what();
+    } catch (...) {
+      if (runners > 0) return;
       queue.pop_back();
     }
   }
-  run_chunk(c.slot, c.begin, c.end);
+  try {
+    log(log_level::warn, "loader: no worker task could start (" + why + "); the feeder runs the chunk itself");
+  } catch (...) {
+  }
+  run_chunk(c.slot, c.begin, c.end);  // noexcept: a failure is the batch's
 }
 
 void loader::impl::spawn_runners() {
-  while (runners < active && starting < queue.size()) {
-    ++runners;
-    ++starting;
-    tasks->value.fetch_add(1, std::memory_order_acq_rel);  // release: publishes the queued chunks' slots
-    try {
-      arena.enqueue([this, count = tasks] {
-        // Pairs with the fetch_add above: TBB orders the hand-off too, but in code ThreadSanitizer
-        // cannot see.
-        (void)count->value.load(std::memory_order_acquire);
-        runner();
-        count->done();  // the last use of the loader by this task
-      });
-    } catch (...) {
-      --runners;
-      --starting;
-      tasks->done();
-      throw;
-    }
+  // Once TBB failed to take a task (it could not start a thread), its next enqueue can wait
+  // forever inside TBB: the pool is not asked again, and queued chunks run on the feeder and the
+  // consumer (submit(), help_if_stalled()).
+  if (pool_failed) throw std::runtime_error("the thread pool failed earlier: " + pool_failure);
+  while (runners < active && starting < queue.size()) enqueue_runner();
+}
+
+void loader::impl::enqueue_runner() {
+  ++runners;
+  ++starting;
+  tasks->value.fetch_add(1, std::memory_order_acq_rel);  // release: publishes the queued chunks' slots
+  try {
+    arena.enqueue([this, count = tasks] {
+      // Pairs with the fetch_add above: TBB orders the hand-off too, but in code ThreadSanitizer
+      // cannot see.
+      (void)count->value.load(std::memory_order_acquire);
+      if (count->begin()) {
+        runner();  // noexcept: whatever fails in a chunk is that batch's error
+        count->end();
+      }
+      count->done();  // the last use of the loader by this task
+    });
+  } catch (const std::exception& e) {
+    --runners;
+    --starting;
+    tasks->done();
+    pool_failed = true;
+    pool_failure = e.what();
+    throw;
+  } catch (...) {
+    --runners;
+    --starting;
+    tasks->done();
+    pool_failed = true;
+    throw;
   }
 }
 
-void loader::impl::runner() {
-  const scoped_cpu_binding placed(place.cpus);  // a TBB thread: given back its affinity after
+void loader::impl::runner() noexcept {
+  // A TBB thread, given back its affinity after. Placement is best effort: without it (no memory
+  // for the CPU set) the chunks still run, wherever the thread is.
+  std::optional<scoped_cpu_binding> placed;
+  try {
+    placed.emplace(place.cpus);
+  } catch (...) {
+  }
   std::unique_lock lock(pool_mutex);
   --starting;
   // Runs queued chunks until there are none, or more runners than the workers asked for.
@@ -604,6 +666,28 @@ void loader::impl::runner() {
     lock.lock();
   }
   --runners;
+}
+
+void loader::impl::help_if_stalled() noexcept {
+  constexpr std::uint64_t kStallNs = 500'000'000;
+  chunk c{};
+  try {
+    std::lock_guard lock(pool_mutex);
+    if (queue.empty() || now_ns() - queue.front().queued_ns < kStallNs) return;
+    c = queue.front();
+    queue.pop_front();
+  } catch (...) {  // the pool's mutex: try again at the next poll
+    return;
+  }
+  if (!stall_logged) {
+    stall_logged = true;
+    try {
+      log(log_level::warn, "loader: no worker took a queued chunk for 0.5 s (the thread pool could not start its "
+                           "threads?); the consumer runs such chunks itself while it waits");
+    } catch (...) {
+    }
+  }
+  run_chunk(c.slot, c.begin, c.end);
 }
 
 void loader::impl::set_workers(std::size_t n) {
@@ -654,9 +738,33 @@ void loader::impl::cancel() noexcept {
   stopping.store(true, std::memory_order_release);
   core->ring.close();
   if (feeder.joinable()) feeder.join();
+  bool abandoned = false;
   {
     std::unique_lock lock(tasks->mutex);
-    tasks->idle.wait(lock, [&] { return tasks->value.load(std::memory_order_acquire) == 0; });
+    const auto all_done = [&] { return tasks->value.load(std::memory_order_acquire) == 0; };
+    while (!tasks->idle.wait_for(lock, std::chrono::milliseconds(200), all_done)) {
+      bool failed = false;
+      {
+        std::lock_guard pool(pool_mutex);
+        failed = pool_failed;
+      }
+      if (!failed) continue;
+      // The pool refused a task before: the tasks it took but has not begun may never run (TBB
+      // could not start a thread). They are given up (if one begins later, it returns at once)
+      // once the ones inside runner() are out.
+      tasks->abandoned = abandoned = true;
+      tasks->idle.wait(lock, [&] { return tasks->running == 0 || all_done(); });
+      break;
+    }
+  }
+  if (abandoned) {
+    std::lock_guard pool(pool_mutex);
+    queue.clear();  // (their slots are reset below, as a runner would have skipped them)
+    runners = starting = 0;
+    try {
+      tasks = std::make_shared<task_count>();
+    } catch (...) {  // no memory: the loader keeps no pool, and its chunks run on the feeder
+    }
   }
   if (core->dev.is_cuda()) {
     try {
@@ -683,12 +791,27 @@ void loader::impl::start(std::uint32_t e, std::uint64_t first_batch) {
   seq_base = next_seq;
   next_seq += batches;
   pass = detail::last_pass.fetch_add(1, std::memory_order_relaxed) + 1;  // (the tasks of the last start are done)
-  started = true;
   epoch_fresh = true;
+  feeder_error = nullptr;
   feeder = std::thread([this, e, first_batch, base = seq_base] { feed(e, first_batch, base); });
+  started = true;  // (not before: without a feeder, next() would wait for batches nobody fills)
 }
 
-void loader::impl::feed(std::uint32_t e, std::uint64_t first_batch, std::uint64_t base) {
+void loader::impl::feed(std::uint32_t e, std::uint64_t first_batch, std::uint64_t base) noexcept {
+  try {
+    feed_batches(e, first_batch, base);
+  } catch (...) {
+    // Outside any one batch (the thread's placement, waiting for a slot): the consumer's next()
+    // throws it and stops the loader; the following next() starts again at the batch it lacks.
+    {
+      std::lock_guard lock(feeder_mutex);
+      feeder_error = std::current_exception();
+    }
+    core->ring.close();
+  }
+}
+
+void loader::impl::feed_batches(std::uint32_t e, std::uint64_t first_batch, std::uint64_t base) {
   const scoped_cpu_binding placed(place.cpus);
   auto& c = *core;
   const std::size_t B = c.options.batch_size;
@@ -726,17 +849,55 @@ void loader::impl::feed(std::uint32_t e, std::uint64_t first_batch, std::uint64_
     m.epoch = e;
     m.batch = b;
     m.count = static_cast<std::size_t>(std::min<std::uint64_t>(B, order->size(e) - b * B));
-    for (std::size_t j = 0; j < m.count; ++j) m.indices[j] = order->index_at(e, b * B + j);
+    m.error_count = 0;
+    try {
+      for (std::size_t j = 0; j < m.count; ++j) m.indices[j] = order->index_at(e, b * B + j);
+    } catch (...) {  // the batch fails with it, and no sample of it runs
+      m.error = std::current_exception();
+      m.error_index = 0;
+      m.remaining.store(0, std::memory_order_release);
+      finish_slot(*slot);
+      continue;
+    }
     m.error = failure;
     m.error_index = failure ? m.indices[0] : 0;
-    m.error_count = 0;
     const std::size_t chunks = std::min(m.count, worker_most * 4);
     m.remaining.store(chunks, std::memory_order_release);
-    for (std::size_t k = 0; k < chunks; ++k) submit({*slot, m.count * k / chunks, m.count * (k + 1) / chunks});
+    for (std::size_t k = 0; k < chunks; ++k) {
+      const chunk piece{*slot, m.count * k / chunks, m.count * (k + 1) / chunks};
+      try {
+        submit(piece);
+      } catch (...) {  // not queued (memory): the batch fails with it; its chunks not sent never run
+        record_error(m, std::current_exception(), m.indices[piece.begin]);
+        const std::size_t unsent = chunks - k;
+        if (m.remaining.fetch_sub(unsent, std::memory_order_acq_rel) == unsent) finish_slot(*slot);
+        break;
+      }
+    }
   }
 }
 
-void loader::impl::run_chunk(std::size_t slot, std::size_t begin, std::size_t end) {
+void loader::impl::run_chunk(std::size_t slot, std::size_t begin, std::size_t end) noexcept {
+  auto& c = *core;
+  auto& m = c.meta[slot];
+  try {
+    produce_chunk(slot, begin, end);
+  } catch (...) {  // outside a sample (its buffers' list, say): the batch fails with it
+    record_error(m, std::current_exception(), m.indices[begin]);
+  }
+  if (m.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) finish_slot(slot);
+}
+
+void loader::impl::record_error(detail::slot_meta& m, std::exception_ptr err, std::uint64_t index) noexcept {
+  std::lock_guard lock(m.error_mutex);
+  ++m.error_count;
+  if (!m.error || index < m.error_index) {
+    m.error = std::move(err);
+    m.error_index = index;
+  }
+}
+
+void loader::impl::produce_chunk(std::size_t slot, std::size_t begin, std::size_t end) {
   auto& c = *core;
   auto& m = c.meta[slot];
   if (!stopping.load(std::memory_order_acquire)) {
@@ -766,19 +927,13 @@ void loader::impl::run_chunk(std::size_t slot, std::size_t begin, std::size_t en
       }
       if (err) {
         c.stats.add_error();
-        std::lock_guard lock(m.error_mutex);
-        ++m.error_count;
-        if (!m.error || s.index() < m.error_index) {
-          m.error = err;
-          m.error_index = s.index();
-        }
+        record_error(m, std::move(err), s.index());
       }
     }
   }
-  if (m.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) finish_slot(slot);
 }
 
-void loader::impl::finish_slot(std::size_t slot) {
+void loader::impl::finish_slot(std::size_t slot) noexcept {
   auto& c = *core;
   if (stopping.load(std::memory_order_acquire)) return;  // cancel() resets the slot
   auto& m = c.meta[slot];
@@ -830,14 +985,27 @@ std::optional<batch> loader::impl::next() {
   std::uint64_t expected = 0;
   c.first_take_ns.compare_exchange_strong(expected, now_ns());
   std::optional<std::size_t> slot;
+  // Allocated before a slot is taken: once taken, nothing may fail before the lease holds it.
+  auto lease = std::make_shared<detail::slot_lease>(core, detail::slot_lease::kNone);
   const std::uint64_t wait_from = now_ns();
   {
     stage_timer t(stage::consumer_wait, &c.stats, c.trace.get(), next_batch);
-    slot = c.ring.take(seq_base + next_batch);
+    slot = c.ring.take(seq_base + next_batch, std::chrono::milliseconds(100), [this] { help_if_stalled(); });
   }
-  if (!slot) throw loader_closed("loader was closed while waiting for batch " + std::to_string(next_batch));
+  if (!slot) {
+    std::exception_ptr failed;
+    {
+      std::lock_guard lock(feeder_mutex);
+      failed = feeder_error;
+    }
+    if (failed) {
+      cancel();  // the next call starts again at this batch
+      std::rethrow_exception(failed);
+    }
+    throw loader_closed("loader was closed while waiting for batch " + std::to_string(next_batch));
+  }
+  lease->slot = *slot;
   ++next_batch;
-  auto lease = std::make_shared<detail::slot_lease>(core, *slot);
   if (tuner) {
     try {
       if (window_start_ns == 0) {
@@ -930,26 +1098,35 @@ std::string dataset_digest(const source& src, std::uint64_t size) {
 std::string loader::state() const {
   const auto& o = *impl_->order;
   const auto& opt = impl_->core->options;
-  nlohmann::json plan = nlohmann::json::array();
-  for (const auto& r : o.plan(impl_->epoch)) plan.push_back({r.begin, r.end});
-  const nlohmann::json j{{"version", kStateVersion},
-                         {"dataset", dataset_digest(*impl_->src, impl_->dataset_size)},
-                         {"seed", opt.seed},
-                         {"dataset_size", impl_->dataset_size},
-                         {"batch_size", opt.batch_size},
-                         {"drop_last", opt.drop_last},
-                         {"order", o.kind()},
-                         {"drop_remainder", o.drops_remainder()},
-                         {"epoch", impl_->epoch},
-                         {"world", o.world()},
-                         {"rank", o.rank()},
-                         {"next_batch", impl_->next_batch},
-                         {"plan", plan}};
+  // Built member by member: an initializer list leaves temporary arrays whose destructor allocates
+  // (detail/json_release.hpp).
+  nlohmann::json j = nlohmann::json::object();
+  const detail::json_releaser release(j);
+  j["version"] = kStateVersion;
+  j["dataset"] = dataset_digest(*impl_->src, impl_->dataset_size);
+  j["seed"] = opt.seed;
+  j["dataset_size"] = impl_->dataset_size;
+  j["batch_size"] = opt.batch_size;
+  j["drop_last"] = opt.drop_last;
+  j["order"] = o.kind();
+  j["drop_remainder"] = o.drops_remainder();
+  j["epoch"] = impl_->epoch;
+  j["world"] = o.world();
+  j["rank"] = o.rank();
+  j["next_batch"] = impl_->next_batch;
+  auto& plan = j["plan"] = nlohmann::json::array();
+  for (const auto& r : o.plan(impl_->epoch)) {
+    nlohmann::json range = nlohmann::json::array();
+    range.push_back(r.begin);
+    range.push_back(r.end);
+    plan.push_back(std::move(range));
+  }
   return j.dump();
 }
 
 void loader::resume(const std::string& state) {
   nlohmann::json j;
+  const detail::json_releaser release(j);
   try {
     j = nlohmann::json::parse(state);
   } catch (const nlohmann::json::exception& e) {
@@ -1017,32 +1194,38 @@ void loader::resume(const std::string& state) {
   if (next > saved_batches)
     throw std::invalid_argument("loader state: next_batch " + next_j.dump() + " is not in [0, " +
                                 std::to_string(saved_batches) + "]");
-  im.cancel();  // no worker reads the order while it changes
+  // Everything that may fail (memory) is worked out on a copy of the order first: a resume that
+  // fails leaves the loader as it was.
+  epoch_order resumed = *im.order;
+  std::uint64_t first = next;
+  std::string warning, note;
   if (saved->world() == o.world()) {
     // The same split: every rank goes on with its own share.
-    if (whole) im.order->unrestrict();
-    else im.order->restrict(e, plan);
-    im.start(e, next);
-    im.positioned = true;
-    return;
+    if (whole) resumed.unrestrict();
+    else resumed.restrict(e, plan);
+  } else {
+    // Another world size: what the saved ranks had not delivered yet is split over this one's.
+    const std::uint64_t taken = next == saved_batches ? saved->size(e) : next * opt.batch_size;
+    auto remaining = saved->remaining_after(e, taken);
+    std::uint64_t left = 0;
+    for (const auto& r : remaining) left += r.end - r.begin;
+    resumed.restrict(e, std::move(remaining));
+    first = 0;
+    const std::uint64_t mine = resumed.size(e), world = static_cast<std::uint64_t>(o.world());
+    if (o.drops_remainder() && mine * world < left)
+      warning = "loader: resuming epoch " + std::to_string(e) + " with drop_remainder drops the " +
+                std::to_string(left - mine * world) + " of its " + std::to_string(left) +
+                " remaining samples that do not divide over " + std::to_string(world) + " ranks";
+    note = "loader: resuming epoch " + std::to_string(e) + " saved by " + std::to_string(saved->world()) +
+           " ranks after " + std::to_string(next) + " batches each on " + std::to_string(world) + " ranks: " +
+           std::to_string(left) + " samples left, " + std::to_string(mine) + " for this rank";
   }
-  // Another world size: what the saved ranks had not delivered yet is split over this one's.
-  const std::uint64_t taken = next == saved_batches ? saved->size(e) : next * opt.batch_size;
-  auto remaining = saved->remaining_after(e, taken);
-  std::uint64_t left = 0;
-  for (const auto& r : remaining) left += r.end - r.begin;
-  im.order->restrict(e, std::move(remaining));
-  if (o.drops_remainder() && im.order->size(e) * static_cast<std::uint64_t>(o.world()) < left)
-    log(log_level::warn, "loader: resuming epoch " + std::to_string(e) + " with drop_remainder drops the " +
-                             std::to_string(left - im.order->size(e) * static_cast<std::uint64_t>(o.world())) +
-                             " of its " + std::to_string(left) + " remaining samples that do not divide over " +
-                             std::to_string(o.world()) + " ranks");
-  log(log_level::info, "loader: resuming epoch " + std::to_string(e) + " saved by " + std::to_string(saved->world()) +
-                           " ranks after " + std::to_string(next) + " batches each on " + std::to_string(o.world()) +
-                           " ranks: " + std::to_string(left) + " samples left, " + std::to_string(im.order->size(e)) +
-                           " for this rank");
-  im.start(e, 0);
+  im.cancel();  // no worker reads the order while it changes
+  *im.order = std::move(resumed);
   im.positioned = true;
+  im.start(e, first);  // a thread that cannot start leaves the loader stopped there: next() starts it
+  if (!warning.empty()) log(log_level::warn, warning);
+  if (!note.empty()) log(log_level::info, note);
 }
 const std::vector<field_spec>& loader::fields() const noexcept { return impl_->core->fields; }
 const loader_options& loader::options() const noexcept { return impl_->core->options; }

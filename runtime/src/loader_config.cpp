@@ -1,3 +1,5 @@
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -5,11 +7,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pinfeed/runtime/detail/json_release.hpp"
 #include "pinfeed/runtime/loader.hpp"
 
 namespace pinfeed {
 namespace {
 constexpr const char* kSchema = "pinfeed.config/1";
+
+/// v is the string `text`. (Not `v == text`: nlohmann's comparison with a scalar is noexcept and
+/// builds a JSON string, so a failed allocation there would end the process.)
+bool is_text(const nlohmann::json& v, const char* text) { return v.is_string() && v.get_ref<const std::string&>() == text; }
 
 nlohmann::json count_or_auto(std::size_t v) { return v == auto_tune ? nlohmann::json("auto") : nlohmann::json(v); }
 }  // namespace
@@ -21,7 +28,11 @@ void loader_config::apply_to(loader_options& o) const {
 }
 
 std::string loader_config::to_json() const {
-  nlohmann::json j{{"schema", kSchema}};
+  // Built member by member: an initializer list leaves temporary arrays whose destructor allocates
+  // (detail/json_release.hpp).
+  nlohmann::json j = nlohmann::json::object();
+  const detail::json_releaser release(j);
+  j["schema"] = kSchema;
   if (workers) j["workers"] = count_or_auto(*workers);
   if (prefetch) j["prefetch"] = count_or_auto(*prefetch);
   if (memory_budget) j["memory_budget"] = *memory_budget;
@@ -33,6 +44,7 @@ std::string loader_config::to_json() const {
 
 loader_config loader_config::from_json(const std::string& text, const std::string& origin) {
   nlohmann::json j;
+  const detail::json_releaser release(j);
   try {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
@@ -42,7 +54,7 @@ loader_config loader_config::from_json(const std::string& text, const std::strin
   auto bad = [&](const std::string& key, const std::string& want) {
     return std::invalid_argument("config '" + origin + "': \"" + key + "\" is " + j.at(key).dump() + ", expected " + want);
   };
-  if (!j.contains("schema") || j["schema"] != kSchema)
+  if (!j.contains("schema") || !is_text(j["schema"], kSchema))
     throw std::invalid_argument("config '" + origin + "': \"schema\" is " + (j.contains("schema") ? j["schema"].dump() : "missing") +
                                 ", expected \"" + kSchema + "\"");
   loader_config c;
@@ -55,7 +67,7 @@ loader_config loader_config::from_json(const std::string& text, const std::strin
   for (const auto& [key, value] : j.items()) {
     if (key == "schema") continue;
     if (key == "workers" || key == "prefetch") {
-      const std::size_t v = value == "auto" ? auto_tune : static_cast<std::size_t>(positive(key, key == "workers" ? 1024 : 4095));
+      const std::size_t v = is_text(value, "auto") ? auto_tune : static_cast<std::size_t>(positive(key, key == "workers" ? 1024 : 4095));
       (key == "workers" ? c.workers : c.prefetch) = v;
     } else if (key == "memory_budget") {
       c.memory_budget = positive(key, ~std::uint64_t{0});
@@ -77,8 +89,10 @@ loader_config loader_config::from_json(const std::string& text, const std::strin
 }
 
 loader_config loader_config::read(const std::string& path) {
+  errno = 0;
   std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read config '" + path + "'");
+  if (!in && errno == ENOMEM) throw std::bad_alloc();  // memory, not the file
+  if (!in) throw std::runtime_error("cannot read config '" + path + "'" + (errno != 0 ? std::string(": ") + std::strerror(errno) : ""));
   return from_json(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), path);
 }
 

@@ -76,7 +76,10 @@ void slot_ring::publish(std::size_t slot, slot_state from) {
   ready_cv_.notify_all();
 }
 
-std::optional<std::size_t> slot_ring::take(std::uint64_t seq) {
+std::optional<std::size_t> slot_ring::take(std::uint64_t seq) { return take(seq, std::chrono::milliseconds(0), {}); }
+
+std::optional<std::size_t> slot_ring::take(std::uint64_t seq, std::chrono::milliseconds poll,
+                                           const std::function<void()>& idle) {
   std::unique_lock lock(mutex_);
   for (;;) {
     if (closed_) return std::nullopt;
@@ -87,7 +90,13 @@ std::optional<std::size_t> slot_ring::take(std::uint64_t seq) {
         return i;
       }
     }
-    ready_cv_.wait(lock);
+    if (!idle) {
+      ready_cv_.wait(lock);
+    } else if (ready_cv_.wait_for(lock, poll) == std::cv_status::timeout) {
+      lock.unlock();
+      idle();
+      lock.lock();
+    }
   }
 }
 

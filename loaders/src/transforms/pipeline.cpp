@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pinfeed/runtime/detail/json_release.hpp"
+
 #include "common.hpp"
 #include "kinds.hpp"
 
@@ -170,6 +172,7 @@ pipeline parse_pipeline(std::string_view text) {
 pipeline parse_pipeline_json(std::string_view text, const std::string& origin) {
   const std::string where = "pipeline file '" + origin + "'";
   nlohmann::json j;
+  const pinfeed::detail::json_releaser release(j);
   try {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {

@@ -138,8 +138,11 @@ struct loader_core {
 
 /// Keeps one slot in use; the last owner (batch or DLPack view) returns it.
 struct slot_lease {
+  static constexpr std::size_t kNone = ~std::size_t{0};  ///< made before its slot is taken
   slot_lease(std::shared_ptr<loader_core> c, std::size_t s) noexcept : core(std::move(c)), slot(s) {}
-  ~slot_lease() { core->release_slot(slot); }
+  ~slot_lease() {
+    if (slot != kNone) core->release_slot(slot);
+  }
   slot_lease(const slot_lease&) = delete;
   slot_lease& operator=(const slot_lease&) = delete;
 

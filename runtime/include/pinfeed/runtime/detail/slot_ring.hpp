@@ -6,9 +6,11 @@
 /// never touches this class; it is used once per batch per stage.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -46,6 +48,10 @@ class slot_ring {
   /// Blocks until the slot holding batch `seq` is ready, marks it `in_use` and returns it.
   /// Returns nullopt once the ring is closed.
   [[nodiscard]] std::optional<std::size_t> take(std::uint64_t seq);
+  /// take() that, each `poll` it has waited, calls `idle` without the ring's lock held (the
+  /// consumer helping a stalled pool).
+  [[nodiscard]] std::optional<std::size_t> take(std::uint64_t seq, std::chrono::milliseconds poll,
+                                                const std::function<void()>& idle);
   /// Returns an in_use slot to free and wakes the producer.
   void release(std::size_t slot);
   /// Wakes every waiter; acquire() and take() return nullopt until reopen().

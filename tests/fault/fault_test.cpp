@@ -1,0 +1,280 @@
+// Every allocation failed in turn: each workload runs once per allocation point k, with the k-th
+// allocation failing (mode once) and, in a second sweep, the k-th and every later one (mode from).
+// Each run must end with the batches of the fault-free run or with an exception at the API
+// (std::bad_alloc, or an error of pinfeed's that names what failed): never std::terminate, a hang
+// (each run has a watchdog), a broken invariant (std::logic_error) or a batch that differs.
+// PINFEED_FAULT_POINTS=N tries N points spread over the workload's allocations (CI: the default,
+// 120); PINFEED_FAULT_POINTS=all (scripts/test.sh --faults) tries every point up to 2,000, then a
+// stride that keeps the sweep near 4,000 points, and says so.
+#include <doctest/doctest.h>
+#include <execinfo.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <typeinfo>
+#include <vector>
+
+#include "alloc_fault.hpp"
+#include "image_fixtures.hpp"
+#include "pinfeed/loaders/sources.hpp"
+#include "pinfeed/loaders/synthetic.hpp"
+#include "pinfeed/runtime/checksum.hpp"
+#include "pinfeed/runtime/loader.hpp"
+#include "test_util.hpp"
+
+using namespace pinfeed;
+namespace af = pinfeed::test::alloc_fault;
+
+namespace {
+
+using workload = std::function<std::vector<std::string>()>;
+
+std::atomic<std::uint64_t> current_point{0};
+std::atomic<int> current_mode{0};
+const char* current_name = "";
+
+/// Aborts, naming the point, when one run takes longer than its limit.
+class watchdog {
+ public:
+  explicit watchdog(std::chrono::seconds limit) : limit_(limit), thread_([this] { watch(); }) {}
+  ~watchdog() {
+    {
+      std::lock_guard lock(mutex_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void begin() {
+    std::lock_guard lock(mutex_);
+    deadline_ = std::chrono::steady_clock::now() + limit_;
+    running_ = true;
+  }
+  void end() {
+    std::lock_guard lock(mutex_);
+    running_ = false;
+  }
+
+ private:
+  void watch() {
+    af::exempt mine;
+    std::unique_lock lock(mutex_);
+    while (!done_) {
+      cv_.wait_for(lock, std::chrono::milliseconds(100));
+      if (running_ && std::chrono::steady_clock::now() > deadline_) {
+        std::fprintf(stderr, "fault test %s: HANG at allocation point %llu (mode %s): no end after %lld s\n",
+                     current_name, static_cast<unsigned long long>(current_point.load()),
+                     current_mode.load() == 1 ? "once" : "from", static_cast<long long>(limit_.count()));
+        std::fflush(stderr);
+        if (const char* g = std::getenv("PINFEED_FAULT_GDB"); g != nullptr && g[0] == '1') {  // every thread's stack
+          const std::string cmd = "gdb -q -batch -p " + std::to_string(::getpid()) + " -ex 'thread apply all bt 16' 1>&2";
+          (void)!std::system(cmd.c_str());
+        }
+        std::abort();
+      }
+    }
+  }
+  std::chrono::seconds limit_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false, running_ = false;
+  std::chrono::steady_clock::time_point deadline_{};
+  std::thread thread_;
+};
+
+struct tally {
+  std::uint64_t total = 0, points = 0, clean = 0, bad_alloc = 0, named = 0;
+  std::string plan;
+  std::vector<std::string> failures;
+  std::vector<std::string> named_seen;  // the first few distinct messages of named errors
+};
+
+/// The points to try of `total` allocations.
+std::vector<std::uint64_t> points_of(std::uint64_t total, std::string& plan) {
+  const char* env = std::getenv("PINFEED_FAULT_POINTS");
+  const std::string want = env ? env : "120";
+  std::vector<std::uint64_t> out;
+  if (want == "all") {
+    const std::uint64_t dense = std::min<std::uint64_t>(total, 2000);
+    for (std::uint64_t k = 1; k <= dense; ++k) out.push_back(k);
+    const std::uint64_t stride = total > 2000 ? std::max<std::uint64_t>(1, (total - 2000) / 2000) : 1;
+    for (std::uint64_t k = 2000 + stride; k <= total; k += stride) out.push_back(k);
+    plan = "every point up to " + std::to_string(dense) +
+           (total > 2000 ? ", then every " + std::to_string(stride) + "th to " + std::to_string(total) : std::string());
+  } else {
+    const std::uint64_t n = std::max<std::uint64_t>(1, std::strtoull(want.c_str(), nullptr, 10));
+    for (std::uint64_t i = 0; i < n && i < total; ++i) out.push_back(1 + (total - 1) * i / std::max<std::uint64_t>(1, std::min(n, total) - 1));
+    plan = std::to_string(out.size()) + " points spread over " + std::to_string(total);
+  }
+  return out;
+}
+
+tally sweep(const char* name, const workload& w, af::mode m) {
+  current_name = name;
+  tally t;
+  // The fault-free run, counted; a second to check that the workload is deterministic.
+  af::arm(af::mode::count_only);
+  const auto expected = w();
+  t.total = af::disarm();
+  REQUIRE(!expected.empty());
+  REQUIRE(w() == expected);
+  watchdog dog(std::chrono::seconds(60));
+  for (const std::uint64_t k : points_of(t.total, t.plan)) {
+    current_point = k;
+    current_mode = m == af::mode::once ? 1 : 2;
+    ++t.points;
+    std::string failure;
+    dog.begin();
+    af::arm(m, k);
+    try {
+      const auto got = w();
+      af::disarm();
+      if (got == expected) ++t.clean;
+      else failure = "delivered batches that differ from the fault-free run's";
+    } catch (const std::bad_alloc&) {
+      af::disarm();
+      ++t.bad_alloc;
+    } catch (const std::exception& e) {
+      af::disarm();
+      const bool invariant = typeid(e) == typeid(std::logic_error);
+      if (invariant || std::string(e.what()).empty())
+        failure = std::string(invariant ? "a broken invariant: " : "an unnamed error: ") + e.what();
+      else
+        ++t.named;
+      if (!invariant && t.named_seen.size() < 3 && std::find(t.named_seen.begin(), t.named_seen.end(), e.what()) == t.named_seen.end())
+        t.named_seen.emplace_back(e.what());
+    } catch (...) {
+      af::disarm();
+      failure = "an exception that is no std::exception";
+    }
+    dog.end();
+    if (!failure.empty())
+      t.failures.push_back("point " + std::to_string(k) + " (" + (m == af::mode::once ? "once" : "from") + "): " + failure);
+  }
+  std::printf("alloc-fault %-16s %-4s %6llu allocations, %s: %llu clean, %llu std::bad_alloc, %llu named errors, %zu failures\n",
+              name, m == af::mode::once ? "once" : "from", static_cast<unsigned long long>(t.total), t.plan.c_str(),
+              static_cast<unsigned long long>(t.clean), static_cast<unsigned long long>(t.bad_alloc),
+              static_cast<unsigned long long>(t.named), t.failures.size());
+  for (const auto& n : t.named_seen) std::printf("  named error: %s\n", n.c_str());
+  std::fflush(stdout);
+  return t;
+}
+
+/// Which sweeps a workload runs: both, or (for one that parses JSON) mode once alone.
+enum class sweeps { both, once_only };
+
+void check_sweeps(const char* name, const workload& w, sweeps which = sweeps::both) {
+  static const bool handler = [] {
+    std::set_terminate([] {
+      std::fprintf(stderr, "fault test %s: std::terminate at allocation point %llu (mode %s), from:\n", current_name,
+                   static_cast<unsigned long long>(current_point.load()), current_mode.load() == 1 ? "once" : "from");
+      std::fflush(stderr);
+      void* frames[64];
+      backtrace_symbols_fd(frames, backtrace(frames, 64), STDERR_FILENO);  // (allocates nothing)
+      std::abort();
+    });
+    return true;
+  }();
+  (void)handler;
+  for (const auto m : {af::mode::once, af::mode::from}) {
+    if (m == af::mode::from && which == sweeps::once_only) {
+      // nlohmann/json destroys a half-built document inside its parser, and its destructor
+      // allocates (detail/json_release.hpp): with every later allocation failing, that ends the
+      // process. Documents pinfeed holds are emptied without allocating; this one case is not.
+      std::printf("alloc-fault %-16s from: not run (a JSON document half-built by nlohmann's parser)\n", name);
+      continue;
+    }
+    const tally t = sweep(name, w, m);
+    CAPTURE(t.plan);
+    for (const auto& f : t.failures) FAIL_CHECK(f);
+    CHECK(t.points > 0);
+    CHECK(t.clean + t.bad_alloc + t.named == t.points);
+    // Failing the first allocation can never leave the run clean.
+    if (m == af::mode::from) CHECK(t.clean < t.points);
+  }
+}
+
+std::vector<std::string> epochs(loader& l, std::uint32_t first, std::uint32_t last) {
+  std::vector<std::string> lines;
+  for (std::uint32_t e = first; e <= last; ++e) {
+    l.start_epoch(e);
+    while (auto b = l.next()) lines.push_back(checksum_line(*b));
+  }
+  return lines;
+}
+
+loader_options options(std::size_t workers) {
+  loader_options o;
+  o.batch_size = 8;
+  o.workers = workers;
+  o.device = "cpu";
+  o.seed = 11;
+  o.order.shuffle = true;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("faults.synthetic_pipeline_two_shuffled_epochs") {
+  test::no_launcher clean;
+  check_sweeps("synthetic", [] {
+    loaders::synthetic_options so;
+    so.samples = 64;
+    so.height = 16;
+    so.width = 16;
+    so.classes = 10;
+    loader l(loaders::make_synthetic_source(so), options(2));
+    return epochs(l, 0, 1);
+  });
+}
+
+TEST_CASE("faults.state_and_resume_on_another_worker_count") {
+  test::no_launcher clean;
+  auto source = [] {
+    return make_source(80, {{"id", dtype::i64, {}}}, [](sample& s) { s.as<std::int64_t>(0)[0] = static_cast<std::int64_t>(s.index()); });
+  };
+  check_sweeps("resume", [&] {
+    std::vector<std::string> lines;
+    std::string saved;
+    {
+      loader first(source(), options(1));
+      for (int i = 0; i < 3; ++i) lines.push_back(checksum_line(*first.next()));
+      saved = first.state();
+    }
+    loader second(source(), options(2));
+    second.resume(saved);
+    while (auto b = second.next()) lines.push_back(checksum_line(*b));
+    return lines;
+  }, sweeps::once_only);
+}
+
+TEST_CASE("faults.config_file") {
+  test::temp_dir dir;
+  const auto path = (dir.path / "pinfeed.json").string();
+  std::ofstream(path) << R"({"schema": "pinfeed.config/1", "workers": 3, "prefetch": "auto", "memory_budget": 1073741824,
+                            "requests_in_flight": 64, "expected_speedup": 1.25, "measured": "by hand"})";
+  check_sweeps("config", [&] { return std::vector<std::string>{loader_config::read(path).to_json()}; }, sweeps::once_only);
+}
+
+TEST_CASE("faults.jpeg_folder_rrc_hflip_skipping_bad_samples") {
+  test::no_launcher clean;
+  test::temp_dir dir;
+  (void)test::jpeg_class_folder(dir.path, 12, 232, 2, 240);
+  loaders::image_source_options io;
+  io.source.on_error = loaders::error_policy::skip;
+  check_sweeps("jpeg_folder", [&] {
+    loader l(loaders::make_image_folder_source(dir.path.string(), "rrc(224),hflip", io), options(2));
+    return epochs(l, 0, 1);
+  });
+}

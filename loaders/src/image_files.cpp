@@ -33,8 +33,6 @@ bool is_image_name(const fs::path& p) {
   return std::find(known.begin(), known.end(), e) != known.end();
 }
 
-bool hidden(const fs::path& p) { return !p.filename().empty() && p.filename().string()[0] == '.'; }
-
 /// One entry of a folder: its name, and whether it is (or links to) a folder or a regular file.
 struct dir_entry {
   std::string name;
@@ -59,8 +57,16 @@ std::vector<dir_entry> read_folder(const std::string& dir) {
       break;
     }
     if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    if (e->d_type == DT_DIR || e->d_type == DT_REG) {  // the kind from the folder itself: no stat
+      out.push_back({e->d_name, e->d_type == DT_DIR, e->d_type == DT_REG});
+      continue;
+    }
     struct stat st {};
-    if (::fstatat(::dirfd(d.get()), e->d_name, &st, 0) != 0) continue;  // a dangling link: neither
+    if (::fstatat(::dirfd(d.get()), e->d_name, &st, 0) != 0) {  // a link (followed), or a kind not told
+      if (errno == ENOENT || errno == ELOOP) continue;             // a dangling or looping link: neither
+      if (errno == ENOMEM) throw std::bad_alloc();
+      throw std::invalid_argument("image folder '" + dir + "': cannot tell what '" + e->d_name + "' is: " + std::strerror(errno));
+    }
     out.push_back({e->d_name, S_ISDIR(st.st_mode), S_ISREG(st.st_mode)});
   }
   return out;

@@ -431,14 +431,16 @@ struct loader::impl {
     std::uint64_t queued_ns = 0;  // when submit() queued it
   };
   /// Called by next() while it waits: runs the oldest queued chunk in the consumer's thread when
-  /// it has waited 0.5 s with no worker taking it (a pool that could not start its threads).
+  /// no worker has taken one for 2 s (a pool that could not start its threads).
   void help_if_stalled() noexcept;
   bool stall_logged = false;
   void submit(chunk c);
   void spawn_runners();   // with pool_mutex held
   void enqueue_runner();  // one more runner task; with pool_mutex held
   bool pool_failed = false;  // TBB refused a task: not asked again (spawn_runners)
-  std::string pool_failure;
+  const char* pool_failure = "";  // a fixed text: set where memory may have run out
+  bool pool_failure_logged = false;
+  std::uint64_t last_pop_ns = 0;  // (pool_mutex) when a runner last took a chunk
   void runner() noexcept;
   void set_workers(std::size_t n);
 
@@ -479,7 +481,7 @@ struct loader::impl {
     std::mutex mutex;
     std::condition_variable idle;
     std::int64_t running = 0;  // (mutex) tasks inside runner()
-    bool abandoned = false;    // (mutex) tasks not begun yet never touch the loader (cancel())
+    bool abandoned = false;    // (mutex) set by cancel(): tasks not begun yet never touch the loader
     /// A task may run the loader's chunks: false once its loader gave up on the pool.
     bool begin() noexcept {
       std::lock_guard lock(mutex);
@@ -601,9 +603,17 @@ void loader::impl::submit(chunk c) {
       queue.pop_back();
     }
   }
-  try {
-    log(log_level::warn, "loader: no worker task could start (" + why + "); the feeder runs the chunk itself");
-  } catch (...) {
+  bool first = false;
+  {
+    std::lock_guard lock(pool_mutex);
+    first = !pool_failure_logged;
+    pool_failure_logged = true;
+  }
+  if (first) {
+    try {
+      log(log_level::warn, "loader: no worker task could start (" + why + "); the feeder runs chunks itself from now on");
+    } catch (...) {
+    }
   }
   run_chunk(c.slot, c.begin, c.end);  // noexcept: a failure is the batch's
 }
@@ -612,7 +622,7 @@ void loader::impl::spawn_runners() {
   // Once TBB failed to take a task (it could not start a thread), its next enqueue can wait
   // forever inside TBB: the pool is not asked again, and queued chunks run on the feeder and the
   // consumer (submit(), help_if_stalled()).
-  if (pool_failed) throw std::runtime_error("the thread pool failed earlier: " + pool_failure);
+  if (pool_failed) throw std::runtime_error(pool_failure);
   while (runners < active && starting < queue.size()) enqueue_runner();
 }
 
@@ -636,7 +646,8 @@ void loader::impl::enqueue_runner() {
     --starting;
     tasks->done();
     pool_failed = true;
-    pool_failure = e.what();
+    (void)e;
+    pool_failure = "the thread pool refused a task (it could not start a thread): chunks run on the feeder";
     throw;
   } catch (...) {
     --runners;
@@ -661,6 +672,7 @@ void loader::impl::runner() noexcept {
   while (!queue.empty() && runners <= active) {
     const chunk c = queue.front();
     queue.pop_front();
+    last_pop_ns = now_ns();
     lock.unlock();
     run_chunk(c.slot, c.begin, c.end);
     lock.lock();
@@ -669,31 +681,36 @@ void loader::impl::runner() noexcept {
 }
 
 void loader::impl::help_if_stalled() noexcept {
-  constexpr std::uint64_t kStallNs = 500'000'000;
-  chunk c{};
-  try {
-    std::lock_guard lock(pool_mutex);
-    if (queue.empty() || now_ns() - queue.front().queued_ns < kStallNs) return;
-    c = queue.front();
-    queue.pop_front();
-  } catch (...) {  // the pool's mutex: try again at the next poll
-    return;
-  }
-  if (!stall_logged) {
-    stall_logged = true;
+  // Stalled: chunks wait, and no runner has taken one for 2 s (merely slow workers keep taking
+  // them). Then every chunk that has waited that long runs here, in the consumer's thread.
+  constexpr std::uint64_t kStallNs = 2'000'000'000;
+  for (;;) {
+    chunk c{};
     try {
-      log(log_level::warn, "loader: no worker took a queued chunk for 0.5 s (the thread pool could not start its "
-                           "threads?); the consumer runs such chunks itself while it waits");
-    } catch (...) {
+      std::lock_guard lock(pool_mutex);
+      const std::uint64_t now = now_ns();
+      if (queue.empty() || now - queue.front().queued_ns < kStallNs || now - last_pop_ns < kStallNs) return;
+      c = queue.front();
+      queue.pop_front();
+    } catch (...) {  // the pool's mutex: try again at the next poll
+      return;
     }
+    if (!stall_logged) {
+      stall_logged = true;
+      try {
+        log(log_level::warn, "loader: no worker took a queued chunk for 2 s (the thread pool could not start its "
+                             "threads?); the consumer runs such chunks itself while it waits");
+      } catch (...) {
+      }
+    }
+    run_chunk(c.slot, c.begin, c.end);
   }
-  run_chunk(c.slot, c.begin, c.end);
 }
 
 void loader::impl::set_workers(std::size_t n) {
   std::lock_guard lock(pool_mutex);
   active = std::clamp<std::size_t>(n, 1, worker_most);
-  spawn_runners();  // runners beyond it stop after their chunk
+  if (!pool_failed) spawn_runners();  // runners beyond it stop after their chunk
 }
 
 void loader::impl::start_window() {
@@ -738,32 +755,23 @@ void loader::impl::cancel() noexcept {
   stopping.store(true, std::memory_order_release);
   core->ring.close();
   if (feeder.joinable()) feeder.join();
-  bool abandoned = false;
   {
+    // Tasks the pool took but has not begun are given up: TBB may never run them (a worker thread
+    // it could not start fails inside TBB, where pinfeed never hears of it), and one that begins
+    // later returns at once without touching the loader. The ones inside runner() are waited for.
     std::unique_lock lock(tasks->mutex);
-    const auto all_done = [&] { return tasks->value.load(std::memory_order_acquire) == 0; };
-    while (!tasks->idle.wait_for(lock, std::chrono::milliseconds(200), all_done)) {
-      bool failed = false;
-      {
-        std::lock_guard pool(pool_mutex);
-        failed = pool_failed;
-      }
-      if (!failed) continue;
-      // The pool refused a task before: the tasks it took but has not begun may never run (TBB
-      // could not start a thread). They are given up (if one begins later, it returns at once)
-      // once the ones inside runner() are out.
-      tasks->abandoned = abandoned = true;
-      tasks->idle.wait(lock, [&] { return tasks->running == 0 || all_done(); });
-      break;
-    }
+    tasks->abandoned = true;
+    tasks->idle.wait(lock, [&] { return tasks->running == 0; });
   }
-  if (abandoned) {
+  {
     std::lock_guard pool(pool_mutex);
     queue.clear();  // (their slots are reset below, as a runner would have skipped them)
     runners = starting = 0;
     try {
       tasks = std::make_shared<task_count>();
-    } catch (...) {  // no memory: the loader keeps no pool, and its chunks run on the feeder
+    } catch (...) {  // no memory for a new count: the pool is not asked again, chunks run on the feeder
+      pool_failed = true;
+      pool_failure = "no memory to count the thread pool's tasks: chunks run on the feeder";
     }
   }
   if (core->dev.is_cuda()) {

@@ -176,6 +176,8 @@ enum class sweeps { both, once_only };
 
 void check_sweeps(const char* name, const workload& w, sweeps which = sweeps::both) {
   static const bool handler = [] {
+    void* warm[2];
+    (void)backtrace(warm, 2);  // loads what backtrace() needs now, not when every allocation fails
     std::set_terminate([] {
       std::fprintf(stderr, "fault test %s: std::terminate at allocation point %llu (mode %s), from:\n", current_name,
                    static_cast<unsigned long long>(current_point.load()), current_mode.load() == 1 ? "once" : "from");

@@ -4,6 +4,7 @@
 #include "remote/location.hpp"
 
 #include <cctype>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
 
@@ -36,8 +37,9 @@ bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(
 
 /// %XX sequences of printable ASCII decoded for reading (keys with spaces read as they were
 /// written); control characters and bytes past ASCII are shown encoded, raw or not (a message must
-/// not carry a raw escape to a terminal or a log), and so are '%', '?' and '#' (what is shown
-/// stays unambiguous: a path, not a query or a fragment).
+/// not carry a raw escape to a terminal or a log), and so are '%', '?', '#', '/', '.' and the hex
+/// digits (what is shown stays unambiguous: a path, not a query or a fragment, no new escape
+/// formed with the characters before it, no "/./" or "/../" that a URL parser would remove).
 std::string decode_for_display(std::string_view text) {
   const auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
   const auto value = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) ? c - '0' : (std::tolower(static_cast<unsigned char>(c)) - 'a' + 10); };
@@ -45,7 +47,7 @@ std::string decode_for_display(std::string_view text) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     if (text[i] == '%' && i + 2 < text.size() && hex(text[i + 1]) && hex(text[i + 2])) {
       const auto c = static_cast<unsigned char>(value(text[i + 1]) * 16 + value(text[i + 2]));
-      if (c >= 0x20 && c < 0x7F && c != '%' && c != '?' && c != '#') {
+      if (c >= 0x20 && c < 0x7F && std::strchr("%?#/.", c) == nullptr && !std::isxdigit(c)) {
         out += static_cast<char>(c);
         i += 2;
         continue;

@@ -207,21 +207,9 @@ void check_sweeps(const char* name, const workload& w, sweeps which = sweeps::bo
   }
 }
 
-std::vector<std::string> epochs(loader& l, std::uint32_t first, std::uint32_t last) {
-  std::vector<std::string> lines;
-  for (std::uint32_t e = first; e <= last; ++e) {
-    l.start_epoch(e);
-    while (auto b = l.next()) lines.push_back(checksum_line(*b));
-  }
-  return lines;
-}
-
+/// Shuffled batches of 8 on the host, seed 11.
 loader_options options(std::size_t workers) {
-  loader_options o;
-  o.batch_size = 8;
-  o.workers = workers;
-  o.device = "cpu";
-  o.seed = 11;
+  auto o = test::cpu_loader(8, workers, 11);
   o.order.shuffle = true;
   return o;
 }
@@ -237,7 +225,7 @@ TEST_CASE("faults.synthetic_pipeline_two_shuffled_epochs") {
     so.width = 16;
     so.classes = 10;
     loader l(loaders::make_synthetic_source(so), options(2));
-    return epochs(l, 0, 1);
+    return test::epoch_checksums(l, 0, 1);
   });
 }
 
@@ -277,6 +265,6 @@ TEST_CASE("faults.jpeg_folder_rrc_hflip_skipping_bad_samples") {
   io.source.on_error = loaders::error_policy::skip;
   check_sweeps("jpeg_folder", [&] {
     loader l(loaders::make_image_folder_source(dir.path.string(), "rrc(224),hflip", io), options(2));
-    return epochs(l, 0, 1);
+    return test::epoch_checksums(l, 0, 1);
   });
 }

@@ -46,22 +46,23 @@ bool zero_block(std::span<const std::byte> b) {
   return std::all_of(b.begin(), b.end(), [](std::byte x) { return x == std::byte{0}; });
 }
 
-/// "path=..." from a pax extended header's records ("<len> key=value\n").
+/// "path=..." from a pax extended header's records ("<len> key=value\n", len counting the whole
+/// record). Stops at the first record that is not well-formed.
 std::string pax_path(std::span<const std::byte> data) {
-  std::string text(reinterpret_cast<const char*>(data.data()), data.size());
+  const std::string_view text(reinterpret_cast<const char*>(data.data()), data.size());
   std::size_t at = 0;
   while (at < text.size()) {
     const std::size_t space = text.find(' ', at);
-    if (space == std::string::npos) break;
-    std::size_t len = 0;
-    try {
-      len = std::stoul(text.substr(at, space - at));
-    } catch (const std::exception&) {
-      break;
+    if (space == std::string_view::npos || space == at || space - at > 20) break;
+    std::uint64_t len = 0;
+    for (std::size_t i = at; i < space; ++i) {
+      if (text[i] < '0' || text[i] > '9') return {};
+      len = len * 10 + static_cast<std::uint64_t>(text[i] - '0');
     }
-    if (len == 0 || at + len > text.size()) break;
-    const std::string record = text.substr(space + 1, len - (space - at) - 2);  // without the newline
-    if (record.rfind("path=", 0) == 0) return record.substr(5);
+    // The record holds its length, the space, at least "k=" and the newline.
+    if (len < space - at + 4 || len > text.size() - at || text[at + len - 1] != '\n') break;
+    const std::string_view record = text.substr(space + 1, len - (space - at) - 2);  // without the newline
+    if (record.substr(0, 5) == "path=") return std::string(record.substr(5));
     at += len;
   }
   return {};
@@ -140,6 +141,10 @@ void detail::tar_scanner::begin_member() {
   data_at_ = at_;
   bool keep = false;
   if (type_ == 'L' || type_ == 'x') {  // GNU long name, pax extended header: the next member's name
+    // Held whole in memory: a few hundred bytes in any real archive, at most 1 MiB here.
+    if (size > (std::uint64_t{1} << 20))
+      throw fail(std::string(type_ == 'L' ? "GNU long name" : "pax extended header") + " of " + std::to_string(size) +
+                 " bytes (more than 1 MiB)");
     keep = true;
   } else if (type_ == '0' || type_ == '\0' || type_ == '7') {
     if (!long_name_.empty()) name = long_name_;

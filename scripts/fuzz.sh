@@ -68,7 +68,9 @@ printf '%-14s %12s %10s %8s %8s  %s\n' target executions 'exec/s' cov ft outcome
 for t in "${targets[@]}"; do
   log=$logs/$t.log rc=$(cat "$logs/$t.rc" 2>/dev/null || echo 1)
   stat() { { grep -a -o "$1" "$log" || true; } | tail -n 1 | awk '{print $NF}'; }
-  execs=$({ grep -a -o '^#[0-9]*' "$log" || true; } | tail -n 1 | tr -d '#')
+  # A plain run's final stats, or (fork mode) the last status line's count.
+  execs=$(stat 'stat::number_of_executed_units: *[0-9]*')
+  [[ -n $execs ]] || execs=$({ grep -a -o -E '^#[0-9]+' "$log" || true; } | tail -n 1 | tr -d '#')
   rate=$(( ${execs:-0} / seconds ))
   cov=$(stat 'cov: [0-9]*')
   ft=$(stat 'ft: [0-9]*')

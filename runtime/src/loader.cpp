@@ -755,15 +755,20 @@ void loader::impl::cancel() noexcept {
   stopping.store(true, std::memory_order_release);
   core->ring.close();
   if (feeder.joinable()) feeder.join();
+  bool abandoned = false;
   {
-    // Tasks the pool took but has not begun are given up: TBB may never run them (a worker thread
+    // A healthy pool runs every task within milliseconds (the chunks do nothing while stopping).
+    // Tasks still not begun after a second are given up: TBB may never run them (a worker thread
     // it could not start fails inside TBB, where pinfeed never hears of it), and one that begins
     // later returns at once without touching the loader. The ones inside runner() are waited for.
     std::unique_lock lock(tasks->mutex);
-    tasks->abandoned = true;
-    tasks->idle.wait(lock, [&] { return tasks->running == 0; });
+    const auto all_done = [&] { return tasks->value.load(std::memory_order_acquire) == 0; };
+    if (!tasks->idle.wait_for(lock, std::chrono::seconds(1), all_done)) {
+      tasks->abandoned = abandoned = true;
+      tasks->idle.wait(lock, [&] { return tasks->running == 0 || all_done(); });
+    }
   }
-  {
+  if (abandoned) {
     std::lock_guard pool(pool_mutex);
     queue.clear();  // (their slots are reset below, as a runner would have skipped them)
     runners = starting = 0;

@@ -4,6 +4,7 @@
 
 #include "pinfeed/doctor/doctor.hpp"
 #include "pinfeed/doctor/stages.hpp"
+#include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed {
 
@@ -12,7 +13,7 @@ const tensor_view& step_batch::field(std::string_view name) const {
     if (names[i] == name) return fields[i];
   std::string known;
   for (const auto& n : names) known += (known.empty() ? "'" : ", '") + n + "'";
-  throw std::out_of_range("step_batch has no field '" + std::string(name) + "' (its fields: " +
+  throw pinfeed::out_of_range("step_batch has no field '" + std::string(name) + "' (its fields: " +
                           (known.empty() ? std::string("none named") : known) + ")");
 }
 
@@ -29,10 +30,10 @@ step_batch step_view(const batch& b) {
 
 batch_consumer::batch_consumer(options o, const field_spec& image, std::size_t batch_size, bool gpu) : o_(std::move(o)) {
   if (o_.step_on != "auto" && o_.step_on != "host" && o_.step_on != "device")
-    throw std::invalid_argument("step_on must be auto, host or device, got '" + o_.step_on + "'");
+    throw pinfeed::invalid_argument("step_on must be auto, host or device, got '" + o_.step_on + "'");
   if (!o_.tail) return;
   if (image.type != dtype::u8 || image.shape.size() != 3 || image.shape[2] != 3)
-    throw std::invalid_argument("a normalizing consumer needs uint8 [H, W, 3] images; this pipeline yields " +
+    throw pinfeed::invalid_argument("a normalizing consumer needs uint8 [H, W, 3] images; this pipeline yields " +
                                 std::string(dtype_name(image.type)) + " (its own tail already converts)");
   shape_ = {batch_size, static_cast<std::size_t>(image.shape[0]), static_cast<std::size_t>(image.shape[1])};
   if (gpu) device_out_ = device_buffer(shape_.pixels() * 3 * sizeof(float));

@@ -41,7 +41,7 @@ batch next_cycling(loader& l, const std::string& what) {
     l.start_epoch(l.epoch() + 1);
     b = l.next();
   }
-  if (!b) throw std::runtime_error("doctor: " + what + ": the loader yielded no batch");
+  if (!b) throw pinfeed::runtime_error("doctor: " + what + ": the loader yielded no batch");
   return std::move(*b);
 }
 
@@ -85,7 +85,7 @@ struct batch_store {
 }  // namespace
 
 doctor_pipeline doctor_pipeline_of(std::shared_ptr<source> src) {
-  if (!src) throw std::invalid_argument("doctor: the source is a null pointer");
+  if (!src) throw pinfeed::invalid_argument("doctor: the source is a null pointer");
   doctor_pipeline p;
   if (const auto* ps = dynamic_cast<const loaders::pipeline_source*>(src.get())) {
     p.reader = ps->reader();
@@ -111,30 +111,30 @@ namespace {
 
 /// Everything doctor() checks before anything runs; returns the cache pool and the device.
 std::pair<std::size_t, device_choice> check_request(const doctor_pipeline& p, const doctor_options& o) {
-  if (!p.reader && !p.own) throw std::invalid_argument("doctor: the pipeline has no reader and no source of its own");
-  if (p.reader && p.own) throw std::invalid_argument("doctor: give a reader (with transforms) or a source of your own, not both");
+  if (!p.reader && !p.own) throw pinfeed::invalid_argument("doctor: the pipeline has no reader and no source of its own");
+  if (p.reader && p.own) throw pinfeed::invalid_argument("doctor: give a reader (with transforms) or a source of your own, not both");
   if (p.own && !p.steps.empty())
-    throw std::invalid_argument("doctor: transforms go with a reader; a source of your own runs its own steps");
+    throw pinfeed::invalid_argument("doctor: transforms go with a reader; a source of your own runs its own steps");
   if (!(o.step_ms >= 0.0) || !std::isfinite(o.step_ms))
-    throw std::invalid_argument("doctor: the step time must be a finite number >= 0 ms, got " + std::to_string(o.step_ms));
-  if (o.steps == 0) throw std::invalid_argument("doctor: steps per mode must be at least 1");
+    throw pinfeed::invalid_argument("doctor: the step time must be a finite number >= 0 ms, got " + std::to_string(o.step_ms));
+  if (o.steps == 0) throw pinfeed::invalid_argument("doctor: steps per mode must be at least 1");
   if (o.min_steps == 0 || o.min_steps > o.steps)
-    throw std::invalid_argument("doctor: min_steps must be in [1, steps=" + std::to_string(o.steps) + "], got " +
+    throw pinfeed::invalid_argument("doctor: min_steps must be in [1, steps=" + std::to_string(o.steps) + "], got " +
                                 std::to_string(o.min_steps));
   if (!(o.max_mode_seconds > 0) || !(o.min_mode_seconds >= 0) || o.min_mode_seconds > o.max_mode_seconds)
-    throw std::invalid_argument("doctor: mode seconds must satisfy 0 <= min (" + std::to_string(o.min_mode_seconds) +
+    throw pinfeed::invalid_argument("doctor: mode seconds must satisfy 0 <= min (" + std::to_string(o.min_mode_seconds) +
                                 ") <= max (" + std::to_string(o.max_mode_seconds) + "), max > 0");
   validate(o.loader);
   const std::uint64_t dataset = p.own ? p.own->size() : p.reader->size();
   if (o.pool > dataset)
-    throw std::invalid_argument("doctor: a cache pool of " + std::to_string(o.pool) + " samples is larger than the dataset (" +
+    throw pinfeed::invalid_argument("doctor: a cache pool of " + std::to_string(o.pool) + " samples is larger than the dataset (" +
                                 std::to_string(dataset) + " samples); give a pool of at most " + std::to_string(dataset));
   const std::size_t pool = o.pool != 0 ? o.pool : static_cast<std::size_t>(std::min<std::uint64_t>(64, dataset));
   const device_choice dev = resolve_device(o.loader.device);
   if (o.step_on != "auto" && o.step_on != "host" && o.step_on != "device")
-    throw std::invalid_argument("doctor: step_on must be auto, host or device, got '" + o.step_on + "'");
+    throw pinfeed::invalid_argument("doctor: step_on must be auto, host or device, got '" + o.step_on + "'");
   if (o.step_on == "device" && !dev.is_cuda())
-    throw std::invalid_argument("doctor: a device step needs a GPU, but the batches go to " + dev.to_string());
+    throw pinfeed::invalid_argument("doctor: a device step needs a GPU, but the batches go to " + dev.to_string());
   return {pool, dev};
 }
 

@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "pinfeed/runtime/exception.hpp"
+
 namespace pinfeed {
 namespace {
 
@@ -67,7 +69,7 @@ struct planner {
       if (std::any_of(plan.begin(), plan.end(), [&](const plan_entry& e) { return e.mode.id == want; })) continue;
       std::string ids;
       for (const auto& e : plan) ids += (ids.empty() ? "" : ", ") + e.mode.id;
-      throw std::invalid_argument("doctor: unknown mode '" + want + "' (this pipeline has " + ids + ")");
+      throw pinfeed::invalid_argument("doctor: unknown mode '" + want + "' (this pipeline has " + ids + ")");
     }
     for (auto& e : plan)
       if (std::find(o.modes.begin(), o.modes.end(), e.mode.id) == o.modes.end() && e.mode.note.empty())
@@ -77,9 +79,9 @@ struct planner {
   void check_trace_mode() const {
     const auto it = std::find_if(plan.begin(), plan.end(), [&](const plan_entry& e) { return e.mode.id == o.trace_mode; });
     if (it == plan.end() || it->how != plan_entry::kind::loader || !it->mode.note.empty())
-      throw std::invalid_argument("doctor: --trace-mode must be a mode that runs the loader (L0-L3 or T1..) and is "
+      throw pinfeed::invalid_argument("doctor: --trace-mode must be a mode that runs the loader (L0-L3 or T1..) and is "
                                   "run, got '" + o.trace_mode + "'");
-    if (o.trace_path.empty()) throw std::invalid_argument("doctor: trace_mode given without a trace path");
+    if (o.trace_path.empty()) throw pinfeed::invalid_argument("doctor: trace_mode given without a trace path");
   }
 };
 

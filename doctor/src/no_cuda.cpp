@@ -4,12 +4,13 @@
 
 #include "pinfeed/doctor/stages.hpp"
 #include "pinfeed/runtime/cuda_api.hpp"
+#include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed {
 
 void busy_kernel_ms(double ms, cudaStream_t) {
   if (!(ms > 0)) return;
-  throw std::runtime_error(std::string("busy_kernel_ms: ") + detail::kNoCuda);
+  throw pinfeed::runtime_error(std::string("busy_kernel_ms: ") + detail::kNoCuda);
 }
 
 }  // namespace pinfeed

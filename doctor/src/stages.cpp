@@ -42,11 +42,11 @@ std::string figure(double v) {
 class slow_storage_reader final : public image_reader {
  public:
   slow_storage_reader(std::shared_ptr<image_reader> base, storage_emulation e) : base_(std::move(base)), e_(e) {
-    if (!base_) throw std::invalid_argument("slow storage: the base reader is null");
+    if (!base_) throw pinfeed::invalid_argument("slow storage: the base reader is null");
     if (!(e_.latency_ms >= 0.0) || !std::isfinite(e_.latency_ms))
-      throw std::invalid_argument("slow storage: latency_ms must be a finite number >= 0, got " + figure(e_.latency_ms));
+      throw pinfeed::invalid_argument("slow storage: latency_ms must be a finite number >= 0, got " + figure(e_.latency_ms));
     if (!(e_.bandwidth_mb_s >= 0.0) || !std::isfinite(e_.bandwidth_mb_s))
-      throw std::invalid_argument("slow storage: bandwidth_mb_s must be a finite number >= 0 (0: unlimited), got " +
+      throw pinfeed::invalid_argument("slow storage: bandwidth_mb_s must be a finite number >= 0 (0: unlimited), got " +
                                   figure(e_.bandwidth_mb_s));
   }
   std::uint64_t size() const override { return base_->size(); }
@@ -124,7 +124,7 @@ class once_pool {
     std::exception_ptr error;
   };
   once_pool(std::size_t pool, std::uint64_t dataset, const char* what, std::size_t max_bytes) : what_(what) {
-    if (pool == 0) throw std::invalid_argument(std::string(what) + ": the cache pool must be at least 1");
+    if (pool == 0) throw pinfeed::invalid_argument(std::string(what) + ": the cache pool must be at least 1");
     size_ = static_cast<std::size_t>(std::min<std::uint64_t>(pool, std::max<std::uint64_t>(dataset, 1)));
     if (max_bytes != 0) {
       budget_ = max_bytes;
@@ -201,12 +201,12 @@ class cached_reader final : public image_reader {
                 std::size_t max_bytes)
       : base_(std::move(base)), before_(std::move(before)),
         entries_(pool, base_ ? base_->size() : 0, "cached reader", max_bytes) {
-    if (!base_) throw std::invalid_argument("cached reader: the base reader is null");
+    if (!base_) throw pinfeed::invalid_argument("cached reader: the base reader is null");
     if (stage != cache_stage::raw && stage != cache_stage::decoded && stage != cache_stage::steps)
-      throw std::invalid_argument("cached reader: the stage must be raw, decoded or steps");
+      throw pinfeed::invalid_argument("cached reader: the stage must be raw, decoded or steps");
     if (stage == cache_stage::steps) stage = cache_stage::decoded;  // then the steps in `before` run once
     if (!before_.empty() && stage != cache_stage::decoded)
-      throw std::invalid_argument("cached reader: transforms before the cache need a cache of decoded images");
+      throw pinfeed::invalid_argument("cached reader: transforms before the cache need a cache of decoded images");
     raw_ = stage == cache_stage::raw && base_->stores_encoded();
     shape_ = base_->image_shape();
     for (const auto& t : before_.steps()) shape_ = t->output_spec(shape_);  // validates each step
@@ -339,7 +339,7 @@ class pooled_source final : public source {
  public:
   pooled_source(std::shared_ptr<source> base, std::size_t pool, std::size_t max_bytes)
       : base_(std::move(base)), entries_(pool, base_ ? base_->size() : 0, "pooled source", max_bytes) {
-    if (!base_) throw std::invalid_argument("pooled source: the base source is null");
+    if (!base_) throw pinfeed::invalid_argument("pooled source: the base source is null");
     fields_ = base_->fields();
     for (const auto& f : fields_) sample_bytes_ += f.bytes();
     entries_.check_up_front(sample_bytes_);
@@ -399,8 +399,8 @@ std::shared_ptr<source> make_pooled_source(std::shared_ptr<source> base, std::si
 }
 
 cached_pipeline make_cached_pipeline(const std::shared_ptr<loaders::pipeline_source>& full, const sample_cache& cache) {
-  if (!full) throw std::invalid_argument("cache: the pipeline is null");
-  if (cache.pool == 0) throw std::invalid_argument("cache: the pool must be at least 1");
+  if (!full) throw pinfeed::invalid_argument("cache: the pipeline is null");
+  if (cache.pool == 0) throw pinfeed::invalid_argument("cache: the pool must be at least 1");
   const auto over = [&](std::shared_ptr<image_reader> reader, loaders::pipeline steps) -> cached_pipeline {
     auto p = std::make_shared<loaders::pipeline_source>(std::move(reader), std::move(steps), full->options());
     return {p, p};
@@ -418,7 +418,7 @@ cached_pipeline make_cached_pipeline(const std::shared_ptr<loaders::pipeline_sou
       // to the device): the first after_steps of them run once per pool entry, the rest per sample.
       const std::size_t host = full->host_steps().steps().size();
       if (cache.after_steps > host)
-        throw std::invalid_argument("cache after " + std::to_string(cache.after_steps) +
+        throw pinfeed::invalid_argument("cache after " + std::to_string(cache.after_steps) +
                                     " steps, but the host pipeline has " + std::to_string(host));
       const auto& all = full->steps().steps();
       const auto cut = all.begin() + static_cast<std::ptrdiff_t>(cache.after_steps);
@@ -428,12 +428,12 @@ cached_pipeline make_cached_pipeline(const std::shared_ptr<loaders::pipeline_sou
                   std::move(rest));
     }
   }
-  throw std::invalid_argument("cache: unknown stage");
+  throw pinfeed::invalid_argument("cache: unknown stage");
 }
 
 std::function<void(std::size_t, cudaStream_t)> throttle_copy(double mb_s) {
   if (!(mb_s > 0.0) || !std::isfinite(mb_s))
-    throw std::invalid_argument("copy throttle: the link rate must be a finite number of MB/s > 0, got " + figure(mb_s));
+    throw pinfeed::invalid_argument("copy throttle: the link rate must be a finite number of MB/s > 0, got " + figure(mb_s));
   return [mb_s](std::size_t bytes, cudaStream_t copy_stream) {
     busy_kernel_ms(static_cast<double>(bytes) / (mb_s * 1e3), copy_stream);
   };

@@ -26,6 +26,7 @@
 #include "pinfeed/runtime/device.hpp"
 #include "pinfeed/runtime/epoch_order.hpp"
 #include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/exception.hpp"
 #include "pinfeed/runtime/host_info.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
 #include "pinfeed/runtime/loader.hpp"

@@ -1,4 +1,5 @@
 #include "pinfeed/loaders/decode.hpp"
+#include "pinfeed/runtime/exception.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -69,7 +70,7 @@ bool says_out_of_memory(const std::string& reason) {
 
 [[noreturn]] void fail(const std::string& what, const std::string& reason) {
   if (says_out_of_memory(reason)) throw std::bad_alloc();
-  throw std::runtime_error(what + ": " + reason);
+  throw pinfeed::runtime_error(what + ": " + reason);
 }
 
 void check_pixels(const image_size& s, const decode_options& o, const std::string& what) {
@@ -265,13 +266,13 @@ std::optional<image_spec> decode_whole_jpeg(std::span<const std::byte> bytes, st
 /// RGB pixels (validated by the caller) as a JPEG with TurboJPEG's chroma `subsamp`.
 std::vector<std::byte> compress_jpeg(const std::uint8_t* rgb, int width, int height, int quality, int subsamp) {
   const std::unique_ptr<void, int (*)(tjhandle)> tj(tjInitCompress(), tjDestroy);
-  if (!tj) throw std::runtime_error("encode_jpeg: TurboJPEG could not start a compressor");
+  if (!tj) throw pinfeed::runtime_error("encode_jpeg: TurboJPEG could not start a compressor");
   unsigned char* jpeg = nullptr;
   unsigned long size = 0;
   if (tjCompress2(tj.get(), rgb, width, 0, height, TJPF_RGB, &jpeg, &size, subsamp, quality, 0) != 0) {
     const std::string reason = tjGetErrorStr2(tj.get());
     tjFree(jpeg);
-    throw std::runtime_error("encode_jpeg: " + reason);
+    throw pinfeed::runtime_error("encode_jpeg: " + reason);
   }
   std::vector<std::byte> out(reinterpret_cast<const std::byte*>(jpeg), reinterpret_cast<const std::byte*>(jpeg) + size);
   tjFree(jpeg);
@@ -396,10 +397,10 @@ image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std
 
 std::vector<std::byte> encode_jpeg(std::span<const std::uint8_t> rgb, int width, int height, int quality) {
   if (width <= 0 || height <= 0 || rgb.size() != static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * 3)
-    throw std::invalid_argument("encode_jpeg: " + std::to_string(rgb.size()) + " bytes are not " + std::to_string(width) +
+    throw pinfeed::invalid_argument("encode_jpeg: " + std::to_string(rgb.size()) + " bytes are not " + std::to_string(width) +
                                 " x " + std::to_string(height) + " RGB pixels");
   if (quality < 1 || quality > 100)
-    throw std::invalid_argument("encode_jpeg: quality must be in [1, 100], got " + std::to_string(quality));
+    throw pinfeed::invalid_argument("encode_jpeg: quality must be in [1, 100], got " + std::to_string(quality));
   return compress_jpeg(rgb.data(), width, height, quality, TJSAMP_420);
 }
 

@@ -46,14 +46,14 @@ std::vector<dir_entry> read_folder(const std::string& dir) {
   const std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), &::closedir);
   if (!d) {
     if (errno == ENOMEM) throw std::bad_alloc();
-    throw std::invalid_argument("image folder '" + dir + "' cannot be read: " + std::strerror(errno));
+    throw pinfeed::invalid_argument("image folder '" + dir + "' cannot be read: " + std::strerror(errno));
   }
   std::vector<dir_entry> out;
   for (;;) {
     errno = 0;
     const dirent* e = ::readdir(d.get());
     if (e == nullptr) {
-      if (errno != 0) throw std::invalid_argument("image folder '" + dir + "' cannot be read: " + std::strerror(errno));
+      if (errno != 0) throw pinfeed::invalid_argument("image folder '" + dir + "' cannot be read: " + std::strerror(errno));
       break;
     }
     if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
@@ -65,7 +65,7 @@ std::vector<dir_entry> read_folder(const std::string& dir) {
     if (::fstatat(::dirfd(d.get()), e->d_name, &st, 0) != 0) {  // a link (followed), or a kind not told
       if (errno == ENOENT || errno == ELOOP) continue;             // a dangling or looping link: neither
       if (errno == ENOMEM) throw std::bad_alloc();
-      throw std::invalid_argument("image folder '" + dir + "': cannot tell what '" + e->d_name + "' is: " + std::strerror(errno));
+      throw pinfeed::invalid_argument("image folder '" + dir + "': cannot tell what '" + e->d_name + "' is: " + std::strerror(errno));
     }
     out.push_back({e->d_name, S_ISDIR(st.st_mode), S_ISREG(st.st_mode)});
   }
@@ -75,7 +75,7 @@ std::vector<dir_entry> read_folder(const std::string& dir) {
 /// The image files under `dir` and its folders (links to folders followed, hidden ones skipped),
 /// at most 64 levels down.
 void find_images(const std::string& dir, int depth, std::vector<std::string>& out) {
-  if (depth > 64) throw std::invalid_argument("image folder '" + dir + "' is more than 64 levels deep (a link loop?)");
+  if (depth > 64) throw pinfeed::invalid_argument("image folder '" + dir + "' is more than 64 levels deep (a link loop?)");
   for (const auto& e : read_folder(dir)) {
     if (e.name[0] == '.') continue;
     const std::string path = dir + "/" + e.name;
@@ -87,7 +87,7 @@ void find_images(const std::string& dir, int depth, std::vector<std::string>& ou
 class files_reader final : public image_reader {
  public:
   files_reader(std::vector<image_file> files, decode_options o) : files_(std::move(files)), options_(o) {
-    if (files_.empty()) throw std::invalid_argument("image files: the dataset is empty");
+    if (files_.empty()) throw pinfeed::invalid_argument("image files: the dataset is empty");
   }
   std::uint64_t size() const override { return files_.size(); }
   image_spec image_shape() const override { return {-1, -1, 3, dtype::u8}; }
@@ -130,12 +130,12 @@ class files_reader final : public image_reader {
 image_folder_listing list_image_folder(const std::string& root) {
   std::error_code ec;
   if (!fs::is_directory(root, ec))
-    throw std::invalid_argument("image folder '" + root + "' does not exist or is not a directory");
+    throw pinfeed::invalid_argument("image folder '" + root + "' does not exist or is not a directory");
   image_folder_listing out;
   for (const auto& e : read_folder(root))
     if (e.folder && e.name[0] != '.') out.classes.push_back(e.name);
   std::sort(out.classes.begin(), out.classes.end());
-  if (out.classes.empty()) throw std::invalid_argument("image folder '" + root + "' has no class sub-folders");
+  if (out.classes.empty()) throw pinfeed::invalid_argument("image folder '" + root + "' has no class sub-folders");
   for (std::size_t label = 0; label < out.classes.size(); ++label) {
     std::vector<std::string> paths;
     find_images((fs::path(root) / out.classes[label]).string(), 0, paths);
@@ -143,14 +143,14 @@ image_folder_listing list_image_folder(const std::string& root) {
     for (auto& p : paths) out.files.push_back({std::move(p), static_cast<std::int64_t>(label)});
   }
   if (out.files.empty())
-    throw std::invalid_argument("image folder '" + root + "' has " + std::to_string(out.classes.size()) +
+    throw pinfeed::invalid_argument("image folder '" + root + "' has " + std::to_string(out.classes.size()) +
                                 " class folders but no image files");
   return out;
 }
 
 std::vector<image_file> read_file_list(const std::string& list_path) {
   std::ifstream in(list_path, std::ios::binary);
-  if (!in) throw std::invalid_argument("file list '" + list_path + "' cannot be opened");
+  if (!in) throw pinfeed::invalid_argument("file list '" + list_path + "' cannot be opened");
   std::ostringstream text;
   text << in.rdbuf();
   return parse_file_list(text.str(), list_path, fs::path(list_path).parent_path().string());
@@ -171,8 +171,8 @@ std::vector<image_file> parse_file_list(std::string_view text_all, const std::st
     const auto last = line.find_last_not_of(" \t\r");
     const std::string text = line.substr(first, last - first + 1);
     const auto split = text.find_last_of(" \t");
-    auto fail = [&](const std::string& what) -> std::invalid_argument {
-      return std::invalid_argument("file list '" + name + "', line " + std::to_string(number) + ": " + what + " (\"" +
+    auto fail = [&](const std::string& what) -> pinfeed::invalid_argument {
+      return pinfeed::invalid_argument("file list '" + name + "', line " + std::to_string(number) + ": " + what + " (\"" +
                                    text.substr(0, 200) + "\")");
     };
     if (split == std::string::npos) throw fail("expected \"path label\"");
@@ -191,7 +191,7 @@ std::vector<image_file> parse_file_list(std::string_view text_all, const std::st
     if (fs::path(path).is_relative()) path = (base / path).string();
     files.push_back({path, label});
   }
-  if (files.empty()) throw std::invalid_argument("file list '" + name + "' lists no files");
+  if (files.empty()) throw pinfeed::invalid_argument("file list '" + name + "' lists no files");
   return files;
 }
 

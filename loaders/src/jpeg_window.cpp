@@ -12,6 +12,7 @@
 #include <jpeglib.h>
 
 #include "jpeg_huffman.hpp"
+#include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::loaders::detail {
 namespace {
@@ -99,7 +100,7 @@ std::optional<image_spec> decode_jpeg_window(std::span<const std::byte> bytes, s
     jpeg_destroy_decompress(&cinfo);
     // libjpeg's JERR_OUT_OF_MEMORY is no fault of the image (error_policy::skip must not skip it).
     if (std::strstr(err.message, "Insufficient memory") != nullptr) throw std::bad_alloc();
-    throw std::runtime_error(what + ": corrupt or truncated JPEG (" + err.message + ")");
+    throw pinfeed::runtime_error(what + ": corrupt or truncated JPEG (" + err.message + ")");
   }
   jpeg_create_decompress(&cinfo);
   jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()));

@@ -84,7 +84,7 @@ namespace {
 class source_reader final : public image_reader {
  public:
   source_reader(std::shared_ptr<source> base, const std::string& image_field) : base_(std::move(base)) {
-    if (!base_) throw std::invalid_argument("pipeline_source: base source is null");
+    if (!base_) throw pinfeed::invalid_argument("pipeline_source: base source is null");
     fields_ = base_->fields();
     bool found = false;
     for (std::size_t i = 0; i < fields_.size(); ++i) {
@@ -94,13 +94,13 @@ class source_reader final : public image_reader {
       }
       const auto& f = fields_[i];
       if (f.type != dtype::u8 || f.shape.size() != 3)
-        throw std::invalid_argument("pipeline_source: field '" + f.name + "' of '" + base_->name() +
+        throw pinfeed::invalid_argument("pipeline_source: field '" + f.name + "' of '" + base_->name() +
                                     "' must be uint8 [H, W, C]");
       image_index_ = i;
       shape_ = {f.shape[0], f.shape[1], f.shape[2], dtype::u8};
       found = true;
     }
-    if (!found) throw std::invalid_argument("pipeline_source: '" + base_->name() + "' has no field '" + image_field + "'");
+    if (!found) throw pinfeed::invalid_argument("pipeline_source: '" + base_->name() + "' has no field '" + image_field + "'");
   }
   std::uint64_t size() const override { return base_->size(); }
   image_spec image_shape() const override { return shape_; }
@@ -216,13 +216,13 @@ pipeline_source::pipeline_source(std::shared_ptr<source> base, pipeline steps, p
 pipeline_source::pipeline_source(std::shared_ptr<image_reader> reader, pipeline steps, pipeline_source_options options)
     : reader_(std::move(reader)), options_(std::move(options)), steps_(steps),
       bad_(std::make_unique<detail::bad_samples>(options_.max_failed_paths)) {
-  if (!reader_) throw std::invalid_argument("pipeline_source: reader is null");
+  if (!reader_) throw pinfeed::invalid_argument("pipeline_source: reader is null");
   if (!(options_.max_bad_fraction >= 0.0 && options_.max_bad_fraction <= 1.0))
-    throw std::invalid_argument("pipeline_source: max_bad_fraction must be in [0, 1], got " +
+    throw pinfeed::invalid_argument("pipeline_source: max_bad_fraction must be in [0, 1], got " +
                                 std::to_string(options_.max_bad_fraction));
   const image_spec in = reader_->image_shape();
   if (steps.empty() && !in.fixed())
-    throw std::invalid_argument("pipeline_source: images of '" + reader_->name() +
+    throw pinfeed::invalid_argument("pipeline_source: images of '" + reader_->name() +
                                 "' vary in size: give a pipeline that ends in a fixed size (a crop)");
   const image_spec out = steps.empty() ? in : steps.output_spec(in);  // validates every step
   const auto tail = fused_tail(steps);
@@ -236,7 +236,7 @@ pipeline_source::pipeline_source(std::shared_ptr<image_reader> reader, pipeline 
   field_spec image{"image", host_out.type, {host_out.height, host_out.width, host_out.channels}};
   if (host_tail_) {
     if (host_out.channels != 3 || host_out.type != dtype::u8)
-      throw std::invalid_argument("pipeline_source: the colour/scale tail needs uint8 RGB before it");
+      throw pinfeed::invalid_argument("pipeline_source: the colour/scale tail needs uint8 RGB before it");
     image = {"image", dtype::f32, {3, host_out.height, host_out.width}};  // CHW, as the device op writes it
   }
   (void)out;
@@ -286,7 +286,7 @@ void pipeline_source::produce(sample& s) {
       const std::uint64_t bad = bad_->finish(epoch, index, &e, stats);
       const double cap = options_.max_bad_fraction;
       if (cap > 0.0 && static_cast<double>(bad) > cap * static_cast<double>(epoch_size))
-        throw std::runtime_error(std::to_string(bad) + " of the epoch's " + std::to_string(epoch_size) +
+        throw pinfeed::runtime_error(std::to_string(bad) + " of the epoch's " + std::to_string(epoch_size) +
                                  " samples are bad, more than max_bad_fraction " + std::to_string(cap) +
                                  " allows (the latest: " + e.what() + ")");
     } catch (...) {

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "detail/tar_samples.hpp"
+#include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::loaders {
 
@@ -32,14 +33,14 @@ std::optional<std::vector<detail::shard_sample>> detail::parse_shard_index(std::
   for (std::size_t at = 0; at < text.size();) {
     const auto nl = text.find('\n', at);
     if (nl == std::string_view::npos)
-      throw std::invalid_argument("tar index '" + what + "': truncated (its last line has no newline)");
+      throw pinfeed::invalid_argument("tar index '" + what + "': truncated (its last line has no newline)");
     lines.push_back(text.substr(at, nl - at));
     at = nl + 1;
   }
   auto bad = [&](std::size_t line, const std::string& why) {
-    return std::invalid_argument("tar index '" + what + "' line " + std::to_string(line + 1) + ": " + why);
+    return pinfeed::invalid_argument("tar index '" + what + "' line " + std::to_string(line + 1) + ": " + why);
   };
-  if (lines.empty()) throw std::invalid_argument("tar index '" + what + "' is empty");
+  if (lines.empty()) throw pinfeed::invalid_argument("tar index '" + what + "' is empty");
   std::istringstream head{std::string(lines[0])};
   std::string magic, keys, label_key;
   int version = 0;

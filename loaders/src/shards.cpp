@@ -40,22 +40,22 @@ std::vector<std::string> detail::expand_braces(const std::string& pattern) {
       const auto close = p.find('}', open);
       const auto dots = p.find("..", open);
       if (close == std::string::npos || dots == std::string::npos || dots > close)
-        throw std::invalid_argument("shard pattern '" + pattern + "': expected {first..last}");
+        throw pinfeed::invalid_argument("shard pattern '" + pattern + "': expected {first..last}");
       const std::string lo = p.substr(open + 1, dots - open - 1), hi = p.substr(dots + 2, close - dots - 2);
       if (lo.empty() || hi.empty() || lo.find_first_not_of("0123456789") != std::string::npos ||
           hi.find_first_not_of("0123456789") != std::string::npos)
-        throw std::invalid_argument("shard pattern '" + pattern + "': range {" + lo + ".." + hi + "} is not numeric");
+        throw pinfeed::invalid_argument("shard pattern '" + pattern + "': range {" + lo + ".." + hi + "} is not numeric");
       if (lo.size() > 18 || hi.size() > 18)
-        throw std::invalid_argument("shard pattern '" + pattern + "': range {" + lo + ".." + hi + "} has numbers too long");
+        throw pinfeed::invalid_argument("shard pattern '" + pattern + "': range {" + lo + ".." + hi + "} has numbers too long");
       const long a = std::stol(lo), b = std::stol(hi);
       if (b < a || b - a > 1000000)
-        throw std::invalid_argument("shard pattern '" + pattern + "': bad range {" + lo + ".." + hi + "}");
+        throw pinfeed::invalid_argument("shard pattern '" + pattern + "': bad range {" + lo + ".." + hi + "}");
       if (round == kMaxRanges)
-        throw std::invalid_argument("shard pattern '" + pattern + "': more than " + std::to_string(kMaxRanges) +
+        throw pinfeed::invalid_argument("shard pattern '" + pattern + "': more than " + std::to_string(kMaxRanges) +
                                     " {first..last} ranges");
       const auto names = static_cast<std::size_t>(b - a) + 1, name_bytes = p.size() + hi.size() + lo.size();
       if (next.size() + names > kMaxNames || next_bytes + names * name_bytes > kMaxBytes)  // no overflow: names <= 1000001
-        throw std::invalid_argument("shard pattern '" + pattern + "': expands to more than " + std::to_string(kMaxNames) +
+        throw pinfeed::invalid_argument("shard pattern '" + pattern + "': expands to more than " + std::to_string(kMaxNames) +
                                     " names or " + std::to_string(kMaxBytes >> 20) + " MiB of them");
       next_bytes += names * name_bytes;
       for (long v = a; v <= b; ++v) {
@@ -83,7 +83,7 @@ std::vector<std::string> expand_shard_pattern(const std::string& pattern) {
       for (std::size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
     ::globfree(&g);
   }
-  if (out.empty()) throw std::invalid_argument("shard pattern '" + pattern + "' matches no file");
+  if (out.empty()) throw pinfeed::invalid_argument("shard pattern '" + pattern + "' matches no file");
   return out;
 }
 
@@ -94,18 +94,18 @@ class mapped_file {
  public:
   explicit mapped_file(const std::string& path) : path_(path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw std::invalid_argument("tar shard '" + path + "' cannot be opened: " + std::strerror(errno));
+    if (fd < 0) throw pinfeed::invalid_argument("tar shard '" + path + "' cannot be opened: " + std::strerror(errno));
     struct stat st {};
     if (::fstat(fd, &st) != 0) {
       ::close(fd);
-      throw std::invalid_argument("tar shard '" + path + "': cannot stat");
+      throw pinfeed::invalid_argument("tar shard '" + path + "': cannot stat");
     }
     size_ = static_cast<std::size_t>(st.st_size);
     if (size_ > 0) {
       void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
       if (p == MAP_FAILED) {
         ::close(fd);
-        throw std::invalid_argument("tar shard '" + path + "' cannot be mapped: " + std::strerror(errno));
+        throw pinfeed::invalid_argument("tar shard '" + path + "' cannot be mapped: " + std::strerror(errno));
       }
       data_ = static_cast<const std::byte*>(p);
       ::madvise(p, size_, MADV_WILLNEED);
@@ -150,7 +150,7 @@ std::int64_t parse_label(std::span<const std::byte> b, const std::string& shard,
     used = 0;
   }
   if (used == 0 || used != text.size())
-    throw std::invalid_argument("tar shard '" + shard + "': sample '" + key + "' has label '" + text.substr(0, 32) +
+    throw pinfeed::invalid_argument("tar shard '" + shard + "': sample '" + key + "' has label '" + text.substr(0, 32) +
                                 "', not an integer");
   return v;
 }
@@ -196,10 +196,10 @@ std::vector<detail::shard_sample> detail::shard_scanner::samples() {
   }
   for (std::size_t g = 0; g < group.size(); ++g) {
     if (!has_image[g])
-      throw std::invalid_argument("tar shard '" + what_ + "': sample '" + group[g].key + "' has no image member (." +
+      throw pinfeed::invalid_argument("tar shard '" + what_ + "': sample '" + group[g].key + "' has no image member (." +
                                   options_.image_keys + ")");
     if (!has_label[g])
-      throw std::invalid_argument("tar shard '" + what_ + "': sample '" + group[g].key + "' has no ." +
+      throw pinfeed::invalid_argument("tar shard '" + what_ + "': sample '" + group[g].key + "' has no ." +
                                   options_.label_key + " label member");
   }
   return group;
@@ -307,7 +307,7 @@ class tar_reader final : public detail::tar_sample_reader {
 
 /// Appends one member (ustar header, data, padding).
 void append_member(std::ofstream& out, const std::string& name, std::span<const std::byte> data) {
-  if (name.size() >= 100) throw std::runtime_error("tar member name '" + name + "' is too long");
+  if (name.size() >= 100) throw pinfeed::runtime_error("tar member name '" + name + "' is too long");
   char h[detail::kTarBlock] = {};
   std::memcpy(h, name.data(), name.size());
   std::snprintf(h + 100, 8, "%07o", 0644);
@@ -342,15 +342,15 @@ void write_shard_index(const std::string& shard, const shard_options& options) {
   {
     std::ofstream out(part, std::ios::binary | std::ios::trunc);
     if (!(out << text) || !(out.flush()))
-      throw std::runtime_error("cannot write the tar index '" + part + "'");
+      throw pinfeed::runtime_error("cannot write the tar index '" + part + "'");
   }
   std::error_code ec;
   std::filesystem::rename(part, path, ec);  // whole or not at all
-  if (ec) throw std::runtime_error("cannot write the tar index '" + path + "': " + ec.message());
+  if (ec) throw pinfeed::runtime_error("cannot write the tar index '" + path + "': " + ec.message());
 }
 
 std::shared_ptr<image_reader> make_shard_reader(const std::vector<std::string>& shards, shard_options options) {
-  if (shards.empty()) throw std::invalid_argument("tar shards: no shard given");
+  if (shards.empty()) throw pinfeed::invalid_argument("tar shards: no shard given");
   std::vector<std::unique_ptr<mapped_file>> maps;
   std::vector<detail::shard_sample> entries;
   for (std::size_t s = 0; s < shards.size(); ++s) {
@@ -358,13 +358,13 @@ std::shared_ptr<image_reader> make_shard_reader(const std::vector<std::string>& 
     auto group = detail::shard_samples(maps.back()->bytes(), static_cast<std::uint32_t>(s), shards[s], options);
     entries.insert(entries.end(), std::make_move_iterator(group.begin()), std::make_move_iterator(group.end()));
   }
-  if (entries.empty()) throw std::invalid_argument("tar shards: no samples in " + std::to_string(shards.size()) + " shard(s)");
+  if (entries.empty()) throw pinfeed::invalid_argument("tar shards: no samples in " + std::to_string(shards.size()) + " shard(s)");
   return std::make_shared<tar_reader>(std::move(maps), std::move(entries), options);
 }
 
 std::vector<std::string> write_shards(const std::vector<image_file>& files, const std::string& prefix,
                                       std::uint64_t shard_bytes) {
-  if (files.empty()) throw std::runtime_error("pack: no files to write");
+  if (files.empty()) throw pinfeed::runtime_error("pack: no files to write");
   std::vector<std::string> written;
   std::ofstream out;
   std::uint64_t in_shard = 0;
@@ -373,7 +373,7 @@ std::vector<std::string> write_shards(const std::vector<image_file>& files, cons
     static const char zeros[2 * detail::kTarBlock] = {};
     out.write(zeros, sizeof zeros);
     out.close();
-    if (!out) throw std::runtime_error("pack: failed writing '" + written.back() + "'");
+    if (!out) throw pinfeed::runtime_error("pack: failed writing '" + written.back() + "'");
   };
   const int width = std::max<int>(6, static_cast<int>(std::to_string(files.size()).size()));
   for (std::size_t i = 0; i < files.size(); ++i) {
@@ -384,7 +384,7 @@ std::vector<std::string> write_shards(const std::vector<image_file>& files, cons
       std::snprintf(name, sizeof name, "-%06zu.tar", written.size());
       written.push_back(prefix + name);
       out.open(written.back(), std::ios::binary | std::ios::trunc);
-      if (!out) throw std::runtime_error("pack: cannot write '" + written.back() + "'");
+      if (!out) throw pinfeed::runtime_error("pack: cannot write '" + written.back() + "'");
       in_shard = 0;
     }
     std::string key = std::to_string(i);

@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "pinfeed/runtime/exception.hpp"
 #include "pinfeed/runtime/random.hpp"
 
 namespace pinfeed::loaders {
@@ -12,14 +13,14 @@ class synthetic_source final : public source {
  public:
   explicit synthetic_source(const synthetic_options& o) : o_(o) {
     auto positive = [](std::int64_t v, const char* what) {
-      if (v <= 0) throw std::invalid_argument(std::string("synthetic source: ") + what + " must be positive, got " +
+      if (v <= 0) throw pinfeed::invalid_argument(std::string("synthetic source: ") + what + " must be positive, got " +
                                               std::to_string(v));
     };
     positive(static_cast<std::int64_t>(o.samples), "samples");
     positive(o.height, "height");
     positive(o.width, "width");
     positive(o.classes, "classes");
-    if (o.classes >= (std::int64_t{1} << 32)) throw std::invalid_argument("synthetic source: classes must be < 2^32");
+    if (o.classes >= (std::int64_t{1} << 32)) throw pinfeed::invalid_argument("synthetic source: classes must be < 2^32");
   }
   std::uint64_t size() const override { return o_.samples; }
   std::vector<field_spec> fields() const override {

@@ -6,6 +6,7 @@
 
 #include "detail/tar_samples.hpp"
 #include "pinfeed/loaders/shards.hpp"
+#include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::loaders {
 namespace {
@@ -73,8 +74,8 @@ std::string pax_path(std::span<const std::byte> data) {
 detail::tar_scanner::tar_scanner(std::string what, std::function<bool(const std::string&)> keep)
     : what_(std::move(what)), keep_(std::move(keep)) {}
 
-std::invalid_argument detail::tar_scanner::fail(const std::string& why) const {
-  return std::invalid_argument("tar shard '" + what_ + "': " + why + " (header at byte " + std::to_string(header_at_) + ")");
+pinfeed::invalid_argument detail::tar_scanner::fail(const std::string& why) const {
+  return pinfeed::invalid_argument("tar shard '" + what_ + "': " + why + " (header at byte " + std::to_string(header_at_) + ")");
 }
 
 void detail::tar_scanner::feed(std::span<const std::byte> bytes) {

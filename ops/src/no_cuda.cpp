@@ -11,12 +11,13 @@
 #include "pinfeed/ops/sampler.hpp"
 #include "pinfeed/ops/detail/sampler_checks.hpp"
 #include "pinfeed/runtime/cuda_api.hpp"
+#include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::ops {
 
 namespace {
 [[noreturn]] void no_gpu(const char* what) {
-  throw std::runtime_error(std::string(what) + ": " + pinfeed::detail::kNoCuda + "; use the host version");
+  throw pinfeed::runtime_error(std::string(what) + ": " + pinfeed::detail::kNoCuda + "; use the host version");
 }
 }  // namespace
 

@@ -10,6 +10,7 @@
 
 #include "detail/encode_checks.hpp"
 #include "pinfeed/runtime/detail/parallel.hpp"
+#include "pinfeed/runtime/exception.hpp"
 #include "pinfeed/runtime/random.hpp"
 
 namespace pinfeed::ops {
@@ -17,14 +18,14 @@ namespace pinfeed::ops {
 namespace detail {
 void normalize_coefficients(const normalize_params& p, float a[3], float b[3]) {
   if (p.out != dtype::f32 && p.out != dtype::f16 && p.out != dtype::bf16)
-    throw std::invalid_argument("normalize: output type must be float32, float16 or bfloat16, got " +
+    throw pinfeed::invalid_argument("normalize: output type must be float32, float16 or bfloat16, got " +
                                 std::string(dtype_name(p.out)));
   for (int c = 0; c < 3; ++c) {
     if (!(p.std[c] > 0.0f) || !std::isfinite(p.std[c]))
-      throw std::invalid_argument("normalize: std[" + std::to_string(c) + "] = " + std::to_string(p.std[c]) +
+      throw pinfeed::invalid_argument("normalize: std[" + std::to_string(c) + "] = " + std::to_string(p.std[c]) +
                                   " must be a positive finite number");
     if (!std::isfinite(p.mean[c]) || !std::isfinite(p.scale))
-      throw std::invalid_argument("normalize: mean and scale must be finite");
+      throw pinfeed::invalid_argument("normalize: mean and scale must be finite");
     a[c] = p.scale / p.std[c];
     b[c] = -p.mean[c] / p.std[c];
   }
@@ -132,19 +133,19 @@ void normalize_hwc_to_chw_host(const normalize_args& args, const normalize_param
 namespace detail {
 void validate_one_hot(const one_hot_args& a) {
   if (a.label_type != dtype::i32 && a.label_type != dtype::i64)
-    throw std::invalid_argument("one_hot: labels must be int32 or int64, got " + std::string(dtype_name(a.label_type)));
+    throw pinfeed::invalid_argument("one_hot: labels must be int32 or int64, got " + std::string(dtype_name(a.label_type)));
   if (a.out_type != dtype::u8 && a.out_type != dtype::f16 && a.out_type != dtype::bf16 && a.out_type != dtype::f32)
-    throw std::invalid_argument("one_hot: output must be uint8, float16, bfloat16 or float32, got " +
+    throw pinfeed::invalid_argument("one_hot: output must be uint8, float16, bfloat16 or float32, got " +
                                 std::string(dtype_name(a.out_type)));
-  if (a.classes <= 0) throw std::invalid_argument("one_hot: classes must be positive, got " + std::to_string(a.classes));
+  if (a.classes <= 0) throw pinfeed::invalid_argument("one_hot: classes must be positive, got " + std::to_string(a.classes));
   if (a.count == 0) return;
-  if (a.labels == nullptr || a.out == nullptr) throw std::invalid_argument("one_hot: null labels or output pointer");
+  if (a.labels == nullptr || a.out == nullptr) throw pinfeed::invalid_argument("one_hot: null labels or output pointer");
   validate_alignment(a.labels, dtype_size(a.label_type), "one_hot", "the labels");
   validate_alignment(a.out, dtype_size(a.out_type), "one_hot", "the output");
 }
 void validate_bits(const void* in, const void* out, bit_planes_shape s, const char* what) {
   if (s.count * s.pixels > 0 && (in == nullptr || out == nullptr))
-    throw std::invalid_argument(std::string(what) + ": null input or output pointer");
+    throw pinfeed::invalid_argument(std::string(what) + ": null input or output pointer");
 }
 void validate_alignment(const void* p, std::size_t align, const char* what, const char* name) {
   const auto at = reinterpret_cast<std::uintptr_t>(p);
@@ -152,13 +153,13 @@ void validate_alignment(const void* p, std::size_t align, const char* what, cons
   std::ostringstream msg;
   msg << what << ": " << name << " must be aligned to " << align << " bytes (its element size); address " << at
       << " is " << at % align << " past a multiple";
-  throw std::invalid_argument(msg.str());
+  throw pinfeed::invalid_argument(msg.str());
 }
 bool validate_normalize(const void* in, const void* out, image_batch_shape shape, const normalize_params& params,
                         float a[3], float b[3]) {
   normalize_coefficients(params, a, b);
   if (shape.pixels() == 0) return false;
-  if (in == nullptr || out == nullptr) throw std::invalid_argument("normalize: null input or output pointer");
+  if (in == nullptr || out == nullptr) throw pinfeed::invalid_argument("normalize: null input or output pointer");
   validate_alignment(out, dtype_size(params.out), "normalize", "the output");
   return true;
 }

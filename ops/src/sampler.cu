@@ -820,7 +820,7 @@ std::string describe_fault(unsigned long long word) {
 void rethrow_fault(unsigned long long* word) {
   if (word == nullptr) return;
   const unsigned long long w = __atomic_exchange_n(word, 0ull, __ATOMIC_ACQ_REL);
-  if (w != 0) throw std::runtime_error(describe_fault(w));
+  if (w != 0) throw pinfeed::runtime_error(describe_fault(w));
 }
 
 int current_device() {
@@ -943,10 +943,10 @@ void check_device_pointers(const sampler_args& a, const char* who) {
     cudaPointerAttributes attr{};
     if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
       (void)cudaGetLastError();
-      throw std::invalid_argument(std::string(who) + ": cannot query pointer " + name);
+      throw pinfeed::invalid_argument(std::string(who) + ": cannot query pointer " + name);
     }
     if (attr.type == cudaMemoryTypeUnregistered)
-      throw std::invalid_argument(std::string(who) + ": " + name +
+      throw pinfeed::invalid_argument(std::string(who) + ": " + name +
                                   " is pageable host memory, not visible to the device");
   };
   with_relaxed_capture([&] {
@@ -965,7 +965,7 @@ bool answer_temp_query(const void* d_temp, std::size_t& temp_bytes, std::size_t 
     return true;
   }
   if (temp_bytes < needed)
-    throw std::invalid_argument(std::string(who) + ": temp storage of " + std::to_string(temp_bytes) +
+    throw pinfeed::invalid_argument(std::string(who) + ": temp storage of " + std::to_string(temp_bytes) +
                                 " bytes is smaller than the " + std::to_string(needed) + " bytes queried");
   return false;
 }

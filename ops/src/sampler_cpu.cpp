@@ -10,6 +10,7 @@
 #include "pinfeed/ops/sampler.hpp"
 #include "pinfeed/ops/detail/sampler_checks.hpp"
 #include "pinfeed/runtime/detail/parallel.hpp"
+#include "pinfeed/runtime/exception.hpp"
 #include "pinfeed/runtime/random.hpp"
 
 #if defined(__x86_64__)
@@ -30,7 +31,7 @@ std::int64_t positive_target(const sampler_params& p) noexcept {
 
 namespace detail {
 void validate_shapes(const sampler_args& a, const sampler_params& p) {
-  auto fail = [](const std::string& what) { throw std::invalid_argument("balanced sampler: " + what); };
+  auto fail = [](const std::string& what) { throw pinfeed::invalid_argument("balanced sampler: " + what); };
   if (p.k < 0) fail("k must be >= 0, got " + std::to_string(p.k));
   if (!(p.positive_fraction >= 0.0 && p.positive_fraction <= 1.0))
     fail("positive_fraction must be in [0, 1], got " + std::to_string(p.positive_fraction));
@@ -59,12 +60,12 @@ void validate_gpu_shapes(const sampler_args& a, const sampler_params& p, bool ru
   validate_shapes(a, p);
   if (running) validate(a, p);
   if (p.k > 0x7FFFFFFFll)
-    throw std::invalid_argument("balanced sampler (GPU): k = " + std::to_string(p.k) + " exceeds 2^31 - 1");
+    throw pinfeed::invalid_argument("balanced sampler (GPU): k = " + std::to_string(p.k) + " exceeds 2^31 - 1");
   if (a.rows * std::max<std::int64_t>(p.k, 1) > 0x7FFFFFFFll)
-    throw std::invalid_argument("balanced sampler (GPU): rows * k = " + std::to_string(a.rows * p.k) +
+    throw pinfeed::invalid_argument("balanced sampler (GPU): rows * k = " + std::to_string(a.rows * p.k) +
                                 " exceeds 2^31 - 1");
   if (a.rows > 65535)
-    throw std::invalid_argument("balanced sampler (GPU): rows = " + std::to_string(a.rows) +
+    throw pinfeed::invalid_argument("balanced sampler (GPU): rows = " + std::to_string(a.rows) +
                                 " exceeds 65535 per call; split the batch");
 }
 
@@ -72,7 +73,7 @@ void validate_gpu_shapes(const sampler_args& a, const sampler_params& p, bool ru
 
 void validate(const sampler_args& a, const sampler_params& p) {
   detail::validate_shapes(a, p);
-  auto fail = [](const std::string& what) { throw std::invalid_argument("balanced sampler: " + what); };
+  auto fail = [](const std::string& what) { throw pinfeed::invalid_argument("balanced sampler: " + what); };
   const bool work = a.rows > 0;
   if (work && a.n > 0 && a.labels == nullptr) fail("labels is a null pointer");
   if (work && p.k > 0 && a.indices == nullptr) fail("indices is a null pointer");

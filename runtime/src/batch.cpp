@@ -19,7 +19,7 @@ namespace pinfeed {
 batch::batch(std::shared_ptr<detail::slot_lease> lease) noexcept : lease_(std::move(lease)) {}
 
 const detail::slot_lease& batch::lease() const {
-  if (!lease_) throw std::logic_error("batch is empty (released or moved from)");
+  if (!lease_) throw pinfeed::logic_error("batch is empty (released or moved from)");
   return *lease_;
 }
 
@@ -37,7 +37,7 @@ std::size_t batch::field_count() const { return lease().core->fields.size(); }
 const field_spec& batch::spec(std::size_t i) const {
   const auto& fields = lease().core->fields;
   if (i >= fields.size())
-    throw std::out_of_range("batch has no field " + std::to_string(i) + " (it has " +
+    throw pinfeed::out_of_range("batch has no field " + std::to_string(i) + " (it has " +
                             std::to_string(fields.size()) + ")");
   return fields[i];
 }
@@ -52,7 +52,7 @@ tensor_view batch::field(std::size_t i) const {
   const auto& l = lease();
   const auto& c = *l.core;
   if (i >= c.fields.size())
-    throw std::out_of_range("batch has no field " + std::to_string(i) + " (it has " +
+    throw pinfeed::out_of_range("batch has no field " + std::to_string(i) + " (it has " +
                             std::to_string(c.fields.size()) + ")");
   const auto& spec = c.fields[i];
   tensor_view v;
@@ -69,7 +69,7 @@ tensor_view batch::field(std::string_view name) const {
   const auto& fields = lease().core->fields;
   for (std::size_t i = 0; i < fields.size(); ++i)
     if (fields[i].name == name) return field(i);
-  throw std::out_of_range("batch has no field '" + std::string(name) + "'");
+  throw pinfeed::out_of_range("batch has no field '" + std::string(name) + "'");
 }
 
 cudaEvent_t batch::ready_event() const {

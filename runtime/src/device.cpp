@@ -15,6 +15,7 @@
 #include "pinfeed/runtime/cuda_api.hpp"
 
 #include "detail/parse_index.hpp"
+#include "pinfeed/runtime/exception.hpp"
 #include "pinfeed/runtime/log.hpp"
 
 namespace pinfeed {
@@ -115,17 +116,17 @@ device_spec::device_spec(std::string_view text) {
   } else if (text.starts_with("cuda:")) {
     const long idx = detail::parse_index(text.substr(5));
     if (idx < 0)
-      throw std::invalid_argument("device '" + std::string(text) + "': expected cuda:N with N >= 0");
+      throw pinfeed::invalid_argument("device '" + std::string(text) + "': expected cuda:N with N >= 0");
     kind_ = kind::cuda;
     index_ = static_cast<int>(idx);
   } else {
-    throw std::invalid_argument("unknown device '" + std::string(text) +
+    throw pinfeed::invalid_argument("unknown device '" + std::string(text) +
                                 "' (expected auto, cpu, cuda, cuda:N or local_rank)");
   }
 }
 
 device_spec device_spec::cuda(int index) {
-  if (index < 0) throw std::invalid_argument("device cuda:" + std::to_string(index) + ": the index must be >= 0");
+  if (index < 0) throw pinfeed::invalid_argument("device cuda:" + std::to_string(index) + ": the index must be >= 0");
   device_spec s;
   s.kind_ = kind::cuda;
   s.index_ = index;
@@ -147,9 +148,9 @@ device_choice resolve_device(const device_spec& request) {
   auto cuda_index = [](int index, const std::string& what) {
     const auto& s = cuda_devices();
     if (!s.usable)
-      throw std::runtime_error("device '" + what + "' requested but no CUDA device is usable (" + s.reason + ")");
+      throw pinfeed::runtime_error("device '" + what + "' requested but no CUDA device is usable (" + s.reason + ")");
     if (index < 0 || index >= static_cast<int>(s.devices.size()))
-      throw std::runtime_error("device '" + what + "': CUDA device " + std::to_string(index) + " does not exist (" +
+      throw pinfeed::runtime_error("device '" + what + "': CUDA device " + std::to_string(index) + " does not exist (" +
                                std::to_string(s.devices.size()) + " present)");
     return device_choice{device_choice::kind::cuda, index};
   };
@@ -168,7 +169,7 @@ device_choice resolve_device(const device_spec& request) {
     case device_spec::kind::local_rank: {
       const int r = local_rank_from_env();
       if (r < 0)
-        throw std::runtime_error("device 'local_rank': none of LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID is set");
+        throw pinfeed::runtime_error("device 'local_rank': none of LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID is set");
       return cuda_index(r, what);
     }
   }

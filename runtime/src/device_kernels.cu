@@ -28,7 +28,7 @@ __global__ void fill_random_kernel(philox_stream stream, std::byte* out, std::si
 
 void fill_random_bytes_device(philox_stream stream, void* d_out, std::size_t bytes, cudaStream_t cuda_stream) {
   if (bytes == 0) return;
-  if (d_out == nullptr) throw std::invalid_argument("fill_random_bytes_device: null output pointer");
+  if (d_out == nullptr) throw pinfeed::invalid_argument("fill_random_bytes_device: null output pointer");
   constexpr int kThreads = 256;
   const std::size_t blocks = (bytes + 15) / 16;
   const unsigned grid = static_cast<unsigned>(std::min<std::size_t>((blocks + kThreads - 1) / kThreads, 65535));

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "detail/parse_index.hpp"
+#include "pinfeed/runtime/exception.hpp"
 #include "pinfeed/runtime/philox.hpp"
 
 namespace pinfeed {
@@ -18,7 +19,7 @@ long env_number(const char* name) {
   if (v == nullptr || *v == '\0') return -1;
   const long x = detail::parse_index(v);
   if (x < 0)
-    throw std::invalid_argument(std::string("environment variable ") + name + "='" + v +
+    throw pinfeed::invalid_argument(std::string("environment variable ") + name + "='" + v +
                                 "' is not a non-negative integer (at most 2147483647)");
   return x;
 }
@@ -49,10 +50,10 @@ distributed_env distributed_from_env() {
     const long rank = env_number(l.rank), world = env_number(l.world);
     if (rank < 0 && world < 0) continue;
     if (rank < 0 || world < 1)
-      throw std::invalid_argument(std::string(l.name) + " environment is incomplete: " + l.rank + " and " + l.world +
+      throw pinfeed::invalid_argument(std::string(l.name) + " environment is incomplete: " + l.rank + " and " + l.world +
                                   " must both be set (world >= 1)");
     if (rank >= world)
-      throw std::invalid_argument(std::string(l.rank) + "=" + std::to_string(rank) + " is not below " + l.world + "=" +
+      throw pinfeed::invalid_argument(std::string(l.rank) + "=" + std::to_string(rank) + " is not below " + l.world + "=" +
                                   std::to_string(world));
     return {static_cast<int>(rank), static_cast<int>(world), static_cast<int>(env_number(l.local)), l.name};
   }
@@ -112,16 +113,16 @@ epoch_order::epoch_order(std::uint64_t dataset_size, std::uint64_t seed, epoch_o
     rank_ = env.rank;
     world_ = env.world;
   }
-  if (world_ < 1) throw std::invalid_argument("epoch order: world size must be >= 1, got " + std::to_string(world_));
+  if (world_ < 1) throw pinfeed::invalid_argument("epoch order: world size must be >= 1, got " + std::to_string(world_));
   if (rank_ >= world_)
-    throw std::invalid_argument("epoch order: rank " + std::to_string(rank_) + " is not below world size " +
+    throw pinfeed::invalid_argument("epoch order: rank " + std::to_string(rank_) + " is not below world size " +
                                 std::to_string(world_));
   per_rank_ = share(n_);
   if (per_rank_ == 0)
-    throw std::invalid_argument("epoch order: " + std::to_string(n_) + " samples over " + std::to_string(world_) +
+    throw pinfeed::invalid_argument("epoch order: " + std::to_string(n_) + " samples over " + std::to_string(world_) +
                                 " ranks leaves rank " + std::to_string(rank_) + " nothing");
   if (groups_) {
-    if (groups_->window == 0) throw std::invalid_argument("epoch order: a shard-aware shuffle needs a window of >= 1 group");
+    if (groups_->window == 0) throw pinfeed::invalid_argument("epoch order: a shard-aware shuffle needs a window of >= 1 group");
     std::uint64_t sum = 0;
     group_starts_.reserve(groups_->sizes.size());
     for (const std::uint64_t g : groups_->sizes) {
@@ -129,7 +130,7 @@ epoch_order::epoch_order(std::uint64_t dataset_size, std::uint64_t seed, epoch_o
       sum += g;
     }
     if (sum != n_)
-      throw std::invalid_argument("epoch order: the " + std::to_string(groups_->sizes.size()) + " groups hold " +
+      throw pinfeed::invalid_argument("epoch order: the " + std::to_string(groups_->sizes.size()) + " groups hold " +
                                   std::to_string(sum) + " samples, but the dataset has " + std::to_string(n_));
     cache_ = std::make_shared<grouped_cache>();
   }
@@ -232,7 +233,7 @@ void epoch_order::restrict(std::uint32_t epoch, std::vector<position_range> rema
   for (std::size_t i = 0; i < remaining.size(); ++i) {
     const auto& x = remaining[i];
     if (x.begin >= x.end || x.end > n_ || (i > 0 && x.begin < last_end))
-      throw std::invalid_argument("epoch order: remaining range " + std::to_string(i) + " [" + std::to_string(x.begin) +
+      throw pinfeed::invalid_argument("epoch order: remaining range " + std::to_string(i) + " [" + std::to_string(x.begin) +
                                   ", " + std::to_string(x.end) + ") is empty, past the dataset's " + std::to_string(n_) +
                                   " samples, or not after the range before it");
     r->starts.push_back(r->total);

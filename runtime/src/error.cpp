@@ -20,12 +20,12 @@ std::string sample_message(std::uint64_t index, const std::string& stage, const 
 }  // namespace
 
 cuda_error::cuda_error(cudaError_t code, const char* call, const char* file, int line)
-    : std::runtime_error(cuda_message(code, call, file, line)),
+    : runtime_error(cuda_message(code, call, file, line)),
       code_(code), call_(call), file_(file), line_(line) {}
 
 sample_error::sample_error(std::uint64_t index, std::string stage, std::string path,
                            const std::string& message)
-    : std::runtime_error(sample_message(index, stage, path, message)),
+    : runtime_error(sample_message(index, stage, path, message)),
       index_(index), stage_(std::move(stage)), path_(std::move(path)), message_(message) {}
 
 void rethrow_as_sample_error(std::uint64_t index, const std::string& stage, const std::string& path) {

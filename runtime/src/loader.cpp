@@ -9,6 +9,7 @@
 #include <mutex>
 #include <exception>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 
 #include <unistd.h>
@@ -48,7 +49,7 @@ std::string format_bytes(std::uint64_t bytes) {
 
 std::uint64_t parse_bytes(std::string_view text) {
   const auto bad = [&] {
-    return std::invalid_argument("'" + std::string(text) +
+    return pinfeed::invalid_argument("'" + std::string(text) +
                                  "' is not a size: give bytes, or a number with B, KB, MB, GB, TB or KiB, MiB, GiB, TiB");
   };
   std::size_t at = 0;
@@ -90,26 +91,26 @@ void check_memory_budget(const std::vector<memory_use>& parts, std::uint64_t bud
   std::string list;
   for (const auto& p : parts) list += (list.empty() ? "" : ", ") + p.consumer + " " + format_bytes(p.bytes);
   if (total > budget)
-    throw std::invalid_argument("loader: the memory budget of " + format_bytes(budget) + " is too small for " + list +
+    throw pinfeed::invalid_argument("loader: the memory budget of " + format_bytes(budget) + " is too small for " + list +
                                 " (" + format_bytes(total) + " in all; " + options_used + ")");
 }
 }  // namespace
 
 void validate(const loader_options& o) {
-  if (o.batch_size == 0) throw std::invalid_argument("loader option batch_size must be positive, got 0");
-  if (o.prefetch == 0) throw std::invalid_argument("loader option prefetch must be at least 1 (or auto_tune), got 0");
+  if (o.batch_size == 0) throw pinfeed::invalid_argument("loader option batch_size must be positive, got 0");
+  if (o.prefetch == 0) throw pinfeed::invalid_argument("loader option prefetch must be at least 1 (or auto_tune), got 0");
   if (o.max_batches_in_use == 0)
-    throw std::invalid_argument("loader option max_batches_in_use must be at least 1, got 0");
+    throw pinfeed::invalid_argument("loader option max_batches_in_use must be at least 1, got 0");
   if (o.workers > 1024 && o.workers != auto_tune)
-    throw std::invalid_argument("loader option workers must be at most 1024 (or auto_tune), got " + std::to_string(o.workers));
+    throw pinfeed::invalid_argument("loader option workers must be at most 1024 (or auto_tune), got " + std::to_string(o.workers));
   if (o.memory_budget && *o.memory_budget == 0)
-    throw std::invalid_argument("loader option memory_budget must be positive bytes, got 0");
+    throw pinfeed::invalid_argument("loader option memory_budget must be positive bytes, got 0");
   if (const node_plan& plan = this_node_plan_without_gpu(); o.memory_budget && plan.memory > 0 && *o.memory_budget > plan.memory)
-    throw std::invalid_argument("loader option memory_budget " + format_bytes(*o.memory_budget) +
+    throw pinfeed::invalid_argument("loader option memory_budget " + format_bytes(*o.memory_budget) +
                                 " is more than the memory this process may use (" + format_bytes(plan.memory) + ", " +
                                 plan.memory_source + ")");
   if (o.max_batches_in_use > 4096 || (o.prefetch != auto_tune && o.prefetch + o.max_batches_in_use > 4096))
-    throw std::invalid_argument("loader options prefetch + max_batches_in_use must be at most 4096, got " +
+    throw pinfeed::invalid_argument("loader options prefetch + max_batches_in_use must be at most 4096, got " +
                                 (o.prefetch == auto_tune ? "auto + " + std::to_string(o.max_batches_in_use)
                                                          : std::to_string(o.prefetch + o.max_batches_in_use)));
 }
@@ -136,7 +137,7 @@ slot_plan plan_slots(const loader_options& o, const std::vector<field_spec>& fie
   p.options_used = "batch_size " + std::to_string(o.batch_size) + ", prefetch " +
                    (prefetch_auto ? std::string("auto") : std::to_string(o.prefetch)) + " + max_batches_in_use " +
                    std::to_string(o.max_batches_in_use) + " slots";
-  auto too_big = [&](const std::string& what) { throw std::invalid_argument("loader: " + what + " (" + p.options_used + ")"); };
+  auto too_big = [&](const std::string& what) { throw pinfeed::invalid_argument("loader: " + what + " (" + p.options_used + ")"); };
   // Rounds x up to a multiple of a, with an overflow check (the sizes come from options and field shapes).
   auto checked_round_up = [&](std::size_t x, std::size_t a) {
     std::size_t r = 0;
@@ -277,7 +278,7 @@ void loader_core::allocate_slots(std::size_t n) {
   std::size_t s = allocated();
   if (s >= n) return;
   auto allocation_failed = [&](const char* where, const std::exception& e) {
-    throw std::runtime_error("loader: allocating " + std::to_string(slot_bytes) + " bytes of " + where + " for slot " +
+    throw pinfeed::runtime_error("loader: allocating " + std::to_string(slot_bytes) + " bytes of " + where + " for slot " +
                              std::to_string(s) + " of " + std::to_string(ring.size()) + " failed (" + options_used +
                              "): " + e.what());
   };
@@ -555,9 +556,9 @@ loader::impl::impl(std::shared_ptr<source> s, loader_options o)
       place(detail::place_of(o, device)),
       worker_most(o.workers == auto_tune ? planned_workers(place) : effective_workers(o.workers, place)),
       arena(static_cast<int>(worker_most), 0) {
-  if (!src) throw std::invalid_argument("loader needs a source, got a null pointer");
+  if (!src) throw pinfeed::invalid_argument("loader needs a source, got a null pointer");
   dataset_size = src->size();
-  if (dataset_size == 0) throw std::invalid_argument("source '" + src->name() + "' has no samples");
+  if (dataset_size == 0) throw pinfeed::invalid_argument("source '" + src->name() + "' has no samples");
   auto fields = src->fields();
   validate_fields(fields);
   if (o.order.shuffle && !o.order.groups) o.order.groups = src->groups();
@@ -565,11 +566,11 @@ loader::impl::impl(std::shared_ptr<source> s, loader_options o)
   const std::uint64_t per_epoch = order->size();
   batches = batches_in(per_epoch, o);
   if (batches == 0)
-    throw std::invalid_argument("source '" + src->name() + "' gives this rank " + std::to_string(per_epoch) +
+    throw pinfeed::invalid_argument("source '" + src->name() + "' gives this rank " + std::to_string(per_epoch) +
                                 " samples per epoch, fewer than batch_size " + std::to_string(o.batch_size) +
                                 " with drop_last set: an epoch would be empty");
   if (o.after_copy && !device.is_cuda())
-    throw std::invalid_argument("loader option after_copy hooks the host-to-device copy, but batches stay on the " +
+    throw pinfeed::invalid_argument("loader option after_copy hooks the host-to-device copy, but batches stay on the " +
                                 device.to_string() + ": nothing is copied");
   detail::slot_plan plan = detail::plan_slots(o, fields, device.is_cuda(), *src);
   const std::size_t first_prefetch = plan.prefetch;
@@ -622,7 +623,7 @@ void loader::impl::spawn_runners() {
   // Once TBB failed to take a task (it could not start a thread), its next enqueue can wait
   // forever inside TBB: the pool is not asked again, and queued chunks run on the feeder and the
   // consumer (submit(), help_if_stalled()).
-  if (pool_failed) throw std::runtime_error(pool_failure);
+  if (pool_failed) throw pinfeed::runtime_error(pool_failure);
   while (runners < active && starting < queue.size()) enqueue_runner();
 }
 
@@ -795,7 +796,7 @@ void loader::impl::cancel() noexcept {
 void loader::impl::start(std::uint32_t e, std::uint64_t first_batch) {
   const std::uint64_t in_epoch = batches_in(order->size(e), core->options);
   if (first_batch > in_epoch)
-    throw std::out_of_range("start batch " + std::to_string(first_batch) + " is past the epoch's " +
+    throw pinfeed::out_of_range("start batch " + std::to_string(first_batch) + " is past the epoch's " +
                             std::to_string(in_epoch) + " batches");
   cancel();
   batches = in_epoch;
@@ -806,7 +807,11 @@ void loader::impl::start(std::uint32_t e, std::uint64_t first_batch) {
   pass = detail::last_pass.fetch_add(1, std::memory_order_relaxed) + 1;  // (the tasks of the last start are done)
   epoch_fresh = true;
   feeder_error = nullptr;
-  feeder = std::thread([this, e, first_batch, base = seq_base] { feed(e, first_batch, base); });
+  try {
+    feeder = std::thread([this, e, first_batch, base = seq_base] { feed(e, first_batch, base); });
+  } catch (const std::system_error& x) {  // (no thread to be had: a limit of the system, not a bug)
+    throw pinfeed::runtime_error(std::string("loader: could not start the feeder thread: ") + x.what());
+  }
   started = true;  // (not before: without a feeder, next() would wait for batches nobody fills)
 }
 
@@ -1085,7 +1090,7 @@ void loader::start_epoch(std::uint32_t epoch) {
 void loader::start_epoch(std::uint32_t epoch, std::uint64_t first_batch) {
   const std::uint64_t whole = batches_in(impl_->order->size(), impl_->core->options);
   if (first_batch > whole)  // before anything changes: a refused start leaves the loader as it was
-    throw std::out_of_range("start batch " + std::to_string(first_batch) + " is past the epoch's " +
+    throw pinfeed::out_of_range("start batch " + std::to_string(first_batch) + " is past the epoch's " +
                             std::to_string(whole) + " batches");
   impl_->cancel();  // no worker reads the order while it changes
   impl_->order->unrestrict();
@@ -1143,10 +1148,10 @@ void loader::resume(const std::string& state) {
   try {
     j = nlohmann::json::parse(state);
   } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(std::string("loader state is not JSON: ") + e.what());
+    throw pinfeed::invalid_argument(std::string("loader state is not JSON: ") + e.what());
   }
   auto field = [&](const char* name) -> const nlohmann::json& {
-    if (!j.is_object() || !j.contains(name)) throw std::invalid_argument(std::string("loader state lacks '") + name + "'");
+    if (!j.is_object() || !j.contains(name)) throw pinfeed::invalid_argument(std::string("loader state lacks '") + name + "'");
     return j.at(name);
   };
   auto& im = *impl_;
@@ -1154,12 +1159,12 @@ void loader::resume(const std::string& state) {
   const auto& opt = im.core->options;
   auto expect = [&](const char* name, const nlohmann::json& mine, const char* what) {
     if (field(name) != mine)
-      throw std::invalid_argument(std::string("loader state does not match this loader: ") + name + " is " +
+      throw pinfeed::invalid_argument(std::string("loader state does not match this loader: ") + name + " is " +
                                   field(name).dump() + " there, " + mine.dump() + " here (" + what + ")");
   };
   const auto& version = field("version");
   if (version != kStateVersion)
-    throw std::invalid_argument("loader state version " + version.dump() + " is not supported: this pinfeed reads version " +
+    throw pinfeed::invalid_argument("loader state version " + version.dump() + " is not supported: this pinfeed reads version " +
                                 std::to_string(kStateVersion) + " (start the epoch anew with start_epoch())");
   expect("dataset_size", im.dataset_size, "another dataset");
   expect("dataset", dataset_digest(*im.src, im.dataset_size), "another dataset: its files or shards differ");
@@ -1173,18 +1178,18 @@ void loader::resume(const std::string& state) {
   const auto& next_j = field("next_batch");
   const auto& plan_j = field("plan");
   if (!epoch_j.is_number_unsigned() || epoch_j.get<std::uint64_t>() > 0xFFFFFFFFull)
-    throw std::invalid_argument("loader state: epoch " + epoch_j.dump() + " is not a 32-bit unsigned number");
+    throw pinfeed::invalid_argument("loader state: epoch " + epoch_j.dump() + " is not a 32-bit unsigned number");
   if (!world_j.is_number_unsigned() || world_j.get<std::uint64_t>() < 1 || world_j.get<std::uint64_t>() > 1u << 24)
-    throw std::invalid_argument("loader state: world " + world_j.dump() + " is not a world size (1 to 16777216)");
+    throw pinfeed::invalid_argument("loader state: world " + world_j.dump() + " is not a world size (1 to 16777216)");
   if (!next_j.is_number_unsigned())
-    throw std::invalid_argument("loader state: next_batch " + next_j.dump() + " is not an unsigned number");
+    throw pinfeed::invalid_argument("loader state: next_batch " + next_j.dump() + " is not an unsigned number");
   const auto e = epoch_j.get<std::uint32_t>();
   std::vector<position_range> plan;
   if (!plan_j.is_array())
-    throw std::invalid_argument("loader state: plan " + plan_j.dump() + " is not a list of [begin, end] ranges");
+    throw pinfeed::invalid_argument("loader state: plan " + plan_j.dump() + " is not a list of [begin, end] ranges");
   for (const auto& r : plan_j) {
     if (!r.is_array() || r.size() != 2 || !r[0].is_number_unsigned() || !r[1].is_number_unsigned())
-      throw std::invalid_argument("loader state: plan range " + r.dump() + " is not [begin, end]");
+      throw pinfeed::invalid_argument("loader state: plan range " + r.dump() + " is not [begin, end]");
     plan.push_back({r[0].get<std::uint64_t>(), r[1].get<std::uint64_t>()});
   }
   const bool whole = plan.size() == 1 && plan[0] == position_range{0, im.dataset_size};
@@ -1200,12 +1205,12 @@ void loader::resume(const std::string& state) {
     saved.emplace(im.dataset_size, opt.seed, saved_opt);
     if (!whole) saved->restrict(e, plan);
   } catch (const std::invalid_argument& ex) {
-    throw std::invalid_argument(std::string("loader state: ") + ex.what());
+    throw pinfeed::invalid_argument(std::string("loader state: ") + ex.what());
   }
   const std::uint64_t saved_batches = batches_in(saved->size(e), opt);
   const std::uint64_t next = next_j.get<std::uint64_t>();
   if (next > saved_batches)
-    throw std::invalid_argument("loader state: next_batch " + next_j.dump() + " is not in [0, " +
+    throw pinfeed::invalid_argument("loader state: next_batch " + next_j.dump() + " is not in [0, " +
                                 std::to_string(saved_batches) + "]");
   // Everything that may fail (memory) is worked out on a copy of the order first: a resume that
   // fails leaves the loader as it was.
@@ -1295,7 +1300,7 @@ void loader::reset_stats() {
 const trace_recorder* loader::trace() const noexcept { return impl_->core->trace.get(); }
 
 void loader::write_trace(const std::string& path) const {
-  if (!impl_->core->trace) throw std::logic_error("tracing is off: set loader_options::trace to record one");
+  if (!impl_->core->trace) throw pinfeed::logic_error("tracing is off: set loader_options::trace to record one");
   impl_->core->trace->write(path);
 }
 

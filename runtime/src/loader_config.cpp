@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pinfeed/runtime/detail/json_release.hpp"
+#include "pinfeed/runtime/exception.hpp"
 #include "pinfeed/runtime/loader.hpp"
 
 namespace pinfeed {
@@ -48,14 +49,14 @@ loader_config loader_config::from_json(const std::string& text, const std::strin
   try {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument("config '" + origin + "' is not JSON: " + e.what());
+    throw pinfeed::invalid_argument("config '" + origin + "' is not JSON: " + e.what());
   }
-  if (!j.is_object()) throw std::invalid_argument("config '" + origin + "' is not a JSON object: " + j.dump());
+  if (!j.is_object()) throw pinfeed::invalid_argument("config '" + origin + "' is not a JSON object: " + j.dump());
   auto bad = [&](const std::string& key, const std::string& want) {
-    return std::invalid_argument("config '" + origin + "': \"" + key + "\" is " + j.at(key).dump() + ", expected " + want);
+    return pinfeed::invalid_argument("config '" + origin + "': \"" + key + "\" is " + j.at(key).dump() + ", expected " + want);
   };
   if (!j.contains("schema") || !is_text(j["schema"], kSchema))
-    throw std::invalid_argument("config '" + origin + "': \"schema\" is " + (j.contains("schema") ? j["schema"].dump() : "missing") +
+    throw pinfeed::invalid_argument("config '" + origin + "': \"schema\" is " + (j.contains("schema") ? j["schema"].dump() : "missing") +
                                 ", expected \"" + kSchema + "\"");
   loader_config c;
   auto positive = [&](const std::string& key, std::uint64_t most) -> std::uint64_t {
@@ -80,7 +81,7 @@ loader_config loader_config::from_json(const std::string& text, const std::strin
       if (!value.is_string()) throw bad(key, "a string");
       c.measured = value.get<std::string>();
     } else {
-      throw std::invalid_argument("config '" + origin + "': unknown field \"" + key +
+      throw pinfeed::invalid_argument("config '" + origin + "': unknown field \"" + key +
                                   "\" (known: schema, workers, prefetch, memory_budget, requests_in_flight, "
                                   "expected_speedup, measured)");
     }
@@ -92,13 +93,13 @@ loader_config loader_config::read(const std::string& path) {
   errno = 0;
   std::ifstream in(path);
   if (!in && errno == ENOMEM) throw std::bad_alloc();  // memory, not the file
-  if (!in) throw std::runtime_error("cannot read config '" + path + "'" + (errno != 0 ? std::string(": ") + std::strerror(errno) : ""));
+  if (!in) throw pinfeed::runtime_error("cannot read config '" + path + "'" + (errno != 0 ? std::string(": ") + std::strerror(errno) : ""));
   return from_json(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), path);
 }
 
 void loader_config::write(const std::string& path) const {
   std::ofstream out(path);
-  if (!(out << to_json() << "\n")) throw std::runtime_error("cannot write config '" + path + "'");
+  if (!(out << to_json() << "\n")) throw pinfeed::runtime_error("cannot write config '" + path + "'");
 }
 
 std::string loader::tuning_report::to_string() const {

@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "pinfeed/runtime/exception.hpp"
+
 namespace pinfeed {
 namespace {
 
@@ -26,7 +28,7 @@ constexpr descr_row kDescr[] = {
 std::string descr_of(dtype t) {
   for (const auto& d : kDescr)
     if (d.type == t) return d.text;
-  throw std::invalid_argument("write_npy: dtype " + std::string(dtype_name(t)) + " has no .npy equivalent");
+  throw pinfeed::invalid_argument("write_npy: dtype " + std::string(dtype_name(t)) + " has no .npy equivalent");
 }
 
 /// A tiny parser for the Python-literal dict of an .npy header.
@@ -48,13 +50,13 @@ class header_parser {
         have_descr = true;
       } else if (key == "fortran_order") {
         if (word() != "False")
-          throw std::runtime_error("Fortran-ordered arrays are not supported (fortran_order must be False)");
+          throw pinfeed::runtime_error("Fortran-ordered arrays are not supported (fortran_order must be False)");
         have_order = true;
       } else if (key == "shape") {
         out.shape = shape_tuple();
         have_shape = true;
       } else {
-        throw std::runtime_error("unexpected header key '" + key + "'");
+        throw pinfeed::runtime_error("unexpected header key '" + key + "'");
       }
       skip_ws();
       if (peek() == ',') {
@@ -66,7 +68,7 @@ class header_parser {
       fail("expected ',' or '}'");
     }
     if (!have_descr || !have_order || !have_shape)
-      throw std::runtime_error("header lacks one of 'descr', 'fortran_order', 'shape'");
+      throw pinfeed::runtime_error("header lacks one of 'descr', 'fortran_order', 'shape'");
   }
 
  private:
@@ -75,8 +77,8 @@ class header_parser {
       if (d == row.text) return row.type;
     if (d.size() == 3 && d[0] == '<' && d[1] == 'u' && d[2] == '1') return dtype::u8;
     if (d.size() == 3 && d[0] == '<' && d[1] == 'i' && d[2] == '1') return dtype::i8;
-    if (!d.empty() && d[0] == '>') throw std::runtime_error("big-endian dtype '" + d + "' is not supported");
-    throw std::runtime_error("unsupported dtype '" + d + "'");
+    if (!d.empty() && d[0] == '>') throw pinfeed::runtime_error("big-endian dtype '" + d + "' is not supported");
+    throw pinfeed::runtime_error("unsupported dtype '" + d + "'");
   }
 
   char peek() const { return pos_ < s_.size() ? s_[pos_] : '\0'; }
@@ -84,7 +86,7 @@ class header_parser {
     while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
   }
   [[noreturn]] void fail(const std::string& what) const {
-    throw std::runtime_error("malformed header at character " + std::to_string(pos_) + ": " + what);
+    throw pinfeed::runtime_error("malformed header at character " + std::to_string(pos_) + ": " + what);
   }
   void expect(char c) {
     skip_ws();
@@ -146,8 +148,8 @@ std::size_t npy_array::elements() const noexcept {
 void parse_npy_header(const std::string& header, npy_array& out) { header_parser(header).parse(out); }
 
 npy_array parse_npy(std::span<const std::byte> bytes, const std::string& origin) {
-  auto fail = [&](const std::string& what) -> std::runtime_error {
-    return std::runtime_error("npy file '" + origin + "': " + what);
+  auto fail = [&](const std::string& what) -> pinfeed::runtime_error {
+    return pinfeed::runtime_error("npy file '" + origin + "': " + what);
   };
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
   const std::uint64_t file_size = bytes.size();
@@ -196,28 +198,28 @@ npy_array parse_npy(std::span<const std::byte> bytes, const std::string& origin)
 
 npy_array read_npy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("npy file '" + path + "': cannot open for reading");
+  if (!in) throw pinfeed::runtime_error("npy file '" + path + "': cannot open for reading");
   in.seekg(0, std::ios::end);
   const auto file_size = in.tellg();
-  if (file_size < 0) throw std::runtime_error("npy file '" + path + "': cannot tell its size");
+  if (file_size < 0) throw pinfeed::runtime_error("npy file '" + path + "': cannot tell its size");
   in.seekg(0);
   std::vector<std::byte> bytes(static_cast<std::size_t>(file_size));
-  if (!in.read(reinterpret_cast<char*>(bytes.data()), file_size)) throw std::runtime_error("npy file '" + path + "': read error");
+  if (!in.read(reinterpret_cast<char*>(bytes.data()), file_size)) throw pinfeed::runtime_error("npy file '" + path + "': read error");
   return parse_npy(bytes, path);
 }
 
 std::vector<std::byte> format_npy(const npy_array& a) {
   std::size_t count = 1;
   for (auto d : a.shape) {
-    if (d < 0) throw std::invalid_argument("write_npy: negative dimension " + std::to_string(d));
+    if (d < 0) throw pinfeed::invalid_argument("write_npy: negative dimension " + std::to_string(d));
     if (d != 0 && count > std::numeric_limits<std::size_t>::max() / static_cast<std::size_t>(d))
-      throw std::invalid_argument("write_npy: the shape's element count overflows");
+      throw pinfeed::invalid_argument("write_npy: the shape's element count overflows");
     count *= static_cast<std::size_t>(d);
   }
   if (count > std::numeric_limits<std::size_t>::max() / dtype_size(a.type))
-    throw std::invalid_argument("write_npy: the shape's byte count overflows");
+    throw pinfeed::invalid_argument("write_npy: the shape's byte count overflows");
   if (count * dtype_size(a.type) != a.data.size())
-    throw std::invalid_argument("write_npy: shape needs " + std::to_string(count * dtype_size(a.type)) +
+    throw pinfeed::invalid_argument("write_npy: shape needs " + std::to_string(count * dtype_size(a.type)) +
                                 " bytes, data has " + std::to_string(a.data.size()));
   std::string dict = "{'descr': '" + descr_of(a.type) + "', 'fortran_order': False, 'shape': (";
   for (std::size_t i = 0; i < a.shape.size(); ++i) dict += std::to_string(a.shape[i]) + (a.shape.size() == 1 ? "," : i + 1 < a.shape.size() ? ", " : "");
@@ -249,9 +251,9 @@ std::vector<std::byte> format_npy(const npy_array& a) {
 void write_npy(const std::string& path, const npy_array& a) {
   const auto bytes = format_npy(a);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw std::runtime_error("npy file '" + path + "': cannot open for writing");
+  if (!out) throw pinfeed::runtime_error("npy file '" + path + "': cannot open for writing");
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  if (!out) throw std::runtime_error("npy file '" + path + "': write failed");
+  if (!out) throw pinfeed::runtime_error("npy file '" + path + "': write failed");
 }
 
 }  // namespace pinfeed

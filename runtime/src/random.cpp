@@ -7,10 +7,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "pinfeed/runtime/exception.hpp"
 #include "pinfeed/runtime/log.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
 #define PINFEED_X86 1
 // GCC 12's AVX-512 headers read _mm512_undefined_* values and warn about them (GCC bug 105593).
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -415,7 +417,7 @@ simd_level parse_simd_level(std::string_view name) {
   if (name == "scalar") return simd_level::scalar;
   if (name == "avx2") return simd_level::avx2;
   if (name == "avx512") return simd_level::avx512;
-  throw std::invalid_argument("SIMD level '" + std::string(name) + "' is not one of scalar, avx2, avx512");
+  throw pinfeed::invalid_argument("SIMD level '" + std::string(name) + "' is not one of scalar, avx2, avx512");
 }
 
 simd_level cpu_simd_support() noexcept {

@@ -1,4 +1,5 @@
 #include "pinfeed/runtime/detail/slot_ring.hpp"
+#include "pinfeed/runtime/exception.hpp"
 
 #include <stdexcept>
 #include <string>
@@ -18,12 +19,12 @@ std::string to_string(slot_state s) {
 }
 
 slot_ring::slot_ring(std::size_t slots) : count_(slots), usable_(slots), slots_(new entry[slots]) {
-  if (slots == 0) throw std::invalid_argument("slot_ring needs at least one slot");
+  if (slots == 0) throw pinfeed::invalid_argument("slot_ring needs at least one slot");
 }
 
 void slot_ring::set_usable(std::size_t n) {
   if (n == 0 || n > count_)
-    throw std::out_of_range("slot_ring: " + std::to_string(n) + " usable slots asked for, the ring has " +
+    throw pinfeed::out_of_range("slot_ring: " + std::to_string(n) + " usable slots asked for, the ring has " +
                             std::to_string(count_));
   {
     std::lock_guard lock(mutex_);
@@ -39,7 +40,7 @@ std::size_t slot_ring::usable() const {
 
 void slot_ring::check_index(std::size_t slot) const {
   if (slot >= count_)
-    throw std::out_of_range("slot " + std::to_string(slot) + " out of range (ring has " +
+    throw pinfeed::out_of_range("slot " + std::to_string(slot) + " out of range (ring has " +
                             std::to_string(count_) + ")");
 }
 
@@ -62,7 +63,7 @@ void slot_ring::advance(std::size_t slot, slot_state from, slot_state to) {
   check_index(slot);
   slot_state expected = from;
   if (!slots_[slot].state.compare_exchange_strong(expected, to, std::memory_order_acq_rel)) {
-    throw std::logic_error("slot " + std::to_string(slot) + ": expected state " +
+    throw pinfeed::logic_error("slot " + std::to_string(slot) + ": expected state " +
                            std::string(to_string(from)) + " to move to " + std::string(to_string(to)) +
                            ", found " + std::string(to_string(expected)));
   }

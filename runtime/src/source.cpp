@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "pinfeed/runtime/exception.hpp"
+
 namespace pinfeed {
 namespace {
 
@@ -11,7 +13,7 @@ class callable_source final : public source {
                    std::string name)
       : size_(size), fields_(std::move(fields)), fn_(std::move(fn)), name_(std::move(name)) {
     validate_fields(fields_);
-    if (!fn_) throw std::invalid_argument("make_source: the produce function is empty");
+    if (!fn_) throw pinfeed::invalid_argument("make_source: the produce function is empty");
   }
   std::uint64_t size() const override { return size_; }
   std::vector<field_spec> fields() const override { return fields_; }

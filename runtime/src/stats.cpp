@@ -8,8 +8,11 @@
 #include <stdexcept>
 #include <thread>
 
+#include "pinfeed/runtime/exception.hpp"
+
 #if PINFEED_HAVE_NVTX
 #include <nvtx3/nvToolsExt.h>
+
 #endif
 
 namespace pinfeed {
@@ -175,9 +178,9 @@ std::string trace_recorder::to_json() const {
 
 void trace_recorder::write(const std::string& path) const {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw std::runtime_error("cannot open trace file '" + path + "' for writing");
+  if (!out) throw pinfeed::runtime_error("cannot open trace file '" + path + "' for writing");
   out << to_json();
-  if (!out) throw std::runtime_error("failed writing trace file '" + path + "'");
+  if (!out) throw pinfeed::runtime_error("failed writing trace file '" + path + "'");
 }
 
 }  // namespace pinfeed

@@ -4,6 +4,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "pinfeed/runtime/exception.hpp"
+
 namespace pinfeed {
 namespace {
 struct dtype_row {
@@ -32,32 +34,32 @@ std::string_view dtype_name(dtype t) noexcept { return kTypes[static_cast<std::s
 dtype parse_dtype(std::string_view name) {
   for (const auto& row : kTypes)
     if (name == row.name || name == row.short_name) return row.type;
-  throw std::invalid_argument("unknown dtype '" + std::string(name) + "'");
+  throw pinfeed::invalid_argument("unknown dtype '" + std::string(name) + "'");
 }
 
 std::size_t field_spec::elements() const noexcept { return product(shape); }
 std::size_t tensor_view::elements() const noexcept { return product({shape.begin(), shape.end()}); }
 
 void validate_fields(std::span<const field_spec> fields) {
-  if (fields.empty()) throw std::invalid_argument("a source must declare at least one field");
+  if (fields.empty()) throw pinfeed::invalid_argument("a source must declare at least one field");
   std::set<std::string> seen;
   for (std::size_t i = 0; i < fields.size(); ++i) {
     const auto& f = fields[i];
-    if (f.name.empty()) throw std::invalid_argument("field " + std::to_string(i) + " has an empty name");
+    if (f.name.empty()) throw pinfeed::invalid_argument("field " + std::to_string(i) + " has an empty name");
     if (f.shape.size() > kMaxFieldRank)
-      throw std::invalid_argument("field '" + f.name + "' has " + std::to_string(f.shape.size()) +
+      throw pinfeed::invalid_argument("field '" + f.name + "' has " + std::to_string(f.shape.size()) +
                                   " dimensions; at most " + std::to_string(kMaxFieldRank) + " are supported");
     if (!seen.insert(f.name).second)
-      throw std::invalid_argument("field name '" + f.name + "' is declared twice");
+      throw pinfeed::invalid_argument("field name '" + f.name + "' is declared twice");
     for (std::size_t d = 0; d < f.shape.size(); ++d)
       if (f.shape[d] <= 0)
-        throw std::invalid_argument("field '" + f.name + "' has extent " + std::to_string(f.shape[d]) +
+        throw pinfeed::invalid_argument("field '" + f.name + "' has extent " + std::to_string(f.shape[d]) +
                                     " in dimension " + std::to_string(d) + " (must be positive)");
     // bytes() multiplies the extents: they must not overflow a size.
     std::size_t bytes = dtype_size(f.type);
     for (const auto e : f.shape)
       if (__builtin_mul_overflow(bytes, static_cast<std::size_t>(e), &bytes))
-        throw std::invalid_argument("field '" + f.name + "' is too large: its bytes per sample overflow");
+        throw pinfeed::invalid_argument("field '" + f.name + "' is too large: its bytes per sample overflow");
   }
 }
 

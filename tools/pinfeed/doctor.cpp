@@ -5,6 +5,7 @@
 
 #include "commands.hpp"
 #include "pinfeed/doctor/doctor.hpp"
+#include "pinfeed/runtime/exception.hpp"
 #include "pinfeed/runtime/host_info.hpp"
 #include "pipeline_options.hpp"
 
@@ -55,7 +56,7 @@ int cmd_doctor(const run_args& a, const doctor_args& d) {
   std::printf("%s", r.to_text().c_str());
   if (!d.json.empty()) {
     std::ofstream out(d.json);
-    if (!(out << r.to_json() << "\n")) throw std::runtime_error("cannot write '" + d.json + "'");
+    if (!(out << r.to_json() << "\n")) throw pinfeed::runtime_error("cannot write '" + d.json + "'");
   }
   if (!d.write_config.empty()) {
     loader_config c;

@@ -5,6 +5,7 @@
 #include "commands.hpp"
 #include "pinfeed/loaders/shards.hpp"
 #include "pinfeed/runtime/epoch_order.hpp"
+#include "pinfeed/runtime/exception.hpp"
 #include "pipeline_options.hpp"
 
 namespace pinfeed::tool {
@@ -19,7 +20,7 @@ struct pack_args {
 
 int cmd_pack(const pack_args& a) {
   auto listed = image_files_of(a.source);
-  if (!listed) throw std::invalid_argument("pack: --source must be folder:PATH or list:FILE, got '" + a.source + "'");
+  if (!listed) throw pinfeed::invalid_argument("pack: --source must be folder:PATH or list:FILE, got '" + a.source + "'");
   std::vector<loaders::image_file> files = std::move(*listed);
   if (a.shuffle) {
     // The same keyed permutation the loader shuffles with: a pure function of the seed.
@@ -28,7 +29,7 @@ int cmd_pack(const pack_args& a) {
     for (std::uint64_t i = 0; i < files.size(); ++i) shuffled[i] = files[order.index_at(0, i)];
     files = std::move(shuffled);
   }
-  if (!(a.shard_mb > 0)) throw std::invalid_argument("pack: --shard-mb must be positive");
+  if (!(a.shard_mb > 0)) throw pinfeed::invalid_argument("pack: --shard-mb must be positive");
   const auto shards = loaders::write_shards(files, a.out, static_cast<std::uint64_t>(a.shard_mb * 1048576.0));
   std::printf("packed %zu samples into %zu shard(s) with their sidecar indexes: %s ... %s\n", files.size(),
               shards.size(), shards.front().c_str(), shards.back().c_str());

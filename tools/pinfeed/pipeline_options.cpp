@@ -8,6 +8,7 @@
 #include "pinfeed/loaders/remote.hpp"
 #include "pinfeed/loaders/shards.hpp"
 #include "pinfeed/loaders/synthetic.hpp"
+#include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::tool {
 
@@ -22,7 +23,7 @@ std::size_t count_or_auto(const char* option, const std::string& text, std::size
   const bool digits = !text.empty() && text.size() <= 9 && text.find_first_not_of("0123456789") == std::string::npos;
   const std::size_t n = digits ? std::stoul(text) : 0;
   if (n == 0 || n > most)
-    throw std::invalid_argument(std::string(option) + " " + (text.empty() ? "''" : text) +
+    throw pinfeed::invalid_argument(std::string(option) + " " + (text.empty() ? "''" : text) +
                                 ": give a whole number from 1 to " + std::to_string(most) + ", or auto");
   return n;
 }
@@ -49,7 +50,7 @@ const std::optional<loader_config>& config_of(const run_args& a) {
 
 pipeline_parts make_pipeline(const run_args& a, const device_choice& dev) {
   if (!a.transforms.empty() && !a.pipeline_file.empty())
-    throw std::invalid_argument("give either --transforms or --pipeline, not both");
+    throw pinfeed::invalid_argument("give either --transforms or --pipeline, not both");
   pipeline_parts p;
   if (!a.transforms.empty()) p.steps = loaders::parse_pipeline(a.transforms);
   if (!a.pipeline_file.empty()) p.steps = loaders::load_pipeline_file(a.pipeline_file);
@@ -64,7 +65,7 @@ pipeline_parts make_pipeline(const run_args& a, const device_choice& dev) {
     const std::string pattern = a.source.substr(7);
     if (loaders::is_remote_location(pattern)) {
       if (a.shard_window == 0 && !a.remote_cache_dir.empty())
-        throw std::invalid_argument("--remote-cache-dir holds shards read whole; --shard-window 0 reads samples one by one");
+        throw pinfeed::invalid_argument("--remote-cache-dir holds shards read whole; --shard-window 0 reads samples one by one");
       loaders::remote_options ro;
       if (a.requests_in_flight > 0) ro.requests_in_flight = a.requests_in_flight;
       else if (const auto& c = config_of(a); c && c->requests_in_flight) ro.requests_in_flight = c->requests_in_flight;
@@ -75,21 +76,21 @@ pipeline_parts make_pipeline(const run_args& a, const device_choice& dev) {
       p.remote = p.reader;
     } else {
       if (!a.remote_cache_dir.empty())
-        throw std::invalid_argument("--remote-cache-dir caches shards of remote storage; '" + pattern + "' is local");
+        throw pinfeed::invalid_argument("--remote-cache-dir caches shards of remote storage; '" + pattern + "' is local");
       if (!a.remote_index_cache.empty())
-        throw std::invalid_argument("--remote-index-cache caches indexes of remote shards; '" + pattern +
+        throw pinfeed::invalid_argument("--remote-index-cache caches indexes of remote shards; '" + pattern +
                                     "' is local (pinfeed pack writes sidecar indexes)");
       p.reader = loaders::make_shard_reader(loaders::expand_shard_pattern(pattern), so);
     }
   } else if (a.shard_window > 0) {
-    throw std::invalid_argument("--shard-window " + std::to_string(a.shard_window) + " orders tar shards; source '" +
+    throw pinfeed::invalid_argument("--shard-window " + std::to_string(a.shard_window) + " orders tar shards; source '" +
                                 a.source + "' has none");
   } else if (auto files = image_files_of(a.source)) {
     loaders::decode_options d;
     d.max_pixels = a.max_pixels;
     p.reader = loaders::make_image_files_reader(std::move(*files), d);
   } else {
-    throw std::invalid_argument("unknown source '" + a.source +
+    throw pinfeed::invalid_argument("unknown source '" + a.source +
                                 "' (synthetic, folder:PATH, list:FILE or shards:PATTERN)");
   }
   auto& po = p.source;
@@ -97,9 +98,9 @@ pipeline_parts make_pipeline(const run_args& a, const device_choice& dev) {
   const storage_emulation storage{a.latency_ms, a.bandwidth_mb_s};
   if (storage.active()) p.reader = make_slow_storage(p.reader, storage);
   if (a.on_error == "skip") po.on_error = loaders::error_policy::skip;
-  else if (a.on_error != "fail") throw std::invalid_argument("--on-error must be fail or skip, got '" + a.on_error + "'");
+  else if (a.on_error != "fail") throw pinfeed::invalid_argument("--on-error must be fail or skip, got '" + a.on_error + "'");
   if (a.max_bad_fraction > 0.0 && a.on_error != "skip")
-    throw std::invalid_argument("--max-bad-fraction " + std::to_string(a.max_bad_fraction) +
+    throw pinfeed::invalid_argument("--max-bad-fraction " + std::to_string(a.max_bad_fraction) +
                                 " caps --on-error skip; with --on-error fail the first bad sample already fails");
   po.max_bad_fraction = a.max_bad_fraction;
   return p;
@@ -114,20 +115,20 @@ loader_options make_loader_options(const run_args& a, const device_choice& dev) 
   if (!a.prefetch.empty()) o.prefetch = count_or_auto("--prefetch", a.prefetch, 4095);
   o.device = dev.to_string();
   if (a.bind == "none") o.bind = cpu_binding::none;
-  else if (a.bind != "plan") throw std::invalid_argument("--bind must be plan or none, got '" + a.bind + "'");
+  else if (a.bind != "plan") throw pinfeed::invalid_argument("--bind must be plan or none, got '" + a.bind + "'");
   o.seed = a.seed;
   o.trace = !a.trace.empty();
   if (!a.memory_budget.empty()) {
     try {
       o.memory_budget = parse_bytes(a.memory_budget);
     } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(std::string("--memory-budget ") + e.what());
+      throw pinfeed::invalid_argument(std::string("--memory-budget ") + e.what());
     }
   }
   o.order = {a.shuffle, a.rank, a.world, a.drop_remainder};
   if (a.copy_bandwidth_mb_s > 0) {
     if (!dev.is_cuda())
-      throw std::invalid_argument("--copy-bandwidth-mb-s " + std::to_string(a.copy_bandwidth_mb_s) +
+      throw pinfeed::invalid_argument("--copy-bandwidth-mb-s " + std::to_string(a.copy_bandwidth_mb_s) +
                                   " emulates a slow host-to-device link, but batches stay on the " + dev.to_string() +
                                   ": nothing is copied");
     o.after_copy = throttle_copy(a.copy_bandwidth_mb_s);

@@ -34,9 +34,9 @@ sample_cache cache_of(const run_args& a) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used == 0 || used != a.cache.size() - 6) throw std::invalid_argument("--cache steps:K needs a number, got '" + a.cache + "'");
+    if (used == 0 || used != a.cache.size() - 6) throw pinfeed::invalid_argument("--cache steps:K needs a number, got '" + a.cache + "'");
   } else if (a.cache != "none") {
-    throw std::invalid_argument("--cache must be none, raw, decoded, steps:K or processed, got '" + a.cache + "'");
+    throw pinfeed::invalid_argument("--cache must be none, raw, decoded, steps:K or processed, got '" + a.cache + "'");
   }
   return cache;
 }
@@ -103,7 +103,7 @@ void write_json(const run_args& a, const loader& l, const stats_snapshot& st, co
   }
   if (fetched) j["fetch"] = nlohmann::json::parse(loaders::to_json(*fetched));
   std::ofstream out(a.json);
-  if (!out) throw std::runtime_error("cannot write '" + a.json + "'");
+  if (!out) throw pinfeed::runtime_error("cannot write '" + a.json + "'");
   out << j.dump(2) << "\n";
 }
 
@@ -142,7 +142,7 @@ int cmd_run(const run_args& a) {
   const std::string resume_path = ranked(a.resume, l.order().rank()), save_path = ranked(a.save_state, l.order().rank());
   if (!resume_path.empty()) {
     std::ifstream in(resume_path);
-    if (!in) throw std::runtime_error("cannot read loader state '" + resume_path + "'");
+    if (!in) throw pinfeed::runtime_error("cannot read loader state '" + resume_path + "'");
     l.resume(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
   }
   std::fprintf(stderr, "run: %s, %llu samples, batch %zu, %zu workers, prefetch %zu, device %s, %zu slots x %.1f MiB\n",
@@ -155,7 +155,7 @@ int cmd_run(const run_args& a) {
   co.tail = piped->tail_params();
   const field_spec& image = l.fields()[0];
   if (a.normalize && (image.type != dtype::u8 || image.shape.size() != 3 || image.shape[2] != 3))
-    throw std::invalid_argument("--normalize needs uint8 [H, W, 3] images; this pipeline yields " +
+    throw pinfeed::invalid_argument("--normalize needs uint8 [H, W, 3] images; this pipeline yields " +
                                 std::string(dtype_name(image.type)) + " (its own tail already converts)");
   if (a.normalize && !co.tail) co.tail = ops::normalize_params{};
   co.step_ms = a.step_ms;
@@ -172,7 +172,7 @@ int cmd_run(const run_args& a) {
   print_bad_samples(*counted);
   if (!save_path.empty()) {
     std::ofstream out(save_path);
-    if (!(out << l.state() << "\n")) throw std::runtime_error("cannot write loader state '" + save_path + "'");
+    if (!(out << l.state() << "\n")) throw pinfeed::runtime_error("cannot write loader state '" + save_path + "'");
   }
   if (!a.trace.empty()) {
     l.write_trace(a.trace);

@@ -27,10 +27,10 @@ struct sample_args {
 int cmd_sample(const sample_args& s) {
   const npy_array labels = read_npy(s.labels);
   if (labels.type != dtype::i32 && labels.type != dtype::i64)
-    throw std::invalid_argument("labels '" + s.labels + "' have dtype " + std::string(dtype_name(labels.type)) +
+    throw pinfeed::invalid_argument("labels '" + s.labels + "' have dtype " + std::string(dtype_name(labels.type)) +
                                 "; int32 or int64 expected");
   if (labels.shape.size() != 1 && labels.shape.size() != 2)
-    throw std::invalid_argument("labels '" + s.labels + "' have " + std::to_string(labels.shape.size()) +
+    throw pinfeed::invalid_argument("labels '" + s.labels + "' have " + std::to_string(labels.shape.size()) +
                                 " dimensions; shape [N] or [B, N] expected");
   ops::sampler_params p;
   p.k = s.k;
@@ -41,7 +41,7 @@ int cmd_sample(const sample_args& s) {
   p.ignore_label = s.ignore_label;
   if (s.mode == "topup") p.mode = ops::sampler_mode::topup;
   else if (s.mode == "detectron2") p.mode = ops::sampler_mode::detectron2;
-  else throw std::invalid_argument("unknown mode '" + s.mode + "' (topup or detectron2)");
+  else throw pinfeed::invalid_argument("unknown mode '" + s.mode + "' (topup or detectron2)");
   ops::sampler_args a;
   a.rows = labels.shape.size() == 2 ? labels.shape[0] : 1;
   a.n = labels.shape.back();

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "pinfeed/loaders/shards.hpp"
+#include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::loaders::detail {
 
@@ -51,7 +52,7 @@ class tar_scanner {
   void begin_member();
   void end_member();
   void end_member_skipping(std::uint64_t size);
-  [[nodiscard]] std::invalid_argument fail(const std::string& why) const;
+  [[nodiscard]] pinfeed::invalid_argument fail(const std::string& why) const;
 
   std::string what_;
   std::function<bool(const std::string&)> keep_;

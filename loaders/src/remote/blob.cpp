@@ -9,6 +9,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "pinfeed/runtime/exception.hpp"
+
 namespace pinfeed::loaders::remote {
 
 bool write_all(int fd, const void* p, std::size_t n) {
@@ -35,19 +37,19 @@ blob::blob(std::vector<std::byte> bytes, const std::string& dir, std::uint32_t s
   // A unique new file (O_EXCL), so that processes sharing the directory never meet.
   std::string templ = (std::filesystem::path(dir) / ("pinfeed-shard-" + std::to_string(shard) + "-XXXXXX")).string();
   const int fd = ::mkostemp(templ.data(), O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error("cannot make a cache file in '" + dir + "': " + std::strerror(errno));
+  if (fd < 0) throw pinfeed::runtime_error("cannot make a cache file in '" + dir + "': " + std::strerror(errno));
   ::unlink(templ.c_str());  // the descriptor, then the mapping, keep the blocks
   if (!write_all(fd, bytes.data(), bytes.size())) {
     const int err = errno;
     ::close(fd);
-    throw std::runtime_error("cannot write the cache file '" + templ + "': " + std::strerror(err));
+    throw pinfeed::runtime_error("cannot write the cache file '" + templ + "': " + std::strerror(err));
   }
   if (!bytes.empty()) {
     void* p = ::mmap(nullptr, bytes.size(), PROT_READ, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
       const int err = errno;
       ::close(fd);
-      throw std::runtime_error("cannot map the cache file '" + templ + "': " + std::strerror(err));
+      throw pinfeed::runtime_error("cannot map the cache file '" + templ + "': " + std::strerror(err));
     }
     view_ = {static_cast<const std::byte*>(p), bytes.size()};
     mapped_ = true;

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "remote/s3.hpp"
+#include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::loaders::remote {
 namespace {
@@ -121,7 +122,7 @@ std::string describe(const endpoint& e, const request& q) {
 void curl_init_once() {
   static std::once_flag once;
   std::call_once(once, [] {
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) throw std::runtime_error("libcurl failed to initialize");
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) throw pinfeed::runtime_error("libcurl failed to initialize");
   });
 }
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "pinfeed/runtime/checksum.hpp"
+#include "pinfeed/runtime/exception.hpp"
 #include "remote/blob.hpp"
 
 namespace pinfeed::loaders::remote {
@@ -37,7 +38,7 @@ index_cache::index_cache(std::string dir) : dir_(std::move(dir)) {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec || !std::filesystem::is_directory(dir_))
-    throw std::invalid_argument("remote shards: index cache directory '" + dir_ + "' cannot be made: " + ec.message());
+    throw pinfeed::invalid_argument("remote shards: index cache directory '" + dir_ + "' cannot be made: " + ec.message());
   remove_stale_temps();
 }
 

@@ -215,7 +215,7 @@ indexed_shards index_shards(transfer_loop& loop, const std::vector<location>& lo
     ix.out.entries.insert(ix.out.entries.end(), std::make_move_iterator(g.begin()), std::make_move_iterator(g.end()));
   }
   if (ix.out.entries.empty())
-    throw std::invalid_argument("remote shards: no samples in " + std::to_string(locations.size()) + " shard(s)");
+    throw pinfeed::invalid_argument("remote shards: no samples in " + std::to_string(locations.size()) + " shard(s)");
   return std::move(ix.out);
 }
 

@@ -11,6 +11,7 @@
 #include <curl/curl.h>
 
 #include "pinfeed/loaders/remote.hpp"
+#include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::loaders {
 namespace remote {
@@ -117,17 +118,17 @@ location parse_location(std::string_view text) {
     const auto slash = rest.find('/');
     l.bucket = std::string(rest.substr(0, slash));
     l.key = slash == std::string_view::npos ? "" : std::string(rest.substr(slash + 1));
-    if (l.bucket.empty()) throw std::invalid_argument("s3 location '" + l.shown + "' has no bucket");
+    if (l.bucket.empty()) throw pinfeed::invalid_argument("s3 location '" + l.shown + "' has no bucket");
     l.sidecar = l.text + ".idx";
     return l;
   }
   if (starts_with(text, "http://")) l.scheme = scheme::http;
   else if (starts_with(text, "https://")) l.scheme = scheme::https;
-  else throw std::invalid_argument("'" + redact_location(text) + "' is not an http://, https:// or s3:// location");
+  else throw pinfeed::invalid_argument("'" + redact_location(text) + "' is not an http://, https:// or s3:// location");
   // Parsed strictly (as libcurl will request it); what does not parse is named as redact_location shows it.
   const url_handle u(curl_url(), &curl_url_cleanup);
   if (!u || curl_url_set(u.get(), CURLUPART_URL, l.text.c_str(), 0) != CURLUE_OK)
-    throw std::invalid_argument("'" + redact_location(text) + "' is not a valid URL");
+    throw pinfeed::invalid_argument("'" + redact_location(text) + "' is not a valid URL");
   l.shown = shown_from(u.get(), text);
   // ".idx" goes after the path: before a query (a presigned URL's signature) or a fragment.
   const auto authority = l.text.find("://") + 3;

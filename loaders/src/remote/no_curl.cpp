@@ -2,12 +2,13 @@
 #include <stdexcept>
 
 #include "pinfeed/loaders/remote.hpp"
+#include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::loaders {
 namespace {
 
 [[noreturn]] void no_curl() {
-  throw std::runtime_error("remote shards: this pinfeed was built without libcurl (Debian: libcurl4-openssl-dev)");
+  throw pinfeed::runtime_error("remote shards: this pinfeed was built without libcurl (Debian: libcurl4-openssl-dev)");
 }
 
 }  // namespace

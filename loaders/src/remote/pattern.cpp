@@ -7,6 +7,7 @@
 
 #include "detail/tar_samples.hpp"
 #include "pinfeed/loaders/remote.hpp"
+#include "pinfeed/runtime/exception.hpp"
 #include "remote/location.hpp"
 #include "remote/retry.hpp"
 #include "remote/s3.hpp"
@@ -34,7 +35,7 @@ std::vector<std::string> expand(const std::string& base) {
     // The message quotes the pattern: say it again without what the location must not show.
     const std::string what = e.what();
     const auto colon = what.find("': ");
-    throw std::invalid_argument("shard pattern '" + redact_location(base) + "'" +
+    throw pinfeed::invalid_argument("shard pattern '" + redact_location(base) + "'" +
                                 (colon == std::string::npos ? std::string(": malformed") : what.substr(colon + 1)));
   }
 }
@@ -43,7 +44,7 @@ std::vector<std::string> expand(const std::string& base) {
 
 std::vector<std::string> expand_remote_pattern(const std::string& pattern, const remote_options& options) {
   if (!is_remote_location(pattern))
-    throw std::invalid_argument("'" + redact_location(pattern) + "' is not an http://, https:// or s3:// location");
+    throw pinfeed::invalid_argument("'" + redact_location(pattern) + "' is not an http://, https:// or s3:// location");
   remote::check_options(options);
   // A query (a presigned URL's signature) is not part of the pattern: kept aside, put back on each.
   const bool http = pattern.rfind("s3://", 0) != 0;
@@ -56,12 +57,12 @@ std::vector<std::string> expand_remote_pattern(const std::string& pattern, const
       continue;
     }
     if (http)
-      throw std::invalid_argument("shard pattern '" + redact_location(pattern) +
+      throw pinfeed::invalid_argument("shard pattern '" + redact_location(pattern) +
                                   "': a glob needs s3:// (an HTTP server has no listing); give a {first..last} range");
     const auto matched = matching_objects(remote::parse_location(p), options);
     out.insert(out.end(), matched.begin(), matched.end());
   }
-  if (out.empty()) throw std::invalid_argument("shard pattern '" + redact_location(pattern) + "' matches no object");
+  if (out.empty()) throw pinfeed::invalid_argument("shard pattern '" + redact_location(pattern) + "' matches no object");
   return out;
 }
 

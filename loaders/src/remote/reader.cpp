@@ -8,6 +8,7 @@
 
 #include "detail/tar_samples.hpp"
 #include "pinfeed/loaders/remote.hpp"
+#include "pinfeed/runtime/exception.hpp"
 #include "remote/indexer.hpp"
 #include "remote/range_reads.hpp"
 #include "remote/retry.hpp"
@@ -36,7 +37,7 @@ void make_cache_dir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec || !std::filesystem::is_directory(dir))
-    throw std::invalid_argument("remote shards: cache directory '" + dir + "' cannot be made: " + ec.message());
+    throw pinfeed::invalid_argument("remote shards: cache directory '" + dir + "' cannot be made: " + ec.message());
 }
 
 class remote_tar_reader final : public detail::tar_sample_reader {
@@ -105,7 +106,7 @@ class remote_tar_reader final : public detail::tar_sample_reader {
 std::shared_ptr<image_reader> make_remote_shard_reader(const std::vector<std::string>& locations, shard_options shard,
                                                        remote_options ro) {
   remote::check_options(ro);
-  if (locations.empty()) throw std::invalid_argument("remote shards: no shard given");
+  if (locations.empty()) throw pinfeed::invalid_argument("remote shards: no shard given");
   std::vector<remote::location> parsed;
   for (const auto& l : locations) parsed.push_back(remote::parse_location(l));
   const auto creds = std::make_shared<const remote::s3_credentials>(remote::s3_credentials::from_env());

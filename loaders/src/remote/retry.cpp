@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "remote/s3.hpp"
+#include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::loaders::remote {
 namespace {
@@ -79,13 +80,13 @@ std::string changed_message(const endpoint& e, const std::string& how) {
 
 void check_options(const remote_options& o) {
   if (o.max_attempts < 1)
-    throw std::invalid_argument("remote shards: max_attempts must be at least 1, got " + std::to_string(o.max_attempts));
+    throw pinfeed::invalid_argument("remote shards: max_attempts must be at least 1, got " + std::to_string(o.max_attempts));
   if (o.requests_in_flight && (*o.requests_in_flight < 1 || *o.requests_in_flight > kMaxRequestsInFlight))
-    throw std::invalid_argument("remote shards: requests_in_flight must be in [1, " + std::to_string(kMaxRequestsInFlight) +
+    throw pinfeed::invalid_argument("remote shards: requests_in_flight must be in [1, " + std::to_string(kMaxRequestsInFlight) +
                                 "], got " + std::to_string(*o.requests_in_flight));
   if (!(o.backoff_initial_ms >= 0) || !(o.backoff_max_ms >= o.backoff_initial_ms) || !(o.connect_timeout_s > 0) ||
       !(o.stall_timeout_s > 0))
-    throw std::invalid_argument("remote shards: the backoff must satisfy 0 <= backoff_initial_ms <= backoff_max_ms and "
+    throw pinfeed::invalid_argument("remote shards: the backoff must satisfy 0 <= backoff_initial_ms <= backoff_max_ms and "
                                 "the timeouts must be positive (got backoff_initial_ms " +
                                 std::to_string(o.backoff_initial_ms) + ", backoff_max_ms " +
                                 std::to_string(o.backoff_max_ms) + ", connect_timeout_s " +

@@ -7,6 +7,7 @@
 #include <expat.h>
 
 #include "remote/transfer_loop.hpp"
+#include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::loaders::remote {
 namespace {
@@ -77,7 +78,7 @@ endpoint s3_endpoint(const std::string& bucket, const std::string& suffix, const
 
 endpoint resolve(const location& l, const std::shared_ptr<const s3_credentials>& creds) {
   if (l.scheme != scheme::s3) return {l.text, l.shown, false, nullptr};
-  if (l.key.empty()) throw std::invalid_argument("s3 location '" + l.shown + "' names no object");
+  if (l.key.empty()) throw pinfeed::invalid_argument("s3 location '" + l.shown + "' names no object");
   std::string path = "/";
   path += percent_encode(l.key, true);  // (appended: GCC 12 warns falsely of "/" + a temporary)
   return s3_endpoint(l.bucket, path, l.shown, creds);
@@ -87,17 +88,17 @@ list_page parse_list_page(std::string_view xml, const std::string& what) {
   list_parser p;
   const std::unique_ptr<std::remove_pointer_t<XML_Parser>, decltype(&XML_ParserFree)> parser(XML_ParserCreate("UTF-8"),
                                                                                             &XML_ParserFree);
-  if (!parser) throw std::runtime_error("expat: cannot create a parser");
+  if (!parser) throw pinfeed::runtime_error("expat: cannot create a parser");
   XML_SetUserData(parser.get(), &p);
   XML_SetElementHandler(parser.get(), &list_parser::on_start, &list_parser::on_end);
   XML_SetCharacterDataHandler(parser.get(), &list_parser::on_text);
   if (XML_Parse(parser.get(), xml.data(), static_cast<int>(xml.size()), XML_TRUE) != XML_STATUS_OK)
-    throw std::invalid_argument(what + ": the listing is not well-formed XML (line " +
+    throw pinfeed::invalid_argument(what + ": the listing is not well-formed XML (line " +
                                 std::to_string(XML_GetCurrentLineNumber(parser.get())) + ": " +
                                 XML_ErrorString(XML_GetErrorCode(parser.get())) + ")");
-  if (!p.saw_result) throw std::invalid_argument(what + ": the listing is not a ListBucketResult");
+  if (!p.saw_result) throw pinfeed::invalid_argument(what + ": the listing is not a ListBucketResult");
   if (p.page.truncated && p.page.next_token.empty())
-    throw std::invalid_argument(what + ": a truncated listing page has no NextContinuationToken");
+    throw pinfeed::invalid_argument(what + ": a truncated listing page has no NextContinuationToken");
   return p.page;
 }
 
@@ -117,7 +118,7 @@ std::vector<std::string> list_objects(const std::string& bucket, const std::stri
   constexpr int kMaxPages = 100000;  // 10^8 objects
   for (int page = 0;; ++page) {
     if (page == kMaxPages)
-      throw std::invalid_argument("s3://" + bucket + "/" + dir + ": more than " + std::to_string(kMaxPages) +
+      throw pinfeed::invalid_argument("s3://" + bucket + "/" + dir + ": more than " + std::to_string(kMaxPages) +
                                   " pages of objects; name the shards with a {first..last} range instead");
     const response r = loop.submit(s3_endpoint(bucket, list_query(dir, token), shown, creds), {}).get();
     const list_page p =

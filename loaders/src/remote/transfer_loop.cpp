@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <system_error>
 
 #include <pthread.h>
 #include <sched.h>
@@ -34,7 +35,7 @@ transfer_loop::transfer_loop(const remote_options& o, request_counters& c)
       cap_(o.requests_in_flight.value_or(kMinRequestsInFlight)) {
   curl_init_once();
   multi_ = curl_multi_init();
-  if (multi_ == nullptr) throw std::runtime_error("libcurl: cannot create a multi handle");
+  if (multi_ == nullptr) throw pinfeed::runtime_error("libcurl: cannot create a multi handle");
   // One connection a transfer, no HTTP/2 multiplexing, whose one connection would carry (and,
   // reset, fail) every request in flight. Room to keep open more than run under the cap: urgent
   // requests run past it, and a connection closed for want of room is a new one (a handshake,
@@ -46,6 +47,9 @@ transfer_loop::transfer_loop(const remote_options& o, request_counters& c)
   running_.reserve(2 * cap());
   try {
     thread_ = std::thread([this] { run(); });
+  } catch (const std::system_error& x) {
+    curl_multi_cleanup(multi_);
+    throw pinfeed::runtime_error(std::string("remote reader: could not start the transfer thread: ") + x.what());
   } catch (...) {
     curl_multi_cleanup(multi_);
     throw;
@@ -213,7 +217,7 @@ void transfer_loop::start(std::unique_ptr<job> j) noexcept {
       curl_easy_reset(h);
     } else {
       h = curl_easy_init();
-      if (h == nullptr) throw std::runtime_error("libcurl: cannot create a handle");
+      if (h == nullptr) throw pinfeed::runtime_error("libcurl: cannot create a handle");
     }
     ++j->attempt;
     j->started = clock::now();
@@ -222,7 +226,7 @@ void transfer_loop::start(std::unique_ptr<job> j) noexcept {
     running_.emplace(h, j.get());  // (may throw: j still owns the job then)
     if (curl_multi_add_handle(multi_, h) != CURLM_OK) {
       running_.erase(h);
-      throw std::runtime_error("libcurl: cannot start a transfer");
+      throw pinfeed::runtime_error("libcurl: cannot start a transfer");
     }
     (void)j.release();  // owned through running_ now
   } catch (...) {

@@ -27,13 +27,14 @@
 #include <curl/curl.h>
 
 #include "pinfeed/loaders/remote.hpp"
+#include "pinfeed/runtime/exception.hpp"
 #include "remote/http.hpp"
 
 namespace pinfeed::loaders::remote {
 
 /// Thrown when a request is abandoned because its reader is going away.
-struct cancelled : std::runtime_error {
-  using std::runtime_error::runtime_error;
+struct cancelled : pinfeed::runtime_error {
+  using pinfeed::runtime_error::runtime_error;
 };
 
 /// What a reader's requests have cost (remote_counters' running totals).

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "pinfeed/loaders/transforms.hpp"
+#include "pinfeed/runtime/exception.hpp"
 #include "pinfeed/runtime/random.hpp"
 
 namespace pinfeed::loaders::detail {
@@ -25,7 +26,7 @@ inline std::string shape_text(const image_spec& s) {
 
 inline void require_type(const transform& t, const image_spec& in, bool allow_float) {
   if (in.type != dtype::u8 && !(allow_float && in.type == dtype::f32))
-    throw std::invalid_argument(t.name() + ": unsupported input " + shape_text(in));
+    throw pinfeed::invalid_argument(t.name() + ": unsupported input " + shape_text(in));
 }
 
 /// Shortest text that reads back as the same float (names must round-trip through the parser).
@@ -56,7 +57,7 @@ void resize_window(const image_view& in, std::int64_t y0, std::int64_t x0, std::
 /// A size argument of the parser: a positive integer (up to 1e9), else std::invalid_argument.
 inline std::int64_t size_argument(const std::string& name, double v) {
   if (!(v > 0 && v <= 1e9) || v != std::floor(v))  // the range first: a cast of 5e59 is undefined
-    throw std::invalid_argument(name + " needs a positive integer size");
+    throw pinfeed::invalid_argument(name + " needs a positive integer size");
   return static_cast<std::int64_t>(v);
 }
 

@@ -3,6 +3,7 @@
 
 #include "common.hpp"
 #include "kinds.hpp"
+#include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::loaders {
 using namespace detail;
@@ -12,7 +13,7 @@ class crop_transform final : public transform {
  public:
   crop_transform(std::int64_t size, bool random) : size_(size), random_(random) {
     if (size <= 0)
-      throw std::invalid_argument(std::string(random ? "crop" : "center_crop") + ": size must be positive, got " +
+      throw pinfeed::invalid_argument(std::string(random ? "crop" : "center_crop") + ": size must be positive, got " +
                                   std::to_string(size));
   }
   std::string name() const override {
@@ -21,12 +22,12 @@ class crop_transform final : public transform {
   image_spec output_spec(const image_spec& in) const override {
     require_type(*this, in, true);
     if (in.fixed() && (in.height < size_ || in.width < size_))
-      throw std::invalid_argument(name() + ": input " + shape_text(in) + " is smaller than the crop");
+      throw pinfeed::invalid_argument(name() + ": input " + shape_text(in) + " is smaller than the crop");
     return {size_, size_, in.channels, in.type};
   }
   void apply(const image_view& in, const image_view& out, philox_stream rng) const override {
     if (in.spec.height < size_ || in.spec.width < size_)
-      throw std::runtime_error(name() + ": image " + std::to_string(in.spec.height) + "x" +
+      throw pinfeed::runtime_error(name() + ": image " + std::to_string(in.spec.height) + "x" +
                                std::to_string(in.spec.width) + " is smaller than the crop");
     const auto w = *window(in.spec.height, in.spec.width, rng);
     copy_window(in, out, w.window.y, w.window.x);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pinfeed/runtime/detail/json_release.hpp"
+#include "pinfeed/runtime/exception.hpp"
 
 #include "common.hpp"
 #include "kinds.hpp"
@@ -18,14 +19,14 @@ namespace pinfeed::loaders {
 
 pipeline::pipeline(std::vector<std::shared_ptr<transform>> steps) : steps_(std::move(steps)) {
   for (std::size_t i = 0; i < steps_.size(); ++i)
-    if (!steps_[i]) throw std::invalid_argument("pipeline step " + std::to_string(i) + " is null");
+    if (!steps_[i]) throw pinfeed::invalid_argument("pipeline step " + std::to_string(i) + " is null");
 }
 
 image_spec pipeline::output_spec(const image_spec& in) const {
   image_spec s = in;
   for (const auto& t : steps_) s = t->output_spec(s);
   if (!s.fixed())
-    throw std::invalid_argument("pipeline '" + to_string() + "' has no fixed output shape for input " +
+    throw pinfeed::invalid_argument("pipeline '" + to_string() + "' has no fixed output shape for input " +
                                 std::to_string(in.height) + "x" + std::to_string(in.width) +
                                 ": end it with a crop when image sizes vary");
   return s;
@@ -55,7 +56,7 @@ pipeline pipeline::device_tail() const {
 namespace {
 
 [[noreturn]] void parse_error(std::string_view text, std::size_t at, const std::string& what) {
-  throw std::invalid_argument("transforms: " + what + " at character " + std::to_string(at) + "\n  " +
+  throw pinfeed::invalid_argument("transforms: " + what + " at character " + std::to_string(at) + "\n  " +
                               std::string(text) + "\n  " + std::string(at, ' ') + "^");
 }
 
@@ -176,22 +177,22 @@ pipeline parse_pipeline_json(std::string_view text, const std::string& origin) {
   try {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(where + " is not JSON: " + e.what());
+    throw pinfeed::invalid_argument(where + " is not JSON: " + e.what());
   }
   if (j.is_object()) {
-    if (!j.contains("transforms")) throw std::invalid_argument(where + " has no \"transforms\" list");
+    if (!j.contains("transforms")) throw pinfeed::invalid_argument(where + " has no \"transforms\" list");
     j = j["transforms"];
   }
-  if (!j.is_array()) throw std::invalid_argument(where + ": transforms must be a list of strings");
+  if (!j.is_array()) throw pinfeed::invalid_argument(where + ": transforms must be a list of strings");
   std::vector<std::shared_ptr<transform>> steps;
   for (std::size_t k = 0; k < j.size(); ++k) {
     if (!j[k].is_string())
-      throw std::invalid_argument(where + ": entry " + std::to_string(k) + " (" + j[k].dump() + ") is not a string");
+      throw pinfeed::invalid_argument(where + ": entry " + std::to_string(k) + " (" + j[k].dump() + ") is not a string");
     try {
       const pipeline one = parse_pipeline(j[k].get<std::string>());
       steps.insert(steps.end(), one.steps().begin(), one.steps().end());
     } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(where + ", entry " + std::to_string(k) + ": " + e.what());
+      throw pinfeed::invalid_argument(where + ", entry " + std::to_string(k) + ": " + e.what());
     }
   }
   return pipeline(std::move(steps));
@@ -199,30 +200,30 @@ pipeline parse_pipeline_json(std::string_view text, const std::string& origin) {
 
 pipeline load_pipeline_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::invalid_argument("pipeline file '" + path + "' cannot be opened");
+  if (!in) throw pinfeed::invalid_argument("pipeline file '" + path + "' cannot be opened");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   return parse_pipeline_json(text, path);
 }
 
 void register_transform(transform_kind kind) {
-  if (kind.names.empty()) throw std::invalid_argument("register_transform: a transform needs a name");
-  if (!kind.make) throw std::invalid_argument("register_transform: '" + kind.names.front() + "' has no make function");
+  if (kind.names.empty()) throw pinfeed::invalid_argument("register_transform: a transform needs a name");
+  if (!kind.make) throw pinfeed::invalid_argument("register_transform: '" + kind.names.front() + "' has no make function");
   if (kind.min_args > kind.max_args)
-    throw std::invalid_argument("register_transform: '" + kind.names.front() + "' takes at least " +
+    throw pinfeed::invalid_argument("register_transform: '" + kind.names.front() + "' takes at least " +
                                 std::to_string(kind.min_args) + " but at most " + std::to_string(kind.max_args) +
                                 " arguments");
   for (const auto& n : kind.names) {
     const bool word = !n.empty() && std::all_of(n.begin(), n.end(), [](char c) {
       return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
     });
-    if (!word) throw std::invalid_argument("register_transform: name '" + n + "' is not made of letters, digits and _");
+    if (!word) throw pinfeed::invalid_argument("register_transform: name '" + n + "' is not made of letters, digits and _");
   }
   auto& r = the_registry();
   std::lock_guard lock(r.mutex);
   for (const auto& n : kind.names)
     for (const auto& k : r.kinds)
       if (std::find(k.names.begin(), k.names.end(), n) != k.names.end())
-        throw std::invalid_argument("register_transform: the name '" + n + "' is taken by " + k.usage);
+        throw pinfeed::invalid_argument("register_transform: the name '" + n + "' is taken by " + k.usage);
   r.kinds.push_back(std::move(kind));
 }
 

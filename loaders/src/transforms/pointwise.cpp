@@ -3,6 +3,7 @@
 #include <string>
 
 #include "pinfeed/ops/normalize.hpp"
+#include "pinfeed/runtime/exception.hpp"
 
 #include "common.hpp"
 #include "kinds.hpp"
@@ -16,11 +17,11 @@ class pointwise_transform final : public transform {
   enum class kind { ycbcr, scale, normalize };
   pointwise_transform(kind k, float factor, std::array<float, 3> mean, std::array<float, 3> std)
       : kind_(k), factor_(factor), mean_(mean), std_(std) {
-    if (k == kind::scale && !std::isfinite(factor)) throw std::invalid_argument("scale: factor must be finite");
+    if (k == kind::scale && !std::isfinite(factor)) throw pinfeed::invalid_argument("scale: factor must be finite");
     if (k == kind::normalize)
       for (int c = 0; c < 3; ++c)
         if (!(std[c] > 0.0f) || !std::isfinite(std[c]) || !std::isfinite(mean[c]))
-          throw std::invalid_argument("normalize: std[" + std::to_string(c) + "] = " + format_number(std[c]) +
+          throw pinfeed::invalid_argument("normalize: std[" + std::to_string(c) + "] = " + format_number(std[c]) +
                                       " must be positive and finite");
   }
   std::string name() const override {
@@ -38,7 +39,7 @@ class pointwise_transform final : public transform {
   }
   image_spec output_spec(const image_spec& in) const override {
     require_type(*this, in, true);
-    if (in.channels != 3) throw std::invalid_argument(name() + ": needs 3 channels, input is " + shape_text(in));
+    if (in.channels != 3) throw pinfeed::invalid_argument(name() + ": needs 3 channels, input is " + shape_text(in));
     return {in.height, in.width, 3, dtype::f32};
   }
   std::optional<pointwise_step> pointwise() const override {

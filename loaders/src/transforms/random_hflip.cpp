@@ -3,6 +3,7 @@
 
 #include "common.hpp"
 #include "kinds.hpp"
+#include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::loaders {
 using namespace detail;
@@ -69,7 +70,7 @@ void flip_any(const std::byte* in, std::byte* out, std::int64_t h, std::int64_t 
 class hflip_transform final : public transform {
  public:
   explicit hflip_transform(double p) : p_(p) {
-    if (!(p >= 0.0 && p <= 1.0)) throw std::invalid_argument("hflip: probability must be in [0, 1], got " + format_number(p));
+    if (!(p >= 0.0 && p <= 1.0)) throw pinfeed::invalid_argument("hflip: probability must be in [0, 1], got " + format_number(p));
   }
   std::string name() const override { return "hflip(" + format_number(p_) + ")"; }
   image_spec output_spec(const image_spec& in) const override {

@@ -4,6 +4,7 @@
 
 #include "common.hpp"
 #include "kinds.hpp"
+#include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::loaders {
 using namespace detail;
@@ -13,7 +14,7 @@ class mask_transform final : public transform {
  public:
   explicit mask_transform(double ratio) : ratio_(ratio) {
     if (!(ratio >= 0.0 && ratio <= 1.0))
-      throw std::invalid_argument("mask: ratio must be in [0, 1], got " + format_number(ratio));
+      throw pinfeed::invalid_argument("mask: ratio must be in [0, 1], got " + format_number(ratio));
     threshold_ = ratio >= 1.0 ? 0xFFFFFFFFull + 1 : static_cast<std::uint64_t>(std::floor(ratio * 4294967296.0));
   }
   std::string name() const override { return "mask(" + format_number(ratio_) + ")"; }

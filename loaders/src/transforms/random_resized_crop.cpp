@@ -4,6 +4,7 @@
 
 #include "common.hpp"
 #include "kinds.hpp"
+#include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::loaders {
 using namespace detail;
@@ -13,12 +14,12 @@ class rrc_transform final : public transform {
  public:
   rrc_transform(std::int64_t size, double smin, double smax, double rmin, double rmax)
       : size_(size), smin_(smin), smax_(smax), rmin_(rmin), rmax_(rmax) {
-    if (size <= 0) throw std::invalid_argument("rrc: size must be positive, got " + std::to_string(size));
+    if (size <= 0) throw pinfeed::invalid_argument("rrc: size must be positive, got " + std::to_string(size));
     if (!(smin > 0 && smin <= smax && smax <= 1))
-      throw std::invalid_argument("rrc: scale range (" + format_number(smin) + ", " + format_number(smax) +
+      throw pinfeed::invalid_argument("rrc: scale range (" + format_number(smin) + ", " + format_number(smax) +
                                   ") must satisfy 0 < min <= max <= 1");
     if (!(rmin > 0 && rmin <= rmax))
-      throw std::invalid_argument("rrc: ratio range (" + format_number(rmin) + ", " + format_number(rmax) +
+      throw pinfeed::invalid_argument("rrc: ratio range (" + format_number(rmin) + ", " + format_number(rmax) +
                                   ") must satisfy 0 < min <= max");
   }
   std::string name() const override {
@@ -85,7 +86,7 @@ void add_random_resized_crop_kinds(std::vector<transform_kind>& kinds) {
   kinds.push_back({{"rrc", "random_resized_crop"}, 1, 5, "rrc(N[, scale min, max[, ratio min, max]])",
                    [](std::span<const double> a) {
                      if (a.size() != 1 && a.size() != 3 && a.size() != 5)
-                       throw std::invalid_argument("rrc takes 1, 3 or 5 arguments (size[, scale min, max[, ratio min, "
+                       throw pinfeed::invalid_argument("rrc takes 1, 3 or 5 arguments (size[, scale min, max[, ratio min, "
                                                    "max]]), got " + std::to_string(a.size()));
                      return make_random_resized_crop(size_argument("rrc", a[0]), a.size() > 1 ? a[1] : 0.08,
                                                 a.size() > 1 ? a[2] : 1.0, a.size() > 3 ? a[3] : 3.0 / 4.0,

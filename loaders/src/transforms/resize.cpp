@@ -6,6 +6,7 @@
 
 #include "common.hpp"
 #include "kinds.hpp"
+#include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::loaders {
 using namespace detail;
@@ -14,7 +15,7 @@ namespace {
 class resize_transform final : public transform {
  public:
   explicit resize_transform(std::int64_t shorter) : shorter_(shorter) {
-    if (shorter <= 0) throw std::invalid_argument("resize: size must be positive, got " + std::to_string(shorter));
+    if (shorter <= 0) throw pinfeed::invalid_argument("resize: size must be positive, got " + std::to_string(shorter));
   }
   std::string name() const override { return "resize(" + std::to_string(shorter_) + ")"; }
   image_spec output_spec(const image_spec& in) const override {

@@ -1,6 +1,7 @@
 #pragma once
 /// @file error.hpp
-/// pinfeed's exceptions and the CUDA error-checking macros.
+/// pinfeed's exceptions and the CUDA error-checking macros. Each derives from pinfeed::error
+/// (exception.hpp) and from one standard exception.
 
 #include <cstddef>
 #include <cstdint>
@@ -8,12 +9,13 @@
 #include <string>
 
 #include "pinfeed/runtime/cuda_api.hpp"
+#include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed {
 
 /// A CUDA runtime call failed. Carries the call text, the source location and CUDA's error name
 /// and message.
-class cuda_error : public std::runtime_error {
+class cuda_error : public runtime_error {
  public:
   cuda_error(cudaError_t code, const char* call, const char* file, int line);
   [[nodiscard]] cudaError_t code() const noexcept { return code_; }
@@ -30,7 +32,7 @@ class cuda_error : public std::runtime_error {
 
 /// Producing one sample failed. Names the sample index, the stage that failed and, where the
 /// sample came from a file, its path; `what()` includes all of these and the original message.
-class sample_error : public std::runtime_error {
+class sample_error : public runtime_error {
  public:
   sample_error(std::uint64_t index, std::string stage, std::string path, const std::string& message);
   [[nodiscard]] std::uint64_t index() const noexcept { return index_; }
@@ -49,9 +51,9 @@ class sample_error : public std::runtime_error {
 /// An error that ends the run whatever the bad-sample policy: not the sample's fault (a memory
 /// budget exceeded, an option that cannot work). Never counted or skipped as a bad sample;
 /// neither is std::bad_alloc.
-class fatal_error : public std::runtime_error {
+class fatal_error : public runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  using runtime_error::runtime_error;
 };
 
 /// For a catch (...) around one stage of one sample: rethrows the exception in flight as a
@@ -60,19 +62,19 @@ class fatal_error : public std::runtime_error {
 [[noreturn]] void rethrow_as_sample_error(std::uint64_t index, const std::string& stage, const std::string& path);
 
 /// The loader was closed (destroyed or restarted) while a call was waiting on it.
-class loader_closed : public std::runtime_error {
+class loader_closed : public runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  using runtime_error::runtime_error;
 };
 
 /// loader::next() was called while the consumer held more batches than
 /// loader_options::max_batches_in_use (batch objects, or DLPack views of released ones): waiting
 /// could never end once every slot is held, so the call is refused at once. The message names the
 /// counts, the prefetch and what to do; releasing a batch lets the next call go on.
-class batches_held_error : public std::logic_error {
+class batches_held_error : public logic_error {
  public:
   batches_held_error(std::size_t held, std::size_t limit, const std::string& message)
-      : std::logic_error(message), held_(held), limit_(limit) {}
+      : logic_error(message), held_(held), limit_(limit) {}
   [[nodiscard]] std::size_t held() const noexcept { return held_; }
   [[nodiscard]] std::size_t limit() const noexcept { return limit_; }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "pinfeed/runtime/epoch_order.hpp"
+#include "pinfeed/runtime/exception.hpp"
 #include "pinfeed/runtime/philox.hpp"
 #include "pinfeed/runtime/stats.hpp"
 #include "pinfeed/runtime/tensor.hpp"
@@ -111,7 +112,7 @@ class sample {
   [[nodiscard]] std::span<T> as(std::size_t i) const {
     const auto b = bytes(i);
     if (sizeof(T) != dtype_size(specs_[i].type))
-      throw std::invalid_argument("field '" + specs_[i].name + "' has element type " +
+      throw pinfeed::invalid_argument("field '" + specs_[i].name + "' has element type " +
                                   std::string(dtype_name(specs_[i].type)) + ", not one of " +
                                   std::to_string(sizeof(T)) + " bytes");
     return {reinterpret_cast<T*>(b.data()), b.size() / sizeof(T)};
@@ -121,7 +122,7 @@ class sample {
   [[nodiscard]] std::size_t find(std::string_view name) const {
     for (std::size_t i = 0; i < specs_.size(); ++i)
       if (specs_[i].name == name) return i;
-    throw std::out_of_range("sample has no field '" + std::string(name) + "'");
+    throw pinfeed::out_of_range("sample has no field '" + std::string(name) + "'");
   }
 
   /// The dataset index that stands in, at attempt k >= 1, for this sample when it cannot be
@@ -158,7 +159,7 @@ class sample {
   friend struct detail::sample_access;
   std::size_t checked(std::size_t i) const {
     if (i >= specs_.size())
-      throw std::out_of_range("field " + std::to_string(i) + " out of range (sample has " +
+      throw pinfeed::out_of_range("field " + std::to_string(i) + " out of range (sample has " +
                               std::to_string(specs_.size()) + ")");
     return i;
   }

@@ -14,6 +14,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "pinfeed/runtime/exception.hpp"
+
 namespace pinfeed {
 
 /// Element type of a field.
@@ -42,7 +44,7 @@ class tensor_shape {
   /// Appends an extent; throws std::length_error past kCapacity.
   void push_back(std::int64_t extent) {
     if (size_ == kCapacity)
-      throw std::length_error("tensor_shape holds at most " + std::to_string(kCapacity) + " extents");
+      throw pinfeed::length_error("tensor_shape holds at most " + std::to_string(kCapacity) + " extents");
     extents_[size_++] = extent;
   }
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
@@ -133,7 +135,7 @@ class typed_view {
   /// Sample i's elements. Throws std::out_of_range naming i and the number of samples.
   [[nodiscard]] std::span<T> sample(std::size_t i) const {
     if (i >= size())
-      throw std::out_of_range("typed_view::sample: index " + std::to_string(i) + " is past the view's " +
+      throw pinfeed::out_of_range("typed_view::sample: index " + std::to_string(i) + " is past the view's " +
                               std::to_string(size()) + " samples");
     return {data_ + i * sample_elements(), sample_elements()};
   }
@@ -159,7 +161,7 @@ struct tensor_view {
   [[nodiscard]] T* as() const {
     static_assert(has_dtype_v<std::remove_const_t<T>>, "tensor_view::as<T>: T has no pinfeed dtype");
     if (dtype_of_v<std::remove_const_t<T>> != type)
-      throw std::invalid_argument("tensor_view::as: the view holds " + std::string(dtype_name(type)) + ", not " +
+      throw pinfeed::invalid_argument("tensor_view::as: the view holds " + std::string(dtype_name(type)) + ", not " +
                                   std::string(dtype_name(dtype_of_v<std::remove_const_t<T>>)));
     return static_cast<T*>(data);
   }
@@ -169,7 +171,7 @@ struct tensor_view {
   [[nodiscard]] typed_view<T> typed(std::string_view what = "tensor_view") const {
     static_assert(has_dtype_v<std::remove_const_t<T>>, "tensor_view::typed<T>: T has no pinfeed dtype");
     if (dtype_of_v<std::remove_const_t<T>> != type)
-      throw std::invalid_argument(std::string(what) + " holds " + std::string(dtype_name(type)) + ", not " +
+      throw pinfeed::invalid_argument(std::string(what) + " holds " + std::string(dtype_name(type)) + ", not " +
                                   std::string(dtype_name(dtype_of_v<std::remove_const_t<T>>)));
     return typed_view<T>(static_cast<T*>(data), shape, location);
   }

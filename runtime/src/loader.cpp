@@ -979,8 +979,12 @@ void loader::impl::finish_slot(std::size_t slot) noexcept {
     if (c.options.after_copy) {
       try {
         c.options.after_copy(c.used_bytes(m.count), c.copy_stream.get());
-      } catch (...) {
+      } catch (const std::exception&) {  // (a std::bad_alloc included) reaches next() as thrown
         hook_failure = std::current_exception();
+      } catch (...) {
+        hook_failure = std::make_exception_ptr(pinfeed::runtime_error(
+            "loader: the after_copy hook threw an exception that is not a std::exception (batch " +
+            std::to_string(m.batch) + ")"));
       }
     }
     PINFEED_CUDA_TRY(cudaEventRecord(m.copy_event.get(), c.copy_stream.get()));

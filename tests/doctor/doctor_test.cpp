@@ -7,7 +7,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -727,4 +730,45 @@ TEST_CASE("doctor.takes_the_source_a_loader_takes_and_steps_see_fields_by_name")
   q.modes = {"L0"};
   CHECK(doctor(std::shared_ptr<source>(own), q).own_source);
   CHECK_THROWS_WITH_AS((void)doctor_pipeline_of(nullptr), "doctor: the source is a null pointer", std::invalid_argument);
+}
+
+TEST_CASE("doctor.a_step_or_progress_callback_that_throws_reaches_the_caller_as_thrown") {
+  // The step and on_mode run on the caller's thread: what they throw leaves doctor() unchanged (a
+  // type of the trainer's own included), after the doctor has stopped its loaders; nothing hangs,
+  // and the doctor runs again afterwards.
+  struct step_failed {
+    std::size_t at;
+  };
+  const doctor_pipeline p{small_synthetic(), parse_pipeline("crop(32),hflip"), {}};
+  doctor_options o = quick(2, 4);
+  o.per_transform = false;
+  o.modes = {"L0", "L2"};
+  std::size_t calls = 0;
+  o.step = [&](const step_batch&) {
+    if (++calls == 4) throw std::runtime_error("step 4 ran out of patience");
+  };
+  CHECK_THROWS_WITH_AS((void)doctor(p, o), "step 4 ran out of patience", std::runtime_error);
+  CHECK(calls == 4);  // nothing ran after the throw
+  calls = 0;
+  o.step = [&](const step_batch&) {
+    if (++calls == 3) throw step_failed{calls};
+  };
+  try {
+    (void)doctor(p, o);
+    FAIL("the step's exception must leave doctor()");
+  } catch (const step_failed& e) {
+    CHECK(e.at == 3);
+  }
+  o.step = {};
+  std::vector<std::string> seen;
+  o.on_mode = [&](const doctor_mode& m) {
+    seen.push_back(m.id);
+    throw std::logic_error("progress display closed after " + m.id);
+  };
+  CHECK_THROWS_WITH_AS((void)doctor(p, o), "progress display closed after L0", std::logic_error);
+  CHECK(seen == std::vector<std::string>{"L0"});
+  o.on_mode = {};
+  const doctor_report r = doctor(p, o);  // and again, whole
+  CHECK(r.mode("L0")->ran);
+  CHECK(r.mode("L2")->ran);
 }

@@ -6,7 +6,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <set>
+#include <span>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 
@@ -282,3 +286,114 @@ TEST_CASE("transforms.in_place_steps_match_out_of_place") {
   CHECK_FALSE(make_convert_ycbcr()->in_place());
 }
 
+
+namespace {
+/// A registered transform of a trainer's own that refuses images whose first byte is below 16:
+/// picky_test(0) with a std::runtime_error, picky_test(1) with an int (not a std::exception).
+class picky_transform final : public transform {
+ public:
+  explicit picky_transform(int mode) : mode_(mode) {}
+  std::string name() const override { return "picky_test(" + std::to_string(mode_) + ")"; }
+  image_spec output_spec(const image_spec& in) const override { return in; }
+  void apply(const image_view& in, const image_view& out, philox_stream) const override {
+    const int first = static_cast<int>(in.data[0]);
+    if (first < 16) {
+      if (mode_ == 0) throw std::runtime_error("picky: first byte " + std::to_string(first));
+      throw first;
+    }
+    std::memcpy(out.data, in.data, in.spec.bytes());
+  }
+
+ private:
+  int mode_;
+};
+}  // namespace
+
+TEST_CASE("transforms.a_registered_transform_that_throws_reaches_the_consumer_named") {
+  static std::once_flag registered;  // (doctest runs the case once per subcase)
+  std::call_once(registered, [] {
+    register_transform({{"picky_test"}, 1, 1, "picky_test(M)", [](std::span<const double> a) {
+                          return std::shared_ptr<transform>(std::make_shared<picky_transform>(static_cast<int>(a[0])));
+                        }});
+  });
+  constexpr std::uint64_t n = 96;
+  constexpr std::size_t batch_size = 8;
+  const auto base = make_source(n, {{"image", dtype::u8, {6, 6, 3}}},
+                                [](sample& s) { fill_random_bytes(philox_stream(77, 0, s.index()), s.bytes(0)); }, "known");
+  // The samples the transform refuses, from the images themselves.
+  std::set<std::uint64_t> bad;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    std::vector<std::byte> img(6 * 6 * 3);
+    fill_random_bytes(philox_stream(77, 0, i), img);
+    if (static_cast<int>(img[0]) < 16) bad.insert(i);
+  }
+  REQUIRE(!bad.empty());              // the seed gives some (about 1 in 16)
+  REQUIRE(bad.size() < n / batch_size);  // and leaves some batches whole
+  loader_options o = pinfeed::test::cpu_loader(batch_size, 2, 5);
+  o.order.shuffle = false;
+
+  SUBCASE("fail policy: a sample_error naming the index, the transform and its message; the loader goes on") {
+    loader l(std::make_shared<pipeline_source>(base, parse_pipeline("picky_test(0)")), o);
+    std::size_t delivered = 0, failed = 0;
+    for (std::uint64_t b = 0; b < n / batch_size; ++b) {
+      const std::uint64_t first = b * batch_size;
+      const auto lowest = bad.lower_bound(first);
+      const bool has_bad = lowest != bad.end() && *lowest < first + batch_size;
+      CAPTURE(b);
+      if (!has_bad) {
+        const auto got = l.next();
+        REQUIRE(got);
+        CHECK(got->indices()[0] == first);
+        ++delivered;
+        continue;
+      }
+      try {
+        (void)l.next();
+        FAIL("batch " << b << " holds a refused sample");
+      } catch (const sample_error& e) {
+        CHECK(e.index() == *lowest);
+        CHECK(e.stage() == "transform picky_test(0)");
+        CHECK(e.message().rfind("picky: first byte ", 0) == 0);
+        ++failed;
+      }
+    }
+    CHECK_FALSE(l.next().has_value());
+    CHECK(delivered + failed == n / batch_size);
+    CHECK(failed > 0);
+  }
+  SUBCASE("skip policy: stand-ins fill the refused samples' places, each counted once") {
+    pipeline_source_options skip;
+    skip.on_error = error_policy::skip;
+    const auto src = std::make_shared<pipeline_source>(base, parse_pipeline("picky_test(0)"), skip);
+    loader l(src, o);
+    std::uint64_t samples = 0;
+    while (auto b = l.next()) {
+      const auto img = b->field<std::uint8_t>("image");
+      for (std::size_t j = 0; j < b->size(); ++j) CHECK(img.sample(j)[0] >= 16);  // no refused image delivered
+      samples += b->size();
+    }
+    CHECK(samples == n);
+    CHECK(src->failures() == bad.size());
+    CHECK(src->replaced() == bad.size());
+  }
+  SUBCASE("an exception that is not a std::exception is not a bad sample: next() names it, under either policy") {
+    for (const auto policy : {error_policy::fail, error_policy::skip}) {
+      CAPTURE(static_cast<int>(policy));
+      pipeline_source_options opts;
+      opts.on_error = policy;
+      loader l(std::make_shared<pipeline_source>(base, parse_pipeline("picky_test(1)"), opts), o);
+      std::size_t named = 0;
+      for (std::uint64_t b = 0; b < n / batch_size && named == 0; ++b) {
+        try {
+          (void)l.next();
+        } catch (const sample_error& e) {
+          CHECK(bad.count(e.index()) == 1);
+          CHECK(e.stage() == "produce");
+          CHECK(e.message() == "unknown exception");
+          ++named;
+        }
+      }
+      CHECK(named == 1);
+    }
+  }
+}

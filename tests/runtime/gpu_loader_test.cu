@@ -333,7 +333,12 @@ TEST_CASE("gpu.loader.after_copy_hook_sees_each_copy_on_the_copy_stream" * docte
   // A hook that throws fails that batch, with its message.
   o.after_copy = [](std::size_t, cudaStream_t) { throw std::runtime_error("hook refused the copy"); };
   loader l(random_source(20), o);
-  CHECK_THROWS_WITH((void)l.next(), doctest::Contains("hook refused the copy"));
+  CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("hook refused the copy"), std::runtime_error);
+  // One that throws something else fails that batch with an error naming the hook.
+  o.after_copy = [](std::size_t, cudaStream_t) { throw 3; };
+  loader k(random_source(20), o);
+  CHECK_THROWS_WITH_AS((void)k.next(), doctest::Contains("after_copy hook threw an exception that is not a std::exception"),
+                       pinfeed::runtime_error);
 }
 
 TEST_CASE("gpu.loader.every_thread_works_on_the_loader_device" * doctest::test_suite("gpu")) {

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <stdexcept>
 #include <map>
 #include <thread>
 #include <vector>
@@ -689,4 +690,62 @@ TEST_CASE("loader.sizes_are_parsed_and_printed") {
   CHECK(format_bytes(512) == "512 bytes");
   CHECK(format_bytes(3u << 20) == "3.0 MiB");
   CHECK(format_bytes(std::uint64_t{3} << 30) == "3.00 GiB");
+}
+
+namespace {
+/// The reference source, with memory() and limit_memory() that throw on request.
+class memory_throwing_source final : public source {
+ public:
+  enum class fails { none, limit, report, report_non_std };
+  explicit memory_throwing_source(fails f) : fails_(f), base_(make_source(32, reference_fields(), produce_reference)) {}
+  std::uint64_t size() const override { return base_->size(); }
+  std::vector<field_spec> fields() const override { return base_->fields(); }
+  void produce(sample& s) override { base_->produce(s); }
+  std::vector<memory_use> memory() const override {
+    ++reports;
+    if (fails_ == fails::report) throw std::runtime_error("cache size unknown");
+    if (fails_ == fails::report_non_std) throw 7;
+    return {{"sample cache", 1u << 20}};
+  }
+  void limit_memory(std::uint64_t bytes) override {
+    if (fails_ == fails::limit) throw std::invalid_argument("cannot shrink below " + std::to_string(bytes + 1));
+    limit = bytes;
+  }
+  fails fails_;
+  mutable int reports = 0;
+  std::uint64_t limit = 0;
+
+ private:
+  std::shared_ptr<source> base_;
+};
+}  // namespace
+
+TEST_CASE("loader.callbacks.a_source_whose_memory_calls_throw_fails_construction_with_its_exception") {
+  // memory() and limit_memory() run in the loader's constructor: what they throw leaves it as
+  // thrown (no loader, nothing held), and the same source then serves a loader once it stops.
+  using fails = memory_throwing_source::fails;
+  loader_options o = cpu_options(8, 2);
+  o.memory_budget = 64u << 20;
+  auto src = std::make_shared<memory_throwing_source>(fails::limit);
+  CHECK_THROWS_WITH_AS(loader(src, o), doctest::Contains("cannot shrink below"), std::invalid_argument);
+  src->fails_ = fails::report;
+  CHECK_THROWS_WITH_AS(loader(src, o), "cache size unknown", std::runtime_error);
+  src->fails_ = fails::report_non_std;
+  try {
+    loader l(src, o);
+    FAIL("memory()'s exception must leave the constructor");
+  } catch (int v) {
+    CHECK(v == 7);
+  }
+  CHECK(src.use_count() == 1);  // no loader kept a reference
+  src->fails_ = fails::none;
+  loader l(src, o);
+  CHECK(src->limit > 0);
+  CHECK(src->limit < o.memory_budget.value());
+  std::size_t batches = 0;
+  while (auto b = l.next()) {
+    check_batch_against_reference(*b, o.seed, 0, o.batch_size);
+    ++batches;
+  }
+  CHECK(batches == 32 / 8);
 }

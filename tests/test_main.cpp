@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
+#include <ostream>
 #include <thread>
 
 #include <oneapi/tbb/global_control.h>
@@ -17,8 +19,9 @@
 #include "test_util.hpp"
 
 namespace {
-/// Exit status of a run of the GPU suite alone on a machine without a usable device: CTest reports
-/// the test as skipped (SKIP_RETURN_CODE), not passed.
+/// Exit status of a run whose cases were all skipped (the GPU suite alone on a machine without a
+/// usable device, or cases that each called skip_case): CTest reports the test as skipped
+/// (SKIP_RETURN_CODE), not passed.
 constexpr int kSkipped = 77;
 
 /// Counts the test cases that ran, so that a run asked for named cases fails when none matched
@@ -27,9 +30,17 @@ std::size_t g_cases_run = 0;
 std::string g_current_case;
 /// The cases that reported themselves skipped (pinfeed::test::skip_case), with their reasons.
 std::map<std::string, std::string> g_skipped;
+/// Set while main() lists the cases the run would run (doctest's --list-test-cases with the run's
+/// own filters): case_counter counts those of the suite "gpu".
+bool g_listing = false;
+std::size_t g_gpu_cases_listed = 0;
 struct case_counter : doctest::IReporter {
   explicit case_counter(const doctest::ContextOptions&) {}
-  void report_query(const doctest::QueryData&) override {}
+  void report_query(const doctest::QueryData& q) override {
+    if (!g_listing) return;
+    for (unsigned i = 0; i < q.num_data; ++i)
+      if (std::string_view(q.data[i]->m_test_suite) == "gpu") ++g_gpu_cases_listed;
+  }
   void test_run_start() override {}
   void test_run_end(const doctest::TestRunStats&) override {}
   void test_case_start(const doctest::TestCaseData& data) override {
@@ -53,12 +64,42 @@ bool names_cases(int argc, char** argv) {
   return false;
 }
 
-bool gpu_suite_only(int argc, char** argv) {
+/// Whether the command line asks doctest for a query (a listing, a count, help, the version) or no
+/// run: no case runs, and a listing must name every case (tests/cmake/register_cases.cmake lists
+/// the GPU cases on machines without a GPU). As doctest reads them: any number of leading dashes,
+/// an optional "dt-" prefix; the queries are bare flags, no-run also takes "=<bool>".
+bool query_only(int argc, char** argv) {
+  constexpr std::string_view queries[] = {"list-test-cases", "ltc", "list-test-suites", "lts", "count", "c",
+                                          "list-reporters", "lr", "help", "h", "?", "version", "v", "no-run", "nr"};
+  constexpr std::string_view falses[] = {"0", "false", "no", "off"};
   for (int i = 1; i < argc; ++i) {
-    const std::string_view a(argv[i]);
-    if (a == "--test-suite=gpu" || a == "-ts=gpu") return true;
+    std::string_view a(argv[i]);
+    if (!a.starts_with('-')) continue;
+    while (a.starts_with('-')) a.remove_prefix(1);
+    if (a.starts_with("dt-")) a.remove_prefix(3);
+    if (a == "no-run=" || a == "nr=") continue;
+    if (a.starts_with("no-run=") || a.starts_with("nr=")) {
+      if (std::find(std::begin(falses), std::end(falses), a.substr(a.find('=') + 1)) == std::end(falses)) return true;
+    } else if (std::find(std::begin(queries), std::end(queries), a) != std::end(queries)) {
+      return true;
+    }
   }
   return false;
+}
+
+/// How many cases of the suite "gpu" a run with this command line would run: doctest lists them
+/// with the run's own filters, into nothing (an --out file is left alone).
+std::size_t gpu_cases_selected(int argc, char** argv) {
+  std::ostream nowhere(nullptr);
+  doctest::Context probe(argc, argv);
+  const char* const list[] = {"", "--list-test-cases"};  // a bare flag: doctest takes no "=true" here
+  probe.applyCommandLine(2, list);
+  probe.setCout(&nowhere);
+  g_listing = true;
+  g_gpu_cases_listed = 0;
+  probe.run();
+  g_listing = false;
+  return g_gpu_cases_listed;
 }
 }  // namespace
 
@@ -80,18 +121,29 @@ int main(int argc, char** argv) {
   // shell under mpirun may have set: every case starts without one (a case that wants one sets it).
   for (const char* name : pinfeed::test::kLauncherVariables) ::unsetenv(name);
   doctest::Context context(argc, argv);
+  // Without a usable device the cases of the suite "gpu" the run would run are left out by
+  // doctest's own filter, so that doctest counts them skipped (a whole-executable run reports
+  // them so, never as passed); the GPU simulator is a usable device, and its runs keep them.
+  std::size_t gpu_left_out = 0;
+  if (!query_only(argc, argv)) {
+    const std::size_t gpu_cases = gpu_cases_selected(argc, argv);
+    if (gpu_cases > 0 && !pinfeed::cuda_devices().usable) {
+      context.addFilter("test-suite-exclude", "gpu");
+      gpu_left_out = gpu_cases;
+    }
+  }
   const int rc = context.run();
-  if (rc == 0 && !context.shouldExit() && names_cases(argc, argv) && g_cases_run == 0) {
+  if (rc != 0 || context.shouldExit()) return rc;
+  if (gpu_left_out > 0)
+    std::printf("skipped: %zu case(s) of the GPU suite, no usable CUDA device (%s)\n", gpu_left_out,
+                pinfeed::cuda_devices().reason.c_str());
+  if (g_cases_run == 0 && gpu_left_out > 0) return kSkipped;  // every case asked for needs a GPU
+  if (names_cases(argc, argv) && g_cases_run == 0) {
     std::printf("no test case matches the name given\n");
     return 1;
   }
-  if (rc == 0 && !context.shouldExit() && g_cases_run > 0 && g_skipped.size() == g_cases_run) {
+  if (g_cases_run > 0 && g_skipped.size() == g_cases_run) {
     for (const auto& [name, why] : g_skipped) std::printf("skipped: %s: %s\n", name.c_str(), why.c_str());
-    return kSkipped;
-  }
-  if (rc == 0 && !context.shouldExit() && gpu_suite_only(argc, argv) && !pinfeed::cuda_devices().usable) {
-    std::printf("skipped: every GPU case of this suite, no usable CUDA device (%s)\n",
-                pinfeed::cuda_devices().reason.c_str());
     return kSkipped;
   }
   return rc;

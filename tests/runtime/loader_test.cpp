@@ -565,7 +565,7 @@ TEST_CASE("loader.bad_input") {
 
 TEST_CASE("loader.cpu_only_path_end_to_end_with_auto_device") {
   if (cuda_devices().usable) {
-    MESSAGE("a GPU is present: the auto device is CUDA, covered by the gpu suite");
+    test::skip_case("a GPU is present: the auto device is CUDA, covered by the gpu suite");
     return;
   }
   auto o = cpu_options(8, 2);

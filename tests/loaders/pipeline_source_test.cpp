@@ -27,7 +27,10 @@ using test::owned_image;
 using test::run_step;
 
 TEST_CASE("pipeline_source.the_articles_pipeline_host_and_device_tail_agree") {
-  auto base = make_synthetic_source({64, 48, 40, 10});
+  constexpr std::uint64_t samples = 64;
+  constexpr std::size_t batch = 16;
+  constexpr std::size_t batches = (samples + batch - 1) / batch;  // drop_last is off
+  auto base = make_synthetic_source({samples, 48, 40, 10});
   const auto steps = parse_pipeline("crop(32),mask(0.25),ycbcr,scale");
   auto host = std::make_shared<pipeline_source>(base, steps);
   pipeline_source_options on_device;
@@ -41,10 +44,12 @@ TEST_CASE("pipeline_source.the_articles_pipeline_host_and_device_tail_agree") {
   CHECK(split->tail_params()->ycbcr);
   CHECK(split->tail_params()->scale == 1.0f / 255.0f);
 
-  loader_options o = pinfeed::test::cpu_loader(16, 2, 3);
+  loader_options o = pinfeed::test::cpu_loader(batch, 2, 3);
   loader lh(host, o), ls(split, o);
-  std::vector<float> finished(16 * 3 * 32 * 32);
+  std::vector<float> finished(batch * 3 * 32 * 32);
+  std::size_t compared = 0;
   while (auto bh = lh.next()) {
+    ++compared;
     auto bs = ls.next();
     REQUIRE(bs);
     CHECK(bh->indices()[0] == bs->indices()[0]);
@@ -55,6 +60,8 @@ TEST_CASE("pipeline_source.the_articles_pipeline_host_and_device_tail_agree") {
     CHECK(std::memcmp(finished.data(), bh->field("image").data, bs->size() * 3 * 32 * 32 * 4) == 0);
     CHECK(std::memcmp(bh->field("label").data, bs->field("label").data, bs->size() * 8) == 0);
   }
+  CHECK(compared == batches);
+  CHECK_FALSE(ls.next().has_value());  // the device-tail loader ends with the host one
   // Deterministic for any worker count.
   std::vector<std::string> one, two;
   for (std::size_t workers : {1, 2}) {
@@ -62,6 +69,7 @@ TEST_CASE("pipeline_source.the_articles_pipeline_host_and_device_tail_agree") {
     loader l(host, o);
     while (auto b = l.next()) (workers == 1 ? one : two).push_back(checksum_line(*b));
   }
+  CHECK(one.size() == batches);
   CHECK(one == two);
   const auto st = loader(host, o).stats();
   (void)st;
@@ -87,8 +95,9 @@ TEST_CASE("pipeline_source.in_place_steps_give_the_step_by_step_result") {
   // Each sample's image is known; the pipeline's output must equal applying the steps one by one,
   // out of place, with the sample's streams - whatever runs in place or straight into the slot.
   const std::int64_t H = 20, W = 24;
+  constexpr std::uint64_t samples = 40;
   auto base = make_source(
-      40, {{"image", dtype::u8, {H, W, 3}}},
+      samples, {{"image", dtype::u8, {H, W, 3}}},
       [](sample& s) { fill_random_bytes(philox_stream(77, 0, s.index()), s.bytes(0)); }, "known");
   for (const char* spec : {"crop(16),hflip", "crop(16),mask(0.3),hflip", "crop(16),hflip,mask(0.3)", "hflip,mask(0.5)",
                            "mask(0.2),hflip,crop(12)", "crop(16),hflip,ycbcr,scale", "rrc(10),hflip"}) {
@@ -99,7 +108,9 @@ TEST_CASE("pipeline_source.in_place_steps_give_the_step_by_step_result") {
     loader l(src, o);
     const field_spec f = src->fields()[0];
     const std::size_t bytes = f.bytes();
+    std::uint64_t compared = 0;
     while (auto b = l.next()) {
+      compared += b->size();
       const auto* got = static_cast<const std::byte*>(b->field("image").data);
       for (std::size_t j = 0; j < b->size(); ++j) {
         const std::uint64_t i = b->indices()[j];
@@ -123,5 +134,6 @@ TEST_CASE("pipeline_source.in_place_steps_give_the_step_by_step_result") {
         CHECK(std::memcmp(got + j * bytes, expect.data(), bytes) == 0);
       }
     }
+    CHECK(compared == samples);
   }
 }

@@ -25,7 +25,9 @@ TEST_CASE("synthetic.fields_and_deterministic_content") {
   loader l(src, o);
   std::set<std::int64_t> labels;
   std::vector<std::byte> expect(32 * 48 * 3);
+  std::uint64_t seen = 0;
   while (auto b = l.next()) {
+    seen += b->size();
     const auto img = b->field("image");
     const auto* lab = static_cast<const std::int64_t*>(b->field("label").data);
     for (std::size_t j = 0; j < b->size(); ++j) {
@@ -36,6 +38,7 @@ TEST_CASE("synthetic.fields_and_deterministic_content") {
       labels.insert(lab[j]);
     }
   }
+  CHECK(seen == src->size());
   CHECK(labels.size() > 5);  // 50 draws over 10 classes
 }
 

@@ -62,6 +62,7 @@ TEST_CASE("loader.auto.batches_equal_a_fixed_setting_while_the_tuner_moves") {
   CHECK(tuned.workers() == ceiling);  // the ceiling to start
   CHECK(tuned.prefetch() == 2);
   const auto got = test::epoch_checksums(tuned, 0, 2);
+  REQUIRE(expected.size() == 3 * ((samples + 15) / 16));  // 3 epochs of batches of 16, the last partial
   REQUIRE(got.size() == expected.size());
   CHECK(got == expected);
   const auto t = tuned.tuning();
@@ -79,9 +80,16 @@ TEST_CASE("loader.auto.batches_equal_a_fixed_setting_while_the_tuner_moves") {
 
 TEST_CASE("loader.auto.follows_the_tbb_cap_the_application_holds") {
   const tbb::global_control cap(tbb::global_control::max_allowed_parallelism, 3);
-  loader l(sleeping_source(2000, 64, 200), shuffled(16, auto_tune, 2));
+  constexpr std::uint64_t samples = 2000;
+  loader l(sleeping_source(samples, 64, 200), shuffled(16, auto_tune, 2));
   std::size_t most = 0;
-  while (auto b = l.next()) most = std::max(most, l.workers());
+  std::uint64_t seen = 0;
+  while (auto b = l.next()) {
+    most = std::max(most, l.workers());
+    seen += b->size();
+  }
+  CHECK(seen == samples);
+  CHECK(most >= 1);
   CHECK(most <= 2);
   const auto t = l.tuning();
   CHECK(t.workers_most == 2);
@@ -106,7 +114,8 @@ TEST_CASE("loader.auto.fixed_settings_report_themselves") {
 TEST_CASE("loader.auto.prefetch_allocates_as_it_grows_and_stays_inside_the_budget") {
   // 1 MiB samples, 4 a batch: a slot is 4 MiB. A 21 MiB budget holds 5 slots: prefetch 4 at most
   // (with the one the consumer holds); 2 to start, so 3 slots allocated.
-  const auto src = sleeping_source(64, 1 << 20, 0);
+  constexpr std::uint64_t samples = 64;
+  const auto src = sleeping_source(samples, 1 << 20, 0);
   loader_options o = shuffled(4, 1, auto_tune);
   o.memory_budget = 21u << 20;
   loader l(src, o);
@@ -114,7 +123,12 @@ TEST_CASE("loader.auto.prefetch_allocates_as_it_grows_and_stays_inside_the_budge
   CHECK(l.slots() == 5);
   CHECK(l.prefetch() == 2);
   CHECK(l.host_bytes() == 3 * l.slot_bytes());
-  while (auto b = l.next()) CHECK(l.host_bytes() <= *o.memory_budget);
+  std::uint64_t seen = 0;
+  while (auto b = l.next()) {
+    seen += b->size();
+    CHECK(l.host_bytes() <= *o.memory_budget);
+  }
+  CHECK(seen == samples);
   // Less than the slots of prefetch 1 and the batch in use: refused, naming the parts.
   o.memory_budget = 7u << 20;
   CHECK_THROWS_WITH_AS(loader(src, o), doctest::Contains("the memory budget of 7.0 MiB is too small for host slots 8.0 MiB"),

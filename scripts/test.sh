@@ -9,9 +9,11 @@
 #     (scripts/cross-aarch64.sh),
 #   - compiles every CUDA translation unit with the newest CUDA 13.x from PyPI (scripts/check-cuda-newest.sh),
 #   - runs every fuzz target for 12 s (PINFEED_CI_FUZZ_SECONDS) from its seeds (scripts/fuzz.sh),
-#   - runs the GPU suites on the functional GPU simulator (scripts/gpu-sim-tests.sh: ctest -L gpu-sim).
-# PINFEED_SKIP_BUNDLE=1, PINFEED_SKIP_CROSS=1, PINFEED_SKIP_CUDA_NEWEST=1, PINFEED_SKIP_FUZZ=1 and
-# PINFEED_SKIP_GPU_SIM=1 leave one out.
+#   - runs the GPU suites on the functional GPU simulator (scripts/gpu-sim-tests.sh: ctest -L gpu-sim),
+#   - runs every doctest executable whole with the XML reporter and fails on a case that passed
+#     without a single assertion and recorded no skip (scripts/check-assertions.py).
+# PINFEED_SKIP_BUNDLE=1, PINFEED_SKIP_CROSS=1, PINFEED_SKIP_CUDA_NEWEST=1, PINFEED_SKIP_FUZZ=1,
+# PINFEED_SKIP_GPU_SIM=1 and PINFEED_SKIP_ASSERT_CHECK=1 leave one out.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_args=()
@@ -56,6 +58,12 @@ elif ((${#build_args[@]} == 0)); then
   if [[ ${PINFEED_SKIP_GPU_SIM:-0} != 1 ]]; then
     step "GPU suites on the simulator"
     bash "$root/scripts/gpu-sim-tests.sh"
+  fi
+  if [[ ${PINFEED_SKIP_ASSERT_CHECK:-0} != 1 ]]; then
+    # A second run of the cases (whole executables, the GPU suite left out where no device is
+    # usable, the allocation sweeps at 6 points): about 75 s on 2 cores, the doctor half of it.
+    step "no case passes without an assertion"
+    python3 "$root/scripts/check-assertions.py" "$build_dir"
   fi
   step "main test run"
 fi

@@ -48,7 +48,7 @@ limit[mc-errors]=20; expect mc-errors memcheck fail 1 "========= Invalid __globa
 limit[mc-one]=20; expect mc-one memcheck fail 1 "$doctest_ok\n========= ERROR SUMMARY: 1 error"
 limit[mc-test-failed]=20; expect mc-test-failed memcheck fail 1 "$doctest_failed\n========= ERROR SUMMARY: 0 errors"
 limit[mc-no-summary]=20; expect mc-no-summary memcheck fail 1 "========= COMPUTE-SANITIZER\n========= Error: Target application terminated before first instrumented API call"
-limit[mc-no-device]=20; expect mc-no-device memcheck fail 77 "skipped: every GPU case of this suite, no usable CUDA device\n========= ERROR SUMMARY: 0 errors"
+limit[mc-no-device]=20; expect mc-no-device memcheck fail 77 "skipped: 15 case(s) of the GPU suite, no usable CUDA device (cudaErrorNoDevice: no CUDA-capable device is detected)\n========= ERROR SUMMARY: 0 errors"
 limit[mc-sandboxed]=20; expect mc-sandboxed memcheck unsupported 1 "========= COMPUTE-SANITIZER\n========= Error: Device not supported\n========= ERROR SUMMARY: 0 errors"
 # racecheck summaries: hazards fail, warnings included, and in the singular too
 limit[rc-clean]=20; expect rc-clean racecheck pass 0 "$doctest_ok\n========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"

@@ -60,12 +60,32 @@ inline int bind_loopback(int& port) {
   return fd;
 }
 
-/// A TCP port on 127.0.0.1 that was free a moment ago.
+/// A TCP port on 127.0.0.1 that was free a moment ago. Another process may be given it before a
+/// server binds it (a server this process starts takes a reserved_port instead).
 inline int free_port() {
   int port = 0;
   ::close(bind_loopback(port));
   return port;
 }
+
+/// A TCP port on 127.0.0.1 kept for a server this process is starting, until the object goes: a
+/// socket bound to it with SO_REUSEADDR and not listening (nor inherited by children). While it is
+/// held no socket of any process is given the port by bind(0) or connect(), and the server, binding
+/// it with SO_REUSEADDR itself (nginx does), listens on it. A port closed as soon as found (free_port())
+/// can go to another test's server or connection before this one's server binds it: the server
+/// then fails to bind, and a wait that connects to the port reaches the other listener.
+class reserved_port {
+ public:
+  reserved_port() : fd_(bind_loopback(port_)) { (void)::fcntl(fd_, F_SETFD, FD_CLOEXEC); }
+  ~reserved_port() { ::close(fd_); }
+  reserved_port(const reserved_port&) = delete;
+  reserved_port& operator=(const reserved_port&) = delete;
+  [[nodiscard]] int port() const noexcept { return port_; }
+
+ private:
+  int port_ = 0;
+  int fd_;
+};
 
 /// A connected socket to 127.0.0.1:port, or -1.
 inline int connect_loopback(int port) {
@@ -163,7 +183,8 @@ class nginx_server {
  public:
   explicit nginx_server(const std::filesystem::path& root, const std::filesystem::path& work, nginx_options options = {}) {
     for (int attempt = 0; attempt < 5 && pid_ <= 0; ++attempt) {
-      port_ = free_port();
+      const reserved_port reserved;  // until nginx listens on it, or this attempt gives up
+      port_ = reserved.port();
       const auto conf = work / "nginx.conf";
       std::ofstream(conf) << "daemon off;\nmaster_process off;\nworker_processes 1;\npid " << (work / "nginx.pid").string()
                           << ";\nerror_log " << (work / "error.log").string()

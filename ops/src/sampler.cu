@@ -19,6 +19,7 @@
 //   DeviceSegmentedRadixSort of those keys per row (one row: DeviceRadixSort of its k slots)
 //   write           indices, -1 padding, valid counts, gathered labels and features
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -49,7 +50,7 @@ enum class class_mode : std::uint32_t { none = 0, all = 1, select = 2 };
 
 /// What a kernel found inconsistent (see report_fault). Encoded with the row, class and a value
 /// into one 64-bit word: bit 63 set, kind in 62..60, class + 1 in 59..58, row in 57..32, value.
-enum class fault_kind : std::uint32_t { histogram_short = 1, candidate_overflow, selection_overflow, ties_short, bad_index };
+using fault_kind = sampler_fault_kind;  // (sampler.hpp; sampler_fault decodes the word on the host)
 
 __host__ __device__ constexpr unsigned long long encode_fault(fault_kind kind, std::int64_t row, int c,
                                                               std::uint32_t value) {
@@ -776,51 +777,34 @@ void with_relaxed_capture(Fn&& fn) {
 
 // ---- fault words: one host-mapped word per device, written by the kernels, read by the host -------
 
-constexpr int kMaxDevices = 64;
 std::mutex g_fault_mutex;
-unsigned long long* g_fault_words[kMaxDevices] = {};  // kept for the process's life: kernels may still write
+/// Per device index, any index: kept for the process's life (kernels may still write them).
+std::map<int, unsigned long long*>& fault_words() {
+  static auto* words = new std::map<int, unsigned long long*>();  // never destroyed: read at exit too
+  return *words;
+}
 
 /// The fault word of `device`, allocated on first use (mapped pinned memory, one per process and
 /// device). Allocation is allowed while another stream of this thread is being captured: the
 /// thread's capture mode is relaxed for that one call.
 unsigned long long* fault_word(int device) {
-  if (device < 0 || device >= kMaxDevices) return nullptr;
   std::lock_guard lock(g_fault_mutex);
-  if (g_fault_words[device] == nullptr) {
-    void* word = nullptr;
-    with_relaxed_capture([&] {
-      PINFEED_CUDA_TRY(cudaHostAlloc(&word, sizeof(unsigned long long), cudaHostAllocMapped | cudaHostAllocPortable));
-    });
-    *static_cast<volatile unsigned long long*>(word) = 0;
-    g_fault_words[device] = static_cast<unsigned long long*>(word);
-  }
-  return g_fault_words[device];
-}
-
-std::string describe_fault(unsigned long long word) {
-  const auto kind = static_cast<fault_kind>((word >> 60) & 7);
-  const auto c = static_cast<int>((word >> 58) & 3) - 1;
-  const auto row = (word >> 32) & 0x3FFFFFF;
-  const auto value = static_cast<std::uint32_t>(word);
-  std::string what;
-  switch (kind) {
-    case fault_kind::histogram_short: what = "its key histogram holds only " + std::to_string(value) + " items, fewer than needed"; break;
-    case fault_kind::candidate_overflow: what = "more candidates than counted (slot " + std::to_string(value) + ")"; break;
-    case fault_kind::selection_overflow: what = "more items selected than k (slot " + std::to_string(value) + ")"; break;
-    case fault_kind::ties_short: what = "only " + std::to_string(value) + " items tie at the threshold, fewer than needed"; break;
-    case fault_kind::bad_index: what = "output slot " + std::to_string(value) + " was never filled"; break;
-  }
-  return "balanced sampler (GPU): an earlier call found row " + std::to_string(row) +
-         (c >= 0 ? (c == 0 ? " (positives)" : " (negatives)") : std::string()) + " inconsistent: " + what +
-         ". The labels changed while the call ran, or two calls in flight shared one temp buffer; that "
-         "call's output was clamped to its rows and is not a valid sample";
+  auto& words = fault_words();
+  if (const auto it = words.find(device); it != words.end()) return it->second;
+  void* word = nullptr;
+  with_relaxed_capture([&] {
+    PINFEED_CUDA_TRY(cudaHostAlloc(&word, sizeof(unsigned long long), cudaHostAllocMapped | cudaHostAllocPortable));
+  });
+  *static_cast<volatile unsigned long long*>(word) = 0;
+  words.emplace(device, static_cast<unsigned long long*>(word));
+  return static_cast<unsigned long long*>(word);
 }
 
 /// Throws (once) what the kernels reported in `word` since the last check. Reads host memory only.
 void rethrow_fault(unsigned long long* word) {
   if (word == nullptr) return;
   const unsigned long long w = __atomic_exchange_n(word, 0ull, __ATOMIC_ACQ_REL);
-  if (w != 0) throw pinfeed::runtime_error(describe_fault(w));
+  if (w != 0) throw sampler_fault(w, true);
 }
 
 int current_device() {
@@ -956,6 +940,7 @@ void check_device_pointers(const sampler_args& a, const char* who) {
     device_visible(a.features, "features");
     device_visible(a.gathered_features, "gathered_features");
     device_visible(a.gathered_labels, "gathered_labels");
+    device_visible(a.status, "status");
   });
 }
 
@@ -977,7 +962,8 @@ void check_sampler_faults() {
   unsigned long long* word = nullptr;
   {
     std::lock_guard lock(g_fault_mutex);
-    if (device >= 0 && device < kMaxDevices) word = g_fault_words[device];  // none yet: nothing ran
+    const auto& words = fault_words();
+    if (const auto it = words.find(device); it != words.end()) word = it->second;  // none yet: nothing ran
   }
   rethrow_fault(word);
 }
@@ -1002,8 +988,15 @@ void detail::balanced_sample_device_with(void* d_temp, std::size_t& temp_bytes, 
   if (detail::answer_temp_query(d_temp, temp_bytes, l.total, "balanced sampler (GPU)")) return;
   // A running call: not a size query, which no earlier fault could affect.
   if (!detail::stream_capturing(stream)) detail::check_device_pointers(a, "balanced sampler (GPU)");
-  d.fault = fault_word(device);
-  rethrow_fault(d.fault);
+  if (a.status != nullptr) {
+    // The call's own word: reset on the stream first (a captured graph does so on every replay);
+    // the per-device word is left to calls without one.
+    PINFEED_CUDA_TRY(cudaMemsetAsync(a.status, 0, sizeof(std::uint64_t), stream));
+    d.fault = reinterpret_cast<unsigned long long*>(a.status);
+  } else {
+    d.fault = fault_word(device);
+    rethrow_fault(d.fault);
+  }
   if (a.rows == 0) return;
   auto* temp = static_cast<std::byte*>(d_temp);
   const bool l64 = a.label_type == dtype::i64, i64 = a.index_type == dtype::i64;

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -77,6 +78,8 @@ void validate(const sampler_args& a, const sampler_params& p) {
   const bool work = a.rows > 0;
   if (work && a.n > 0 && a.labels == nullptr) fail("labels is a null pointer");
   if (work && p.k > 0 && a.indices == nullptr) fail("indices is a null pointer");
+  if (a.status != nullptr && reinterpret_cast<std::uintptr_t>(a.status) % alignof(std::uint64_t) != 0)
+    fail("status is not aligned to 8 bytes");
   if (work && p.k > 0 && a.features != nullptr && a.gathered_features == nullptr)
     fail("features given but gathered_features is a null pointer");
   // With n = 0 there is nothing to gather from: an empty feature array may well be a null pointer.
@@ -695,9 +698,50 @@ void sample_all(const sampler_args& a, const sampler_params& p) {
 
 void balanced_sample_host(const sampler_args& a, const sampler_params& p) {
   validate(a, p);
+  if (a.status != nullptr) *a.status = 0;  // the host reads each label once: nothing can go wrong between passes
   if (a.rows == 0) return;
   if (a.label_type == dtype::i64) sample_all<std::int64_t>(a, p);
   else sample_all<std::int32_t>(a, p);
+}
+
+// ---- faults: the word the GPU kernels write (bit 63 set, kind in 62..60, class + 1 in 59..58, row
+// in 57..32, a count or slot in 31..0), read back on the host --------------------------------------
+
+namespace {
+std::string describe_fault(std::uint64_t word, bool earlier) {
+  const auto kind = static_cast<sampler_fault_kind>((word >> 60) & 7);
+  const int c = static_cast<int>((word >> 58) & 3) - 1;
+  const auto row = (word >> 32) & 0x3FFFFFF;
+  const auto value = static_cast<std::uint32_t>(word);
+  std::string what;
+  switch (kind) {
+    case sampler_fault_kind::histogram_short:
+      what = "its key histogram holds only " + std::to_string(value) + " items, fewer than needed";
+      break;
+    case sampler_fault_kind::candidate_overflow: what = "more candidates than counted (slot " + std::to_string(value) + ")"; break;
+    case sampler_fault_kind::selection_overflow: what = "more items selected than k (slot " + std::to_string(value) + ")"; break;
+    case sampler_fault_kind::ties_short:
+      what = "only " + std::to_string(value) + " items tie at the threshold, fewer than needed";
+      break;
+    case sampler_fault_kind::bad_index: what = "output slot " + std::to_string(value) + " was never filled"; break;
+    default: what = "an unknown fault (status word " + std::to_string(word) + ")"; break;
+  }
+  return std::string("balanced sampler (GPU): ") + (earlier ? "an earlier call" : "the call") + " found row " +
+         std::to_string(row) + (c == 0 ? " (positives)" : c == 1 ? " (negatives)" : "") + " inconsistent: " + what +
+         ". The labels changed while the call ran, or two calls in flight shared one temp buffer; that "
+         "call's output was clamped to its rows and is not a valid sample";
+}
+}  // namespace
+
+sampler_fault::sampler_fault(std::uint64_t status, bool earlier)
+    : pinfeed::runtime_error(describe_fault(status, earlier)), status_(status) {}
+
+sampler_fault_kind sampler_fault::kind() const noexcept { return static_cast<sampler_fault_kind>((status_ >> 60) & 7); }
+std::int64_t sampler_fault::row() const noexcept { return static_cast<std::int64_t>((status_ >> 32) & 0x3FFFFFF); }
+int sampler_fault::label_class() const noexcept { return static_cast<int>((status_ >> 58) & 3) - 1; }
+
+void check_sampler_status(std::uint64_t status) {
+  if (status != 0) throw sampler_fault(status);
 }
 
 }  // namespace pinfeed::ops

@@ -625,14 +625,83 @@ TEST_CASE("gpu.sampler.labels_changed_mid_call_are_reported" * doctest::test_sui
     for (std::int64_t j = 0; j < p.k; ++j) CHECK(idx[row * p.k + j] < n);
   }
   // The next call names the problem once; the one after runs normally.
-  CHECK_THROWS_WITH_AS(balanced_sample_device(temp.data(), temp_bytes, a, p, nullptr), doctest::Contains("inconsistent"),
-                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(balanced_sample_device(temp.data(), temp_bytes, a, p, nullptr),
+                       doctest::Contains("an earlier call found row"), sampler_fault);
   PINFEED_CUDA_TRY(cudaMemcpy(d_labels.data(), labels.data(), labels.size() * 8, cudaMemcpyHostToDevice));
   balanced_sample_device(temp.data(), temp_bytes, a, p, nullptr);
   PINFEED_CUDA_TRY(cudaDeviceSynchronize());
   CHECK_NOTHROW(check_sampler_faults());
   PINFEED_CUDA_TRY(cudaMemcpy(idx.data(), d_idx.data(), idx.size() * 8, cudaMemcpyDeviceToHost));
   CHECK(idx == run(false, labels, rows, n, p).indices);
+}
+
+TEST_CASE("gpu.sampler.a_status_word_of_the_callers_own_reports_the_fault_of_that_call" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("sampler status word")) return;
+  check_sampler_faults();  // nothing pending from earlier cases
+  const std::int64_t rows = test::on_gpu_or_simulator<std::int64_t>(4, 2);
+  const std::int64_t n = test::on_gpu_or_simulator<std::int64_t>(200000, 20000);
+  sampler_params p;
+  p.k = test::on_gpu_or_simulator<std::int64_t>(5000, 500);
+  p.seed = 3;
+  const auto labels = test::random_labels(rows * n, 3, 20, 0);
+  device_case dc(labels, rows, n, p.k);
+  device_buffer d_status(8);
+  sampler_args a = dc.args;
+  a.status = reinterpret_cast<std::uint64_t*>(d_status.data());
+  cudaStream_t s;
+  PINFEED_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  std::size_t temp_bytes = 0;
+  balanced_sample_device(nullptr, temp_bytes, a, p, s);
+  device_buffer temp(temp_bytes);
+  const auto read_status = [&] {
+    std::uint64_t status = 0xDEADull;
+    PINFEED_CUDA_TRY(cudaMemcpyAsync(&status, d_status.data(), 8, cudaMemcpyDeviceToHost, s));
+    PINFEED_CUDA_TRY(cudaStreamSynchronize(s));
+    return status;
+  };
+  // The labels change between the call's kernels: the fault lands in this call's word, not the
+  // device's, and names a row of this call.
+  PINFEED_CUDA_TRY(cudaMemsetAsync(d_status.data(), 0xFF, 8, s));  // the call must reset it
+  relabel r{dc.labels.data(), dc.labels.size()};
+  ops::detail::sampler_knobs knobs;
+  knobs.hook = relabel_hook;
+  knobs.hook_ctx = &r;
+  ops::detail::balanced_sample_device_with(temp.data(), temp_bytes, a, p, s, knobs);
+  const std::uint64_t faulted = read_status();
+  CHECK(faulted != 0);
+  CHECK(faulted != ~0ull);
+  try {
+    check_sampler_status(faulted);
+    FAIL("a nonzero status must throw");
+  } catch (const sampler_fault& e) {
+    CHECK(e.status() == faulted);
+    CHECK(e.kind() != sampler_fault_kind::none);
+    CHECK(e.row() < rows);
+    CHECK(std::string(e.what()).find("the call found row " + std::to_string(e.row())) != std::string::npos);
+  }
+  CHECK_NOTHROW(check_sampler_faults());  // the device's word saw nothing
+  // Labels restored: the same word reads 0 and the indices are the CPU's.
+  PINFEED_CUDA_TRY(cudaMemcpy(dc.labels.data(), labels.data(), labels.size() * 8, cudaMemcpyHostToDevice));
+  balanced_sample_device(temp.data(), temp_bytes, a, p, s);
+  CHECK(read_status() == 0);
+  std::vector<std::int64_t> idx(rows * p.k);
+  PINFEED_CUDA_TRY(cudaMemcpy(idx.data(), dc.indices.data(), idx.size() * 8, cudaMemcpyDeviceToHost));
+  CHECK(idx == run(false, labels, rows, n, p).indices);
+  // Captured in a graph: each replay resets the word and writes it again.
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  PINFEED_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  balanced_sample_device(temp.data(), temp_bytes, a, p, s);
+  PINFEED_CUDA_TRY(cudaStreamEndCapture(s, &graph));
+  PINFEED_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 2; ++replay) {
+    PINFEED_CUDA_TRY(cudaMemsetAsync(d_status.data(), 0xAB, 8, s));
+    PINFEED_CUDA_TRY(cudaGraphLaunch(exec, s));
+    CHECK(read_status() == 0);
+  }
+  PINFEED_CUDA_TRY(cudaGraphExecDestroy(exec));
+  PINFEED_CUDA_TRY(cudaGraphDestroy(graph));
+  PINFEED_CUDA_TRY(cudaStreamDestroy(s));
 }
 
 TEST_CASE("gpu.sampler.bad_input" * doctest::test_suite("gpu")) {

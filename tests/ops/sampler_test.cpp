@@ -515,3 +515,64 @@ TEST_CASE("sampler.same_bits_on_every_architecture") {
   }
   set_simd_level(before);
 }
+
+TEST_CASE("sampler.status_words_decode_into_a_typed_fault") {
+  // The layout the GPU kernels write: bit 63, kind in 62..60, class + 1 in 59..58, row in 57..32,
+  // a count or slot in 31..0.
+  const auto word = [](sampler_fault_kind kind, std::uint64_t row, int c, std::uint32_t value) {
+    return (1ull << 63) | (static_cast<std::uint64_t>(kind) << 60) | (static_cast<std::uint64_t>(c + 1) << 58) |
+           (row << 32) | value;
+  };
+  CHECK_NOTHROW(check_sampler_status(0));
+  struct expect {
+    sampler_fault_kind kind;
+    std::uint64_t row;
+    int c;
+    std::uint32_t value;
+    const char* says;
+  };
+  for (const expect e : {expect{sampler_fault_kind::histogram_short, 3, 0, 17, "row 3 (positives) inconsistent: its key histogram holds only 17 items"},
+                         expect{sampler_fault_kind::candidate_overflow, 65534, 1, 9000, "row 65534 (negatives) inconsistent: more candidates than counted (slot 9000)"},
+                         expect{sampler_fault_kind::selection_overflow, 0, -1, 12, "row 0 inconsistent: more items selected than k (slot 12)"},
+                         expect{sampler_fault_kind::ties_short, 7, 1, 2, "only 2 items tie at the threshold"},
+                         expect{sampler_fault_kind::bad_index, 1, -1, 44, "output slot 44 was never filled"}}) {
+    const std::uint64_t w = word(e.kind, e.row, e.c, e.value);
+    CAPTURE(w);
+    try {
+      check_sampler_status(w);
+      FAIL("a nonzero status must throw");
+    } catch (const sampler_fault& f) {
+      CHECK(f.status() == w);
+      CHECK(f.kind() == e.kind);
+      CHECK(f.row() == static_cast<std::int64_t>(e.row));
+      CHECK(f.label_class() == e.c);
+      CHECK(f.value() == e.value);
+      CHECK(std::string(f.what()).find(e.says) != std::string::npos);
+      CHECK(std::string(f.what()).find("the call found") != std::string::npos);
+    }
+    CHECK_THROWS_AS(check_sampler_status(w), pinfeed::error);
+    CHECK_THROWS_AS(check_sampler_status(w), std::runtime_error);
+  }
+  CHECK(std::string(sampler_fault(word(sampler_fault_kind::ties_short, 2, 0, 1), true).what()).find("an earlier call") !=
+        std::string::npos);
+}
+
+TEST_CASE("sampler.host_sets_a_given_status_to_zero_and_refuses_a_misaligned_one") {
+  const std::int64_t n = 64;
+  const auto labels = random_labels(n, 5, 20, 0);
+  std::vector<std::int64_t> idx(8);
+  sampler_params p;
+  p.k = 8;
+  sampler_args a;
+  a.rows = 1;
+  a.n = n;
+  a.labels = labels.data();
+  a.indices = idx.data();
+  alignas(8) std::uint64_t words[2] = {~0ull, ~0ull};
+  a.status = &words[0];
+  balanced_sample_host(a, p);
+  CHECK(words[0] == 0);
+  a.status = reinterpret_cast<std::uint64_t*>(reinterpret_cast<std::byte*>(&words[0]) + 4);
+  CHECK_THROWS_WITH_AS(balanced_sample_host(a, p), doctest::Contains("status is not aligned to 8 bytes"),
+                       std::invalid_argument);
+}

@@ -2,9 +2,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <map>
+#include <random>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -685,7 +688,7 @@ TEST_CASE("loader.sizes_are_parsed_and_printed") {
   CHECK(parse_bytes("1KB") == 1000);
   for (const char* bad : {"", "GiB", "-1GiB", "8 gigs", "1.2.3MB", "1e3", "99999999999TiB"}) {
     CAPTURE(bad);
-    CHECK_THROWS_WITH_AS(parse_bytes(bad), doctest::Contains("is not a size"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS((void)parse_bytes(bad), doctest::Contains("is not a size"), std::invalid_argument);
   }
   CHECK(format_bytes(512) == "512 bytes");
   CHECK(format_bytes(3u << 20) == "3.0 MiB");
@@ -748,4 +751,136 @@ TEST_CASE("loader.callbacks.a_source_whose_memory_calls_throw_fails_construction
     ++batches;
   }
   CHECK(batches == 32 / 8);
+}
+
+namespace {
+/// A batch's samples against the reference, by the indices it holds (any order, any epoch).
+void check_samples_against_reference(const std::byte* data, const std::int64_t* ids, std::span<const std::uint64_t> indices,
+                                     std::uint64_t seed, std::uint32_t epoch) {
+  for (std::size_t j = 0; j < indices.size(); ++j) {
+    const auto e = reference(seed, epoch, indices[j]);
+    REQUIRE(ids[j] == e.id);
+    REQUIRE(std::memcmp(data + j * kFeatures, e.data.data(), kFeatures) == 0);
+  }
+}
+}  // namespace
+
+TEST_CASE("loader.cancel.destroyed_at_random_points_with_batches_and_views_held") {
+  // Each seed draws a loader (batch size, workers fixed or auto, prefetch fixed or auto, shuffle,
+  // how many batches the consumer may hold), a run (batches taken, some held, some handed out as
+  // DLPack views, a restart of the epoch, a state()/resume() round trip) and a moment to destroy
+  // it (at once, or after a random wait while the workers and the tuner are busy). After each
+  // destruction no sample is still being produced and none starts later; every batch and view the
+  // consumer kept still holds the reference bytes; the views' deleters run on another thread.
+  // PINFEED_CANCEL_SEEDS sets the count (default 200); run it under ASan and TSan too
+  // (scripts/test.sh --sanitize address|thread).
+  const char* env = std::getenv("PINFEED_CANCEL_SEEDS");
+  const int seeds = env != nullptr ? std::atoi(env) : 200;
+  REQUIRE(seeds > 0);
+  std::atomic<int> in_flight{0};
+  std::atomic<bool> loader_alive{false};
+  std::atomic<int> calls_after_destroy{0};
+  auto src = make_source(4096, reference_fields(), [&](sample& s) {
+    if (!loader_alive.load()) ++calls_after_destroy;
+    ++in_flight;
+    std::this_thread::sleep_for(std::chrono::microseconds(s.rng(3).below(150)));
+    produce_reference(s);
+    --in_flight;
+  });
+  constexpr std::uint64_t kSeed = 2024;
+  int restarts = 0, resumes = 0, views_kept = 0, batches_kept = 0;
+  test::run_with_timeout(std::chrono::seconds(300), [&] {
+    for (int seed = 0; seed < seeds; ++seed) {
+      CAPTURE(seed);
+      std::mt19937_64 rng(static_cast<std::uint64_t>(seed) * 0x9e3779b97f4a7c15ull + 1);
+      const auto pick = [&](std::uint64_t n) { return static_cast<std::size_t>(rng() % n); };
+      loader_options o = pinfeed::test::cpu_loader(4 + pick(13), 1 + pick(4), kSeed, 1 + pick(3));
+      if (pick(3) == 0) o.workers = auto_tune;
+      if (pick(3) == 0) o.prefetch = auto_tune;
+      o.order.shuffle = pick(2) == 1;
+      o.max_batches_in_use = 1 + pick(3);
+      struct kept_batch {
+        batch b;
+        std::uint32_t epoch;
+      };
+      struct kept_view {
+        DLManagedTensor* data;
+        DLManagedTensor* id;
+        std::vector<std::uint64_t> indices;
+        std::uint32_t epoch;
+      };
+      std::vector<kept_batch> batches;
+      std::vector<kept_view> views;
+      {
+        loader_alive = true;
+        loader l(src, o);
+        std::uint32_t epoch = 0;
+        std::size_t held = 0;  // batches and views that count against max_batches_in_use
+        const std::size_t take = pick(7);
+        for (std::size_t t = 0; t < take; ++t) {
+          if (pick(8) == 0) {
+            l.start_epoch(++epoch);  // a restart with work in flight
+            ++restarts;
+          } else if (pick(8) == 0) {
+            const std::string state = l.state();
+            l.resume(state);  // the same place again: the feeder stops and starts over
+            ++resumes;
+          }
+          if (held >= o.max_batches_in_use) break;  // the consumer holds all it may
+          auto b = l.next();
+          REQUIRE(b);
+          CHECK(b->epoch() == epoch);
+          switch (pick(3)) {
+            case 0: break;  // released at once
+            case 1:
+              batches.push_back({std::move(*b), epoch});
+              ++held;
+              break;
+            default: {
+              kept_view v{b->to_dlpack("data"), b->to_dlpack("id"), {b->indices().begin(), b->indices().end()}, epoch};
+              b->release();  // the views alone hold the slot now
+              views.push_back(std::move(v));
+              ++held;
+            }
+          }
+        }
+        const auto wait = pick(4);
+        if (wait > 0) std::this_thread::sleep_for(std::chrono::microseconds(pick(3000)));
+      }  // destroyed here, with workers, the feeder and perhaps the tuner busy
+      loader_alive = false;
+      REQUIRE(in_flight.load() == 0);
+      for (const auto& k : batches) {
+        const auto data = k.b.field("data");
+        const auto id = k.b.field("id");
+        check_samples_against_reference(static_cast<const std::byte*>(data.data), static_cast<const std::int64_t*>(id.data),
+                                        k.b.indices(), kSeed, k.epoch);
+        ++batches_kept;
+      }
+      std::thread deleters([&] {
+        for (auto& v : views) {
+          const auto at = [](const DLManagedTensor* t) {
+            return static_cast<const std::byte*>(t->dl_tensor.data) + t->dl_tensor.byte_offset;
+          };
+          check_samples_against_reference(at(v.data), reinterpret_cast<const std::int64_t*>(at(v.id)), v.indices, kSeed,
+                                          v.epoch);
+          v.data->deleter(v.data);
+          v.id->deleter(v.id);
+          ++views_kept;
+        }
+      });
+      deleters.join();
+      batches.clear();  // the last owners of their slots
+    }
+  }, "loaders destroyed at random points");
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(calls_after_destroy.load() == 0);
+  CHECK(in_flight.load() == 0);
+  MESSAGE(seeds, " seeds: ", restarts, " restarts, ", resumes, " resumes, ", batches_kept, " batches and ", views_kept,
+          " DLPack views outlived their loader");
+  if (seeds >= 50) {  // enough draws that each kind of interruption happened
+    CHECK(restarts > 0);
+    CHECK(resumes > 0);
+    CHECK(batches_kept > 0);
+    CHECK(views_kept > 0);
+  }
 }

@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "pinfeed/runtime/cuda_api.hpp"
+#include "pinfeed/runtime/exception.hpp"
 
 #include "pinfeed/runtime/philox.hpp"
 #include "pinfeed/runtime/tensor.hpp"
@@ -54,7 +55,50 @@ struct sampler_args {
   /// (an empty array) and the gathered rows are all padding.
   void* gathered_features = nullptr;
   void* gathered_labels = nullptr;    ///< optional [rows, k], label_type
+  /// Optional, the GPU call's own status word: 8 bytes the device can write (device memory, or
+  /// mapped pinned host memory). The call sets it to 0 on its stream before its kernels run, and
+  /// they write a fault code into it if they find the call's state inconsistent (see
+  /// balanced_sample_device). Read it where you synchronize anyway - copy it to the host with the
+  /// results - and pass it to check_sampler_status(): the call stays free of host synchronization.
+  /// A graph that captured the call resets and writes it on every replay. With a status the call
+  /// neither reads nor writes the per-device fault word. The host implementation sets it to 0.
+  std::uint64_t* status = nullptr;
 };
+
+/// What a GPU call found inconsistent (the labels changed while it ran, or two calls in flight
+/// shared one temp buffer).
+enum class sampler_fault_kind : std::uint32_t {
+  none = 0,
+  histogram_short = 1,  ///< a key histogram counted fewer items than the row needs
+  candidate_overflow,   ///< more candidates than counted
+  selection_overflow,   ///< more items selected than k
+  ties_short,           ///< fewer items tie at the threshold than needed
+  bad_index,            ///< an output slot was never filled
+};
+
+/// A balanced_sample_device call's fault: from its status word (check_sampler_status) or from the
+/// per-device word (the next call on the device, check_sampler_faults). Names the row, the class
+/// (positives, negatives or neither) and what was inconsistent; that call's output was clamped to
+/// its own rows and is not a valid sample.
+class sampler_fault : public pinfeed::runtime_error {
+ public:
+  /// `status`: a nonzero status word as the kernels write it; `earlier`: read from the per-device
+  /// word (some earlier call on the device, not a given one).
+  explicit sampler_fault(std::uint64_t status, bool earlier = false);
+  [[nodiscard]] std::uint64_t status() const noexcept { return status_; }
+  [[nodiscard]] sampler_fault_kind kind() const noexcept;
+  [[nodiscard]] std::int64_t row() const noexcept;
+  /// 0: positives, 1: negatives, -1: not one class.
+  [[nodiscard]] int label_class() const noexcept;
+  /// The count or slot the message gives.
+  [[nodiscard]] std::uint32_t value() const noexcept { return static_cast<std::uint32_t>(status_); }
+
+ private:
+  std::uint64_t status_;
+};
+
+/// Throws sampler_fault when `status` (a status word read after its call completed) is not 0.
+void check_sampler_status(std::uint64_t status);
 
 /// How many positives and negatives a row with `positives` and `negatives` eligible items gets.
 struct class_counts {
@@ -94,16 +138,18 @@ void balanced_sample_host(const sampler_args& a, const sampler_params& p);
 ///
 /// The temp buffer belongs to one call in flight at a time, and the labels must not change while
 /// the call runs. If they do, the kernels clamp every write to the call's own rows and record a
-/// fault in a host-mapped word of the device (allocated once per process and device, at the first
-/// call); the next call on that device that runs (not a size query), or check_sampler_faults(),
-/// throws std::runtime_error naming the row. The word is per device and process: the exception
-/// says that some call on the device went wrong, not which one. Throws std::invalid_argument before launching anything on bad input, cuda_error on
-/// launch failure.
+/// fault: in the call's own status word when sampler_args::status is set (the caller reads it;
+/// check_sampler_status), else in a host-mapped word of the device (allocated once per process and
+/// device, at the first call without a status); the next call on that device without a status that
+/// runs (not a size query), or check_sampler_faults(), throws sampler_fault naming the row. That
+/// word is per device and process: the exception says that some call on the device went wrong,
+/// not which one. Throws std::invalid_argument before launching anything on bad input, cuda_error
+/// on launch failure.
 void balanced_sample_device(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
                             cudaStream_t stream);
 
-/// Throws std::runtime_error if a balanced_sample_device call on the current device, completed since
-/// the last check, found its state inconsistent (see above). Reads host memory only: it does not
+/// Throws sampler_fault if a balanced_sample_device call without a status on the current device,
+/// completed since the last check, found its state inconsistent (see above). Reads host memory only: it does not
 /// synchronize, so synchronize the stream first to include the calls still in flight.
 void check_sampler_faults();
 

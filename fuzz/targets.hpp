@@ -20,6 +20,11 @@ namespace pinfeed::fuzz {
 enum class outcome { accepted, rejected };
 using bytes = std::span<const std::uint8_t>;
 
+/// The input as the bytes pinfeed's decoders and scanners take.
+inline std::span<const std::byte> as_bytes(bytes input) {
+  return {reinterpret_cast<const std::byte*>(input.data()), input.size()};
+}
+
 struct target {
   std::string_view name;  ///< also the folder of its seeds (fuzz/corpus/<name>) and regressions
   outcome (*run)(bytes input);

@@ -15,8 +15,6 @@ using loaders::decode_options;
 using loaders::image_region;
 using loaders::image_spec;
 
-std::span<const std::byte> as_bytes(bytes input) { return {reinterpret_cast<const std::byte*>(input.data()), input.size()}; }
-
 decode_options options(decode_options::huffman_decoder h) {
   decode_options o;
   o.max_pixels = std::int64_t{1} << 22;  // 4 Mpixel: a fuzzer's inputs are small

@@ -11,8 +11,6 @@
 namespace pinfeed::fuzz {
 namespace {
 
-std::span<const std::byte> as_bytes(bytes input) { return {reinterpret_cast<const std::byte*>(input.data()), input.size()}; }
-
 /// Piece sizes from 1 to 1024 bytes, drawn from the input itself (a fuzzer steers them too).
 std::vector<std::size_t> pieces(bytes input) {
   std::uint64_t x = 0x9E3779B97F4A7C15ull ^ input.size();

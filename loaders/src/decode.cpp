@@ -1,4 +1,5 @@
 #include "pinfeed/loaders/decode.hpp"
+#include "pinfeed/runtime/detail/thread_scratch.hpp"
 #include "pinfeed/runtime/exception.hpp"
 
 #include <algorithm>
@@ -53,7 +54,7 @@ struct tj_deleter {
 using tj_handle = std::unique_ptr<void, tj_deleter>;
 
 tjhandle decompressor() {
-  thread_local tj_handle handle;
+  auto& handle = pinfeed::detail::thread_scratch<tj_handle, struct turbojpeg_decompressor>();
   if (!handle) handle.reset(tjInitDecompress());  // made again after a failure: it was memory
   if (!handle) throw std::bad_alloc();
   return handle.get();
@@ -364,7 +365,7 @@ image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std
                                image_region r, std::int64_t min_short_side, const std::string& what) {
   if (bytes.empty()) fail(what, "empty file (0 bytes)");
   check_header(bytes, o, what);
-  thread_local std::vector<std::byte> whole;
+  auto& whole = pinfeed::detail::thread_scratch<std::vector<std::byte>, struct whole_image>();
   if (is_jpeg(bytes)) {
     const auto clamp_to = [&r](std::int64_t W, std::int64_t H) {
       r.y = std::clamp<std::int64_t>(r.y, 0, H - 1);

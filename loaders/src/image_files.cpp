@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "pinfeed/runtime/detail/thread_scratch.hpp"
 #include "pinfeed/runtime/error.hpp"
 
 namespace fs = std::filesystem;
@@ -100,7 +101,7 @@ class files_reader final : public image_reader {
     return id;
   }
   read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) override {
-    thread_local std::vector<std::byte> bytes;
+    auto& bytes = pinfeed::detail::thread_scratch<std::vector<std::byte>, struct image_file_bytes>();
     return decode_stored(s, read_stored(s, bytes), image, plan);
   }
   bool stores_encoded() const override { return true; }

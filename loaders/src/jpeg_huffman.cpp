@@ -2,6 +2,7 @@
 
 #if PINFEED_HAVE_JPEG_HUFFMAN
 #include <array>
+#include <type_traits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -184,6 +185,7 @@ struct decoder {
   table tables[2][kMaxTables];  // [dc, ac][table number]; kept between images
 };
 
+static_assert(std::is_trivially_destructible_v<decoder>, "a thread_local with a destructor registers it with glibc, which allocates (detail/thread_scratch.hpp)");
 thread_local decoder state;
 thread_local std::size_t scans = 0;
 

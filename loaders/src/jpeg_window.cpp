@@ -10,8 +10,10 @@
 #include <stdexcept>
 
 #include <jpeglib.h>
+#include <jerror.h>
 
 #include "jpeg_huffman.hpp"
+#include "pinfeed/runtime/detail/thread_scratch.hpp"
 #include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::loaders::detail {
@@ -95,11 +97,14 @@ std::optional<image_spec> decode_jpeg_window(std::span<const std::byte> bytes, s
   jpeg_decompress_struct cinfo{};
   jpeg_error_jump err{};
   install_error_jump(cinfo, err);
-  thread_local std::vector<JSAMPLE> row_storage;  // static storage: nothing to undo after a longjmp
+  // Per-thread storage, not a local: nothing to undo after a longjmp.
+  auto& row_storage = pinfeed::detail::thread_scratch<std::vector<JSAMPLE>, struct jpeg_rows>();
   if (setjmp(err.jump)) {
+    const int code = err.mgr.msg_code;
     jpeg_destroy_decompress(&cinfo);
-    // libjpeg's JERR_OUT_OF_MEMORY is no fault of the image (error_policy::skip must not skip it).
-    if (std::strstr(err.message, "Insufficient memory") != nullptr) throw std::bad_alloc();
+    // libjpeg's JERR_OUT_OF_MEMORY (its allocator returned null) is no fault of the image:
+    // error_policy::skip must not skip it. (Its sizes follow the header, which max_pixels checked.)
+    if (code == JERR_OUT_OF_MEMORY) throw std::bad_alloc();
     throw pinfeed::runtime_error(what + ": corrupt or truncated JPEG (" + err.message + ")");
   }
   jpeg_create_decompress(&cinfo);

@@ -13,6 +13,7 @@
 
 #include <oneapi/tbb/task_arena.h>
 
+#include "pinfeed/runtime/detail/thread_scratch.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/stats.hpp"
 
@@ -112,7 +113,7 @@ class source_reader final : public image_reader {
   std::vector<memory_use> memory() const override { return base_->memory(); }
   void limit_memory(std::uint64_t bytes) override { base_->limit_memory(bytes); }
   read_result read(sample& s, std::vector<std::byte>& image, const decode_planner&) override {
-    thread_local std::vector<std::byte*> buffers;
+    auto& buffers = pinfeed::detail::thread_scratch<std::vector<std::byte*>, struct base_buffers>();
     image.resize(shape_.bytes());
     buffers.resize(fields_.size());
     // Output field 0 is the pipeline's; the base's other fields map to output fields 1.. in order.
@@ -316,7 +317,7 @@ void pipeline_source::produce_one(sample& out, std::uint64_t index) {
   };
   // Per-thread scratch is safe: the only TBB wait inside (the fused tail's pinfeed::parallel_for)
   // is isolated, so no other sample runs on this thread before this one is done.
-  thread_local scratch t;
+  auto& t = pinfeed::detail::thread_scratch<scratch, struct pipeline_scratch>();
   // The stand-in sample keeps the output's buffers but reads index `index` with its own stream.
   t.buffers.resize(fields_.size());
   for (std::size_t i = 0; i < fields_.size(); ++i) t.buffers[i] = out.bytes(i).data();

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "detail/tar_samples.hpp"
+#include "pinfeed/runtime/detail/thread_scratch.hpp"
 #include "pinfeed/runtime/error.hpp"
 
 namespace pinfeed::loaders {
@@ -261,7 +262,8 @@ const detail::shard_sample& detail::tar_sample_reader::entry(sample& s) const {
 }
 
 read_result detail::tar_sample_reader::read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) {
-  thread_local std::vector<std::byte> storage;  // a range read's bytes, kept for the next sample's
+  // A range read's bytes, kept for the next sample's.
+  auto& storage = pinfeed::detail::thread_scratch<std::vector<std::byte>, struct range_read_bytes>();
   std::shared_ptr<const void> held;  // keeps a cached shard until the sample is decoded: no copy
   const auto bytes = bytes_of(s, entry(s), storage, held);
   return decode_stored(s, bytes, image, plan);

@@ -10,6 +10,7 @@
 
 #include "detail/encode_checks.hpp"
 #include "pinfeed/runtime/detail/parallel.hpp"
+#include "pinfeed/runtime/detail/thread_scratch.hpp"
 #include "pinfeed/runtime/exception.hpp"
 #include "pinfeed/runtime/random.hpp"
 
@@ -47,7 +48,7 @@ template <class Out>
   }
   // Row by row through three planar float rows: every loop below is a plain stride-1 loop the
   // compiler vectorizes (the fma builtin becomes vfmadd with FMA enabled).
-  thread_local std::vector<float> rows;
+  auto& rows = pinfeed::detail::thread_scratch<std::vector<float>, struct normalize_rows>();
   rows.resize(6 * w);
   float* in_c[3] = {rows.data(), rows.data() + w, rows.data() + 2 * w};
   float* t_c[3] = {rows.data() + 3 * w, rows.data() + 4 * w, rows.data() + 5 * w};

@@ -11,6 +11,7 @@
 #include "pinfeed/ops/sampler.hpp"
 #include "pinfeed/ops/detail/sampler_checks.hpp"
 #include "pinfeed/runtime/detail/parallel.hpp"
+#include "pinfeed/runtime/detail/thread_scratch.hpp"
 #include "pinfeed/runtime/exception.hpp"
 #include "pinfeed/runtime/random.hpp"
 
@@ -689,7 +690,7 @@ template <class L>
 void sample_all(const sampler_args& a, const sampler_params& p) {
   const row_sampler<L> rs{a, p, positive_target(p)};
   pinfeed::detail::parallel_for(0, static_cast<std::size_t>(a.rows), [&](std::size_t row) {
-    thread_local row_scratch scratch;
+    auto& scratch = pinfeed::detail::thread_scratch<row_scratch, struct sampler_rows>();
     rs.run(static_cast<std::int64_t>(row), scratch);
   });
 }

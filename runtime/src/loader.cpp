@@ -36,6 +36,17 @@ namespace {
 
 constexpr std::size_t kFieldAlign = 256;  // every field starts on a 256-byte boundary (coalesced loads)
 
+/// Logs the warning `text()` makes, the first time only (`warned` remembers); where memory may
+/// have run out: a message that cannot be made or logged is left out.
+template <class Text>
+void warn_once(std::atomic<bool>& warned, const Text& text) noexcept {
+  if (warned.exchange(true, std::memory_order_relaxed)) return;
+  try {
+    log(log_level::warn, text());
+  } catch (...) {
+  }
+}
+
 }  // namespace
 
 std::string format_bytes(std::uint64_t bytes) {
@@ -434,13 +445,14 @@ struct loader::impl {
   /// Called by next() while it waits: runs the oldest queued chunk in the consumer's thread when
   /// no worker has taken one for 2 s (a pool that could not start its threads).
   void help_if_stalled() noexcept;
-  bool stall_logged = false;
   void submit(chunk c);
   void spawn_runners();   // with pool_mutex held
   void enqueue_runner();  // one more runner task; with pool_mutex held
-  bool pool_failed = false;  // TBB refused a task: not asked again (spawn_runners)
-  const char* pool_failure = "";  // a fixed text: set where memory may have run out
-  bool pool_failure_logged = false;
+  /// (pool_mutex) Set once TBB refused a task, or its count could not be made: the pool is not
+  /// asked again (spawn_runners). A fixed text: set where memory may have run out.
+  const char* pool_failure = nullptr;
+  // The warnings given once a loader: the feeder running chunks itself, the consumer helping.
+  std::atomic<bool> warned_feeder_runs{false}, warned_consumer_helps{false};
   std::uint64_t last_pop_ns = 0;  // (pool_mutex) when a runner last took a chunk
   void runner() noexcept;
   void set_workers(std::size_t n);
@@ -604,18 +616,9 @@ void loader::impl::submit(chunk c) {
       queue.pop_back();
     }
   }
-  bool first = false;
-  {
-    std::lock_guard lock(pool_mutex);
-    first = !pool_failure_logged;
-    pool_failure_logged = true;
-  }
-  if (first) {
-    try {
-      log(log_level::warn, "loader: no worker task could start (" + why + "); the feeder runs chunks itself from now on");
-    } catch (...) {
-    }
-  }
+  warn_once(warned_feeder_runs, [&] {
+    return "loader: no worker task could start (" + why + "); the feeder runs chunks itself from now on";
+  });
   run_chunk(c.slot, c.begin, c.end);  // noexcept: a failure is the batch's
 }
 
@@ -623,7 +626,7 @@ void loader::impl::spawn_runners() {
   // Once TBB failed to take a task (it could not start a thread), its next enqueue can wait
   // forever inside TBB: the pool is not asked again, and queued chunks run on the feeder and the
   // consumer (submit(), help_if_stalled()).
-  if (pool_failed) throw pinfeed::runtime_error(pool_failure);
+  if (pool_failure != nullptr) throw pinfeed::runtime_error(pool_failure);
   while (runners < active && starting < queue.size()) enqueue_runner();
 }
 
@@ -631,32 +634,30 @@ void loader::impl::enqueue_runner() {
   ++runners;
   ++starting;
   tasks->value.fetch_add(1, std::memory_order_acq_rel);  // release: publishes the queued chunks' slots
-  try {
-    arena.enqueue([this, count = tasks] {
-      // Pairs with the fetch_add above: TBB orders the hand-off too, but in code ThreadSanitizer
-      // cannot see.
-      (void)count->value.load(std::memory_order_acquire);
-      if (count->begin()) {
-        runner();  // noexcept: whatever fails in a chunk is that batch's error
-        count->end();
-      }
-      count->done();  // the last use of the loader by this task
-    });
-  } catch (const std::exception& e) {
-    --runners;
-    --starting;
-    tasks->done();
-    pool_failed = true;
-    (void)e;
-    pool_failure = "the thread pool refused a task (it could not start a thread): chunks run on the feeder";
-    throw;
-  } catch (...) {
-    --runners;
-    --starting;
-    tasks->done();
-    pool_failed = true;
-    throw;
-  }
+  // Until TBB holds the task, a throw (TBB could not take it: memory, or a thread it could not
+  // start) gives the counts back, and the pool is not asked again.
+  struct undo {
+    impl& self;
+    bool armed = true;
+    ~undo() {
+      if (!armed) return;
+      --self.runners;
+      --self.starting;
+      self.tasks->done();
+      self.pool_failure = "the thread pool refused a task (it could not start a thread): chunks run on the feeder";
+    }
+  } guard{*this};
+  arena.enqueue([this, count = tasks] {
+    // Pairs with the fetch_add above: TBB orders the hand-off too, but in code ThreadSanitizer
+    // cannot see.
+    (void)count->value.load(std::memory_order_acquire);
+    if (count->begin()) {
+      runner();  // noexcept: whatever fails in a chunk is that batch's error
+      count->end();
+    }
+    count->done();  // the last use of the loader by this task
+  });
+  guard.armed = false;
 }
 
 void loader::impl::runner() noexcept {
@@ -696,14 +697,10 @@ void loader::impl::help_if_stalled() noexcept {
     } catch (...) {  // the pool's mutex: try again at the next poll
       return;
     }
-    if (!stall_logged) {
-      stall_logged = true;
-      try {
-        log(log_level::warn, "loader: no worker took a queued chunk for 2 s (the thread pool could not start its "
-                             "threads?); the consumer runs such chunks itself while it waits");
-      } catch (...) {
-      }
-    }
+    warn_once(warned_consumer_helps, [] {
+      return std::string("loader: no worker took a queued chunk for 2 s (the thread pool could not start its "
+                         "threads?); the consumer runs such chunks itself while it waits");
+    });
     run_chunk(c.slot, c.begin, c.end);
   }
 }
@@ -711,7 +708,7 @@ void loader::impl::help_if_stalled() noexcept {
 void loader::impl::set_workers(std::size_t n) {
   std::lock_guard lock(pool_mutex);
   active = std::clamp<std::size_t>(n, 1, worker_most);
-  if (!pool_failed) spawn_runners();  // runners beyond it stop after their chunk
+  if (pool_failure == nullptr) spawn_runners();  // runners beyond it stop after their chunk
 }
 
 void loader::impl::start_window() {
@@ -776,7 +773,6 @@ void loader::impl::cancel() noexcept {
     try {
       tasks = std::make_shared<task_count>();
     } catch (...) {  // no memory for a new count: the pool is not asked again, chunks run on the feeder
-      pool_failed = true;
       pool_failure = "no memory to count the thread pool's tasks: chunks run on the feeder";
     }
   }
@@ -1138,10 +1134,11 @@ std::string loader::state() const {
   j["next_batch"] = impl_->next_batch;
   auto& plan = j["plan"] = nlohmann::json::array();
   for (const auto& r : o.plan(impl_->epoch)) {
-    nlohmann::json range = nlohmann::json::array();
+    // In place: a range built aside would be destroyed whole if the push failed.
+    plan.push_back(nlohmann::json::array());
+    auto& range = plan.back();
     range.push_back(r.begin);
     range.push_back(r.end);
-    plan.push_back(std::move(range));
   }
   return j.dump();
 }
@@ -1150,7 +1147,7 @@ void loader::resume(const std::string& state) {
   nlohmann::json j;
   const detail::json_releaser release(j);
   try {
-    j = nlohmann::json::parse(state);
+    detail::parse_json_into(j, state);
   } catch (const nlohmann::json::exception& e) {
     throw pinfeed::invalid_argument(std::string("loader state is not JSON: ") + e.what());
   }

@@ -47,7 +47,7 @@ loader_config loader_config::from_json(const std::string& text, const std::strin
   nlohmann::json j;
   const detail::json_releaser release(j);
   try {
-    j = nlohmann::json::parse(text);
+    detail::parse_json_into(j, text);
   } catch (const nlohmann::json::exception& e) {
     throw pinfeed::invalid_argument("config '" + origin + "' is not JSON: " + e.what());
   }

@@ -131,44 +131,44 @@ class reader {
   }
 
  private:
-  void read_cgroups() {
-    std::ifstream in(in_.proc_self_cgroup);
+  /// Calls `f` with each line of `path`, a file the cgroup limits come from; warns when it cannot
+  /// be read.
+  template <class F>
+  void each_line(const std::string& path, F&& f) {
+    std::ifstream in(path);
     if (!in) {
-      warnings_.push_back("cannot read " + in_.proc_self_cgroup + ": no cgroup limits in the plan");
+      warnings_.push_back("cannot read " + path + ": no cgroup limits in the plan");
       return;
     }
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty()) continue;
+    for (std::string line; std::getline(in, line);) f(line);
+  }
+
+  void read_cgroups() {
+    each_line(in_.proc_self_cgroup, [&](const std::string& line) {
+      if (line.empty()) return;
       const auto c1 = line.find(':');
       const auto c2 = c1 == std::string::npos ? std::string::npos : line.find(':', c1 + 1);
       if (c2 == std::string::npos) {
         warnings_.push_back("malformed line in " + in_.proc_self_cgroup + ": '" + line + "' (want ID:CONTROLLERS:PATH)");
-        continue;
+        return;
       }
       const std::string id = line.substr(0, c1), controllers = line.substr(c1 + 1, c2 - c1 - 1), path = line.substr(c2 + 1);
       if (id == "0" && controllers.empty()) v2_path_ = path;
       else if (!controllers.empty()) v1_paths_.emplace_back(split(controllers, ','), path);
-    }
+    });
   }
 
   void read_mounts() {
-    std::ifstream in(in_.proc_self_mountinfo);
-    if (!in) {
-      warnings_.push_back("cannot read " + in_.proc_self_mountinfo + ": no cgroup limits in the plan");
-      return;
-    }
-    std::string line;
-    while (std::getline(in, line)) {
+    each_line(in_.proc_self_mountinfo, [&](const std::string& line) {
       std::istringstream fields(line);
       std::vector<std::string> f;
       for (std::string w; fields >> w;) f.push_back(w);
       const auto dash = std::find(f.begin(), f.end(), "-");
-      if (f.size() < 5 || dash == f.end() || f.end() - dash < 4) continue;  // not a mount line we need
+      if (f.size() < 5 || dash == f.end() || f.end() - dash < 4) return;  // not a mount line we need
       const std::string fstype = *(dash + 1);
-      if (fstype != "cgroup" && fstype != "cgroup2") continue;
+      if (fstype != "cgroup" && fstype != "cgroup2") return;
       mounts_.push_back({unescape_mount(f[3]), unescape_mount(f[4]), fstype, split(*(dash + 3), ',')});
-    }
+    });
   }
 
   /// Of the mounts `fits` accepts, the one whose root holds `path` most closely (a hierarchy mounted

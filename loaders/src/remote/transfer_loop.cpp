@@ -116,28 +116,31 @@ void transfer_loop::shutdown() noexcept {
   curl_multi_cleanup(multi_);
 }
 
-void transfer_loop::take_work(queue& starting, queue& ending, std::exception_ptr& failed) {
-  failed = failed_;
-  const auto now = clock::now();
-  // Retries that are due go first in their queue: they waited already.
-  while (!waiting_.empty() && (failed || waiting_.begin()->first <= now)) {
-    auto j = std::move(waiting_.begin()->second);
-    waiting_.erase(waiting_.begin());
-    (j->urgent ? urgent_ : queue_).push_front(std::move(j));
-  }
-  if (failed) {  // what has not started yet ends with the error
-    for (queue* q : {&urgent_, &queue_}) {
-      for (auto& j : *q) ending.push_back(std::move(j));
-      q->clear();
+std::unique_ptr<transfer_loop::job> transfer_loop::next_job(transfer_loop::clock::time_point now, bool& end) noexcept {
+  end = static_cast<bool>(failed_);
+  // Retries that are due go first: they waited already. After a failure every one ends at once.
+  const auto due_retry = [&](bool urgent) -> std::unique_ptr<job> {
+    for (auto it = waiting_.begin(); it != waiting_.end() && (end || it->first <= now); ++it) {
+      if (!end && it->second->urgent != urgent) continue;
+      auto j = std::move(it->second);
+      waiting_.erase(it);
+      return j;
     }
-  }
-  for (auto& j : urgent_) starting.push_back(std::move(j));
-  urgent_.clear();
-  while (running_.size() + starting.size() < cap() && !queue_.empty()) {
-    starting.push_back(std::move(queue_.front()));
-    queue_.pop_front();
+    return nullptr;
+  };
+  const auto front = [](queue& q) {
+    auto j = std::move(q.front());
+    q.pop_front();
+    return j;
+  };
+  if (auto j = due_retry(true)) return j;
+  if (!urgent_.empty()) return front(urgent_);
+  if (end || running_.size() < cap()) {
+    if (auto j = due_retry(false)) return j;
+    if (!queue_.empty()) return front(queue_);
   }
   if (!queue_.empty()) held_back_.store(true, std::memory_order_relaxed);
+  return nullptr;
 }
 
 int transfer_loop::poll_ms() {
@@ -154,26 +157,39 @@ int transfer_loop::poll_ms() {
 void transfer_loop::run() noexcept {
   tune_thread("pinfeed-fetch", o_.batch_scheduling);
   // Near the rank's GPU, with its workers, once a loader on that GPU has made the node plan (this
-  // thread never asks CUDA itself); its own thread: the binding is never given back.
+  // thread never asks CUDA itself); its own thread: the binding is never given back. Best effort:
+  // without memory for the CPU set the thread runs wherever it is.
   std::optional<scoped_cpu_binding> placed;
-  queue starting, ending;
-  std::exception_ptr failed;
-  for (;;) {
-    {
-      std::lock_guard lock(m_);
-      if (stopping_) break;
-      take_work(starting, ending, failed);
+  bool placing = o_.bind_to_plan;
+  for (bool stopping = false; !stopping;) {
+    // The work due now, a job at a time: nothing is allocated to hand it over.
+    for (;;) {
+      std::unique_ptr<job> j;
+      bool end = false;
+      std::exception_ptr failed;
+      {
+        std::lock_guard lock(m_);
+        stopping = stopping_;
+        if (!stopping) j = next_job(clock::now(), end);
+        if (end) failed = failed_;
+      }
+      if (!j) break;
+      if (end) complete(*j, failed);
+      else start(std::move(j));
     }
-    if (o_.bind_to_plan && !placed)
-      if (const node_plan* plan = this_node_plan_if_made(); plan != nullptr) placed.emplace(plan->rank_cpus);
+    if (stopping) break;
+    if (placing)
+      if (const node_plan* plan = this_node_plan_if_made(); plan != nullptr) {
+        placing = false;
+        try {
+          placed.emplace(plan->rank_cpus);
+        } catch (...) {
+        }
+      }
     if (const std::size_t c = cap(); c != connections_for_) {  // room to keep as many open again
       curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(2 * c));
       connections_for_ = c;
     }
-    for (auto& j : ending) complete(*j, failed);
-    ending.clear();
-    for (auto& j : starting) start(std::move(j));
-    starting.clear();
     int still = 0;
     curl_multi_perform(multi_, &still);
     int left = 0;
@@ -186,26 +202,39 @@ void transfer_loop::run() noexcept {
 }
 
 void transfer_loop::cancel_all() noexcept {
-  const auto stop = std::make_exception_ptr(cancelled("cancelled"));
+  std::exception_ptr stop;
+  try {
+    stop = std::make_exception_ptr(cancelled("cancelled"));
+  } catch (...) {  // no memory for the exception: the requests end with std::bad_alloc instead
+    stop = std::current_exception();
+  }
   for (auto& [h, raw] : running_) {
     std::unique_ptr<job> j(raw);
     curl_multi_remove_handle(multi_, h);
     detach(h, j->t);
-    idle_.push_back(h);
+    release_handle(h);
     complete(*j, stop);
   }
   running_.clear();
-  queue urgent, queued;
-  std::multimap<clock::time_point, std::unique_ptr<job>> waiting;
-  {
-    std::lock_guard lock(m_);
-    urgent.swap(urgent_);
-    queued.swap(queue_);
-    waiting.swap(waiting_);
+  // The rest a job at a time, out of m_ while its callback runs (nothing allocated to collect them).
+  for (;;) {
+    std::unique_ptr<job> j;
+    {
+      std::lock_guard lock(m_);
+      if (!urgent_.empty()) {
+        j = std::move(urgent_.front());
+        urgent_.pop_front();
+      } else if (!queue_.empty()) {
+        j = std::move(queue_.front());
+        queue_.pop_front();
+      } else if (!waiting_.empty()) {
+        j = std::move(waiting_.begin()->second);
+        waiting_.erase(waiting_.begin());
+      }
+    }
+    if (!j) return;
+    complete(*j, stop);
   }
-  for (auto& j : urgent) complete(*j, stop);
-  for (auto& j : queued) complete(*j, stop);
-  for (auto& [t, j] : waiting) complete(*j, stop);
 }
 
 void transfer_loop::start(std::unique_ptr<job> j) noexcept {

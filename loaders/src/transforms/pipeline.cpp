@@ -175,21 +175,21 @@ pipeline parse_pipeline_json(std::string_view text, const std::string& origin) {
   nlohmann::json j;
   const pinfeed::detail::json_releaser release(j);
   try {
-    j = nlohmann::json::parse(text);
+    pinfeed::detail::parse_json_into(j, text);
   } catch (const nlohmann::json::exception& e) {
     throw pinfeed::invalid_argument(where + " is not JSON: " + e.what());
   }
-  if (j.is_object()) {
-    if (!j.contains("transforms")) throw pinfeed::invalid_argument(where + " has no \"transforms\" list");
-    j = j["transforms"];
-  }
-  if (!j.is_array()) throw pinfeed::invalid_argument(where + ": transforms must be a list of strings");
+  if (j.is_object() && !j.contains("transforms"))
+    throw pinfeed::invalid_argument(where + " has no \"transforms\" list");
+  // (A view, not a copy: replacing the document would destroy it whole, which allocates.)
+  const nlohmann::json& list = j.is_object() ? j.at("transforms") : j;
+  if (!list.is_array()) throw pinfeed::invalid_argument(where + ": transforms must be a list of strings");
   std::vector<std::shared_ptr<transform>> steps;
-  for (std::size_t k = 0; k < j.size(); ++k) {
-    if (!j[k].is_string())
-      throw pinfeed::invalid_argument(where + ": entry " + std::to_string(k) + " (" + j[k].dump() + ") is not a string");
+  for (std::size_t k = 0; k < list.size(); ++k) {
+    if (!list[k].is_string())
+      throw pinfeed::invalid_argument(where + ": entry " + std::to_string(k) + " (" + list[k].dump() + ") is not a string");
     try {
-      const pipeline one = parse_pipeline(j[k].get<std::string>());
+      const pipeline one = parse_pipeline(list[k].get_ref<const std::string&>());
       steps.insert(steps.end(), one.steps().begin(), one.steps().end());
     } catch (const std::invalid_argument& e) {
       throw pinfeed::invalid_argument(where + ", entry " + std::to_string(k) + ": " + e.what());

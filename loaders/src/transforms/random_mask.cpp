@@ -4,6 +4,7 @@
 
 #include "common.hpp"
 #include "kinds.hpp"
+#include "pinfeed/runtime/detail/thread_scratch.hpp"
 #include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::loaders {
@@ -25,15 +26,15 @@ class mask_transform final : public transform {
   void apply(const image_view& in, const image_view& out, philox_stream rng) const override {
     const std::int64_t h = in.spec.height, w = in.spec.width;
     const auto pixels = static_cast<std::size_t>(h * w);
-    thread_local std::vector<std::uint32_t> words;
-    thread_local std::vector<std::uint8_t> pick;
+    auto& words = pinfeed::detail::thread_scratch<std::vector<std::uint32_t>, struct mask_words>();
+    auto& pick = pinfeed::detail::thread_scratch<std::vector<std::uint8_t>, struct mask_pick>();
     words.resize((pixels + 3) / 4 * 4);
     pick.resize(pixels);
     // Pixel p is picked when word p of the stream is below ratio * 2^32.
     philox_words(rng, 0, words.size() / 4, words.data());
     for (std::size_t p = 0; p < pixels; ++p) pick[p] = words[p] < threshold_;
     // 4-neighbour dilation, row by row, as byte ORs the compiler vectorizes.
-    thread_local std::vector<std::uint8_t> dilated;
+    auto& dilated = pinfeed::detail::thread_scratch<std::vector<std::uint8_t>, struct mask_dilated>();
     dilated.resize(pixels);
     for (std::int64_t y = 0; y < h; ++y) {
       const std::uint8_t* row = pick.data() + y * w;

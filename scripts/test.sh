@@ -2,7 +2,7 @@
 # Installs the dependencies, builds and runs every test (GPU cases skip where no device exists).
 # Usage: scripts/test.sh [--sanitize address|thread] [--faults] [extra ctest arguments...]
 # --faults: only the allocation-failure sweeps (tests/fault), every allocation point up to 2,000
-#   and a stride past them (CI runs 120 points of each).
+#   and a stride past them (CI runs 500 points of each).
 # Without --sanitize it also, before the main test run:
 #   - builds the GPU runner's bundle and dry-runs its device checks (scripts/gpu-bundle.sh),
 #   - cross-builds for aarch64 and runs the runtime, ops and loaders tests under qemu

@@ -10,7 +10,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <iterator>
 #include <stdexcept>
 
 #include "pinfeed/runtime/detail/thread_scratch.hpp"
@@ -152,9 +152,10 @@ image_folder_listing list_image_folder(const std::string& root) {
 std::vector<image_file> read_file_list(const std::string& list_path) {
   std::ifstream in(list_path, std::ios::binary);
   if (!in) throw pinfeed::invalid_argument("file list '" + list_path + "' cannot be opened");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_file_list(text.str(), list_path, fs::path(list_path).parent_path().string());
+  // (Not `ostringstream << rdbuf()`: a stream swallows a failed allocation, and the list would
+  // come back cut short.)
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse_file_list(text, list_path, fs::path(list_path).parent_path().string());
 }
 
 std::vector<image_file> parse_file_list(std::string_view text_all, const std::string& name, const std::string& base_dir) {

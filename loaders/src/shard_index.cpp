@@ -42,6 +42,7 @@ std::optional<std::vector<detail::shard_sample>> detail::parse_shard_index(std::
   };
   if (lines.empty()) throw pinfeed::invalid_argument("tar index '" + what + "' is empty");
   std::istringstream head{std::string(lines[0])};
+  head.exceptions(std::ios::badbit);  // a failed allocation is std::bad_alloc, not "not a header"
   std::string magic, keys, label_key;
   int version = 0;
   std::uint64_t count = 0;

@@ -806,7 +806,8 @@ void loader::impl::start(std::uint32_t e, std::uint64_t first_batch) {
   try {
     feeder = std::thread([this, e, first_batch, base = seq_base] { feed(e, first_batch, base); });
   } catch (const std::system_error& x) {  // (no thread to be had: a limit of the system, not a bug)
-    throw pinfeed::runtime_error(std::string("loader: could not start the feeder thread: ") + x.what());
+    throw pinfeed::runtime_error(std::string("loader: could not start the feeder thread (the system has no memory or "
+                                             "threads left for one): ") + x.what());
   }
   started = true;  // (not before: without a feeder, next() would wait for batches nobody fills)
 }

@@ -26,6 +26,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::string part;
   std::istringstream in(s);
+  in.exceptions(std::ios::badbit);  // a failed allocation is std::bad_alloc, not a shorter list
   while (std::getline(in, part, sep)) out.push_back(part);
   if (!s.empty() && s.back() == sep) out.emplace_back();
   return out;
@@ -140,6 +141,7 @@ class reader {
       warnings_.push_back("cannot read " + path + ": no cgroup limits in the plan");
       return;
     }
+    in.exceptions(std::ios::badbit);  // a line that cannot be held is std::bad_alloc, not the file's end
     for (std::string line; std::getline(in, line);) f(line);
   }
 
@@ -161,6 +163,7 @@ class reader {
   void read_mounts() {
     each_line(in_.proc_self_mountinfo, [&](const std::string& line) {
       std::istringstream fields(line);
+      fields.exceptions(std::ios::badbit);
       std::vector<std::string> f;
       for (std::string w; fields >> w;) f.push_back(w);
       const auto dash = std::find(f.begin(), f.end(), "-");

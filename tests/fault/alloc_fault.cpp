@@ -99,6 +99,7 @@ std::uint64_t disarm() noexcept {
   return counted.load();
 }
 std::uint64_t failed() noexcept { return failures.load(); }
+bool count_allocation() noexcept { return fail_now(); }
 bool covers_malloc() noexcept { return PINFEED_FAULT_MALLOC != 0; }
 
 exempt::exempt() noexcept : was_(exempted) { exempted = true; }

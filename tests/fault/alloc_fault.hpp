@@ -19,6 +19,9 @@ std::uint64_t disarm() noexcept;
 [[nodiscard]] std::uint64_t failed() noexcept;
 /// True where the malloc family is replaced too (not under ASan or TSan, which own malloc).
 [[nodiscard]] bool covers_malloc() noexcept;
+/// Counts one allocation made elsewhere (a library's own allocator hook, such as libcurl's
+/// curl_global_init_mem where malloc is not replaced); true when it must fail.
+[[nodiscard]] bool count_allocation() noexcept;
 
 /// Allocations of this thread inside its scope are neither counted nor failed (the harness's own).
 class exempt {

@@ -2,6 +2,7 @@
 #include "remote/http.hpp"
 
 #include <algorithm>
+#include <new>
 #include <cctype>
 #include <cstdlib>
 #include <mutex>
@@ -58,6 +59,20 @@ constexpr std::uint64_t kReceiveBuffer = 256 * 1024;
 constexpr const char* kEmptyBodySha256 =
     "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
+/// A text option libcurl copies: a copy it cannot make is memory (CURLE_OUT_OF_MEMORY), never a
+/// request sent without it (a whole object for a range, "no URL set" for a URL).
+void set_text(CURL* h, CURLoption option, const char* text) {
+  if (curl_easy_setopt(h, option, text) == CURLE_OUT_OF_MEMORY) throw std::bad_alloc();
+}
+
+/// One more request header (libcurl copies it). curl_slist_append gives null when it has no
+/// memory, and the list stays as it was: that is std::bad_alloc, never a header left out.
+void append_header(transfer& t, const char* header) {
+  curl_slist* longer = curl_slist_append(t.headers, header);
+  if (longer == nullptr) throw std::bad_alloc();
+  t.headers = longer;
+}
+
 void set_redirects(CURL* h, bool s3) {
   if (s3) {
     // A redirect from S3 (another region) would drop the signature and carry the session
@@ -67,19 +82,19 @@ void set_redirects(CURL* h, bool s3) {
   } else {
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
-    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    set_text(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
   }
 }
 
 void set_signing(CURL* h, const s3_credentials& creds, transfer& t) {
   t.sigv4 = "aws:amz:" + creds.region + ":s3";
-  curl_easy_setopt(h, CURLOPT_AWS_SIGV4, t.sigv4.c_str());
-  curl_easy_setopt(h, CURLOPT_USERNAME, creds.key_id.c_str());
-  curl_easy_setopt(h, CURLOPT_PASSWORD, creds.secret.c_str());
-  t.headers = curl_slist_append(t.headers, kEmptyBodySha256);
+  set_text(h, CURLOPT_AWS_SIGV4, t.sigv4.c_str());
+  set_text(h, CURLOPT_USERNAME, creds.key_id.c_str());
+  set_text(h, CURLOPT_PASSWORD, creds.secret.c_str());
+  append_header(t, kEmptyBodySha256);
   if (!creds.token.empty()) {
     t.token_header = "x-amz-security-token: " + creds.token;
-    t.headers = curl_slist_append(t.headers, t.token_header.c_str());
+    append_header(t, t.token_header.c_str());
   }
 }
 
@@ -144,7 +159,7 @@ void configure(CURL* h, const endpoint& e, const request& q, const remote_option
   if (q.sink) q.sink->restart();
   if (q.head) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
   t.errbuf[0] = '\0';
-  curl_easy_setopt(h, CURLOPT_URL, e.url.c_str());
+  set_text(h, CURLOPT_URL, e.url.c_str());
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, t.errbuf);
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   // A sample's range in one read where it fits (a buffer each handle holds; 16 KiB at least).
@@ -160,8 +175,10 @@ void configure(CURL* h, const endpoint& e, const request& q, const remote_option
   curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, &on_header);
   curl_easy_setopt(h, CURLOPT_HEADERDATA, &t.r);
   if (q.range) {
-    t.range = std::to_string(q.offset) + "-" + std::to_string(q.offset + q.length - 1);
-    curl_easy_setopt(h, CURLOPT_RANGE, t.range.c_str());
+    // A header of ours, not CURLOPT_RANGE: libcurl (7.88) leaves its own Range line out of the
+    // request when it cannot allocate it, and the server then sends the whole object.
+    t.range = "Range: bytes=" + std::to_string(q.offset) + "-" + std::to_string(q.offset + q.length - 1);
+    append_header(t, t.range.c_str());
   }
   if (e.s3 && e.creds && !e.creds->key_id.empty()) set_signing(h, *e.creds, t);
   if (t.headers != nullptr) curl_easy_setopt(h, CURLOPT_HTTPHEADER, t.headers);

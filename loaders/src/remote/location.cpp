@@ -6,6 +6,8 @@
 #include <cctype>
 #include <cstring>
 #include <memory>
+#include <new>
+#include <string>
 #include <stdexcept>
 
 #include <curl/curl.h>
@@ -23,7 +25,16 @@ using url_handle = std::unique_ptr<CURLU, decltype(&curl_url_cleanup)>;
 std::string url_part(CURLU* u, CURLUPart part) {
   char* text = nullptr;
   std::string out;
-  if (curl_url_get(u, part, &text, 0) == CURLUE_OK && text != nullptr) out = text;
+  const CURLUcode rc = curl_url_get(u, part, &text, 0);
+  if (rc == CURLUE_OUT_OF_MEMORY) throw std::bad_alloc();  // memory, not a part the URL lacks
+  if (rc == CURLUE_OK && text != nullptr) {
+    try {
+      out = text;
+    } catch (...) {
+      curl_free(text);
+      throw;
+    }
+  }
   curl_free(text);
   return out;
 }
@@ -127,8 +138,11 @@ location parse_location(std::string_view text) {
   else throw pinfeed::invalid_argument("'" + redact_location(text) + "' is not an http://, https:// or s3:// location");
   // Parsed strictly (as libcurl will request it); what does not parse is named as redact_location shows it.
   const url_handle u(curl_url(), &curl_url_cleanup);
-  if (!u || curl_url_set(u.get(), CURLUPART_URL, l.text.c_str(), 0) != CURLUE_OK)
+  if (!u) throw std::bad_alloc();  // (libcurl's only reason for no handle)
+  if (const CURLUcode rc = curl_url_set(u.get(), CURLUPART_URL, l.text.c_str(), 0); rc != CURLUE_OK) {
+    if (rc == CURLUE_OUT_OF_MEMORY) throw std::bad_alloc();  // memory, not the URL's fault
     throw pinfeed::invalid_argument("'" + redact_location(text) + "' is not a valid URL");
+  }
   l.shown = shown_from(u.get(), text);
   // ".idx" goes after the path: before a query (a presigned URL's signature) or a fragment.
   const auto authority = l.text.find("://") + 3;

@@ -2,6 +2,7 @@
 #include "remote/transfer_loop.hpp"
 
 #include <algorithm>
+#include <new>
 #include <optional>
 #include <system_error>
 
@@ -35,7 +36,7 @@ transfer_loop::transfer_loop(const remote_options& o, request_counters& c)
       cap_(o.requests_in_flight.value_or(kMinRequestsInFlight)) {
   curl_init_once();
   multi_ = curl_multi_init();
-  if (multi_ == nullptr) throw pinfeed::runtime_error("libcurl: cannot create a multi handle");
+  if (multi_ == nullptr) throw std::bad_alloc();  // (libcurl's only reason for no handle)
   // One connection a transfer, no HTTP/2 multiplexing, whose one connection would carry (and,
   // reset, fail) every request in flight. Room to keep open more than run under the cap: urgent
   // requests run past it, and a connection closed for want of room is a new one (a handshake,
@@ -49,7 +50,8 @@ transfer_loop::transfer_loop(const remote_options& o, request_counters& c)
     thread_ = std::thread([this] { run(); });
   } catch (const std::system_error& x) {
     curl_multi_cleanup(multi_);
-    throw pinfeed::runtime_error(std::string("remote reader: could not start the transfer thread: ") + x.what());
+    throw pinfeed::runtime_error(std::string("remote reader: could not start the transfer thread (the system has no "
+                                             "memory or threads left for one): ") + x.what());
   } catch (...) {
     curl_multi_cleanup(multi_);
     throw;
@@ -246,7 +248,7 @@ void transfer_loop::start(std::unique_ptr<job> j) noexcept {
       curl_easy_reset(h);
     } else {
       h = curl_easy_init();
-      if (h == nullptr) throw pinfeed::runtime_error("libcurl: cannot create a handle");
+      if (h == nullptr) throw std::bad_alloc();  // (libcurl's only reason for no handle)
     }
     ++j->attempt;
     j->started = clock::now();

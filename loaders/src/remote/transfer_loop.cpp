@@ -45,8 +45,8 @@ transfer_loop::transfer_loop(const remote_options& o, request_counters& c)
   // (run() sets it again whenever the cap changes.)
   curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(2 * cap()));
   connections_for_ = cap();
-  running_.reserve(2 * cap());
-  try {
+  try {  // (a constructor that throws runs no destructor: the multi handle is given back here)
+    running_.reserve(2 * cap());
     thread_ = std::thread([this] { run(); });
   } catch (const std::system_error& x) {
     curl_multi_cleanup(multi_);

@@ -275,12 +275,7 @@ loader_options options(std::size_t workers) {
 TEST_CASE("faults.synthetic_pipeline_two_shuffled_epochs") {
   test::no_launcher clean;
   check_sweeps("synthetic", [] {
-    loaders::synthetic_options so;
-    so.samples = 64;
-    so.height = 16;
-    so.width = 16;
-    so.classes = 10;
-    loader l(loaders::make_synthetic_source(so), options(2));
+    loader l(loaders::make_synthetic_source({64, 16, 16, 10}), options(2));  // samples, height, width, classes
     return test::epoch_checksums(l, 0, 1);
   });
 }
@@ -368,12 +363,7 @@ TEST_CASE("faults.doctor_short_run") {
   // that ran (timings differ from run to run; the batches may not).
   test::no_launcher clean;
   check_sweeps("doctor", [] {
-    loaders::synthetic_options so;
-    so.samples = 32;
-    so.height = 24;
-    so.width = 24;
-    so.classes = 4;
-    const doctor_pipeline p{loaders::make_reader_from_source(loaders::make_synthetic_source(so)),
+    const doctor_pipeline p{loaders::make_reader_from_source(loaders::make_synthetic_source({32, 24, 24, 4})),
                             loaders::parse_pipeline("crop(16),hflip"), {}};
     doctor_options o;
     o.loader = options(2);

@@ -286,6 +286,28 @@ TEST_CASE("gpu.sampler.one_block_rows_keep_long_candidate_lists_in_global_memory
   }
 }
 
+namespace {
+/// One balanced_sample_device call captured on `s` and instantiated; the graph goes with it. Global
+/// mode: any capture-unsafe call from any thread (a pointer-attribute query, an allocation, a
+/// synchronization) would invalidate the capture.
+struct captured_call {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  captured_call(void* temp, std::size_t temp_bytes, const sampler_args& a, const sampler_params& p, cudaStream_t s) {
+    PINFEED_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    balanced_sample_device(temp, temp_bytes, a, p, s);
+    PINFEED_CUDA_TRY(cudaStreamEndCapture(s, &graph));
+    PINFEED_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
+  }
+  ~captured_call() {
+    if (exec != nullptr) PINFEED_CUDA_TRY_NOTHROW(cudaGraphExecDestroy(exec));
+    if (graph != nullptr) PINFEED_CUDA_TRY_NOTHROW(cudaGraphDestroy(graph));
+  }
+  captured_call(const captured_call&) = delete;
+  captured_call& operator=(const captured_call&) = delete;
+};
+}  // namespace
+
 TEST_CASE("gpu.sampler.graph_capture_and_replay" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("sampler graph capture")) return;
   struct shape {
@@ -318,21 +340,14 @@ TEST_CASE("gpu.sampler.graph_capture_and_replay" * doctest::test_suite("gpu")) {
     balanced_sample_device(nullptr, temp_bytes, a, p, s);
     device_buffer temp(temp_bytes);
     check_sampler_faults();  // nothing pending that would throw inside the capture
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    // Global mode: any capture-unsafe call from any thread (a pointer-attribute query, an
-    // allocation, a synchronization) would invalidate the capture.
-    PINFEED_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    balanced_sample_device(temp.data(), temp_bytes, a, p, s);
-    PINFEED_CUDA_TRY(cudaStreamEndCapture(s, &graph));
-    PINFEED_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
+    const captured_call call(temp.data(), temp_bytes, a, p, s);
     for (int replay = 0; replay < 2; ++replay) {
       // New labels in the same buffer: the replayed graph samples them.
       labels = relabelled(100 + static_cast<std::uint64_t>(replay));
       PINFEED_CUDA_TRY(cudaMemcpyAsync(d_labels.data(), labels.data(), labels.size() * 8, cudaMemcpyHostToDevice, s));
       PINFEED_CUDA_TRY(cudaMemsetAsync(d_idx.data(), 0xEE, d_idx.size(), s));  // markers, not the last answer
       PINFEED_CUDA_TRY(cudaMemsetAsync(d_valid.data(), 0xEE, d_valid.size(), s));
-      PINFEED_CUDA_TRY(cudaGraphLaunch(exec, s));
+      PINFEED_CUDA_TRY(cudaGraphLaunch(call.exec, s));
       std::vector<std::int64_t> got(rows * p.k);
       std::vector<std::int32_t> got_valid(static_cast<std::size_t>(rows));
       PINFEED_CUDA_TRY(cudaMemcpyAsync(got.data(), d_idx.data(), got.size() * 8, cudaMemcpyDeviceToHost, s));
@@ -343,8 +358,6 @@ TEST_CASE("gpu.sampler.graph_capture_and_replay" * doctest::test_suite("gpu")) {
       CHECK(got == cpu.indices);
       CHECK(got_valid == cpu.valid);
     }
-    PINFEED_CUDA_TRY(cudaGraphExecDestroy(exec));
-    PINFEED_CUDA_TRY(cudaGraphDestroy(graph));
     PINFEED_CUDA_TRY(cudaStreamDestroy(s));
   }
 }
@@ -595,16 +608,26 @@ void relabel_hook(void* ctx, cudaStream_t stream) {
 }
 }  // namespace
 
+/// Rows long enough that several blocks share each (the kernels a relabel_hook can come between),
+/// small enough for the simulator.
+struct relabel_case {
+  std::int64_t rows = test::on_gpu_or_simulator<std::int64_t>(4, 2);
+  std::int64_t n = test::on_gpu_or_simulator<std::int64_t>(200000, 20000);
+  sampler_params p = [] {
+    sampler_params q;
+    q.k = test::on_gpu_or_simulator<std::int64_t>(5000, 500);
+    q.seed = 3;
+    return q;
+  }();
+  std::vector<std::int64_t> labels = test::random_labels(rows * n, 3, 20, 0);
+  device_case dc{labels, rows, n, p.k};
+};
+
 TEST_CASE("gpu.sampler.labels_changed_mid_call_are_reported" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("sampler fault reporting")) return;
   check_sampler_faults();  // nothing pending from earlier cases
-  const std::int64_t rows = test::on_gpu_or_simulator<std::int64_t>(4, 2);
-  const std::int64_t n = test::on_gpu_or_simulator<std::int64_t>(200000, 20000);
-  sampler_params p;
-  p.k = test::on_gpu_or_simulator<std::int64_t>(5000, 500);
-  p.seed = 3;
-  const auto labels = test::random_labels(rows * n, 3, 20, 0);
-  device_case dc(labels, rows, n, p.k);
+  relabel_case rc;
+  auto& [rows, n, p, labels, dc] = rc;
   const sampler_args& a = dc.args;
   device_buffer &d_labels = dc.labels, &d_idx = dc.indices, &d_valid = dc.valid;
   std::size_t temp_bytes = 0;
@@ -638,13 +661,8 @@ TEST_CASE("gpu.sampler.labels_changed_mid_call_are_reported" * doctest::test_sui
 TEST_CASE("gpu.sampler.a_status_word_of_the_callers_own_reports_the_fault_of_that_call" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("sampler status word")) return;
   check_sampler_faults();  // nothing pending from earlier cases
-  const std::int64_t rows = test::on_gpu_or_simulator<std::int64_t>(4, 2);
-  const std::int64_t n = test::on_gpu_or_simulator<std::int64_t>(200000, 20000);
-  sampler_params p;
-  p.k = test::on_gpu_or_simulator<std::int64_t>(5000, 500);
-  p.seed = 3;
-  const auto labels = test::random_labels(rows * n, 3, 20, 0);
-  device_case dc(labels, rows, n, p.k);
+  relabel_case rc;
+  auto& [rows, n, p, labels, dc] = rc;
   device_buffer d_status(8);
   sampler_args a = dc.args;
   a.status = reinterpret_cast<std::uint64_t*>(d_status.data());
@@ -687,20 +705,14 @@ TEST_CASE("gpu.sampler.a_status_word_of_the_callers_own_reports_the_fault_of_tha
   std::vector<std::int64_t> idx(rows * p.k);
   PINFEED_CUDA_TRY(cudaMemcpy(idx.data(), dc.indices.data(), idx.size() * 8, cudaMemcpyDeviceToHost));
   CHECK(idx == run(false, labels, rows, n, p).indices);
-  // Captured in a graph: each replay resets the word and writes it again.
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  PINFEED_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  balanced_sample_device(temp.data(), temp_bytes, a, p, s);
-  PINFEED_CUDA_TRY(cudaStreamEndCapture(s, &graph));
-  PINFEED_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
-  for (int replay = 0; replay < 2; ++replay) {
-    PINFEED_CUDA_TRY(cudaMemsetAsync(d_status.data(), 0xAB, 8, s));
-    PINFEED_CUDA_TRY(cudaGraphLaunch(exec, s));
-    CHECK(read_status() == 0);
+  {  // Captured in a graph: each replay resets the word and writes it again.
+    const captured_call call(temp.data(), temp_bytes, a, p, s);
+    for (int replay = 0; replay < 2; ++replay) {
+      PINFEED_CUDA_TRY(cudaMemsetAsync(d_status.data(), 0xAB, 8, s));
+      PINFEED_CUDA_TRY(cudaGraphLaunch(call.exec, s));
+      CHECK(read_status() == 0);
+    }
   }
-  PINFEED_CUDA_TRY(cudaGraphExecDestroy(exec));
-  PINFEED_CUDA_TRY(cudaGraphDestroy(graph));
   PINFEED_CUDA_TRY(cudaStreamDestroy(s));
 }
 

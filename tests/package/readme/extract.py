@@ -1,20 +1,21 @@
 #!/usr/bin/env python3
-"""Turns README.md's C++ blocks into a CMake project built against an installed pinfeed with
+"""Turns the C++ blocks of README.md and of the docs it links (docs/api.md) into a CMake project built against an installed pinfeed with
 -Wall -Wextra -Werror, next to a file that initializes every public option struct with designated
 initializers (a struct member without a default initializer warns there under -Wextra).
 
-  extract.py README SOURCE_DIR OUT_DIR
+  extract.py SOURCE_DIR OUT_DIR MARKDOWN...
 
 A block with a main() is compiled as it is; any other block is the body of a main(), its #include
 lines moved to the top, with readme_prelude.hpp giving the names a fragment leaves to the reader
 (n, epochs, train_step). A block whose text has "Usage: trainer" becomes the executable
-readme_trainer (the test runs it); the others are block_<line>.
+readme_trainer (the test runs it); the others are block_<file>_<line>.
 """
 import pathlib
 import re
 import sys
 
-readme, source_dir, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
+source_dir, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+documents = [pathlib.Path(a) for a in sys.argv[3:]]
 out.mkdir(parents=True, exist_ok=True)
 
 # The option structs a user fills in, as they are named in the public headers.
@@ -76,9 +77,11 @@ def designated_init_file():
 
 
 targets = []
-for line, code in blocks(readme.read_text()):
-    name = "readme_trainer" if "Usage: trainer" in code else f"block_{line}"
-    header = f"// README.md line {line}\n"
+code_blocks = [(doc, line, code) for doc in documents for line, code in blocks(doc.read_text())]
+for doc, line, code in code_blocks:
+    stem = re.sub(r"\W", "_", doc.stem)
+    name = "readme_trainer" if "Usage: trainer" in code else f"block_{stem}_{line}"
+    header = f"// {doc.name} line {line}\n"
     if re.search(r"\bint main\s*\(", code):
         text = header + code + "\n"
     else:
@@ -89,7 +92,7 @@ for line, code in blocks(readme.read_text()):
     (out / f"{name}.cpp").write_text(text)
     targets.append(name)
 if "readme_trainer" not in targets:
-    sys.exit("extract.py: README.md has no block with 'Usage: trainer' (the ImageFolder trainer)")
+    sys.exit("extract.py: no block with 'Usage: trainer' (the ImageFolder trainer) in " + " ".join(map(str, documents)))
 (out / "designated_init.cpp").write_text(designated_init_file())
 targets.append("designated_init")
 here = pathlib.Path(__file__).resolve().parent

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# README.md's C++ blocks, compiled against the installed package with -Wall -Wextra -Werror (and
-# every option struct designated-initialized), then the README's ImageFolder trainer run on
+# The C++ blocks of README.md and docs/api.md, compiled against the installed package with -Wall
+# -Wextra -Werror (and every option struct designated-initialized), then the ImageFolder trainer run on
 # generated photos: a run stopped after 5 batches and resumed from its saved state delivers the
 # same batches as one uninterrupted run, each once.
 # Usage: readme_test.sh BUILD_DIR SOURCE_DIR WORK_DIR
@@ -11,7 +11,7 @@ mkdir -p "$work"
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
-targets=$(python3 "$src/tests/package/readme/extract.py" "$src/README.md" "$src" "$work/project")
+targets=$(python3 "$src/tests/package/readme/extract.py" "$src" "$work/project" "$src/README.md" "$src/docs/api.md")
 echo "readme_test: blocks: $targets"
 cmake -S "$work/project" -B "$work/build" "${gen[@]}" -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$work/build" -j 2

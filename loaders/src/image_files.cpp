@@ -9,10 +9,9 @@
 #include <memory>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <stdexcept>
 
+#include "pinfeed/runtime/detail/read_file.hpp"
 #include "pinfeed/runtime/detail/thread_scratch.hpp"
 #include "pinfeed/runtime/error.hpp"
 
@@ -150,12 +149,9 @@ image_folder_listing list_image_folder(const std::string& root) {
 }
 
 std::vector<image_file> read_file_list(const std::string& list_path) {
-  std::ifstream in(list_path, std::ios::binary);
-  if (!in) throw pinfeed::invalid_argument("file list '" + list_path + "' cannot be opened");
-  // (Not `ostringstream << rdbuf()`: a stream swallows a failed allocation, and the list would
-  // come back cut short.)
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return parse_file_list(text, list_path, fs::path(list_path).parent_path().string());
+  const auto text = pinfeed::detail::read_whole_file(list_path);
+  if (!text) throw pinfeed::invalid_argument("file list '" + list_path + "' cannot be opened");
+  return parse_file_list(*text, list_path, fs::path(list_path).parent_path().string());
 }
 
 std::vector<image_file> parse_file_list(std::string_view text_all, const std::string& name, const std::string& base_dir) {

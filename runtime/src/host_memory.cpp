@@ -43,9 +43,11 @@ host_buffer::host_buffer(std::size_t bytes, bool pinned, std::optional<unsigned>
     mask[*numa_node / (8 * sizeof(unsigned long))] |= 1ul << (*numa_node % (8 * sizeof(unsigned long)));
     if (::syscall(SYS_mbind, p, rounded, MPOL_PREFERRED, mask.data(), mask.size() * 8 * sizeof(unsigned long) + 1, 0) != 0) {
       static std::atomic<bool> warned{false};
-      if (!warned.exchange(true))
-        log(log_level::warn, "host memory: binding buffers to NUMA node " + std::to_string(*numa_node) +
-                                 " was refused (mbind: " + std::strerror(errno) + "); they are placed as the kernel chooses");
+      const int error = errno;
+      log_once(warned, log_level::warn, [&] {
+        return "host memory: binding buffers to NUMA node " + std::to_string(*numa_node) + " was refused (mbind: " +
+               std::strerror(error) + "); they are placed as the kernel chooses";
+      });
     }
     std::memset(p, 0, rounded);  // the pages are made now, on the node
     if (pinned) {

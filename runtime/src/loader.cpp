@@ -36,17 +36,6 @@ namespace {
 
 constexpr std::size_t kFieldAlign = 256;  // every field starts on a 256-byte boundary (coalesced loads)
 
-/// Logs the warning `text()` makes, the first time only (`warned` remembers); where memory may
-/// have run out: a message that cannot be made or logged is left out.
-template <class Text>
-void warn_once(std::atomic<bool>& warned, const Text& text) noexcept {
-  if (warned.exchange(true, std::memory_order_relaxed)) return;
-  try {
-    log(log_level::warn, text());
-  } catch (...) {
-  }
-}
-
 }  // namespace
 
 std::string format_bytes(std::uint64_t bytes) {
@@ -616,7 +605,7 @@ void loader::impl::submit(chunk c) {
       queue.pop_back();
     }
   }
-  warn_once(warned_feeder_runs, [&] {
+  log_once(warned_feeder_runs, log_level::warn, [&] {
     return "loader: no worker task could start (" + why + "); the feeder runs chunks itself from now on";
   });
   run_chunk(c.slot, c.begin, c.end);  // noexcept: a failure is the batch's
@@ -697,7 +686,7 @@ void loader::impl::help_if_stalled() noexcept {
     } catch (...) {  // the pool's mutex: try again at the next poll
       return;
     }
-    warn_once(warned_consumer_helps, [] {
+    log_once(warned_consumer_helps, log_level::warn, [] {
       return std::string("loader: no worker took a queued chunk for 2 s (the thread pool could not start its "
                          "threads?); the consumer runs such chunks itself while it waits");
     });

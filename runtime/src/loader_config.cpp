@@ -1,13 +1,12 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <iterator>
-#include <sstream>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
 #include "pinfeed/runtime/detail/json_release.hpp"
+#include "pinfeed/runtime/detail/read_file.hpp"
 #include "pinfeed/runtime/exception.hpp"
 #include "pinfeed/runtime/loader.hpp"
 
@@ -90,11 +89,9 @@ loader_config loader_config::from_json(const std::string& text, const std::strin
 }
 
 loader_config loader_config::read(const std::string& path) {
-  errno = 0;
-  std::ifstream in(path);
-  if (!in && errno == ENOMEM) throw std::bad_alloc();  // memory, not the file
-  if (!in) throw pinfeed::runtime_error("cannot read config '" + path + "'" + (errno != 0 ? std::string(": ") + std::strerror(errno) : ""));
-  return from_json(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), path);
+  const auto text = detail::read_whole_file(path);
+  if (!text) throw pinfeed::runtime_error("cannot read config '" + path + "'" + (errno != 0 ? std::string(": ") + std::strerror(errno) : ""));
+  return from_json(*text, path);
 }
 
 void loader_config::write(const std::string& path) const {

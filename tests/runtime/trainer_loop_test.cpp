@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <new>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -293,6 +294,23 @@ TEST_CASE("log.a_sink_gets_the_messages_and_the_default_comes_back") {
   CHECK(got[0].message == "from the test");
   for (std::size_t i = 1; i < got.size(); ++i) CHECK(got[i].message.rfind("thread ", 0) == 0);
   CHECK(to_string(log_level::debug) == "debug");
+}
+
+TEST_CASE("log.once_logs_the_first_call_only_and_never_throws") {
+  std::vector<std::string> got;
+  const log_level was = get_log_level();
+  set_log_level(log_level::info);
+  (void)set_log_sink([&](log_level, std::string_view message) { got.emplace_back(message); });
+  std::atomic<bool> said{false};
+  int made = 0;
+  for (int i = 0; i < 3; ++i) log_once(said, log_level::warn, [&] { return "warning " + std::to_string(++made); });
+  CHECK(made == 1);  // the message is not even made again
+  std::atomic<bool> other{false};
+  CHECK_NOTHROW(log_once(other, log_level::warn, []() -> std::string { throw std::bad_alloc(); }));
+  CHECK(other.load());  // left out, and not tried again
+  (void)set_log_sink({});
+  set_log_level(was);
+  CHECK(got == std::vector<std::string>{"warning 1"});
 }
 
 TEST_CASE("loader.stats_summary_per_epoch") {

@@ -1,7 +1,6 @@
 // pinfeed run: a loader over the pipeline the options describe, its throughput and statistics.
 #include <cstdio>
 #include <fstream>
-#include <iterator>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +12,7 @@
 #include "pinfeed/loaders/synthetic.hpp"
 #include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/cuda_api.hpp"
+#include "pinfeed/runtime/detail/read_file.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pipeline_options.hpp"
 
@@ -141,9 +141,9 @@ int cmd_run(const run_args& a) {
   loader l(src, make_loader_options(a, dev));
   const std::string resume_path = ranked(a.resume, l.order().rank()), save_path = ranked(a.save_state, l.order().rank());
   if (!resume_path.empty()) {
-    std::ifstream in(resume_path);
-    if (!in) throw pinfeed::runtime_error("cannot read loader state '" + resume_path + "'");
-    l.resume(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
+    const auto state = pinfeed::detail::read_whole_file(resume_path);
+    if (!state) throw pinfeed::runtime_error("cannot read loader state '" + resume_path + "'");
+    l.resume(*state);
   }
   std::fprintf(stderr, "run: %s, %llu samples, batch %zu, %zu workers, prefetch %zu, device %s, %zu slots x %.1f MiB\n",
                src->name().c_str(), static_cast<unsigned long long>(src->size()), a.batch, l.workers(), l.prefetch(),

@@ -23,20 +23,11 @@ using url_handle = std::unique_ptr<CURLU, decltype(&curl_url_cleanup)>;
 
 /// One part of a parsed URL, or empty.
 std::string url_part(CURLU* u, CURLUPart part) {
-  char* text = nullptr;
-  std::string out;
-  const CURLUcode rc = curl_url_get(u, part, &text, 0);
+  char* raw = nullptr;
+  const CURLUcode rc = curl_url_get(u, part, &raw, 0);
+  const std::unique_ptr<char, decltype(&curl_free)> text(raw, &curl_free);  // freed however this ends
   if (rc == CURLUE_OUT_OF_MEMORY) throw std::bad_alloc();  // memory, not a part the URL lacks
-  if (rc == CURLUE_OK && text != nullptr) {
-    try {
-      out = text;
-    } catch (...) {
-      curl_free(text);
-      throw;
-    }
-  }
-  curl_free(text);
-  return out;
+  return rc == CURLUE_OK && text ? std::string(text.get()) : std::string();
 }
 
 /// The text before "://", or "location" when there is none.

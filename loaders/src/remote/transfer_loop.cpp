@@ -118,12 +118,11 @@ void transfer_loop::shutdown() noexcept {
   curl_multi_cleanup(multi_);
 }
 
-std::unique_ptr<transfer_loop::job> transfer_loop::next_job(transfer_loop::clock::time_point now, bool& end) noexcept {
-  end = static_cast<bool>(failed_);
-  // Retries that are due go first: they waited already. After a failure every one ends at once.
+std::unique_ptr<transfer_loop::job> transfer_loop::next_job(transfer_loop::clock::time_point now, bool all) noexcept {
+  // Retries that are due go first: they waited already. `all`: every job, due or not.
   const auto due_retry = [&](bool urgent) -> std::unique_ptr<job> {
-    for (auto it = waiting_.begin(); it != waiting_.end() && (end || it->first <= now); ++it) {
-      if (!end && it->second->urgent != urgent) continue;
+    for (auto it = waiting_.begin(); it != waiting_.end() && (all || it->first <= now); ++it) {
+      if (!all && it->second->urgent != urgent) continue;
       auto j = std::move(it->second);
       waiting_.erase(it);
       return j;
@@ -137,7 +136,7 @@ std::unique_ptr<transfer_loop::job> transfer_loop::next_job(transfer_loop::clock
   };
   if (auto j = due_retry(true)) return j;
   if (!urgent_.empty()) return front(urgent_);
-  if (end || running_.size() < cap()) {
+  if (all || running_.size() < cap()) {
     if (auto j = due_retry(false)) return j;
     if (!queue_.empty()) return front(queue_);
   }
@@ -172,8 +171,9 @@ void transfer_loop::run() noexcept {
       {
         std::lock_guard lock(m_);
         stopping = stopping_;
+        end = static_cast<bool>(failed_);  // after a failure what has not started ends with it
         if (!stopping) j = next_job(clock::now(), end);
-        if (end) failed = failed_;
+        failed = failed_;
       }
       if (!j) break;
       if (end) complete(*j, failed);
@@ -223,16 +223,7 @@ void transfer_loop::cancel_all() noexcept {
     std::unique_ptr<job> j;
     {
       std::lock_guard lock(m_);
-      if (!urgent_.empty()) {
-        j = std::move(urgent_.front());
-        urgent_.pop_front();
-      } else if (!queue_.empty()) {
-        j = std::move(queue_.front());
-        queue_.pop_front();
-      } else if (!waiting_.empty()) {
-        j = std::move(waiting_.begin()->second);
-        waiting_.erase(waiting_.begin());
-      }
+      j = next_job(clock::now(), true);
     }
     if (!j) return;
     complete(*j, stop);

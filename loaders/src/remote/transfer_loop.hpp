@@ -96,10 +96,11 @@ class transfer_loop {
   using queue = std::deque<std::unique_ptr<job>>;
 
   void run() noexcept;
-  /// Under m_: the next job to start or, after a failure (`end` set), to end: a due urgent retry,
-  /// an urgent job, then while there is room a due retry or a queued job; null when none is due.
-  /// Allocates nothing (the jobs move out of their containers), so the loop thread never fails here.
-  std::unique_ptr<job> next_job(clock::time_point now, bool& end) noexcept;
+  /// Under m_: the next job to start: a due urgent retry, an urgent job, then while there is room
+  /// a due retry or a queued job; null when none is due. `all` (a failure, stopping): any job left,
+  /// due or not, room or not. Allocates nothing (the jobs move out of their containers), so the
+  /// loop thread never fails here.
+  std::unique_ptr<job> next_job(clock::time_point now, bool all) noexcept;
   /// How long the loop may sleep in curl_multi_poll: until the next retry is due, 0 when work waits.
   int poll_ms();
   /// Stopping: every request ends with `cancelled`, the running ones first.

@@ -2,14 +2,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <fstream>
-#include <iterator>
 #include <mutex>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
 #include "pinfeed/runtime/detail/json_release.hpp"
+#include "pinfeed/runtime/detail/read_file.hpp"
 #include "pinfeed/runtime/exception.hpp"
 
 #include "common.hpp"
@@ -199,10 +198,9 @@ pipeline parse_pipeline_json(std::string_view text, const std::string& origin) {
 }
 
 pipeline load_pipeline_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw pinfeed::invalid_argument("pipeline file '" + path + "' cannot be opened");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return parse_pipeline_json(text, path);
+  const auto text = pinfeed::detail::read_whole_file(path);
+  if (!text) throw pinfeed::invalid_argument("pipeline file '" + path + "' cannot be opened");
+  return parse_pipeline_json(*text, path);
 }
 
 void register_transform(transform_kind kind) {

@@ -3,6 +3,7 @@
 /// Leveled logging: to stderr by default, or to a sink the application sets. The level comes from
 /// PINFEED_LOG_LEVEL (error, warn, info, debug; default info) or from set_log_level().
 
+#include <atomic>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -30,5 +31,16 @@ log_sink set_log_sink(log_sink sink);
 
 /// Sends `message` to the sink (stderr by default) if `level` is enabled. Thread-safe.
 void log(log_level level, std::string_view message) noexcept;
+
+/// Logs what `message()` makes the first time only (`done` remembers: one flag a warning, any
+/// thread). Never throws: a message that cannot be made (memory) is left out.
+template <class Message>
+void log_once(std::atomic<bool>& done, log_level level, const Message& message) noexcept {
+  if (done.exchange(true, std::memory_order_relaxed)) return;
+  try {
+    log(level, message());
+  } catch (...) {
+  }
+}
 
 }  // namespace pinfeed

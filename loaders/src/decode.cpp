@@ -11,10 +11,8 @@
 #include <optional>
 #include <stdexcept>
 
-#include <opencv2/core.hpp>
-#include <opencv2/imgproc.hpp>
 #if PINFEED_HAVE_IMGCODECS
-#include <opencv2/imgcodecs.hpp>
+#include "imgcodecs/module_loader.hpp"
 #endif
 #include <csetjmp>
 #include <cstdio>
@@ -117,35 +115,56 @@ bool opencv_format(std::span<const std::byte> b) {
   return is_jpeg(b);   // CMYK JPEGs come here too
 }
 
-/// OpenCV for everything that is not a plain JPEG: BGR(A)/grey -> RGB.
+/// The format opencv_format() let through, for messages.
+const char* format_name(std::span<const std::byte> b) {
+  if (starts_with(b, {0x89, 'P', 'N', 'G'})) return "a PNG image";
+  if (starts_with(b, {'B', 'M'})) return "a BMP image";
+  if (is_tiff(b)) return "a TIFF image";
+  if (starts_with(b, {'R', 'I', 'F', 'F'})) return "a WebP image";
+  if (is_jpeg(b)) return "a CMYK/YCCK JPEG";
+  return "a PNM image";
+}
+
+#if PINFEED_HAVE_IMGCODECS
+struct decoded_sink {
+  std::vector<std::byte>* out;
+  image_spec spec;
+};
+
+unsigned char* sink_pixels(void* context, int rows, int cols) {
+  auto& sink = *static_cast<decoded_sink*>(context);
+  sink.spec = image_spec{rows, cols, 3, dtype::u8};
+  sink.out->resize(sink.spec.bytes());
+  return reinterpret_cast<unsigned char*>(sink.out->data());
+}
+#endif
+
+/// OpenCV imgcodecs (opened on first use, imgcodecs/module_loader.hpp) for everything that is not a
+/// plain JPEG: BGR(A)/grey -> RGB.
 image_spec decode_opencv(std::span<const std::byte> bytes, std::vector<std::byte>& out, const std::string& what) {
   if (!opencv_format(bytes))
     fail(what, "not a decodable image: the bytes are no JPEG, PNG, WebP, BMP, TIFF or PNM");
 #if !PINFEED_HAVE_IMGCODECS
-  fail(what, std::string(is_jpeg(bytes) ? "a CMYK/YCCK JPEG" : "a PNG, WebP, BMP, TIFF or PNM image") +
+  (void)out;
+  fail(what, std::string(format_name(bytes)) +
                  ", but this pinfeed was built without OpenCV imgcodecs (PINFEED_WITH_IMGCODECS=OFF): only "
                  "YCbCr and greyscale JPEGs are decoded");
-#endif
-  cv::Mat decoded;
-  // OpenCV's imdecode catches what its decoder throws, memory included, and returns nothing: an
-  // image it cannot decode is tried once more before it counts as bad (a transient failure to
-  // allocate then decodes).
-  for (int attempt = 0; attempt < 2 && decoded.empty(); ++attempt) {
-    try {
-      const cv::Mat raw(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<std::byte*>(bytes.data()));
-#if PINFEED_HAVE_IMGCODECS
-      decoded = cv::imdecode(raw, cv::IMREAD_COLOR);
-#endif
-    } catch (const cv::Exception& e) {
-      fail(what, std::string("corrupt or unsupported image (") + e.what() + ")");
-    }
+#else
+  const pinfeed_imgcodecs_v1* module = nullptr;
+  try {
+    module = &detail::imgcodecs_module();
+  } catch (const pinfeed::runtime_error& e) {
+    fail(what, std::string(format_name(bytes)) + ", which needs " + e.what());
   }
-  if (decoded.empty()) fail(what, "not a decodable image (corrupt, truncated or not an image format)");
-  const image_spec spec{decoded.rows, decoded.cols, 3, dtype::u8};
-  out.resize(spec.bytes());
-  cv::Mat rgb(decoded.rows, decoded.cols, CV_8UC3, out.data());
-  cv::cvtColor(decoded, rgb, cv::COLOR_BGR2RGB);
-  return spec;
+  decoded_sink sink{&out, {}};
+  char message[512] = {};
+  switch (module->decode(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), &sink_pixels, &sink,
+                         message, sizeof message)) {
+    case pinfeed_imgcodecs_ok: return sink.spec;
+    case pinfeed_imgcodecs_corrupt: fail(what, std::string("corrupt or unsupported image (") + message + ")");
+    default: fail(what, "not a decodable image (corrupt, truncated or not an image format)");
+  }
+#endif
 }
 
 /// The DCT scale of a whole-image decode: the smallest of 1/8, 1/4, 1/2 whose shorter side (rounded

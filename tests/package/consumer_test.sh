@@ -16,6 +16,18 @@ case $mode in
     test -f "$work/prefix/share/pinfeed/doctor-report.schema.json"
     test -f "$work/prefix/include/pinfeed/version.hpp"
     test -f "$work/prefix/include/pinfeed/config.hpp"
+    # The imgcodecs module is installed beside the libraries, and the installed program, moved with
+    # its prefix, opens that copy (found from where the program lies) on its first non-JPEG image.
+    if grep -q "^PINFEED_WITH_IMGCODECS:BOOL=ON" "$build/CMakeCache.txt"; then
+      test -f "$work/prefix/lib/pinfeed/libpinfeed_imgcodecs.so"
+      python3 -c 'import os, sys
+os.makedirs(sys.argv[1] + "/a", exist_ok=True)
+open(sys.argv[1] + "/a/0.ppm", "wb").write(b"P6\n4 4\n255\n" + bytes(range(48)))' "$work/ppm"
+      LD_DEBUG=files "$work/prefix/bin/pinfeed" run --source "folder:$work/ppm" --transforms "center_crop(2)" --batch 1 --device cpu --limit 1 \
+        >"$work/ppm.out" 2>&1
+      grep -q "file=$work/prefix/lib/pinfeed/libpinfeed_imgcodecs.so" "$work/ppm.out" ||
+        { echo "consumer_test: the installed program did not open the installed imgcodecs module" >&2; exit 1; }
+    fi
     # The examples come with the package, and the trainer is built from the installed copy.
     test -f "$work/prefix/share/pinfeed/examples/trainer/main.cpp"
     test -f "$work/prefix/share/pinfeed/examples/trainer/CMakeLists.txt"

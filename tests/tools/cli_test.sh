@@ -16,6 +16,13 @@ expect_error() {  # expect_error NAME NEEDLE ARGS...: pinfeed must exit non-zero
     echo "FAIL $name (rc=$rc): $out"; fails=$((fails + 1)); fi
 }
 
+check "--version prints the version and exits 0" bash -c "'$pf' --version | grep -qE '^pinfeed [0-9]+\.[0-9]+\.[0-9]+$'"
+# OpenCV imgcodecs (and GDAL, HDF5, poppler, ... that Debian's build of it pulls in) is a module
+# opened on the first image that needs it, never a dependency of the program.
+check "the program links no imgcodecs, GDAL, poppler, HDF5, netCDF or SpatiaLite" \
+  bash -c "! ldd '$pf' | grep -iE 'imgcodecs|gdal|poppler|hdf5|netcdf|spatialite'"
+check "--version maps no imgcodecs" bash -c "! LD_DEBUG=files '$pf' --version 2>&1 | grep -q imgcodecs"
+
 "$pf" info >"$work/info.txt" 2>&1
 check "info prints CUDA status" grep -q "CUDA runtime" "$work/info.txt"
 check "info prints TBB" grep -q "^TBB" "$work/info.txt"
@@ -182,6 +189,14 @@ PY
 check "folder: 10 images in 3 batches" test "$(grep -c '^indices ' "$work/folder.txt")" -eq 3
 check "folder: decode stage timed" grep -q "^decode " "$work/folder.err"
 check "folder: the run header counts the folder's 10 samples, not the synthetic default" grep -q "^run: .*, 10 samples," "$work/folder.err"
+check "folder: the PPMs opened the imgcodecs module" bash -c "LD_DEBUG=files '$pf' run --source 'folder:$work/folder' --batch 4 --device cpu --limit 1 --transforms 'center_crop(8)' 2>&1 | grep -q 'libpinfeed_imgcodecs.so'"
+out=$(PINFEED_IMGCODECS_MODULE=$work/no-such-module.so "$pf" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu 2>&1); rc=$?
+check "a missing imgcodecs module fails naming the image, its format and the path tried" \
+  test $rc -ne 0 -a -n "$(echo "$out" | grep "ants/0.ppm: a PNM image, which needs OpenCV imgcodecs" | grep "no-such-module.so: no such file")"
+libz=$(ldconfig -p | sed -n 's/.*libz\.so\.1 .*=> //p' | head -1)
+out=$(PINFEED_IMGCODECS_MODULE=$libz "$pf" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu 2>&1); rc=$?
+check "a library that is no imgcodecs module is refused, named" \
+  test $rc -ne 0 -a -n "$(echo "$out" | grep "libz.so.1: no pinfeed_imgcodecs_entry_v1 in it")"
 "$pf" run --source "list:$work/list.txt" --transforms "center_crop(8)" --batch 2 --device cpu --checksums >"$work/list.out" 2>/dev/null
 check "list: one batch of 2" test "$(grep -c '^batch ' "$work/list.out")" -eq 1
 printf 'not a picture' >"$work/folder/bees/2.ppm"

@@ -10,11 +10,13 @@
 #include "commands.hpp"
 #include "pinfeed/runtime/log.hpp"
 #include "pinfeed/runtime/random.hpp"
+#include "pinfeed/version.hpp"
 
 int main(int argc, char** argv) {
   using namespace pinfeed::tool;
   CLI::App app{"pinfeed: keeps GPUs fed - a CUDA C++ data-loading runtime"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "pinfeed " PINFEED_VERSION_STRING);
   command_list commands;
   for (auto add : {&add_info, &add_run, &add_doctor, &add_sample, &add_pack, &add_bench}) add(app, commands);
   CLI11_PARSE(app, argc, argv);

@@ -16,6 +16,10 @@ case $mode in
     test -f "$work/prefix/share/pinfeed/doctor-report.schema.json"
     test -f "$work/prefix/include/pinfeed/version.hpp"
     test -f "$work/prefix/include/pinfeed/config.hpp"
+    # Only the public headers are installed: of detail/, just no_cuda.hpp (cuda_api.hpp's CPU-only half).
+    if find "$work/prefix/include/pinfeed" -path '*/detail/*' ! -name no_cuda.hpp | grep .; then
+      echo "consumer_test: internal headers were installed (above)" >&2; exit 1
+    fi
     # The imgcodecs module is installed beside the libraries, and the installed program, moved with
     # its prefix, opens that copy (found from where the program lies) on its first non-JPEG image.
     if grep -q "^PINFEED_WITH_IMGCODECS:BOOL=ON" "$build/CMakeCache.txt"; then
@@ -64,3 +68,22 @@ echo "$out"
 grep -q "trained on 512 samples" <<<"$out"
 grep -qE "JPEG Huffman decoder: ($expect_huffman)" <<<"$out"
 grep -q "^doctor: " <<<"$out"
+
+# pinfeed's public headers beside CUDA's own <cuda_runtime_api.h> (before and after), and README's
+# ten-line example, compiled with -Wall -Wextra -Werror by the same kind of consumer
+# (tests/package/headers): the installed CUDA build, or the CPU-only build from source.
+python3 - "$src/README.md" "$work/readme_block.inc" <<'PY'
+import sys
+lines = open(sys.argv[1]).read().split("\n")
+start = lines.index("```cpp") + 1
+end = lines.index("```", start)
+open(sys.argv[2], "w").write("\n".join(lines[start:end]) + "\n")
+PY
+headers_args=(-DREADME_BLOCK="$work/readme_block.inc" -DCMAKE_BUILD_TYPE=Release)
+case $mode in
+  find_package) headers_args+=(-DCMAKE_PREFIX_PATH="$work/prefix") ;;
+  add_subdirectory) headers_args+=(-DPINFEED_SOURCE_DIR="$src" -DPINFEED_WITH_CUDA=OFF -DPINFEED_JPEG_HUFFMAN=OFF) ;;
+esac
+cmake -S "$src/tests/package/headers" -B "$work/headers" "${gen[@]}" "${headers_args[@]}" >/dev/null
+cmake --build "$work/headers" --target headers_consumer
+echo "consumer_test: public headers beside <cuda_runtime_api.h>: compiled warning-free"

@@ -25,14 +25,14 @@ class device_guard {
  public:
   explicit device_guard(int device) {
     int current = 0;
-    PINFEED_CUDA_TRY(cudaGetDevice(&current));
+    PINFEED_CUDA_TRY(PINFEED_CUDART(cudaGetDevice)(&current));
     const bool had_context = detail::thread_has_cuda_context();
     if (had_context && current == device) return;  // already there: nothing to do or restore
     if (had_context) previous_ = current;
-    PINFEED_CUDA_TRY(cudaSetDevice(device));
+    PINFEED_CUDA_TRY(PINFEED_CUDART(cudaSetDevice)(device));
   }
   ~device_guard() {
-    if (previous_ >= 0) PINFEED_CUDA_TRY_NOTHROW(cudaSetDevice(previous_));
+    if (previous_ >= 0) PINFEED_CUDA_TRY_NOTHROW(PINFEED_CUDART(cudaSetDevice)(previous_));
   }
   device_guard(const device_guard&) = delete;
   device_guard& operator=(const device_guard&) = delete;
@@ -67,10 +67,10 @@ class owned_handle {
   Handle h_ = nullptr;
 };
 struct stream_traits {
-  static cudaError_t destroy(cudaStream_t s) noexcept { return cudaStreamDestroy(s); }
+  static cuda_result destroy(cudaStream_t s) noexcept { return PINFEED_CUDART(cudaStreamDestroy)(s); }
 };
 struct event_traits {
-  static cudaError_t destroy(cudaEvent_t e) noexcept { return cudaEventDestroy(e); }
+  static cuda_result destroy(cudaEvent_t e) noexcept { return PINFEED_CUDART(cudaEventDestroy)(e); }
 };
 }  // namespace detail
 
@@ -78,9 +78,9 @@ struct event_traits {
 /// respect to the legacy stream by default).
 class cuda_stream : public detail::owned_handle<cudaStream_t, detail::stream_traits> {
  public:
-  [[nodiscard]] static cuda_stream create(unsigned flags = cudaStreamNonBlocking) {
+  [[nodiscard]] static cuda_stream create(unsigned flags = detail::cuda_stream_non_blocking) {
     cuda_stream out;
-    PINFEED_CUDA_TRY(cudaStreamCreateWithFlags(&out.h_, flags));
+    PINFEED_CUDA_TRY(PINFEED_CUDART(cudaStreamCreateWithFlags)(&out.h_, flags));
     return out;
   }
 };
@@ -89,9 +89,10 @@ class cuda_stream : public detail::owned_handle<cudaStream_t, detail::stream_tra
 /// host thread sleeps on (cudaEventBlockingSync) instead of spinning a core the workers need.
 class cuda_event : public detail::owned_handle<cudaEvent_t, detail::event_traits> {
  public:
-  [[nodiscard]] static cuda_event create(unsigned flags = cudaEventDisableTiming | cudaEventBlockingSync) {
+  [[nodiscard]] static cuda_event create(unsigned flags = detail::cuda_event_disable_timing |
+                                                         detail::cuda_event_blocking_sync) {
     cuda_event out;
-    PINFEED_CUDA_TRY(cudaEventCreateWithFlags(&out.h_, flags));
+    PINFEED_CUDA_TRY(PINFEED_CUDART(cudaEventCreateWithFlags)(&out.h_, flags));
     return out;
   }
 };
@@ -100,19 +101,19 @@ class cuda_event : public detail::owned_handle<cudaEvent_t, detail::event_traits
 /// With an event created with cudaEventBlockingSync the thread sleeps instead of spinning a core
 /// that the workers need (cudaStreamSynchronize spins unless the whole device is set to block).
 inline void wait_for_stream(cudaStream_t stream, cudaEvent_t event) {
-  PINFEED_CUDA_TRY(cudaEventRecord(event, stream));
-  PINFEED_CUDA_TRY(cudaEventSynchronize(event));
+  PINFEED_CUDA_TRY(PINFEED_CUDART(cudaEventRecord)(event, stream));
+  PINFEED_CUDA_TRY(PINFEED_CUDART(cudaEventSynchronize)(event));
 }
 
 /// The same for teardown: never throws (failures are logged), and synchronizes the stream itself
 /// when there is no event to wait on.
 inline void wait_for_stream_nothrow(cudaStream_t stream, cudaEvent_t event) noexcept {
   if (event == nullptr) {
-    PINFEED_CUDA_TRY_NOTHROW(cudaStreamSynchronize(stream));
+    PINFEED_CUDA_TRY_NOTHROW(PINFEED_CUDART(cudaStreamSynchronize)(stream));
     return;
   }
-  PINFEED_CUDA_TRY_NOTHROW(cudaEventRecord(event, stream));
-  PINFEED_CUDA_TRY_NOTHROW(cudaEventSynchronize(event));
+  PINFEED_CUDA_TRY_NOTHROW(PINFEED_CUDART(cudaEventRecord)(event, stream));
+  PINFEED_CUDA_TRY_NOTHROW(PINFEED_CUDART(cudaEventSynchronize)(event));
 }
 
 }  // namespace pinfeed

@@ -17,14 +17,14 @@ namespace pinfeed {
 /// and message.
 class cuda_error : public runtime_error {
  public:
-  cuda_error(cudaError_t code, const char* call, const char* file, int line);
-  [[nodiscard]] cudaError_t code() const noexcept { return code_; }
+  cuda_error(cuda_result code, const char* call, const char* file, int line);
+  [[nodiscard]] cuda_result code() const noexcept { return code_; }
   [[nodiscard]] const std::string& call() const noexcept { return call_; }
   [[nodiscard]] const std::string& file() const noexcept { return file_; }
   [[nodiscard]] int line() const noexcept { return line_; }
 
  private:
-  cudaError_t code_;
+  cuda_result code_;
   std::string call_;
   std::string file_;
   int line_;
@@ -83,32 +83,34 @@ class batches_held_error : public logic_error {
 };
 
 namespace detail {
-[[noreturn]] void throw_cuda_error(cudaError_t code, const char* call, const char* file, int line);
+[[noreturn]] void throw_cuda_error(cuda_result code, const char* call, const char* file, int line);
 /// Logs a failed CUDA call made from a destructor; tolerates cudaErrorCudartUnloading.
-void report_cuda_error_nothrow(cudaError_t code, const char* call, const char* file, int line) noexcept;
+void report_cuda_error_nothrow(cuda_result code, const char* call, const char* file, int line) noexcept;
+/// Clears the calling thread's last CUDA error (after a failed call was reported).
+inline void clear_last_cuda_error() noexcept { (void)PINFEED_CUDART(cudaGetLastError)(); }
 }  // namespace detail
 
 }  // namespace pinfeed
 
 /// Evaluates a CUDA runtime call and throws pinfeed::cuda_error if it did not return cudaSuccess.
-#define PINFEED_CUDA_TRY(call)                                                   \
-  do {                                                                           \
-    const cudaError_t pinfeed_err_ = (call);                                     \
-    if (pinfeed_err_ != cudaSuccess) {                                           \
-      (void)cudaGetLastError();                                                  \
-      ::pinfeed::detail::throw_cuda_error(pinfeed_err_, #call, __FILE__, __LINE__); \
-    }                                                                            \
+#define PINFEED_CUDA_TRY(call)                                                                \
+  do {                                                                                        \
+    const ::pinfeed::cuda_result pinfeed_err_ = (call);                                       \
+    if (pinfeed_err_ != PINFEED_CUDART(cudaSuccess)) {                                        \
+      ::pinfeed::detail::clear_last_cuda_error();                                             \
+      ::pinfeed::detail::throw_cuda_error(pinfeed_err_, #call, __FILE__, __LINE__);           \
+    }                                                                                         \
   } while (0)
 
 /// For destructors and other noexcept paths: logs a failure instead of throwing.
-#define PINFEED_CUDA_TRY_NOTHROW(call)                                                       \
-  do {                                                                                       \
-    const cudaError_t pinfeed_err_ = (call);                                                 \
-    if (pinfeed_err_ != cudaSuccess) {                                                       \
-      (void)cudaGetLastError();                                                              \
-      ::pinfeed::detail::report_cuda_error_nothrow(pinfeed_err_, #call, __FILE__, __LINE__); \
-    }                                                                                        \
+#define PINFEED_CUDA_TRY_NOTHROW(call)                                                        \
+  do {                                                                                        \
+    const ::pinfeed::cuda_result pinfeed_err_ = (call);                                       \
+    if (pinfeed_err_ != PINFEED_CUDART(cudaSuccess)) {                                        \
+      ::pinfeed::detail::clear_last_cuda_error();                                             \
+      ::pinfeed::detail::report_cuda_error_nothrow(pinfeed_err_, #call, __FILE__, __LINE__);  \
+    }                                                                                         \
   } while (0)
 
 /// After a kernel launch: surfaces launch-configuration errors without synchronizing.
-#define PINFEED_CHECK_LAUNCH() PINFEED_CUDA_TRY(cudaPeekAtLastError())
+#define PINFEED_CHECK_LAUNCH() PINFEED_CUDA_TRY(PINFEED_CUDART(cudaPeekAtLastError)())

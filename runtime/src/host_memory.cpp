@@ -26,6 +26,20 @@ std::size_t page_size() noexcept {
   return size;
 }
 
+namespace detail {
+void bytes_release::operator()(std::byte* p) const noexcept {
+  switch (how) {
+    case kind::cuda_host: PINFEED_CUDA_TRY_NOTHROW(cudaFreeHost(p)); break;
+    case kind::aligned: std::free(p); break;
+    case kind::mapped_pinned: PINFEED_CUDA_TRY_NOTHROW(cudaHostUnregister(p)); [[fallthrough]];
+    case kind::mapped: ::munmap(p, mapped); break;
+    case kind::cuda_device: PINFEED_CUDA_TRY_NOTHROW(cudaFree(p)); break;
+  }
+}
+}  // namespace detail
+
+using detail::bytes_release;
+
 host_buffer::host_buffer(std::size_t bytes, bool pinned) : host_buffer(bytes, pinned, std::nullopt) {}
 
 host_buffer::host_buffer(std::size_t bytes, bool pinned, std::optional<unsigned> numa_node)
@@ -36,9 +50,7 @@ host_buffer::host_buffer(std::size_t bytes, bool pinned, std::optional<unsigned>
   if (numa_node) {
     void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
-    data_ = static_cast<std::byte*>(p);
-    mapped_ = rounded;
-    origin_ = origin::mapped;
+    data_ = detail::owned_bytes(static_cast<std::byte*>(p), bytes_release{bytes_release::kind::mapped, rounded});
     std::vector<unsigned long> mask(*numa_node / (8 * sizeof(unsigned long)) + 1, 0);
     mask[*numa_node / (8 * sizeof(unsigned long))] |= 1ul << (*numa_node % (8 * sizeof(unsigned long)));
     if (::syscall(SYS_mbind, p, rounded, MPOL_PREFERRED, mask.data(), mask.size() * 8 * sizeof(unsigned long) + 1, 0) != 0) {
@@ -51,62 +63,20 @@ host_buffer::host_buffer(std::size_t bytes, bool pinned, std::optional<unsigned>
     }
     std::memset(p, 0, rounded);  // the pages are made now, on the node
     if (pinned) {
-      try {
-        PINFEED_CUDA_TRY(cudaHostRegister(p, rounded, cudaHostRegisterPortable));
-      } catch (...) {
-        ::munmap(p, rounded);
-        data_ = nullptr;
-        origin_ = origin::none;
-        throw;
-      }
+      PINFEED_CUDA_TRY(cudaHostRegister(p, rounded, cudaHostRegisterPortable));  // a throw unmaps them
+      data_.get_deleter().how = bytes_release::kind::mapped_pinned;
     }
     return;
   }
   if (pinned) {
     void* p = nullptr;
     PINFEED_CUDA_TRY(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
-    data_ = static_cast<std::byte*>(p);
-    origin_ = origin::cuda_host;
+    data_ = detail::owned_bytes(static_cast<std::byte*>(p), bytes_release{bytes_release::kind::cuda_host});
   } else {
-    data_ = static_cast<std::byte*>(std::aligned_alloc(page, rounded));
-    if (data_ == nullptr) throw std::bad_alloc();
-    origin_ = origin::aligned;
+    void* p = std::aligned_alloc(page, rounded);
+    if (p == nullptr) throw std::bad_alloc();
+    data_ = detail::owned_bytes(static_cast<std::byte*>(p), bytes_release{bytes_release::kind::aligned});
   }
-}
-
-host_buffer::host_buffer(host_buffer&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)),
-      mapped_(std::exchange(other.mapped_, 0)), pinned_(other.pinned_), origin_(std::exchange(other.origin_, origin::none)) {}
-
-host_buffer& host_buffer::operator=(host_buffer&& other) noexcept {
-  if (this != &other) {
-    reset();
-    data_ = std::exchange(other.data_, nullptr);
-    size_ = std::exchange(other.size_, 0);
-    mapped_ = std::exchange(other.mapped_, 0);
-    pinned_ = other.pinned_;
-    origin_ = std::exchange(other.origin_, origin::none);
-  }
-  return *this;
-}
-
-host_buffer::~host_buffer() { reset(); }
-
-void host_buffer::reset() noexcept {
-  if (data_ == nullptr) return;
-  switch (origin_) {
-    case origin::cuda_host: PINFEED_CUDA_TRY_NOTHROW(cudaFreeHost(data_)); break;
-    case origin::aligned: std::free(data_); break;
-    case origin::mapped:
-      if (pinned_) PINFEED_CUDA_TRY_NOTHROW(cudaHostUnregister(data_));
-      ::munmap(data_, mapped_);
-      break;
-    case origin::none: break;
-  }
-  data_ = nullptr;
-  size_ = 0;
-  mapped_ = 0;
-  origin_ = origin::none;
 }
 
 int numa_node_of(const void* address) noexcept {
@@ -119,27 +89,7 @@ device_buffer::device_buffer(std::size_t bytes) : size_(bytes) {
   if (bytes == 0) return;
   void* p = nullptr;
   PINFEED_CUDA_TRY(cudaMalloc(&p, bytes));
-  data_ = static_cast<std::byte*>(p);
-}
-
-device_buffer::device_buffer(device_buffer&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
-
-device_buffer& device_buffer::operator=(device_buffer&& other) noexcept {
-  if (this != &other) {
-    reset();
-    data_ = std::exchange(other.data_, nullptr);
-    size_ = std::exchange(other.size_, 0);
-  }
-  return *this;
-}
-
-device_buffer::~device_buffer() { reset(); }
-
-void device_buffer::reset() noexcept {
-  if (data_ != nullptr) PINFEED_CUDA_TRY_NOTHROW(cudaFree(data_));
-  data_ = nullptr;
-  size_ = 0;
+  data_ = detail::owned_bytes(static_cast<std::byte*>(p), bytes_release{bytes_release::kind::cuda_device});
 }
 
 }  // namespace pinfeed

@@ -9,6 +9,7 @@
 #include "pinfeed/runtime/detail/read_file.hpp"
 #include "pinfeed/runtime/exception.hpp"
 #include "pinfeed/runtime/loader.hpp"
+#include "pinfeed/runtime/node_plan.hpp"
 
 namespace pinfeed {
 namespace {
@@ -113,6 +114,26 @@ std::string loader::tuning_report::to_json() const {
                         {"windows", windows},         {"changes", changes},          {"settled", settled},
                         {"reason", reason}}
       .dump();
+}
+
+/// The options alone, before anything is made (plan_slots() then checks what they add up to).
+void validate(const loader_options& o) {
+  if (o.batch_size == 0) throw pinfeed::invalid_argument("loader option batch_size must be positive, got 0");
+  if (o.prefetch == 0) throw pinfeed::invalid_argument("loader option prefetch must be at least 1 (or auto_tune), got 0");
+  if (o.max_batches_in_use == 0)
+    throw pinfeed::invalid_argument("loader option max_batches_in_use must be at least 1, got 0");
+  if (o.workers > 1024 && o.workers != auto_tune)
+    throw pinfeed::invalid_argument("loader option workers must be at most 1024 (or auto_tune), got " + std::to_string(o.workers));
+  if (o.memory_budget && *o.memory_budget == 0)
+    throw pinfeed::invalid_argument("loader option memory_budget must be positive bytes, got 0");
+  if (const node_plan& plan = this_node_plan_without_gpu(); o.memory_budget && plan.memory > 0 && *o.memory_budget > plan.memory)
+    throw pinfeed::invalid_argument("loader option memory_budget " + format_bytes(*o.memory_budget) +
+                                " is more than the memory this process may use (" + format_bytes(plan.memory) + ", " +
+                                plan.memory_source + ")");
+  if (o.max_batches_in_use > 4096 || (o.prefetch != auto_tune && o.prefetch + o.max_batches_in_use > 4096))
+    throw pinfeed::invalid_argument("loader options prefetch + max_batches_in_use must be at most 4096, got " +
+                                (o.prefetch == auto_tune ? "auto + " + std::to_string(o.max_batches_in_use)
+                                                         : std::to_string(o.prefetch + o.max_batches_in_use)));
 }
 
 }  // namespace pinfeed

@@ -23,22 +23,36 @@
 
 namespace pinfeed::detail {
 
+/// One slot's batch and its synchronization. Who writes each field, and what orders the write
+/// before its readers (the ring's transitions are made under slot_ring's mutex, so acquire() ->
+/// publish() -> take() -> release() -> acquire() of a slot are ordered):
+///   feeder    after ring.acquire() gave it the slot (state filling), before it submits the chunks;
+///             the pool's mutex (and the task count's release increment) publishes them to the
+///             runners, and ring.publish()/take() to the consumer.
+///   workers   while the slot is filling, each chunk its own samples; shared fields under a mutex
+///             or atomic, as marked.
+///   finisher  the thread whose chunk brings `remaining` to 0 (acq_rel: every chunk's writes are
+///             seen), or the feeder when no chunk ran; it runs the copy stage and publish().
+///   consumer  while the slot is in_use (after take(), before release()).
 struct slot_meta {
-  std::uint32_t epoch = 0;
-  std::uint64_t batch = 0;
-  std::size_t count = 0;                 // samples in this batch
-  std::vector<std::uint64_t> indices;    // capacity batch_size, fixed
-  std::atomic<std::size_t> remaining{0}; // chunks still running
+  std::uint32_t epoch = 0;               // feeder
+  std::uint64_t batch = 0;               // feeder
+  std::size_t count = 0;                 // feeder: samples in this batch
+  std::vector<std::uint64_t> indices;    // feeder; capacity batch_size, fixed
+  std::atomic<std::size_t> remaining{0}; // feeder stores (release), workers count down (acq_rel): chunks still running
   std::mutex error_mutex;                // taken only when a sample fails
-  std::exception_ptr error;              // of the lowest failing index
-  std::uint64_t error_index = 0;
-  std::size_t error_count = 0;
-  cuda_event copy_event;                 // recorded on the copy stream after the H2D copy (blocking sync)
-  cuda_event release_event;              // recorded on the consumer stream at release
-  cuda_event after_event;                // recorded on the stream given to batch::release_after
-  bool copy_recorded = false;
-  bool release_recorded = false;
-  bool after_recorded = false;           // the next copy into the slot waits on after_event too
+  std::exception_ptr error;              // feeder (before any chunk), then workers and finisher under error_mutex:
+                                         // of the lowest failing index; read by the consumer after take()
+  std::uint64_t error_index = 0;         // as error
+  std::size_t error_count = 0;           // feeder (reset), then workers under error_mutex
+  cuda_event copy_event;                 // finisher: recorded on the copy stream after the H2D copy (blocking sync);
+                                         // the feeder waits on it after its next acquire() of the slot
+  cuda_event release_event;              // consumer: recorded on the consumer stream at release
+  cuda_event after_event;                // consumer: recorded on the stream given to batch::release_after
+  bool copy_recorded = false;            // finisher; read by the feeder after acquire()
+  bool release_recorded = false;         // consumer before ring.release(); read by the next finisher
+  bool after_recorded = false;           // consumer before ring.release(); read and cleared by the next finisher:
+                                         // the next copy into the slot waits on after_event too
   // Fences of DLPack views read on streams of their own (batch::to_dlpack(name, stream)): a view's
   // deleter, on any thread, records one on its stream; the next copy into the slot waits on every
   // one recorded (then they are kept for reuse). Guarded by fence_mutex: deleters run concurrently

@@ -92,25 +92,22 @@ inline void clear_last_cuda_error() noexcept { (void)PINFEED_CUDART(cudaGetLastE
 
 }  // namespace pinfeed
 
-/// Evaluates a CUDA runtime call and throws pinfeed::cuda_error if it did not return cudaSuccess.
-#define PINFEED_CUDA_TRY(call)                                                                \
-  do {                                                                                        \
-    const ::pinfeed::cuda_result pinfeed_err_ = (call);                                       \
-    if (pinfeed_err_ != PINFEED_CUDART(cudaSuccess)) {                                        \
-      ::pinfeed::detail::clear_last_cuda_error();                                             \
-      ::pinfeed::detail::throw_cuda_error(pinfeed_err_, #call, __FILE__, __LINE__);           \
-    }                                                                                         \
+/// Evaluates a CUDA runtime call and, when it did not return cudaSuccess, clears the thread's last
+/// error and hands the status, the call's text and where it was made to `report`.
+#define PINFEED_CUDA_CHECK_(call, report)                                       \
+  do {                                                                          \
+    const ::pinfeed::cuda_result pinfeed_err_ = (call);                         \
+    if (pinfeed_err_ != PINFEED_CUDART(cudaSuccess)) {                          \
+      ::pinfeed::detail::clear_last_cuda_error();                               \
+      report(pinfeed_err_, #call, __FILE__, __LINE__);                          \
+    }                                                                           \
   } while (0)
 
+/// Evaluates a CUDA runtime call and throws pinfeed::cuda_error if it did not return cudaSuccess.
+#define PINFEED_CUDA_TRY(call) PINFEED_CUDA_CHECK_(call, ::pinfeed::detail::throw_cuda_error)
+
 /// For destructors and other noexcept paths: logs a failure instead of throwing.
-#define PINFEED_CUDA_TRY_NOTHROW(call)                                                        \
-  do {                                                                                        \
-    const ::pinfeed::cuda_result pinfeed_err_ = (call);                                       \
-    if (pinfeed_err_ != PINFEED_CUDART(cudaSuccess)) {                                        \
-      ::pinfeed::detail::clear_last_cuda_error();                                             \
-      ::pinfeed::detail::report_cuda_error_nothrow(pinfeed_err_, #call, __FILE__, __LINE__);  \
-    }                                                                                         \
-  } while (0)
+#define PINFEED_CUDA_TRY_NOTHROW(call) PINFEED_CUDA_CHECK_(call, ::pinfeed::detail::report_cuda_error_nothrow)
 
 /// After a kernel launch: surfaces launch-configuration errors without synchronizing.
 #define PINFEED_CHECK_LAUNCH() PINFEED_CUDA_TRY(PINFEED_CUDART(cudaPeekAtLastError)())

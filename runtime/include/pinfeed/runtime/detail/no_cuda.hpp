@@ -23,40 +23,16 @@ typedef struct CUgraphExec_st* cudaGraphExec_t;
 namespace pinfeed::no_cuda {
 
 enum cudaError_t : int {
-  cudaSuccess = 0,
-  cudaErrorInvalidValue = 1,
-  cudaErrorMemoryAllocation = 2,
-  cudaErrorInsufficientDriver = 35,
-  cudaErrorNoDevice = 100,
-  cudaErrorCudartUnloading = 4,
+  cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2, cudaErrorInsufficientDriver = 35,
+  cudaErrorNoDevice = 100, cudaErrorCudartUnloading = 4
 };
 enum cudaMemcpyKind : int {
-  cudaMemcpyHostToHost = 0,
-  cudaMemcpyHostToDevice = 1,
-  cudaMemcpyDeviceToHost = 2,
-  cudaMemcpyDeviceToDevice = 3,
-  cudaMemcpyDefault = 4,
+  cudaMemcpyHostToHost = 0, cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3,
+  cudaMemcpyDefault = 4
 };
 enum cudaStreamCaptureMode : int {
-  cudaStreamCaptureModeGlobal = 0,
-  cudaStreamCaptureModeThreadLocal = 1,
-  cudaStreamCaptureModeRelaxed = 2,
+  cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureModeThreadLocal = 1, cudaStreamCaptureModeRelaxed = 2
 };
-#ifndef cudaStreamNonBlocking  // (a macro where <cuda_runtime_api.h> came first: the same value)
-inline constexpr unsigned cudaStreamNonBlocking = 0x01;
-#endif
-#ifndef cudaEventDisableTiming  // (a macro where <cuda_runtime_api.h> came first: the same value)
-inline constexpr unsigned cudaEventDisableTiming = 0x02;
-#endif
-#ifndef cudaEventBlockingSync  // (a macro where <cuda_runtime_api.h> came first: the same value)
-inline constexpr unsigned cudaEventBlockingSync = 0x01;
-#endif
-#ifndef cudaHostAllocPortable  // (a macro where <cuda_runtime_api.h> came first: the same value)
-inline constexpr unsigned cudaHostAllocPortable = 0x01;
-#endif
-#ifndef cudaHostAllocMapped  // (a macro where <cuda_runtime_api.h> came first: the same value)
-inline constexpr unsigned cudaHostAllocMapped = 0x02;
-#endif
 
 struct cudaDeviceProp {
   char name[256];
@@ -117,9 +93,6 @@ inline cudaError_t cudaHostAlloc(void** p, std::size_t, unsigned) {
   return cudaErrorNoDevice;
 }
 inline cudaError_t cudaFreeHost(void*) { return cudaErrorNoDevice; }
-#ifndef cudaHostRegisterPortable  // (a macro where <cuda_runtime_api.h> came first: the same value)
-inline constexpr unsigned cudaHostRegisterPortable = 0x01;
-#endif
 inline cudaError_t cudaHostRegister(void*, std::size_t, unsigned) { return cudaErrorNoDevice; }
 inline cudaError_t cudaHostUnregister(void*) { return cudaErrorNoDevice; }
 inline cudaError_t cudaMemcpy(void*, const void*, std::size_t, cudaMemcpyKind) { return cudaErrorNoDevice; }
@@ -162,7 +135,12 @@ using no_cuda::kNoCuda;
 
 #if defined(PINFEED_INTERNAL_CUDA_NAMES)
 // pinfeed's own sources (never a consumer's: the define is set on pinfeed's directories only) call
-// the runtime unqualified, as in a CUDA build.
+// the runtime unqualified, as in a CUDA build. The flags are theirs alone: CUDA's headers define
+// these names as macros, which a consumer's translation unit may hold.
+namespace pinfeed::no_cuda {
+inline constexpr unsigned cudaStreamNonBlocking = 0x01, cudaEventDisableTiming = 0x02, cudaEventBlockingSync = 0x01,
+                          cudaHostAllocPortable = 0x01, cudaHostAllocMapped = 0x02, cudaHostRegisterPortable = 0x01;
+}  // namespace pinfeed::no_cuda
 namespace pinfeed {
 using namespace no_cuda;
 }

@@ -13,6 +13,7 @@
 #include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/epoch_order.hpp"
 #include "pinfeed/runtime/loader.hpp"
+#include "loader/loader_state.hpp"
 #include "test_util.hpp"
 
 using namespace pinfeed;
@@ -239,4 +240,59 @@ TEST_CASE("loader.resume_on_another_world_size_delivers_the_rest_exactly_once") 
   three.start_epoch(1);
   CHECK(three.batches_per_epoch() == 5);  // 35 positions of 7
   CHECK(three.next());
+}
+
+TEST_CASE("loader_state.round_trips_through_json_and_names_a_field_of_the_wrong_kind") {
+  detail::loader_state s;
+  s.dataset = "00112233aabbccdd";
+  s.dataset_size = 1000;
+  s.seed = 7;
+  s.order = "shuffle";
+  s.batch_size = 32;
+  s.drop_last = true;
+  s.drop_remainder = false;
+  s.epoch = 3;
+  s.world = 4;
+  s.rank = 2;
+  s.next_batch = 5;
+  s.plan = {{0, 10}, {20, 250}};
+  const auto back = detail::loader_state::from_json(s.to_json());
+  CHECK(back.dataset == s.dataset);
+  CHECK(back.dataset_size == 1000);
+  CHECK(back.seed == 7);
+  CHECK(back.order == "shuffle");
+  CHECK(back.batch_size == 32);
+  CHECK(back.drop_last);
+  CHECK(!back.drop_remainder);
+  CHECK(back.epoch == 3);
+  CHECK(back.world == 4);
+  CHECK(back.rank == 2);
+  CHECK(back.next_batch == 5);
+  CHECK(back.plan == s.plan);
+  CHECK_NOTHROW(s.check_same_loader(back));
+  auto edited = [&](const std::string& from, const std::string& to) {
+    std::string text = s.to_json();
+    const auto at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    return text.replace(at, from.size(), to);
+  };
+  auto expect = [](const std::string& text, const char* needle) {
+    CAPTURE(text);
+    CHECK_THROWS_WITH_AS((void)detail::loader_state::from_json(text), doctest::Contains(needle), std::invalid_argument);
+  };
+  expect(edited("\"seed\":7", "\"seed\":\"seven\""), "seed \"seven\" is not an unsigned number");
+  expect(edited("\"drop_last\":true", "\"drop_last\":1"), "drop_last 1 is not true or false");
+  expect(edited("\"order\":\"shuffle\"", "\"order\":2"), "order 2 is not a string");
+  expect(edited("\"epoch\":3", "\"epoch\":4294967296"), "epoch 4294967296 is not a 32-bit unsigned number");
+  expect(edited("\"world\":4", "\"world\":16777217"), "world 16777217 is not a world size");
+  expect(edited("\"next_batch\":5", "\"next_batch\":-1"), "next_batch -1 is not an unsigned number");
+  // Another loader: the first field that differs is named, with both values and why.
+  detail::loader_state other = back;
+  other.batch_size = 64;
+  CHECK_THROWS_WITH_AS(s.check_same_loader(other), doctest::Contains("batch_size is 64 there, 32 here"),
+                       std::invalid_argument);
+  other = back;
+  other.dataset = "ffffffffffffffff";
+  CHECK_THROWS_WITH_AS(s.check_same_loader(other), doctest::Contains("another dataset: its files or shards differ"),
+                       std::invalid_argument);
 }

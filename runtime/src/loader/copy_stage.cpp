@@ -1,0 +1,122 @@
+// The copy stage: a filled slot goes to the device on the loader's copy stream, after every use
+// of its previous batch there has finished (the consumer's release event, a release_after()
+// event, DLPack views' fences), and its copy event lets the feeder refill the host slot. Without
+// a GPU, or for a failed batch, the slot is published as it is.
+#include <cassert>
+
+#include "loader_impl.hpp"
+#include "pinfeed/runtime/cuda_handles.hpp"
+#include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/log.hpp"
+
+namespace pinfeed {
+
+using detail::slot_state;
+
+namespace detail {
+
+void loader_core::drain(cudaStream_t stream) { wait_for_stream(stream, drain_event.get()); }
+
+void loader_core::release_after(std::size_t slot, cudaStream_t stream) {
+  if (!dev.is_cuda()) return;
+  device_guard guard(dev.index);
+  PINFEED_CUDA_TRY(cudaEventRecord(meta[slot].after_event.get(), stream));
+  meta[slot].after_recorded = true;
+}
+
+void loader_core::fence_after(std::size_t slot, cudaStream_t stream) {
+  if (!dev.is_cuda()) return;
+  device_guard guard(dev.index);
+  auto& m = meta[slot];
+  std::lock_guard lock(m.fence_mutex);
+  cuda_event fence;
+  if (!m.spare_fences.empty()) {
+    fence = std::move(m.spare_fences.back());
+    m.spare_fences.pop_back();
+  } else {
+    fence = cuda_event::create(cudaEventDisableTiming);
+  }
+  const cudaError_t recorded = cudaEventRecord(fence.get(), stream);
+  if (recorded != cudaSuccess) {
+    (void)cudaGetLastError();
+    m.spare_fences.push_back(std::move(fence));
+    detail::throw_cuda_error(recorded, "cudaEventRecord(fence, consumer stream)", __FILE__, __LINE__);
+  }
+  m.fences.push_back(std::move(fence));
+}
+
+void loader_core::wait_fences(std::size_t slot, cudaStream_t stream) {
+  auto& m = meta[slot];
+  std::lock_guard lock(m.fence_mutex);
+  while (!m.fences.empty()) {
+    PINFEED_CUDA_TRY(cudaStreamWaitEvent(stream, m.fences.back().get(), 0));
+    m.spare_fences.push_back(std::move(m.fences.back()));
+    m.fences.pop_back();
+  }
+}
+
+void loader_core::release_slot(std::size_t slot) noexcept {
+  assert(ring.state(slot) == slot_state::in_use);  // the lease's last owner, once
+  if (dev.is_cuda()) {
+    try {
+      device_guard guard(dev.index);
+      PINFEED_CUDA_TRY(cudaEventRecord(meta[slot].release_event.get(), consumer_stream));
+      meta[slot].release_recorded = true;
+    } catch (const std::exception& e) {
+      log(log_level::error, std::string("releasing a batch slot: ") + e.what());
+    }
+  }
+  ring.release(slot);
+}
+
+}  // namespace detail
+
+void loader::impl::finish_slot(std::size_t slot) noexcept {
+  auto& c = *core;
+  if (stopping.load(std::memory_order_acquire)) return;  // cancel() resets the slot
+  auto& m = c.meta[slot];
+  assert(m.remaining.load(std::memory_order_acquire) == 0);  // the last chunk's thread, or the feeder
+  c.ring.advance(slot, slot_state::filling, slot_state::filled);
+  if (!c.dev.is_cuda() || m.error) {
+    c.ring.publish(slot, slot_state::filled);
+    return;
+  }
+  c.ring.advance(slot, slot_state::filled, slot_state::copying);
+  try {
+    stage_timer t(stage::copy, &c.stats, c.trace.get(), m.batch);
+    device_guard guard(c.dev.index);
+    // The device slot may still be read by consumer work queued before its last release.
+    if (m.release_recorded) PINFEED_CUDA_TRY(cudaStreamWaitEvent(c.copy_stream.get(), m.release_event.get(), 0));
+    if (m.after_recorded) {  // work the consumer queued on its own stream before release_after()
+      PINFEED_CUDA_TRY(cudaStreamWaitEvent(c.copy_stream.get(), m.after_event.get(), 0));
+      m.after_recorded = false;
+    }
+    c.wait_fences(slot, c.copy_stream.get());  // work on DLPack views' own streams up to their deleters
+    PINFEED_CUDA_TRY(cudaMemcpyAsync(c.device_slot(slot), c.host_slot(slot), c.used_bytes(m.count),
+                                     cudaMemcpyHostToDevice, c.copy_stream.get()));
+    // The copy event is recorded even when the hook throws: the queued copy still reads the host
+    // slot, which must not be refilled before it has (the feeder waits for this event).
+    std::exception_ptr hook_failure;
+    if (c.options.after_copy) {
+      try {
+        c.options.after_copy(c.used_bytes(m.count), c.copy_stream.get());
+      } catch (const std::exception&) {  // (a std::bad_alloc included) reaches next() as thrown
+        hook_failure = std::current_exception();
+      } catch (...) {
+        hook_failure = std::make_exception_ptr(pinfeed::runtime_error(
+            "loader: the after_copy hook threw an exception that is not a std::exception (batch " +
+            std::to_string(m.batch) + ")"));
+      }
+    }
+    PINFEED_CUDA_TRY(cudaEventRecord(m.copy_event.get(), c.copy_stream.get()));
+    m.copy_recorded = true;
+    if (hook_failure) std::rethrow_exception(hook_failure);
+  } catch (...) {
+    std::lock_guard lock(m.error_mutex);
+    m.error = std::current_exception();
+    m.error_index = m.indices[0];
+  }
+  c.ring.publish(slot, slot_state::copying);
+}
+
+}  // namespace pinfeed

@@ -1,0 +1,121 @@
+// A loader's slots: their host (pinned with a GPU) and device memory, allocated as prefetch
+// grows, and the CUDA streams and events of the loader, given back in order at the end.
+#include <algorithm>
+
+#include "../detail/loader_core.hpp"
+#include "pinfeed/runtime/cuda_handles.hpp"
+#include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/log.hpp"
+
+namespace pinfeed::detail {
+
+loader_core::loader_core(const loader_options& o, std::vector<field_spec> f, device_choice d, slot_plan plan,
+                         std::optional<unsigned> numa)
+    : options(o),
+      fields(std::move(f)),
+      field_offset(std::move(plan.field_offset)),
+      slot_bytes(plan.slot_bytes),
+      options_used(std::move(plan.options_used)),
+      dev(d),
+      numa_node(numa),
+      ring(plan.prefetch_most + o.max_batches_in_use),
+      host(ring.size()),
+      device(ring.size()) {
+  const std::size_t slots = ring.size();
+  meta.reset(new slot_meta[slots]);
+  for (std::size_t s = 0; s < slots; ++s) meta[s].indices.resize(o.batch_size);
+  if (o.trace) trace = std::make_unique<trace_recorder>(o.trace_max_events);
+  if (!dev.is_cuda()) {
+    allocate_slots(plan.prefetch + o.max_batches_in_use);
+    return;
+  }
+  device_guard guard(dev.index);
+  try {
+    allocate_slots(plan.prefetch + o.max_batches_in_use);
+    copy_stream = cuda_stream::create();
+    if (o.stream) {
+      consumer_stream = *o.stream;
+    } else {
+      own_consumer_stream = cuda_stream::create();
+      consumer_stream = own_consumer_stream.get();
+    }
+    // The feeder and the destructor wait on these: blocking sync (the default), so a waiting
+    // thread sleeps.
+    drain_event = cuda_event::create();
+    for (std::size_t s = 0; s < slots; ++s) {
+      meta[s].copy_event = cuda_event::create();
+      meta[s].release_event = cuda_event::create(cudaEventDisableTiming);
+      meta[s].after_event = cuda_event::create();
+    }
+  } catch (...) {
+    release_cuda();  // the destructor does not run for a constructor that throws
+    throw;
+  }
+}
+
+void loader_core::allocate_slots(std::size_t n) {
+  n = std::min(n, ring.size());
+  std::size_t s = allocated();
+  if (s >= n) return;
+  auto allocation_failed = [&](const char* where, const std::exception& e) {
+    throw pinfeed::runtime_error("loader: allocating " + std::to_string(slot_bytes) + " bytes of " + where + " for slot " +
+                             std::to_string(s) + " of " + std::to_string(ring.size()) + " failed (" + options_used +
+                             "): " + e.what());
+  };
+  std::optional<device_guard> guard;
+  if (dev.is_cuda()) guard.emplace(dev.index);
+  for (; s < n; ++s) {
+    try {
+      host[s] = host_buffer(slot_bytes, /*pinned=*/dev.is_cuda(), numa_node);
+    } catch (const std::exception& e) {
+      allocation_failed(dev.is_cuda() ? "pinned host memory" : "host memory", e);
+    }
+    if (dev.is_cuda()) {
+      try {
+        device[s] = device_buffer(slot_bytes);
+      } catch (const std::exception& e) {
+        allocation_failed(("memory on " + dev.to_string()).c_str(), e);
+      }
+    }
+    allocated_.store(s + 1, std::memory_order_release);
+  }
+}
+
+void loader_core::release_cuda() noexcept {
+  if (!dev.is_cuda()) return;
+  std::optional<device_guard> on_device;  // the caller's device back afterwards (if it had one)
+  try {
+    on_device.emplace(dev.index);
+  } catch (const std::exception& e) {
+    log(log_level::error, std::string("loader teardown: ") + e.what());
+  }
+  // Copies and consumer work may still read or write the slots: finish them before freeing.
+  for (cudaStream_t s : {copy_stream.get(), consumer_stream})
+    if (s != nullptr) wait_for_stream_nothrow(s, drain_event.get());
+  for (std::size_t s = 0; s < ring.size(); ++s) {
+    if (meta[s].after_recorded) PINFEED_CUDA_TRY_NOTHROW(cudaEventSynchronize(meta[s].after_event.get()));
+    {  // work of DLPack views on their own streams may still read the slot
+      std::lock_guard lock(meta[s].fence_mutex);
+      for (const auto& f : meta[s].fences) PINFEED_CUDA_TRY_NOTHROW(cudaEventSynchronize(f.get()));
+      meta[s].fences.clear();
+      meta[s].spare_fences.clear();
+    }
+    meta[s].copy_event.reset();
+    meta[s].release_event.reset();
+    meta[s].after_event.reset();
+  }
+  drain_event.reset();
+  copy_stream.reset();
+  own_consumer_stream.reset();
+  consumer_stream = nullptr;
+  for (auto& h : host) h = host_buffer();
+  for (auto& d : device) d = device_buffer();
+}
+
+std::size_t loader_core::used_bytes(std::size_t n) const {
+  std::size_t end = 0;
+  for (std::size_t i = 0; i < fields.size(); ++i) end = std::max(end, field_offset[i] + fields[i].bytes() * n);
+  return end;
+}
+
+}  // namespace pinfeed::detail

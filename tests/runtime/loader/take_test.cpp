@@ -1,0 +1,116 @@
+// The consumer's take (runtime/src/loader/take.cpp): next() refuses at once a call that could
+// never be served (every slot held), and goes on once a batch is released.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pinfeed/runtime/checksum.hpp"
+#include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/loader.hpp"
+#include "pinfeed/runtime/random.hpp"
+#include "test_util.hpp"
+
+using namespace pinfeed;
+
+namespace {
+/// Sample i: "pixels" = 6 Philox bytes of (seed, epoch, i) as [2, 3], "label" = i % 10.
+std::shared_ptr<source> small_source(std::uint64_t n) {
+  return make_source(n, {{"pixels", dtype::u8, {2, 3}}, {"label", dtype::i64, {}}}, [](sample& s) {
+    fill_random_bytes(s.rng(), s.bytes("pixels"));
+    s.as<std::int64_t>("label")[0] = static_cast<std::int64_t>(s.index() % 10);
+  });
+}
+loader_options shuffled(std::size_t batch, std::size_t workers, std::size_t prefetch = 2) {
+  loader_options o = test::cpu_loader(batch, workers, 99, prefetch);
+  o.order.shuffle = true;
+  return o;
+}
+/// Every batch of epochs [0, end) of an uninterrupted run, as checksum lines.
+std::vector<std::string> uninterrupted(std::uint32_t end) {
+  loader l(small_source(100), shuffled(8, 2));
+  return test::epoch_checksums(l, 0, end - 1);
+}
+}  // namespace
+
+TEST_CASE("loader.held.one_more_than_allowed_throws_and_releasing_one_goes_on") {
+  // prefetch 2 + max_batches_in_use 1: 3 slots. Before, the 4th held batch hung next() for good.
+  for (std::size_t workers : {1u, 2u}) {
+    CAPTURE(workers);
+    loader reference(small_source(100), shuffled(8, workers));
+    std::vector<std::string> expected;
+    while (auto b = reference.next()) expected.push_back(checksum_line(*b));
+
+    loader l(small_source(100), shuffled(8, workers));
+    std::vector<std::string> got;
+    std::optional<batch> kept = l.next();  // holds 0 at the call
+    REQUIRE(kept);
+    got.push_back(checksum_line(*kept));
+    std::optional<batch> second = l.next();  // holds 1 (= max_batches_in_use) at the call: allowed
+    REQUIRE(second);
+    got.push_back(checksum_line(*second));
+    try {
+      (void)l.next();  // holds 2
+      FAIL("next() with 2 batches held and max_batches_in_use 1 did not throw");
+    } catch (const batches_held_error& e) {
+      const std::string what = e.what();
+      CHECK(e.held() == 2);
+      CHECK(e.limit() == 1);
+      CHECK(what.find("holds 2 batches") != std::string::npos);
+      CHECK(what.find("max_batches_in_use is 1") != std::string::npos);
+      CHECK(what.find("prefetch 2") != std::string::npos);
+      CHECK(what.find("Release a batch") != std::string::npos);
+    }
+    CHECK(l.next_batch() == 2);  // nothing was consumed by the refused call
+    // It is a std::logic_error (a usage error), and stays refused while nothing is released.
+    CHECK_THROWS_AS((void)l.next(), std::logic_error);
+    kept.reset();  // one back: the loop goes on, and the batches are those of a loop that held none
+    while (auto b = l.next()) got.push_back(checksum_line(*b));
+    CHECK(got == expected);
+  }
+}
+
+TEST_CASE("loader.held.dlpack_views_count_as_held_batches") {
+  loader l(small_source(64), shuffled(8, 2, 1));  // prefetch 1 + 1: 2 slots
+  auto b0 = l.next();
+  REQUIRE(b0);
+  DLManagedTensor* view = b0->to_dlpack("pixels");
+  b0.reset();  // the view still holds the slot
+  auto b1 = l.next();  // 1 held at the call: allowed
+  REQUIRE(b1);
+  CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("holds 2 batches (batch objects, or DLPack views"),
+                       batches_held_error);
+  view->deleter(view);
+  b1.reset();
+  std::size_t rest = 0;
+  while (auto b = l.next()) ++rest;
+  CHECK(rest == 6);
+}
+
+TEST_CASE("loader.held.a_larger_max_batches_in_use_lets_a_trainer_keep_batches") {
+  // Gradient accumulation over 4 batches: 3 are kept while the 4th is asked for.
+  auto o = shuffled(8, 2);
+  o.max_batches_in_use = 3;
+  loader l(small_source(100), o);
+  CHECK(l.slots() == 5);
+  std::vector<batch> kept;
+  std::vector<std::string> got;
+  while (auto b = l.next()) {
+    got.push_back(checksum_line(*b));
+    kept.push_back(std::move(*b));
+    if (kept.size() == 4) kept.clear();  // the optimizer step
+  }
+  CHECK(got == uninterrupted(1));
+  // One more than that is refused.
+  l.start_epoch(1, 0);
+  kept.clear();
+  for (int i = 0; i < 4; ++i) {
+    auto b = l.next();
+    REQUIRE(b);
+    kept.push_back(std::move(*b));
+  }
+  CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("max_batches_in_use is 3"), batches_held_error);
+}

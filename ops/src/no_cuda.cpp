@@ -5,7 +5,7 @@
 #include <string>
 
 #include "detail/sampler_hook.hpp"
-#include "detail/encode_checks.hpp"
+#include "finishing/encode_checks.hpp"
 #include "pinfeed/ops/encode.hpp"
 #include "pinfeed/ops/normalize.hpp"
 #include "pinfeed/ops/sampler.hpp"

@@ -4,8 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "detail/sampler_hook.hpp"
-#include "detail/encode_checks.hpp"
+#include "finishing/encode_checks.hpp"
 #include "pinfeed/ops/encode.hpp"
 #include "pinfeed/ops/normalize.hpp"
 #include "pinfeed/ops/sampler.hpp"
@@ -21,14 +20,8 @@ namespace {
 }
 }  // namespace
 
-void balanced_sample_device(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
-                         cudaStream_t stream) {
-  detail::balanced_sample_device_with(d_temp, temp_bytes, a, p, stream, {});
-}
-
-void detail::balanced_sample_device_with(void* d_temp, std::size_t&, const sampler_args& a, const sampler_params& p,
-                                      cudaStream_t, const sampler_knobs&) {
-  validate_gpu_shapes(a, p, d_temp != nullptr);
+void balanced_sample_device(void* d_temp, std::size_t&, const sampler_args& a, const sampler_params& p, cudaStream_t) {
+  detail::validate_gpu_shapes(a, p, d_temp != nullptr);
   no_gpu("balanced_sample_device");
 }
 

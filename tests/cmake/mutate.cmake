@@ -2,12 +2,24 @@
 # simulator's test step catches broken kernels. Fails if the text to break is not found exactly
 # once: a mutant that silently equals the original would prove nothing.
 # Variables: IN, OUT, FIND, REPLACE: literal text, where <newline> and <semicolon> stand for those
-# characters.
+# characters. With IN_DIR, OUT_DIR and FILE instead of IN and OUT: every file of IN_DIR is copied
+# to OUT_DIR, FILE (a name in IN_DIR) with its bug, so that the copies include one another.
 string(ASCII 59 semicolon)
 foreach(var FIND REPLACE)
   string(REPLACE "<newline>" "\n" ${var} "${${var}}")
   string(REPLACE "<semicolon>" "${semicolon}" ${var} "${${var}}")
 endforeach()
+if(DEFINED IN_DIR)
+  file(GLOB names RELATIVE "${IN_DIR}" "${IN_DIR}/*")
+  file(MAKE_DIRECTORY "${OUT_DIR}")
+  foreach(name ${names})
+    if(NOT name STREQUAL FILE)
+      file(COPY_FILE "${IN_DIR}/${name}" "${OUT_DIR}/${name}")
+    endif()
+  endforeach()
+  set(IN "${IN_DIR}/${FILE}")
+  set(OUT "${OUT_DIR}/${FILE}")
+endif()
 file(READ "${IN}" text)
 string(FIND "${text}" "${FIND}" first)
 if(first EQUAL -1)

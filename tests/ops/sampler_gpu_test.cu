@@ -14,7 +14,7 @@
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
 #include "pinfeed/runtime/stats.hpp"
-#include "detail/sampler_hook.hpp"
+#include "sampler/test_seam.hpp"
 #include "sampler_support.hpp"
 #include "test_util.hpp"
 

@@ -7,6 +7,7 @@
 
 #include "pinfeed/ops/sampler.hpp"
 #include "pinfeed/runtime/cuda_api.hpp"
+#include "pinfeed/runtime/detail/capture.hpp"
 
 namespace pinfeed::ops::detail {
 
@@ -20,7 +21,7 @@ void validate_gpu_shapes(const sampler_args& a, const sampler_params& p, bool ru
 #if PINFEED_WITH_CUDA
 /// True while `stream` is being captured into a graph (also when it is the legacy default stream
 /// and a blocking stream of the device is being captured).
-bool stream_capturing(cudaStream_t stream);
+using pinfeed::detail::stream_capturing;
 
 /// Throws std::invalid_argument, prefixed with `who`, unless every pointer of `a` is visible to
 /// the device. Queries the driver: not to be called while the caller's stream is capturing.

@@ -2,7 +2,7 @@
 // or row, coalesced writes.
 #include <stdexcept>
 
-#include "detail/encode_checks.hpp"
+#include "encode_checks.hpp"
 #include "pinfeed/ops/encode.hpp"
 #include "pinfeed/ops/normalize.hpp"
 #include "pinfeed/runtime/device.hpp"

@@ -1,6 +1,6 @@
 #pragma once
 // Internal: the argument checks that the host and the device versions of the encode ops and of
-// normalize share (defined in normalize.cpp). Each throws std::invalid_argument naming the bad value.
+// normalize share (defined in finishing.cpp). Each throws std::invalid_argument naming the bad value.
 
 #include "pinfeed/ops/encode.hpp"
 #include "pinfeed/ops/normalize.hpp"

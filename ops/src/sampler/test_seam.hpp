@@ -1,9 +1,11 @@
 #pragma once
-// Internal: the GPU sampler with knobs for tests. A hook runs after its first kernel: the counting
-// kernel when several blocks share a row, so that a test can change the labels mid-call (on the same
-// stream) and check that the kernels stay in bounds and the fault is reported; the whole selection
-// when a block has a row to itself. A smaller candidate buffer than the default sends inputs small
-// enough for the GPU simulator down the path that reads the labels again.
+// For tests only (ops/src is not an installed include path): the GPU sampler with knobs. A hook
+// runs after its first kernel: the counting kernel when several blocks share a row, so that a test
+// can change the labels mid-call (on the same stream) and check that the kernels stay in bounds and
+// the fault is reported; the whole selection when a block has a row to itself. A smaller candidate
+// buffer than the default sends inputs small enough for the GPU simulator down the path that reads
+// the labels again. The shipped balanced_sample_device() is the same dispatch instantiated without
+// any of this: no hook and no knob is looked at on its path.
 
 #include <cstddef>
 #include <cstdint>
@@ -26,6 +28,6 @@ struct sampler_knobs {
 
 /// balanced_sample_device() with the knobs. The temp storage must be queried with the same knobs.
 void balanced_sample_device_with(void* d_temp, std::size_t& temp_bytes, const sampler_args& a, const sampler_params& p,
-                              cudaStream_t stream, const sampler_knobs& knobs);
+                                 cudaStream_t stream, const sampler_knobs& knobs);
 
 }  // namespace pinfeed::ops::detail

@@ -8,7 +8,7 @@
 #include "pinfeed/ops/encode.hpp"
 #include "pinfeed/ops/normalize.hpp"
 
-#include "detail/encode_checks.hpp"
+#include "encode_checks.hpp"
 #include "pinfeed/runtime/detail/parallel.hpp"
 #include "pinfeed/runtime/detail/thread_scratch.hpp"
 #include "pinfeed/runtime/exception.hpp"
@@ -183,28 +183,34 @@ void one_hot_host(const one_hot_args& a) {
   }
 }
 
+namespace {
+/// fn(packed byte, plane of bit 0, pixels between planes) for every pixel of every image: image n's
+/// pixel p is bit b of packed byte n * pixels + p and byte (n * 8 + b) * pixels + p of the planes.
+template <class Fn>
+void for_each_packed_pixel(const bit_planes_shape& s, Fn&& fn) {
+  for (std::size_t n = 0; n < s.count; ++n)
+    for (std::size_t p = 0; p < s.pixels; ++p) fn(n * s.pixels + p, n * 8 * s.pixels + p, s.pixels);
+}
+}  // namespace
+
 void unpack_bits_host(const bit_planes_args& a) {
   detail::validate_bits(a.in, a.out, a.shape, "unpack_bits");
   const std::uint8_t* packed = a.in;
   std::uint8_t* planes = a.out;
-  const bit_planes_shape s = a.shape;
-  for (std::size_t n = 0; n < s.count; ++n)
-    for (int b = 0; b < 8; ++b)
-      for (std::size_t p = 0; p < s.pixels; ++p)
-        planes[(n * 8 + b) * s.pixels + p] = (packed[n * s.pixels + p] >> b) & 1u;
+  for_each_packed_pixel(a.shape, [&](std::size_t byte, std::size_t plane0, std::size_t stride) {
+    for (int b = 0; b < 8; ++b) planes[plane0 + b * stride] = (packed[byte] >> b) & 1u;
+  });
 }
 
 void pack_bits_host(const bit_planes_args& a) {
   detail::validate_bits(a.in, a.out, a.shape, "pack_bits");
   const std::uint8_t* planes = a.in;
   std::uint8_t* packed = a.out;
-  const bit_planes_shape s = a.shape;
-  for (std::size_t n = 0; n < s.count; ++n)
-    for (std::size_t p = 0; p < s.pixels; ++p) {
-      std::uint8_t v = 0;
-      for (int b = 0; b < 8; ++b) v |= static_cast<std::uint8_t>((planes[(n * 8 + b) * s.pixels + p] != 0) << b);
-      packed[n * s.pixels + p] = v;
-    }
+  for_each_packed_pixel(a.shape, [&](std::size_t byte, std::size_t plane0, std::size_t stride) {
+    std::uint8_t v = 0;
+    for (int b = 0; b < 8; ++b) v |= static_cast<std::uint8_t>((planes[plane0 + b * stride] != 0) << b);
+    packed[byte] = v;
+  });
 }
 
 }  // namespace pinfeed::ops

@@ -1,0 +1,32 @@
+// Capture-state and pointer queries (detail/capture.hpp). CUDA builds only.
+#include "pinfeed/runtime/detail/capture.hpp"
+
+#include <string>
+
+#include "pinfeed/runtime/exception.hpp"
+
+namespace pinfeed::detail {
+
+bool stream_capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaError_t err = cudaStreamIsCapturing(stream, &status);
+  if (err == cudaErrorStreamCaptureImplicit) {
+    (void)cudaGetLastError();
+    return true;
+  }
+  PINFEED_CUDA_TRY(err);
+  return status != cudaStreamCaptureStatusNone;
+}
+
+void require_device_visible(const void* ptr, const char* who, const char* name) {
+  if (ptr == nullptr) return;
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw pinfeed::invalid_argument(std::string(who) + ": cannot query pointer " + name);
+  }
+  if (attr.type == cudaMemoryTypeUnregistered)
+    throw pinfeed::invalid_argument(std::string(who) + ": " + name + " is pageable host memory, not visible to the device");
+}
+
+}  // namespace pinfeed::detail

@@ -108,60 +108,80 @@ naive_layout make_naive_layout(const sampler_args& a) {
   return l;
 }
 
+/// naive_rows' buffers, where naive_layout puts them in its temp storage.
+struct naive_buffers {
+  std::uint32_t *lists[2], *keys_a, *keys_b, *vals, *picked, *out;
+  std::int64_t* counts;
+  void* cub;
+  std::size_t cub_bytes;
+  naive_buffers(std::byte* temp, const naive_layout& l)
+      : lists{at(temp, l.pos), at(temp, l.neg)}, keys_a(at(temp, l.keys_a)), keys_b(at(temp, l.keys_b)),
+        vals(at(temp, l.vals)), picked(at(temp, l.picked)), out(at(temp, l.out)),
+        counts(reinterpret_cast<std::int64_t*>(temp + l.counts)), cub(temp + l.cub), cub_bytes(l.cub_bytes) {}
+  static std::uint32_t* at(std::byte* temp, std::size_t offset) {
+    return reinterpret_cast<std::uint32_t*>(temp + offset);
+  }
+};
+
+/// nonzero(labels == positive), nonzero(labels == negative) into b.lists, their sizes into
+/// h_counts: the host needs the counts to size what follows, so this is the synchronization.
+template <class L>
+void naive_classes(const naive_buffers& b, const L* labels, std::int64_t n, const sampler_params& p,
+                   std::int64_t h_counts[2], cudaStream_t stream) {
+  thrust::counting_iterator<std::uint32_t> it(0);
+  for (int c = 0; c < 2; ++c) {
+    std::size_t bytes = b.cub_bytes;
+    PINFEED_CUDA_TRY(cub::DeviceSelect::If(b.cub, bytes, it, b.lists[c], b.counts + c, n,
+                                           is_class<L>{labels, p.negative_label, p.ignore_label, c}, stream));
+  }
+  PINFEED_CUDA_TRY(cudaMemcpyAsync(h_counts, b.counts, 2 * sizeof(std::int64_t), cudaMemcpyDeviceToHost, stream));
+  PINFEED_CUDA_TRY(cudaStreamSynchronize(stream));
+}
+
+/// `values` sorted by the random keys of substream `sub` of `row`: a random permutation of them.
+void naive_permute(const naive_buffers& b, const sampler_params& p, std::int64_t row, std::uint32_t sub,
+                   const std::uint32_t* values, std::uint32_t* permuted, std::uint32_t count, cudaStream_t stream) {
+  perm_keys_kernel<<<(count + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+      p.seed, p.offset, static_cast<std::uint64_t>(row), sub, count, b.keys_a);
+  PINFEED_CHECK_LAUNCH();
+  std::size_t bytes = b.cub_bytes;
+  PINFEED_CUDA_TRY(cub::DeviceRadixSort::SortPairs(b.cub, bytes, b.keys_a, b.keys_b, values, permuted,
+                                                   static_cast<int>(count), 0, 32, stream));
+}
+
+/// randperm(P)[:num_pos], randperm(Nn)[:num_neg], cat, then randperm of the concatenation, into
+/// b.out; returns how many were taken.
+std::uint32_t naive_pick(const naive_buffers& b, const std::int64_t h_counts[2], const ops::class_counts& cc,
+                         const sampler_params& p, std::int64_t row, cudaStream_t stream) {
+  std::int64_t at = 0;
+  for (int c = 0; c < 2; ++c) {
+    const auto count = static_cast<std::uint32_t>(h_counts[c]);
+    const std::int64_t want = c == 0 ? cc.num_pos : cc.num_neg;
+    if (count == 0 || want == 0) continue;
+    naive_permute(b, p, row, static_cast<std::uint32_t>(2 + c), b.lists[c], b.vals, count, stream);
+    PINFEED_CUDA_TRY(cudaMemcpyAsync(b.picked + at, b.vals, static_cast<std::size_t>(want) * sizeof(std::uint32_t),
+                                     cudaMemcpyDeviceToDevice, stream));
+    at += want;
+  }
+  const auto taken = static_cast<std::uint32_t>(at);
+  if (taken > 0) naive_permute(b, p, row, 4, b.picked, b.out, taken, stream);
+  return taken;
+}
+
 template <class L, class I>
 void naive_rows(std::byte* temp, const naive_layout& l, const sampler_args& a, const sampler_params& p,
                 cudaStream_t stream) {
-  auto buffer = [&](std::size_t offset) { return reinterpret_cast<std::uint32_t*>(temp + offset); };
-  std::uint32_t* lists[2] = {buffer(l.pos), buffer(l.neg)};
-  std::uint32_t *keys_a = buffer(l.keys_a), *keys_b = buffer(l.keys_b), *vals = buffer(l.vals);
-  std::uint32_t *picked = buffer(l.picked), *out = buffer(l.out);
-  auto* counts = reinterpret_cast<std::int64_t*>(temp + l.counts);
-  void* cub_temp = temp + l.cub;
+  const naive_buffers b(temp, l);
   const std::int64_t target = ops::positive_target(p), n = a.n;
   for (std::int64_t row = 0; row < a.rows; ++row) {
     const L* labels = static_cast<const L*>(a.labels) + row * n;
-    thrust::counting_iterator<std::uint32_t> it(0);
-    std::size_t bytes = 0;
-    // nonzero(labels == positive), nonzero(labels == negative)
-    for (int c = 0; c < 2; ++c) {
-      bytes = l.cub_bytes;
-      PINFEED_CUDA_TRY(cub::DeviceSelect::If(cub_temp, bytes, it, lists[c], counts + c, n,
-                                             is_class<L>{labels, p.negative_label, p.ignore_label, c}, stream));
-    }
-    // The host needs the counts to size what follows: this is the synchronization.
     std::int64_t h_counts[2];
-    PINFEED_CUDA_TRY(cudaMemcpyAsync(h_counts, counts, sizeof h_counts, cudaMemcpyDeviceToHost, stream));
-    PINFEED_CUDA_TRY(cudaStreamSynchronize(stream));
+    naive_classes<L>(b, labels, n, p, h_counts, stream);
     const ops::class_counts cc = ops::balanced_counts(h_counts[0], h_counts[1], p.k, target, p.mode);
-    // randperm(P)[:num_pos], randperm(Nn)[:num_neg]: sort each list by random keys, keep a prefix.
-    std::int64_t at = 0;
-    for (int c = 0; c < 2; ++c) {
-      const auto count = static_cast<std::uint32_t>(h_counts[c]);
-      const std::int64_t want = c == 0 ? cc.num_pos : cc.num_neg;
-      if (count == 0 || want == 0) continue;
-      perm_keys_kernel<<<(count + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
-          p.seed, p.offset, static_cast<std::uint64_t>(row), 2 + c, count, keys_a);
-      PINFEED_CHECK_LAUNCH();
-      bytes = l.cub_bytes;
-      PINFEED_CUDA_TRY(cub::DeviceRadixSort::SortPairs(cub_temp, bytes, keys_a, keys_b, lists[c], vals,
-                                                       static_cast<int>(count), 0, 32, stream));
-      PINFEED_CUDA_TRY(cudaMemcpyAsync(picked + at, vals, static_cast<std::size_t>(want) * sizeof(std::uint32_t),
-                                       cudaMemcpyDeviceToDevice, stream));
-      at += want;
-    }
-    // cat, then randperm of the concatenation
-    const auto taken = static_cast<std::uint32_t>(at);
-    if (taken > 0) {
-      perm_keys_kernel<<<(taken + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
-          p.seed, p.offset, static_cast<std::uint64_t>(row), 4, taken, keys_a);
-      PINFEED_CHECK_LAUNCH();
-      bytes = l.cub_bytes;
-      PINFEED_CUDA_TRY(cub::DeviceRadixSort::SortPairs(cub_temp, bytes, keys_a, keys_b, picked, out,
-                                                       static_cast<int>(taken), 0, 32, stream));
-    }
+    const std::uint32_t taken = naive_pick(b, h_counts, cc, p, row, stream);
     if (p.k > 0) {
       naive_write_kernel<L, I><<<static_cast<unsigned>((p.k + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-          out, taken, p.k, labels, p.ignore_label, static_cast<I*>(a.indices) + row * p.k,
+          b.out, taken, p.k, labels, p.ignore_label, static_cast<I*>(a.indices) + row * p.k,
           a.gathered_labels ? static_cast<L*>(a.gathered_labels) + row * p.k : nullptr,
           a.features ? static_cast<const std::byte*>(a.features) + row * n * a.feature_bytes : nullptr,
           a.gathered_features ? static_cast<std::byte*>(a.gathered_features) + row * p.k * a.feature_bytes : nullptr,

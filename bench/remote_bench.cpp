@@ -114,96 +114,129 @@ void run_rounds(std::vector<contender>& all, int repeats) {
   for (auto& c : all) c.after = loaders::remote_stats(*c.reader);
 }
 
+/// The shards of the bench, packed once under the data directory, with their index sidecars.
+struct bench_shards {
+  fs::path dir;
+  std::vector<std::string> paths;
+  std::uint64_t total_bytes = 0, largest = 0;
+};
+
+bench_shards prepare_shards(const remote_bench_options& o) {
+  ensure_jpeg_dataset(o.data_dir, o.images);
+  const auto shard_bytes = static_cast<std::uint64_t>(o.shard_mb * 1048576.0);
+  bench_shards s;
+  s.dir = fs::path(o.data_dir) / ("remote-shards-" + std::to_string(shard_bytes));
+  if (!fs::exists(s.dir / "ready")) {
+    fs::remove_all(s.dir);
+    fs::create_directories(s.dir);
+    (void)loaders::write_shards(loaders::list_image_folder((fs::path(o.data_dir) / "jpeg").string()).files,
+                                (s.dir / "train").string(), shard_bytes);
+    std::ofstream(s.dir / "ready") << "\n";
+  }
+  s.paths = loaders::expand_shard_pattern((s.dir / "train-*.tar").string());
+  for (const auto& p : s.paths) {
+    s.total_bytes += fs::file_size(p);
+    s.largest = std::max<std::uint64_t>(s.largest, fs::file_size(p));
+    if (!fs::exists(loaders::shard_index_path(p))) loaders::write_shard_index(p);  // shards packed before sidecars
+  }
+  return s;
+}
+
+/// How the remote rows read: ranged (`ro`, no window) or whole shards (`wo`, the remote readers'
+/// default read, window included).
+struct read_plan {
+  loaders::remote_options ro, wo;
+  loaders::shard_options ranged, whole;
+};
+
+read_plan plan_reads(const remote_bench_options& o, std::uint64_t largest) {
+  read_plan p;
+  if (o.requests_in_flight != 0) p.ro.requests_in_flight = o.requests_in_flight;
+  if (o.read_ahead != 0) p.ro.read_ahead = o.read_ahead;
+  p.ro.batch_scheduling = o.batch_fetch;
+  p.ranged.window_shards = 0;
+  if (o.window_shards != 0) p.whole.window_shards = o.window_shards;
+  p.wo = p.ro;
+  p.wo.cache_bytes = o.cache_mb > 0 ? static_cast<std::uint64_t>(o.cache_mb * 1048576.0)
+                                    : 3ull * (o.window_shards != 0 ? o.window_shards : loaders::kMaxDefaultWindow) * largest;
+  return p;
+}
+
+/// What every row of a run shares.
+struct row_context {
+  const remote_bench_options& o;
+  const bench_shards& shards;
+  const read_plan& reads;
+  std::size_t images = 0, workers = 0;
+  std::uint32_t window = 0;  ///< the window every whole-shard row took
+};
+
+void print_row(std::ostream& out, const contender& c, const row_context& x) {
+  const auto images = static_cast<double>(x.images);
+  // The ratio of each round's pair of epochs, then their median.
+  std::vector<double> ratios;
+  for (std::size_t r = 0; r < c.times.size(); ++r) ratios.push_back(c.base < 0 ? 1.0 : c.base_times[r] / c.times[r]);
+  const auto d = c.during();
+  const double per_epoch = static_cast<double>(c.times.size()) * images;
+  const bool remote = c.mode != "local";
+  const double median_s = median_of(c.times);
+  const double shard_bytes_per_image = static_cast<double>(x.shards.total_bytes) / images;
+  out << with_host({{"bench", "remote"},
+                    {"mode", c.mode},
+                    {"read", c.whole ? "whole" : "range"},
+                    {"images", x.images},
+                    {"shards", x.shards.paths.size()},
+                    {"workers", x.workers},
+                    {"epochs", c.times.size()},
+                    {"median_s", median_s},
+                    {"images_per_s", images / median_s},
+                    {"ratio_to_local", median_of(ratios)},
+                    {"ratios_to_local", ratios},
+                    {"bytes_per_image", static_cast<double>(d.bytes) / per_epoch},
+                    {"shard_bytes_per_image", shard_bytes_per_image},
+                    {"bytes_ratio", static_cast<double>(d.bytes) / per_epoch / shard_bytes_per_image},
+                    {"index_bytes", c.index_bytes},
+                    {"requests_per_image", static_cast<double>(d.requests) / per_epoch},
+                    {"requests_between_epochs", c.requests_between},
+                    {"retries", d.retries},
+                    {"fetch_wait_ms_per_image", d.wait_ms / per_epoch},
+                    {"requests_in_flight", remote ? c.after.requests_in_flight : 0},
+                    {"read_ahead", remote && !c.whole ? c.after.read_ahead_depth : 0},
+                    {"adaptive_in_flight", remote && !c.whole && !x.reads.ro.requests_in_flight},
+                    {"default_read", c.whole},
+                    {"window_shards", c.whole ? x.window : 0},
+                    {"cache_bytes", remote && c.whole ? x.reads.wo.cache_bytes : 0},
+                    {"streamed", d.streamed},
+                    {"latency_ms", c.mode == "latency" ? x.o.latency_ms : 0},
+                    {"batch_fetch", remote && x.o.batch_fetch},
+                    {"batch_servers", remote && x.o.batch_servers}})
+             .dump()
+      << std::endl;
+}
+
 }  // namespace
 
 void run_remote(const remote_bench_options& o, std::ostream& out) {
   if (o.images < 1 || o.repeats < 1 || o.batch < 1 || !(o.shard_mb > 0) || o.latency_ms < 0)
     throw std::invalid_argument("bench remote: images, repeats and batch must be positive, shard_mb > 0, latency_ms >= 0");
   const std::size_t workers = o.workers ? o.workers : std::max(1u, std::thread::hardware_concurrency());
-  ensure_jpeg_dataset(o.data_dir, o.images);
-  const auto shard_bytes = static_cast<std::uint64_t>(o.shard_mb * 1048576.0);
-  const fs::path shard_dir = fs::path(o.data_dir) / ("remote-shards-" + std::to_string(shard_bytes));
-  if (!fs::exists(shard_dir / "ready")) {
-    fs::remove_all(shard_dir);
-    fs::create_directories(shard_dir);
-    (void)loaders::write_shards(loaders::list_image_folder((fs::path(o.data_dir) / "jpeg").string()).files,
-                                (shard_dir / "train").string(), shard_bytes);
-    std::ofstream(shard_dir / "ready") << "\n";
-  }
-  const auto paths = loaders::expand_shard_pattern((shard_dir / "train-*.tar").string());
-  std::uint64_t total_bytes = 0, largest = 0;
-  for (const auto& p : paths) {
-    total_bytes += fs::file_size(p);
-    largest = std::max<std::uint64_t>(largest, fs::file_size(p));
-    if (!fs::exists(loaders::shard_index_path(p))) loaders::write_shard_index(p);  // shards packed before sidecars
-  }
-
-  loaders::remote_options ro;
-  if (o.requests_in_flight != 0) ro.requests_in_flight = o.requests_in_flight;
-  if (o.read_ahead != 0) ro.read_ahead = o.read_ahead;
-  ro.batch_scheduling = o.batch_fetch;
-  loaders::shard_options ranged, whole;  // whole: the remote readers' default read, window included
-  ranged.window_shards = 0;
-  if (o.window_shards != 0) whole.window_shards = o.window_shards;
-  loaders::remote_options wo = ro;
-  wo.cache_bytes = o.cache_mb > 0 ? static_cast<std::uint64_t>(o.cache_mb * 1048576.0)
-                                  : 3ull * (o.window_shards != 0 ? o.window_shards : loaders::kMaxDefaultWindow) * largest;
-  const auto local = loaders::make_shard_reader(paths);
-  const auto images = static_cast<double>(local->size());
+  const bench_shards shards = prepare_shards(o);
+  const read_plan reads = plan_reads(o, shards.largest);
+  const auto local = loaders::make_shard_reader(shards.paths);
+  row_context rows{o, shards, reads, local->size(), workers, o.window_shards};
   std::vector<contender> all;
   all.emplace_back("local", false, local, o, workers);
   // The local rows of the shard-aware order take the window the remote readers chose.
   const auto add_whole_local = [&](std::uint32_t window) {
     loaders::shard_options same;
     same.window_shards = window;
-    all.emplace(all.begin() + 1, "local", true, loaders::make_shard_reader(paths, same), o, workers);
-  };
-  std::uint32_t window = o.window_shards;  // once known: the window every whole-shard row took
-  auto row = [&](const contender& c) {
-    // The ratio of each round's pair of epochs, then their median.
-    std::vector<double> ratios;
-    for (std::size_t r = 0; r < c.times.size(); ++r) ratios.push_back(c.base < 0 ? 1.0 : c.base_times[r] / c.times[r]);
-    const auto d = c.during();
-    const double per_epoch = static_cast<double>(c.times.size()) * images;
-    const bool remote = c.mode != "local";
-    const double median_s = median_of(c.times);
-    out << with_host({{"bench", "remote"},
-                      {"mode", c.mode},
-                      {"read", c.whole ? "whole" : "range"},
-                      {"images", local->size()},
-                      {"shards", paths.size()},
-                      {"workers", workers},
-                      {"epochs", c.times.size()},
-                      {"median_s", median_s},
-                      {"images_per_s", images / median_s},
-                      {"ratio_to_local", median_of(ratios)},
-                      {"ratios_to_local", ratios},
-                      {"bytes_per_image", static_cast<double>(d.bytes) / per_epoch},
-                      {"shard_bytes_per_image", static_cast<double>(total_bytes) / images},
-                      {"bytes_ratio", static_cast<double>(d.bytes) / per_epoch / (static_cast<double>(total_bytes) / images)},
-                      {"index_bytes", c.index_bytes},
-                      {"requests_per_image", static_cast<double>(d.requests) / per_epoch},
-                      {"requests_between_epochs", c.requests_between},
-                      {"retries", d.retries},
-                      {"fetch_wait_ms_per_image", d.wait_ms / per_epoch},
-                      {"requests_in_flight", remote ? c.after.requests_in_flight : 0},
-                      {"read_ahead", remote && !c.whole ? c.after.read_ahead_depth : 0},
-                      {"adaptive_in_flight", remote && !c.whole && !ro.requests_in_flight},
-                      {"default_read", c.whole},
-                      {"window_shards", c.whole ? window : 0},
-                      {"cache_bytes", remote && c.whole ? wo.cache_bytes : 0},
-                      {"streamed", d.streamed},
-                      {"latency_ms", c.mode == "latency" ? o.latency_ms : 0},
-                      {"batch_fetch", remote && o.batch_fetch},
-                      {"batch_servers", remote && o.batch_servers}})
-               .dump()
-        << std::endl;
+    all.emplace(all.begin() + 1, "local", true, loaders::make_shard_reader(shards.paths, same), o, workers);
   };
   if (!loopback::have_nginx()) {
-    if (window == 0) window = loaders::kMaxDefaultWindow;  // what the remote readers would take
-    add_whole_local(window);
+    if (rows.window == 0) rows.window = loaders::kMaxDefaultWindow;  // what the remote readers would take
+    add_whole_local(rows.window);
     run_rounds(all, o.repeats);
-    for (const auto& c : all) row(c);
+    for (const auto& c : all) print_row(out, c, rows);
     out << with_host({{"bench", "remote"}, {"skipped", "loopback, latency"}, {"reason", "nginx is not installed (Debian: nginx-light)"}})
                .dump()
         << std::endl;
@@ -211,25 +244,25 @@ void run_remote(const remote_bench_options& o, std::ostream& out) {
   }
   const fs::path work = fs::path(o.data_dir) / "nginx-work";
   fs::create_directories(work);
-  loopback::nginx_server server(shard_dir, work, {.batch = o.batch_servers, .cache_open_files = true});
+  loopback::nginx_server server(shards.dir, work, {.batch = o.batch_servers, .cache_open_files = true});
   loopback::fault_proxy slow(server.port(), {.latency_ms = o.latency_ms, .batch_threads = o.batch_servers});
   for (const bool whole_shards : {false, true}) {
     for (const auto& [mode, base_url] : {std::pair<std::string, std::string>{"loopback", server.url()},
                                          std::pair<std::string, std::string>{"latency", slow.url()}}) {
       std::vector<std::string> urls;
-      for (const auto& p : paths) urls.push_back(base_url + "/" + fs::path(p).filename().string());
+      for (const auto& p : shards.paths) urls.push_back(base_url + "/" + fs::path(p).filename().string());
       all.emplace_back(mode, whole_shards,
-                       whole_shards ? loaders::make_remote_shard_reader(urls, whole, wo)
-                                    : loaders::make_remote_shard_reader(urls, ranged, ro),
+                       whole_shards ? loaders::make_remote_shard_reader(urls, reads.whole, reads.wo)
+                                    : loaders::make_remote_shard_reader(urls, reads.ranged, reads.ro),
                        o, workers);
-      if (whole_shards) window = loaders::remote_stats(*all.back().reader).window_shards;  // the same options: one window
+      if (whole_shards) rows.window = loaders::remote_stats(*all.back().reader).window_shards;  // same options: one window
     }
   }
-  add_whole_local(window);
+  add_whole_local(rows.window);
   for (auto& c : all)
     if (c.mode != "local") c.base = c.whole ? 1 : 0;
   run_rounds(all, o.repeats);
-  for (const auto& c : all) row(c);
+  for (const auto& c : all) print_row(out, c, rows);
   all.clear();  // the remote readers go before their servers
 }
 

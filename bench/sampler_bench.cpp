@@ -125,6 +125,73 @@ void run_cpu(const sampler_bench_options& o, std::int64_t n, std::ostream& out) 
 
 __attribute__((unused)) void sync(cudaStream_t s) { PINFEED_CUDA_TRY(cudaStreamSynchronize(s)); }
 
+/// The GPU sampler on `b` rows of `a`: the naive loop (where CUDA is built), one call (static or
+/// batched), and the same call replayed from a CUDA graph.
+void time_gpu_sampler(const sampler_bench_options& o, std::ostream& out, const ops::sampler_args& a,
+                      const ops::sampler_params& p, cudaStream_t s, std::int64_t k) {
+  const std::int64_t b = a.rows, n = a.n, d = o.d;
+#if PINFEED_WITH_CUDA
+  {
+    std::size_t naive_bytes = 0;
+    naive_sample_gpu(nullptr, naive_bytes, a, p, s);
+    device_buffer naive_temp(naive_bytes);
+    emit(out, "naive_loop", "cuda", b, n, k, d, measure(o, [&] {
+           naive_sample_gpu(naive_temp.data(), naive_bytes, a, p, s);
+           sync(s);
+         }));
+  }
+#endif
+  std::size_t bytes = 0;
+  ops::balanced_sample_device(nullptr, bytes, a, p, s);
+  device_buffer temp(bytes);
+  emit(out, b == 1 ? "static_single" : "batched", "cuda", b, n, k, d, measure(o, [&] {
+         ops::balanced_sample_device(temp.data(), bytes, a, p, s);
+         sync(s);
+       }), bytes);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  PINFEED_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  ops::balanced_sample_device(temp.data(), bytes, a, p, s);
+  PINFEED_CUDA_TRY(cudaStreamEndCapture(s, &graph));
+  PINFEED_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
+  emit(out, "graph", "cuda", b, n, k, d, measure(o, [&] {
+         PINFEED_CUDA_TRY(cudaGraphLaunch(exec, s));
+         sync(s);
+       }), bytes);
+  PINFEED_CUDA_TRY(cudaGraphExecDestroy(exec));
+  PINFEED_CUDA_TRY(cudaGraphDestroy(graph));
+}
+
+/// What the GPU sampler is measured against on `b` rows of `n` labels: the floor of one pass over
+/// the labels and, where the CCCL has it, cub::DeviceTopK.
+void time_gpu_baselines(const sampler_bench_options& o, std::ostream& out, const void* d_labels,
+                        const ops::sampler_params& p, cudaStream_t s, std::int64_t b, std::int64_t n, std::int64_t k) {
+  const std::int64_t d = o.d;
+  // Floor: one pass reading the labels (a device-to-device copy of them reads every byte once).
+  device_buffer scratch(static_cast<std::size_t>(b * n) * 8);
+  const timing t = measure(o, [&] {
+    PINFEED_CUDA_TRY(cudaMemcpyAsync(scratch.data(), d_labels, scratch.size(), cudaMemcpyDeviceToDevice, s));
+    sync(s);
+  });
+  emit(out, "floor", "cuda", b, n, k, d, t);
+#if PINFEED_WITH_CUDA
+  // NVIDIA's own selection: cub::DeviceTopK of the same random keys, row by row (no balance,
+  // no order, no gathers), where the CCCL has it.
+  if (const std::string why = cub_topk_unavailable(); why.empty()) {
+    cub_topk_baseline topk(b, n, k);
+    emit(out, "cub_topk", "cuda", b, n, k, 0, measure(o, [&] {
+           topk.run(p.seed, s);
+           sync(s);
+         }));
+  } else {
+    out << with_host({{"op", "sampler"}, {"impl", "cub_topk"}, {"device", "cuda"}, {"skipped", why}}).dump()
+        << std::endl;
+  }
+#else
+  (void)p;
+#endif
+}
+
 void run_gpu(const sampler_bench_options& o, std::int64_t n, std::ostream& out) {
   const std::int64_t k = n / 10, d = o.d, rows = o.rows;
   const auto labels = make_labels(rows * n);
@@ -149,57 +216,8 @@ void run_gpu(const sampler_bench_options& o, std::int64_t n, std::ostream& out) 
       a.gathered_features = d_gathered.data();
     }
     a.gathered_labels = d_glab.data();
-#if PINFEED_WITH_CUDA
-    {
-      std::size_t naive_bytes = 0;
-      naive_sample_gpu(nullptr, naive_bytes, a, p, s);
-      device_buffer naive_temp(naive_bytes);
-      emit(out, "naive_loop", "cuda", b, n, k, d, measure(o, [&] {
-             naive_sample_gpu(naive_temp.data(), naive_bytes, a, p, s);
-             sync(s);
-           }));
-    }
-#endif
-    std::size_t bytes = 0;
-    ops::balanced_sample_device(nullptr, bytes, a, p, s);
-    device_buffer temp(bytes);
-    emit(out, b == 1 ? "static_single" : "batched", "cuda", b, n, k, d, measure(o, [&] {
-           ops::balanced_sample_device(temp.data(), bytes, a, p, s);
-           sync(s);
-         }), bytes);
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    PINFEED_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    ops::balanced_sample_device(temp.data(), bytes, a, p, s);
-    PINFEED_CUDA_TRY(cudaStreamEndCapture(s, &graph));
-    PINFEED_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
-    emit(out, "graph", "cuda", b, n, k, d, measure(o, [&] {
-           PINFEED_CUDA_TRY(cudaGraphLaunch(exec, s));
-           sync(s);
-         }), bytes);
-    PINFEED_CUDA_TRY(cudaGraphExecDestroy(exec));
-    PINFEED_CUDA_TRY(cudaGraphDestroy(graph));
-    // Floor: one pass reading the labels (a device-to-device copy of them reads every byte once).
-    device_buffer scratch(static_cast<std::size_t>(b * n) * 8);
-    const timing t = measure(o, [&] {
-      PINFEED_CUDA_TRY(cudaMemcpyAsync(scratch.data(), d_labels.data(), scratch.size(), cudaMemcpyDeviceToDevice, s));
-      sync(s);
-    });
-    emit(out, "floor", "cuda", b, n, k, d, t);
-#if PINFEED_WITH_CUDA
-    // NVIDIA's own selection: cub::DeviceTopK of the same random keys, row by row (no balance,
-    // no order, no gathers), where the CCCL has it.
-    if (const std::string why = cub_topk_unavailable(); why.empty()) {
-      cub_topk_baseline topk(b, n, k);
-      emit(out, "cub_topk", "cuda", b, n, k, 0, measure(o, [&] {
-             topk.run(p.seed, s);
-             sync(s);
-           }));
-    } else {
-      out << with_host({{"op", "sampler"}, {"impl", "cub_topk"}, {"device", "cuda"}, {"skipped", why}}).dump()
-          << std::endl;
-    }
-#endif
+    time_gpu_sampler(o, out, a, p, s, k);
+    time_gpu_baselines(o, out, d_labels.data(), p, s, b, n, k);
   }
   PINFEED_CUDA_TRY(cudaStreamDestroy(s));
 }

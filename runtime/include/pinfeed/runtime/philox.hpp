@@ -20,8 +20,8 @@ struct philox_block {
   std::uint32_t v[4];
 };
 
-/// Philox4x32's round multipliers and key increments (Salmon et al., SC'11). The SIMD versions in
-/// random.cpp use the same constants.
+/// Philox4x32's round multipliers and key increments (Salmon et al., SC'11). The host SIMD versions
+/// (runtime/src/detail/philox_lanes.hpp) use the same constants.
 inline constexpr std::uint32_t kPhiloxM0 = 0xD2511F53u, kPhiloxM1 = 0xCD9E8D57u;
 inline constexpr std::uint32_t kPhiloxW0 = 0x9E3779B9u, kPhiloxW1 = 0xBB67AE85u;
 

@@ -66,6 +66,13 @@ class auto_tuner {
  private:
   enum class trial { none, grew_workers, grew_prefetch, shrank_workers };
   void set(std::size_t workers, std::size_t prefetch, std::string why);
+  /// The steps of judge(): ceilings and the floor that have stood long enough go back to the bounds;
+  /// a growth trial is kept or taken back; with the consumer waiting, workers or prefetch grow (or
+  /// nothing can); with it never waiting twice running, a worker goes.
+  void expire_limits();
+  bool judge_growth(bool workers, double rate);
+  bool grow(double rate, double wait, double idle);
+  bool judge_calm(double wait);
 
   bounds bounds_;
   std::size_t workers_, prefetch_;

@@ -15,15 +15,27 @@ import sys
 
 SOURCES = (".cpp", ".hpp", ".cu", ".cuh", ".h")
 
+# Files the limits do not hold for: generated or third-party sources that live among pinfeed's own,
+# each with the reason (a path relative to the repository root). None does today: generated headers
+# (version.hpp, config.hpp) are written to the build tree, and no third-party source is vendored.
+EXEMPT = {
+}
+
+
+def exempt(path):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.relpath(os.path.abspath(path), root) in EXEMPT
+
 
 def files_under(paths):
     for p in paths:
         if os.path.isfile(p):
-            yield p
+            if not exempt(p):
+                yield p
             continue
         for root, _, names in os.walk(p):
             for n in sorted(names):
-                if n.endswith(SOURCES):
+                if n.endswith(SOURCES) and not exempt(os.path.join(root, n)):
                     yield os.path.join(root, n)
 
 
@@ -47,6 +59,14 @@ def main():
     ap.add_argument("--report", action="store_true")
     ap.add_argument("paths", nargs="+")
     a = ap.parse_args()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    stale = [f for f in EXEMPT if not os.path.exists(os.path.join(root, f))]
+    if stale:
+        print(f"EXEMPT names files that do not exist: {stale}")
+        return 1
+    if a.report:
+        for f, why in EXEMPT.items():
+            print(f"exempt: {f}: {why}")
     rows = []  # (kind, lines, where)
     for f in files_under(a.paths):
         with open(f, encoding="utf-8", errors="replace") as fh:

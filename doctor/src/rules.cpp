@@ -36,10 +36,15 @@ std::string cores_text(const doctor_report& r) {
                        : std::string(" (hardware threads)"));
 }
 
+/// The tuning pass moved this setting and settled: it measured what more of it gives and kept its
+/// choice, so a suggestion to raise it would contradict a measurement with none of its own.
+bool settled_by_tuner(const doctor_report& r, bool tuned_setting) { return r.tuned && r.tuning.settled && tuned_setting; }
+
 /// The CPU idles while the consumer waits: more workers.
 advice more_workers(const evidence& e) {
   const doctor_report& r = e.r;
-  if (r.bottleneck.empty() || e.l0.cpu_utilization >= 0.75) return std::nullopt;
+  if (r.bottleneck.empty() || e.l0.cpu_utilization >= 0.75 || settled_by_tuner(r, r.tuning.workers_auto))
+    return std::nullopt;
   const std::size_t cores = cores_of(r);
   const std::string why = "the CPU is busy " + pct(e.l0.cpu_utilization) + " of the " + cores_text(r) +
                           " while the consumer waits " + pct(e.l0.consumer_wait) + " (L0)";
@@ -66,7 +71,9 @@ advice fewer_workers(const evidence& e) {
 /// longer than the one measured is still covered.
 advice more_prefetch(const evidence& e) {
   const doctor_mode& l0 = e.l0;
-  if (l0.consumer_wait < 0.02 || l0.consumer_wait > 0.6 || l0.wait_top_share <= 0.5 || l0.steps < 10) return std::nullopt;
+  if (l0.consumer_wait < 0.02 || l0.consumer_wait > 0.6 || l0.wait_top_share <= 0.5 || l0.steps < 10 ||
+      settled_by_tuner(e.r, e.r.tuning.prefetch_auto))
+    return std::nullopt;
   const double own_ms = std::max(1e-3, l0.seconds * (1.0 - l0.consumer_wait) / static_cast<double>(l0.steps) * 1e3);
   const auto more = static_cast<std::size_t>(std::ceil(l0.max_wait_ms / own_ms)) + 1;
   const std::size_t to = std::max(e.r.prefetch + std::max<std::size_t>(more, 1), 2 * e.r.prefetch);
@@ -133,8 +140,8 @@ advice pack_files(const evidence& e) {
 /// A source that generates whole images is the bottleneck.
 advice cheaper_generation(const evidence& e) {
   if (!e.named("read") || e.r.encoded) return std::nullopt;
-  return doctor_suggestion{"make the source cheaper (it produces whole images that the first transform cuts down) "
-                           "or give it more workers",
+  return doctor_suggestion{"make the source cheaper (it produces whole images that the first transform cuts down)" +
+                               std::string(settled_by_tuner(e.r, e.r.tuning.workers_auto) ? "" : " or give it more workers"),
                            e.cost("read", "producing the images")};
 }
 
@@ -143,7 +150,9 @@ advice decode_less(const evidence& e) {
   if (!e.named("decode")) return std::nullopt;
   return doctor_suggestion{e.r.planned_decode
                                ? "store the images nearer the training size, or decode on the GPU" +
-                                     std::string(e.l0.cpu_utilization < 0.75 ? ", or add workers" : "") +
+                                     std::string(e.l0.cpu_utilization < 0.75 && !settled_by_tuner(e.r, e.r.tuning.workers_auto)
+                                                     ? ", or add workers"
+                                                     : "") +
                                      ": JPEGs already decode only the window the first transform uses"
                                : "decode less: start the pipeline with rrc(...), a crop or resize(...) so JPEGs decode "
                                  "only that window, at a DCT scale when it is large",

@@ -440,6 +440,24 @@ TEST_CASE("doctor.analysis_rules_on_given_numbers") {
   r.plan_cores = 0;
   CHECK(suggests(r, "raise prefetch from 2 to "));
   CHECK(!suggests(r, "uint8"));
+  // The tuning pass settled on workers and prefetch (it measured more of each and kept its
+  // choice): raising either is not suggested against that measurement.
+  r.tuned = true;
+  r.tuning.settled = true;
+  r.tuning.workers_auto = r.tuning.prefetch_auto = true;
+  analyze(r);
+  CHECK(!suggests(r, "raise workers"));
+  CHECK(!suggests(r, "raise prefetch"));
+  CHECK(suggests(r, "tar shards"));  // what the tuner does not move is still suggested
+  r.tuning.prefetch_auto = false;    // prefetch was fixed: the tuner measured nothing about it
+  analyze(r);
+  CHECK(suggests(r, "raise prefetch from 2 to "));
+  CHECK(!suggests(r, "raise workers"));
+  r.tuning.settled = false;  // not settled: its choice is no measurement yet
+  analyze(r);
+  CHECK(suggests(r, "raise workers"));
+  r.tuned = false;
+  r.tuning = {};
 
   // Decoding dominates: what to suggest depends on whether decoding already reads only a window.
   r.modes = {mode("L0", 100, 0.9, 0.95), mode("L1", 105, 0.9, 0.95), mode("L2", 1000, 0.5, 0.95),

@@ -22,24 +22,16 @@
 #include "pinfeed/runtime/loader.hpp"
 #include "pinfeed/runtime/node_plan.hpp"
 #include "pinfeed/runtime/random.hpp"
+#include "loader_fixtures.hpp"
 #include "test_util.hpp"
 
 using namespace pinfeed;
 
 namespace {
 
-constexpr std::int64_t kFeatures = 37;  // odd size: fields do not line up by accident
-
-/// Sample i: "data" = 37 Philox bytes of (seed, epoch, i), "id" = i, "noise" = one float from substream 1.
-void produce_reference(sample& s) {
-  fill_random_bytes(s.rng(), s.bytes("data"));
-  s.as<std::int64_t>("id")[0] = static_cast<std::int64_t>(s.index());
-  s.as<float>("noise")[0] = s.rng(1).uniform();
-}
-
-std::vector<field_spec> reference_fields() {
-  return {{"data", dtype::u8, {kFeatures}}, {"id", dtype::i64, {}}, {"noise", dtype::f32, {}}};
-}
+using test::kFeatures;
+using test::produce_reference;
+using test::reference_fields;
 
 /// A source with random per-sample delays (from the sample's own stream, up to `max_delay_us`).
 std::shared_ptr<source> delayed_source(std::uint64_t n, int max_delay_us) {

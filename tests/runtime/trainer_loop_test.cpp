@@ -20,41 +20,18 @@
 #include "pinfeed/runtime/log.hpp"
 #include "pinfeed/runtime/philox.hpp"
 #include "pinfeed/runtime/random.hpp"
+#include "loader_fixtures.hpp"
 #include "test_util.hpp"
 
 using namespace pinfeed;
 
-namespace {
-
-/// Sample i: "pixels" = 6 Philox bytes of (seed, epoch, i) as [2, 3], "label" = i % 10.
-std::shared_ptr<source> small_source(std::uint64_t n) {
-  return make_source(n, {{"pixels", dtype::u8, {2, 3}}, {"label", dtype::i64, {}}}, [](sample& s) {
-    fill_random_bytes(s.rng(), s.bytes("pixels"));
-    s.as<std::int64_t>("label")[0] = static_cast<std::int64_t>(s.index() % 10);
-  });
-}
-
-loader_options shuffled(std::size_t batch, std::size_t workers, std::size_t prefetch = 2) {
-  loader_options o = test::cpu_loader(batch, workers, 99, prefetch);
-  o.order.shuffle = true;
-  return o;
-}
-
-/// Every batch of epochs [0, end) of an uninterrupted run, as checksum lines.
-std::vector<std::string> uninterrupted(std::uint32_t end) {
-  loader l(small_source(100), shuffled(8, 2));
-  return test::epoch_checksums(l, 0, end - 1);
-}
-
-}  // namespace
-
 TEST_CASE("loader.epochs.resume_then_the_readme_loop_delivers_the_rest_once") {
-  const auto all = uninterrupted(3);  // 13 batches an epoch
+  const auto all = test::uninterrupted_small(3);  // 13 batches an epoch
   REQUIRE(all.size() == 39);
   // A first run stops after epoch 1's batch 3 (4 batches taken) and saves its state.
   std::string state;
   {
-    loader l(small_source(100), shuffled(8, 2));
+    loader l(test::small_source(100), test::shuffled_small(8, 2));
     for (std::uint32_t e : l.epochs(3)) {
       std::size_t taken = 0;
       for (batch& b : l) {
@@ -67,7 +44,7 @@ TEST_CASE("loader.epochs.resume_then_the_readme_loop_delivers_the_rest_once") {
   }
   const std::vector<std::string> rest(all.begin() + 13 + 4, all.end());
   SUBCASE("the epochs range") {
-    loader l(small_source(100), shuffled(8, 1));
+    loader l(test::small_source(100), test::shuffled_small(8, 1));
     l.resume(state);
     std::vector<std::string> got;
     std::vector<std::uint32_t> epochs;
@@ -79,7 +56,7 @@ TEST_CASE("loader.epochs.resume_then_the_readme_loop_delivers_the_rest_once") {
     CHECK(got == rest);
   }
   SUBCASE("start_epoch(e) at each epoch's top keeps the resumed position") {
-    loader l(small_source(100), shuffled(8, 2));
+    loader l(test::small_source(100), test::shuffled_small(8, 2));
     l.resume(state);
     std::vector<std::string> got;
     for (std::uint32_t e = l.epoch(); e < 3; ++e) {
@@ -89,7 +66,7 @@ TEST_CASE("loader.epochs.resume_then_the_readme_loop_delivers_the_rest_once") {
     CHECK(got == rest);
   }
   SUBCASE("start_epoch(e, 0) is an explicit restart") {
-    loader l(small_source(100), shuffled(8, 2));
+    loader l(test::small_source(100), test::shuffled_small(8, 2));
     l.resume(state);
     l.start_epoch(1, 0);
     std::vector<std::string> got;
@@ -98,7 +75,7 @@ TEST_CASE("loader.epochs.resume_then_the_readme_loop_delivers_the_rest_once") {
   }
   // The first batch after resume(), one batch taken (or not), then start_epoch(e).
   const auto first_after = [&](bool take_one, std::uint32_t e) {
-    loader l(small_source(100), shuffled(8, 2));
+    loader l(test::small_source(100), test::shuffled_small(8, 2));
     l.resume(state);
     if (take_one) REQUIRE(l.next());
     l.start_epoch(e);
@@ -112,7 +89,7 @@ TEST_CASE("loader.epochs.resume_then_the_readme_loop_delivers_the_rest_once") {
 }
 
 TEST_CASE("loader.epochs.range_on_a_new_loader_and_at_its_end") {
-  loader l(small_source(100), shuffled(8, 2));
+  loader l(test::small_source(100), test::shuffled_small(8, 2));
   std::vector<std::string> got;
   std::vector<std::uint32_t> seen;
   for (std::uint32_t e : l.epochs(3)) {
@@ -120,7 +97,7 @@ TEST_CASE("loader.epochs.range_on_a_new_loader_and_at_its_end") {
     while (auto b = l.next()) got.push_back(checksum_line(*b));
   }
   CHECK(seen == std::vector<std::uint32_t>{0, 1, 2});
-  CHECK(got == uninterrupted(3));
+  CHECK(got == test::uninterrupted_small(3));
   // At epoch 2's end: epochs(3) is empty, epochs(4) continues with epoch 3 from its start after
   // the finished epoch 2 (which yields nothing more).
   std::size_t steps = 0;
@@ -137,16 +114,16 @@ TEST_CASE("loader.epochs.range_on_a_new_loader_and_at_its_end") {
   }
   CHECK(more == std::vector<std::uint32_t>{3});
   // A loader set to start at epoch 5 by its options: epochs(5) is empty.
-  auto o = shuffled(8, 2);
+  auto o = test::shuffled_small(8, 2);
   o.epoch = 5;
-  loader late(small_source(100), o);
+  loader late(test::small_source(100), o);
   std::size_t none = 0;
   for (std::uint32_t e : late.epochs(5)) none += e + 1;
   CHECK(none == 0);
 }
 
 TEST_CASE("batch.typed_field_views_check_the_dtype_and_slice_samples") {
-  loader l(small_source(20), test::cpu_loader(8, 1, 3));
+  loader l(test::small_source(20), test::cpu_loader(8, 1, 3));
   auto b = l.next();
   REQUIRE(b);
   const auto pixels = b->field<std::uint8_t>("pixels");
@@ -235,7 +212,7 @@ TEST_CASE("log.once_logs_the_first_call_only_and_never_throws") {
 }
 
 TEST_CASE("loader.stats_summary_per_epoch") {
-  loader l(small_source(100), shuffled(8, 2));
+  loader l(test::small_source(100), test::shuffled_small(8, 2));
   std::vector<std::string> lines;
   for (std::uint32_t e : l.epochs(2)) {
     (void)e;

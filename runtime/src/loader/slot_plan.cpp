@@ -140,10 +140,10 @@ class plan_builder {
     parts.insert(parts.end(), source_memory_.begin(), source_memory_.end());
     return parts;
   }
+  /// The host's parts and, with a GPU, the device slots after the host slots.
   std::vector<memory_use> all_parts(const slot_need& n) const {
-    std::vector<memory_use> parts{{cuda_ ? "pinned host slots" : "host slots", n.host}};
-    if (cuda_) parts.push_back({"device slots", n.data});
-    parts.insert(parts.end(), source_memory_.begin(), source_memory_.end());
+    std::vector<memory_use> parts = host_parts(n);
+    if (cuda_) parts.insert(parts.begin() + 1, memory_use{"device slots", n.data});
     return parts;
   }
   std::string rank_memory_text() const {

@@ -37,6 +37,12 @@ loader_options shuffled(std::size_t workers) {
   o.order = {true, 0, 1, false};
   return o;
 }
+/// `text` with its first `from` replaced by `to` (which must be there).
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
 }  // namespace
 
 TEST_CASE("loader.shuffled_order_is_deterministic_and_complete") {
@@ -128,12 +134,7 @@ TEST_CASE("loader.resume_rejects_foreign_or_malformed_states") {
                 shuffled(1))
              .state(),
          "another dataset");
-  auto edit = [&](const std::string& from, const std::string& to) {
-    std::string s = good;
-    const auto at = s.find(from);
-    REQUIRE(at != std::string::npos);
-    return s.replace(at, from.size(), to);
-  };
+  auto edit = [&](const std::string& from, const std::string& to) { return replaced(good, from, to); };
   expect(edit("\"next_batch\":0", "\"next_batch\":99"), "next_batch 99 is not in [0, 15]");
   expect(edit("\"plan\":[[0,100]]", "\"plan\":[[0,101]]"), "range 0 [0, 101)");
   expect(edit("\"plan\":[[0,100]]", "\"plan\":[[50,60],[10,20]]"), "range 1 [10, 20)");
@@ -270,12 +271,8 @@ TEST_CASE("loader_state.round_trips_through_json_and_names_a_field_of_the_wrong_
   CHECK(back.next_batch == 5);
   CHECK(back.plan == s.plan);
   CHECK_NOTHROW(s.check_same_loader(back));
-  auto edited = [&](const std::string& from, const std::string& to) {
-    std::string text = s.to_json();
-    const auto at = text.find(from);
-    REQUIRE(at != std::string::npos);
-    return text.replace(at, from.size(), to);
-  };
+  auto edited = [&](const std::string& from, const std::string& to) { return replaced(s.to_json(), from, to); };
+
   auto expect = [](const std::string& text, const char* needle) {
     CAPTURE(text);
     CHECK_THROWS_WITH_AS((void)detail::loader_state::from_json(text), doctest::Contains(needle), std::invalid_argument);

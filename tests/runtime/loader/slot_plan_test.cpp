@@ -13,20 +13,15 @@
 #include "pinfeed/runtime/loader.hpp"
 #include "pinfeed/runtime/node_plan.hpp"
 #include "pinfeed/runtime/random.hpp"
+#include "runtime/loader_fixtures.hpp"
 #include "test_util.hpp"
 
 using namespace pinfeed;
 
 namespace {
-constexpr std::int64_t kFeatures = 37;
-void produce_reference(sample& s) {
-  fill_random_bytes(s.rng(), s.bytes("data"));
-  s.as<std::int64_t>("id")[0] = static_cast<std::int64_t>(s.index());
-  s.as<float>("noise")[0] = s.rng(1).uniform();
-}
-std::vector<field_spec> reference_fields() {
-  return {{"data", dtype::u8, {kFeatures}}, {"id", dtype::i64, {}}, {"noise", dtype::f32, {}}};
-}
+using test::kFeatures;
+using test::produce_reference;
+using test::reference_fields;
 loader_options cpu_options(std::size_t batch, std::size_t workers, std::size_t prefetch = 3) {
   return pinfeed::test::cpu_loader(batch, workers, 2024, prefetch);
 }

@@ -12,39 +12,20 @@
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/loader.hpp"
 #include "pinfeed/runtime/random.hpp"
+#include "runtime/loader_fixtures.hpp"
 #include "test_util.hpp"
 
 using namespace pinfeed;
-
-namespace {
-/// Sample i: "pixels" = 6 Philox bytes of (seed, epoch, i) as [2, 3], "label" = i % 10.
-std::shared_ptr<source> small_source(std::uint64_t n) {
-  return make_source(n, {{"pixels", dtype::u8, {2, 3}}, {"label", dtype::i64, {}}}, [](sample& s) {
-    fill_random_bytes(s.rng(), s.bytes("pixels"));
-    s.as<std::int64_t>("label")[0] = static_cast<std::int64_t>(s.index() % 10);
-  });
-}
-loader_options shuffled(std::size_t batch, std::size_t workers, std::size_t prefetch = 2) {
-  loader_options o = test::cpu_loader(batch, workers, 99, prefetch);
-  o.order.shuffle = true;
-  return o;
-}
-/// Every batch of epochs [0, end) of an uninterrupted run, as checksum lines.
-std::vector<std::string> uninterrupted(std::uint32_t end) {
-  loader l(small_source(100), shuffled(8, 2));
-  return test::epoch_checksums(l, 0, end - 1);
-}
-}  // namespace
 
 TEST_CASE("loader.held.one_more_than_allowed_throws_and_releasing_one_goes_on") {
   // prefetch 2 + max_batches_in_use 1: 3 slots. Before, the 4th held batch hung next() for good.
   for (std::size_t workers : {1u, 2u}) {
     CAPTURE(workers);
-    loader reference(small_source(100), shuffled(8, workers));
+    loader reference(test::small_source(100), test::shuffled_small(8, workers));
     std::vector<std::string> expected;
     while (auto b = reference.next()) expected.push_back(checksum_line(*b));
 
-    loader l(small_source(100), shuffled(8, workers));
+    loader l(test::small_source(100), test::shuffled_small(8, workers));
     std::vector<std::string> got;
     std::optional<batch> kept = l.next();  // holds 0 at the call
     REQUIRE(kept);
@@ -74,7 +55,7 @@ TEST_CASE("loader.held.one_more_than_allowed_throws_and_releasing_one_goes_on") 
 }
 
 TEST_CASE("loader.held.dlpack_views_count_as_held_batches") {
-  loader l(small_source(64), shuffled(8, 2, 1));  // prefetch 1 + 1: 2 slots
+  loader l(test::small_source(64), test::shuffled_small(8, 2, 1));  // prefetch 1 + 1: 2 slots
   auto b0 = l.next();
   REQUIRE(b0);
   DLManagedTensor* view = b0->to_dlpack("pixels");
@@ -92,9 +73,9 @@ TEST_CASE("loader.held.dlpack_views_count_as_held_batches") {
 
 TEST_CASE("loader.held.a_larger_max_batches_in_use_lets_a_trainer_keep_batches") {
   // Gradient accumulation over 4 batches: 3 are kept while the 4th is asked for.
-  auto o = shuffled(8, 2);
+  auto o = test::shuffled_small(8, 2);
   o.max_batches_in_use = 3;
-  loader l(small_source(100), o);
+  loader l(test::small_source(100), o);
   CHECK(l.slots() == 5);
   std::vector<batch> kept;
   std::vector<std::string> got;
@@ -103,7 +84,7 @@ TEST_CASE("loader.held.a_larger_max_batches_in_use_lets_a_trainer_keep_batches")
     kept.push_back(std::move(*b));
     if (kept.size() == 4) kept.clear();  // the optimizer step
   }
-  CHECK(got == uninterrupted(1));
+  CHECK(got == test::uninterrupted_small(1));
   // One more than that is refused.
   l.start_epoch(1, 0);
   kept.clear();

@@ -22,8 +22,9 @@ loader::impl::impl(std::shared_ptr<source> s, loader_options o)
       dataset_size(0),
       batches(0),
       device((validate(o), resolve_device(o.device))),
-      place(detail::place_of(o, device)),
-      worker_most(o.workers == auto_tune ? detail::planned_workers(place) : detail::effective_workers(o.workers, place)) {
+      place(detail::place_of(o, device)) {
+  const std::size_t worker_most =
+      o.workers == auto_tune ? detail::planned_workers(place) : detail::effective_workers(o.workers, place);
   if (!src) throw pinfeed::invalid_argument("loader needs a source, got a null pointer");
   dataset_size = src->size();
   if (dataset_size == 0) throw pinfeed::invalid_argument("source '" + src->name() + "' has no samples");

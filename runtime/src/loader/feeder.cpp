@@ -85,7 +85,7 @@ void loader::impl::fill_slot(std::size_t slot, std::uint32_t e, std::uint64_t b,
   }
   m.error = failure;
   m.error_index = failure ? m.indices[0] : 0;
-  const std::size_t chunks = std::min(m.count, worker_most * 4);
+  const std::size_t chunks = std::min(m.count, pool->most() * 4);
   m.remaining.store(chunks, std::memory_order_release);
   for (std::size_t k = 0; k < chunks; ++k) {
     const detail::chunk piece{slot, m.count * k / chunks, m.count * (k + 1) / chunks};

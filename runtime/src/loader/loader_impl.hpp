@@ -114,7 +114,6 @@ struct loader::impl {
   std::uint64_t batches;                // of the current epoch
   device_choice device;
   detail::node_place place;  // where the node plan puts workers, the feeder and host slots
-  std::size_t worker_most;   // the pool's most workers
   std::shared_ptr<detail::loader_core> core;
   std::optional<detail::worker_pool> pool;
 

@@ -58,7 +58,7 @@ void loader::impl::judge_window() {
   if (tuner->settled() && !tuning_logged) {
     tuning_logged = true;
     log(log_level::info, "loader: auto_tune settled on " + std::to_string(tuner->workers()) + " workers (of " +
-                             std::to_string(worker_most) + "), prefetch " + std::to_string(tuner->prefetch()) + " (of " +
+                             std::to_string(pool->most()) + "), prefetch " + std::to_string(tuner->prefetch()) + " (of " +
                              std::to_string(core->prefetch_most()) + ") after " + std::to_string(tuner->windows()) +
                              " windows: " + tuner->reason());
   }
@@ -70,7 +70,7 @@ loader::tuning_report loader::tuning() const {
   tuning_report r;
   r.workers = workers();
   r.prefetch = prefetch();
-  r.workers_most = im.worker_most;
+  r.workers_most = im.pool->most();
   r.prefetch_most = im.core->prefetch_most();
   if (!im.tuner) {
     r.settled = true;

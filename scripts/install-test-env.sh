@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Python servers the remote-shard tests start on loopback: moto's standalone S3
-# server (with boto3 for the tests' setup script), into .venv-test (idempotent; PyPI only).
+# Installs what the tests need beyond the build: Debian's Chromium (the doctor's page is checked in
+# a headless browser), and the Python servers the remote-shard tests start on loopback: moto's
+# standalone S3 server (with boto3 for the tests' setup script), into .venv-test (idempotent;
+# apt-get and PyPI only).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bash "$root/scripts/install-deps.sh" --only chromium
 venv=$root/.venv-test
 want="moto[server]==5.2.5 boto3==1.44.8"
 if [[ -x $venv/bin/moto_server && -f $venv/.installed && $(cat "$venv/.installed") == "$want" ]]; then

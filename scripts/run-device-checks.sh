@@ -10,7 +10,7 @@
 # Results: exactly two files under $OUT (default ./device-checks-out), rewritten after every step so
 # that a run cut short still returns what it did:
 #   summary.txt      one line per step: name, pass/fail/skip/unsupported/timeout, seconds, key figure
-#   results.tar.gz   every log and JSONL file of both phases
+#   results.tar.gz   every log and JSONL file of both phases, and the doctor's page (doctor-report.html)
 # --dry-run runs without a GPU: it checks that every bundled binary starts with the bundle's
 # libraries plus the system base, runs each step in its no-GPU form, and exits 0 if nothing broke.
 # Exit status: 0 when no step failed, timed out or was left unrun by the budget (skipped and
@@ -289,7 +289,8 @@ EOF
   record bench-sampler "$(status_of)" "$took" "$fig"
 
   step doctor-article "$bin/pinfeed" doctor --device "$device" --samples "$samples" --batch 64 --prefetch 4 \
-    --transforms "crop(256),mask(0.25),ycbcr,scale" --step-ms 2 --json "$work/doctor-article.json"
+    --transforms "crop(256),mask(0.25),ycbcr,scale" --step-ms 2 --json "$work/doctor-article.json" \
+    --html "$work/doctor-report.html"
   local fig=$no_time
   if ((rc != -1)); then
     fig=$(python3 - "$work/doctor-article.json" 2>/dev/null <<'EOF' || echo "no report"

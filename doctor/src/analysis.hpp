@@ -25,6 +25,14 @@ inline std::string num(double v, int digits) {
   return b;
 }
 
+/// `v` as a short figure: std::to_string's digits without trailing zeros ("15", "2.5").
+inline std::string figure(double v) {
+  std::string s = std::to_string(v);
+  while (s.size() > 1 && s.back() == '0') s.pop_back();
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+
 /// What a rule reads: the report with its stages priced and bottleneck named, and the full
 /// pipeline's measurement (L0).
 struct evidence {

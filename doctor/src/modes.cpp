@@ -98,9 +98,28 @@ std::vector<plan_entry> plan_modes(const doctor_pipeline& p, const doctor_option
   return std::move(pl.plan);
 }
 
-void summarize(doctor_mode& m, std::vector<double> waits, const std::vector<double>& per_image, std::size_t images,
-               double wall, double cpu, unsigned threads) {
+namespace {
+
+/// The mode's timeline: every step, or past kTimelinePoints steps, runs of consecutive steps, each
+/// with its longest wait (a stall stays visible) and the end of its last step.
+void timeline(doctor_mode& m, const std::vector<double>& waits, const std::vector<double>& ends) {
+  const std::size_t n = std::min(waits.size(), ends.size());
+  const std::size_t points = std::min(n, doctor_mode::kTimelinePoints);
+  m.step_end_s.assign(points, 0.0);
+  m.step_wait_ms.assign(points, 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t p = i * points / n;
+    m.step_wait_ms[p] = std::max(m.step_wait_ms[p], waits[i] * 1e3);
+    m.step_end_s[p] = ends[i];
+  }
+}
+
+}  // namespace
+
+void summarize(doctor_mode& m, std::vector<double> waits, const std::vector<double>& ends, const std::vector<double>& per_image,
+               std::size_t images, double wall, double cpu, unsigned threads) {
   m.ran = true;
+  timeline(m, waits, ends);
   m.steps = waits.size();
   m.images = images;
   m.seconds = wall;

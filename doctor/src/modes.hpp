@@ -24,9 +24,10 @@ struct plan_entry {
 [[nodiscard]] std::vector<plan_entry> plan_modes(const doctor_pipeline& p, const doctor_options& o,
                                                  const doctor_report& facts, std::size_t pool, bool device_tail);
 
-/// Fills m's numbers from its timed steps: each step's wait (`waits`) and seconds per image
-/// (`per_image`), the images, the wall time and the process's CPU seconds over `threads` threads.
-void summarize(doctor_mode& m, std::vector<double> waits, const std::vector<double>& per_image, std::size_t images,
-               double wall, double cpu, unsigned threads);
+/// Fills m's numbers from its timed steps: each step's wait (`waits`), end (`ends`, s from the
+/// mode's start) and seconds per image (`per_image`), the images, the wall time and the process's
+/// CPU seconds over `threads` threads.
+void summarize(doctor_mode& m, std::vector<double> waits, const std::vector<double>& ends, const std::vector<double>& per_image,
+               std::size_t images, double wall, double cpu, unsigned threads);
 
 }  // namespace pinfeed

@@ -4,8 +4,6 @@
 #include <cstdio>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
 #include "analysis.hpp"
 #include "pinfeed/doctor/doctor.hpp"
 #include "pinfeed/loaders/remote.hpp"
@@ -151,6 +149,7 @@ void analyze(doctor_report& r) {
   r.transforms.clear();
   r.bottleneck.clear();
   r.suggestions.clear();
+  r.no_gain.clear();
   r.caveat.clear();
   price_stages(r);
   const doctor_mode* l0 = r.mode("L0");
@@ -259,71 +258,20 @@ std::string doctor_report::to_text() const {
     out << "bad samples: " << bad_samples << " skipped (" << replaced << " slot" << (replaced == 1 ? "" : "s")
         << " filled by a stand-in in the full pipeline's runs)\n";
   if (!suggestions.empty()) {
-    out << "suggestions:\n";
-    for (const auto& s : suggestions) out << "  - " << s.what << ": " << s.evidence << "\n";
+    const bool ran = std::any_of(suggestions.begin(), suggestions.end(), [](const auto& s) { return s.measured; });
+    out << "suggestions" << (ran ? " (each naming a setting was run with it, against L0)" : "") << ":\n";
+    for (const auto& s : suggestions) {
+      out << "  - " << s.what << ": " << s.evidence << "\n";
+      if (s.measured) out << "    measured: " << s.result << "\n";
+      else if (!s.result.empty()) out << "    " << s.result << "\n";
+      else if (!s.setting.empty()) out << "    not measured (--no-verify)\n";
+    }
+  }
+  if (!no_gain.empty()) {
+    out << "tried, no gain (not advice):\n";
+    for (const auto& s : no_gain) out << "  - " << s.what << ": " << s.result << "\n";
   }
   return out.str();
-}
-
-std::string doctor_report::to_json() const {
-  using nlohmann::json;
-  const auto finite = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
-  json j;
-  j["schema"] = "pinfeed.doctor/2";
-  j["pipeline"] = pipeline;
-  j["device"] = device;
-  j["workers"] = workers;
-  j.update({{"hardware_threads", hardware_threads}, {"plan_cores", plan_cores}, {"plan_cores_source", plan_cores_source}});
-  j["batch_size"] = batch_size;
-  j["prefetch"] = prefetch;
-  j["pool"] = pool;
-  j["step_ms"] = step_ms;
-  j["user_step"] = user_step;
-  if (tuned) {
-    j["tuning"] = json::parse(tuning.to_json());
-    j["tuning"]["seconds"] = tuning_seconds;
-  }
-  if (compared)
-    j["comparison"] = {{"tuned_images_per_s", tuned_images_per_s},
-                       {"baseline_images_per_s", baseline_images_per_s},
-                       {"baseline_workers", baseline_workers},
-                       {"baseline_prefetch", baseline_prefetch},
-                       {"expected_speedup", expected_speedup}};
-  j["modes"] = json::array();
-  for (const auto& m : modes) {
-    json x{{"id", m.id}, {"name", m.name}, {"skips", m.skips}, {"ran", m.ran}, {"note", m.note}};
-    if (m.ran) {
-      x["steps"] = m.steps;
-      x["images"] = m.images;
-      x["seconds"] = m.seconds;
-      x["steps_per_s"] = m.steps_per_s;
-      x["images_per_s"] = m.images_per_s;
-      x["consumer_wait"] = m.consumer_wait;
-      x["wait_top_share"] = m.wait_top_share;
-      x["max_wait_ms"] = m.max_wait_ms;
-      x["cpu_utilization"] = m.cpu_utilization;
-      x["noise_ms_per_image"] = m.noise_ms_per_image;
-    }
-    j["modes"].push_back(x);
-  }
-  const auto stage_list = [&](const std::vector<doctor_stage>& v) {
-    json a = json::array();
-    for (const auto& s : v)
-      a.push_back({{"name", s.name}, {"label", s.label}, {"from", s.from}, {"to", s.to},
-                   {"ms_per_image", finite(s.ms_per_image)}, {"within_noise", s.within_noise}, {"share", s.share}});
-    return a;
-  };
-  j["stages"] = stage_list(stages);
-  j["transforms"] = stage_list(transforms);
-  j["bottleneck"] = bottleneck;
-  j["verdict"] = verdict;
-  j["caveat"] = caveat.empty() ? json(nullptr) : json(caveat);
-  j["bad_samples"] = bad_samples;
-  j["replaced"] = replaced;
-  j["fetch"] = remote ? json::parse(loaders::to_json(fetch)) : json(nullptr);
-  j["suggestions"] = json::array();
-  for (const auto& s : suggestions) j["suggestions"].push_back({{"what", s.what}, {"evidence", s.evidence}});
-  return j.dump(2);
 }
 
 }  // namespace pinfeed

@@ -25,6 +25,14 @@ namespace {
 
 using advice = std::optional<doctor_suggestion>;
 
+/// A suggestion that names a setting the doctor can try, and the value it proposes.
+doctor_suggestion trying(std::string what, std::string evidence, const char* setting, std::uint64_t value) {
+  doctor_suggestion s{std::move(what), std::move(evidence)};
+  s.setting = setting;
+  s.value = value;
+  return s;
+}
+
 /// The cores the analysis holds the workers to: the node plan's for this process (the hardware
 /// threads in a report that has none).
 std::size_t cores_of(const doctor_report& r) { return r.plan_cores ? r.plan_cores : r.hardware_threads; }
@@ -49,10 +57,9 @@ advice more_workers(const evidence& e) {
   const std::string why = "the CPU is busy " + pct(e.l0.cpu_utilization) + " of the " + cores_text(r) +
                           " while the consumer waits " + pct(e.l0.consumer_wait) + " (L0)";
   if (r.workers < cores)
-    return doctor_suggestion{"raise workers from " + std::to_string(r.workers) + " to " + std::to_string(cores), why};
-  return doctor_suggestion{"raise workers beyond the core count (try " + std::to_string(2 * r.workers) +
-                               "): they wait rather than compute",
-                           why};
+    return trying("raise workers from " + std::to_string(r.workers) + " to " + std::to_string(cores), why, "workers", cores);
+  return trying("raise workers beyond the core count (try " + std::to_string(2 * r.workers) + "): they wait rather than compute",
+                why, "workers", 2 * r.workers);
 }
 
 /// More workers than the plan's cores, all busy: they preempt one another (oversubscription).
@@ -60,10 +67,11 @@ advice fewer_workers(const evidence& e) {
   const doctor_report& r = e.r;
   const std::size_t cores = cores_of(r);
   if (r.workers <= cores || e.l0.cpu_utilization < 0.9) return std::nullopt;
-  return doctor_suggestion{"lower workers from " + std::to_string(r.workers) + " to " + std::to_string(cores),
-                           std::to_string(r.workers) + " workers share the " + cores_text(r) + ", busy " +
-                               pct(e.l0.cpu_utilization) + " (L0): the threads oversubscribe the cores and preempt one "
-                               "another; more workers help only a source that waits (remote or slow storage)"};
+  return trying("lower workers from " + std::to_string(r.workers) + " to " + std::to_string(cores),
+                std::to_string(r.workers) + " workers share the " + cores_text(r) + ", busy " + pct(e.l0.cpu_utilization) +
+                    " (L0): the threads oversubscribe the cores and preempt one another; more workers help only a "
+                    "source that waits (remote or slow storage)",
+                "workers", cores);
 }
 
 /// The pipeline keeps up on average but stalls in bursts: enough batches ahead to cover the
@@ -77,10 +85,11 @@ advice more_prefetch(const evidence& e) {
   const double own_ms = std::max(1e-3, l0.seconds * (1.0 - l0.consumer_wait) / static_cast<double>(l0.steps) * 1e3);
   const auto more = static_cast<std::size_t>(std::ceil(l0.max_wait_ms / own_ms)) + 1;
   const std::size_t to = std::max(e.r.prefetch + std::max<std::size_t>(more, 1), 2 * e.r.prefetch);
-  return doctor_suggestion{"raise prefetch from " + std::to_string(e.r.prefetch) + " to " + std::to_string(to),
-                           pct(l0.wait_top_share) + " of the consumer's wait falls in the slowest 10% of steps (the "
-                           "longest " + num(l0.max_wait_ms, 1) + " ms, against " + num(own_ms, 1) +
-                               " ms of the consumer's own work per step): the pipeline keeps up on average but stalls in bursts"};
+  return trying("raise prefetch from " + std::to_string(e.r.prefetch) + " to " + std::to_string(to),
+                pct(l0.wait_top_share) + " of the consumer's wait falls in the slowest 10% of steps (the longest " +
+                    num(l0.max_wait_ms, 1) + " ms, against " + num(own_ms, 1) +
+                    " ms of the consumer's own work per step): the pipeline keeps up on average but stalls in bursts",
+                "prefetch", to);
 }
 
 /// The copy is a bottleneck: fewer bytes across.
@@ -113,22 +122,32 @@ advice remote_reads(const evidence& e) {
   const doctor_report& r = e.r;
   if (!e.named("read") || !r.remote) return std::nullopt;
   const std::string cost = e.cost("read", "fetching from remote storage");
-  if (r.fetch.window_shards > 0 && r.fetch.streamed > 0)
-    return doctor_suggestion{"give the shard cache room for three windows of shards: raise --remote-cache-mb "
-                             "(remote_options::cache_bytes), or narrow --shard-window",
-                             cost + "; " + std::to_string(r.fetch.streamed) +
-                                 " samples were range-read one by one because their shard had no room in the cache"};
+  const std::uint64_t in_flight = std::max<std::uint64_t>(1, r.fetch.requests_in_flight);
+  if (r.fetch.window_shards > 0 && r.fetch.streamed > 0) {
+    // Four times the room it had, and up to the default's 1 GiB where the shards need it (never
+    // more than they hold, and a MiB at least), in whole MiB as --remote-cache-mb takes it.
+    const std::uint64_t want = std::max<std::uint64_t>(
+        {4 * r.fetch.cache_bytes, std::min<std::uint64_t>(r.fetch.shard_bytes, loaders::remote_options{}.cache_bytes), 1ull << 20});
+    const std::uint64_t mib = (want + (1ull << 20) - 1) >> 20;
+    return trying("give the shard cache room for three windows of shards: raise --remote-cache-mb to " + std::to_string(mib) +
+                      " (remote_options::cache_bytes), or narrow --shard-window",
+                  cost + "; " + std::to_string(r.fetch.streamed) +
+                      " samples were range-read one by one because their shard had no room in the cache",
+                  "remote_cache_bytes", mib << 20);
+  }
   if (r.fetch.window_shards > 0)
-    return doctor_suggestion{"fetch more shards at once: raise --requests-in-flight (remote_options::"
-                             "requests_in_flight), or use larger shards",
-                             cost + " with whole shards fetched ahead"};
-  return doctor_suggestion{"keep more remote reads in flight: raise --requests-in-flight (remote_options::"
-                           "requests_in_flight; unset, it follows the latency up to " +
-                               std::to_string(loaders::kMaxRequestsInFlight) +
-                               ") and remote_options::read_ahead; or read whole shards, the remote default (no "
-                               "--shard-window 0; a shard-aware shuffle): one request per shard, not per sample",
-                           cost + " with " + std::to_string(r.fetch.requests_in_flight) + " requests in flight and " +
-                               std::to_string(r.fetch.read_ahead_depth) + " samples read ahead"};
+    return trying("fetch more shards at once: raise --requests-in-flight from " + std::to_string(in_flight) + " to " +
+                      std::to_string(2 * in_flight) + " (remote_options::requests_in_flight), or use larger shards",
+                  cost + " with whole shards fetched ahead", "requests_in_flight", 2 * in_flight);
+  const std::uint64_t more = std::min<std::uint64_t>(std::max<std::uint64_t>(8, 4 * in_flight), loaders::kMaxRequestsInFlight);
+  return trying("keep more remote reads in flight: raise --requests-in-flight from " + std::to_string(in_flight) + " to " +
+                    std::to_string(more) + " (remote_options::requests_in_flight; unset, it follows the latency up to " +
+                    std::to_string(loaders::kMaxRequestsInFlight) +
+                    ") and remote_options::read_ahead; or read whole shards, the remote default (no --shard-window 0; a "
+                    "shard-aware shuffle): one request per shard, not per sample",
+                cost + " with " + std::to_string(r.fetch.requests_in_flight) + " requests in flight and " +
+                    std::to_string(r.fetch.read_ahead_depth) + " samples read ahead",
+                "requests_in_flight", more);
 }
 
 /// One file per sample is the bottleneck: tar shards.

@@ -109,10 +109,21 @@ std::string loader::tuning_report::to_string() const {
 }
 
 std::string loader::tuning_report::to_json() const {
+  nlohmann::json steps = nlohmann::json::array();
+  for (const window& w : path)
+    steps.push_back({{"index", w.index},
+                     {"seconds", w.seconds},
+                     {"images_per_s", w.images_per_s},
+                     {"consumer_wait", w.consumer_wait},
+                     {"cpu_utilization", w.cpu_utilization},
+                     {"workers", w.workers},
+                     {"prefetch", w.prefetch},
+                     {"changed", w.changed},
+                     {"reason", w.reason}});
   return nlohmann::json{{"workers", workers},         {"workers_auto", workers_auto}, {"workers_most", workers_most},
                         {"prefetch", prefetch},       {"prefetch_auto", prefetch_auto}, {"prefetch_most", prefetch_most},
                         {"windows", windows},         {"changes", changes},          {"settled", settled},
-                        {"reason", reason}}
+                        {"reason", reason},           {"path", std::move(steps)}}
       .dump();
 }
 

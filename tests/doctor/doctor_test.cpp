@@ -2,6 +2,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <optional>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -26,6 +28,7 @@
 #include "pinfeed/loaders/remote.hpp"
 #include "pinfeed/loaders/shards.hpp"
 #include "test_util.hpp"
+#include "trials.hpp"  // doctor/src: the suggestions' runs, judged
 
 namespace fs = std::filesystem;
 using namespace pinfeed;
@@ -74,7 +77,7 @@ bool suggests(const doctor_report& r, const std::string& words) {
 /// The report's JSON against its schema, and its numbers against each other.
 void check_json_and_consistency(const doctor_report& r) {
   const auto j = nlohmann::json::parse(r.to_json());
-  CHECK(j.at("schema") == "pinfeed.doctor/2");
+  CHECK(j.at("schema") == "pinfeed.doctor/3");
   if (r.remote) {  // the remote reader's counters, as the report holds them
     const auto& f = j.at("fetch");
     CHECK(f.at("requests").get<std::uint64_t>() == r.fetch.requests);
@@ -130,10 +133,22 @@ void check_json_and_consistency(const doctor_report& r) {
     else CHECK(total == 0.0);
   }
   CHECK(j.at("bottleneck").is_array());
-  for (const auto& s : j.at("suggestions")) {
-    CHECK(!s.at("what").get<std::string>().empty());
-    CHECK(!s.at("evidence").get<std::string>().empty());
-  }
+  CHECK(j.at("verified").get<bool>() == r.verified);
+  for (const char* list : {"suggestions", "no_gain"})
+    for (const auto& s : j.at(list)) {
+      CHECK(!s.at("what").get<std::string>().empty());
+      CHECK(!s.at("evidence").get<std::string>().empty());
+      if (!s.at("measured").get<bool>()) continue;
+      // A measured suggestion is advice only with a gain beyond the noise, and "no gain" otherwise.
+      CHECK(s.at("significant").get<bool>() == (std::string(list) == "suggestions"));
+      CHECK(s.at("trial").at("ran").get<bool>());
+      CHECK(!s.at("result").get<std::string>().empty());
+      if (s.at("significant").get<bool>()) CHECK(s.at("gain").get<double>() >= 0.02);
+    }
+  for (const auto& s : r.suggestions)
+    if (r.verified && !s.setting.empty() && s.result.rfind("not measured", 0) != 0) CHECK(s.measured);
+  CHECK(!r.machine.empty());
+  CHECK(!r.command.empty());
   // Each mode's rates are its own counts over its own time. (No check compares two modes' measured
   // speeds here: where nothing is planted between them, as between L0 and the ceiling of a pipeline
   // that already runs at the ceiling, noise alone decides such a comparison; it failed 72.8 >= 91.6
@@ -154,6 +169,35 @@ void check_json_and_consistency(const doctor_report& r) {
   CHECK(ran > 0);
   CHECK(!r.verdict.empty());
   CHECK(r.to_text().find("verdict: " + r.verdict) != std::string::npos);
+}
+
+/// `text` as the page writes it.
+std::string escaped(const std::string& text) {
+  std::string out;
+  for (char c : text)
+    out += c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '"' ? "&quot;" : c == '\'' ? "&#39;" : std::string(1, c);
+  return out;
+}
+
+/// The page of report `r`: one document with the verdict, every chart with data, and, for each
+/// stage the bottleneck names, that stage's bar drawn as the bottleneck.
+void check_page(const doctor_report& r) {
+  const std::string page = r.to_html();
+  CHECK(page.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK(page.find("</html>") != std::string::npos);
+  for (const char* fetches : {"<script", "<link", "src=\"", "href=\"", "url("}) CHECK(page.find(fetches) == std::string::npos);
+  CHECK(page.find("<p id=\"verdict-text\">" + escaped(r.verdict) + "</p>") != std::string::npos);
+  for (const char* chart : {"chart-ladder", "chart-stages", "chart-wait-l0"})
+    CHECK(page.find("id=\"" + std::string(chart) + "\"") != std::string::npos);
+  for (std::size_t at = page.find("data-points=\""); at != std::string::npos; at = page.find("data-points=\"", at + 1))
+    CHECK(page[at + 13] != '0');  // no chart, and no series, without data
+  for (const auto& stage : r.bottleneck) {
+    const std::string tag = "data-stage=\"" + stage + "\"";
+    const auto at = page.find(tag);
+    REQUIRE(at != std::string::npos);
+    CHECK(page.rfind("<rect class=\"datum bottleneck\"", at) == page.rfind("<rect ", at));
+  }
+  if (r.bottleneck.empty()) CHECK(page.find("datum bottleneck") == std::string::npos);
 }
 
 std::vector<image_file> jpeg_folder(const fs::path& root, int n) {
@@ -268,6 +312,7 @@ TEST_CASE("doctor.slow_source_is_named") {
     CHECK(suggests(r, "raise workers"));   // the workers sleep: the CPU idles
     CHECK(r.caveat.find("vary in size") != std::string::npos);
     check_json_and_consistency(r);
+    check_page(r);
   }
 }
 
@@ -291,6 +336,8 @@ TEST_CASE("doctor.slow_transform_is_named_with_its_share") {
     CHECK(r.planned_decode);    // crop(32) first
     CHECK(r.caveat.empty());
     check_json_and_consistency(r);
+    check_page(r);
+    CHECK(r.to_html().find("id=\"chart-transforms\"") != std::string::npos);
   }
 }
 
@@ -315,6 +362,8 @@ TEST_CASE("doctor.slow_consumer_means_no_bottleneck") {
     for (const auto& m : r.modes)
       if (m.ran) CHECK(m.images_per_s < 8 / 0.025 * 1.05);
     check_json_and_consistency(r);
+    check_page(r);
+    CHECK(r.to_html().find("class=\"verdict ok\"") != std::string::npos);
   }
 }
 
@@ -518,6 +567,7 @@ TEST_CASE("doctor.throttled_copy_is_named" * doctest::test_suite("gpu")) {
     CHECK(r.mode("L5")->ran);
     CHECK(r.mode("L5")->images_per_s > 3 * r.mode("L4")->images_per_s);
     check_json_and_consistency(r);
+    check_page(r);
   }
 }
 
@@ -698,17 +748,109 @@ TEST_CASE("doctor.bursty_source_suggests_prefetch") {
   CHECK(l0.max_wait_ms > 10);
   CHECK(suggests(shallow, "raise prefetch from 1 to "));
   CHECK(shallow.verdict.find("no cached mode was measured") != std::string::npos);
+  CHECK(shallow.verified);
   // Following the advice hides the bursts: it covers the longest wait with a batch to spare (a
   // prefetch that only just covered it left the remaining wait to the sleeps' jitter).
   const auto advice = std::find_if(shallow.suggestions.begin(), shallow.suggestions.end(),
                                    [](const auto& s) { return s.what.rfind("raise prefetch", 0) == 0; });
   REQUIRE(advice != shallow.suggestions.end());
+  // The doctor ran it before giving it: the full pipeline with that prefetch, against L0.
+  CHECK(advice->setting == "prefetch");
+  CHECK(advice->measured);
+  CHECK(advice->significant);
+  CHECK(advice->gain > 0.1);  // 40 ms of stall every 16 steps of 5 ms, hidden: about a quarter more
+  CHECK(advice->trial.id == "S1");
+  CHECK(advice->trial.consumer_wait < l0.consumer_wait / 2);
+  CHECK(advice->result.rfind("prefetch " + std::to_string(advice->value) + ": +", 0) == 0);
+  CHECK(shallow.to_text().find("    measured: " + advice->result) != std::string::npos);
+  CHECK(shallow.to_html().find("Measured: " + escaped(advice->result)) != std::string::npos);
+  check_json_and_consistency(shallow);
   o.loader.prefetch = std::stoul(advice->what.substr(advice->what.rfind(' ') + 1));
   MESSAGE("advised prefetch " << o.loader.prefetch);
   CHECK(o.loader.prefetch >= 4);  // 40 ms of stall, even at 10 ms a step
   const doctor_report deep = doctor(p, o);
   MESSAGE(deep.to_text());
   CHECK(deep.mode("L0")->consumer_wait < l0.consumer_wait / 2);
+  // --no-verify: the same advice, unmeasured, and said to be so.
+  o.loader.prefetch = 1;
+  o.verify = false;
+  const doctor_report unverified = doctor(p, o);
+  CHECK_FALSE(unverified.verified);
+  REQUIRE(suggests(unverified, "raise prefetch from 1 to "));
+  for (const auto& s : unverified.suggestions) CHECK_FALSE(s.measured);
+  CHECK(unverified.to_text().find("not measured (--no-verify)") != std::string::npos);
+  CHECK(unverified.mode("S1") == nullptr);
+}
+
+TEST_CASE("doctor.settled_tuner_gets_no_advice_to_raise_what_it_settled") {
+  // The issue's first run, smaller: the tuner settles on workers and prefetch, and no suggestion
+  // (made or tried) says to raise either, whatever else the report finds.
+  doctor_pipeline p{small_synthetic(512, 96), parse_pipeline("crop(64),hflip"), {}};
+  doctor_options o = quick(auto_tune);
+  o.loader.prefetch = auto_tune;
+  o.step_ms = 5;
+  o.max_tuning_seconds = 20;
+  o.per_transform = false;
+  const doctor_report r = doctor(p, o);
+  MESSAGE(r.to_text());
+  REQUIRE(r.tuned);
+  REQUIRE(r.tuning.settled);
+  CHECK(!r.tuning.path.empty());
+  CHECK(r.tuning.path.size() == r.tuning.windows);
+  CHECK(r.tuning.path.back().workers == r.tuning.workers);
+  CHECK(r.tuning.path.back().prefetch == r.tuning.prefetch);
+  for (const auto* list : {&r.suggestions, &r.no_gain})
+    for (const auto& s : *list) {
+      CHECK(s.what.find("raise workers") == std::string::npos);
+      CHECK(s.what.find("raise prefetch") == std::string::npos);
+      CHECK(s.what.find("more workers") == std::string::npos);
+    }
+  const std::string page = r.to_html();
+  CHECK(page.find("id=\"chart-tuner\"") != std::string::npos);
+  check_json_and_consistency(r);
+  check_page(r);
+}
+
+TEST_CASE("doctor.suggestion_runs_are_judged_against_the_noise") {
+  doctor_mode l0{"L0", "full pipeline"};
+  l0.ran = true;
+  l0.images_per_s = 1000;  // 1 ms per image
+  l0.consumer_wait = 0.3;
+  l0.noise_ms_per_image = 0.01;
+  doctor_suggestion s{"raise prefetch from 2 to 4", "bursts"};
+  s.setting = "prefetch";
+  s.value = 4;
+  s.trial = l0;
+  s.trial.id = "S1";
+  s.trial.images_per_s = 1250;  // 0.8 ms: 0.2 ms better against 2 x 0.014 of noise
+  s.trial.consumer_wait = 0.05;
+  analysis::judge_trial(s, l0);
+  CHECK(s.measured);
+  CHECK(s.significant);
+  CHECK(s.gain == doctest::Approx(0.25));
+  CHECK(s.result == "prefetch 4: +25% images/s (1000.0 -> 1250.0), wait 30% -> 5%");
+  doctor_suggestion noisy = s;
+  noisy.trial.images_per_s = 1010;  // 1% better: under the 2% asked, whatever the noise
+  analysis::judge_trial(noisy, l0);
+  CHECK_FALSE(noisy.significant);
+  CHECK(noisy.result.find("no gain beyond the noise") != std::string::npos);
+  doctor_suggestion wide = s;
+  wide.trial.noise_ms_per_image = 0.2;  // 0.2 ms better, but each run is that unsure
+  analysis::judge_trial(wide, l0);
+  CHECK_FALSE(wide.significant);
+  doctor_suggestion unmeasured{"group the files into tar shards", "reads"};
+  analysis::judge_trial(unmeasured, l0);
+  CHECK_FALSE(unmeasured.measured);
+  doctor_report r;
+  r.suggestions = {s, noisy, unmeasured, wide};
+  analysis::keep_measured_gains(r);
+  REQUIRE(r.suggestions.size() == 2);
+  CHECK(r.suggestions[0].result == s.result);
+  CHECK(r.suggestions[1].what == unmeasured.what);
+  REQUIRE(r.no_gain.size() == 2);
+  CHECK(r.to_text().find("tried, no gain (not advice):") != std::string::npos);
+  CHECK(analysis::setting_text("remote_cache_bytes", 64ull << 20) == "shard cache 64 MiB");
+  CHECK(analysis::setting_text("requests_in_flight", 8) == "requests in flight 8");
 }
 
 TEST_CASE("doctor.takes_the_source_a_loader_takes_and_steps_see_fields_by_name") {
@@ -789,4 +931,62 @@ TEST_CASE("doctor.a_step_or_progress_callback_that_throws_reaches_the_caller_as_
   const doctor_report r = doctor(p, o);  // and again, whole
   CHECK(r.mode("L0")->ran);
   CHECK(r.mode("L2")->ran);
+}
+
+TEST_CASE("doctor.pages_of_every_kind_of_pipeline") {
+  // A page from each kind of pipeline the doctor takes: synthetic images, a JPEG folder (behind
+  // slow storage: a planted bottleneck), tar shards with a slow transform, remote shards (nginx on
+  // loopback) and a source of the trainer's own. Each page is checked here; with
+  // PINFEED_DOCTOR_PAGES set, the pages and their JSON are also written into that directory for
+  // the browser check (tests/doctor/page_check.py).
+  temp_dir d;
+  const auto files = jpeg_folder(d.path / "images", 24);
+  std::vector<std::pair<std::string, doctor_pipeline>> kinds;
+  kinds.push_back({"synthetic", {small_synthetic(), parse_pipeline("crop(32),mask(0.25),ycbcr,scale"), {}}});
+  kinds.push_back({"jpeg-folder", {make_slow_storage(make_image_files_reader(files), {15.0, 0.0}), parse_pipeline("rrc(32),hflip"), {}}});
+  fs::create_directories(d.path / "www");
+  const auto shards = write_shards(files, (d.path / "www" / "train").string(), 1 << 20);
+  kinds.push_back({"tar-shards",
+                   {make_shard_reader(shards), pipeline({make_random_crop(32), std::make_shared<sleepy>(4.0), make_random_hflip()}), {}}});
+  std::optional<loopback::nginx_server> server;
+#if PINFEED_TEST_HAVE_CURL
+  if (loopback::have_nginx()) {
+    server.emplace(d.path / "www", d.path);
+    std::vector<std::string> urls;
+    for (const auto& s : shards) urls.push_back(server->url() + "/" + fs::path(s).filename().string());
+    kinds.push_back({"remote-shards", {make_remote_shard_reader(urls), parse_pipeline("rrc(32),hflip"), {}}});
+  }
+#endif
+  if (kinds.size() < 4) MESSAGE("no remote-shards page: nginx is not installed (Debian: nginx-light)");
+  doctor_pipeline own;
+  own.own = make_source(
+      256, {{"x", dtype::f32, {16}}},
+      [](sample& s) {
+        std::this_thread::sleep_for(std::chrono::microseconds(500));
+        for (auto& v : s.as<float>(0)) v = static_cast<float>(s.index());
+      },
+      "own-source");
+  kinds.push_back({"own-source", own});
+  const char* out = std::getenv("PINFEED_DOCTOR_PAGES");
+  for (auto& [name, p] : kinds) {
+    CAPTURE(name);
+    doctor_options o = quick(2, 4);
+    o.loader.prefetch = auto_tune;  // a tuner's path on every page
+    o.max_tuning_seconds = 2;  // a path of a few windows is enough for the page
+    o.per_transform = name == "synthetic";
+    o.command = "doctor_tests -tc=doctor.pages_of_every_kind_of_pipeline (" + name + ")";
+    const doctor_report r = doctor(p, o);
+    check_json_and_consistency(r);
+    check_page(r);
+    CHECK(r.to_html().find(o.command) != std::string::npos);
+    if (name == "jpeg-folder") {
+      REQUIRE(!r.bottleneck.empty());
+      CHECK(r.bottleneck.front() == "read");
+    }
+    if (out != nullptr) {
+      fs::create_directories(out);
+      std::ofstream(fs::path(out) / (name + ".html"), std::ios::binary) << r.to_html();
+      std::ofstream(fs::path(out) / (name + ".json"), std::ios::binary) << r.to_json();
+    }
+  }
 }

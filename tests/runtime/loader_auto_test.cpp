@@ -76,6 +76,30 @@ TEST_CASE("loader.auto.batches_equal_a_fixed_setting_while_the_tuner_moves") {
   CHECK(t.workers == ceiling);  // sleeping samples: the consumer always waits, no worker goes
   CHECK(t.prefetch >= 2);
   CHECK(t.to_json().find("\"workers_auto\":true") != std::string::npos);
+  // The path: every window judged, in order, each with what it measured and then ran with; the
+  // changes are the windows marked changed, and the last window holds the settings now.
+  REQUIRE(t.path.size() == t.windows);
+  std::uint64_t changed = 0;
+  for (std::size_t i = 0; i < t.path.size(); ++i) {
+    const auto& w = t.path[i];
+    CAPTURE(i);
+    CHECK(w.index == i + 1);
+    CHECK(w.seconds >= 0.25);
+    CHECK(w.images_per_s > 0);
+    CHECK(w.consumer_wait >= 0);
+    CHECK(w.consumer_wait <= 1);
+    CHECK(w.workers >= 1);
+    CHECK(w.workers <= ceiling);
+    CHECK(w.prefetch >= 1);
+    CHECK(w.prefetch <= 8);
+    CHECK(!w.reason.empty());
+    if (i > 0 && (w.workers != t.path[i - 1].workers || w.prefetch != t.path[i - 1].prefetch)) CHECK(w.changed);
+    changed += w.changed ? 1 : 0;
+  }
+  CHECK(changed == t.changes);
+  CHECK(t.path.back().workers == t.workers);
+  CHECK(t.path.back().prefetch == t.prefetch);
+  CHECK(t.to_json().find("\"path\":[{") != std::string::npos);
 }
 
 TEST_CASE("loader.auto.follows_the_tbb_cap_the_application_holds") {
@@ -108,6 +132,7 @@ TEST_CASE("loader.auto.fixed_settings_report_themselves") {
   CHECK(t.workers == 1);
   CHECK(t.prefetch == 3);
   CHECK(t.windows == 0);
+  CHECK(t.path.empty());
   CHECK(t.to_string() == "workers 1 (fixed), prefetch 3 (fixed): fixed by the options");
 }
 

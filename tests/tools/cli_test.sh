@@ -346,7 +346,7 @@ check "doctor prints the per-transform ladder" grep -q "mask(0.25)" "$work/docto
 check "doctor JSON matches the text" python3 -c "
 import json,sys; r=json.load(open('$work/doctor.json')); t=open('$work/doctor.txt').read()
 ids=[m['id'] for m in r['modes']]
-ok = r['schema']=='pinfeed.doctor/2' and ids[:6]==['L0','L1','L2','L3','L4','L5'] and ('verdict: '+r['verdict']) in t
+ok = r['schema']=='pinfeed.doctor/3' and ids[:6]==['L0','L1','L2','L3','L4','L5'] and ('verdict: '+r['verdict']) in t
 ok = ok and all(0<=m['consumer_wait']<=1 for m in r['modes'] if m['ran']) and len(r['transforms'])==3
 sys.exit(0 if ok else 1)"
 schema=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/doctor/schema/doctor-report.schema.json
@@ -361,6 +361,24 @@ for f in ('$work/doctor.json', '$work/doctor-some.json'):
     jsonschema.Draft202012Validator(schema).validate(json.load(open(f)))
 bad = json.load(open('$work/doctor.json')); bad['modes'][0]['consumer_wait'] = 1.5
 sys.exit(0 if not jsonschema.Draft202012Validator(schema).is_valid(bad) else 1)"
+"$pf" "${doc[@]}" --modes L0,L3 --no-per-transform --no-verify --html "$work/doctor.html" --json "$work/doctor-page.json" \
+  >"$work/doctor-page.txt" 2>"$work/doctor-page.err"
+check "doctor --html writes one self-contained page with the verdict, the charts and the command" python3 -c "
+import json,sys; r=json.load(open('$work/doctor-page.json')); p=open('$work/doctor.html').read()
+import html
+ok = p.startswith('<!DOCTYPE html>') and ('<p id=\"verdict-text\">'+html.escape(r['verdict'])+'</p>') in p
+ok = ok and 'id=\"chart-ladder\"' in p and 'id=\"chart-stages\"' in p and 'id=\"chart-wait-l0\"' in p
+ok = ok and '<script' not in p and 'src=\"' not in p and '--no-verify' in r['command'] and r['command'].split()[1]=='doctor'
+ok = ok and not r['verified'] and any(f['name']=='CPU' for f in r['machine'])
+sys.exit(0 if ok else 1)"
+check "doctor --html says where the page went" grep -q "the report as a page written to $work/doctor.html" "$work/doctor-page.err"
+check "doctor --no-verify: no suggestion was run" python3 -c "
+import json,sys; r=json.load(open('$work/doctor-page.json'))
+sys.exit(0 if all(not s['measured'] for s in r['suggestions']) and not any(m['id'].startswith('S') for m in r['modes']) else 1)"
+check "doctor JSON without the suggestions' runs follows the schema" "$py" -c "
+import json, jsonschema
+jsonschema.Draft202012Validator(json.load(open('$schema'))).validate(json.load(open('$work/doctor-page.json')))"
+expect_error "doctor --html to a bad path" "cannot write the page to '/nonexistent/dir/r.html'" "${doc[@]}" --modes L0 --html /nonexistent/dir/r.html
 check "doctor trace is a Chrome trace" python3 -c "
 import json,sys; t=json.load(open('$work/doctor-trace.json')); sys.exit(0 if t['traceEvents'] else 1)"
 expect_error "doctor: negative step" "step time must be a finite number >= 0 ms, got -2" "${doc[@]}" --step-ms -2

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -16,6 +17,11 @@ struct command {
   std::function<std::size_t()> workers;  ///< worker threads it asks for (for TBB's cap; may be empty)
 };
 using command_list = std::vector<command>;
+
+/// The command line this process was started with, each argument quoted for a POSIX shell where it
+/// needs it (main() records it; a report shows it).
+[[nodiscard]] const std::string& command_line();
+void record_command_line(int argc, const char* const* argv);
 
 void add_info(CLI::App& app, command_list& out);
 void add_run(CLI::App& app, command_list& out);

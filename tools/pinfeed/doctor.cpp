@@ -2,6 +2,8 @@
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "commands.hpp"
 #include "pinfeed/doctor/doctor.hpp"
@@ -15,11 +17,50 @@ namespace {
 struct doctor_args {
   double step_ms = 0, min_mode_seconds = 1, max_mode_seconds = 10;
   std::size_t steps = 20, warmup = 3, pool = 0;
-  std::string modes, json, trace, trace_mode = "L0", step_on = "auto", write_config;
-  bool no_per_transform = false;
+  std::string modes, json, html, trace, trace_mode = "L0", step_on = "auto", write_config;
+  bool no_per_transform = false, no_verify = false;
 };
 
-int cmd_doctor(const run_args& a, const doctor_args& d) {
+/// A report file, opened before the diagnosis runs (a path that cannot be written is an error at
+/// once, not after the ladder), written after it.
+class report_file {
+ public:
+  report_file(std::string path, const char* what) : path_(std::move(path)), what_(what) {
+    if (path_.empty()) return;
+    out_.open(path_, std::ios::binary | std::ios::trunc);
+    if (!out_) fail();
+  }
+  [[nodiscard]] bool wanted() const { return !path_.empty(); }
+  void write(const std::string& text) {
+    if (!(out_ << text) || !out_.flush()) fail();
+  }
+
+ private:
+  [[noreturn]] void fail() const { throw pinfeed::runtime_error("doctor: cannot write the " + what_ + " to '" + path_ + "'"); }
+  std::string path_, what_;
+  std::ofstream out_;
+};
+
+/// The settings the doctor tuned, with the speed-up it measured, for `pinfeed run --config`.
+void write_config(const doctor_report& r, const loader_options& given, const std::string& path) {
+  loader_config c;
+  c.workers = r.tuning.workers;
+  c.prefetch = r.tuning.prefetch;
+  c.memory_budget = given.memory_budget;
+  if (r.remote && r.fetch.requests_in_flight > 0) c.requests_in_flight = r.fetch.requests_in_flight;
+  c.expected_speedup = r.expected_speedup;
+  char measured[512];
+  std::snprintf(measured, sizeof measured,
+                "pinfeed doctor on %s (%zu hardware threads): the full pipeline ran %.1f images/s with these settings, "
+                "%.1f with %zu workers, prefetch %zu",
+                cpu_model().c_str(), r.hardware_threads, r.tuned_images_per_s, r.baseline_images_per_s, r.baseline_workers,
+                r.baseline_prefetch);
+  c.measured = measured;
+  c.write(path);
+  std::fprintf(stderr, "doctor: settings written to %s (pinfeed run --config %s)\n", path.c_str(), path.c_str());
+}
+
+int cmd_doctor(const run_args& a, const doctor_args& d, const std::string& command) {
   const device_choice dev = resolve_device(a.device);
   doctor_options o;
   o.loader = make_loader_options(a, dev);
@@ -34,6 +75,8 @@ int cmd_doctor(const run_args& a, const doctor_args& d) {
   o.pool = d.pool;
   o.per_transform = !d.no_per_transform;
   o.recommend = !d.write_config.empty();
+  o.verify = !d.no_verify;
+  o.command = command;
   for (std::size_t at = 0; at < d.modes.size();) {
     const std::size_t comma = std::min(d.modes.find(',', at), d.modes.size());
     if (comma > at) o.modes.push_back(d.modes.substr(at, comma - at));
@@ -50,32 +93,17 @@ int cmd_doctor(const run_args& a, const doctor_args& d) {
     else
       std::fprintf(stderr, "doctor: %-3s %-28s %s\n", m.id.c_str(), m.name.c_str(), m.note.c_str());
   };
+  report_file json(d.json, "JSON report"), page(d.html, "page");
   pipeline_parts parts = make_pipeline(a, dev);
   const doctor_report r =
       doctor({std::move(parts.reader), std::move(parts.steps), std::move(parts.source), nullptr}, o);
   std::printf("%s", r.to_text().c_str());
-  if (!d.json.empty()) {
-    std::ofstream out(d.json);
-    if (!(out << r.to_json() << "\n")) throw pinfeed::runtime_error("cannot write '" + d.json + "'");
+  if (json.wanted()) json.write(r.to_json() + "\n");
+  if (page.wanted()) {
+    page.write(r.to_html());
+    std::fprintf(stderr, "doctor: the report as a page written to %s\n", d.html.c_str());
   }
-  if (!d.write_config.empty()) {
-    loader_config c;
-    c.workers = r.tuning.workers;
-    c.prefetch = r.tuning.prefetch;
-    c.memory_budget = o.loader.memory_budget;
-    if (r.remote && r.fetch.requests_in_flight > 0) c.requests_in_flight = r.fetch.requests_in_flight;
-    c.expected_speedup = r.expected_speedup;
-    char measured[512];
-    std::snprintf(measured, sizeof measured,
-                  "pinfeed doctor on %s (%zu hardware threads): the full pipeline ran %.1f images/s with these settings, "
-                  "%.1f with %zu workers, prefetch %zu",
-                  cpu_model().c_str(), r.hardware_threads, r.tuned_images_per_s, r.baseline_images_per_s,
-                  r.baseline_workers, r.baseline_prefetch);
-    c.measured = measured;
-    c.write(d.write_config);
-    std::fprintf(stderr, "doctor: settings written to %s (pinfeed run --config %s)\n", d.write_config.c_str(),
-                 d.write_config.c_str());
-  }
+  if (!d.write_config.empty()) write_config(r, o.loader, d.write_config);
   if (!d.trace.empty()) std::fprintf(stderr, "doctor: Chrome trace of mode %s written to %s\n", d.trace_mode.c_str(), d.trace.c_str());
   return 0;
 }
@@ -98,12 +126,16 @@ void add_doctor(CLI::App& app, command_list& out) {
   doc->add_option("--modes", dd.modes, "run only these modes, e.g. L0,L3 (default: the whole ladder)");
   doc->add_flag("--no-per-transform", dd.no_per_transform, "skip the per-transform ladder");
   doc->add_option("--json", dd.json, "write the report as JSON to this file");
+  doc->add_option("--html", dd.html,
+                  "write the report as one self-contained HTML page (inline SVG charts, nothing fetched) to this file");
+  doc->add_flag("--no-verify", dd.no_verify,
+                "give the suggestions without running them (by default each that names a setting is measured first)");
   doc->add_option("--write-config", dd.write_config,
                   "tune workers and prefetch, time the pipeline with them and with the settings given (or the "
                   "defaults), and write them to this file for pinfeed run --config (JSON, docs/config.md)");
   doc->add_option("--trace", dd.trace, "write a Chrome trace of one mode to this file");
   doc->add_option("--trace-mode", dd.trace_mode, "the mode traced (default L0)");
-  out.push_back({doc, [] { return cmd_doctor(da, dd); }, [] { return workers_asked(da); }});
+  out.push_back({doc, [] { return cmd_doctor(da, dd, command_line()); }, [] { return workers_asked(da); }});
 }
 
 }  // namespace pinfeed::tool

@@ -1,31 +1,21 @@
 // pinfeed info: devices, CUDA status, pinned memory, TBB threads, library versions.
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <string>
-#include <thread>
 
-#include <dlpack/dlpack.h>
 #include <nlohmann/json.hpp>
-#include <oneapi/tbb/info.h>
-#include <oneapi/tbb/version.h>
 
 #include "commands.hpp"
-#include "pinfeed/loaders/decode.hpp"
+#include "pinfeed/doctor/doctor.hpp"
 #include "pinfeed/runtime/device.hpp"
 #include "pinfeed/runtime/host_info.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
 #include "pinfeed/runtime/node_plan.hpp"
-#include "pinfeed/runtime/random.hpp"
 #include "pinfeed/config.hpp"
 #include "pinfeed/version.hpp"
 
 namespace pinfeed::tool {
 namespace {
-
-std::string cuda_version(int v) {
-  return v ? std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10) : "none";
-}
 
 /// The node plan: this process's share of the node, which the loader's defaults follow.
 void print_plan() {
@@ -50,13 +40,18 @@ int info_json() {
   return 0;
 }
 
+/// The facts of describe_machine() called `names`, one a line as info prints them.
+void print_facts(std::initializer_list<const char*> names) {
+  for (const char* want : names)
+    for (const machine_fact& f : describe_machine())
+      if (f.name == want) std::printf("%-17s %s\n", f.name.c_str(), f.value.c_str());
+}
+
 int cmd_info(bool json) {
   if (json) return info_json();
   const auto& s = cuda_devices();
   std::printf("pinfeed %s (%s)\n", PINFEED_VERSION_STRING, PINFEED_WITH_CUDA ? "CUDA build" : "CPU-only build, PINFEED_WITH_CUDA=OFF");
-  std::printf("CUDA runtime      %s (built with %d.%d)\n", cuda_version(s.runtime_version).c_str(),
-              PINFEED_CUDART_VERSION / 1000, (PINFEED_CUDART_VERSION % 1000) / 10);
-  std::printf("CUDA driver       %s\n", cuda_version(s.driver_version).c_str());
+  print_facts({"CUDA runtime", "CUDA driver"});
   if (s.usable) {
     std::printf("CUDA devices      %zu\n", s.devices.size());
     for (const auto& d : s.devices)
@@ -80,23 +75,9 @@ int cmd_info(bool json) {
   }
   std::printf("pinned memory     %s%s%s\n", pinned_ok ? "available" : "unavailable", pinned_ok ? "" : " - ",
               pinned_why.c_str());
-  std::printf("TBB               %s, default concurrency %d threads\n", TBB_VERSION_STRING,
-              tbb::info::default_concurrency());
-  std::printf("hardware threads  %u\n", std::thread::hardware_concurrency());
-  std::printf("CPU               %s\n", cpu_model().c_str());
+  print_facts({"TBB", "hardware threads", "CPU"});
   print_plan();
-  std::printf("JPEG Huffman      %s\n", loaders::jpeg_huffman_in_use().reason.c_str());
-  std::printf("SIMD              %s in use (CPU supports %s%s)\n", to_string(simd_level_in_use()).c_str(),
-              to_string(cpu_simd_support()).c_str(),
-              std::getenv("PINFEED_SIMD") ? ", capped by PINFEED_SIMD" : "");
-#if defined(DLPACK_MAJOR_VERSION)
-  std::printf("DLPack            %d.%d (classic and versioned views)\n", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
-#else
-  std::printf("DLPack            %d.%d (classic views; the versioned ones need a DLPack 1.x header)\n",
-              DLPACK_VERSION / 100, DLPACK_VERSION % 100 / 10);
-#endif
-  std::printf("nlohmann_json     %d.%d.%d\n", NLOHMANN_JSON_VERSION_MAJOR, NLOHMANN_JSON_VERSION_MINOR,
-              NLOHMANN_JSON_VERSION_PATCH);
+  print_facts({"JPEG Huffman", "SIMD", "DLPack", "nlohmann_json"});
   std::printf("CLI11             %s\n", CLI11_VERSION);
   return 0;
 }

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 #include <oneapi/tbb/global_control.h>
@@ -12,8 +13,32 @@
 #include "pinfeed/runtime/random.hpp"
 #include "pinfeed/version.hpp"
 
+namespace pinfeed::tool {
+namespace {
+std::string recorded_command;
+
+/// `a` as a POSIX shell reads it back: bare when it has only safe characters, else in single quotes.
+std::string shell_quoted(const std::string& a) {
+  const bool safe = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                                      "_-+=/.,:@%") == std::string::npos;
+  if (safe) return a;
+  std::string out = "'";
+  for (char c : a) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+}  // namespace
+
+const std::string& command_line() { return recorded_command; }
+
+void record_command_line(int argc, const char* const* argv) {
+  recorded_command.clear();
+  for (int i = 0; i < argc; ++i) recorded_command += (i ? " " : "") + shell_quoted(argv[i]);
+}
+}  // namespace pinfeed::tool
+
 int main(int argc, char** argv) {
   using namespace pinfeed::tool;
+  record_command_line(argc, argv);
   CLI::App app{"pinfeed: keeps GPUs fed - a CUDA C++ data-loading runtime"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "pinfeed " PINFEED_VERSION_STRING);

@@ -42,9 +42,13 @@ void make_cache_dir(const std::string& dir) {
 
 class remote_tar_reader final : public detail::tar_sample_reader {
  public:
-  remote_tar_reader(std::unique_ptr<request_counters> counters, std::unique_ptr<transfer_loop> loop, indexed_shards ix,
-                    const shard_options& so, const remote_options& ro, std::uint32_t window)
+  remote_tar_reader(std::vector<std::string> locations, std::unique_ptr<request_counters> counters,
+                    std::unique_ptr<transfer_loop> loop, indexed_shards ix, const shard_options& so, const remote_options& ro,
+                    std::uint32_t window)
       : tar_sample_reader(storage_kind::remote_tar_shards, shown_names(ix), std::move(ix.entries), so.decode, window),
+        locations_(std::move(locations)),
+        shard_options_(so),
+        remote_options_(ro),
         shard_bytes_(ix.shard_bytes),
         counters_(std::move(counters)),
         loop_(std::move(loop)),
@@ -67,6 +71,14 @@ class remote_tar_reader final : public detail::tar_sample_reader {
 
   [[nodiscard]] std::vector<memory_use> memory() const override { return {strategy_->memory()}; }
   void limit_memory(std::uint64_t bytes) override { strategy_->limit_memory(bytes); }
+
+  [[nodiscard]] std::shared_ptr<image_reader> with_remote(const remote_change& change) const override {
+    remote_options ro = remote_options_;
+    if (change.requests_in_flight) ro.requests_in_flight = *change.requests_in_flight;
+    if (change.read_ahead) ro.read_ahead = *change.read_ahead;
+    if (change.cache_bytes) ro.cache_bytes = *change.cache_bytes;
+    return make_remote_shard_reader(locations_, shard_options_, ro);
+  }
 
   [[nodiscard]] std::optional<remote_counters> fetch_counters() const override {
     const request_counters& n = *counters_;
@@ -93,6 +105,9 @@ class remote_tar_reader final : public detail::tar_sample_reader {
   }
 
  private:
+  std::vector<std::string> locations_;  ///< as given: what with_remote() reads anew
+  shard_options shard_options_;
+  remote_options remote_options_;
   std::uint64_t shard_bytes_;
   std::unique_ptr<request_counters> counters_;  ///< first: the loop counts into it until it stops
   std::unique_ptr<transfer_loop> loop_;
@@ -119,7 +134,8 @@ std::shared_ptr<image_reader> make_remote_shard_reader(const std::vector<std::st
   remote::indexed_shards ix =
       remote::index_shards(*loop, parsed, std::move(where), creds, shard, ro, whole ? ro.cache_bytes : 0, *counters);
   const std::uint32_t window = !whole ? 0 : shard.window_shards ? *shard.window_shards : remote::default_window(ix, ro.cache_bytes);
-  return std::make_shared<remote::remote_tar_reader>(std::move(counters), std::move(loop), std::move(ix), shard, ro, window);
+  return std::make_shared<remote::remote_tar_reader>(locations, std::move(counters), std::move(loop), std::move(ix), shard, ro,
+                                                     window);
 }
 
 }  // namespace pinfeed::loaders

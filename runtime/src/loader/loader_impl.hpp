@@ -107,6 +107,7 @@ struct loader::impl {
   // tuning.cpp: auto_tune's window being measured, judged from next().
   void start_window();
   void judge_window();
+  void record_window(const detail::tuner_window& w, bool changed);  // into tuning_path
 
   std::shared_ptr<source> src;          // (consumer) read by workers while they run
   std::uint64_t dataset_size;
@@ -119,6 +120,7 @@ struct loader::impl {
 
   // auto_tune (consumer)
   std::optional<detail::auto_tuner> tuner;
+  std::vector<loader::tuning_report::window> tuning_path;  // the judged windows (tuning.cpp)
   bool tuning_logged = false;
   bool epoch_fresh = true;  // the next batch is the first of an epoch: its wait (the pipeline filling) is not measured
   std::uint64_t window_excluded_ns = 0;  // of the window, time not measured

@@ -1,6 +1,8 @@
 // auto_tune's measuring windows: next() counts each batch's wait into the current window, and a
 // window of at least 0.25 s and 4 batches is judged by detail::auto_tuner, which may move the
 // workers and the prefetch (allocating slots as it grows).
+#include <algorithm>
+
 #include "loader_impl.hpp"
 #include "pinfeed/runtime/host_info.hpp"
 #include "pinfeed/runtime/log.hpp"
@@ -41,7 +43,8 @@ void loader::impl::judge_window() {
                                (process_cpu_seconds() - window_cpu_s) / seconds, static_cast<double>(place.cores),
                                window_samples};
   const std::size_t prefetch_before = tuner->prefetch();
-  if (tuner->judge(w)) {
+  const bool changed = tuner->judge(w);
+  if (changed) {
     pool->set_workers(tuner->workers());
     if (tuner->prefetch() != prefetch_before) {
       const std::size_t slots = tuner->prefetch() + core->options.max_batches_in_use;
@@ -55,6 +58,7 @@ void loader::impl::judge_window() {
     }
     log(log_level::debug, "loader: auto_tune: " + tuner->reason());
   }
+  record_window(w, changed);
   if (tuner->settled() && !tuning_logged) {
     tuning_logged = true;
     log(log_level::info, "loader: auto_tune settled on " + std::to_string(tuner->workers()) + " workers (of " +
@@ -63,6 +67,22 @@ void loader::impl::judge_window() {
                              " windows: " + tuner->reason());
   }
   start_window();
+}
+
+void loader::impl::record_window(const detail::tuner_window& w, bool changed) {
+  constexpr std::size_t first = tuning_report::kPathWindows;
+  if (tuning_path.size() >= first && (!changed || tuning_path.size() >= 2 * first)) return;
+  tuning_report::window x;
+  x.index = tuner->windows();
+  x.seconds = w.seconds;
+  x.images_per_s = w.seconds > 0 ? static_cast<double>(w.samples) / w.seconds : 0;
+  x.consumer_wait = w.seconds > 0 ? std::min(1.0, w.consumer_wait_s / w.seconds) : 0;
+  x.cpu_utilization = w.cores > 0 ? std::min(1.0, w.busy_cores / w.cores) : 0;
+  x.workers = tuner->workers();
+  x.prefetch = tuner->prefetch();
+  x.changed = changed;
+  x.reason = tuner->reason();
+  tuning_path.push_back(std::move(x));
 }
 
 loader::tuning_report loader::tuning() const {
@@ -83,6 +103,7 @@ loader::tuning_report loader::tuning() const {
   r.changes = im.tuner->changes();
   r.settled = im.tuner->settled();
   r.reason = im.tuner->reason();
+  r.path = im.tuning_path;
   return r;
 }
 

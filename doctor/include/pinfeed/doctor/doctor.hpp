@@ -130,6 +130,15 @@ struct doctor_options {
   /// The tuning pass (before the ladder, when workers or prefetch is auto or `recommend`): it ends
   /// once the tuner has settled and held for three windows, or after this long.
   double max_tuning_seconds = 30;
+  /// Measure each suggestion that names a setting (workers, prefetch, requests in flight, the
+  /// remote shard cache) before it is given: the full pipeline runs once more with the change, as
+  /// a mode of its own (S1, S2, ...), and a change that gains nothing beyond the noise is listed
+  /// as "no gain" instead (doctor_report::no_gain). False (`--no-verify`): the rules' advice as
+  /// is, marked unmeasured.
+  bool verify = true;
+  /// How the doctor was started, as the report shows it (`pinfeed doctor` puts its command line
+  /// here); empty: "the C++ API (pinfeed::doctor)".
+  std::string command{};
 };
 
 /// One rung of the ladder.
@@ -150,6 +159,11 @@ struct doctor_mode {
   /// Standard error of the mean time per image over the mode's steps (ms): how far a repeated run
   /// of the mode could plausibly land from this one.
   double noise_ms_per_image = 0;
+  /// The consumer's wait over the mode's time: for each timed step (or, past kTimelinePoints
+  /// steps, each run of consecutive steps, with its longest wait), when it ended (s from the
+  /// mode's start) and how long the consumer waited for its batch (ms).
+  std::vector<double> step_end_s, step_wait_ms;
+  static constexpr std::size_t kTimelinePoints = 600;
 };
 
 /// The time per image a stage costs: what caching past it saves.
@@ -167,7 +181,30 @@ struct doctor_stage {
 struct doctor_suggestion {
   std::string what;      ///< the change, e.g. "raise workers from 2 to 4"
   std::string evidence;  ///< the number behind it
+  /// The setting it names, which the doctor can try: "workers", "prefetch", "requests_in_flight"
+  /// or "remote_cache_bytes", with the value it proposes; empty when it names none.
+  std::string setting;
+  std::uint64_t value = 0;
+  /// Its run (doctor_options::verify): the full pipeline with the change, as a mode ("S1", ...),
+  /// against L0; gain: images/s over L0's, less 1; significant: the time per image moved by more
+  /// than twice the two runs' combined noise. result, e.g. "prefetch 5: +12% images/s, wait 24%
+  /// -> 6%", or why it was not measured.
+  bool measured = false;
+  doctor_mode trial{};
+  double gain = 0;
+  bool significant = false;
+  std::string result;
 };
+
+/// One fact of the machine the report came from, as `pinfeed info` prints it ("CPU", "CUDA
+/// driver", "TBB", ...).
+struct machine_fact {
+  std::string name, value;
+};
+/// The machine's facts: pinfeed's version and build, the CPU, hardware threads, the GPU (or none,
+/// and why), CUDA runtime and driver, TBB, the SIMD level, the JPEG Huffman decoder, DLPack and
+/// nlohmann_json.
+[[nodiscard]] std::vector<machine_fact> describe_machine();
 
 struct doctor_report {
   std::string pipeline, device;
@@ -203,7 +240,15 @@ struct doctor_report {
   /// Under --on-error skip: distinct bad samples the full pipeline (L0) met, and the slots they cost
   /// (filled by a stand-in), over all of L0's epochs. 0 for a source of the trainer's own.
   std::uint64_t bad_samples = 0, replaced = 0;
+  /// What to change, each with the numbers behind it; with doctor_options::verify, each that names
+  /// a setting measured with a gain beyond the noise (the others move to no_gain).
   std::vector<doctor_suggestion> suggestions;
+  /// Suggestions that were tried and measured no gain beyond the noise (not advice).
+  std::vector<doctor_suggestion> no_gain;
+  bool verified = false;  ///< the suggestions that name a setting were measured
+  /// Where the report came from: describe_machine(), and the command (doctor_options::command).
+  std::vector<machine_fact> machine;
+  std::string command;
   /// The settings the ladder ran with, as the tuning pass chose them (tuned: it ran; then every
   /// mode ran with the workers and prefetch it chose, fixed).
   bool tuned = false;
@@ -221,6 +266,12 @@ struct doctor_report {
   [[nodiscard]] std::string to_text() const;
   /// The same as JSON (schema: see README, "Reading a doctor report").
   [[nodiscard]] std::string to_json() const;
+  /// The same as one self-contained HTML page (inline CSS and SVG charts, no script, nothing
+  /// fetched): the ladder's throughput, the stage costs as a waterfall, the consumer's wait over
+  /// time (L0 and the fastest mode), the tuner's path, the transforms' costs, the verdict and the
+  /// suggestions with their measurements, the machine and the command. Every chart has a text
+  /// description and a table of its numbers for screen readers; it prints and fits a phone.
+  [[nodiscard]] std::string to_html() const;
 };
 
 /// Runs the ladder. Throws std::invalid_argument for bad options (negative step time, a pool

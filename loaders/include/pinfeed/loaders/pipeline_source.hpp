@@ -56,6 +56,14 @@ enum class storage_kind {
   remote_tar_shards,  ///< tar shards over HTTP(S) or S3 (make_remote_shard_reader)
 };
 
+/// Settings of a remote shard reader that can be changed by making it anew (the doctor tries
+/// them); unset: as they are.
+struct remote_change {
+  std::optional<std::size_t> requests_in_flight{};
+  std::optional<std::size_t> read_ahead{};
+  std::optional<std::uint64_t> cache_bytes{};
+};
+
 /// Produces the image of sample i (any size) and its other fields.
 class image_reader {
  public:
@@ -85,6 +93,12 @@ class image_reader {
   virtual void limit_memory(std::uint64_t bytes) { (void)bytes; }
   /// What its remote reads have cost so far; nullopt for a reader that makes none.
   [[nodiscard]] virtual std::optional<remote_counters> fetch_counters() const { return std::nullopt; }
+  /// A new reader of the same data with `change` applied to its remote settings (it indexes its
+  /// shards again); null for a reader with no remote settings. Default: null.
+  [[nodiscard]] virtual std::shared_ptr<image_reader> with_remote(const remote_change& change) const {
+    (void)change;
+    return nullptr;
+  }
 
   /// True for readers of encoded files, whose read() is read_stored() then decode_stored(): a cache
   /// can then keep the stored bytes and still decode every time.

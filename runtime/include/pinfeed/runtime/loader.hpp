@@ -241,6 +241,21 @@ class loader {
     std::uint64_t windows = 0, changes = 0;           ///< windows judged, changes made
     bool settled = false;                             ///< a window changed nothing
     std::string reason;                               ///< the last window's judgement
+    /// One judged window of the tuner's path: what it measured and what it then ran with.
+    struct window {
+      std::uint64_t index = 0;        ///< 1 for the first window judged
+      double seconds = 0;             ///< the window's measured time
+      double images_per_s = 0;        ///< samples taken per second in it
+      double consumer_wait = 0;       ///< fraction of it the consumer waited, in [0, 1]
+      double cpu_utilization = 0;     ///< process CPU time / (time x the place's cores)
+      std::size_t workers = 0, prefetch = 0;  ///< after the judgement
+      bool changed = false;           ///< the judgement moved workers or prefetch
+      std::string reason;             ///< the judgement, in words
+    };
+    /// The windows judged, oldest first: the first kPathWindows, then only the ones that changed
+    /// something (up to as many again), so a long run keeps its path in bounded memory.
+    std::vector<window> path;
+    static constexpr std::size_t kPathWindows = 256;
     /// One line: "workers 6 (auto, of 15), prefetch 3 (auto, of 8): <reason>".
     [[nodiscard]] std::string to_string() const;
     /// A JSON object of the fields.

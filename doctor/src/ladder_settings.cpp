@@ -1,5 +1,8 @@
 // The ladder's settings: the tuning pass before the modes, and the suggestions' runs after them.
 #include <algorithm>
+#include <exception>
+#include <new>
+#include <string>
 
 #include "analysis.hpp"
 #include "ladder.hpp"
@@ -82,7 +85,16 @@ void ladder::verify() {
       }
       src = std::make_shared<loaders::pipeline_source>(std::move(reader), p_.steps, p_.source);
     }
-    const std::size_t ran = run_measured(s.trial, src, lo);
+    std::size_t ran = 0;
+    try {
+      ran = run_measured(s.trial, src, lo);
+    } catch (const std::bad_alloc&) {
+      throw;
+    } catch (const std::exception& e) {  // the change itself may fail (a reader that cannot be made again)
+      s.trial.ran = false;
+      s.result = std::string("not measured: the run with the change failed: ") + e.what();
+      continue;
+    }
     if (o_.on_mode) o_.on_mode(s.trial);
     analysis::judge_trial(s, *l0);
     if (s.setting == "workers" && ran != s.value)

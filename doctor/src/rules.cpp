@@ -84,7 +84,10 @@ advice more_prefetch(const evidence& e) {
     return std::nullopt;
   const double own_ms = std::max(1e-3, l0.seconds * (1.0 - l0.consumer_wait) / static_cast<double>(l0.steps) * 1e3);
   const auto more = static_cast<std::size_t>(std::ceil(l0.max_wait_ms / own_ms)) + 1;
-  const std::size_t to = std::max(e.r.prefetch + std::max<std::size_t>(more, 1), 2 * e.r.prefetch);
+  // At most kMostPrefetch: past it the stall is not a burst to cover but a pace to fix.
+  constexpr std::size_t kMostPrefetch = 64;
+  const std::size_t to = std::min(std::max(e.r.prefetch + std::max<std::size_t>(more, 1), 2 * e.r.prefetch),
+                                  std::max(kMostPrefetch, e.r.prefetch + 1));
   return trying("raise prefetch from " + std::to_string(e.r.prefetch) + " to " + std::to_string(to),
                 pct(l0.wait_top_share) + " of the consumer's wait falls in the slowest 10% of steps (the longest " +
                     num(l0.max_wait_ms, 1) + " ms, against " + num(own_ms, 1) +

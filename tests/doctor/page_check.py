@@ -11,7 +11,8 @@ Runs DOCTOR_TESTS' case doctor.pages_of_every_kind_of_pipeline with PINFEED_DOCT
     the bottleneck's stages drawn as such, and the tuner's path;
   - the browser's log must hold no console message (the page has no script, so any message is a
     blocked fetch or an error);
-  - screenshots at 1280x800 and 390x844, which must have those sizes and show more than a blank page.
+  - screenshots at 1280x800 and 390x844, which must have those sizes and show more than a blank page,
+    and a print to PDF, which must give a page or more.
 First it checks itself: a page that fetches an image and one whose chart has no data must fail.
 Exits 77 (skipped) when Chromium is not installed, naming the package.
 """
@@ -187,6 +188,12 @@ def check_page(browser, prefix, flags, page, expect, shots):
             want.add("chart-transforms")
         if want - ids:
             problems.append("missing charts: %s" % sorted(want - ids))
+    if shots:  # printed: a PDF of one page or more (the print styles apply)
+        pdf = os.path.splitext(page)[0] + ".pdf"
+        s = browse(browser, prefix, flags, page, ["--print-to-pdf=" + pdf, "--no-pdf-header-footer"])
+        data = open(pdf, "rb").read() if os.path.exists(pdf) else b""
+        if not data.startswith(b"%PDF") or data.count(b"/Type /Page") - data.count(b"/Type /Pages") < 1:
+            problems.append("printing gave no PDF page: %s" % s.stderr[-300:])
     for w, h in shots:
         png = os.path.splitext(page)[0] + "-%dx%d.png" % (w, h)
         s = browse(browser, prefix, flags, page, ["--screenshot=" + png, "--window-size=%d,%d" % (w, h)])

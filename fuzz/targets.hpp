@@ -48,6 +48,7 @@ inline constexpr std::string_view remote_targets[] = {"s3_list", "http_headers",
 // Images (targets/images.cpp).
 outcome jpeg(bytes input);   // decode whole and in a window, with both Huffman decoders
 outcome image(bytes input);  // PNG, WebP, BMP, TIFF, ...: whole, window, header size
+outcome jpeg_planes(bytes input);  // coefficients: packed and back, the planes against the host decode
 // Tar shards (targets/tar.cpp).
 outcome tar_index(bytes input);    // index_tar, and the streaming scanner fed in pieces
 outcome shard_index(bytes input);  // the sidecar .idx: parse, print, parse

@@ -1,11 +1,14 @@
 // Image decoding: JPEG (pinfeed's Huffman decoder against libjpeg-turbo's, whole and in a window)
 // and the other formats (whole, window, header size).
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
 
 #include "pinfeed/loaders/decode.hpp"
+#include "pinfeed/loaders/jpeg_coefficients.hpp"
+#include "pinfeed/ops/jpeg_planes.hpp"
 #include "targets.hpp"
 
 namespace pinfeed::fuzz {
@@ -108,6 +111,52 @@ outcome jpeg(bytes input) {
   if (s.min_short_side == 0 && w_theirs.ok && theirs.ok)
     check_same(name, "window vs the same window of the whole image", w_theirs, cut(theirs, s.region));
   return ours.ok || theirs.ok ? outcome::accepted : outcome::rejected;
+}
+
+outcome jpeg_planes(bytes input) {
+  constexpr std::string_view name = "jpeg_planes";
+  loaders::jpeg_read r;
+  try {
+    r = loaders::read_jpeg_coefficients(as_bytes(input), "fuzz", std::int64_t{1} << 22);
+  } catch (const std::runtime_error&) {  // over the pixel limit
+    return outcome::rejected;
+  }
+  if (!r.coefficients) {
+    if (r.reason.empty()) broken(name, std::string("a fallback (") + loaders::to_string(r.fallback) + ") without a reason");
+    return outcome::rejected;
+  }
+  const loaders::jpeg_coefficients& c = *r.coefficients;
+  // The compact form gives the blocks back exactly.
+  std::vector<std::uint8_t> packed;
+  ops::pack_jpeg_blocks(c.blocks, packed);
+  std::vector<std::int16_t> back(c.blocks.size());
+  ops::unpack_jpeg_blocks(packed, c.blocks.size() / 64, back.data());
+  if (back != c.blocks) broken(name, "packed and unpacked blocks differ");
+  // The planes decode (the batch's checks hold for what the reader made), and where every block
+  // stays inside the range where libjpeg-turbo's C and SIMD IDCTs agree (the sum of a block's
+  // dequantized magnitudes at most 2000: its samples within +-501 before the range limit, every
+  // 16-bit intermediate of the SIMD code in range), the pixels are the host decode's.
+  loaders::jpeg_batch batch;
+  batch.append(c);
+  std::vector<std::uint8_t> out(batch.out_bytes), scratch(batch.scratch_bytes);
+  ops::decode_jpeg_batch_host(batch.view(), out.data(), out.size(), scratch.data(), scratch.size());
+  bool in_range = true;
+  for (int k = 0; k < c.image.components && in_range; ++k) {
+    const ops::jpeg_component& comp = c.image.comp[k];
+    const std::uint16_t* q = c.quant.data() + comp.quant * 64;
+    for (std::uint64_t b = comp.first_block; b < comp.first_block + std::uint64_t{comp.width_in_blocks} * comp.height_in_blocks && in_range; ++b) {
+      std::int64_t sum = 0;
+      for (int i = 0; i < 64; ++i) sum += std::abs(static_cast<std::int64_t>(c.blocks[b * 64 + i]) * q[i]);
+      in_range = sum <= 2000;
+    }
+  }
+  const auto host = whole(input, decode_options::huffman_decoder::pinfeed);
+  if (host.ok && (host.spec.width != c.image.width || host.spec.height != c.image.height))
+    broken(name, "the coefficients are " + std::to_string(c.image.width) + "x" + std::to_string(c.image.height) + ", the host decode " +
+                     std::to_string(host.spec.width) + "x" + std::to_string(host.spec.height));
+  if (host.ok && in_range && std::memcmp(host.pixels.data(), out.data(), out.size()) != 0)
+    broken(name, "the planes' pixels differ from the host decode's");
+  return outcome::accepted;
 }
 
 outcome image(bytes input) {

@@ -9,6 +9,7 @@ namespace {
 constexpr target kTargets[] = {
     {"jpeg", jpeg},
     {"image", image},
+    {"jpeg_planes", jpeg_planes},
     {"tar_index", tar_index},
     {"shard_index", shard_index},
     {"file_list", file_list},

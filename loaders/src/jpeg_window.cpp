@@ -12,18 +12,13 @@
 #include <jpeglib.h>
 #include <jerror.h>
 
+#include "jpeg_error_jump.hpp"
 #include "jpeg_huffman.hpp"
 #include "pinfeed/runtime/detail/thread_scratch.hpp"
 #include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::loaders::detail {
 namespace {
-
-struct jpeg_error_jump {
-  jpeg_error_mgr mgr;
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-};
 
 /// Several rows per call: libjpeg produces rec_outbuf_height rows at a time anyway.
 constexpr int kRows = 16;
@@ -37,18 +32,6 @@ struct row_reader {
   std::size_t skip = 0;  ///< bytes of a buffered row left of the window
 };
 
-void install_error_jump(jpeg_decompress_struct& cinfo, jpeg_error_jump& err) {
-  cinfo.err = jpeg_std_error(&err.mgr);
-  err.mgr.error_exit = [](j_common_ptr c) {
-    auto* e = reinterpret_cast<jpeg_error_jump*>(c->err);
-    (*c->err->format_message)(c, e->message);
-    std::longjmp(e->jump, 1);
-  };
-  err.mgr.emit_message = [](j_common_ptr c, int level) {
-    // A corrupt-data warning (level -1) is an error for us, as TJFLAG_STOPONWARNING makes it there.
-    if (level < 0) c->err->error_exit(c);
-  };
-}
 
 /// Sets up reading `win` of an output `ow` pixels wide: a window that is not whole rows from the
 /// top is cropped (libjpeg widens it to iMCU boundaries) and the rows above it skipped.
@@ -96,7 +79,7 @@ std::optional<image_spec> decode_jpeg_window(std::span<const std::byte> bytes, s
                                              bool pinfeed_huffman) {
   jpeg_decompress_struct cinfo{};
   jpeg_error_jump err{};
-  install_error_jump(cinfo, err);
+  install_error_jump(*reinterpret_cast<jpeg_common_struct*>(&cinfo), err);
   // Per-thread storage, not a local: nothing to undo after a longjmp.
   auto& row_storage = pinfeed::detail::thread_scratch<std::vector<JSAMPLE>, struct jpeg_rows>();
   if (setjmp(err.jump)) {

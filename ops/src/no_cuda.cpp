@@ -5,6 +5,7 @@
 #include <string>
 
 #include "finishing/encode_checks.hpp"
+#include "jpeg/jpeg_math.hpp"
 #include "pinfeed/ops/encode.hpp"
 #include "pinfeed/ops/normalize.hpp"
 #include "pinfeed/ops/sampler.hpp"
@@ -23,6 +24,13 @@ namespace {
 void balanced_sample_device(void* d_temp, std::size_t&, const sampler_args& a, const sampler_params& p, cudaStream_t) {
   detail::validate_gpu_shapes(a, p, d_temp != nullptr);
   no_gpu("balanced_sample_device");
+}
+
+void decode_jpeg_batch_device(const jpeg_batch_view& device, const jpeg_image* host_images, std::uint8_t*, std::uint64_t out_bytes,
+                              std::uint8_t*, std::uint64_t scratch_bytes, cudaStream_t) {
+  jpeg::check_device_call(device, host_images, out_bytes, scratch_bytes);
+  if (device.count == 0) return;
+  no_gpu("decode_jpeg_batch_device");
 }
 
 void check_sampler_faults() {}  // no GPU call has run, so none has faulted

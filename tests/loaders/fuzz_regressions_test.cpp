@@ -48,7 +48,7 @@ TEST_CASE("fuzz.every_corpus_folder_is_a_target_and_every_target_has_seeds") {
     CAPTURE(t.name);
     CHECK(folders.count(std::string(t.name)) == 1);
   }
-  CHECK(pinfeed::fuzz::targets().size() == (PINFEED_FUZZ_REMOTE ? 13u : 10u));
+  CHECK(pinfeed::fuzz::targets().size() == (PINFEED_FUZZ_REMOTE ? 14u : 11u));
   for (const auto& f : fs::directory_iterator(fs::path(PINFEED_FUZZ_DIR) / "regressions")) {
     CAPTURE(f.path().string());
     CHECK(folders.count(f.path().filename().string()) == 1);

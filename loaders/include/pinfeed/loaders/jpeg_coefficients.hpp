@@ -1,0 +1,83 @@
+#pragma once
+/// @file jpeg_coefficients.hpp
+/// The host half of hybrid JPEG decoding: a JPEG entropy-decoded to its quantized DCT coefficients,
+/// quantization tables and geometry (what pinfeed/ops/jpeg_planes.hpp turns into pixels, on the
+/// host or the device), or the reason it is left to the whole host decode; and a JPEG encoder with
+/// every option the tests of both halves need.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pinfeed/ops/jpeg_planes.hpp"
+
+namespace pinfeed::loaders {
+
+/// Why a file is not taken by the device half (it is decoded whole on the host instead).
+enum class jpeg_fallback {
+  none,
+  not_jpeg,           ///< no JPEG start-of-image marker
+  arithmetic,         ///< arithmetic-coded
+  precision,          ///< not 8-bit samples (12-bit, lossless)
+  colour,             ///< CMYK, YCCK, RGB or any colour space but YCbCr and grey
+  sampling,           ///< sampling factors libjpeg upsamples with fractions, or none it takes
+  quantization,       ///< a quantization step past 32767
+  corrupt,            ///< truncated or corrupt data, or a warning libjpeg gives for it
+};
+[[nodiscard]] const char* to_string(jpeg_fallback f) noexcept;
+
+/// One image's coefficients: `image` with its blocks from 0 and its tables from 0 (components in
+/// the file's order; out_offset and plane_offset 0), `blocks` (64 int16 each, natural order) and
+/// `quant` (64 uint16 each, natural order).
+struct jpeg_coefficients {
+  ops::jpeg_image image{};
+  std::vector<std::int16_t> blocks;
+  std::vector<std::uint16_t> quant;
+};
+
+/// What read_jpeg_coefficients() gives: the coefficients, or why not (and, for corrupt data,
+/// libjpeg's message).
+struct jpeg_read {
+  std::optional<jpeg_coefficients> coefficients;
+  jpeg_fallback fallback = jpeg_fallback::none;
+  std::string reason;
+};
+
+/// Entropy-decodes `bytes` (baseline or progressive, all scans read) with libjpeg-turbo; files
+/// whose pixels the device half cannot make exactly come back with their fallback. Images with more
+/// than `max_pixels` pixels (0: no limit) are refused by a std::runtime_error naming `what`.
+[[nodiscard]] jpeg_read read_jpeg_coefficients(std::span<const std::byte> bytes, const std::string& what,
+                                               std::int64_t max_pixels = std::int64_t{1} << 28);
+
+/// A batch being put together on the host: images appended one after another (their blocks,
+/// tables, outputs and planes in order), as ops::decode_jpeg_batch_* take them.
+struct jpeg_batch {
+  std::vector<ops::jpeg_image> images;
+  std::vector<std::int16_t> blocks;
+  std::vector<std::uint16_t> quant;
+  std::uint64_t out_bytes = 0, scratch_bytes = 0;
+  void append(const jpeg_coefficients& c);
+  [[nodiscard]] ops::jpeg_batch_view view() const;
+};
+
+/// How encode_jpeg_with() encodes.
+struct jpeg_encode_options {
+  int quality = 90;               ///< 1..100 (100: every step 1)
+  /// Luma sampling factors against 1x1 chroma: 1x1 (4:4:4), 2x1 (4:2:2), 2x2 (4:2:0), 1x2 (4:4:0),
+  /// 4x1 (4:1:1); grey writes one component.
+  int h = 2, v = 2;
+  bool grey = false;
+  int restart_interval = 0;       ///< MCUs between restart markers (0: none)
+  bool optimize = false;          ///< optimized Huffman tables
+  bool progressive = false;
+  bool arithmetic = false;
+};
+/// Encodes 8-bit RGB (HWC) with libjpeg-turbo. Throws std::invalid_argument for a bad size or
+/// option, std::runtime_error when libjpeg fails.
+[[nodiscard]] std::vector<std::byte> encode_jpeg_with(std::span<const std::uint8_t> rgb, int width, int height,
+                                                      const jpeg_encode_options& options);
+
+}  // namespace pinfeed::loaders

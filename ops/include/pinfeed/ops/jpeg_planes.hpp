@@ -1,0 +1,97 @@
+#pragma once
+/// @file jpeg_planes.hpp
+/// The half of JPEG decoding that follows the entropy decoder: quantized DCT coefficients, their
+/// quantization tables and the image's geometry in, 8-bit RGB (HWC) out, for a batch of images of
+/// any sizes and chroma layouts at once, on the host (the reference) or on the device, bit for
+/// bit the same. The arithmetic is libjpeg-turbo's (the host decode path's):
+///   - dequantization and the accurate integer IDCT (JDCT_ISLOW: 13-bit constants, 2 bits kept
+///     between the passes, int32 throughout), and the post-IDCT range limit of libjpeg's C code,
+///     which takes the 10 low bits of the result (a value past +-512 wraps);
+///   - upsampling of each component to the image: libjpeg's "fancy" triangle filters for h2v1 and
+///     h2v2 chroma more than 2 samples wide and for h1v2 chroma, replication otherwise (4:1:1,
+///     narrow images), with the image's real edges (rows past the last one repeat it);
+///   - YCbCr -> RGB with libjpeg's tables (16-bit fixed point, rounded), clamped; a grey image's
+///     one component is copied to R, G and B.
+/// libjpeg-turbo's SIMD IDCTs (SSE2, AVX2, NEON) saturate where its C IDCT wraps, so for blocks
+/// whose values leave [-512, 511] before the range limit (no encoder makes them from 8-bit pixels;
+/// a crafted file can) the host decode's pixels depend on the SIMD level it runs; these functions
+/// follow the C code on every host and on the device.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "pinfeed/runtime/cuda_api.hpp"
+
+namespace pinfeed::ops {
+
+/// One component (Y, Cb or Cr; the one of a grey image) of a jpeg_image.
+struct jpeg_component {
+  std::uint8_t h = 1, v = 1;   ///< sampling factors (1 to 4; the image's max_h / h and max_v / v whole)
+  std::uint8_t quant = 0;      ///< its quantization table: jpeg_image::first_quant + quant
+  std::uint32_t width_in_blocks = 0, height_in_blocks = 0;  ///< the blocks stored (the padded plane / 8)
+  std::uint64_t first_block = 0;  ///< its first block in the batch (row by row)
+};
+
+/// One image of a batch: its geometry and where its data sits in the batch.
+struct jpeg_image {
+  std::uint32_t width = 0, height = 0;
+  std::uint8_t components = 0;  ///< 1 (grey) or 3 (YCbCr)
+  std::uint8_t max_h = 1, max_v = 1;
+  jpeg_component comp[3]{};
+  std::uint32_t first_quant = 0;   ///< its first table in the batch's tables
+  std::uint64_t out_offset = 0;    ///< its first output byte (height x width x 3 bytes from there)
+  std::uint64_t plane_offset = 0;  ///< its first byte of scratch (the components' planes, one after another)
+};
+
+/// A batch: images in order (their blocks and outputs in the same order), the coefficients of all
+/// their blocks (64 int16 each, in natural order, as quantized) and the quantization tables (64
+/// uint16 each, natural order). The pointers are host memory for the host function and device
+/// memory for the device one, except `images` of jpeg_device_batch::host.
+struct jpeg_batch_view {
+  const jpeg_image* images = nullptr;
+  std::size_t count = 0;
+  const std::int16_t* blocks = nullptr;
+  std::uint64_t block_count = 0;
+  const std::uint16_t* quant = nullptr;
+  std::size_t quant_count = 0;
+};
+
+/// The scratch bytes `image` needs: its components' planes (width_in_blocks x 8 by height_in_blocks x 8).
+[[nodiscard]] std::uint64_t jpeg_plane_bytes(const jpeg_image& image);
+/// The output bytes of `image`: height x width x 3.
+[[nodiscard]] std::uint64_t jpeg_output_bytes(const jpeg_image& image);
+
+/// Checks a batch's geometry against itself and the sizes given (its images' blocks, tables,
+/// outputs and planes in order and in range, factors that libjpeg upsamples, planes that cover the
+/// image): throws std::invalid_argument naming the image, the component and the field.
+void check_jpeg_batch(const jpeg_batch_view& batch, std::uint64_t out_bytes, std::uint64_t scratch_bytes);
+
+/// The host reference: every image of `batch` into `out` (at each image's out_offset), using
+/// `scratch` (at least the images' plane_offset + jpeg_plane_bytes). Checks as check_jpeg_batch.
+void decode_jpeg_batch_host(const jpeg_batch_view& batch, std::uint8_t* out, std::uint64_t out_bytes, std::uint8_t* scratch,
+                            std::uint64_t scratch_bytes);
+
+/// The device version: `device` points to device memory (its images too); `host_images` is the
+/// same geometry in host memory, which sizes the launches and is checked (as check_jpeg_batch)
+/// before anything is queued. Asynchronous on `stream`, no host synchronization, capturable in a
+/// graph. Throws std::invalid_argument on bad geometry, cuda_error when a launch fails.
+void decode_jpeg_batch_device(const jpeg_batch_view& device, const jpeg_image* host_images, std::uint8_t* out,
+                              std::uint64_t out_bytes, std::uint8_t* scratch, std::uint64_t scratch_bytes,
+                              cudaStream_t stream);
+
+/// The compact form of coefficient blocks, what the host half of hybrid decoding puts into a slot:
+/// each block is a byte counting its nonzero coefficients (0..64), then for each, in zigzag order,
+/// a tag byte (bits 0-5 its zigzag index; bit 6 set: a 2-byte little-endian value follows, else
+/// one signed byte) and its value. About a quarter of the dense int16 blocks at quality 90.
+/// Appends `blocks` (64 int16 each, natural order) packed to `out`.
+void pack_jpeg_blocks(std::span<const std::int16_t> blocks, std::vector<std::uint8_t>& out);
+
+/// Unpacks exactly `block_count` blocks from `bytes` into `blocks` (dense, natural order). Throws
+/// std::invalid_argument naming the block and the byte where the data is malformed: it ends early,
+/// a tag has bit 7 set, an index is past 63 or not after the one before, a value that fits one
+/// byte was written in two, or bytes are left over.
+void unpack_jpeg_blocks(std::span<const std::uint8_t> bytes, std::uint64_t block_count, std::int16_t* blocks);
+
+}  // namespace pinfeed::ops

@@ -1,0 +1,120 @@
+// The JPEG planes on the host: the batch's checks, its sizes, and the reference decode.
+#include <string>
+
+#include <oneapi/tbb/parallel_for.h>
+
+#include "jpeg_math.hpp"
+#include "pinfeed/ops/jpeg_planes.hpp"
+#include "pinfeed/runtime/error.hpp"
+
+namespace pinfeed::ops {
+
+namespace {
+
+[[noreturn]] void bad(std::size_t i, const std::string& what) {
+  throw pinfeed::invalid_argument("jpeg batch: image " + std::to_string(i) + ": " + what);
+}
+
+std::string component_name(int k) { return "component " + std::to_string(k); }
+
+/// Image i's components against its own size and the batch's blocks and tables.
+void check_components(const jpeg_batch_view& b, std::size_t i, const jpeg_image& im) {
+  for (int k = 0; k < im.components; ++k) {
+    const jpeg_component& c = im.comp[k];
+    if (c.h < 1 || c.h > 4 || c.v < 1 || c.v > 4 || im.max_h % c.h != 0 || im.max_v % c.v != 0)
+      bad(i, component_name(k) + " has sampling factors " + std::to_string(c.h) + "x" + std::to_string(c.v) + " against " +
+                 std::to_string(im.max_h) + "x" + std::to_string(im.max_v) + ": not whole ratios of 1 to 4");
+    const std::uint64_t dw = (std::uint64_t{im.width} * c.h + im.max_h - 1) / im.max_h;
+    const std::uint64_t dh = (std::uint64_t{im.height} * c.v + im.max_v - 1) / im.max_v;
+    if (std::uint64_t{c.width_in_blocks} * 8 < dw || std::uint64_t{c.height_in_blocks} * 8 < dh)
+      bad(i, component_name(k) + " stores " + std::to_string(c.width_in_blocks) + "x" + std::to_string(c.height_in_blocks) +
+                 " blocks, fewer than its " + std::to_string(dw) + "x" + std::to_string(dh) + " samples need");
+    const std::uint64_t blocks = std::uint64_t{c.width_in_blocks} * c.height_in_blocks;
+    if (c.first_block > b.block_count || blocks > b.block_count - c.first_block)
+      bad(i, component_name(k) + "'s blocks [" + std::to_string(c.first_block) + ", +" + std::to_string(blocks) +
+                 ") are past the batch's " + std::to_string(b.block_count));
+    if (std::uint64_t{im.first_quant} + c.quant >= b.quant_count)
+      bad(i, component_name(k) + "'s quantization table " + std::to_string(im.first_quant + c.quant) + " is past the batch's " +
+                 std::to_string(b.quant_count));
+  }
+}
+
+}  // namespace
+
+std::uint64_t jpeg_plane_bytes(const jpeg_image& image) {
+  std::uint64_t bytes = 0;
+  for (int k = 0; k < image.components && k < 3; ++k)
+    bytes += std::uint64_t{image.comp[k].width_in_blocks} * 8 * image.comp[k].height_in_blocks * 8;
+  return bytes;
+}
+
+std::uint64_t jpeg_output_bytes(const jpeg_image& image) { return std::uint64_t{image.width} * image.height * 3; }
+
+void check_jpeg_batch(const jpeg_batch_view& b, std::uint64_t out_bytes, std::uint64_t scratch_bytes) {
+  jpeg::check_batch(b, out_bytes, scratch_bytes, true);
+}
+
+void jpeg::check_batch(const jpeg_batch_view& b, std::uint64_t out_bytes, std::uint64_t scratch_bytes, bool tables_here) {
+  if (b.count > 0 && b.images == nullptr) throw pinfeed::invalid_argument("jpeg batch: " + std::to_string(b.count) + " images but no geometry");
+  if (b.block_count > 0 && b.blocks == nullptr) throw pinfeed::invalid_argument("jpeg batch: blocks counted but none given");
+  if (b.quant_count > 0 && b.quant == nullptr) throw pinfeed::invalid_argument("jpeg batch: tables counted but none given");
+  std::uint64_t out_end = 0, plane_end = 0, block_end = 0;
+  for (std::size_t i = 0; i < b.count; ++i) {
+    const jpeg_image& im = b.images[i];
+    if (im.components != 1 && im.components != 3)
+      bad(i, "has " + std::to_string(im.components) + " components; 1 (grey) or 3 (YCbCr) are decoded here");
+    if (im.width == 0 || im.height == 0) bad(i, "is " + std::to_string(im.width) + "x" + std::to_string(im.height));
+    check_components(b, i, im);
+    // In order and without overlap: the device finds an image from a block or a pixel by search.
+    if (im.out_offset < out_end) bad(i, "its output starts at byte " + std::to_string(im.out_offset) + ", inside the one before");
+    if (im.plane_offset < plane_end) bad(i, "its planes start at byte " + std::to_string(im.plane_offset) + ", inside the ones before");
+    if (im.comp[0].first_block < block_end) bad(i, "its blocks start at " + std::to_string(im.comp[0].first_block) + ", inside the ones before");
+    for (int k = 1; k < im.components; ++k)
+      if (im.comp[k].first_block != im.comp[k - 1].first_block + std::uint64_t{im.comp[k - 1].width_in_blocks} * im.comp[k - 1].height_in_blocks)
+        bad(i, component_name(k) + "'s blocks do not follow " + component_name(k - 1) + "'s");
+    out_end = im.out_offset + jpeg_output_bytes(im);
+    plane_end = im.plane_offset + jpeg_plane_bytes(im);
+    const jpeg_component& last = im.comp[im.components - 1];
+    block_end = last.first_block + std::uint64_t{last.width_in_blocks} * last.height_in_blocks;
+    if (out_end > out_bytes) bad(i, "its output ends at byte " + std::to_string(out_end) + ", past the " + std::to_string(out_bytes) + " given");
+    if (plane_end > scratch_bytes)
+      bad(i, "its planes end at byte " + std::to_string(plane_end) + ", past the " + std::to_string(scratch_bytes) + " of scratch given");
+  }
+  for (std::uint64_t t = 0; tables_here && t < std::uint64_t{b.quant_count} * 64; ++t)
+    if (b.quant[t] == 0 || b.quant[t] > 32767)  // past 32767 libjpeg's 16-bit multipliers and its int ones differ
+      throw pinfeed::invalid_argument("jpeg batch: quantization table " + std::to_string(t / 64) + " has step " +
+                                      std::to_string(b.quant[t]) + " at " + std::to_string(t % 64) + " (1 to 32767 are decoded here)");
+}
+
+void jpeg::check_device_call(const jpeg_batch_view& device, const jpeg_image* host_images, std::uint64_t out_bytes,
+                             std::uint64_t scratch_bytes) {
+  if (device.count > 0 && host_images == nullptr)
+    throw pinfeed::invalid_argument("jpeg batch: " + std::to_string(device.count) +
+                                    " images on the device but no host copy of their geometry");
+  jpeg_batch_view host = device;  // the geometry from its host copy; the tables' steps are on the device
+  host.images = host_images;
+  check_batch(host, out_bytes, scratch_bytes, false);
+}
+
+void decode_jpeg_batch_host(const jpeg_batch_view& b, std::uint8_t* out, std::uint64_t out_bytes, std::uint8_t* scratch,
+                            std::uint64_t scratch_bytes) {
+  check_jpeg_batch(b, out_bytes, scratch_bytes);
+  tbb::parallel_for(std::size_t{0}, b.count, [&](std::size_t i) {
+    const jpeg_image& im = b.images[i];
+    for (int k = 0; k < im.components; ++k) {  // every block of every component into its plane
+      const jpeg_component& c = im.comp[k];
+      const jpeg::plane_view p = jpeg::plane_of(im, k, scratch);
+      std::uint8_t* plane = scratch + (p.p - scratch);
+      for (std::uint32_t by = 0; by < c.height_in_blocks; ++by)
+        for (std::uint32_t bx = 0; bx < c.width_in_blocks; ++bx)
+          jpeg::idct_islow(b.blocks + (c.first_block + std::uint64_t{by} * c.width_in_blocks + bx) * 64,
+                           b.quant + (std::uint64_t{im.first_quant} + c.quant) * 64,
+                           plane + (std::uint64_t{by} * 8) * p.pw + bx * 8, p.pw);
+    }
+    for (std::uint32_t y = 0; y < im.height; ++y)
+      for (std::uint32_t x = 0; x < im.width; ++x)
+        jpeg::pixel(im, scratch, x, y, out + im.out_offset + (std::uint64_t{y} * im.width + x) * 3);
+  });
+}
+
+}  // namespace pinfeed::ops

@@ -1,0 +1,157 @@
+#pragma once
+// libjpeg-turbo's arithmetic after the entropy decoder, as functions the host reference and the
+// device kernels share (pinfeed/ops/jpeg_planes.hpp says what each follows).
+
+#include <cstdint>
+
+#include "pinfeed/ops/jpeg_planes.hpp"
+#include "pinfeed/runtime/philox.hpp"  // PINFEED_HD
+
+namespace pinfeed::ops::jpeg {
+
+/// check_jpeg_batch, which reads the quantization tables' steps only where `tables_here` (the
+/// device version has them in device memory; their count and indexes are checked all the same).
+void check_batch(const jpeg_batch_view& b, std::uint64_t out_bytes, std::uint64_t scratch_bytes, bool tables_here);
+/// What decode_jpeg_batch_device checks before it queues anything (in a CPU-only build too).
+void check_device_call(const jpeg_batch_view& device, const jpeg_image* host_images, std::uint64_t out_bytes,
+                       std::uint64_t scratch_bytes);
+
+/// The natural (row-major) index of each zigzag position, as JPEG orders coefficients.
+inline constexpr std::uint8_t kZigzag[64] = {0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,
+                                             12, 19, 26, 33, 40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28,
+                                             35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51,
+                                             58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63};
+
+// The accurate integer IDCT's constants: cosines in 13-bit fixed point, and the bits kept between
+// the column pass and the row pass.
+constexpr int kConstBits = 13;
+constexpr int kPass1Bits = 2;
+constexpr std::int32_t k0_298631336 = 2446, k0_390180644 = 3196, k0_541196100 = 4433, k0_765366865 = 6270,
+                       k0_899976223 = 7373, k1_175875602 = 9633, k1_501321110 = 12299, k1_847759065 = 15137,
+                       k1_961570560 = 16069, k2_053119869 = 16819, k2_562915447 = 20995, k3_072711026 = 25172;
+
+/// x / 2^n rounded half up (an arithmetic shift after adding half).
+PINFEED_HD std::int64_t descale(std::int64_t x, int n) { return (x + (std::int64_t{1} << (n - 1))) >> n; }
+
+/// The eight outputs of one 1-D pass before descaling, in output order 0..7. Like libjpeg's C code
+/// on 64-bit Linux (its JLONG is long), the pass computes in 64 bits: no product of a crafted
+/// file's coefficients overflows.
+struct pass_sums {
+  std::int64_t v[8];
+};
+
+/// One 1-D pass of the IDCT (the Loeffler-Ligtenberg-Moschytz butterfly libjpeg uses) on s0..s7.
+PINFEED_HD pass_sums idct_pass(std::int64_t s0, std::int64_t s1, std::int64_t s2, std::int64_t s3, std::int64_t s4,
+                               std::int64_t s5, std::int64_t s6, std::int64_t s7) {
+  // Even part.
+  const std::int64_t z1e = (s2 + s6) * k0_541196100;
+  const std::int64_t e2 = z1e + s6 * -k1_847759065;
+  const std::int64_t e3 = z1e + s2 * k0_765366865;
+  const std::int64_t e0 = (s0 + s4) * (std::int64_t{1} << kConstBits);
+  const std::int64_t e1 = (s0 - s4) * (std::int64_t{1} << kConstBits);
+  const std::int64_t t10 = e0 + e3, t13 = e0 - e3, t11 = e1 + e2, t12 = e1 - e2;
+  // Odd part.
+  const std::int64_t z5 = (s7 + s3 + s5 + s1) * k1_175875602;
+  const std::int64_t z1 = (s7 + s1) * -k0_899976223, z2 = (s5 + s3) * -k2_562915447;
+  const std::int64_t z3 = (s7 + s3) * -k1_961570560 + z5, z4 = (s5 + s1) * -k0_390180644 + z5;
+  const std::int64_t o0 = s7 * k0_298631336 + z1 + z3, o1 = s5 * k2_053119869 + z2 + z4;
+  const std::int64_t o2 = s3 * k3_072711026 + z2 + z3, o3 = s1 * k1_501321110 + z1 + z4;
+  return {{t10 + o3, t11 + o2, t12 + o1, t13 + o0, t13 - o0, t12 - o1, t11 - o2, t10 - o3}};
+}
+
+/// libjpeg's post-IDCT range limit: the 10 low bits of x (the value before the +128 level shift)
+/// index a table that is x + 128 on [-128, 127], 255 on [128, 511], 0 on [-512, -129], and repeats
+/// every 1024.
+PINFEED_HD std::uint8_t range_limit(std::int64_t x) {
+  const std::int32_t v = static_cast<std::int32_t>(x & 1023);
+  return static_cast<std::uint8_t>(v < 128 ? v + 128 : v < 512 ? 255 : v < 896 ? 0 : v - 896);
+}
+
+/// Dequantizes block `coef` with table `q` and writes its 8x8 samples at `out` (rows `stride` apart).
+PINFEED_HD void idct_islow(const std::int16_t* coef, const std::uint16_t* q, std::uint8_t* out, std::uint32_t stride) {
+  std::int32_t ws[64];
+  for (int c = 0; c < 8; ++c) {  // columns: dequantize, transform, keep kPass1Bits more bits
+    std::int64_t s[8];
+    for (int r = 0; r < 8; ++r) s[r] = static_cast<std::int64_t>(coef[r * 8 + c]) * q[r * 8 + c];
+    const pass_sums p = idct_pass(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]);
+    // The workspace is int, as libjpeg's: the low 32 bits of the descaled sum.
+    for (int r = 0; r < 8; ++r) ws[r * 8 + c] = static_cast<std::int32_t>(static_cast<std::uint32_t>(descale(p.v[r], kConstBits - kPass1Bits)));
+  }
+  for (int r = 0; r < 8; ++r) {  // rows: transform, remove the scaling (and the 8 of the 2-D DCT), limit
+    const std::int32_t* w = ws + r * 8;
+    const pass_sums p = idct_pass(w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]);
+    for (int c = 0; c < 8; ++c) out[r * stride + c] = range_limit(descale(p.v[c], kConstBits + kPass1Bits + 3));
+  }
+}
+
+/// A component's plane as the upsampler sees it: its samples (pw wide), the real samples (dw x dh
+/// of them: the image's size at the component's sampling), and the factors to the image (fh, fv).
+struct plane_view {
+  const std::uint8_t* p;
+  std::uint32_t pw, dw, dh, fh, fv;
+  PINFEED_HD std::int32_t at(std::uint32_t x, std::int32_t y) const {  // rows past the edges repeat it
+    const std::int32_t row = y < 0 ? 0 : y >= static_cast<std::int32_t>(dh) ? static_cast<std::int32_t>(dh) - 1 : y;
+    return p[static_cast<std::uint64_t>(row) * pw + x];
+  }
+};
+
+/// The component's value at image pixel (x, y), upsampled as libjpeg does: h2v1 and h2v2 "fancy"
+/// (triangle) filters where the component is more than 2 samples wide, h1v2 fancy always,
+/// replication for every other case.
+PINFEED_HD std::int32_t upsampled(const plane_view& c, std::uint32_t x, std::uint32_t y) {
+  if (c.fh == 1 && c.fv == 1) return c.at(x, static_cast<std::int32_t>(y));
+  const std::uint32_t i = x / 2;
+  const std::int32_t r = static_cast<std::int32_t>(y / 2), other = (y % 2 == 0) ? r - 1 : r + 1;
+  if (c.fh == 2 && c.fv == 1 && c.dw > 2) {
+    const std::int32_t yy = static_cast<std::int32_t>(y);
+    if (x % 2 == 0) return i == 0 ? c.at(0, yy) : (c.at(i, yy) * 3 + c.at(i - 1, yy) + 1) >> 2;
+    return i == c.dw - 1 ? c.at(i, yy) : (c.at(i, yy) * 3 + c.at(i + 1, yy) + 2) >> 2;
+  }
+  if (c.fh == 2 && c.fv == 2 && c.dw > 2) {
+    const auto col = [&](std::uint32_t k) { return c.at(k, r) * 3 + c.at(k, other); };
+    if (x % 2 == 0) return i == 0 ? (col(0) * 4 + 8) >> 4 : (col(i) * 3 + col(i - 1) + 8) >> 4;
+    return i == c.dw - 1 ? (col(i) * 4 + 7) >> 4 : (col(i) * 3 + col(i + 1) + 7) >> 4;
+  }
+  if (c.fh == 1 && c.fv == 2) return (c.at(x, r) * 3 + c.at(x, other) + (y % 2 == 0 ? 1 : 2)) >> 2;
+  return c.at(x / c.fh, static_cast<std::int32_t>(y / c.fv));
+}
+
+/// A sample clamped to 0..255.
+PINFEED_HD std::uint8_t clamp_sample(std::int32_t v) { return static_cast<std::uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v); }
+
+/// libjpeg's YCbCr -> RGB: R = Y + 1.402 Cr', B = Y + 1.772 Cb' (each rounded in 16-bit fixed
+/// point), G = Y + (-0.34414 Cb' - 0.71414 Cr' + 1/2) >> 16, with Cb' = Cb - 128, Cr' = Cr - 128.
+PINFEED_HD void ycc_to_rgb(std::int32_t y, std::int32_t cb, std::int32_t cr, std::uint8_t* rgb) {
+  cb -= 128;
+  cr -= 128;
+  constexpr std::int32_t half = 1 << 15;
+  rgb[0] = clamp_sample(y + ((91881 * cr + half) >> 16));
+  rgb[1] = clamp_sample(y + ((-22554 * cb + half - 46802 * cr) >> 16));
+  rgb[2] = clamp_sample(y + ((116130 * cb + half) >> 16));
+}
+
+/// The plane of component `k` of `image` at `scratch` (the image's planes start at plane_offset).
+PINFEED_HD plane_view plane_of(const jpeg_image& image, int k, const std::uint8_t* scratch) {
+  std::uint64_t offset = image.plane_offset;
+  for (int j = 0; j < k; ++j) offset += std::uint64_t{image.comp[j].width_in_blocks} * 8 * image.comp[j].height_in_blocks * 8;
+  const jpeg_component& c = image.comp[k];
+  return {scratch + offset,
+          c.width_in_blocks * 8,
+          (image.width * c.h + image.max_h - 1) / image.max_h,
+          (image.height * c.v + image.max_v - 1) / image.max_v,
+          static_cast<std::uint32_t>(image.max_h / c.h),
+          static_cast<std::uint32_t>(image.max_v / c.v)};
+}
+
+/// Pixel (x, y) of `image` as RGB, from its planes.
+PINFEED_HD void pixel(const jpeg_image& image, const std::uint8_t* scratch, std::uint32_t x, std::uint32_t y, std::uint8_t* rgb) {
+  if (image.components == 1) {
+    const std::uint8_t v = static_cast<std::uint8_t>(upsampled(plane_of(image, 0, scratch), x, y));
+    rgb[0] = rgb[1] = rgb[2] = v;
+    return;
+  }
+  ycc_to_rgb(upsampled(plane_of(image, 0, scratch), x, y), upsampled(plane_of(image, 1, scratch), x, y),
+             upsampled(plane_of(image, 2, scratch), x, y), rgb);
+}
+
+}  // namespace pinfeed::ops::jpeg

@@ -1,0 +1,118 @@
+// The JPEG planes on the device: a batch decoded there must equal the host decode path (libjpeg-turbo)
+// and the host reference, byte for byte, for every chroma layout and size, and at the range
+// limit's wrap. On the simulator each case stays small (its kernels run a few million simulated
+// instructions, the photo-sized one tens of millions).
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "jpeg_fixtures.hpp"
+#include "pinfeed/loaders/jpeg_coefficients.hpp"
+#include "pinfeed/ops/jpeg_planes.hpp"
+#include "pinfeed/runtime/cuda_handles.hpp"
+#include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/host_memory.hpp"
+#include "test_util.hpp"
+
+using namespace pinfeed;
+
+namespace {
+
+/// `batch` decoded on the device (on a stream of its own), and on the host; both checked against
+/// `want` (the host decode path's pixels, image by image) where given.
+void device_equals(const loaders::jpeg_batch& batch, const std::vector<std::vector<std::uint8_t>>& want,
+                   const std::vector<std::string>& names) {
+  const ops::jpeg_batch_view host = batch.view();
+  std::vector<std::uint8_t> cpu(batch.out_bytes), scratch(batch.scratch_bytes);
+  ops::decode_jpeg_batch_host(host, cpu.data(), cpu.size(), scratch.data(), scratch.size());
+  const std::size_t geometry = batch.images.size() * sizeof(ops::jpeg_image);
+  device_buffer d_images(geometry), d_blocks(batch.blocks.size() * 2), d_quant(batch.quant.size() * 2),
+      d_out(batch.out_bytes), d_scratch(batch.scratch_bytes);
+  PINFEED_CUDA_TRY(cudaMemcpy(d_images.data(), batch.images.data(), geometry, cudaMemcpyHostToDevice));
+  PINFEED_CUDA_TRY(cudaMemcpy(d_blocks.data(), batch.blocks.data(), batch.blocks.size() * 2, cudaMemcpyHostToDevice));
+  PINFEED_CUDA_TRY(cudaMemcpy(d_quant.data(), batch.quant.data(), batch.quant.size() * 2, cudaMemcpyHostToDevice));
+  // Every output byte must come from the kernels: the buffer starts as a marker.
+  PINFEED_CUDA_TRY(cudaMemset(d_out.data(), 0xEE, batch.out_bytes));
+  ops::jpeg_batch_view device = host;
+  device.images = reinterpret_cast<const ops::jpeg_image*>(d_images.data());
+  device.blocks = reinterpret_cast<const std::int16_t*>(d_blocks.data());
+  device.quant = reinterpret_cast<const std::uint16_t*>(d_quant.data());
+  const cuda_stream stream = cuda_stream::create();
+  ops::decode_jpeg_batch_device(device, batch.images.data(), reinterpret_cast<std::uint8_t*>(d_out.data()), batch.out_bytes,
+                                reinterpret_cast<std::uint8_t*>(d_scratch.data()), batch.scratch_bytes, stream.get());
+  std::vector<std::uint8_t> gpu(batch.out_bytes);
+  PINFEED_CUDA_TRY(cudaMemcpyAsync(gpu.data(), d_out.data(), gpu.size(), cudaMemcpyDeviceToHost, stream.get()));
+  PINFEED_CUDA_TRY(cudaStreamSynchronize(stream.get()));
+  for (std::size_t i = 0; i < batch.images.size(); ++i) {
+    CAPTURE(names[i]);
+    const ops::jpeg_image& im = batch.images[i];
+    const std::size_t bytes = ops::jpeg_output_bytes(im);
+    CHECK(std::memcmp(gpu.data() + im.out_offset, cpu.data() + im.out_offset, bytes) == 0);
+    if (i < want.size()) {
+      REQUIRE(want[i].size() == bytes);
+      CHECK(std::memcmp(gpu.data() + im.out_offset, want[i].data(), bytes) == 0);
+    }
+  }
+}
+
+loaders::jpeg_coefficients coefficients_of(const std::vector<std::byte>& file) {
+  loaders::jpeg_read r = loaders::read_jpeg_coefficients(file, "test");
+  REQUIRE_MESSAGE(r.coefficients.has_value(), r.reason);
+  return std::move(*r.coefficients);
+}
+
+}  // namespace
+
+TEST_CASE("gpu.jpeg.mixed_batch_equals_the_host_decode" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("JPEG planes GPU == host decode")) return;
+  // Every layout at 1x1, 2 and 3 wide (1 and 2 chroma samples: replication, not the filter), odd
+  // sizes across blocks and MCUs; quality 75 and 100 (every step 1), one batch.
+  const int sizes[][2] = {{1, 1}, {2, 5}, {3, 5}, {7, 9}, {17, 33}};
+  loaders::jpeg_batch batch;
+  std::vector<std::vector<std::uint8_t>> want;
+  std::vector<std::string> names;
+  std::uint32_t seed = 0;
+  for (const auto& layout : test::jpeg_layouts())
+    for (const auto& s : sizes) {
+      loaders::jpeg_encode_options o;
+      o.quality = ++seed % 2 ? 75 : 100;
+      const auto file = test::jpeg_file(s[0], s[1], seed, layout, o);
+      batch.append(coefficients_of(file));
+      want.push_back(test::host_pixels(file));
+      names.push_back(std::string(layout.name) + " " + std::to_string(s[0]) + "x" + std::to_string(s[1]) + " q" + std::to_string(o.quality));
+    }
+  device_equals(batch, want, names);
+}
+
+TEST_CASE("gpu.jpeg.photo_size_equals_the_host_decode" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("JPEG planes GPU == host decode, 500x375")) return;
+  loaders::jpeg_batch batch;
+  const auto file = test::jpeg_file(500, 375, 11, test::jpeg_layouts()[2], {});  // 4:2:0, quality 90
+  batch.append(coefficients_of(file));
+  device_equals(batch, {test::host_pixels(file)}, {"4:2:0 500x375 q90"});
+}
+
+TEST_CASE("gpu.jpeg.range_limit_wraps_as_on_the_host" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("JPEG planes GPU range limit")) return;
+  // Blocks whose values pass +-512 before the range limit (a crafted file's; no encoder makes them):
+  // one grey 8x8 image per DC, with AC terms so that the wrap falls inside the block.
+  loaders::jpeg_batch batch;
+  std::vector<std::string> names;
+  for (int dc : {2000, 4096, -4096, 4084, 8180, 8188, -8188}) {
+    loaders::jpeg_coefficients c;
+    c.image.width = c.image.height = 8;
+    c.image.components = 1;
+    c.image.comp[0] = {1, 1, 0, 1, 1, 0};
+    c.blocks.assign(64, 0);
+    c.blocks[0] = static_cast<std::int16_t>(dc / 4);
+    c.blocks[1] = 300;
+    c.blocks[8] = -200;
+    c.blocks[63] = 1000;
+    c.quant.assign(64, 4);
+    batch.append(c);
+    names.push_back("DC " + std::to_string(dc));
+  }
+  device_equals(batch, {}, names);
+}

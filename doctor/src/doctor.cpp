@@ -229,6 +229,11 @@ step_result ladder::loader_step(loader& l, std::optional<batch>& current, const 
 std::size_t ladder::run_measured(doctor_mode& m, std::shared_ptr<source> src, const loader_options& lo,
                          const std::function<void(const loader&)>& after) {
   loader l(std::move(src), lo);
+  return measure_loader(m, l, after);
+}
+
+/// Measures `m` on loader `l` (see run_measured).
+std::size_t ladder::measure_loader(doctor_mode& m, loader& l, const std::function<void(const loader&)>& after) {
   std::optional<batch> current;
   const std::string what = "mode " + m.id;
   measure(m, [&] { return loader_step(l, current, what); }, [&] { l.reset_stats(); });

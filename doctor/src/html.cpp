@@ -44,8 +44,7 @@ figcaption{color:var(--muted);font-size:.9em}
 table{border-collapse:collapse;font-size:.9em;margin:6px 0}
 th,td{border:1px solid var(--line);padding:3px 8px;text-align:left;vertical-align:top}
 td{font-variant-numeric:tabular-nums}
-.numbers{max-height:none}
-.numbers table{display:block;overflow-x:auto;max-height:320px}
+.numbers .scroll{overflow:auto;max-height:320px}
 pre{background:var(--soft);padding:8px;overflow-x:auto;white-space:pre-wrap;word-break:break-all}
 .bottleneck-name{color:var(--alarm);font-weight:600}
 @media (max-width:600px){body{font-size:14px}main{padding:10px}svg.chart{font-size:17px}}
@@ -92,7 +91,9 @@ void suggestion_item(const doctor_suggestion& s, bool verified, std::ostream& ou
 /// The suggestions, the ones tried without gain, and a chart of the runs against L0.
 void suggestions_html(const doctor_report& r, std::ostream& out) {
   out << "<section id=\"suggestions\"><h2>Suggestions</h2>\n";
-  if (r.suggestions.empty()) out << "<p>None: nothing the doctor can advise " << (r.verified ? "gained when it was tried." : "applies.") << "</p>\n";
+  if (r.suggestions.empty())
+    out << "<p>None: " << (r.no_gain.empty() ? "no rule applies to these numbers." : "what the rules advised gained nothing when it was tried.")
+        << "</p>\n";
   else out << "<ul class=\"suggestions\">\n";
   for (const auto& s : r.suggestions) suggestion_item(s, r.verified, out);
   if (!r.suggestions.empty()) out << "</ul>\n";
@@ -136,7 +137,7 @@ void ladder_html(const doctor_report& r, std::ostream& out) {
 /// The stage costs as a waterfall: from the full pipeline's time per image down by each stage.
 void stages_html(const doctor_report& r, std::ostream& out) {
   const doctor_mode* l0 = r.mode("L0");
-  if (l0 == nullptr || !l0->ran) return;
+  if (l0 == nullptr || !l0->ran || !(l0->images_per_s > 0)) return;
   std::vector<html::bar> bars;
   double level = 1e3 / l0->images_per_s;
   bars.push_back({"L0 full pipeline", level, 0, "", num(level, 3) + " ms"});
@@ -182,12 +183,13 @@ std::string wait_chart(const doctor_mode& m, const std::string& id) {
 
 void waits_html(const doctor_report& r, std::ostream& out) {
   const doctor_mode* l0 = r.mode("L0");
+  // The fastest mode the loader runs (L1-L3, T*): L4 and L5 replay batches and never wait.
   const doctor_mode* best = nullptr;
   for (const auto& m : r.modes)
-    if (m.ran && m.id != "L0" && (best == nullptr || m.images_per_s > best->images_per_s)) best = &m;
+    if (m.ran && m.id != "L0" && m.id != "L4" && m.id != "L5" && (best == nullptr || m.images_per_s > best->images_per_s)) best = &m;
   if ((l0 == nullptr || !l0->ran || l0->step_end_s.empty()) && best == nullptr) return;
-  out << "<section id=\"waits\"><h2>Where the consumer waits</h2>\n<p>The full pipeline (L0) and the fastest mode: columns "
-         "are the waits for a batch, so stalls show where they happen.</p>\n";
+  out << "<section id=\"waits\"><h2>Where the consumer waits</h2>\n<p>The full pipeline (L0) and the fastest cached mode the "
+         "loader runs: columns are the waits for a batch, so stalls show where they happen.</p>\n";
   if (l0 != nullptr && l0->ran && !l0->step_end_s.empty()) out << wait_chart(*l0, "chart-wait-l0");
   if (best != nullptr && !best->step_end_s.empty()) out << wait_chart(*best, "chart-wait-best");
   out << "</section>\n";

@@ -15,8 +15,14 @@ std::string fmt(double v, int digits = 1) {
   return b;
 }
 
-/// Shortened to `n` characters (an ellipsis at the end) for a label inside a chart.
-std::string shorten(const std::string& s, std::size_t n) { return s.size() <= n ? s : s.substr(0, n - 1) + "\u2026"; }
+/// Shortened to about `n` characters (an ellipsis at the end) for a label inside a chart, never
+/// inside a UTF-8 sequence.
+std::string shorten(const std::string& s, std::size_t n) {
+  if (s.size() <= n) return s;
+  std::size_t cut = n - 1;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return s.substr(0, cut) + "\u2026";
+}
 
 /// A round axis end at or above v (1, 1.2, 1.6, 2, 2.4, 3, 4, 5, 6 or 8 times a power of ten): four
 /// ticks on it stay readable numbers.
@@ -73,8 +79,7 @@ std::string figure(const chart& c) {
          std::to_string(c.points) + "\" preserveAspectRatio=\"xMinYMin meet\">";
   out += "<title id=\"" + escape(c.id) + "-title\">" + escape(c.title) + "</title>";
   out += "<desc id=\"" + escape(c.id) + "-desc\">" + escape(c.description) + "</desc>\n" + c.svg + "</svg>\n";
-  out += "<figcaption>" + escape(c.title) + "</figcaption>\n";
-  out += "<details class=\"numbers\"><summary>The numbers</summary><table><thead><tr>";
+  out += "<details class=\"numbers\"><summary>The numbers</summary><div class=\"scroll\"><table><thead><tr>";
   for (const auto& h : c.numbers.head) out += "<th scope=\"col\">" + escape(h) + "</th>";
   out += "</tr></thead><tbody>";
   for (const auto& row : c.numbers.rows) {
@@ -83,7 +88,7 @@ std::string figure(const chart& c) {
       out += (i == 0 ? "<th scope=\"row\">" : "<td>") + escape(row[i]) + (i == 0 ? "</th>" : "</td>");
     out += "</tr>";
   }
-  out += "</tbody></table></details>\n</figure>\n";
+  out += "</tbody></table></div></details>\n<figcaption>" + escape(c.title) + "</figcaption>\n</figure>\n";
   return out;
 }
 
@@ -138,10 +143,11 @@ std::string draw(const series& s, double x0, double w, double y0, double h, doub
   const auto py = [&](double y) { return y0 + h - h * y / y_end; };
   std::string d;
   const double col = std::max(1.0, w / std::max<double>(1, static_cast<double>(s.x.size())) * 0.8);
-  for (std::size_t i = 0; i < s.x.size(); ++i) {
+  for (std::size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
     if (s.columns) {
       if (s.y[i] <= 0) continue;
-      d += "M" + fmt(px(s.x[i]) - col) + " " + fmt(py(0)) + "V" + fmt(py(s.y[i])) + "H" + fmt(px(s.x[i])) + "V" + fmt(py(0)) + "Z";
+      d += "M" + fmt(std::max(x0, px(s.x[i]) - col)) + " " + fmt(py(0)) + "V" + fmt(py(s.y[i])) + "H" + fmt(px(s.x[i])) + "V" +
+           fmt(py(0)) + "Z";
     } else {
       d += (i == 0 ? "M" + fmt(px(s.x[i])) + " " : "H" + fmt(px(s.x[i])) + "V") + fmt(py(s.y[i]));
       if (i + 1 == s.x.size()) d += "H" + fmt(px(x_end));

@@ -121,6 +121,19 @@ class ladder {
   /// when done. Returns the workers it ran.
   std::size_t run_measured(doctor_mode& m, std::shared_ptr<source> src, const loader_options& lo,
                            const std::function<void(const loader&)>& after = {});
+  std::size_t measure_loader(doctor_mode& m, loader& l, const std::function<void(const loader&)>& after = {});
+
+  /// A suggestion's run (verify()): where it ran, the loader made for it, or why none could be.
+  struct trial_setup {
+    std::optional<loader> l;
+    std::string failed;  ///< why the change could not be made (then l is empty)
+    bool remote = false;
+  };
+  trial_setup set_up_trial(const doctor_suggestion& s);
+  /// What a trial is judged against: L0, or where L0 is not comparable (a remote reader made anew
+  /// starts cold; a traced L0 ran slower), a run of the unchanged pipeline measured the same way.
+  const doctor_mode* control_for(bool remote);
+  doctor_mode fresh_control_{}, untraced_control_{};
 
   /// L0-L3 and T1..: the loader over the mode's source, the step on each batch.
   void run_loader(plan_entry& e);

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <exception>
 #include <new>
+#include <optional>
 #include <string>
 
 #include "analysis.hpp"
@@ -53,23 +54,21 @@ void ladder::tune() {
   r_.expected_speedup = baseline_pass.images_per_s > 0 ? tuned_pass.images_per_s / baseline_pass.images_per_s : 0;
 }
 
-/// Runs each suggestion that names a setting: the full pipeline with the change, as a mode of
-/// its own (S1, ...), judged against L0; the ones that gain nothing move to no_gain.
-void ladder::verify() {
-  const doctor_mode* l0 = r_.mode("L0");
-  if (l0 == nullptr || !l0->ran) return;
-  std::size_t k = 0;
-  for (doctor_suggestion& s : r_.suggestions) {
-    if (s.setting.empty()) continue;
-    s.trial = doctor_mode{"S" + std::to_string(++k), analysis::setting_text(s.setting, s.value),
-                          "nothing: the full pipeline with the change"};
-    loader_options lo = loader_options_;
-    std::shared_ptr<source> src = full_;
+/// The loader for suggestion `s`'s run (trace off): the full pipeline with its workers or prefetch,
+/// or over the remote reader made anew with its setting. A change that cannot be made (the loader
+/// refuses the value, the reader cannot be made again) says why; a lack of memory stops the doctor.
+ladder::trial_setup ladder::set_up_trial(const doctor_suggestion& s) {
+  trial_setup t;
+  loader_options lo = loader_options_;
+  lo.trace = false;
+  std::shared_ptr<source> src = full_;
+  try {
     if (s.setting == "workers") {
       lo.workers = s.value;
     } else if (s.setting == "prefetch") {
       lo.prefetch = s.value;
     } else {
+      t.remote = true;
       loaders::remote_change change;
       if (s.setting == "requests_in_flight") {
         // With range reads, the read-ahead the library gives that many requests (twice as many
@@ -80,25 +79,68 @@ void ladder::verify() {
       if (s.setting == "remote_cache_bytes") change.cache_bytes = s.value;
       auto reader = p_.reader ? p_.reader->with_remote(change) : nullptr;
       if (!reader) {
-        s.result = "not measured: the reader has no setting '" + s.setting + "' to change";
-        continue;
+        t.failed = "the reader has no setting '" + s.setting + "' to change";
+        return t;
       }
       src = std::make_shared<loaders::pipeline_source>(std::move(reader), p_.steps, p_.source);
     }
-    std::size_t ran = 0;
-    try {
-      ran = run_measured(s.trial, src, lo);
-    } catch (const std::bad_alloc&) {
-      throw;
-    } catch (const std::exception& e) {  // the change itself may fail (a reader that cannot be made again)
-      s.trial.ran = false;
-      s.result = std::string("not measured: the run with the change failed: ") + e.what();
+    t.l.emplace(std::move(src), lo);
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
+    t.failed = std::string("the change could not be made: ") + e.what();
+  }
+  return t;
+}
+
+const doctor_mode* ladder::control_for(bool remote) {
+  const doctor_mode* l0 = r_.mode("L0");
+  const bool traced = o_.trace_mode == "L0" && !o_.trace_path.empty();
+  if (!remote && !traced) return l0;
+  doctor_mode& c = remote ? fresh_control_ : untraced_control_;
+  if (c.ran) return &c;
+  c = doctor_mode{remote ? "S0" : "S0", remote ? "unchanged, remote reader made anew" : "unchanged, untraced",
+                  "nothing: the full pipeline as it is"};
+  loader_options lo = loader_options_;
+  lo.trace = false;
+  std::shared_ptr<source> src = full_;
+  if (remote) {
+    auto reader = p_.reader ? p_.reader->with_remote(loaders::remote_change{}) : nullptr;
+    if (!reader) return l0;
+    src = std::make_shared<loaders::pipeline_source>(std::move(reader), p_.steps, p_.source);
+  }
+  (void)run_measured(c, std::move(src), lo);
+  if (o_.on_mode) o_.on_mode(c);
+  return &c;
+}
+
+/// Runs each suggestion that names a setting: the full pipeline with the change, as a mode of
+/// its own (S1, ...), judged against L0 (or a control run where L0 is not comparable); the ones
+/// that gain nothing move to no_gain. What the consumer's step throws reaches the caller.
+void ladder::verify() {
+  const doctor_mode* l0 = r_.mode("L0");
+  if (l0 == nullptr || !l0->ran) return;
+  std::size_t k = 0;
+  for (doctor_suggestion& s : r_.suggestions) {
+    if (s.setting.empty()) continue;
+    s.trial = doctor_mode{"S" + std::to_string(++k), analysis::setting_text(s.setting, s.value),
+                          "nothing: the full pipeline with the change"};
+    trial_setup t = set_up_trial(s);
+    if (!t.l) {
+      s.result = "not measured: " + t.failed;
       continue;
     }
+    if (s.setting == "workers" && t.l->workers() == r_.workers) {
+      s.result = "not measured: the loader runs at most " + std::to_string(r_.workers) + " workers here (TBB's thread cap)";
+      continue;
+    }
+    const std::size_t ran = measure_loader(s.trial, *t.l);
+    t.l.reset();
     if (o_.on_mode) o_.on_mode(s.trial);
-    analysis::judge_trial(s, *l0);
-    if (s.setting == "workers" && ran != s.value)
-      s.result += " (the loader ran " + std::to_string(ran) + " workers: the most it may)";
+    const doctor_mode* against = control_for(t.remote);
+    analysis::judge_trial(s, *against);
+    if (against != l0) s.result += " (against " + against->name + ")";
+    if (s.setting == "workers" && ran != s.value) s.result += " (the loader ran " + std::to_string(ran) + " workers: the most it may)";
   }
   r_.verified = true;
   analysis::keep_measured_gains(r_);

@@ -150,6 +150,7 @@ void analyze(doctor_report& r) {
   r.bottleneck.clear();
   r.suggestions.clear();
   r.no_gain.clear();
+  r.verified = false;
   r.caveat.clear();
   price_stages(r);
   const doctor_mode* l0 = r.mode("L0");

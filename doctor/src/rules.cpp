@@ -138,11 +138,13 @@ advice remote_reads(const evidence& e) {
                       " samples were range-read one by one because their shard had no room in the cache",
                   "remote_cache_bytes", mib << 20);
   }
+  const std::uint64_t most = loaders::kMaxRequestsInFlight;
+  if (in_flight >= most) return std::nullopt;  // nothing more to ask for
   if (r.fetch.window_shards > 0)
     return trying("fetch more shards at once: raise --requests-in-flight from " + std::to_string(in_flight) + " to " +
-                      std::to_string(2 * in_flight) + " (remote_options::requests_in_flight), or use larger shards",
-                  cost + " with whole shards fetched ahead", "requests_in_flight", 2 * in_flight);
-  const std::uint64_t more = std::min<std::uint64_t>(std::max<std::uint64_t>(8, 4 * in_flight), loaders::kMaxRequestsInFlight);
+                      std::to_string(std::min(2 * in_flight, most)) + " (remote_options::requests_in_flight), or use larger shards",
+                  cost + " with whole shards fetched ahead", "requests_in_flight", std::min(2 * in_flight, most));
+  const std::uint64_t more = std::min<std::uint64_t>(std::max<std::uint64_t>(8, 4 * in_flight), most);
   return trying("keep more remote reads in flight: raise --requests-in-flight from " + std::to_string(in_flight) + " to " +
                     std::to_string(more) + " (remote_options::requests_in_flight; unset, it follows the latency up to " +
                     std::to_string(loaders::kMaxRequestsInFlight) +

@@ -19,6 +19,7 @@ Exits 77 (skipped) when Chromium is not installed, naming the package.
 import html.parser
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -55,6 +56,8 @@ def browse(browser, prefix, flags, page, extra):
     cmd += flags + extra + ["file://" + os.path.abspath(page)]
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(cmd, 124, "", "Chromium did not finish within 120 s")
     finally:
         shutil.rmtree(profile, ignore_errors=True)
 
@@ -77,13 +80,17 @@ class Dom(html.parser.HTMLParser):
         classes = (a.get("class") or "").split()
         self.stack.append(tag)
         if tag == "figure" and "chart-figure" in classes:
-            self.figure = {"id": a.get("id"), "points": None, "data": 0, "title": "", "desc": "", "rows": 0}
+            self.figure = {"id": a.get("id"), "points": None, "data": 0, "drawn": 0, "title": "", "desc": "", "rows": 0}
             self.charts.append(self.figure)
         if tag == "svg" and "chart" in classes and self.figure is not None:
             self.figure["points"] = int(a.get("data-points", "0"))
             self.figure["labelled"] = a.get("role") == "img" and bool(a.get("aria-labelledby"))
         if "datum" in classes and self.figure is not None:
             self.figure["data"] += 1
+            # Drawn with a size: a bar wider than nothing, a path with more than its empty "M0 0" (a
+            # series of zeros says so in words instead: handle_data counts that).
+            if (tag == "rect" and float(a.get("width", "0")) > 0) or (tag == "path" and a.get("d", "M0 0") != "M0 0"):
+                self.figure["drawn"] += 1
             if "bottleneck" in classes and a.get("data-stage"):
                 self.bottleneck_stages.add(a["data-stage"])
         if tag in ("title", "desc") and self.figure is not None and self.stack[-2:-1] == ["svg"]:
@@ -104,6 +111,8 @@ class Dom(html.parser.HTMLParser):
             self.text_of = None
 
     def handle_data(self, data):
+        if self.figure is not None and "every value is 0" in data:
+            self.figure["drawn"] += 1
         if self.text_of == "verdict":
             self.verdict += data
         elif self.text_of in ("title", "desc") and self.figure is not None:
@@ -161,13 +170,20 @@ def check_page(browser, prefix, flags, page, expect, shots):
         return ["Chromium exited %d: %s" % (p.returncode, p.stderr[-500:])]
     console = [line for line in p.stderr.splitlines() if ":CONSOLE" in line]
     problems += ["console: " + line for line in console]
+    source = open(page, encoding="utf-8").read()
+    if "Content-Security-Policy" not in source or "<script" in source:
+        problems.append("the page has no Content-Security-Policy, or a script")
+    bad_numbers = re.findall(r'\b(?:x|y|x1|x2|y1|y2|cx|cy|width|height|d)="[^"]*(?:nan|inf)[^"]*"', source, re.IGNORECASE)
+    if bad_numbers:
+        problems.append("NaN or infinity in the drawing: %s" % bad_numbers[:3])
     dom = Dom()
     dom.feed(p.stdout)
     if not dom.charts:
         problems.append("no chart")
     for c in dom.charts:
-        if not c["points"] or c["data"] == 0:
-            problems.append("chart %s has no data (data-points %s, %d drawn)" % (c["id"], c["points"], c["data"]))
+        if not c["points"] or c["data"] == 0 or not c["drawn"]:
+            problems.append("chart %s has no data (data-points %s, %d drawn, %d with a size)" %
+                            (c["id"], c["points"], c["data"], c["drawn"]))
         if not c.get("labelled") or not c["title"].strip() or not c["desc"].strip():
             problems.append("chart %s has no title or description for a screen reader" % c["id"])
         if c["rows"] == 0:
@@ -182,8 +198,10 @@ def check_page(browser, prefix, flags, page, expect, shots):
         want = {"chart-ladder", "chart-stages", "chart-wait-l0"}
         if expect.get("tuning", {}).get("path"):
             want.add("chart-tuner")
-        if any(m["ran"] and m["id"] != "L0" for m in expect["modes"]):
+        if any(m["ran"] and m["id"] not in ("L0", "L4", "L5") for m in expect["modes"]):
             want.add("chart-wait-best")
+        if any(s["measured"] for s in expect["suggestions"] + expect["no_gain"]):
+            want.add("chart-trials")
         if expect["transforms"]:
             want.add("chart-transforms")
         if want - ids:

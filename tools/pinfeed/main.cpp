@@ -9,6 +9,7 @@
 #include <oneapi/tbb/global_control.h>
 
 #include "commands.hpp"
+#include "pinfeed/loaders/remote.hpp"
 #include "pinfeed/runtime/log.hpp"
 #include "pinfeed/runtime/random.hpp"
 #include "pinfeed/version.hpp"
@@ -32,7 +33,19 @@ const std::string& command_line() { return recorded_command; }
 
 void record_command_line(int argc, const char* const* argv) {
   recorded_command.clear();
-  for (int i = 0; i < argc; ++i) recorded_command += (i ? " " : "") + shell_quoted(argv[i]);
+  for (int i = 0; i < argc; ++i) {
+    // A location's user information and query (credentials, a pre-signed URL's signature) stay out
+    // of reports, as everywhere else.
+    std::string a = argv[i];
+    for (std::size_t at = a.find("://"); at != std::string::npos; at = a.find("://", at + 3)) {
+      const std::size_t start = a.find_last_of(":=,", at - 1) == std::string::npos ? 0 : a.find_last_of(":=,", at - 1) + 1;
+      const std::size_t end = std::min(a.find_first_of(", ", at), a.size());
+      const std::string shown = pinfeed::loaders::redact_location(a.substr(start, end - start));
+      a.replace(start, end - start, shown);
+      at = start + shown.size() - 3;
+    }
+    recorded_command += (i ? " " : "") + shell_quoted(a);
+  }
 }
 }  // namespace pinfeed::tool
 

@@ -42,9 +42,8 @@ void loader::impl::judge_window() {
   const detail::tuner_window w{seconds, 1e-9 * static_cast<double>(window_wait_ns),
                                (process_cpu_seconds() - window_cpu_s) / seconds, static_cast<double>(place.cores),
                                window_samples};
-  const std::size_t prefetch_before = tuner->prefetch();
-  const bool changed = tuner->judge(w);
-  if (changed) {
+  const std::size_t prefetch_before = tuner->prefetch(), workers_before = tuner->workers();
+  if (tuner->judge(w)) {
     pool->set_workers(tuner->workers());
     if (tuner->prefetch() != prefetch_before) {
       const std::size_t slots = tuner->prefetch() + core->options.max_batches_in_use;
@@ -58,7 +57,8 @@ void loader::impl::judge_window() {
     }
     log(log_level::debug, "loader: auto_tune: " + tuner->reason());
   }
-  record_window(w, changed);
+  // Changed: what the loader runs with now differs (a refused growth of prefetch is no change).
+  record_window(w, tuner->workers() != workers_before || tuner->prefetch() != prefetch_before);
   if (tuner->settled() && !tuning_logged) {
     tuning_logged = true;
     log(log_level::info, "loader: auto_tune settled on " + std::to_string(tuner->workers()) + " workers (of " +

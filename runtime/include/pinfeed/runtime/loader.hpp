@@ -261,6 +261,8 @@ class loader {
     /// A JSON object of the fields.
     [[nodiscard]] std::string to_json() const;
   };
+  /// The settings and the tuner's path. Call it from the consumer's thread (the one calling next()),
+  /// which the tuner's windows are judged on.
   [[nodiscard]] tuning_report tuning() const;
 
   /// The loader's counters since it began or since the last reset_stats(): batches, samples,

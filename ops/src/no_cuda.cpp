@@ -33,6 +33,13 @@ void decode_jpeg_batch_device(const jpeg_batch_view& device, const jpeg_image* h
   no_gpu("decode_jpeg_batch_device");
 }
 
+void unpack_jpeg_blocks_device(const std::uint8_t* bytes, std::uint64_t size, const std::uint32_t* starts, std::uint64_t block_count,
+                               std::int16_t* blocks, std::uint32_t* malformed, cudaStream_t) {
+  jpeg::check_unpack_call(bytes, size, starts, block_count, blocks, malformed);
+  if (block_count == 0) return;
+  no_gpu("unpack_jpeg_blocks_device");
+}
+
 void check_sampler_faults() {}  // no GPU call has run, so none has faulted
 
 void normalize_hwc_to_chw_device(const normalize_args& args, const normalize_params& params, cudaStream_t) {

@@ -239,3 +239,15 @@ TEST_CASE("jpeg_planes.malformed_packed_blocks_are_named") {
   CHECK_THROWS_WITH_AS(ops::pack_jpeg_blocks(std::vector<std::int16_t>(65), *std::make_unique<std::vector<std::uint8_t>>()),
                        doctest::Contains("65 coefficients, not whole blocks of 64"), std::invalid_argument);
 }
+
+TEST_CASE("jpeg_planes.the_device_unpack_checks_its_pointers_first") {
+  std::uint32_t starts[1] = {0};
+  std::int16_t blocks[64];
+  CHECK_THROWS_WITH_AS(ops::unpack_jpeg_blocks_device(nullptr, 0, starts, 1, blocks, nullptr, nullptr),
+                       doctest::Contains("1 blocks but a null pointer"), std::invalid_argument);
+  CHECK_NOTHROW(ops::unpack_jpeg_blocks_device(nullptr, 0, nullptr, 0, nullptr, nullptr, nullptr));  // nothing to do
+  std::vector<std::uint8_t> bytes;
+  std::vector<std::uint32_t> at;
+  ops::pack_jpeg_blocks(std::vector<std::int16_t>(128, 1), bytes, &at);
+  CHECK(at == std::vector<std::uint32_t>{0, static_cast<std::uint32_t>(bytes.size() / 2)});
+}

@@ -4,6 +4,7 @@
 // instructions, the photo-sized one tens of millions).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -115,4 +116,62 @@ TEST_CASE("gpu.jpeg.range_limit_wraps_as_on_the_host" * doctest::test_suite("gpu
     names.push_back("DC " + std::to_string(dc));
   }
   device_equals(batch, {}, names);
+}
+
+TEST_CASE("gpu.jpeg.packed_blocks_unpack_on_the_device_as_on_the_host" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("JPEG compact form unpacked on the device")) return;
+  // A 4:2:0 and a 4:4:4 file's blocks, packed with their starts, unpacked on the device: the same
+  // dense blocks, which decode to the host decode path's pixels. Then one block broken (a tag with
+  // bit 7 set): it alone comes back zero, and the device counts it, as the host names it.
+  loaders::jpeg_batch batch;
+  std::vector<std::vector<std::uint8_t>> want;
+  for (int k : {2, 0}) {
+    const auto file = test::jpeg_file(40, 24, 5 + static_cast<std::uint32_t>(k), test::jpeg_layouts()[static_cast<std::size_t>(k)], {});
+    batch.append(coefficients_of(file));
+    want.push_back(test::host_pixels(file));
+  }
+  std::vector<std::uint8_t> packed;
+  std::vector<std::uint32_t> starts;
+  ops::pack_jpeg_blocks(batch.blocks, packed, &starts);
+  const std::uint64_t count = batch.blocks.size() / 64;
+  REQUIRE(starts.size() == count);
+  const auto unpack = [&](const std::vector<std::uint8_t>& bytes, std::uint32_t& malformed) {
+    device_buffer d_bytes(bytes.size()), d_starts(starts.size() * 4), d_blocks(count * 128), d_bad(4);
+    PINFEED_CUDA_TRY(cudaMemcpy(d_bytes.data(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+    PINFEED_CUDA_TRY(cudaMemcpy(d_starts.data(), starts.data(), starts.size() * 4, cudaMemcpyHostToDevice));
+    PINFEED_CUDA_TRY(cudaMemset(d_blocks.data(), 0x5A, count * 128));
+    PINFEED_CUDA_TRY(cudaMemset(d_bad.data(), 0, 4));
+    ops::unpack_jpeg_blocks_device(reinterpret_cast<const std::uint8_t*>(d_bytes.data()), bytes.size(),
+                                   reinterpret_cast<const std::uint32_t*>(d_starts.data()), count,
+                                   reinterpret_cast<std::int16_t*>(d_blocks.data()), reinterpret_cast<std::uint32_t*>(d_bad.data()), nullptr);
+    std::vector<std::int16_t> dense(count * 64);
+    PINFEED_CUDA_TRY(cudaMemcpy(dense.data(), d_blocks.data(), count * 128, cudaMemcpyDeviceToHost));
+    PINFEED_CUDA_TRY(cudaMemcpy(&malformed, d_bad.data(), 4, cudaMemcpyDeviceToHost));
+    return dense;
+  };
+  std::uint32_t malformed = 99;
+  const auto dense = unpack(packed, malformed);
+  CHECK(malformed == 0);
+  CHECK(dense == batch.blocks);
+  loaders::jpeg_batch unpacked = batch;
+  unpacked.blocks = dense;
+  device_equals(unpacked, want, {"4:2:0 40x24 unpacked on the device", "4:4:4 40x24 unpacked on the device"});
+  // Block 3 broken: its first tag gets bit 7 (a block of no coefficients is its count alone).
+  std::uint64_t broken = 3;
+  while (packed[starts[broken]] == 0) ++broken;
+  std::vector<std::uint8_t> bad = packed;
+  bad[starts[broken] + 1] |= 0x80;
+  const auto partly = unpack(bad, malformed);
+  CHECK(malformed == 1);
+  for (std::uint64_t b = 0; b < count; ++b) {
+    CAPTURE(b);
+    const bool same = std::equal(partly.begin() + static_cast<std::ptrdiff_t>(b * 64), partly.begin() + static_cast<std::ptrdiff_t>(b * 64 + 64),
+                                 batch.blocks.begin() + static_cast<std::ptrdiff_t>(b * 64));
+    const bool zero = std::all_of(partly.begin() + static_cast<std::ptrdiff_t>(b * 64), partly.begin() + static_cast<std::ptrdiff_t>(b * 64 + 64),
+                                  [](std::int16_t v) { return v == 0; });
+    CHECK((b == broken ? zero : same));
+  }
+  std::vector<std::int16_t> host(count * 64);
+  const std::string where = "block " + std::to_string(broken) + ", byte " + std::to_string(starts[broken] + 1);
+  CHECK_THROWS_WITH_AS(ops::unpack_jpeg_blocks(bad, count, host.data()), doctest::Contains(where.c_str()), std::invalid_argument);
 }

@@ -56,6 +56,26 @@ __global__ void pixel_kernel(const jpeg_image* __restrict__ images, std::size_t 
   }
 }
 
+/// Block b of the compact form, from starts[b] to where the next starts (the last to `size`).
+__global__ void unpack_kernel(const std::uint8_t* __restrict__ bytes, std::uint64_t size, const std::uint32_t* __restrict__ starts,
+                              std::uint64_t count, std::int16_t* __restrict__ blocks, std::uint32_t* malformed) {
+  for (std::uint64_t b = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; b < count;
+       b += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    const std::uint64_t begin = starts[b], end = b + 1 < count ? starts[b + 1] : size;
+    std::int16_t* block = blocks + b * 64;
+    if (begin > end || end > size) {  // starts out of order or past the data
+      for (int i = 0; i < 64; ++i) block[i] = 0;
+      atomicAdd(malformed, 1u);
+      continue;
+    }
+    const jpeg::unpack_result r = jpeg::unpack_block(bytes, begin, end, block);
+    if (r.error != jpeg::unpack_error::none || r.at != end) {
+      for (int i = 0; i < 64; ++i) block[i] = 0;
+      atomicAdd(malformed, 1u);
+    }
+  }
+}
+
 /// Blocks along x for `items` per image: enough for the largest image, at most 4 per SM each.
 unsigned grid_x(std::uint64_t items) {
   int device = 0;
@@ -65,6 +85,18 @@ unsigned grid_x(std::uint64_t items) {
 }
 
 }  // namespace
+
+void unpack_jpeg_blocks_device(const std::uint8_t* bytes, std::uint64_t size, const std::uint32_t* starts, std::uint64_t block_count,
+                               std::int16_t* blocks, std::uint32_t* malformed, cudaStream_t stream) {
+  jpeg::check_unpack_call(bytes, size, starts, block_count, blocks, malformed);
+  if (block_count == 0) return;
+  int device = 0;
+  PINFEED_CUDA_TRY(cudaGetDevice(&device));
+  const std::uint64_t cap = 8 * static_cast<std::uint64_t>(multiprocessor_count(device));
+  const auto grid = static_cast<unsigned>(std::max<std::uint64_t>(1, std::min<std::uint64_t>((block_count + kThreads - 1) / kThreads, cap)));
+  unpack_kernel<<<grid, kThreads, 0, stream>>>(bytes, size, starts, block_count, blocks, malformed);
+  PINFEED_CUDA_TRY(cudaGetLastError());
+}
 
 void decode_jpeg_batch_device(const jpeg_batch_view& device, const jpeg_image* host_images, std::uint8_t* out,
                               std::uint64_t out_bytes, std::uint8_t* scratch, std::uint64_t scratch_bytes, cudaStream_t stream) {

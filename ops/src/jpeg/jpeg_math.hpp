@@ -12,15 +12,22 @@ namespace pinfeed::ops::jpeg {
 /// check_jpeg_batch, which reads the quantization tables' steps only where `tables_here` (the
 /// device version has them in device memory; their count and indexes are checked all the same).
 void check_batch(const jpeg_batch_view& b, std::uint64_t out_bytes, std::uint64_t scratch_bytes, bool tables_here);
+/// What unpack_jpeg_blocks_device checks before it queues anything: no null pointer where there
+/// are blocks (in a CPU-only build too).
+void check_unpack_call(const std::uint8_t* bytes, std::uint64_t size, const std::uint32_t* starts, std::uint64_t block_count,
+                       const std::int16_t* blocks, const std::uint32_t* malformed);
 /// What decode_jpeg_batch_device checks before it queues anything (in a CPU-only build too).
 void check_device_call(const jpeg_batch_view& device, const jpeg_image* host_images, std::uint64_t out_bytes,
                        std::uint64_t scratch_bytes);
 
-/// The natural (row-major) index of each zigzag position, as JPEG orders coefficients.
-inline constexpr std::uint8_t kZigzag[64] = {0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,
-                                             12, 19, 26, 33, 40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28,
-                                             35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51,
-                                             58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63};
+/// The natural (row-major) index of zigzag position z (0..63), as JPEG orders coefficients.
+PINFEED_HD std::uint8_t natural_of(int z) {
+  constexpr std::uint8_t order[64] = {0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,
+                                      12, 19, 26, 33, 40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28,
+                                      35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51,
+                                      58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63};
+  return order[z];
+}
 
 // The accurate integer IDCT's constants: cosines in 13-bit fixed point, and the bits kept between
 // the column pass and the row pass.
@@ -128,6 +135,63 @@ PINFEED_HD void ycc_to_rgb(std::int32_t y, std::int32_t cb, std::int32_t cr, std
   rgb[0] = clamp_sample(y + ((91881 * cr + half) >> 16));
   rgb[1] = clamp_sample(y + ((-22554 * cb + half - 46802 * cr) >> 16));
   rgb[2] = clamp_sample(y + ((116130 * cb + half) >> 16));
+}
+
+/// What is wrong with a packed block, where unpack_block stopped.
+enum class unpack_error : std::uint8_t {
+  none,
+  ends_before_block,  ///< no byte for the count
+  count_over_64,
+  ends_inside_block,  ///< no byte for a tag
+  tag_bit_7,
+  index_not_after,    ///< a zigzag index not after the one before
+  ends_inside_wide,   ///< a 2-byte value cut short
+  wide_fits_one,      ///< a 2-byte value that fits one byte
+  ends_inside_value,  ///< a 1-byte value cut short
+  zero_value,         ///< a zero written as a coefficient
+};
+struct unpack_result {
+  unpack_error error;
+  std::uint64_t at;    ///< the byte after the block, or where it went wrong
+  std::int32_t value;  ///< the count, tag, index or value that was wrong
+  std::int32_t last;   ///< the index before, for index_not_after
+};
+
+/// Unpacks one block of the compact form (jpeg_planes.hpp) from bytes[begin, end) into `block`
+/// (64 int16, natural order; zero where the block names nothing, and all zero when it is
+/// malformed). The host's unpack and the device's share it, so both accept exactly the same data.
+PINFEED_HD unpack_result unpack_block(const std::uint8_t* bytes, std::uint64_t begin, std::uint64_t end, std::int16_t* block) {
+  for (int i = 0; i < 64; ++i) block[i] = 0;
+  const auto fail = [&](unpack_error e, std::uint64_t at, std::int32_t value, std::int32_t last) {
+    for (int i = 0; i < 64; ++i) block[i] = 0;
+    return unpack_result{e, at, value, last};
+  };
+  std::uint64_t at = begin;
+  if (at >= end) return fail(unpack_error::ends_before_block, at, 0, 0);
+  const std::uint8_t count = bytes[at++];
+  if (count > 64) return fail(unpack_error::count_over_64, at - 1, count, 0);
+  std::int32_t last = -1;
+  for (std::uint8_t k = 0; k < count; ++k) {
+    if (at >= end) return fail(unpack_error::ends_inside_block, at, 0, 0);
+    const std::uint8_t tag = bytes[at++];
+    const std::int32_t z = tag & 63;
+    if ((tag & 0x80) != 0) return fail(unpack_error::tag_bit_7, at - 1, tag, 0);
+    if (z <= last) return fail(unpack_error::index_not_after, at - 1, z, last);
+    last = z;
+    std::int16_t v = 0;
+    if ((tag & 0x40) != 0) {
+      if (end - at < 2) return fail(unpack_error::ends_inside_wide, at, 0, 0);
+      v = static_cast<std::int16_t>(static_cast<std::uint16_t>(bytes[at] | (bytes[at + 1] << 8)));
+      if (v >= -128 && v <= 127) return fail(unpack_error::wide_fits_one, at, v, 0);
+      at += 2;
+    } else {
+      if (at >= end) return fail(unpack_error::ends_inside_value, at, 0, 0);
+      v = static_cast<std::int8_t>(bytes[at++]);
+      if (v == 0) return fail(unpack_error::zero_value, at - 1, 0, 0);
+    }
+    block[natural_of(z)] = v;
+  }
+  return {unpack_error::none, at, 0, 0};
 }
 
 /// The plane of component `k` of `image` at `scratch` (the image's planes start at plane_offset).

@@ -9,7 +9,7 @@ namespace pinfeed::ops {
 
 namespace {
 
-constexpr std::uint8_t kWide = 0x40;  // tag bit 6: a 2-byte value follows
+constexpr std::uint8_t kWide = 0x40;  // tag bit 6: a 2-byte value follows (jpeg::unpack_block reads it)
 
 [[noreturn]] void malformed(std::uint64_t block, std::size_t at, const std::string& what) {
   throw pinfeed::invalid_argument("packed JPEG blocks: block " + std::to_string(block) + ", byte " + std::to_string(at) + ": " + what);
@@ -17,15 +17,20 @@ constexpr std::uint8_t kWide = 0x40;  // tag bit 6: a 2-byte value follows
 
 }  // namespace
 
-void pack_jpeg_blocks(std::span<const std::int16_t> blocks, std::vector<std::uint8_t>& out) {
+void pack_jpeg_blocks(std::span<const std::int16_t> blocks, std::vector<std::uint8_t>& out, std::vector<std::uint32_t>* starts) {
   if (blocks.size() % 64 != 0)
     throw pinfeed::invalid_argument("pack_jpeg_blocks: " + std::to_string(blocks.size()) + " coefficients, not whole blocks of 64");
   for (std::size_t b = 0; b < blocks.size(); b += 64) {
     const std::size_t count_at = out.size();
+    if (starts != nullptr) {
+      if (count_at > 0xFFFFFFFFu)
+        throw pinfeed::invalid_argument("pack_jpeg_blocks: " + std::to_string(count_at) + " bytes packed, past the 4 GiB block starts reach");
+      starts->push_back(static_cast<std::uint32_t>(count_at));
+    }
     out.push_back(0);
     std::uint8_t count = 0;
     for (int z = 0; z < 64; ++z) {
-      const std::int16_t v = blocks[b + jpeg::kZigzag[z]];
+      const std::int16_t v = blocks[b + jpeg::natural_of(z)];
       if (v == 0) continue;
       ++count;
       if (v >= -128 && v <= 127) {
@@ -42,35 +47,41 @@ void pack_jpeg_blocks(std::span<const std::int16_t> blocks, std::vector<std::uin
   }
 }
 
+namespace {
+
+std::string why(const jpeg::unpack_result& r) {
+  using e = jpeg::unpack_error;
+  switch (r.error) {
+    case e::none: return "";
+    case e::ends_before_block: return "the data ends before the block";
+    case e::count_over_64: return std::to_string(r.value) + " coefficients counted, more than 64";
+    case e::ends_inside_block: return "the data ends inside the block";
+    case e::tag_bit_7: return "tag " + std::to_string(r.value) + " has bit 7 set";
+    case e::index_not_after: return "zigzag index " + std::to_string(r.value) + " is not after " + std::to_string(r.last);
+    case e::ends_inside_wide: return "the data ends inside a 2-byte value";
+    case e::wide_fits_one: return "value " + std::to_string(r.value) + " written in 2 bytes fits in 1";
+    case e::ends_inside_value: return "the data ends inside a value";
+    case e::zero_value: return "a zero written as a coefficient";
+  }
+  return "malformed";
+}
+
+}  // namespace
+
+void jpeg::check_unpack_call(const std::uint8_t* bytes, std::uint64_t size, const std::uint32_t* starts, std::uint64_t block_count,
+                             const std::int16_t* blocks, const std::uint32_t* malformed) {
+  if (block_count == 0) return;
+  if (starts == nullptr || blocks == nullptr || malformed == nullptr || (bytes == nullptr && size > 0))
+    throw pinfeed::invalid_argument("unpack_jpeg_blocks_device: " + std::to_string(block_count) +
+                                    " blocks but a null pointer among bytes, starts, blocks and malformed");
+}
+
 void unpack_jpeg_blocks(std::span<const std::uint8_t> bytes, std::uint64_t block_count, std::int16_t* blocks) {
-  std::size_t at = 0;
+  std::uint64_t at = 0;
   for (std::uint64_t b = 0; b < block_count; ++b) {
-    std::int16_t* block = blocks + b * 64;
-    for (int i = 0; i < 64; ++i) block[i] = 0;
-    if (at >= bytes.size()) malformed(b, at, "the data ends before the block");
-    const std::uint8_t count = bytes[at++];
-    if (count > 64) malformed(b, at - 1, std::to_string(count) + " coefficients counted, more than 64");
-    int last = -1;
-    for (std::uint8_t k = 0; k < count; ++k) {
-      if (at >= bytes.size()) malformed(b, at, "the data ends inside the block");
-      const std::uint8_t tag = bytes[at++];
-      const int z = tag & 63;
-      if ((tag & 0x80) != 0) malformed(b, at - 1, "tag " + std::to_string(tag) + " has bit 7 set");
-      if (z <= last) malformed(b, at - 1, "zigzag index " + std::to_string(z) + " is not after " + std::to_string(last));
-      last = z;
-      std::int16_t v = 0;
-      if ((tag & kWide) != 0) {
-        if (bytes.size() - at < 2) malformed(b, at, "the data ends inside a 2-byte value");
-        v = static_cast<std::int16_t>(static_cast<std::uint16_t>(bytes[at] | (bytes[at + 1] << 8)));
-        if (v >= -128 && v <= 127) malformed(b, at, "value " + std::to_string(v) + " written in 2 bytes fits in 1");
-        at += 2;
-      } else {
-        if (at >= bytes.size()) malformed(b, at, "the data ends inside a value");
-        v = static_cast<std::int8_t>(bytes[at++]);
-        if (v == 0) malformed(b, at - 1, "a zero written as a coefficient");
-      }
-      block[jpeg::kZigzag[z]] = v;
-    }
+    const jpeg::unpack_result r = jpeg::unpack_block(bytes.data(), at, bytes.size(), blocks + b * 64);
+    if (r.error != jpeg::unpack_error::none) malformed(b, r.at, why(r));
+    at = r.at;
   }
   if (at != bytes.size()) malformed(block_count, at, std::to_string(bytes.size() - at) + " bytes left after the last block");
 }

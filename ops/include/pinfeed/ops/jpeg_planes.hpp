@@ -85,13 +85,25 @@ void decode_jpeg_batch_device(const jpeg_batch_view& device, const jpeg_image* h
 /// each block is a byte counting its nonzero coefficients (0..64), then for each, in zigzag order,
 /// a tag byte (bits 0-5 its zigzag index; bit 6 set: a 2-byte little-endian value follows, else
 /// one signed byte) and its value. About a quarter of the dense int16 blocks at quality 90.
-/// Appends `blocks` (64 int16 each, natural order) packed to `out`.
-void pack_jpeg_blocks(std::span<const std::int16_t> blocks, std::vector<std::uint8_t>& out);
+/// Appends `blocks` (64 int16 each, natural order) packed to `out`, and, with `starts`, each
+/// block's first byte in `out` (what the device unpack needs; `out` must stay under 4 GiB then).
+void pack_jpeg_blocks(std::span<const std::int16_t> blocks, std::vector<std::uint8_t>& out,
+                      std::vector<std::uint32_t>* starts = nullptr);
 
 /// Unpacks exactly `block_count` blocks from `bytes` into `blocks` (dense, natural order). Throws
 /// std::invalid_argument naming the block and the byte where the data is malformed: it ends early,
 /// a tag has bit 7 set, an index is past 63 or not after the one before, a value that fits one
 /// byte was written in two, or bytes are left over.
 void unpack_jpeg_blocks(std::span<const std::uint8_t> bytes, std::uint64_t block_count, std::int16_t* blocks);
+
+/// The same on the device, a thread per block, asynchronous on `stream` (no host synchronization,
+/// capturable): block b is bytes[starts[b], starts[b + 1]) (the last one ends at `size`), all in
+/// device memory, unpacked into `blocks`. The device accepts exactly what unpack_jpeg_blocks does:
+/// a malformed block (or one that does not end where the next starts) is left all zero and adds 1
+/// to *malformed (device memory the caller zeroes; unpack_jpeg_blocks on the host copy names the
+/// first). Throws cuda_error when the launch fails, std::invalid_argument for null pointers.
+void unpack_jpeg_blocks_device(const std::uint8_t* bytes, std::uint64_t size, const std::uint32_t* starts,
+                               std::uint64_t block_count, std::int16_t* blocks, std::uint32_t* malformed,
+                               cudaStream_t stream);
 
 }  // namespace pinfeed::ops

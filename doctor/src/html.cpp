@@ -134,6 +134,13 @@ void ladder_html(const doctor_report& r, std::ostream& out) {
   out << "</section>\n";
 }
 
+/// A stage's (or a transform's) bar: its cost, or why it has none.
+html::bar stage_bar(const doctor_stage& s, const std::string& label) {
+  const bool measured = std::isfinite(s.ms_per_image);
+  return {label, s.ms_per_image, 0, measured ? (s.within_noise ? "within noise" : "") : "not measured",
+          measured ? num(s.ms_per_image, 3) + " ms, " + pct(s.share) : ""};
+}
+
 /// The stage costs as a waterfall: from the full pipeline's time per image down by each stage.
 void stages_html(const doctor_report& r, std::ostream& out) {
   const doctor_mode* l0 = r.mode("L0");
@@ -144,9 +151,9 @@ void stages_html(const doctor_report& r, std::ostream& out) {
   std::string words = "Time per image of the full pipeline, " + num(level, 3) + " ms, and what each stage costs of it:";
   for (const auto& s : r.stages) {
     const bool hot = std::find(r.bottleneck.begin(), r.bottleneck.end(), s.name) != r.bottleneck.end();
-    html::bar b{s.label, s.ms_per_image, 0, std::isfinite(s.ms_per_image) ? (s.within_noise ? "within noise" : "") : "not measured",
-                std::isfinite(s.ms_per_image) ? num(s.ms_per_image, 3) + " ms, " + pct(s.share) : "", hot,
-                "data-stage=\"" + escape(s.name) + "\""};
+    html::bar b = stage_bar(s, s.label);
+    b.highlight = hot;
+    b.data = "data-stage=\"" + escape(s.name) + "\"";
     if (std::isfinite(s.ms_per_image)) {
       level = std::max(0.0, level - s.ms_per_image);
       b.start = level;
@@ -162,8 +169,7 @@ void stages_html(const doctor_report& r, std::ostream& out) {
     std::vector<html::bar> t;
     std::string tw = "Time per image each host transform costs (the per-transform ladder):";
     for (const auto& s : r.transforms) {
-      t.push_back({s.name, s.ms_per_image, 0, std::isfinite(s.ms_per_image) ? (s.within_noise ? "within noise" : "") : "not measured",
-                   std::isfinite(s.ms_per_image) ? num(s.ms_per_image, 3) + " ms, " + pct(s.share) : ""});
+      t.push_back(stage_bar(s, s.name));
       tw += " " + s.name + (std::isfinite(s.ms_per_image) ? " " + num(s.ms_per_image, 3) + " ms;" : " not measured;");
     }
     out << html::figure(html::bar_chart("chart-transforms", "Transform costs (ms per image)", tw, t, "ms per image"));

@@ -1,6 +1,8 @@
 // The doctor's page: inline SVG charts, each with its words and its numbers.
 #include "html_charts.hpp"
 
+#include "analysis.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -9,11 +11,8 @@ namespace pinfeed::html {
 
 namespace {
 
-std::string fmt(double v, int digits = 1) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%.*f", digits, v);
-  return b;
-}
+/// A coordinate or value with `digits` after the point (the analysis' number format).
+std::string fmt(double v, int digits = 1) { return analysis::num(v, digits); }
 
 /// Shortened to about `n` characters (an ellipsis at the end) for a label inside a chart, never
 /// inside a UTF-8 sequence.

@@ -27,7 +27,7 @@ void ladder::tune() {
     std::uint64_t settled_at = 0;
     for (;;) {
       (void)loader_step(l, current, "the tuning pass");
-      const auto t = l.tuning();
+      const auto t = l.tuning(false);  // once a batch: the settings, not the path
       if (t.settled && settled_at == 0) settled_at = t.windows;
       if ((settled_at != 0 && t.windows >= settled_at + 3) || seconds_since(t0) > o_.max_tuning_seconds) break;
     }
@@ -99,7 +99,7 @@ const doctor_mode* ladder::control_for(bool remote) {
   if (!remote && !traced) return l0;
   doctor_mode& c = remote ? fresh_control_ : untraced_control_;
   if (c.ran) return &c;
-  c = doctor_mode{remote ? "S0" : "S0", remote ? "unchanged, remote reader made anew" : "unchanged, untraced",
+  c = doctor_mode{"S0", remote ? "unchanged, remote reader made anew" : "unchanged, untraced",
                   "nothing: the full pipeline as it is"};
   loader_options lo = loader_options_;
   lo.trace = false;

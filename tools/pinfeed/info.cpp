@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -40,18 +41,19 @@ int info_json() {
   return 0;
 }
 
-/// The facts of describe_machine() called `names`, one a line as info prints them.
-void print_facts(std::initializer_list<const char*> names) {
+/// The facts called `names`, one a line as info prints them.
+void print_facts(const std::vector<machine_fact>& facts, std::initializer_list<const char*> names) {
   for (const char* want : names)
-    for (const machine_fact& f : describe_machine())
+    for (const machine_fact& f : facts)
       if (f.name == want) std::printf("%-17s %s\n", f.name.c_str(), f.value.c_str());
 }
 
 int cmd_info(bool json) {
   if (json) return info_json();
   const auto& s = cuda_devices();
+  const std::vector<machine_fact> facts = describe_machine();
   std::printf("pinfeed %s (%s)\n", PINFEED_VERSION_STRING, PINFEED_WITH_CUDA ? "CUDA build" : "CPU-only build, PINFEED_WITH_CUDA=OFF");
-  print_facts({"CUDA runtime", "CUDA driver"});
+  print_facts(facts, {"CUDA runtime", "CUDA driver"});
   if (s.usable) {
     std::printf("CUDA devices      %zu\n", s.devices.size());
     for (const auto& d : s.devices)
@@ -75,9 +77,9 @@ int cmd_info(bool json) {
   }
   std::printf("pinned memory     %s%s%s\n", pinned_ok ? "available" : "unavailable", pinned_ok ? "" : " - ",
               pinned_why.c_str());
-  print_facts({"TBB", "hardware threads", "CPU"});
+  print_facts(facts, {"TBB", "hardware threads", "CPU"});
   print_plan();
-  print_facts({"JPEG Huffman", "SIMD", "DLPack", "nlohmann_json"});
+  print_facts(facts, {"JPEG Huffman", "SIMD", "DLPack", "nlohmann_json"});
   std::printf("CLI11             %s\n", CLI11_VERSION);
   return 0;
 }

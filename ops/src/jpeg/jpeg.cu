@@ -20,23 +20,10 @@ constexpr std::size_t kMaxImagesPerLaunch = 65535;  // gridDim.y
 __global__ void idct_kernel(const jpeg_image* __restrict__ images, std::size_t first, const std::int16_t* __restrict__ blocks,
                             const std::uint16_t* __restrict__ quant, std::uint8_t* __restrict__ scratch) {
   const jpeg_image im = images[first + blockIdx.y];
-  std::uint64_t total = 0;
-  for (int k = 0; k < im.components; ++k) total += std::uint64_t{im.comp[k].width_in_blocks} * im.comp[k].height_in_blocks;
+  const std::uint64_t total = jpeg::blocks_of(im);
   for (std::uint64_t b = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; b < total;
-       b += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
-    int k = 0;
-    std::uint64_t local = b;
-    while (local >= std::uint64_t{im.comp[k].width_in_blocks} * im.comp[k].height_in_blocks) {
-      local -= std::uint64_t{im.comp[k].width_in_blocks} * im.comp[k].height_in_blocks;
-      ++k;
-    }
-    const jpeg_component& c = im.comp[k];
-    const std::uint32_t bx = static_cast<std::uint32_t>(local % c.width_in_blocks);
-    const std::uint32_t by = static_cast<std::uint32_t>(local / c.width_in_blocks);
-    const jpeg::plane_view p = jpeg::plane_of(im, k, scratch);
-    jpeg::idct_islow(blocks + (c.first_block + local) * 64, quant + (std::uint64_t{im.first_quant} + c.quant) * 64,
-                     scratch + (p.p - scratch) + (std::uint64_t{by} * 8) * p.pw + bx * 8, p.pw);
-  }
+       b += static_cast<std::uint64_t>(gridDim.x) * blockDim.x)
+    jpeg::decode_block(im, b, blocks, quant, scratch);
 }
 
 /// Every pixel of image blockIdx.y: its components upsampled from the planes, converted to RGB.
@@ -108,10 +95,7 @@ void decode_jpeg_batch_device(const jpeg_batch_view& device, const jpeg_image* h
     const std::size_t n = std::min(kMaxImagesPerLaunch, device.count - first);
     std::uint64_t most_blocks = 0, most_pixels = 0;
     for (std::size_t i = first; i < first + n; ++i) {
-      std::uint64_t blocks = 0;
-      for (int k = 0; k < host_images[i].components; ++k)
-        blocks += std::uint64_t{host_images[i].comp[k].width_in_blocks} * host_images[i].comp[k].height_in_blocks;
-      most_blocks = std::max(most_blocks, blocks);
+      most_blocks = std::max(most_blocks, jpeg::blocks_of(host_images[i]));
       most_pixels = std::max(most_pixels, std::uint64_t{host_images[i].width} * host_images[i].height);
     }
     idct_kernel<<<dim3(grid_x(most_blocks), static_cast<unsigned>(n)), kThreads, 0, stream>>>(device.images, first, device.blocks,

@@ -29,7 +29,7 @@ void check_components(const jpeg_batch_view& b, std::size_t i, const jpeg_image&
     if (std::uint64_t{c.width_in_blocks} * 8 < dw || std::uint64_t{c.height_in_blocks} * 8 < dh)
       bad(i, component_name(k) + " stores " + std::to_string(c.width_in_blocks) + "x" + std::to_string(c.height_in_blocks) +
                  " blocks, fewer than its " + std::to_string(dw) + "x" + std::to_string(dh) + " samples need");
-    const std::uint64_t blocks = std::uint64_t{c.width_in_blocks} * c.height_in_blocks;
+    const std::uint64_t blocks = jpeg::blocks_of(im, k);
     if (c.first_block > b.block_count || blocks > b.block_count - c.first_block)
       bad(i, component_name(k) + "'s blocks [" + std::to_string(c.first_block) + ", +" + std::to_string(blocks) +
                  ") are past the batch's " + std::to_string(b.block_count));
@@ -41,12 +41,7 @@ void check_components(const jpeg_batch_view& b, std::size_t i, const jpeg_image&
 
 }  // namespace
 
-std::uint64_t jpeg_plane_bytes(const jpeg_image& image) {
-  std::uint64_t bytes = 0;
-  for (int k = 0; k < image.components && k < 3; ++k)
-    bytes += std::uint64_t{image.comp[k].width_in_blocks} * 8 * image.comp[k].height_in_blocks * 8;
-  return bytes;
-}
+std::uint64_t jpeg_plane_bytes(const jpeg_image& image) { return jpeg::blocks_of(image) * 64; }
 
 std::uint64_t jpeg_output_bytes(const jpeg_image& image) { return std::uint64_t{image.width} * image.height * 3; }
 
@@ -70,12 +65,11 @@ void jpeg::check_batch(const jpeg_batch_view& b, std::uint64_t out_bytes, std::u
     if (im.plane_offset < plane_end) bad(i, "its planes start at byte " + std::to_string(im.plane_offset) + ", inside the ones before");
     if (im.comp[0].first_block < block_end) bad(i, "its blocks start at " + std::to_string(im.comp[0].first_block) + ", inside the ones before");
     for (int k = 1; k < im.components; ++k)
-      if (im.comp[k].first_block != im.comp[k - 1].first_block + std::uint64_t{im.comp[k - 1].width_in_blocks} * im.comp[k - 1].height_in_blocks)
+      if (im.comp[k].first_block != im.comp[k - 1].first_block + jpeg::blocks_of(im, k - 1))
         bad(i, component_name(k) + "'s blocks do not follow " + component_name(k - 1) + "'s");
     out_end = im.out_offset + jpeg_output_bytes(im);
     plane_end = im.plane_offset + jpeg_plane_bytes(im);
-    const jpeg_component& last = im.comp[im.components - 1];
-    block_end = last.first_block + std::uint64_t{last.width_in_blocks} * last.height_in_blocks;
+    block_end = im.comp[im.components - 1].first_block + jpeg::blocks_of(im, im.components - 1);
     if (out_end > out_bytes) bad(i, "its output ends at byte " + std::to_string(out_end) + ", past the " + std::to_string(out_bytes) + " given");
     if (plane_end > scratch_bytes)
       bad(i, "its planes end at byte " + std::to_string(plane_end) + ", past the " + std::to_string(scratch_bytes) + " of scratch given");
@@ -101,16 +95,7 @@ void decode_jpeg_batch_host(const jpeg_batch_view& b, std::uint8_t* out, std::ui
   check_jpeg_batch(b, out_bytes, scratch_bytes);
   tbb::parallel_for(std::size_t{0}, b.count, [&](std::size_t i) {
     const jpeg_image& im = b.images[i];
-    for (int k = 0; k < im.components; ++k) {  // every block of every component into its plane
-      const jpeg_component& c = im.comp[k];
-      const jpeg::plane_view p = jpeg::plane_of(im, k, scratch);
-      std::uint8_t* plane = scratch + (p.p - scratch);
-      for (std::uint32_t by = 0; by < c.height_in_blocks; ++by)
-        for (std::uint32_t bx = 0; bx < c.width_in_blocks; ++bx)
-          jpeg::idct_islow(b.blocks + (c.first_block + std::uint64_t{by} * c.width_in_blocks + bx) * 64,
-                           b.quant + (std::uint64_t{im.first_quant} + c.quant) * 64,
-                           plane + (std::uint64_t{by} * 8) * p.pw + bx * 8, p.pw);
-    }
+    for (std::uint64_t blk = 0; blk < jpeg::blocks_of(im); ++blk) jpeg::decode_block(im, blk, b.blocks, b.quant, scratch);
     for (std::uint32_t y = 0; y < im.height; ++y)
       for (std::uint32_t x = 0; x < im.width; ++x)
         jpeg::pixel(im, scratch, x, y, out + im.out_offset + (std::uint64_t{y} * im.width + x) * 3);

@@ -194,10 +194,39 @@ PINFEED_HD unpack_result unpack_block(const std::uint8_t* bytes, std::uint64_t b
   return {unpack_error::none, at, 0, 0};
 }
 
+/// The blocks component `k` of `image` stores.
+PINFEED_HD std::uint64_t blocks_of(const jpeg_image& image, int k) {
+  return std::uint64_t{image.comp[k].width_in_blocks} * image.comp[k].height_in_blocks;
+}
+/// The blocks `image` stores, over its components (3 at most).
+PINFEED_HD std::uint64_t blocks_of(const jpeg_image& image) {
+  std::uint64_t n = 0;
+  for (int k = 0; k < image.components && k < 3; ++k) n += blocks_of(image, k);
+  return n;
+}
+
+/// Block `b` of `image` (0 to blocks_of(image) - 1: component after component, row by row)
+/// dequantized and through the IDCT into its component's plane in `scratch`.
+PINFEED_HD void decode_block(const jpeg_image& image, std::uint64_t b, const std::int16_t* blocks, const std::uint16_t* quant,
+                             std::uint8_t* scratch) {
+  int k = 0;
+  std::uint64_t plane = image.plane_offset;
+  while (b >= blocks_of(image, k)) {
+    b -= blocks_of(image, k);
+    plane += blocks_of(image, k) * 64;
+    ++k;
+  }
+  const jpeg_component& c = image.comp[k];
+  const std::uint32_t pw = c.width_in_blocks * 8;
+  const std::uint64_t bx = b % c.width_in_blocks, by = b / c.width_in_blocks;
+  idct_islow(blocks + (c.first_block + b) * 64, quant + (std::uint64_t{image.first_quant} + c.quant) * 64,
+             scratch + plane + by * 8 * pw + bx * 8, pw);
+}
+
 /// The plane of component `k` of `image` at `scratch` (the image's planes start at plane_offset).
 PINFEED_HD plane_view plane_of(const jpeg_image& image, int k, const std::uint8_t* scratch) {
   std::uint64_t offset = image.plane_offset;
-  for (int j = 0; j < k; ++j) offset += std::uint64_t{image.comp[j].width_in_blocks} * 8 * image.comp[j].height_in_blocks * 8;
+  for (int j = 0; j < k; ++j) offset += blocks_of(image, j) * 64;
   const jpeg_component& c = image.comp[k];
   return {scratch + offset,
           c.width_in_blocks * 8,

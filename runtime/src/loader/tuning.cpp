@@ -85,7 +85,7 @@ void loader::impl::record_window(const detail::tuner_window& w, bool changed) {
   tuning_path.push_back(std::move(x));
 }
 
-loader::tuning_report loader::tuning() const {
+loader::tuning_report loader::tuning(bool with_path) const {
   const auto& im = *impl_;
   tuning_report r;
   r.workers = workers();
@@ -103,7 +103,7 @@ loader::tuning_report loader::tuning() const {
   r.changes = im.tuner->changes();
   r.settled = im.tuner->settled();
   r.reason = im.tuner->reason();
-  r.path = im.tuning_path;
+  if (with_path) r.path = im.tuning_path;
   return r;
 }
 

@@ -261,9 +261,10 @@ class loader {
     /// A JSON object of the fields.
     [[nodiscard]] std::string to_json() const;
   };
-  /// The settings and the tuner's path. Call it from the consumer's thread (the one calling next()),
-  /// which the tuner's windows are judged on.
-  [[nodiscard]] tuning_report tuning() const;
+  /// The settings and, with `with_path`, the tuner's path (up to 512 windows, copied: a caller
+  /// polling once per batch leaves it out). Call it from the consumer's thread (the one calling
+  /// next()), which the tuner's windows are judged on.
+  [[nodiscard]] tuning_report tuning(bool with_path = true) const;
 
   /// The loader's counters since it began or since the last reset_stats(): batches, samples,
   /// bytes, bad samples, per-stage times and the consumer's wait (stats_snapshot::summary() puts

@@ -113,6 +113,47 @@ outcome jpeg(bytes input) {
   return ours.ok || theirs.ok ? outcome::accepted : outcome::rejected;
 }
 
+namespace {
+
+/// `p` through the planes' host reference.
+std::vector<std::uint8_t> planes_of(const loaders::jpeg_packed& p) {
+  loaders::jpeg_batch batch;
+  batch.append(p);
+  std::vector<std::uint8_t> out(batch.out_bytes), scratch(batch.scratch_bytes);
+  ops::decode_jpeg_batch_host(batch.view(), out.data(), out.size(), scratch.data(), scratch.size());
+  return out;
+}
+
+/// The host half (pack_jpeg), whole and for a window: what it takes the host decode takes too,
+/// with the same pixels, and its blocks are the coefficient reader's `c`.
+void check_packed(std::string_view name, bytes input, const loaders::jpeg_coefficients& c, const decoded& host) {
+  loaders::jpeg_packed p;
+  if (loaders::pack_jpeg(as_bytes(input), "fuzz", {}, p).fallback == loaders::jpeg_fallback::none) {
+    std::vector<std::uint8_t> packed;
+    ops::pack_jpeg_blocks(c.blocks, packed);
+    if (p.bytes != packed) broken(name, "pack_jpeg's blocks differ from the coefficient reader's, packed");
+    if (!host.ok) broken(name, "pack_jpeg took a file the host decode refuses");
+    const auto px = planes_of(p);
+    if (std::memcmp(host.pixels.data(), px.data(), px.size()) != 0) broken(name, "pack_jpeg's pixels differ from the host decode's");
+  }
+  image_region r = steering(input).region;
+  r.y %= c.image.height;
+  r.x %= c.image.width;
+  r.height = std::min<std::int64_t>(r.height, c.image.height - r.y);
+  r.width = std::min<std::int64_t>(r.width, c.image.width - r.x);
+  if (r.height <= 0 || r.width <= 0) return;
+  loaders::jpeg_pack_options o;
+  o.window = r;
+  if (loaders::pack_jpeg(as_bytes(input), "fuzz", o, p).fallback != loaders::jpeg_fallback::none) return;
+  const auto part = window(input, decode_options::huffman_decoder::pinfeed, r, 0);
+  if (!part.ok) broken(name, "pack_jpeg took a window the host decode refuses");
+  const auto px = planes_of(p);
+  if (px.size() != part.pixels.size() || std::memcmp(part.pixels.data(), px.data(), px.size()) != 0)
+    broken(name, "pack_jpeg's window differs from the host decode's");
+}
+
+}  // namespace
+
 outcome jpeg_planes(bytes input) {
   constexpr std::string_view name = "jpeg_planes";
   loaders::jpeg_read r;
@@ -156,6 +197,7 @@ outcome jpeg_planes(bytes input) {
                      std::to_string(host.spec.width) + "x" + std::to_string(host.spec.height));
   if (host.ok && in_range && std::memcmp(host.pixels.data(), out.data(), out.size()) != 0)
     broken(name, "the planes' pixels differ from the host decode's");
+  check_packed(name, input, c, host);
   return outcome::accepted;
 }
 

@@ -14,6 +14,7 @@
 #include <jerror.h>
 
 #include "jpeg_error_jump.hpp"
+#include "jpeg_scan.hpp"
 
 #include "pinfeed/runtime/error.hpp"
 
@@ -24,34 +25,10 @@ namespace {
 using detail::install_error_jump;
 using detail::jpeg_error_jump;
 
-struct reader_state {
-  jpeg_decompress_struct cinfo{};
-  jpeg_error_jump err{};
-  bool created = false;
+struct reader_state : detail::decompress_state {
   jpeg_coefficients out;
   std::string reason;
-  ~reader_state() {
-    if (created) jpeg_destroy_decompress(&cinfo);
-  }
 };
-
-/// Why the header read into `c` is not one the device half takes, or none.
-jpeg_fallback refuse(const jpeg_decompress_struct& c, std::string& reason) {
-  if (c.arith_code) return reason = "arithmetic-coded", jpeg_fallback::arithmetic;
-  if (c.data_precision != 8) return reason = std::to_string(c.data_precision) + "-bit samples", jpeg_fallback::precision;
-  const bool grey = c.jpeg_color_space == JCS_GRAYSCALE && c.num_components == 1;
-  const bool ycc = c.jpeg_color_space == JCS_YCbCr && c.num_components == 3;
-  if (!grey && !ycc) return reason = std::to_string(c.num_components) + " components, not YCbCr or grey", jpeg_fallback::colour;
-  int max_h = 1, max_v = 1;
-  for (int k = 0; k < c.num_components; ++k) {
-    max_h = std::max(max_h, c.comp_info[k].h_samp_factor);
-    max_v = std::max(max_v, c.comp_info[k].v_samp_factor);
-  }
-  for (int k = 0; k < c.num_components; ++k)
-    if (max_h % c.comp_info[k].h_samp_factor != 0 || max_v % c.comp_info[k].v_samp_factor != 0)
-      return reason = "fractional sampling factors", jpeg_fallback::sampling;
-  return jpeg_fallback::none;
-}
 
 /// Copies the coefficient arrays and tables libjpeg read into `st.out`.
 void copy_out(reader_state& st, jvirt_barray_ptr* arrays) {
@@ -88,6 +65,23 @@ void copy_out(reader_state& st, jvirt_barray_ptr* arrays) {
 
 }  // namespace
 
+jpeg_fallback detail::refuse_for_device(const jpeg_decompress_struct& c, std::string& reason) {
+  if (c.arith_code) return reason = "arithmetic-coded", jpeg_fallback::arithmetic;
+  if (c.data_precision != 8) return reason = std::to_string(c.data_precision) + "-bit samples", jpeg_fallback::precision;
+  const bool grey = c.jpeg_color_space == JCS_GRAYSCALE && c.num_components == 1;
+  const bool ycc = c.jpeg_color_space == JCS_YCbCr && c.num_components == 3;
+  if (!grey && !ycc) return reason = std::to_string(c.num_components) + " components, not YCbCr or grey", jpeg_fallback::colour;
+  int max_h = 1, max_v = 1;
+  for (int k = 0; k < c.num_components; ++k) {
+    max_h = std::max(max_h, c.comp_info[k].h_samp_factor);
+    max_v = std::max(max_v, c.comp_info[k].v_samp_factor);
+  }
+  for (int k = 0; k < c.num_components; ++k)
+    if (max_h % c.comp_info[k].h_samp_factor != 0 || max_v % c.comp_info[k].v_samp_factor != 0)
+      return reason = "fractional sampling factors", jpeg_fallback::sampling;
+  return jpeg_fallback::none;
+}
+
 const char* to_string(jpeg_fallback f) noexcept {
   switch (f) {
     case jpeg_fallback::none: return "none";
@@ -98,6 +92,8 @@ const char* to_string(jpeg_fallback f) noexcept {
     case jpeg_fallback::sampling: return "sampling factors";
     case jpeg_fallback::quantization: return "quantization steps";
     case jpeg_fallback::corrupt: return "truncated or corrupt";
+    case jpeg_fallback::too_large: return "too large for its slot";
+    case jpeg_fallback::range: return "past the IDCT's range";
   }
   return "?";
 }
@@ -123,8 +119,11 @@ jpeg_read read_jpeg_coefficients(std::span<const std::byte> bytes, const std::st
   if (max_pixels > 0 && pixels > max_pixels)
     throw pinfeed::runtime_error(what + ": " + std::to_string(st->cinfo.image_width) + "x" + std::to_string(st->cinfo.image_height) +
                                  " pixels, more than the limit of " + std::to_string(max_pixels));
-  if (const jpeg_fallback f = refuse(st->cinfo, st->reason); f != jpeg_fallback::none) return fallback(f, st->reason);
+  if (const jpeg_fallback f = detail::refuse_for_device(st->cinfo, st->reason); f != jpeg_fallback::none) return fallback(f, st->reason);
   jvirt_barray_ptr* arrays = jpeg_read_coefficients(&st->cinfo);
+  for (int k = 0; k < st->cinfo.num_components; ++k)  // libjpeg latches a table at a component's first scan
+    if (st->cinfo.comp_info[k].quant_table == nullptr)
+      return fallback(jpeg_fallback::corrupt, "component " + std::to_string(k) + " is in no scan");
   copy_out(*st, arrays);
   jpeg_finish_decompress(&st->cinfo);
   if (std::any_of(st->out.quant.begin(), st->out.quant.end(), [](std::uint16_t q) { return q == 0 || q > 32767; }))
@@ -146,6 +145,15 @@ void jpeg_batch::append(const jpeg_coefficients& c) {
   out_bytes += ops::jpeg_output_bytes(im);
   scratch_bytes += ops::jpeg_plane_bytes(im);
   images.push_back(im);
+}
+
+void jpeg_batch::append(const jpeg_packed& p) {
+  jpeg_coefficients c;
+  c.image = p.image;
+  c.blocks.resize(ops::jpeg_plane_bytes(p.image));  // 64 samples a block, 64 coefficients a block
+  ops::unpack_jpeg_blocks(p.bytes, c.blocks.size() / 64, c.blocks.data());
+  c.quant = p.quant;
+  append(c);
 }
 
 ops::jpeg_batch_view jpeg_batch::view() const {

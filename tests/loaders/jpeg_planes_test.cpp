@@ -148,7 +148,7 @@ TEST_CASE("jpeg_planes.bad_batches_are_named") {
   jpeg_batch few = b;
   few.images[0].comp[0].width_in_blocks = 1;  // 8 samples for 16 pixels
   CHECK_THROWS_WITH_AS(ops::check_jpeg_batch(few.view(), out.size(), scratch.size()),
-                       doctest::Contains("component 0 stores 1x1 blocks, fewer than its 16x8 samples need"), std::invalid_argument);
+                       doctest::Contains("component 0 stores samples [0, 8) x [0, 8), not all of the [0, 16) x [0, 8) its window of 16x8 pixels reads"), std::invalid_argument);
   jpeg_batch fractional = b;
   fractional.images[0].max_h = 3;
   fractional.images[0].comp[0].h = 2;

@@ -175,3 +175,37 @@ TEST_CASE("gpu.jpeg.packed_blocks_unpack_on_the_device_as_on_the_host" * doctest
   const std::string where = "block " + std::to_string(broken) + ", byte " + std::to_string(starts[broken] + 1);
   CHECK_THROWS_WITH_AS(ops::unpack_jpeg_blocks(bad, count, host.data()), doctest::Contains(where.c_str()), std::invalid_argument);
 }
+
+TEST_CASE("gpu.jpeg.windows_equal_the_host_paths_windows" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("JPEG planes GPU windows == host decode")) return;
+  // The host half's windows (pack_jpeg: the window's blocks and a margin, walked by pinfeed's
+  // Huffman decoder) in one batch: windows touching each edge, a single pixel, an interior one at
+  // an odd phase, for every layout; the host decode path decodes the same window with libjpeg's
+  // crop and skip.
+  const int W = 41, H = 29;
+  const loaders::image_region windows[] = {{0, 0, 11, 13}, {H - 9, W - 14, 9, 14}, {H - 1, 0, 1, 1}, {7, 19, 13, 9}, {0, 3, H, 30}};
+  loaders::jpeg_batch batch;
+  std::vector<std::vector<std::uint8_t>> want;
+  std::vector<std::string> names;
+  std::uint32_t seed = 40;
+  for (const auto& layout : test::jpeg_layouts()) {
+    loaders::jpeg_encode_options o;
+    o.restart_interval = seed % 2 ? 1 : 0;
+    const auto file = test::jpeg_file(W, H, ++seed, layout, o);
+    for (const auto& w : windows) {
+      loaders::jpeg_pack_options opts;
+      opts.window = w;
+      loaders::jpeg_packed packed;
+      const loaders::jpeg_pack_result r = loaders::pack_jpeg(file, "test", opts, packed);
+      REQUIRE_MESSAGE(r.fallback == loaders::jpeg_fallback::none, r.reason);
+      batch.append(packed);
+      std::vector<std::byte> px;
+      (void)loaders::decode_image_region(file, px, {}, w, 0, "test");
+      const auto* p = reinterpret_cast<const std::uint8_t*>(px.data());
+      want.emplace_back(p, p + px.size());
+      names.push_back(std::string(layout.name) + " window " + std::to_string(w.width) + "x" + std::to_string(w.height) + "+" +
+                      std::to_string(w.x) + "+" + std::to_string(w.y));
+    }
+  }
+  device_equals(batch, want, names);
+}

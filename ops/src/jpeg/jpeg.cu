@@ -30,12 +30,14 @@ __global__ void idct_kernel(const jpeg_image* __restrict__ images, std::size_t f
 __global__ void pixel_kernel(const jpeg_image* __restrict__ images, std::size_t first, const std::uint8_t* __restrict__ scratch,
                              std::uint8_t* __restrict__ out) {
   const jpeg_image im = images[first + blockIdx.y];
-  const std::uint64_t pixels = std::uint64_t{im.width} * im.height;
+  const jpeg::planes planes = jpeg::planes_of(im, scratch);
+  const jpeg::window w = jpeg::window_of(im);
+  const std::uint64_t pixels = std::uint64_t{w.width} * w.height;
   for (std::uint64_t i = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; i < pixels;
        i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
-    const std::uint32_t y = static_cast<std::uint32_t>(i / im.width), x = static_cast<std::uint32_t>(i % im.width);
+    const std::uint32_t y = static_cast<std::uint32_t>(i / w.width), x = static_cast<std::uint32_t>(i % w.width);
     std::uint8_t rgb[3];
-    jpeg::pixel(im, scratch, x, y, rgb);
+    jpeg::pixel(planes, w.x + x, w.y + y, rgb);
     std::uint8_t* dst = out + im.out_offset + i * 3;
     dst[0] = rgb[0];
     dst[1] = rgb[1];
@@ -96,7 +98,7 @@ void decode_jpeg_batch_device(const jpeg_batch_view& device, const jpeg_image* h
     std::uint64_t most_blocks = 0, most_pixels = 0;
     for (std::size_t i = first; i < first + n; ++i) {
       most_blocks = std::max(most_blocks, jpeg::blocks_of(host_images[i]));
-      most_pixels = std::max(most_pixels, std::uint64_t{host_images[i].width} * host_images[i].height);
+      most_pixels = std::max(most_pixels, jpeg_output_bytes(host_images[i]) / 3);
     }
     idct_kernel<<<dim3(grid_x(most_blocks), static_cast<unsigned>(n)), kThreads, 0, stream>>>(device.images, first, device.blocks,
                                                                                              device.quant, scratch);

@@ -1,4 +1,5 @@
 // The JPEG planes on the host: the batch's checks, its sizes, and the reference decode.
+#include <algorithm>
 #include <string>
 
 #include <oneapi/tbb/parallel_for.h>
@@ -17,6 +18,42 @@ namespace {
 
 std::string component_name(int k) { return "component " + std::to_string(k); }
 
+/// The samples [first, last] of one axis of a component that the window [at, at + size) reads
+/// through the upsampler (one more on each side, within the real samples), and the ones stored.
+struct axis_need {
+  std::uint64_t first, last, stored_first, stored_end;
+};
+axis_need need(std::uint64_t at, std::uint64_t size, std::uint64_t factor, std::uint64_t real, std::uint64_t mcu,
+               std::uint64_t sampling, std::uint64_t blocks) {
+  const std::uint64_t lo = at / factor, hi = (at + size - 1) / factor + 1;
+  return {lo > 0 ? lo - 1 : 0, std::min(hi, real - 1), mcu * sampling * 8, (mcu * sampling + blocks) * 8};
+}
+
+/// Component k's stored blocks hold every sample the window of image i reads.
+void check_coverage(std::size_t i, int k, const jpeg_image& im) {
+  const jpeg_component& c = im.comp[k];
+  const std::uint64_t dw = (std::uint64_t{im.width} * c.h + im.max_h - 1) / im.max_h;
+  const std::uint64_t dh = (std::uint64_t{im.height} * c.v + im.max_v - 1) / im.max_v;
+  const jpeg::window w = jpeg::window_of(im);
+  const axis_need x = need(w.x, w.width, im.max_h / c.h, dw, im.mcu_x, c.h, c.width_in_blocks);
+  const axis_need y = need(w.y, w.height, im.max_v / c.v, dh, im.mcu_y, c.v, c.height_in_blocks);
+  if (x.stored_first > x.first || x.last >= x.stored_end || y.stored_first > y.first || y.last >= y.stored_end)
+    bad(i, component_name(k) + " stores samples [" + std::to_string(x.stored_first) + ", " + std::to_string(x.stored_end) + ") x [" +
+               std::to_string(y.stored_first) + ", " + std::to_string(y.stored_end) + "), not all of the [" + std::to_string(x.first) +
+               ", " + std::to_string(x.last + 1) + ") x [" + std::to_string(y.first) + ", " + std::to_string(y.last + 1) +
+               ") its window of " + std::to_string(w.width) + "x" + std::to_string(w.height) + " pixels reads");
+}
+
+/// Image i's window: the whole image, or a nonempty window inside it.
+void check_window(std::size_t i, const jpeg_image& im) {
+  if (im.crop_width == 0 && im.crop_height == 0 && im.crop_x == 0 && im.crop_y == 0) return;
+  if (im.crop_width == 0 || im.crop_height == 0 || std::uint64_t{im.crop_x} + im.crop_width > im.width ||
+      std::uint64_t{im.crop_y} + im.crop_height > im.height)
+    bad(i, "its window " + std::to_string(im.crop_width) + "x" + std::to_string(im.crop_height) + " at (" + std::to_string(im.crop_x) +
+               ", " + std::to_string(im.crop_y) + ") is empty or not inside its " + std::to_string(im.width) + "x" +
+               std::to_string(im.height) + " pixels");
+}
+
 /// Image i's components against its own size and the batch's blocks and tables.
 void check_components(const jpeg_batch_view& b, std::size_t i, const jpeg_image& im) {
   for (int k = 0; k < im.components; ++k) {
@@ -24,11 +61,7 @@ void check_components(const jpeg_batch_view& b, std::size_t i, const jpeg_image&
     if (c.h < 1 || c.h > 4 || c.v < 1 || c.v > 4 || im.max_h % c.h != 0 || im.max_v % c.v != 0)
       bad(i, component_name(k) + " has sampling factors " + std::to_string(c.h) + "x" + std::to_string(c.v) + " against " +
                  std::to_string(im.max_h) + "x" + std::to_string(im.max_v) + ": not whole ratios of 1 to 4");
-    const std::uint64_t dw = (std::uint64_t{im.width} * c.h + im.max_h - 1) / im.max_h;
-    const std::uint64_t dh = (std::uint64_t{im.height} * c.v + im.max_v - 1) / im.max_v;
-    if (std::uint64_t{c.width_in_blocks} * 8 < dw || std::uint64_t{c.height_in_blocks} * 8 < dh)
-      bad(i, component_name(k) + " stores " + std::to_string(c.width_in_blocks) + "x" + std::to_string(c.height_in_blocks) +
-                 " blocks, fewer than its " + std::to_string(dw) + "x" + std::to_string(dh) + " samples need");
+    check_coverage(i, k, im);
     const std::uint64_t blocks = jpeg::blocks_of(im, k);
     if (c.first_block > b.block_count || blocks > b.block_count - c.first_block)
       bad(i, component_name(k) + "'s blocks [" + std::to_string(c.first_block) + ", +" + std::to_string(blocks) +
@@ -43,7 +76,10 @@ void check_components(const jpeg_batch_view& b, std::size_t i, const jpeg_image&
 
 std::uint64_t jpeg_plane_bytes(const jpeg_image& image) { return jpeg::blocks_of(image) * 64; }
 
-std::uint64_t jpeg_output_bytes(const jpeg_image& image) { return std::uint64_t{image.width} * image.height * 3; }
+std::uint64_t jpeg_output_bytes(const jpeg_image& image) {
+  const jpeg::window w = jpeg::window_of(image);
+  return std::uint64_t{w.width} * w.height * 3;
+}
 
 void check_jpeg_batch(const jpeg_batch_view& b, std::uint64_t out_bytes, std::uint64_t scratch_bytes) {
   jpeg::check_batch(b, out_bytes, scratch_bytes, true);
@@ -59,6 +95,7 @@ void jpeg::check_batch(const jpeg_batch_view& b, std::uint64_t out_bytes, std::u
     if (im.components != 1 && im.components != 3)
       bad(i, "has " + std::to_string(im.components) + " components; 1 (grey) or 3 (YCbCr) are decoded here");
     if (im.width == 0 || im.height == 0) bad(i, "is " + std::to_string(im.width) + "x" + std::to_string(im.height));
+    check_window(i, im);
     check_components(b, i, im);
     // In order and without overlap: the device finds an image from a block or a pixel by search.
     if (im.out_offset < out_end) bad(i, "its output starts at byte " + std::to_string(im.out_offset) + ", inside the one before");
@@ -90,15 +127,43 @@ void jpeg::check_device_call(const jpeg_batch_view& device, const jpeg_image* ho
   check_batch(host, out_bytes, scratch_bytes, false);
 }
 
+bool jpeg_block_same_on_every_host(const std::int16_t* coef, const std::uint16_t* q) {
+  constexpr std::int64_t lo16 = -32768, hi16 = 32767;
+  std::int64_t ws[64];
+  for (int c = 0; c < 8; ++c) {
+    std::int64_t in[8];
+    for (int r = 0; r < 8; ++r) {
+      in[r] = static_cast<std::int64_t>(coef[r * 8 + c]) * q[r * 8 + c];
+      if (in[r] < lo16 || in[r] > hi16) return false;
+    }
+    const jpeg::pass_sums p = jpeg::idct_pass(in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7]);
+    for (int r = 0; r < 8; ++r) {
+      ws[r * 8 + c] = jpeg::descale(p.v[r], jpeg::kConstBits - jpeg::kPass1Bits);
+      if (ws[r * 8 + c] < lo16 || ws[r * 8 + c] > hi16) return false;
+    }
+  }
+  for (int r = 0; r < 8; ++r) {
+    const std::int64_t* w = ws + r * 8;
+    const jpeg::pass_sums p = jpeg::idct_pass(w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]);
+    for (int c = 0; c < 8; ++c) {
+      const std::int64_t v = jpeg::descale(p.v[c], jpeg::kConstBits + jpeg::kPass1Bits + 3);
+      if (v < -512 || v > 511) return false;
+    }
+  }
+  return true;
+}
+
 void decode_jpeg_batch_host(const jpeg_batch_view& b, std::uint8_t* out, std::uint64_t out_bytes, std::uint8_t* scratch,
                             std::uint64_t scratch_bytes) {
   check_jpeg_batch(b, out_bytes, scratch_bytes);
   tbb::parallel_for(std::size_t{0}, b.count, [&](std::size_t i) {
     const jpeg_image& im = b.images[i];
     for (std::uint64_t blk = 0; blk < jpeg::blocks_of(im); ++blk) jpeg::decode_block(im, blk, b.blocks, b.quant, scratch);
-    for (std::uint32_t y = 0; y < im.height; ++y)
-      for (std::uint32_t x = 0; x < im.width; ++x)
-        jpeg::pixel(im, scratch, x, y, out + im.out_offset + (std::uint64_t{y} * im.width + x) * 3);
+    const jpeg::planes planes = jpeg::planes_of(im, scratch);
+    const jpeg::window w = jpeg::window_of(im);
+    std::uint8_t* dst = out + im.out_offset;
+    for (std::uint32_t y = 0; y < w.height; ++y)
+      for (std::uint32_t x = 0; x < w.width; ++x, dst += 3) jpeg::pixel(planes, w.x + x, w.y + y, dst);
   });
 }
 

@@ -91,14 +91,16 @@ PINFEED_HD void idct_islow(const std::int16_t* coef, const std::uint16_t* q, std
   }
 }
 
-/// A component's plane as the upsampler sees it: its samples (pw wide), the real samples (dw x dh
-/// of them: the image's size at the component's sampling), and the factors to the image (fh, fv).
+/// A component's plane as the upsampler sees it: its stored samples (pw wide, the first at sample
+/// (ox, oy) of the whole component), the real samples (dw x dh of them: the image's size at the
+/// component's sampling), and the factors to the image (fh, fv). Coordinates are the whole
+/// component's; the batch's checks make sure every sample read is stored.
 struct plane_view {
   const std::uint8_t* p;
-  std::uint32_t pw, dw, dh, fh, fv;
+  std::uint32_t pw, dw, dh, fh, fv, ox, oy;
   PINFEED_HD std::int32_t at(std::uint32_t x, std::int32_t y) const {  // rows past the edges repeat it
     const std::int32_t row = y < 0 ? 0 : y >= static_cast<std::int32_t>(dh) ? static_cast<std::int32_t>(dh) - 1 : y;
-    return p[static_cast<std::uint64_t>(row) * pw + x];
+    return p[static_cast<std::uint64_t>(row - static_cast<std::int32_t>(oy)) * pw + (x - ox)];
   }
 };
 
@@ -233,18 +235,40 @@ PINFEED_HD plane_view plane_of(const jpeg_image& image, int k, const std::uint8_
           (image.width * c.h + image.max_h - 1) / image.max_h,
           (image.height * c.v + image.max_v - 1) / image.max_v,
           static_cast<std::uint32_t>(image.max_h / c.h),
-          static_cast<std::uint32_t>(image.max_v / c.v)};
+          static_cast<std::uint32_t>(image.max_v / c.v),
+          image.mcu_x * c.h * 8,
+          image.mcu_y * c.v * 8};
 }
 
-/// Pixel (x, y) of `image` as RGB, from its planes.
-PINFEED_HD void pixel(const jpeg_image& image, const std::uint8_t* scratch, std::uint32_t x, std::uint32_t y, std::uint8_t* rgb) {
-  if (image.components == 1) {
-    const std::uint8_t v = static_cast<std::uint8_t>(upsampled(plane_of(image, 0, scratch), x, y));
+/// The window `image` decodes: its crop, or the whole image.
+struct window {
+  std::uint32_t x, y, width, height;
+};
+PINFEED_HD window window_of(const jpeg_image& image) {
+  if (image.crop_width == 0) return {0, 0, image.width, image.height};
+  return {image.crop_x, image.crop_y, image.crop_width, image.crop_height};
+}
+
+/// The planes of `image`'s components (components of them), found once for all its pixels.
+struct planes {
+  plane_view c[3];
+  int components;
+};
+PINFEED_HD planes planes_of(const jpeg_image& image, const std::uint8_t* scratch) {
+  planes p{};
+  p.components = image.components == 1 ? 1 : 3;
+  for (int k = 0; k < p.components; ++k) p.c[k] = plane_of(image, k, scratch);
+  return p;
+}
+
+/// Pixel (x, y) of the whole image as RGB, from its planes.
+PINFEED_HD void pixel(const planes& p, std::uint32_t x, std::uint32_t y, std::uint8_t* rgb) {
+  if (p.components == 1) {
+    const std::uint8_t v = static_cast<std::uint8_t>(upsampled(p.c[0], x, y));
     rgb[0] = rgb[1] = rgb[2] = v;
     return;
   }
-  ycc_to_rgb(upsampled(plane_of(image, 0, scratch), x, y), upsampled(plane_of(image, 1, scratch), x, y),
-             upsampled(plane_of(image, 2, scratch), x, y), rgb);
+  ycc_to_rgb(upsampled(p.c[0], x, y), upsampled(p.c[1], x, y), upsampled(p.c[2], x, y), rgb);
 }
 
 }  // namespace pinfeed::ops::jpeg

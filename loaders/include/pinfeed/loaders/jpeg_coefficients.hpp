@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "pinfeed/loaders/transforms.hpp"
 #include "pinfeed/ops/jpeg_planes.hpp"
 
 namespace pinfeed::loaders {
@@ -26,6 +27,10 @@ enum class jpeg_fallback {
   sampling,           ///< sampling factors libjpeg upsamples with fractions, or none it takes
   quantization,       ///< a quantization step past 32767
   corrupt,            ///< truncated or corrupt data, or a warning libjpeg gives for it
+  too_large,          ///< its compact blocks are more than the bytes allowed (pack_options::max_bytes)
+  /// a block whose samples may leave [-512, 511] before the IDCT's range limit, where libjpeg-turbo's
+  /// SIMD and C code differ (crafted or corrupt data; never a photo's)
+  range,
 };
 [[nodiscard]] const char* to_string(jpeg_fallback f) noexcept;
 
@@ -52,6 +57,49 @@ struct jpeg_read {
 [[nodiscard]] jpeg_read read_jpeg_coefficients(std::span<const std::byte> bytes, const std::string& what,
                                                std::int64_t max_pixels = std::int64_t{1} << 28);
 
+/// What pack_jpeg() does.
+struct jpeg_pack_options {
+  /// The pixels wanted, in the image's pixels (nothing: all of them). Only the blocks they need are
+  /// stored: the window's iMCUs and one chroma sample more on each side (what upsampling reads).
+  std::optional<image_region> window;
+  /// More compact bytes than this (blocks, block starts and tables): jpeg_fallback::too_large. 0: no limit.
+  std::uint64_t max_bytes = 0;
+  /// Images with more pixels are refused by a std::runtime_error (0: no limit).
+  std::int64_t max_pixels = std::int64_t{1} << 28;
+};
+
+/// One image as the host half gives it to the device: the compact blocks (jpeg_planes.hpp) of
+/// the window, each block's first byte, the quantization tables, and the geometry (its blocks,
+/// tables, output and planes from 0, the window as `image`'s crop). Reuse one across calls.
+struct jpeg_packed {
+  ops::jpeg_image image{};
+  std::vector<std::uint8_t> bytes;
+  std::vector<std::uint32_t> starts;
+  std::vector<std::uint16_t> quant;
+  /// Read by pinfeed's scan walker (one baseline scan of every component, read down to the
+  /// window's last row); false: by libjpeg, all its scans (progressive, one scan per component).
+  bool walked = false;
+  /// The bytes this puts into a slot: blocks, starts, tables and geometry.
+  [[nodiscard]] std::uint64_t slot_bytes() const {
+    return bytes.size() + starts.size() * sizeof(std::uint32_t) + quant.size() * sizeof(std::uint16_t) + sizeof(ops::jpeg_image);
+  }
+};
+
+/// pack_jpeg()'s answer: none, or why the image is left to the host decode.
+struct jpeg_pack_result {
+  jpeg_fallback fallback = jpeg_fallback::none;
+  std::string reason;
+};
+
+/// The host half of hybrid decoding: entropy-decodes `bytes` with pinfeed's Huffman decoder
+/// straight into the compact form (a single baseline scan: rows below the window are not read,
+/// blocks outside it only decoded), or through libjpeg's reader (every other scan layout), into
+/// `out`. Files the device half cannot decode exactly come back with their fallback, and `out`
+/// then holds nothing of use. Throws std::runtime_error naming `what` past max_pixels, and
+/// std::invalid_argument for a window that is empty or not inside the image.
+jpeg_pack_result pack_jpeg(std::span<const std::byte> bytes, const std::string& what, const jpeg_pack_options& options,
+                           jpeg_packed& out);
+
 /// A batch being put together on the host: images appended one after another (their blocks,
 /// tables, outputs and planes in order), as ops::decode_jpeg_batch_* take them.
 struct jpeg_batch {
@@ -60,6 +108,8 @@ struct jpeg_batch {
   std::vector<std::uint16_t> quant;
   std::uint64_t out_bytes = 0, scratch_bytes = 0;
   void append(const jpeg_coefficients& c);
+  /// The image `p` holds, its blocks unpacked (ops::unpack_jpeg_blocks; throws as it does).
+  void append(const jpeg_packed& p);
   [[nodiscard]] ops::jpeg_batch_view view() const;
 };
 

@@ -40,8 +40,14 @@ struct jpeg_image {
   std::uint8_t components = 0;  ///< 1 (grey) or 3 (YCbCr)
   std::uint8_t max_h = 1, max_v = 1;
   jpeg_component comp[3]{};
+  /// Where the stored blocks sit in the whole image, in iMCUs (8 max_h x 8 max_v pixels): component
+  /// k's first stored block is block column mcu_x * h, block row mcu_y * v of the whole image's.
+  std::uint32_t mcu_x = 0, mcu_y = 0;
+  /// The pixels decoded: a window of the image (crop_width 0: the whole image). The stored blocks
+  /// must hold every sample its upsampling reads (the window's and one more on each side).
+  std::uint32_t crop_x = 0, crop_y = 0, crop_width = 0, crop_height = 0;
   std::uint32_t first_quant = 0;   ///< its first table in the batch's tables
-  std::uint64_t out_offset = 0;    ///< its first output byte (height x width x 3 bytes from there)
+  std::uint64_t out_offset = 0;    ///< its first output byte (the window's height x width x 3 bytes from there)
   std::uint64_t plane_offset = 0;  ///< its first byte of scratch (the components' planes, one after another)
 };
 
@@ -60,7 +66,7 @@ struct jpeg_batch_view {
 
 /// The scratch bytes `image` needs: its components' planes (width_in_blocks x 8 by height_in_blocks x 8).
 [[nodiscard]] std::uint64_t jpeg_plane_bytes(const jpeg_image& image);
-/// The output bytes of `image`: height x width x 3.
+/// The output bytes of `image`: its window's (or its) height x width x 3.
 [[nodiscard]] std::uint64_t jpeg_output_bytes(const jpeg_image& image);
 
 /// Checks a batch's geometry against itself and the sizes given (its images' blocks, tables,
@@ -80,6 +86,13 @@ void decode_jpeg_batch_host(const jpeg_batch_view& batch, std::uint8_t* out, std
 void decode_jpeg_batch_device(const jpeg_batch_view& device, const jpeg_image* host_images, std::uint8_t* out,
                               std::uint64_t out_bytes, std::uint8_t* scratch, std::uint64_t scratch_bytes,
                               cudaStream_t stream);
+
+/// Whether every host decodes block `coef` (64 int16, natural order, as quantized) with table `q`
+/// (natural order) as these functions do: libjpeg-turbo's SIMD IDCTs keep the dequantized values
+/// and the values between the passes in 16 bits and saturate the result where its C IDCT wraps,
+/// so they agree only while each dequantized value and each value between the passes fits 16
+/// bits and every sample before the range limit is within [-512, 511]. Photos' blocks always do.
+[[nodiscard]] bool jpeg_block_same_on_every_host(const std::int16_t* coef, const std::uint16_t* q);
 
 /// The compact form of coefficient blocks, what the host half of hybrid decoding puts into a slot:
 /// each block is a byte counting its nonzero coefficients (0..64), then for each, in zigzag order,

@@ -1,0 +1,194 @@
+// The host half of hybrid decoding (jpeg_coefficients.hpp, pack_jpeg): a JPEG's blocks of a window
+// in the compact form. A single baseline scan of every component is walked here with pinfeed's
+// Huffman decoder (jpeg_entropy.hpp), each wanted block written compact as it is decoded; every
+// other layout goes through libjpeg's coefficient reader and is packed after.
+//
+// libjpeg's errors jump (jpeg_error_jump.hpp) back into pack_jpeg(): everything the code after
+// the setjmp changes lives behind pointers (the state, `out`, the thread's scratch), and nothing
+// between the jump and its target has a destructor to skip.
+#include <algorithm>
+#include <csetjmp>
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include "jpeg_scan.hpp"
+#include "jpeg_walk.hpp"
+#include "pinfeed/runtime/detail/thread_scratch.hpp"
+#include "pinfeed/runtime/error.hpp"
+
+namespace pinfeed::loaders {
+
+namespace {
+
+using namespace detail;
+using detail::entropy::kNatural;
+
+/// Packs the layout's blocks of the coefficient arrays libjpeg read into s.comp; false where a
+/// block's samples may pass the range limit (kMostGain).
+bool pack_read(jpeg_decompress_struct& c, jvirt_barray_ptr* arrays, const layout& l, scan_scratch& s,
+               std::vector<std::int16_t>& dense, std::vector<std::uint8_t>& packed, std::vector<std::uint32_t>& starts) {
+  for (int k = 0; k < l.components; ++k) {
+    const std::uint32_t c0 = l.first_col(k), c1 = l.end_col(k);
+    dense.clear();
+    for (std::uint32_t by = l.first_row(k); by < l.end_row(k); ++by) {
+      JBLOCKARRAY row = (*c.mem->access_virt_barray)(reinterpret_cast<j_common_ptr>(&c), arrays[k], by, 1, FALSE);
+      const auto* first = reinterpret_cast<const std::int16_t*>(row[0][c0]);
+      dense.insert(dense.end(), first, first + static_cast<std::size_t>(c1 - c0) * 64);
+    }
+    const JQUANT_TBL* q = c.comp_info[k].quant_table;
+    if (q == nullptr) return false;
+    std::int64_t gain[64];
+    gain_table(*q, gain);
+    for (std::size_t b = 0; b < dense.size(); b += 64) {
+      std::int64_t bound = 0;
+      for (int z = 0; z < 64; ++z) {
+        const std::int64_t v = dense[b + kNatural[static_cast<std::size_t>(z)]];
+        bound += (v < 0 ? -v : v) * gain[z];
+      }
+      if (bound > kMostGain) {
+        std::uint16_t steps[64];
+        for (int i = 0; i < 64; ++i) steps[i] = q->quantval[i];
+        if (!ops::jpeg_block_same_on_every_host(dense.data() + b, steps)) return false;
+      }
+    }
+    packed.clear();
+    starts.clear();
+    ops::pack_jpeg_blocks(dense, packed, &starts);
+    byte_run& run = s.comp[k];
+    if (!packed.empty()) std::memcpy(run.room(packed.size()), packed.data(), packed.size());
+    run.n = packed.size();
+    run.starts = starts;
+  }
+  return true;
+}
+
+/// The quantization tables of the components (shared ones once) and `out`'s geometry.
+bool describe(const jpeg_decompress_struct& c, const layout& l, const image_region& w, bool whole, const scan_scratch& s,
+              jpeg_packed& out) {
+  ops::jpeg_image& im = out.image;
+  im = ops::jpeg_image{};
+  im.width = c.image_width;
+  im.height = c.image_height;
+  im.components = static_cast<std::uint8_t>(l.components);
+  im.max_h = static_cast<std::uint8_t>(l.components == 1 ? 1 : c.max_h_samp_factor);
+  im.max_v = static_cast<std::uint8_t>(l.components == 1 ? 1 : c.max_v_samp_factor);
+  im.mcu_x = l.x0;
+  im.mcu_y = l.y0;
+  if (!whole) {
+    im.crop_x = static_cast<std::uint32_t>(w.x);
+    im.crop_y = static_cast<std::uint32_t>(w.y);
+    im.crop_width = static_cast<std::uint32_t>(w.width);
+    im.crop_height = static_cast<std::uint32_t>(w.height);
+  }
+  const JQUANT_TBL* tables[MAX_COMPONENTS];
+  int count = 0;
+  out.quant.clear();
+  std::uint64_t first = 0;
+  for (int k = 0; k < l.components; ++k) {
+    // The table libjpeg latched when the component's first scan began (its reader), or the one
+    // its number names now (the walker's scan has not begun).
+    const int t = c.comp_info[k].quant_tbl_no;
+    const JQUANT_TBL* q = c.comp_info[k].quant_table;
+    if (q == nullptr && t >= 0 && t < NUM_QUANT_TBLS) q = c.quant_tbl_ptrs[t];
+    if (q == nullptr) return false;
+    const JQUANT_TBL* const* seen = std::find_if(tables, tables + count, [q](const JQUANT_TBL* t) {
+      return std::memcmp(t->quantval, q->quantval, sizeof q->quantval) == 0;
+    });
+    if (seen == tables + count) {
+      tables[count++] = q;
+      for (int i = 0; i < 64; ++i) out.quant.push_back(q->quantval[i]);
+    }
+    im.comp[k] = {static_cast<std::uint8_t>(l.h[k]), static_cast<std::uint8_t>(l.v[k]), static_cast<std::uint8_t>(seen - tables),
+                  l.end_col(k) - l.first_col(k), l.end_row(k) - l.first_row(k), first};
+    first += s.comp[k].starts.size();
+  }
+  return true;
+}
+
+/// The components' blocks one after another into `out`.
+void gather(const scan_scratch& s, int components, jpeg_packed& out) {
+  std::size_t total = 0, blocks = 0;
+  for (int k = 0; k < components; ++k) total += s.comp[k].n, blocks += s.comp[k].starts.size();
+  out.bytes.resize(total);
+  out.starts.resize(blocks);
+  std::size_t at = 0, b = 0;
+  for (int k = 0; k < components; ++k) {
+    const byte_run& run = s.comp[k];
+    if (run.n > 0) std::memcpy(out.bytes.data() + at, run.v.data(), run.n);
+    for (const std::uint32_t st : run.starts) out.starts[b++] = static_cast<std::uint32_t>(at + st);
+    at += run.n;
+  }
+}
+
+struct pack_state : detail::decompress_state {
+  std::string reason;
+  std::vector<std::int16_t> dense;
+  std::vector<std::uint8_t> packed;
+  std::vector<std::uint32_t> starts;
+};
+
+constexpr const char* kPastRange = "a block whose samples may pass the IDCT's range limit";
+
+jpeg_pack_result fell_back(jpeg_fallback f, std::string reason) { return {f, std::move(reason)}; }
+
+image_region checked_window(const jpeg_decompress_struct& c, const std::optional<image_region>& window, const std::string& what) {
+  const image_region whole{0, 0, c.image_height, c.image_width};
+  if (!window) return whole;
+  const image_region& w = *window;
+  if (w.x < 0 || w.y < 0 || w.width <= 0 || w.height <= 0 || w.x + w.width > whole.width || w.y + w.height > whole.height)
+    throw pinfeed::invalid_argument(what + ": window " + std::to_string(w.width) + "x" + std::to_string(w.height) + " at (" +
+                                    std::to_string(w.x) + ", " + std::to_string(w.y) + ") is empty or not inside the " +
+                                    std::to_string(whole.width) + "x" + std::to_string(whole.height) + " image");
+  return w;
+}
+
+}  // namespace
+
+jpeg_pack_result pack_jpeg(std::span<const std::byte> bytes, const std::string& what, const jpeg_pack_options& options,
+                           jpeg_packed& out) {
+  if (bytes.size() < 2 || bytes[0] != std::byte{0xFF} || bytes[1] != std::byte{0xD8})
+    return fell_back(jpeg_fallback::not_jpeg, "no start-of-image marker");
+  scan_scratch& s = pinfeed::detail::thread_scratch<scan_scratch, struct jpeg_scan_tag>();
+  for (auto& run : s.comp) run.clear();
+  for (auto& rows : s.rows)
+    for (auto& run : rows) run.clear();
+  const auto st = std::make_unique<pack_state>();
+  detail::install_error_jump(*reinterpret_cast<jpeg_common_struct*>(&st->cinfo), st->err);
+  if (setjmp(st->err.jump)) return fell_back(jpeg_fallback::corrupt, st->err.message);
+  jpeg_create_decompress(&st->cinfo);
+  st->created = true;
+  jpeg_decompress_struct& c = st->cinfo;
+  jpeg_mem_src(&c, reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()));
+  jpeg_read_header(&c, TRUE);
+  if (options.max_pixels > 0 && std::int64_t{c.image_width} * c.image_height > options.max_pixels)
+    throw pinfeed::runtime_error(what + ": " + std::to_string(c.image_width) + "x" + std::to_string(c.image_height) +
+                                 " pixels, more than the limit of " + std::to_string(options.max_pixels));
+  if (const jpeg_fallback f = detail::refuse_for_device(c, st->reason); f != jpeg_fallback::none) return fell_back(f, st->reason);
+  const image_region w = checked_window(c, options.window, what);
+  const layout l = layout_for(c, w);
+  mcu_plan plan;
+  out.walked = plan_scan(c, s, plan);
+  if (out.walked) {
+    const walk_end e = walk_scan(&c, plan, l, s, options.max_bytes);
+    if (e == walk_end::past_63) return fell_back(jpeg_fallback::corrupt, "a zero run past the block's 64th coefficient");
+    if (e == walk_end::past_range) return fell_back(jpeg_fallback::range, kPastRange);
+    if (e == walk_end::too_large)
+      return fell_back(jpeg_fallback::too_large, "more than " + std::to_string(options.max_bytes) + " bytes of blocks");
+  } else {
+    if (!pack_read(c, jpeg_read_coefficients(&c), l, s, st->dense, st->packed, st->starts))
+      return fell_back(jpeg_fallback::range, kPastRange);
+  }
+  // Before jpeg_finish_decompress(), which frees the tables libjpeg latched.
+  if (!describe(c, l, w, !options.window.has_value(), s, out)) return fell_back(jpeg_fallback::corrupt, "a quantization table not defined");
+  if (!out.walked) jpeg_finish_decompress(&c);
+  if (std::any_of(out.quant.begin(), out.quant.end(), [](std::uint16_t q) { return q == 0 || q > 32767; }))
+    return fell_back(jpeg_fallback::quantization, "a quantization step of 0 or past 32767");
+  gather(s, l.components, out);
+  if (options.max_bytes > 0 && out.slot_bytes() > options.max_bytes)
+    return fell_back(jpeg_fallback::too_large, std::to_string(out.slot_bytes()) + " bytes, more than the " +
+                                                   std::to_string(options.max_bytes) + " allowed");
+  return {};
+}
+
+}  // namespace pinfeed::loaders

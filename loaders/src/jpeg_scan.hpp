@@ -1,0 +1,31 @@
+#pragma once
+// Internal: what the two readers of the host half (libjpeg's coefficient reader in
+// jpeg_coefficients.cpp, pinfeed's scan walker in jpeg_scan.cpp) share.
+#include <string>
+
+#include <jpeglib.h>
+
+#include "jpeg_error_jump.hpp"
+#include "pinfeed/loaders/jpeg_coefficients.hpp"
+
+namespace pinfeed::loaders::detail {
+
+/// A libjpeg decompression whose errors jump (jpeg_error_jump.hpp); ended on every path by the
+/// destructor. Lives behind a pointer set before the jump target, so nothing it holds is in a
+/// register the jump loses.
+struct decompress_state {
+  jpeg_decompress_struct cinfo{};
+  jpeg_error_jump err{};
+  bool created = false;
+  decompress_state() = default;
+  decompress_state(const decompress_state&) = delete;
+  decompress_state& operator=(const decompress_state&) = delete;
+  ~decompress_state() {
+    if (created) jpeg_destroy_decompress(&cinfo);
+  }
+};
+
+/// Why the header read into `c` is not one the device half takes (setting `reason`), or none.
+[[nodiscard]] jpeg_fallback refuse_for_device(const jpeg_decompress_struct& c, std::string& reason);
+
+}  // namespace pinfeed::loaders::detail

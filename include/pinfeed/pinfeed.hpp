@@ -20,6 +20,7 @@
 #include "pinfeed/ops/encode.hpp"
 #include "pinfeed/ops/jpeg_planes.hpp"
 #include "pinfeed/ops/normalize.hpp"
+#include "pinfeed/ops/resize.hpp"
 #include "pinfeed/ops/sampler.hpp"
 #include "pinfeed/runtime/batch.hpp"
 #include "pinfeed/runtime/checksum.hpp"

@@ -8,6 +8,7 @@
 #include "jpeg/jpeg_math.hpp"
 #include "pinfeed/ops/encode.hpp"
 #include "pinfeed/ops/normalize.hpp"
+#include "pinfeed/ops/resize.hpp"
 #include "pinfeed/ops/sampler.hpp"
 #include "pinfeed/ops/detail/sampler_checks.hpp"
 #include "pinfeed/runtime/cuda_api.hpp"
@@ -38,6 +39,13 @@ void unpack_jpeg_blocks_device(const std::uint8_t* bytes, std::uint64_t size, co
   jpeg::check_unpack_call(bytes, size, starts, block_count, blocks, malformed);
   if (block_count == 0) return;
   no_gpu("unpack_jpeg_blocks_device");
+}
+
+void resize_bilinear_u8_device(const resize_job*, const resize_job* host_jobs, std::size_t count, const std::uint8_t*, std::uint64_t in_bytes,
+                               std::uint8_t*, std::uint64_t out_bytes, cudaStream_t) {
+  check_resize_jobs(host_jobs, count, in_bytes, out_bytes);
+  if (count == 0) return;
+  no_gpu("resize_bilinear_u8_device");
 }
 
 void check_sampler_faults() {}  // no GPU call has run, so none has faulted

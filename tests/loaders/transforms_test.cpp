@@ -1,6 +1,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdlib>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -14,11 +16,15 @@
 #include <vector>
 
 
+#include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
+
 #include "test_util.hpp"
 #include "transform_fixtures.hpp"
 #include "pinfeed/loaders/pipeline_source.hpp"
 #include "pinfeed/loaders/synthetic.hpp"
 #include "pinfeed/loaders/transforms.hpp"
+#include "pinfeed/ops/resize.hpp"
 #include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/loader.hpp"
 #include "pinfeed/runtime/random.hpp"
@@ -395,5 +401,32 @@ TEST_CASE("transforms.a_registered_transform_that_throws_reaches_the_consumer_na
       }
       CHECK(named == 1);
     }
+  }
+}
+
+TEST_CASE("transforms.uint8_resize_is_pinfeeds_and_within_one_of_opencvs_bilinear") {
+  // resize and rrc on uint8 images run pinfeed's stated arithmetic (pinfeed/ops/resize.hpp, the
+  // device's too); its mapping is OpenCV's INTER_LINEAR's, so every sample is within 1 of it.
+  std::uint32_t state = 9;
+  for (const auto& s : std::vector<std::array<int, 4>>{{375, 500, 224, 298}, {37, 53, 224, 224}, {100, 100, 50, 50}, {17, 300, 224, 13}}) {
+    CAPTURE(s[0]);
+    CAPTURE(s[2]);
+    cv::Mat in(s[0], s[1], CV_8UC3);
+    for (int y = 0; y < s[0]; ++y)
+      for (int x = 0; x < s[1]; ++x)
+        for (int c = 0; c < 3; ++c)
+          in.at<cv::Vec3b>(y, x)[c] = static_cast<uchar>(((x * 7 + y * 3) & 255) ^ ((state = state * 1664525u + 1013904223u) >> 28));
+    cv::Mat cv_out;
+    cv::resize(in, cv_out, cv::Size(s[3], s[2]), 0, 0, cv::INTER_LINEAR);
+    std::vector<std::byte> ours(static_cast<std::size_t>(s[2] * s[3] * 3));
+    resize_into({reinterpret_cast<std::byte*>(in.data), {s[0], s[1], 3, dtype::u8}}, {ours.data(), {s[2], s[3], 3, dtype::u8}});
+    int most = 0;
+    std::vector<std::uint8_t> direct(ours.size());
+    ops::resize_bilinear_u8(in.data, static_cast<std::size_t>(s[1]) * 3, s[0], s[1], 3, direct.data(), s[2], s[3]);
+    for (std::size_t i = 0; i < ours.size(); ++i) {
+      most = std::max(most, std::abs(static_cast<int>(std::to_integer<std::uint8_t>(ours[i])) - static_cast<int>(cv_out.data[i])));
+      REQUIRE(std::to_integer<std::uint8_t>(ours[i]) == direct[i]);
+    }
+    CHECK(most <= 1);
   }
 }

@@ -12,6 +12,7 @@
 #include "jpeg_fixtures.hpp"
 #include "pinfeed/loaders/jpeg_coefficients.hpp"
 #include "pinfeed/ops/jpeg_planes.hpp"
+#include "pinfeed/ops/resize.hpp"
 #include "pinfeed/runtime/cuda_handles.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
@@ -208,4 +209,86 @@ TEST_CASE("gpu.jpeg.windows_equal_the_host_paths_windows" * doctest::test_suite(
     }
   }
   device_equals(batch, want, names);
+}
+
+TEST_CASE("gpu.jpeg.window_resize_and_flip_equal_the_host_path" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("JPEG window + resize + flip on the GPU == host path")) return;
+  // The hybrid decode's device half end to end on small images: packed windows unpacked, decoded,
+  // resized (shrinking and growing) and flipped on the device; the host path decodes the window
+  // with libjpeg and resizes and flips with pinfeed's resize. Byte for byte.
+  struct job_spec {
+    int layout;
+    loaders::image_region window;
+    std::uint32_t out_h, out_w, flip;
+  };
+  const job_spec specs[] = {{2, {3, 5, 20, 30}, 16, 16, 0}, {2, {0, 0, 29, 41}, 24, 24, 1}, {0, {10, 7, 9, 11}, 24, 20, 1},
+                            {1, {2, 30, 25, 11}, 8, 8, 0},   {5, {0, 0, 6, 6}, 13, 9, 1},     {4, {11, 3, 13, 17}, 12, 12, 0}};
+  std::vector<std::uint8_t> bytes;
+  std::vector<std::uint32_t> starts;
+  loaders::jpeg_batch batch;
+  std::vector<ops::resize_job> jobs;
+  std::vector<std::vector<std::uint8_t>> want;
+  std::uint64_t out_bytes = 0;
+  std::uint32_t seed = 60;
+  for (const auto& s : specs) {
+    const auto file = test::jpeg_file(41, 29, ++seed, test::jpeg_layouts()[static_cast<std::size_t>(s.layout)], {});
+    loaders::jpeg_pack_options po;
+    po.window = s.window;
+    loaders::jpeg_packed p;
+    REQUIRE(loaders::pack_jpeg(file, "test", po, p).fallback == loaders::jpeg_fallback::none);
+    for (const std::uint32_t st : p.starts) starts.push_back(static_cast<std::uint32_t>(bytes.size() + st));
+    bytes.insert(bytes.end(), p.bytes.begin(), p.bytes.end());
+    const std::uint64_t in_offset = batch.out_bytes;
+    batch.append(p);  // the geometry and tables (its blocks are replaced by the device's unpack below)
+    ops::resize_job j;
+    j.in_offset = in_offset;
+    j.in_h = static_cast<std::uint32_t>(s.window.height);
+    j.in_w = static_cast<std::uint32_t>(s.window.width);
+    j.out_offset = out_bytes;
+    j.out_h = s.out_h;
+    j.out_w = s.out_w;
+    j.flip = s.flip;
+    jobs.push_back(j);
+    out_bytes += std::uint64_t{s.out_h} * s.out_w * 3;
+    std::vector<std::byte> px;
+    const loaders::image_spec spec = loaders::decode_image_region(file, px, {}, s.window, 0, "test");
+    std::vector<std::uint8_t> host(std::uint64_t{s.out_h} * s.out_w * 3);
+    ops::resize_bilinear_u8(reinterpret_cast<const std::uint8_t*>(px.data()), static_cast<std::size_t>(spec.width) * 3, spec.height,
+                            spec.width, 3, host.data(), s.out_h, s.out_w, s.flip != 0);
+    want.push_back(std::move(host));
+  }
+  const std::uint64_t blocks = batch.blocks.size() / 64;
+  device_buffer d_bytes(bytes.size()), d_starts(starts.size() * 4), d_blocks(blocks * 128), d_bad(4),
+      d_images(batch.images.size() * sizeof(ops::jpeg_image)), d_quant(batch.quant.size() * 2), d_planes(batch.out_bytes),
+      d_scratch(batch.scratch_bytes), d_jobs(jobs.size() * sizeof(ops::resize_job)), d_out(out_bytes);
+  PINFEED_CUDA_TRY(cudaMemcpy(d_bytes.data(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+  PINFEED_CUDA_TRY(cudaMemcpy(d_starts.data(), starts.data(), starts.size() * 4, cudaMemcpyHostToDevice));
+  PINFEED_CUDA_TRY(cudaMemcpy(d_images.data(), batch.images.data(), d_images.size(), cudaMemcpyHostToDevice));
+  PINFEED_CUDA_TRY(cudaMemcpy(d_quant.data(), batch.quant.data(), d_quant.size(), cudaMemcpyHostToDevice));
+  PINFEED_CUDA_TRY(cudaMemcpy(d_jobs.data(), jobs.data(), d_jobs.size(), cudaMemcpyHostToDevice));
+  PINFEED_CUDA_TRY(cudaMemset(d_bad.data(), 0, 4));
+  PINFEED_CUDA_TRY(cudaMemset(d_out.data(), 0xEE, out_bytes));
+  const cuda_stream stream = cuda_stream::create();
+  ops::unpack_jpeg_blocks_device(reinterpret_cast<const std::uint8_t*>(d_bytes.data()), bytes.size(),
+                                 reinterpret_cast<const std::uint32_t*>(d_starts.data()), blocks,
+                                 reinterpret_cast<std::int16_t*>(d_blocks.data()), reinterpret_cast<std::uint32_t*>(d_bad.data()), stream.get());
+  ops::jpeg_batch_view view = batch.view();
+  view.images = reinterpret_cast<const ops::jpeg_image*>(d_images.data());
+  view.blocks = reinterpret_cast<const std::int16_t*>(d_blocks.data());
+  view.quant = reinterpret_cast<const std::uint16_t*>(d_quant.data());
+  ops::decode_jpeg_batch_device(view, batch.images.data(), reinterpret_cast<std::uint8_t*>(d_planes.data()), batch.out_bytes,
+                                reinterpret_cast<std::uint8_t*>(d_scratch.data()), batch.scratch_bytes, stream.get());
+  ops::resize_bilinear_u8_device(reinterpret_cast<const ops::resize_job*>(d_jobs.data()), jobs.data(), jobs.size(),
+                                 reinterpret_cast<const std::uint8_t*>(d_planes.data()), batch.out_bytes,
+                                 reinterpret_cast<std::uint8_t*>(d_out.data()), out_bytes, stream.get());
+  std::vector<std::uint8_t> gpu(out_bytes);
+  std::uint32_t bad = 1;
+  PINFEED_CUDA_TRY(cudaMemcpyAsync(gpu.data(), d_out.data(), out_bytes, cudaMemcpyDeviceToHost, stream.get()));
+  PINFEED_CUDA_TRY(cudaMemcpyAsync(&bad, d_bad.data(), 4, cudaMemcpyDeviceToHost, stream.get()));
+  PINFEED_CUDA_TRY(cudaStreamSynchronize(stream.get()));
+  CHECK(bad == 0);
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::memcmp(gpu.data() + jobs[i].out_offset, want[i].data(), want[i].size()) == 0);
+  }
 }

@@ -5,6 +5,7 @@
 
 #if PINFEED_TOOL_BENCH
 #include "autotune_bench.hpp"
+#include "decode_bench.hpp"
 #include "doctor_bench.hpp"
 #include "h2d_bench.hpp"
 #include "node_bench.hpp"
@@ -137,6 +138,16 @@ void add_node(CLI::App* bench, command_list& out) {
   registered(out, n, no, &bench::run_node_bench);
 }
 
+void add_decode(CLI::App* bench, command_list& out) {
+  static bench::decode_bench_options deo;
+  auto* d = bench->add_subcommand("decode", "JPEG: the host path's CPU time vs the host half of hybrid decoding, and bytes per image into the slot");
+  d->add_option("--photos", deo.photos_dir, "photos to cut 500x375 images from (scripts/fetch-photos.sh DIR)");
+  d->add_option("--images", deo.images, "images per quality")->check(CLI::PositiveNumber);
+  d->add_option("--qualities", deo.qualities, "JPEG qualities")->check(CLI::Range(1, 100))->delimiter(',');
+  d->add_option("--repeats", deo.repeats, "timed passes (median)")->check(CLI::PositiveNumber);
+  registered(out, d, deo, &bench::run_decode_bench);
+}
+
 }  // namespace
 
 void add_bench(CLI::App& app, command_list& out) {
@@ -149,6 +160,7 @@ void add_bench(CLI::App& app, command_list& out) {
   add_doctor_bench(bench, out);
   add_autotune(bench, out);
   add_node(bench, out);
+  add_decode(bench, out);
 }
 #else
 void add_bench(CLI::App&, command_list&) {}

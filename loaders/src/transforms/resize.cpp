@@ -1,4 +1,6 @@
-// Resize (shorter side) and the bilinear resize the other steps share.
+// Resize (shorter side) and the bilinear resize the other steps share: pinfeed's for uint8
+// (pinfeed/ops/resize.hpp: the same bytes on every host and on the device), OpenCV's INTER_LINEAR
+// for float.
 #include <cstring>
 
 #include <opencv2/core.hpp>
@@ -6,6 +8,7 @@
 
 #include "common.hpp"
 #include "kinds.hpp"
+#include "pinfeed/ops/resize.hpp"
 #include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::loaders {
@@ -41,6 +44,13 @@ class resize_transform final : public transform {
 namespace detail {
 void resize_window(const image_view& in, std::int64_t y0, std::int64_t x0, std::int64_t h, std::int64_t w,
                    const image_view& out) {
+  if (in.spec.type == dtype::u8) {  // pinfeed's arithmetic, the device's too (pinfeed/ops/resize.hpp)
+    const auto c = static_cast<std::size_t>(in.spec.channels);
+    const std::size_t stride = static_cast<std::size_t>(in.spec.width) * c;
+    ops::resize_bilinear_u8(reinterpret_cast<const std::uint8_t*>(in.data) + static_cast<std::size_t>(y0) * stride + static_cast<std::size_t>(x0) * c,
+                            stride, h, w, static_cast<int>(c), reinterpret_cast<std::uint8_t*>(out.data), out.spec.height, out.spec.width);
+    return;
+  }
   const int type = CV_MAKETYPE(in.spec.type == dtype::u8 ? CV_8U : CV_32F, static_cast<int>(in.spec.channels));
   const cv::Mat src(static_cast<int>(in.spec.height), static_cast<int>(in.spec.width), type, in.data);
   cv::Mat dst(static_cast<int>(out.spec.height), static_cast<int>(out.spec.width), type, out.data);

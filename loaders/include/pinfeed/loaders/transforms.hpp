@@ -106,7 +106,7 @@ class transform {
 /// CenterCrop: the centred size x size window.
 [[nodiscard]] std::shared_ptr<transform> make_center_crop(std::int64_t size);
 /// Resize so the shorter side is `shorter` (the longer side keeps the aspect ratio, truncated),
-/// bilinear (OpenCV's fixed-point INTER_LINEAR for uint8).
+/// bilinear (uint8: pinfeed's integer arithmetic, pinfeed/ops/resize.hpp; float: OpenCV's INTER_LINEAR).
 [[nodiscard]] std::shared_ptr<transform> make_resize(std::int64_t shorter);
 /// RandomResizedCrop(size, scale, ratio) as torchvision draws it (10 tries, then a centred
 /// fallback), resized bilinearly to size x size.
@@ -126,7 +126,7 @@ class transform {
 /// Normalize: (x - mean[c]) / std[c] on values already scaled; float output.
 [[nodiscard]] std::shared_ptr<transform> make_normalize(std::array<float, 3> mean, std::array<float, 3> std);
 
-/// Bilinear resize of `in` to out's shape (OpenCV's fixed-point INTER_LINEAR for uint8); a copy
+/// Bilinear resize of `in` to out's shape (uint8: pinfeed/ops/resize.hpp; float: OpenCV's INTER_LINEAR); a copy
 /// when the shapes are equal.
 void resize_into(const image_view& in, const image_view& out);
 

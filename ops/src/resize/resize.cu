@@ -1,0 +1,59 @@
+// pinfeed's bilinear resize on the device (pinfeed/ops/resize.hpp): job j of the batch is
+// blockIdx.y = j (batches of more than 65535 go in several launches); threads stride over its
+// output pixels, each computing its three samples with resize_math.hpp's arithmetic, as the host.
+#include <algorithm>
+
+#include "pinfeed/ops/resize.hpp"
+#include "pinfeed/runtime/device.hpp"
+#include "pinfeed/runtime/error.hpp"
+#include "resize_math.hpp"
+
+namespace pinfeed::ops {
+
+namespace {
+
+constexpr int kThreads = 128;
+constexpr std::size_t kMostJobsPerLaunch = 65535;  // gridDim.y
+
+__global__ void resize_kernel(const resize_job* __restrict__ jobs, std::size_t first, const std::uint8_t* __restrict__ in,
+                              std::uint8_t* __restrict__ out) {
+  const resize_job j = jobs[first + blockIdx.y];
+  const std::uint64_t pixels = std::uint64_t{j.out_h} * j.out_w;
+  const std::uint8_t* src = in + j.in_offset;
+  for (std::uint64_t i = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; i < pixels;
+       i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    const auto oy = static_cast<std::int64_t>(i / j.out_w), ox = static_cast<std::int64_t>(i % j.out_w);
+    const std::int64_t d = j.flip ? j.out_w - 1 - ox : ox;
+    const resize::tap tx = resize::tap_at(d, j.in_w, j.out_w), ty = resize::tap_at(oy, j.in_h, j.out_h);
+    const std::uint8_t* r0 = src + std::uint64_t{static_cast<std::uint32_t>(ty.i0)} * j.in_w * 3;
+    const std::uint8_t* r1 = src + std::uint64_t{static_cast<std::uint32_t>(ty.i1)} * j.in_w * 3;
+    std::uint8_t* o = out + j.out_offset + i * 3;
+    for (int c = 0; c < 3; ++c) {
+      const std::int32_t top = resize::across(r0[tx.i0 * 3 + c], r0[tx.i1 * 3 + c], tx.w1);
+      const std::int32_t bottom = resize::across(r1[tx.i0 * 3 + c], r1[tx.i1 * 3 + c], tx.w1);
+      o[c] = resize::down(top, bottom, ty.w1);
+    }
+  }
+}
+
+}  // namespace
+
+void resize_bilinear_u8_device(const resize_job* device_jobs, const resize_job* host_jobs, std::size_t count, const std::uint8_t* in,
+                               std::uint64_t in_bytes, std::uint8_t* out, std::uint64_t out_bytes, cudaStream_t stream) {
+  check_resize_jobs(host_jobs, count, in_bytes, out_bytes);
+  if (count == 0) return;
+  if (device_jobs == nullptr || in == nullptr || out == nullptr) throw pinfeed::invalid_argument("resize batch: a device pointer is null");
+  int device = 0;
+  PINFEED_CUDA_TRY(cudaGetDevice(&device));
+  const std::uint64_t cap = 4 * static_cast<std::uint64_t>(multiprocessor_count(device));
+  for (std::size_t first = 0; first < count; first += kMostJobsPerLaunch) {
+    const std::size_t n = std::min(kMostJobsPerLaunch, count - first);
+    std::uint64_t most = 0;
+    for (std::size_t i = first; i < first + n; ++i) most = std::max(most, std::uint64_t{host_jobs[i].out_h} * host_jobs[i].out_w);
+    const auto grid_x = static_cast<unsigned>(std::max<std::uint64_t>(1, std::min<std::uint64_t>((most + kThreads - 1) / kThreads, cap)));
+    resize_kernel<<<dim3(grid_x, static_cast<unsigned>(n)), kThreads, 0, stream>>>(device_jobs, first, in, out);
+    PINFEED_CUDA_TRY(cudaGetLastError());
+  }
+}
+
+}  // namespace pinfeed::ops

@@ -10,6 +10,7 @@
 #include <new>
 
 #include "jpeg_error_jump.hpp"
+#include "pinfeed/ops/detail/jpeg_compact.hpp"
 #include "pinfeed/ops/jpeg_planes.hpp"
 
 namespace pinfeed::loaders::detail {
@@ -50,7 +51,7 @@ struct compact_sink {
   std::uint8_t* p;
   const std::int64_t* gain;  ///< the component's gain_table
   std::int64_t bound = 0;
-  std::uint8_t count = 0;
+  std::int32_t last = -1;  ///< the zigzag index written last
   bool past_63 = false;  ///< a nonzero value past index 63 (a corrupt zero run): libjpeg keeps it at 63
   void put(int k, int v) {
     const auto c = static_cast<std::int16_t>(v);
@@ -60,18 +61,8 @@ struct compact_sink {
       return;
     }
     bound += (c < 0 ? -std::int64_t{c} : std::int64_t{c}) * gain[k];
-    ++count;
-    if (c >= -128 && c <= 127) {
-      p[0] = static_cast<std::uint8_t>(k);
-      p[1] = static_cast<std::uint8_t>(static_cast<std::int8_t>(c));
-      p += 2;
-    } else {
-      const auto u = static_cast<std::uint16_t>(c);
-      p[0] = static_cast<std::uint8_t>(k | 0x40);
-      p[1] = static_cast<std::uint8_t>(u & 0xFF);
-      p[2] = static_cast<std::uint8_t>(u >> 8);
-      p += 3;
-    }
+    p = ops::jpeg::pack_coefficient(p, last, k, c);
+    last = k;
   }
 };
 
@@ -129,9 +120,9 @@ void walk_mcu(j_decompress_ptr cinfo, reader& in, restarts& rst, const mcu_plan&
       continue;
     }
     byte_run& run = l.v[k] == 1 ? s.comp[k] : s.rows[k][p.dy[b]];
-    compact_sink sink{run.room(kMostBlockBytes) + 1, p.gain[k]};
+    compact_sink sink{run.room(kMostBlockBytes), p.gain[k]};
     decode_block(cinfo, in, *p.dc[b], *p.ac[b], rst.last_dc[p.scan[b]], sink);
-    run.v[run.n] = sink.count;
+    *sink.p++ = ops::jpeg::kEndOfBlock;
     run.starts.push_back(static_cast<std::uint32_t>(run.n));
     run.n = static_cast<std::size_t>(sink.p - run.v.data());
     past_63 = past_63 || sink.past_63;

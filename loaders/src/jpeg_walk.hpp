@@ -15,8 +15,8 @@
 
 namespace pinfeed::loaders::detail {
 
-/// The most bytes a block takes in the compact form: a count, then 64 wide coefficients.
-constexpr std::size_t kMostBlockBytes = 1 + 64 * 3;
+/// The most bytes a block takes in the compact form: 64 coefficients of 3 bytes, the end byte.
+constexpr std::size_t kMostBlockBytes = 64 * 3 + 1;
 
 /// Blocks whose bound is past this (samples past 500 in magnitude) are checked whole
 /// (ops::jpeg_block_same_on_every_host); below it no sample can leave [-512, 511], nor a value

@@ -122,8 +122,8 @@ TEST_CASE("gpu.jpeg.range_limit_wraps_as_on_the_host" * doctest::test_suite("gpu
 TEST_CASE("gpu.jpeg.packed_blocks_unpack_on_the_device_as_on_the_host" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("JPEG compact form unpacked on the device")) return;
   // A 4:2:0 and a 4:4:4 file's blocks, packed with their starts, unpacked on the device: the same
-  // dense blocks, which decode to the host decode path's pixels. Then one block broken (a tag with
-  // bit 7 set): it alone comes back zero, and the device counts it, as the host names it.
+  // dense blocks, which decode to the host decode path's pixels. Then one block broken (a bad
+  // end byte): it alone comes back zero, and the device counts it, as the host names it.
   loaders::jpeg_batch batch;
   std::vector<std::vector<std::uint8_t>> want;
   for (int k : {2, 0}) {
@@ -157,11 +157,11 @@ TEST_CASE("gpu.jpeg.packed_blocks_unpack_on_the_device_as_on_the_host" * doctest
   loaders::jpeg_batch unpacked = batch;
   unpacked.blocks = dense;
   device_equals(unpacked, want, {"4:2:0 40x24 unpacked on the device", "4:4:4 40x24 unpacked on the device"});
-  // Block 3 broken: its first tag gets bit 7 (a block of no coefficients is its count alone).
-  std::uint64_t broken = 3;
-  while (packed[starts[broken]] == 0) ++broken;
+  // Block 3 broken: its end byte becomes 0x18 (low nibble 8, neither the end nor 16 zeros).
+  const std::uint64_t broken = 3;
   std::vector<std::uint8_t> bad = packed;
-  bad[starts[broken] + 1] |= 0x80;
+  REQUIRE(bad[starts[broken + 1] - 1] == 0x08);
+  bad[starts[broken + 1] - 1] = 0x18;
   const auto partly = unpack(bad, malformed);
   CHECK(malformed == 1);
   for (std::uint64_t b = 0; b < count; ++b) {
@@ -173,7 +173,7 @@ TEST_CASE("gpu.jpeg.packed_blocks_unpack_on_the_device_as_on_the_host" * doctest
     CHECK((b == broken ? zero : same));
   }
   std::vector<std::int16_t> host(count * 64);
-  const std::string where = "block " + std::to_string(broken) + ", byte " + std::to_string(starts[broken] + 1);
+  const std::string where = "block " + std::to_string(broken) + ", byte " + std::to_string(starts[broken + 1] - 1) + ": byte 24";
   CHECK_THROWS_WITH_AS(ops::unpack_jpeg_blocks(bad, count, host.data()), doctest::Contains(where.c_str()), std::invalid_argument);
 }
 

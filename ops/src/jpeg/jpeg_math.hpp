@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "pinfeed/ops/detail/jpeg_compact.hpp"
 #include "pinfeed/ops/jpeg_planes.hpp"
 #include "pinfeed/runtime/philox.hpp"  // PINFEED_HD
 
@@ -142,21 +143,17 @@ PINFEED_HD void ycc_to_rgb(std::int32_t y, std::int32_t cb, std::int32_t cr, std
 /// What is wrong with a packed block, where unpack_block stopped.
 enum class unpack_error : std::uint8_t {
   none,
-  ends_before_block,  ///< no byte for the count
-  count_over_64,
-  ends_inside_block,  ///< no byte for a tag
-  tag_bit_7,
-  index_not_after,    ///< a zigzag index not after the one before
+  ends_inside_block,  ///< no end byte
+  bad_byte,           ///< low nibble 8, but neither the end nor 16 zeros
+  index_past_63,
+  zeros_before_end,   ///< 16 zeros right before the end byte
   ends_inside_wide,   ///< a 2-byte value cut short
-  wide_fits_one,      ///< a 2-byte value that fits one byte
-  ends_inside_value,  ///< a 1-byte value cut short
-  zero_value,         ///< a zero written as a coefficient
+  wide_fits_nibble,   ///< a 2-byte value within +-7 (or 0)
 };
 struct unpack_result {
   unpack_error error;
   std::uint64_t at;    ///< the byte after the block, or where it went wrong
-  std::int32_t value;  ///< the count, tag, index or value that was wrong
-  std::int32_t last;   ///< the index before, for index_not_after
+  std::int32_t value;  ///< the byte, index or value that was wrong
 };
 
 /// Unpacks one block of the compact form (jpeg_planes.hpp) from bytes[begin, end) into `block`
@@ -164,36 +161,40 @@ struct unpack_result {
 /// malformed). The host's unpack and the device's share it, so both accept exactly the same data.
 PINFEED_HD unpack_result unpack_block(const std::uint8_t* bytes, std::uint64_t begin, std::uint64_t end, std::int16_t* block) {
   for (int i = 0; i < 64; ++i) block[i] = 0;
-  const auto fail = [&](unpack_error e, std::uint64_t at, std::int32_t value, std::int32_t last) {
+  const auto fail = [&](unpack_error e, std::uint64_t at, std::int32_t value) {
     for (int i = 0; i < 64; ++i) block[i] = 0;
-    return unpack_result{e, at, value, last};
+    return unpack_result{e, at, value};
   };
   std::uint64_t at = begin;
-  if (at >= end) return fail(unpack_error::ends_before_block, at, 0, 0);
-  const std::uint8_t count = bytes[at++];
-  if (count > 64) return fail(unpack_error::count_over_64, at - 1, count, 0);
-  std::int32_t last = -1;
-  for (std::uint8_t k = 0; k < count; ++k) {
-    if (at >= end) return fail(unpack_error::ends_inside_block, at, 0, 0);
-    const std::uint8_t tag = bytes[at++];
-    const std::int32_t z = tag & 63;
-    if ((tag & 0x80) != 0) return fail(unpack_error::tag_bit_7, at - 1, tag, 0);
-    if (z <= last) return fail(unpack_error::index_not_after, at - 1, z, last);
-    last = z;
-    std::int16_t v = 0;
-    if ((tag & 0x40) != 0) {
-      if (end - at < 2) return fail(unpack_error::ends_inside_wide, at, 0, 0);
+  std::int32_t k = 0;  // the next zigzag index
+  bool zeros = false;  // the byte before was 16 zeros
+  while (true) {
+    if (at >= end) return fail(unpack_error::ends_inside_block, at, 0);
+    const std::uint8_t b = bytes[at++];
+    const std::int32_t run = b >> 4, lo = b & 15;
+    if (lo == 8) {
+      if (b == kEndOfBlock) return zeros ? fail(unpack_error::zeros_before_end, at - 1, 0) : unpack_result{unpack_error::none, at, 0};
+      if (b != kSixteenZeros) return fail(unpack_error::bad_byte, at - 1, b);
+      k += 16;
+      if (k > 63) return fail(unpack_error::index_past_63, at - 1, k);
+      zeros = true;
+      continue;
+    }
+    k += run;
+    if (k > 63) return fail(unpack_error::index_past_63, at - 1, k);
+    std::int16_t v;
+    if (lo == 0) {
+      if (end - at < 2) return fail(unpack_error::ends_inside_wide, at, 0);
       v = static_cast<std::int16_t>(static_cast<std::uint16_t>(bytes[at] | (bytes[at + 1] << 8)));
-      if (v >= -128 && v <= 127) return fail(unpack_error::wide_fits_one, at, v, 0);
+      if (v >= -7 && v <= 7) return fail(unpack_error::wide_fits_nibble, at, v);
       at += 2;
     } else {
-      if (at >= end) return fail(unpack_error::ends_inside_value, at, 0, 0);
-      v = static_cast<std::int8_t>(bytes[at++]);
-      if (v == 0) return fail(unpack_error::zero_value, at - 1, 0, 0);
+      v = static_cast<std::int16_t>(lo < 8 ? lo : lo - 16);
     }
-    block[natural_of(z)] = v;
+    block[natural_of(k)] = v;
+    ++k;
+    zeros = false;
   }
-  return {unpack_error::none, at, 0, 0};
 }
 
 /// The blocks component `k` of `image` stores.

@@ -7,6 +7,7 @@
 #include "pinfeed/ops/resize.hpp"
 #include "pinfeed/runtime/detail/thread_scratch.hpp"
 #include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/random.hpp"
 #include "resize_math.hpp"
 
 namespace pinfeed::ops {
@@ -20,10 +21,73 @@ void check_sides(const char* what, std::int64_t h, std::int64_t w) {
 }
 
 struct row_scratch {
-  std::vector<resize::tap> columns;
+  std::vector<std::int32_t> x0, x1, w1;  ///< each output column's taps: byte offsets and weight
   std::vector<std::int32_t> rows[2];
   std::int64_t row_of[2] = {-1, -1};  ///< the source row each holds
 };
+
+/// One source row taken across: each output column's samples (mirrored where `flip`).
+template <int C>
+inline void across_row(const std::uint8_t* p, const row_scratch& s, std::int64_t out_w, int channels, bool flip, std::int32_t* dst) {
+  const int ch = C > 0 ? C : channels;
+  for (std::int64_t d = 0; d < out_w; ++d) {
+    const auto k = static_cast<std::size_t>(d);
+    const std::uint8_t* a = p + s.x0[k];
+    const std::uint8_t* b = p + s.x1[k];
+    const std::int32_t f = s.w1[k];
+    std::int32_t* o = dst + (flip ? out_w - 1 - d : d) * ch;
+    for (int c = 0; c < ch; ++c) o[c] = resize::across(a[c], b[c], f);
+  }
+}
+
+/// The whole resize; compiled twice on x86-64 (baseline and AVX2: the same integers either way).
+inline void resize_body(const std::uint8_t* in, std::size_t in_stride, std::int64_t in_h, std::int64_t in_w, int channels,
+                        std::uint8_t* out, std::int64_t out_h, std::int64_t out_w, bool flip, row_scratch& s) {
+  const auto n = static_cast<std::size_t>(out_w);
+  s.x0.resize(n);
+  s.x1.resize(n);
+  s.w1.resize(n);
+  for (std::size_t d = 0; d < n; ++d) {
+    const resize::tap t = resize::tap_at(static_cast<std::int64_t>(d), in_w, out_w);
+    s.x0[d] = t.i0 * channels;
+    s.x1[d] = t.i1 * channels;
+    s.w1[d] = t.w1;
+  }
+  const std::size_t values = n * static_cast<std::size_t>(channels);
+  for (auto& r : s.rows) r.resize(values);
+  s.row_of[0] = s.row_of[1] = -1;
+  const auto across = [&](std::int64_t src) -> const std::int32_t* {  // source row `src` taken across
+    for (int k = 0; k < 2; ++k)
+      if (s.row_of[k] == src) return s.rows[k].data();
+    const int k = s.row_of[0] < s.row_of[1] ? 0 : 1;  // the older row (rows come in order)
+    const std::uint8_t* p = in + static_cast<std::size_t>(src) * in_stride;
+    if (channels == 3)
+      across_row<3>(p, s, out_w, 3, flip, s.rows[k].data());
+    else
+      across_row<0>(p, s, out_w, channels, flip, s.rows[k].data());
+    s.row_of[k] = src;
+    return s.rows[k].data();
+  };
+  for (std::int64_t y = 0; y < out_h; ++y) {
+    const resize::tap t = resize::tap_at(y, in_h, out_h);
+    const std::int32_t* top = across(t.i0);
+    const std::int32_t* bottom = across(t.i1);
+    std::uint8_t* o = out + static_cast<std::size_t>(y) * values;
+    for (std::size_t i = 0; i < values; ++i) o[i] = resize::down(top[i], bottom[i], t.w1);
+  }
+}
+
+void resize_portable(const std::uint8_t* in, std::size_t in_stride, std::int64_t in_h, std::int64_t in_w, int channels, std::uint8_t* out,
+                     std::int64_t out_h, std::int64_t out_w, bool flip, row_scratch& s) {
+  resize_body(in, in_stride, in_h, in_w, channels, out, out_h, out_w, flip, s);
+}
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void resize_avx2(const std::uint8_t* in, std::size_t in_stride, std::int64_t in_h, std::int64_t in_w,
+                                                 int channels, std::uint8_t* out, std::int64_t out_h, std::int64_t out_w, bool flip,
+                                                 row_scratch& s) {
+  resize_body(in, in_stride, in_h, in_w, channels, out, out_h, out_w, flip, s);
+}
+#endif
 
 }  // namespace
 
@@ -33,33 +97,11 @@ void resize_bilinear_u8(const std::uint8_t* in, std::size_t in_stride, std::int6
   check_sides("output", out_h, out_w);
   if (channels < 1 || channels > 4) throw pinfeed::invalid_argument("resize: " + std::to_string(channels) + " channels (1 to 4 taken)");
   auto& s = pinfeed::detail::thread_scratch<row_scratch, struct resize_rows>();
-  s.columns.resize(static_cast<std::size_t>(out_w));
-  for (std::int64_t d = 0; d < out_w; ++d) s.columns[static_cast<std::size_t>(d)] = resize::tap_at(d, in_w, out_w);
-  const std::size_t values = static_cast<std::size_t>(out_w) * static_cast<std::size_t>(channels);
-  for (auto& r : s.rows) r.resize(values);
-  s.row_of[0] = s.row_of[1] = -1;
-  const auto across = [&](std::int64_t src) -> const std::int32_t* {  // source row `src` taken across
-    for (int k = 0; k < 2; ++k)
-      if (s.row_of[k] == src) return s.rows[k].data();
-    const int k = s.row_of[0] < s.row_of[1] ? 0 : 1;  // the older row (rows come in order)
-    const std::uint8_t* p = in + static_cast<std::size_t>(src) * in_stride;
-    std::int32_t* dst = s.rows[k].data();
-    for (std::int64_t d = 0; d < out_w; ++d) {
-      const resize::tap t = s.columns[static_cast<std::size_t>(d)];
-      const std::int64_t od = flip ? out_w - 1 - d : d;
-      for (int c = 0; c < channels; ++c)
-        dst[od * channels + c] = resize::across(p[t.i0 * channels + c], p[t.i1 * channels + c], t.w1);
-    }
-    s.row_of[k] = src;
-    return dst;
-  };
-  for (std::int64_t y = 0; y < out_h; ++y) {
-    const resize::tap t = resize::tap_at(y, in_h, out_h);
-    const std::int32_t* top = across(t.i0);
-    const std::int32_t* bottom = across(t.i1);
-    std::uint8_t* o = out + static_cast<std::size_t>(y) * values;
-    for (std::size_t i = 0; i < values; ++i) o[i] = resize::down(top[i], bottom[i], t.w1);
-  }
+#if defined(__x86_64__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2 && simd_level_in_use() != simd_level::scalar) return resize_avx2(in, in_stride, in_h, in_w, channels, out, out_h, out_w, flip, s);
+#endif
+  resize_portable(in, in_stride, in_h, in_w, channels, out, out_h, out_w, flip, s);  // aarch64: NEON multiplies 32-bit lanes
 }
 
 void check_resize_jobs(const resize_job* jobs, std::size_t count, std::uint64_t in_bytes, std::uint64_t out_bytes) {

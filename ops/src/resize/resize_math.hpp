@@ -21,10 +21,11 @@ PINFEED_HD tap tap_at(std::int64_t d, std::int64_t in, std::int64_t out) {
   return {i, i + 1, static_cast<std::int32_t>((s & 0xFFFF) >> 5)};
 }
 
-/// One source row's samples at a column tap: a (2048 - fx) + b fx.
+/// Two samples weighed: a (2048 - fx) + b fx (two columns of a row, or two rows of a column).
 PINFEED_HD std::int32_t across(std::int32_t a, std::int32_t b, std::int32_t fx) { return a * (2048 - fx) + b * fx; }
 
-/// Two rows' values blended: (top (2048 - fy) + bottom fy + 2^21) >> 22.
+/// Two weighed values weighed again and rounded: (top (2048 - fy) + bottom fy + 2^21) >> 22. The
+/// exact sum of the four products, whichever side was weighed first.
 PINFEED_HD std::uint8_t down(std::int32_t top, std::int32_t bottom, std::int32_t fy) {
   return static_cast<std::uint8_t>((top * (2048 - fy) + bottom * fy + (1 << 21)) >> 22);
 }

@@ -95,18 +95,23 @@ void decode_jpeg_batch_device(const jpeg_batch_view& device, const jpeg_image* h
 [[nodiscard]] bool jpeg_block_same_on_every_host(const std::int16_t* coef, const std::uint16_t* q);
 
 /// The compact form of coefficient blocks, what the host half of hybrid decoding puts into a slot:
-/// each block is a byte counting its nonzero coefficients (0..64), then for each, in zigzag order,
-/// a tag byte (bits 0-5 its zigzag index; bit 6 set: a 2-byte little-endian value follows, else
-/// one signed byte) and its value. About a quarter of the dense int16 blocks at quality 90.
+/// each block's nonzero coefficients in zigzag order, then an end byte 0x08. A coefficient is a
+/// byte whose high nibble counts the zeros before it (0 to 15) and whose low nibble is its value
+/// when that is -7..-1 or 1..7 (two's complement: 9..15 for -7..-1); low nibble 0: its value
+/// follows as 2 bytes, little-endian (values past +-7 only). Runs of 16 zeros or more before a
+/// coefficient start with 0xF8 bytes, 16 zeros each. One form only: nothing else is accepted (no
+/// 0xF8 before the end byte, no other byte with low nibble 8, no index past 63). At quality 90
+/// most coefficients take one byte: about an eighth of the dense int16 blocks.
 /// Appends `blocks` (64 int16 each, natural order) packed to `out`, and, with `starts`, each
 /// block's first byte in `out` (what the device unpack needs; `out` must stay under 4 GiB then).
 void pack_jpeg_blocks(std::span<const std::int16_t> blocks, std::vector<std::uint8_t>& out,
                       std::vector<std::uint32_t>* starts = nullptr);
 
 /// Unpacks exactly `block_count` blocks from `bytes` into `blocks` (dense, natural order). Throws
-/// std::invalid_argument naming the block and the byte where the data is malformed: it ends early,
-/// a tag has bit 7 set, an index is past 63 or not after the one before, a value that fits one
-/// byte was written in two, or bytes are left over.
+/// std::invalid_argument naming the block and the byte where the data is malformed: it ends inside
+/// a block or a value, a byte with low nibble 8 is neither the end nor 16 zeros, an index passes
+/// 63, 16 zeros come right before the end, a value within +-7 was written in two bytes, or bytes
+/// are left over.
 void unpack_jpeg_blocks(std::span<const std::uint8_t> bytes, std::uint64_t block_count, std::int16_t* blocks);
 
 /// The same on the device, a thread per block, asynchronous on `stream` (no host synchronization,

@@ -8,6 +8,7 @@
 #   bundle/lib/       the shared libraries they need, except the system base: the glibc family,
 #                     libstdc++/libgcc_s and the CUDA driver come from the runner
 #   bundle/compare/   the PyTorch comparison script
+#   bundle/photos/    the JPEG photos of scripts/fetch-photos.sh, for the decode bench
 #   bundle/run-device-checks.sh, bundle/BUNDLE_INFO
 # and bundle.tar.gz beside the folder: carry that archive, then on the runner
 #   tar -xzf bundle.tar.gz && bash bundle/run-device-checks.sh tests
@@ -50,6 +51,13 @@ strip --strip-unneeded "$bundle"/bin/* "$bundle"/lib/*.so* 2>/dev/null || true
 
 cp "$root/bench/compare/sampler_torch.py" "$root/bench/compare/common.py" "$bundle/compare/"
 cp "$root/scripts/run-device-checks.sh" "$root/scripts/system-base-libs.txt" "$root/scripts/base-libs.sh" "$bundle/"
+# The decode bench's photos: the JPEG ones (this build decodes no PNG), about 1 MB.
+mkdir -p "$bundle/photos"
+if photos=$(bash "$root/scripts/fetch-photos.sh" "$root/build/photos" 2>/dev/null); then
+  cp "$photos"/*.jpg "$bundle/photos/"
+else
+  echo "gpu-bundle: no photos (scripts/fetch-photos.sh failed): the bundle's decode bench will be skipped" >&2
+fi
 chmod +x "$bundle/run-device-checks.sh"
 {
   echo "commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo '+changes')"

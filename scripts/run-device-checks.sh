@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Runs pinfeed's GPU checks from a bundle made by scripts/gpu-bundle.sh, in two phases that each end
-# by themselves within a phase budget (default 280 s), every step under its own time limit:
+# by themselves within a phase budget (default 300 s), every step under its own time limit:
 #   tests  nvidia-smi, pinfeed info, the gpu-labelled test suites, compute-sanitizer memcheck and
 #          racecheck on the device ops, memcheck on the runtime's GPU cases, and racecheck and
 #          synccheck on the runtime's stream-ordering cases (DLPack views, release_after)
 #   bench  host-to-device copies, the sampler on a bounded size list, the doctor on the article's
-#          pipeline on the GPU, and PyTorch's best sampler variants (torch.compile included) against
-#          pinfeed's rows of the sampler step
+#          pipeline on the GPU, JPEG decoding (the host half's CPU time against the host path's, and
+#          the device half's images/s), and PyTorch's best sampler variants (torch.compile included)
+#          against pinfeed's rows of the sampler step
 # Results: exactly two files under $OUT (default ./device-checks-out), rewritten after every step so
 # that a run cut short still returns what it did:
 #   summary.txt      one line per step: name, pass/fail/skip/unsupported/timeout, seconds, key figure
@@ -22,18 +23,18 @@ set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bin=$here/bin
 dry=0 phase="" failed=0
-budget=${PINFEED_PHASE_BUDGET_S:-280}
+budget=${PINFEED_PHASE_BUDGET_S:-300}
 
 # Each step's time limit in seconds. A phase's limits add up to no more than its budget, so that
 # every step can use its whole limit and the phase still ends in time (check_budgets).
 declare -A limit=(
   [nvidia-smi]=10 [info]=10 [runtime-gpu]=40 [ops-gpu]=50 [doctor-gpu]=35
   [memcheck-ops]=40 [racecheck-ops]=30 [memcheck-runtime]=40 [racecheck-streams]=10 [synccheck-streams]=10
-  [bench-h2d]=20 [bench-sampler]=70 [doctor-article]=60 [torch-compare]=120
+  [bench-h2d]=20 [bench-sampler]=70 [doctor-article]=60 [bench-decode]=20 [torch-compare]=120
 )
 tests_steps=(nvidia-smi info runtime-gpu ops-gpu doctor-gpu memcheck-ops racecheck-ops memcheck-runtime
              racecheck-streams synccheck-streams)
-bench_steps=(bench-h2d bench-sampler doctor-article torch-compare)
+bench_steps=(bench-h2d bench-sampler doctor-article bench-decode torch-compare)
 # Cases that assert timing (a call returns before a busy kernel ends, a copy overlaps a kernel): a
 # sanitizer serializes and slows the device's work, so they are left out of its runs.
 timing_cases='*never_waits*,*copy_overlaps*'
@@ -301,6 +302,26 @@ EOF
     )
   fi
   record doctor-article "$(status_of)" "$took" "$fig"
+
+  if compgen -G "$here/photos/*.jpg" >/dev/null; then
+    step bench-decode "$bin/pinfeed" bench decode --photos "$here/photos" --images 100 --repeats 3
+    grep -a '^{' "$work/bench-decode.log" >"$work/bench-decode.jsonl" 2>/dev/null
+    local fig=$no_time
+    if ((rc != -1)); then
+      fig=$(python3 - "$work/bench-decode.jsonl" 2>/dev/null <<'EOF' || echo "no rows"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+def dev(r):
+    v = r.get("device_half_images_per_s")
+    return f", device half {v:.0f} img/s" if v else ""
+print("; ".join(f"q{r['quality']}: host half {r['host_half_ratio']:.2f}x, {r['slot_bytes_mean'] / 1024:.0f} KB/img{dev(r)}" for r in rows))
+EOF
+      )
+    fi
+    record bench-decode "$(status_of)" "$took" "$fig"
+  else
+    record bench-decode skip 0 "no photos in the bundle"
+  fi
 
   if python3 -c "import torch" >/dev/null 2>&1; then
     if ((dry)) || python3 -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1; then

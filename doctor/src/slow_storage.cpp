@@ -39,6 +39,7 @@ class slow_storage_reader final : public image_reader {
            (e_.bandwidth_mb_s > 0 ? figure(e_.bandwidth_mb_s) + " MB/s" : std::string("unlimited")) + ")";
   }
   bool stores_encoded() const override { return base_->stores_encoded(); }
+  loaders::decode_options decoding() const override { return base_->decoding(); }
   // The same data, only slower: the same identity and storage groups.
   std::string identity() const override { return base_->identity(); }
   std::shared_ptr<const sample_groups> groups() const override { return base_->groups(); }

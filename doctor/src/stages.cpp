@@ -157,6 +157,7 @@ class cached_reader final : public image_reader {
     return raw_ ? "stored bytes" : before_.empty() ? "decoded images" : "images after " + before_.to_string();
   }
   bool stores_encoded() const override { return raw_; }
+  loaders::decode_options decoding() const override { return base_->decoding(); }
   loaders::storage_kind storage() const override { return base_->storage(); }
   std::optional<loaders::remote_counters> fetch_counters() const override { return base_->fetch_counters(); }
   /// The base's, and the pool: its entries' bytes where their size is known (fixed images), else

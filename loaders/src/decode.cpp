@@ -380,6 +380,13 @@ image_spec decode_image(std::span<const std::byte> bytes, std::vector<std::byte>
   return spec ? *spec : decode_opencv(bytes, out, what);
 }
 
+unsigned region_decode_denom(image_region r, std::int64_t min_short_side) noexcept {
+  if (min_short_side > 0)
+    for (unsigned d : {8u, 4u, 2u})
+      if (std::min(r.height, r.width) / static_cast<std::int64_t>(d) >= min_short_side) return d;
+  return 1u;
+}
+
 image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& o,
                                image_region r, std::int64_t min_short_side, const std::string& what) {
   if (bytes.empty()) fail(what, "empty file (0 bytes)");
@@ -396,11 +403,7 @@ image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std
         bytes, out, o.fast_dct, what, pixel_check(o, what),
         [&](std::int64_t W, std::int64_t H) {
           clamp_to(W, H);
-          // The smallest of 1/8, 1/4, 1/2 that keeps the window's shorter side.
-          if (min_short_side > 0)
-            for (unsigned d : {8u, 4u, 2u})
-              if (std::min(r.height, r.width) / static_cast<std::int64_t>(d) >= min_short_side) return d;
-          return 1u;
+          return region_decode_denom(r, min_short_side);
         },
         [&](std::int64_t, std::int64_t, double scale, std::int64_t ow, std::int64_t oh) {
           const auto at = [scale](std::int64_t v) { return static_cast<std::int64_t>(static_cast<double>(v) * scale); };

@@ -104,6 +104,7 @@ class files_reader final : public image_reader {
     return decode_stored(s, read_stored(s, bytes), image, plan);
   }
   bool stores_encoded() const override { return true; }
+  decode_options decoding() const override { return options_; }
   std::span<const std::byte> read_stored(sample& s, std::vector<std::byte>& storage) override {
     const image_file& f = files_.at(s.index());
     s.set_origin(f.path);

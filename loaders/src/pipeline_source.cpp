@@ -13,6 +13,7 @@
 
 #include <oneapi/tbb/task_arena.h>
 
+#include "hybrid_decode.hpp"
 #include "pinfeed/runtime/detail/thread_scratch.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/stats.hpp"
@@ -243,6 +244,7 @@ pipeline_source::pipeline_source(std::shared_ptr<image_reader> reader, pipeline 
   (void)out;
   fields_.push_back(image);
   for (auto& f : reader_->extra_fields()) fields_.push_back(f);
+  choose_decode_path();
   validate_fields(fields_);
 }
 
@@ -312,7 +314,7 @@ decode_planner pipeline_source::planner(sample& s) const {
 
 void pipeline_source::produce_one(sample& out, std::uint64_t index) {
   struct scratch {
-    std::vector<std::byte> a, b;
+    std::vector<std::byte> a, b, stored;
     std::vector<std::byte*> buffers;
   };
   // Per-thread scratch is safe: the only TBB wait inside (the fused tail's pinfeed::parallel_for)
@@ -320,12 +322,35 @@ void pipeline_source::produce_one(sample& out, std::uint64_t index) {
   auto& t = pinfeed::detail::thread_scratch<scratch, struct pipeline_scratch>();
   // The stand-in sample keeps the output's buffers but reads index `index` with its own stream.
   t.buffers.resize(fields_.size());
-  for (std::size_t i = 0; i < fields_.size(); ++i) t.buffers[i] = out.bytes(i).data();
+  for (std::size_t i = 0; i < fields_.size(); ++i) t.buffers[i] = fields_[i].variable ? nullptr : out.bytes(i).data();
   sample s(index, out.epoch(), out.seed(), fields_, t.buffers, out.stats(), out.trace());
   s.share_place(out);  // readers that fetch ahead follow the epoch's order from here
   image_spec in;
   bool window_only = false;
   const std::byte* image = nullptr;
+  if (hybrid_) {  // the stored bytes first: packed for the device, else decoded here
+    std::span<const std::byte> stored;
+    {
+      stage_timer timer(stage::read, s.stats(), s.trace(), index);
+      try {
+        stored = reader_->read_stored(s, t.stored);
+      } catch (...) {
+        rethrow_as_sample_error(index, "read", s.origin());
+      }
+    }
+    out.set_origin(s.origin());
+    bool packed = false;
+    {
+      stage_timer timer(stage::decode, s.stats(), s.trace(), index);
+      packed = hybrid_->pack(s, stored, host_, decoding_);
+    }
+    if (packed) return;
+    host_decodes_->fetch_add(1, std::memory_order_relaxed);
+    const read_result r = reader_->decode_stored(s, stored, t.a, planner(s));
+    run_steps(s, image_view{const_cast<std::byte*>(r.data != nullptr ? r.data : t.a.data()), r.spec}, r.window_only, t.a, t.b);
+    return;
+  }
+  if (reader_->stores_encoded()) host_decodes_->fetch_add(1, std::memory_order_relaxed);
   {
     stage_timer timer(stage::read, s.stats(), s.trace(), index);
     try {

@@ -57,12 +57,28 @@ tensor_view batch::field(std::size_t i) const {
   const auto& spec = c.fields[i];
   tensor_view v;
   std::byte* base = c.dev.is_cuda() ? c.device_slot(l.slot) : c.host_slot(l.slot);
-  v.data = base + c.field_offset[i];
   v.type = spec.type;
+  v.location = location();
+  if (spec.variable) {
+    v.data = base + c.arena_offset[i];
+    v.shape.push_back(static_cast<std::int64_t>(c.arena_bytes(l.slot, i) / dtype_size(spec.type)));
+    return v;
+  }
+  v.data = base + c.field_offset[i];
   v.shape.push_back(static_cast<std::int64_t>(c.meta[l.slot].count));
   for (const auto e : spec.shape) v.shape.push_back(e);  // validate_fields capped the rank
-  v.location = location();
   return v;
+}
+
+std::span<const std::uint64_t> batch::extents(std::size_t i) const {
+  const auto& l = lease();
+  const auto& c = *l.core;
+  if (i >= c.fields.size())
+    throw pinfeed::out_of_range("batch has no field " + std::to_string(i) + " (it has " +
+                                std::to_string(c.fields.size()) + ")");
+  if (!c.fields[i].variable)
+    throw pinfeed::invalid_argument("batch field '" + c.fields[i].name + "' is not variable-size: it has no extents");
+  return {reinterpret_cast<const std::uint64_t*>(c.host_slot(l.slot) + c.field_offset[i]), 2 * c.meta[l.slot].count};
 }
 
 tensor_view batch::field(std::string_view name) const {

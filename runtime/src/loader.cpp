@@ -28,6 +28,7 @@ loader::impl::impl(std::shared_ptr<source> s, loader_options o)
   if (!src) throw pinfeed::invalid_argument("loader needs a source, got a null pointer");
   dataset_size = src->size();
   if (dataset_size == 0) throw pinfeed::invalid_argument("source '" + src->name() + "' has no samples");
+  src->on_loader(device);
   auto fields = src->fields();
   validate_fields(fields);
   if (o.order.shuffle && !o.order.groups) o.order.groups = src->groups();

@@ -55,6 +55,9 @@ void validate_fields(std::span<const field_spec> fields) {
       if (f.shape[d] <= 0)
         throw pinfeed::invalid_argument("field '" + f.name + "' has extent " + std::to_string(f.shape[d]) +
                                     " in dimension " + std::to_string(d) + " (must be positive)");
+    if (f.variable && f.shape.size() != 1)
+      throw pinfeed::invalid_argument("variable-size field '" + f.name + "' has " + std::to_string(f.shape.size()) +
+                                      " dimensions; it must have one (the most elements a sample holds)");
     // bytes() multiplies the extents: they must not overflow a size.
     std::size_t bytes = dtype_size(f.type);
     for (const auto e : f.shape)

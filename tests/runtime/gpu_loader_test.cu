@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <numeric>
@@ -481,4 +482,74 @@ TEST_CASE("gpu.loader.dlpack_view_deleted_after_the_loader_is_gone" * doctest::t
     fill_random_bytes(philox_stream(77, 0, j), expect);
     CHECK(std::memcmp(back.data() + j * kBytes, expect.data(), kBytes) == 0);
   }
+}
+
+namespace {
+
+/// Adds `by` to each of the arena's `n` elements (the source's device work after the copy).
+__global__ void add_to_each(std::uint32_t* data, std::uint64_t n, std::uint32_t by) {
+  for (std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; i < n; i += std::uint64_t{gridDim.x} * blockDim.x)
+    data[i] += by;
+}
+
+/// Samples claim 1 + i % 29 elements of "tokens" (at most 32) holding i * 100 + k; before the copy
+/// the source writes each sample's element count into "count" in the host slot, and after it adds
+/// 7 to every element on the device.
+class hooked_source final : public source {
+ public:
+  std::uint64_t size() const override { return 45; }
+  std::vector<field_spec> fields() const override {
+    return {{"count", dtype::u32, {}}, {"tokens", dtype::u32, {32}, true}};
+  }
+  void produce(sample& s) override {
+    const auto t = s.claim<std::uint32_t>("tokens", 1 + s.index() % 29);
+    for (std::size_t k = 0; k < t.size(); ++k) t[k] = static_cast<std::uint32_t>(s.index() * 100 + k);
+  }
+  void before_copy(const slot_view& slot) override {
+    auto* count = reinterpret_cast<std::uint32_t*>(slot.host[0]);
+    for (std::size_t j = 0; j < slot.count; ++j) count[j] = static_cast<std::uint32_t>(slot.extents[1][2 * j + 1]);
+    before.fetch_add(1);
+  }
+  void after_copy(const slot_view& slot) override {
+    if (slot.used[1] == 0) return;
+    add_to_each<<<4, 128, 0, slot.stream>>>(reinterpret_cast<std::uint32_t*>(slot.device[1]), slot.used[1], 7);
+    PINFEED_CUDA_TRY(cudaGetLastError());
+    after.fetch_add(1);
+  }
+  std::atomic<int> before{0}, after{0};
+};
+
+}  // namespace
+
+TEST_CASE("gpu.loader.variable_fields_and_the_sources_copy_hooks" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("variable-size fields")) return;
+  auto src = std::make_shared<hooked_source>();
+  loader l(src, gpu_options(8, 2));
+  std::uint64_t seen = 0;
+  std::size_t batches = 0;
+  while (auto b = l.next()) {
+    ++batches;
+    const auto tokens = b->field("tokens");
+    CHECK(tokens.location.is_cuda());
+    std::vector<std::uint32_t> arena(static_cast<std::size_t>(tokens.shape[0]));
+    std::vector<std::uint32_t> count(b->size());
+    PINFEED_CUDA_TRY(cudaMemcpyAsync(arena.data(), tokens.data, arena.size() * 4, cudaMemcpyDeviceToHost, b->stream()));
+    PINFEED_CUDA_TRY(cudaMemcpyAsync(count.data(), b->field("count").data, count.size() * 4, cudaMemcpyDeviceToHost, b->stream()));
+    PINFEED_CUDA_TRY(cudaStreamSynchronize(b->stream()));
+    const auto extents = b->extents(1);
+    std::uint64_t total = 0;
+    for (std::size_t j = 0; j < b->size(); ++j) {
+      const std::uint64_t i = b->indices()[j];
+      CAPTURE(i);
+      CHECK(count[j] == 1 + i % 29);  // written by before_copy into the host slot, then copied
+      CHECK(extents[2 * j + 1] == 1 + i % 29);
+      for (std::size_t k = 0; k < extents[2 * j + 1]; ++k) CHECK(arena[extents[2 * j] + k] == i * 100 + k + 7);
+      total += extents[2 * j + 1];
+      ++seen;
+    }
+    CHECK(arena.size() == total);
+  }
+  CHECK(seen == 45);
+  CHECK(src->before.load() == static_cast<int>(batches));
+  CHECK(src->after.load() == static_cast<int>(batches));
 }

@@ -93,17 +93,26 @@ pipeline_parts make_pipeline(const run_args& a, const device_choice& dev) {
     throw pinfeed::invalid_argument("unknown source '" + a.source +
                                 "' (synthetic, folder:PATH, list:FILE or shards:PATTERN)");
   }
-  auto& po = p.source;
-  po.device_tail = dev.is_cuda();  // with a GPU the colour/scale tail runs there: the slot keeps uint8
   const storage_emulation storage{a.latency_ms, a.bandwidth_mb_s};
   if (storage.active()) p.reader = make_slow_storage(p.reader, storage);
+  p.source = source_options(a, dev);
+  return p;
+}
+
+loaders::pipeline_source_options source_options(const run_args& a, const device_choice& dev) {
+  loaders::pipeline_source_options po;
+  po.device_tail = dev.is_cuda();  // with a GPU the colour/scale tail runs there: the slot keeps uint8
   if (a.on_error == "skip") po.on_error = loaders::error_policy::skip;
   else if (a.on_error != "fail") throw pinfeed::invalid_argument("--on-error must be fail or skip, got '" + a.on_error + "'");
   if (a.max_bad_fraction > 0.0 && a.on_error != "skip")
     throw pinfeed::invalid_argument("--max-bad-fraction " + std::to_string(a.max_bad_fraction) +
                                 " caps --on-error skip; with --on-error fail the first bad sample already fails");
   po.max_bad_fraction = a.max_bad_fraction;
-  return p;
+  po.decode = loaders::parse_decode_place(a.decode);
+  if (po.decode == loaders::decode_place::device && !dev.is_cuda())
+    throw pinfeed::invalid_argument("--decode device decodes on the GPU, but the batches stay on the " + dev.to_string() +
+                                    " (--device): use --decode host or auto");
+  return po;
 }
 
 loader_options make_loader_options(const run_args& a, const device_choice& dev) {
@@ -136,16 +145,24 @@ loader_options make_loader_options(const run_args& a, const device_choice& dev) 
   return o;
 }
 
-void add_pipeline_options(CLI::App* app, run_args& a) {
-  app->add_option("--source", a.source,
-                  "synthetic, folder:PATH (ImageFolder layout), list:FILE (path label lines) or shards:PATTERN "
-                  "(tar shards: glob or train-{000..127}.tar, local or http://, https://, s3://)");
+void add_sample_options(CLI::App* app, run_args& a) {
   app->add_option("--on-error", a.on_error,
                   "fail (default) or skip: a bad sample is read once per epoch and its slot gets a stand-in drawn from the epoch");
   app->add_option("--max-bad-fraction", a.max_bad_fraction,
                   "with --on-error skip: fail when more than this fraction of an epoch is bad (default 0: off)")
       ->check(CLI::Range(0.0, 1.0));
   app->add_option("--max-pixels", a.max_pixels, "reject images with more pixels (decompression bombs)");
+  app->add_option("--decode", a.decode,
+                  "where JPEGs are decoded: host (default), device (entropy decoding on the workers, the rest on the GPU, "
+                  "the same pixels; a first step that decodes a window, then only flips) or auto (device where it can)")
+      ->check(CLI::IsMember({"host", "device", "auto"}));
+}
+
+void add_pipeline_options(CLI::App* app, run_args& a) {
+  app->add_option("--source", a.source,
+                  "synthetic, folder:PATH (ImageFolder layout), list:FILE (path label lines) or shards:PATTERN "
+                  "(tar shards: glob or train-{000..127}.tar, local or http://, https://, s3://)");
+  add_sample_options(app, a);
   app->add_option("--shard-window", a.shard_window,
                   "tar shards: shuffle shard-aware, samples within windows of this many shards; remote shards are then "
                   "fetched whole into a cache. 0: the exact global shuffle (remote shards: a range request per sample). "

@@ -36,6 +36,7 @@ struct run_args {
   double remote_cache_mb = 1024;
   std::string remote_cache_dir, remote_index_cache;
   std::string memory_budget;  ///< a size (parse_bytes), empty: none
+  std::string decode = "host";  ///< host, device or auto (loaders::parse_decode_place)
   std::int64_t max_pixels = std::int64_t{1} << 28;
   double max_bad_fraction = 0.0;
   double latency_ms = 0, bandwidth_mb_s = 0, step_ms = 0, copy_bandwidth_mb_s = 0;
@@ -51,6 +52,12 @@ struct run_args {
 [[nodiscard]] std::size_t workers_asked(const run_args& a) noexcept;
 /// The config file of --config, if one was given (read once).
 [[nodiscard]] const std::optional<loader_config>& config_of(const run_args& a);
+
+/// What to do with bad samples and where to decode: --on-error, --max-bad-fraction, --max-pixels, --decode.
+void add_sample_options(CLI::App* app, run_args& a);
+/// The pipeline_source options of those, and the tail's place (on a GPU, there). Throws
+/// std::invalid_argument naming the option that is wrong.
+[[nodiscard]] loaders::pipeline_source_options source_options(const run_args& a, const device_choice& dev);
 
 /// The options that describe a pipeline and its loader (shared by run and doctor).
 void add_pipeline_options(CLI::App* app, run_args& a);

@@ -87,6 +87,12 @@ void print_bad_samples(const loaders::pipeline_source& counted) {
   for (const auto& f : counted.failed()) std::fprintf(stderr, "  %s\n", f.c_str());
 }
 
+/// Where the samples were decoded (readers of encoded files).
+void print_decoded(const loaders::pipeline_source& counted) {
+  if (!counted.reader()->stores_encoded()) return;
+  std::fprintf(stderr, "decode: on the %s; %s\n", to_string(counted.decode_path()), counted.decoded().to_string().c_str());
+}
+
 void write_json(const run_args& a, const loader& l, const stats_snapshot& st, const loaders::pipeline_source& counted,
                 const std::optional<loaders::remote_counters>& fetched) {
   nlohmann::json j{{"samples_per_s", st.samples_per_s()}, {"mb_per_s", st.megabytes_per_s()},
@@ -102,6 +108,11 @@ void write_json(const run_args& a, const loader& l, const stats_snapshot& st, co
         {"count", t.count}, {"total_ms", t.total_ms()}, {"mean_ms", t.mean_ms()}, {"max_ms", t.max_ns / 1e6}};
   }
   if (fetched) j["fetch"] = nlohmann::json::parse(loaders::to_json(*fetched));
+  if (counted.reader()->stores_encoded()) {
+    const auto d = counted.decoded();
+    j["decode"] = {{"path", to_string(counted.decode_path())}, {"device", d.device}, {"host", d.host}};
+    for (const auto& [reason, n] : d.host_by_reason) j["decode"]["host_by_reason"][reason] = n;
+  }
   std::ofstream out(a.json);
   if (!out) throw pinfeed::runtime_error("cannot write '" + a.json + "'");
   out << j.dump(2) << "\n";
@@ -170,6 +181,7 @@ int cmd_run(const run_args& a) {
   const auto fetched = p.remote ? std::optional(loaders::remote_stats(*p.remote)) : std::nullopt;
   if (fetched) print_fetch(*fetched);
   print_bad_samples(*counted);
+  print_decoded(*counted);
   if (!save_path.empty()) {
     std::ofstream out(save_path);
     if (!(out << l.state() << "\n")) throw pinfeed::runtime_error("cannot write loader state '" + save_path + "'");

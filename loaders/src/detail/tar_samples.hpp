@@ -143,6 +143,7 @@ class tar_sample_reader : public image_reader {
   }
   [[nodiscard]] storage_kind storage() const final { return kind_; }
   [[nodiscard]] bool stores_encoded() const final { return true; }
+  [[nodiscard]] decode_options decoding() const final { return decode_; }
   read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) final;
   /// A view into the shard where it lives as long as the reader; else a copy in `storage`.
   std::span<const std::byte> read_stored(sample& s, std::vector<std::byte>& storage) final;

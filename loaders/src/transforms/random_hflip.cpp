@@ -78,7 +78,7 @@ class hflip_transform final : public transform {
     return in;
   }
   void apply(const image_view& in, const image_view& out, philox_stream rng) const override {
-    const bool flip = static_cast<double>(rng.next_u32()) < p_ * 4294967296.0;
+    const bool flip = *mirrors(rng);
     const std::int64_t h = in.spec.height, w = in.spec.width;
     const std::size_t px = static_cast<std::size_t>(in.spec.channels) * dtype_size(in.spec.type);
     if (!flip) {
@@ -92,6 +92,9 @@ class hflip_transform final : public transform {
     }
   }
   bool in_place() const override { return true; }
+  std::optional<bool> mirrors(philox_stream rng) const override {
+    return static_cast<double>(rng.next_u32()) < p_ * 4294967296.0;
+  }
 
  private:
   double p_;

@@ -60,11 +60,16 @@ struct slot_meta {
   std::mutex fence_mutex;
   std::vector<cuda_event> fences;        // recorded, not waited on by a copy yet
   std::vector<cuda_event> spare_fences;  // waited on: free to record again
+  // Per field: elements claimed in a variable-size field's arena. The feeder zeroes them with the
+  // extents before any chunk; workers add (relaxed: the finisher reads them after `remaining`).
+  std::unique_ptr<std::atomic<std::uint64_t>[]> arena_used;
+  std::vector<field_arena> arenas;       // feeder: per field, this slot's arenas as samples see them
 };
 
 /// The slots a loader has: their layout, how many there may be and how many to allocate at first.
 struct slot_plan {
-  std::vector<std::size_t> field_offset;  // per field, within a slot
+  std::vector<std::size_t> field_offset;  // per field, within a slot (a variable-size field's extents)
+  std::vector<std::size_t> arena_offset;  // per variable-size field, its arena within a slot (0: fixed)
   std::size_t slot_bytes = 0;
   std::size_t prefetch_most = 0;  // the ring has prefetch_most + max_batches_in_use slots
   std::size_t prefetch = 0;       // the prefetch to start with (its slots are allocated at once)
@@ -115,8 +120,24 @@ struct loader_core {
   [[nodiscard]] std::size_t allocated_bytes() const noexcept { return allocated() * slot_bytes; }
   /// The most prefetch the ring has slots for.
   [[nodiscard]] std::size_t prefetch_most() const noexcept { return ring.size() - options.max_batches_in_use; }
-  /// Bytes of a slot holding `n` samples that must reach the device (up to the last field's end).
+  /// Bytes of a slot holding `n` samples that must reach the device in its first piece (up to the
+  /// last field's end, a variable-size field's extents; the arenas after).
   [[nodiscard]] std::size_t used_bytes(std::size_t n) const;
+  /// Bytes of variable-size field f's arena in slot s that must reach the device.
+  [[nodiscard]] std::size_t arena_bytes(std::size_t s, std::size_t f) const;
+  /// Every byte a copy of slot s moves: used_bytes() and every arena's used part.
+  [[nodiscard]] std::size_t copied_bytes(std::size_t s) const;
+  /// The copy hooks' view of slot s (source::before_copy, source::after_copy).
+  struct hook_view {
+    std::vector<std::byte*> host, device;
+    std::vector<const std::uint64_t*> extents;
+    std::vector<std::uint64_t> used;
+    slot_view view;
+  };
+  void view_slot(std::size_t s, hook_view& out) const;
+  /// Points slot s's arenas at its memory and empties them (no sample holds any claim): the
+  /// feeder, before a fill's chunks.
+  void reset_arenas(std::size_t s);
   /// Returns a slot from the consumer: records the release event (GPU) and frees it.
   void release_slot(std::size_t slot) noexcept;
   /// Records on `stream` an event that the next copy into `slot` waits for (batch::release_after).
@@ -132,6 +153,7 @@ struct loader_core {
   loader_options options;
   std::vector<field_spec> fields;
   std::vector<std::size_t> field_offset;  // per field, within a slot
+  std::vector<std::size_t> arena_offset;  // per variable-size field, within a slot
   std::size_t slot_bytes = 0;
   std::string options_used;
   device_choice dev;

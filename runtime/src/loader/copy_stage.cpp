@@ -92,14 +92,26 @@ void loader::impl::finish_slot(std::size_t slot) noexcept {
       m.after_recorded = false;
     }
     c.wait_fences(slot, c.copy_stream.get());  // work on DLPack views' own streams up to their deleters
+    detail::loader_core::hook_view hooks;
+    c.view_slot(slot, hooks);
+    src->before_copy(hooks.view);
     PINFEED_CUDA_TRY(cudaMemcpyAsync(c.device_slot(slot), c.host_slot(slot), c.used_bytes(m.count),
                                      cudaMemcpyHostToDevice, c.copy_stream.get()));
+    for (std::size_t f = 0; f < c.fields.size(); ++f)  // each arena's used part
+      if (const std::size_t bytes = c.arena_bytes(slot, f); bytes > 0)
+        PINFEED_CUDA_TRY(cudaMemcpyAsync(c.device_slot(slot) + c.arena_offset[f], c.host_slot(slot) + c.arena_offset[f],
+                                         bytes, cudaMemcpyHostToDevice, c.copy_stream.get()));
     // The copy event is recorded even when the hook throws: the queued copy still reads the host
     // slot, which must not be refilled before it has (the feeder waits for this event).
     std::exception_ptr hook_failure;
-    if (c.options.after_copy) {
+    try {
+      src->after_copy(hooks.view);  // the source's device work, before the copy event and the user's hook
+    } catch (...) {
+      hook_failure = std::current_exception();
+    }
+    if (c.options.after_copy && !hook_failure) {
       try {
-        c.options.after_copy(c.used_bytes(m.count), c.copy_stream.get());
+        c.options.after_copy(c.copied_bytes(slot), c.copy_stream.get());
       } catch (const std::exception&) {  // (a std::bad_alloc included) reaches next() as thrown
         hook_failure = std::current_exception();
       } catch (...) {

@@ -85,6 +85,7 @@ void loader::impl::fill_slot(std::size_t slot, std::uint32_t e, std::uint64_t b,
   }
   m.error = failure;
   m.error_index = failure ? m.indices[0] : 0;
+  c.reset_arenas(slot);
   const std::size_t chunks = std::min(m.count, pool->most() * 4);
   m.remaining.store(chunks, std::memory_order_release);
   for (std::size_t k = 0; k < chunks; ++k) {
@@ -128,9 +129,11 @@ void loader::impl::produce_chunk(std::size_t slot, std::size_t begin, std::size_
   std::vector<std::byte*> buffers(c.fields.size());
   std::byte* base = c.host_slot(slot);
   for (std::size_t j = begin; j < end; ++j) {
-    for (std::size_t f = 0; f < c.fields.size(); ++f) buffers[f] = base + c.field_offset[f] + j * c.fields[f].bytes();
+    for (std::size_t f = 0; f < c.fields.size(); ++f)
+      buffers[f] = c.fields[f].variable ? nullptr : base + c.field_offset[f] + j * c.fields[f].bytes();
     sample s(m.indices[j], m.epoch, c.options.seed, c.fields, buffers, &c.stats, c.trace.get());
     detail::sample_access::place(s, &*order, m.batch * c.options.batch_size + j, pass);
+    detail::sample_access::lend(s, m.arenas.data(), j);
     std::exception_ptr err;
     try {
       stage_timer t(stage::produce, &c.stats, c.trace.get(), s.index());

@@ -14,6 +14,7 @@ loader_core::loader_core(const loader_options& o, std::vector<field_spec> f, dev
     : options(o),
       fields(std::move(f)),
       field_offset(std::move(plan.field_offset)),
+      arena_offset(std::move(plan.arena_offset)),
       slot_bytes(plan.slot_bytes),
       options_used(std::move(plan.options_used)),
       dev(d),
@@ -23,7 +24,11 @@ loader_core::loader_core(const loader_options& o, std::vector<field_spec> f, dev
       device(ring.size()) {
   const std::size_t slots = ring.size();
   meta.reset(new slot_meta[slots]);
-  for (std::size_t s = 0; s < slots; ++s) meta[s].indices.resize(o.batch_size);
+  for (std::size_t s = 0; s < slots; ++s) {
+    meta[s].indices.resize(o.batch_size);
+    meta[s].arena_used.reset(new std::atomic<std::uint64_t>[fields.size()]());
+    meta[s].arenas.resize(fields.size());
+  }
   if (o.trace) trace = std::make_unique<trace_recorder>(o.trace_max_events);
   if (!dev.is_cuda()) {
     allocate_slots(plan.prefetch + o.max_batches_in_use);
@@ -114,8 +119,52 @@ void loader_core::release_cuda() noexcept {
 
 std::size_t loader_core::used_bytes(std::size_t n) const {
   std::size_t end = 0;
-  for (std::size_t i = 0; i < fields.size(); ++i) end = std::max(end, field_offset[i] + fields[i].bytes() * n);
+  for (std::size_t i = 0; i < fields.size(); ++i)
+    end = std::max(end, field_offset[i] + (fields[i].variable ? 16 : fields[i].bytes()) * n);
   return end;
+}
+
+std::size_t loader_core::arena_bytes(std::size_t s, std::size_t f) const {
+  if (!fields[f].variable) return 0;
+  const std::uint64_t capacity = fields[f].elements() * options.batch_size;
+  const std::uint64_t used = std::min(meta[s].arena_used[f].load(std::memory_order_relaxed), capacity);
+  return static_cast<std::size_t>(used) * dtype_size(fields[f].type);
+}
+
+std::size_t loader_core::copied_bytes(std::size_t s) const {
+  std::size_t bytes = used_bytes(meta[s].count);
+  for (std::size_t f = 0; f < fields.size(); ++f) bytes += arena_bytes(s, f);
+  return bytes;
+}
+
+void loader_core::reset_arenas(std::size_t s) {
+  auto& m = meta[s];
+  for (std::size_t f = 0; f < fields.size(); ++f) {
+    if (!fields[f].variable) continue;
+    auto* extents = reinterpret_cast<std::uint64_t*>(host_slot(s) + field_offset[f]);
+    std::fill(extents, extents + 2 * options.batch_size, std::uint64_t{0});
+    m.arena_used[f].store(0, std::memory_order_relaxed);
+    m.arenas[f] = field_arena{host_slot(s) + arena_offset[f], fields[f].elements() * options.batch_size,
+                              &m.arena_used[f], extents};
+  }
+}
+
+void loader_core::view_slot(std::size_t s, hook_view& out) const {
+  const std::size_t n = fields.size();
+  out.host.assign(n, nullptr);
+  out.device.assign(n, nullptr);
+  out.extents.assign(n, nullptr);
+  out.used.assign(n, 0);
+  for (std::size_t f = 0; f < n; ++f) {
+    const std::size_t at = fields[f].variable ? arena_offset[f] : field_offset[f];
+    out.host[f] = host_slot(s) + at;
+    if (dev.is_cuda()) out.device[f] = device_slot(s) + at;
+    if (!fields[f].variable) continue;
+    out.extents[f] = reinterpret_cast<const std::uint64_t*>(host_slot(s) + field_offset[f]);
+    out.used[f] = arena_bytes(s, f) / dtype_size(fields[f].type);
+  }
+  out.view = slot_view{fields, out.host, out.device, out.extents, out.used, meta[s].count, meta[s].batch,
+                       copy_stream.get(), dev.index};
 }
 
 }  // namespace pinfeed::detail

@@ -48,6 +48,11 @@ struct sample_access {
     s.position_ = position;
     s.pass_ = pass;
   }
+  /// Lends the sample its batch's arenas (per field) and its place in the batch.
+  static void lend(sample& s, const field_arena* arenas, std::size_t slot_position) noexcept {
+    s.arenas_ = arenas;
+    s.slot_position_ = slot_position;
+  }
 };
 /// The last pass number an epoch's start took (sample::pass()), over every loader of the process.
 extern std::atomic<std::uint64_t> last_pass;

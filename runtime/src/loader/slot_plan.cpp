@@ -45,17 +45,23 @@ class plan_builder {
                       std::to_string(o.max_batches_in_use) + " slots";
   }
 
-  /// The fields' offsets in a slot, and the slot's size (whole pages).
+  /// The fields' offsets in a slot, and the slot's size (whole pages). A variable-size field has
+  /// its extents (16 bytes a sample) where a fixed one has its data, and its arena (its most per
+  /// sample for every sample) after every field: the copy then takes the fields and extents in one
+  /// piece and each arena's used part.
   void lay_out(const std::vector<field_spec>& fields) {
     std::size_t offset = 0;
-    for (const auto& field : fields) {
+    const auto place = [&](const field_spec& field, std::size_t per_sample) {
       offset = round_up(offset, kFieldAlign);
-      p_.field_offset.push_back(offset);
+      const std::size_t at = offset;
       std::size_t field_bytes = 0;
-      if (__builtin_mul_overflow(field.bytes(), o_.batch_size, &field_bytes) ||
+      if (__builtin_mul_overflow(per_sample, o_.batch_size, &field_bytes) ||
           __builtin_add_overflow(offset, field_bytes, &offset))
-        too_big("field '" + field.name + "' of " + std::to_string(field.bytes()) + " bytes per sample overflows a slot");
-    }
+        too_big("field '" + field.name + "' of " + std::to_string(per_sample) + " bytes per sample overflows a slot");
+      return at;
+    };
+    for (const auto& field : fields) p_.field_offset.push_back(place(field, field.variable ? 16 : field.bytes()));
+    for (const auto& field : fields) p_.arena_offset.push_back(field.variable ? place(field, field.bytes()) : 0);
     p_.slot_bytes = round_up(std::max<std::size_t>(offset, 1), page_size());
   }
 

@@ -49,7 +49,7 @@ std::optional<batch> loader::impl::next() {
     device_guard guard(c.dev.index);
     PINFEED_CUDA_TRY(cudaStreamWaitEvent(c.consumer_stream, m.copy_event.get(), 0));
   }
-  c.stats.add_batch(m.count, c.used_bytes(m.count));
+  c.stats.add_batch(m.count, c.copied_bytes(*slot));
   return batch(std::move(lease));
 }
 

@@ -55,6 +55,11 @@ image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std
                                const decode_options& options, image_region region, std::int64_t min_short_side,
                                const std::string& what);
 
+/// The DCT scale decode_image_region() decodes a JPEG's `region` at, as a denominator: the
+/// smallest of 8, 4, 2 that keeps the region's shorter side >= min_short_side; 1 when none does or
+/// min_short_side is 0.
+[[nodiscard]] unsigned region_decode_denom(image_region region, std::int64_t min_short_side) noexcept;
+
 /// Encodes 8-bit RGB pixels (HWC, `width` x `height`) as a baseline JPEG with TurboJPEG (4:2:0,
 /// `quality` 1..100): test and benchmark data without an image codec library. Throws
 /// std::invalid_argument for a bad size or quality, std::runtime_error if TurboJPEG fails.

@@ -9,10 +9,13 @@
 /// counted and listed. It produces samples and nothing else: the doctor's caches and emulated
 /// storage wrap its reader (pinfeed/doctor/stages.hpp).
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "pinfeed/runtime/error.hpp"
@@ -20,6 +23,7 @@
 #include "pinfeed/loaders/remote_counters.hpp"
 #include "pinfeed/loaders/transforms.hpp"
 #include "pinfeed/ops/normalize.hpp"
+#include "pinfeed/runtime/device.hpp"
 #include "pinfeed/runtime/source.hpp"
 
 namespace pinfeed::loaders {
@@ -100,6 +104,8 @@ class image_reader {
     return nullptr;
   }
 
+  /// The decode options its decode_stored() uses (stores_encoded() readers). Default: the defaults.
+  [[nodiscard]] virtual decode_options decoding() const { return {}; }
   /// True for readers of encoded files, whose read() is read_stored() then decode_stored(): a cache
   /// can then keep the stored bytes and still decode every time.
   [[nodiscard]] virtual bool stores_encoded() const { return false; }
@@ -119,9 +125,40 @@ class image_reader {
 /// What to do with a sample that cannot be read, decoded or transformed.
 enum class error_policy { fail, skip };
 
+/// Where a pipeline's JPEGs are decoded (pipeline_source_options::decode; CLI --decode).
+enum class decode_place {
+  host,       ///< on the workers, whole (libjpeg-turbo with pinfeed's Huffman decoder)
+  device,     ///< hybrid: entropy decoding on the workers, the rest on the loader's GPU (same pixels)
+  automatic,  ///< device where a GPU is usable and the pipeline's steps and reader allow it, else host
+};
+[[nodiscard]] const char* to_string(decode_place p) noexcept;
+/// "host", "device" or "auto"; throws std::invalid_argument naming the text otherwise.
+[[nodiscard]] decode_place parse_decode_place(std::string_view text);
+
+/// How many samples took each decode path, and why those that could not take the device's did not.
+struct decode_counts {
+  std::uint64_t device = 0;  ///< packed on the host, decoded on the GPU
+  std::uint64_t host = 0;    ///< decoded whole on the host (every sample, with decode host)
+  /// With the device path: the host's samples by reason ("progressive" is not one: those are
+  /// read whole and then packed), in a fixed order, those with a count only.
+  std::vector<std::pair<std::string, std::uint64_t>> host_by_reason;
+  /// "device 120, host 8 (corrupt 3, too_large 5)".
+  [[nodiscard]] std::string to_string() const;
+};
+
 struct pipeline_source_options {
   /// Leave the trailing pointwise steps to the consumer's device (the slot keeps uint8).
   bool device_tail = false;
+  /// Where JPEGs are decoded. The device path needs a reader of encoded files, a first step that
+  /// decodes a window (random_resized_crop, center_crop) followed only by flips, no colour/scale
+  /// tail fused on the host (device_tail, or none), and a loader on a CUDA device; the batch then
+  /// has four more fields (jpeg_plan, jpeg_bytes, jpeg_starts, jpeg_quant: the packed samples).
+  /// Files it cannot take (not JPEG, progressive ones are taken, CMYK, 12-bit, arithmetic-coded,
+  /// corrupt, past the slot's bytes, a DCT-scaled window) are decoded on the host, and counted.
+  decode_place decode = decode_place::host;
+  /// The device path's worst case per sample: the packed bytes a sample may put into the slot (its
+  /// blocks; as many more for their starts); a sample past it is decoded on the host (too_large).
+  std::uint64_t device_bytes_per_sample = 160 * 1024;
   error_policy on_error = error_policy::fail;
   std::size_t max_failed_paths = 1000;  ///< failures listed by failed() (all are counted)
   /// Under skip: when more than this fraction of an epoch's samples is bad, producing fails (the
@@ -136,6 +173,7 @@ struct pipeline_source_options {
 
 namespace detail {
 class bad_samples;
+class hybrid_decoder;
 }
 
 class pipeline_source final : public source {
@@ -174,10 +212,22 @@ class pipeline_source final : public source {
   [[nodiscard]] std::vector<std::string> failed() const;
   /// Slots filled by a stand-in because their own sample was bad (every epoch counted).
   [[nodiscard]] std::uint64_t replaced() const noexcept;
+  /// Where the samples were decoded so far (readers of encoded images; zeros for others).
+  [[nodiscard]] decode_counts decoded() const;
+  /// Where this source decodes: host or device (decode_place::automatic resolved at construction).
+  [[nodiscard]] decode_place decode_path() const noexcept { return place_; }
+  /// Why the device path cannot take this pipeline (empty: it can).
+  [[nodiscard]] const std::string& device_refusal() const noexcept { return device_refusal_; }
+  /// Refuses a loader on the CPU when JPEGs are decoded on the device.
+  void on_loader(const device_choice& device) override;
+  void before_copy(const slot_view& slot) override;
+  void after_copy(const slot_view& slot) override;
   ~pipeline_source() override;
 
  private:
   void produce_one(sample& out, std::uint64_t index);
+  /// Resolves options_.decode into place_ and, for the device path, adds its fields.
+  void choose_decode_path();
   /// The plan the first host step gives the decoder for sample s.
   [[nodiscard]] decode_planner planner(sample& s) const;
   /// Runs the host steps on `cur` (in a or b, or lent by the reader: then never written), then the
@@ -190,6 +240,11 @@ class pipeline_source final : public source {
   std::optional<ops::normalize_params> host_tail_, consumer_tail_;
   std::vector<field_spec> fields_;
   std::unique_ptr<detail::bad_samples> bad_;  ///< which samples were found bad, per epoch (thread-safe)
+  decode_place place_ = decode_place::host;
+  std::string device_refusal_;
+  std::unique_ptr<detail::hybrid_decoder> hybrid_;  ///< the device path's host half and launches
+  std::unique_ptr<std::atomic<std::uint64_t>> host_decodes_ = std::make_unique<std::atomic<std::uint64_t>>(0);
+  decode_options decoding_;  ///< the reader's, for the device path's checks
 };
 
 }  // namespace pinfeed::loaders

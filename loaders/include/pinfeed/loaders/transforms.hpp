@@ -99,6 +99,13 @@ class transform {
     (void)rng;
     return std::nullopt;
   }
+  /// For a step that only mirrors the image left to right or leaves it as it is (a random flip):
+  /// whether it mirrors this sample, drawn from the same stream as apply(). nullopt for any other
+  /// step. Lets the device path of decoding fold it into its resize.
+  [[nodiscard]] virtual std::optional<bool> mirrors(philox_stream rng) const {
+    (void)rng;
+    return std::nullopt;
+  }
 };
 
 /// RandomCrop: a uniformly placed size x size window. Throws when the image is smaller.

@@ -58,8 +58,14 @@ class batch {
   [[nodiscard]] std::size_t field_count() const;
   /// The declaration of field i (name, type, per-sample shape).
   [[nodiscard]] const field_spec& spec(std::size_t i) const;
-  /// Field i as a [size(), shape...] tensor. Throws std::out_of_range for a bad index.
+  /// Field i as a [size(), shape...] tensor; a variable-size field (field_spec::variable) as its
+  /// arena, a one-dimensional tensor of the elements its samples claimed (extents() says where
+  /// each sample's are). Throws std::out_of_range for a bad index.
   [[nodiscard]] tensor_view field(std::size_t i) const;
+  /// Where each sample's elements are in variable-size field i's arena (field(i)): 2 words a
+  /// sample, its first element and its elements ({0, 0}: none). In host memory, valid while the
+  /// batch is. Throws std::invalid_argument for a fixed-size field, std::out_of_range for a bad index.
+  [[nodiscard]] std::span<const std::uint64_t> extents(std::size_t i) const;
   /// Field by name. Throws std::out_of_range naming the field if absent.
   [[nodiscard]] tensor_view field(std::string_view name) const;
   /// Field by name as elements of T, with its shape and per-sample slices:

@@ -3,6 +3,7 @@
 /// What a loader loads from: a Source produces sample i into buffers the loader hands it (the
 /// sample's place in a pinned batch slot, so collation costs no copy).
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -12,8 +13,10 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "pinfeed/runtime/cuda_api.hpp"
 #include "pinfeed/runtime/epoch_order.hpp"
 #include "pinfeed/runtime/exception.hpp"
 #include "pinfeed/runtime/philox.hpp"
@@ -22,9 +25,19 @@
 
 namespace pinfeed {
 
+struct device_choice;
+
 namespace detail {
 /// The loader's access to a sample's place in its epoch (runtime/src/loader.cpp).
 struct sample_access;
+/// A variable-size field's arena in one slot (field_spec::variable), as the loader lends it to
+/// the samples of a batch.
+struct field_arena {
+  std::byte* data = nullptr;                   ///< the arena (null: a fixed-size field)
+  std::uint64_t capacity = 0;                  ///< its elements
+  std::atomic<std::uint64_t>* used = nullptr;  ///< elements claimed so far
+  std::uint64_t* extents = nullptr;            ///< per sample of the batch: first element, elements
+};
 }  // namespace detail
 
 /// The Philox substream of the stand-in draws (see stand_in_position).
@@ -101,10 +114,37 @@ class sample {
 
   [[nodiscard]] std::size_t field_count() const noexcept { return specs_.size(); }
   [[nodiscard]] const field_spec& spec(std::size_t i) const { return specs_[checked(i)]; }
-  /// The output bytes of field i (exactly spec(i).bytes() long).
+  /// The output bytes of field i (exactly spec(i).bytes() long). Throws std::invalid_argument
+  /// for a variable-size field (claim() its bytes).
   [[nodiscard]] std::span<std::byte> bytes(std::size_t i) const {
-    return {buffers_[checked(i)], specs_[i].bytes()};
+    if (specs_[checked(i)].variable) variable_field(i);
+    return {buffers_[i], specs_[i].bytes()};
   }
+  /// Claims `n` elements of variable-size field i (field_spec::variable) for this sample: its
+  /// bytes in the slot's arena, n x the element size long, for the source to write. Empty when n
+  /// is more than the field's most per sample (shape[0]) or the arena is full (only a sample that
+  /// claims again can fill it): the sample then holds none, and the source takes another way (a
+  /// fallback of its own, say); a claim that does not fit takes nothing, so the arena's claims lie
+  /// one after another without gaps. A second claim replaces the first (its elements stay in the
+  /// arena, no sample's). Throws std::invalid_argument
+  /// for a fixed-size field, std::logic_error for a sample made outside a loader.
+  [[nodiscard]] std::span<std::byte> claim(std::size_t i, std::size_t n);
+  template <class T>
+  [[nodiscard]] std::span<T> claim(std::string_view name, std::size_t n) {
+    const std::size_t i = find(name);
+    if (sizeof(T) != dtype_size(specs_[i].type))
+      throw pinfeed::invalid_argument("field '" + specs_[i].name + "' has element type " +
+                                      std::string(dtype_name(specs_[i].type)) + ", not one of " +
+                                      std::to_string(sizeof(T)) + " bytes");
+    const auto b = claim(i, n);
+    return {reinterpret_cast<T*>(b.data()), b.size() / sizeof(T)};
+  }
+  /// The elements a claim of variable-size field i could take now: what the arena has left, at
+  /// most the field's most per sample (other samples may claim meanwhile). Throws like claim().
+  [[nodiscard]] std::uint64_t room(std::size_t i) const;
+  /// Where the sample's claim of variable-size field i sits in the slot's arena: its first element
+  /// and its elements ({0, 0}: none). Throws like claim().
+  [[nodiscard]] std::pair<std::uint64_t, std::uint64_t> claimed(std::size_t i) const;
   /// The output bytes of the field called `name`; throws std::out_of_range naming it if absent.
   [[nodiscard]] std::span<std::byte> bytes(std::string_view name) const { return bytes(find(name)); }
   /// Field i as elements of T; throws std::invalid_argument if sizeof(T) differs from the element size.
@@ -135,10 +175,13 @@ class sample {
   }
   /// Puts this sample at `other`'s place in the epoch: for a sample a source makes to fill
   /// `other`'s slot (reading another index for it), so that its order() is `other`'s.
+  /// Its variable-size fields' claims go to `other`'s place in the slot too.
   void share_place(const sample& other) noexcept {
     order_ = other.order_;
     position_ = other.position_;
     pass_ = other.pass_;
+    arenas_ = other.arenas_;
+    slot_position_ = other.slot_position_;
   }
   /// This sample's place in its loader's epoch order (this rank's share), for sources that fetch
   /// ahead of use; nullopt for a sample made outside a loader.
@@ -163,6 +206,8 @@ class sample {
                               std::to_string(specs_.size()) + ")");
     return i;
   }
+  [[noreturn]] void variable_field(std::size_t i) const;
+  const detail::field_arena& arena(std::size_t i) const;
   std::uint64_t index_;
   std::uint32_t epoch_;
   std::uint64_t seed_;
@@ -174,6 +219,8 @@ class sample {
   const epoch_order* order_ = nullptr;
   std::uint64_t position_ = 0;
   std::uint64_t pass_ = 0;
+  const detail::field_arena* arenas_ = nullptr;  // per field, lent by the loader (null: outside one)
+  std::size_t slot_position_ = 0;                // the sample's place in its batch
 };
 
 /// Memory that a part of a pipeline holds while a loader runs: for the loader's memory budget
@@ -181,6 +228,24 @@ class sample {
 struct memory_use {
   std::string consumer;     ///< what holds it, as the budget's message names it
   std::uint64_t bytes = 0;  ///< the most it holds
+};
+
+/// One batch's slot as a source's copy hooks see it (source::before_copy, source::after_copy).
+struct slot_view {
+  std::span<const field_spec> specs;
+  /// Field i's first byte in the host slot (a variable-size field's arena).
+  std::span<std::byte* const> host;
+  /// The same in the device slot.
+  std::span<std::byte* const> device;
+  /// Per field: a variable-size field's extents in the host slot (2 words a sample: first element,
+  /// elements); null for a fixed-size field.
+  std::span<const std::uint64_t* const> extents;
+  /// Per field: the elements claimed in a variable-size field's arena (0 for a fixed-size field).
+  std::span<const std::uint64_t> used;
+  std::size_t count = 0;     ///< samples in the batch
+  std::uint64_t batch = 0;   ///< the batch's number in its epoch
+  cudaStream_t stream = nullptr;  ///< the loader's copy stream
+  int device_index = -1;     ///< the CUDA device
 };
 
 /// A dataset of `size()` samples with the fields `fields()`.
@@ -213,6 +278,19 @@ class source {
   /// and what cannot shrink stays as it was (the loader's budget check names it). Default: nothing
   /// adapts.
   virtual void limit_memory(std::uint64_t bytes) { (void)bytes; }
+  /// Each loader that takes the source calls this at its construction, before fields(), with the
+  /// device its batches go to: a source that needs a GPU (or the CPU) refuses the other by throwing
+  /// std::invalid_argument, and the loader is not made. Default: any.
+  virtual void on_loader(const device_choice& device) { (void)device; }
+  /// For a loader on a CUDA device, once a batch's samples are all produced and before its slot is
+  /// copied: the source may rewrite the host slot (gather what its device work needs, say). Runs
+  /// on the thread that finished the batch. Throwing fails the batch. Default: nothing.
+  virtual void before_copy(const slot_view& slot) { (void)slot; }
+  /// For a loader on a CUDA device, after the slot's copy is queued on slot.stream (with
+  /// slot.device_index current): the source may queue device work there that reads and writes the
+  /// device slot; it runs before the batch reaches the consumer, and the host slot is not refilled
+  /// until it is queued. Must not synchronize the stream. Throwing fails the batch. Default: nothing.
+  virtual void after_copy(const slot_view& slot) { (void)slot; }
 };
 
 /// Wraps any callable `void(sample&)` as a source of `size` samples with `fields`.

@@ -94,6 +94,11 @@ struct field_spec {
   std::string name{};
   dtype type = dtype::u8;
   std::vector<std::int64_t> shape{};  ///< per sample; empty = scalar
+  /// Variable-size: each sample holds between 0 and shape[0] elements (one dimension), claimed
+  /// with sample::claim(). A slot keeps such a field as an arena of batch_size x shape[0] elements
+  /// (the stated worst case per sample, counted in the memory budget) and each sample's place in it
+  /// (batch::extents()); only the arena's used part is copied to the device.
+  bool variable = false;
 
   [[nodiscard]] std::size_t elements() const noexcept;
   [[nodiscard]] std::size_t bytes() const noexcept { return elements() * dtype_size(type); }

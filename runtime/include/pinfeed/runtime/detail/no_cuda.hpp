@@ -100,6 +100,7 @@ inline cudaError_t cudaMemcpyAsync(void*, const void*, std::size_t, cudaMemcpyKi
   return cudaErrorNoDevice;
 }
 inline cudaError_t cudaMemset(void*, int, std::size_t) { return cudaErrorNoDevice; }
+inline cudaError_t cudaMemsetAsync(void*, int, std::size_t, cudaStream_t = nullptr) { return cudaErrorNoDevice; }
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
   if (s) *s = nullptr;
   return cudaErrorNoDevice;

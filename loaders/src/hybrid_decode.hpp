@@ -1,0 +1,69 @@
+#pragma once
+// The device path of pipeline_source's decoding (decode_place::device). On the workers, a JPEG's
+// window is entropy-decoded into the compact form (pack_jpeg) and claimed into the slot's arenas:
+// its blocks (jpeg_bytes), each block's first byte (jpeg_starts, already batch-wide offsets) and
+// its quantization tables (jpeg_quant), with a plan record (jpeg_plan: the geometry with its blocks
+// and tables numbered batch-wide, and the resize and flip). Before the slot's copy the records of
+// the samples that took this path are gathered at the start of the plan field; after it, on the
+// copy stream, the blocks are unpacked, decoded and resized with the flip straight into the
+// device slot's image field. Every other sample is decoded on the host as before, and counted.
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pinfeed/loaders/pipeline_source.hpp"
+#include "pinfeed/runtime/host_memory.hpp"
+
+namespace pinfeed::loaders::detail {
+
+/// Why a sample was decoded on the host by a source on the device path: every jpeg_fallback but
+/// none, then the device path's own reasons.
+enum class host_reason : std::uint8_t {
+  not_jpeg = 1, arithmetic, precision, colour, sampling, quantization, corrupt, too_large, range,
+  scaled,     ///< the window decodes at a DCT scale (1/2, 1/4, 1/8): no reduced IDCT on the device yet
+  no_window,  ///< the first step plans no window for this image (too small for a crop, say)
+  count_,
+};
+
+class hybrid_decoder {
+ public:
+  /// `image_bytes`: one sample's image field; `first_field`: the index of jpeg_plan (the other
+  /// three follow it).
+  hybrid_decoder(std::size_t first_field, std::size_t image_bytes, std::uint64_t bytes_per_sample);
+  ~hybrid_decoder();
+
+  /// The fields it adds to the batch.
+  [[nodiscard]] static std::vector<field_spec> fields(std::uint64_t bytes_per_sample);
+  /// Why the device path cannot take `steps` over `reader` (empty: it can).
+  [[nodiscard]] static std::string refusal(const pipeline& steps, const image_reader& reader, bool tail_on_host);
+
+  /// Sample s (its stored bytes `bytes`, from `origin`): packed into the slot for the device, or
+  /// false (counted, and s's plan record says host) when the host must decode it. Throws
+  /// sample_error (stage decode) past the reader's max_pixels.
+  bool pack(sample& s, std::span<const std::byte> bytes, const pipeline& steps, const decode_options& decoding);
+  void before_copy(const slot_view& slot) const;
+  void after_copy(const slot_view& slot);
+
+  [[nodiscard]] std::uint64_t device_count() const noexcept { return device_.load(std::memory_order_relaxed); }
+  [[nodiscard]] std::vector<std::pair<std::string, std::uint64_t>> host_counts() const;
+
+ private:
+  void count(host_reason r) noexcept { host_[static_cast<std::size_t>(r)].fetch_add(1, std::memory_order_relaxed); }
+  struct scratch;
+  scratch& scratch_for(cudaStream_t stream);
+
+  std::size_t plan_, image_bytes_;
+  std::uint64_t bytes_per_sample_;
+  std::atomic<std::uint64_t> device_{0};
+  std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(host_reason::count_)> host_{};
+  std::mutex claim_mutex_;  // a sample's blocks and starts are claimed together
+  std::mutex scratch_mutex_;
+  std::map<cudaStream_t, std::unique_ptr<scratch>> scratch_;  // a loader's copy stream each
+};
+
+}  // namespace pinfeed::loaders::detail

@@ -1,0 +1,59 @@
+#pragma once
+// A folder of JPEGs for the device path of decoding (tests/loaders/hybrid_decode_test.cpp on the
+// host, tests/ops/hybrid_decode_gpu_test.cu on the device): every chroma layout, restart intervals,
+// optimized tables, quality 100, a progressive file, a 1x1 image, and files the device path leaves
+// to the host (arithmetic-coded; a photo whose windows decode at a DCT scale). Small outputs keep
+// the simulator's instruction counts low.
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "jpeg_fixtures.hpp"
+#include "pinfeed/loaders/image_files.hpp"
+#include "pinfeed/loaders/pipeline_source.hpp"
+#include "pinfeed/runtime/loader.hpp"
+#include "test_util.hpp"
+
+namespace pinfeed::test {
+
+struct hybrid_folder {
+  temp_dir dir;
+  std::vector<loaders::image_file> files;
+
+  hybrid_folder() {
+    struct spec {
+      int w, h, layout;
+      loaders::jpeg_encode_options o;
+    };
+    loaders::jpeg_encode_options restart, optimized, q100, progressive, arithmetic;
+    restart.restart_interval = 2;
+    optimized.optimize = true;
+    q100.quality = 100;
+    progressive.progressive = true;
+    arithmetic.arithmetic = true;
+    const spec specs[] = {{41, 29, 2, {}},         {33, 17, 0, {}},          {50, 40, 1, restart}, {23, 31, 3, optimized},
+                          {64, 24, 4, {}},         {17, 33, 5, {}},          {40, 30, 2, progressive},
+                          {30, 20, 2, arithmetic}, {1, 1, 2, {}},            {400, 300, 2, {}},   {26, 26, 2, q100},
+                          {7, 9, 0, {}}};
+    std::uint32_t seed = 300;
+    for (const auto& s : specs) {
+      const auto bytes = jpeg_file(s.w, s.h, ++seed, jpeg_layouts()[static_cast<std::size_t>(s.layout)], s.o);
+      const auto path = dir.path / ("img" + std::to_string(files.size()) + ".jpg");
+      std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                                  static_cast<std::streamsize>(bytes.size()));
+      files.push_back({path.string(), static_cast<std::int64_t>(files.size())});
+    }
+  }
+
+  /// A pipeline source over the folder: random_resized_crop(16) then a coin-flip mirror.
+  [[nodiscard]] std::shared_ptr<loaders::pipeline_source> source(loaders::decode_place place) const {
+    loaders::pipeline_source_options o;
+    o.decode = place;
+    return std::make_shared<loaders::pipeline_source>(loaders::make_image_files_reader(files),
+                                                      loaders::parse_pipeline("random_resized_crop(16),hflip"), o);
+  }
+};
+
+}  // namespace pinfeed::test

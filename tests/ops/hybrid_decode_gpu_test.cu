@@ -1,0 +1,75 @@
+// The device path of decoding in a loader (pipeline_source with decode device): packed on the
+// workers, copied with the slot, unpacked, decoded, resized and flipped on the copy stream. Every
+// batch's images equal the host path's, byte for byte, for files of every chroma layout, restart
+// intervals, optimized tables, quality 100, a progressive file and 1x1 and 7x9 images, mixed in
+// batches with the samples the host decodes (arithmetic-coded, DCT-scaled windows).
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "hybrid_fixtures.hpp"
+#include "pinfeed/runtime/checksum.hpp"
+#include "pinfeed/runtime/error.hpp"
+
+using namespace pinfeed;
+using loaders::decode_place;
+
+namespace {
+
+loader_options on_gpu(std::size_t batch) {
+  loader_options o;
+  o.batch_size = batch;
+  o.workers = 2;
+  o.prefetch = 2;
+  o.device = "cuda";
+  o.seed = 11;
+  return o;
+}
+
+/// Each batch's image field, copied back, and its labels.
+std::vector<std::vector<std::uint8_t>> images_of(loader& l) {
+  std::vector<std::vector<std::uint8_t>> out;
+  while (auto b = l.next()) {
+    const auto v = b->field("image");
+    std::vector<std::uint8_t> px(v.bytes());
+    PINFEED_CUDA_TRY(cudaMemcpyAsync(px.data(), v.data, px.size(), cudaMemcpyDeviceToHost, b->stream()));
+    PINFEED_CUDA_TRY(cudaStreamSynchronize(b->stream()));
+    for (const auto i : b->indices()) px.push_back(static_cast<std::uint8_t>(i));
+    out.push_back(std::move(px));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("gpu.jpeg.loader_decodes_on_the_device_as_the_host_path" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("JPEG decoding on the device in a loader")) return;
+  const test::hybrid_folder f;
+  for (const std::size_t batch : {4, 12}) {
+    CAPTURE(batch);
+    loader host(f.source(decode_place::host), on_gpu(batch));
+    const auto want = images_of(host);
+    const auto src = f.source(decode_place::device);
+    loader device(src, on_gpu(batch));
+    const auto got = images_of(device);
+    REQUIRE(got.size() == want.size());
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      CAPTURE(k);
+      CHECK(got[k] == want[k]);
+    }
+    CHECK(src->decoded().to_string() == "device 9, host 3 (arithmetic 1, scaled 2)");
+  }
+}
+
+TEST_CASE("gpu.jpeg.auto_decodes_on_the_device_where_a_gpu_is" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("decode auto")) return;
+  const test::hybrid_folder f;
+  const auto src = f.source(decode_place::automatic);
+  CHECK(src->decode_path() == decode_place::device);
+  loader l(src, on_gpu(6));
+  std::size_t n = 0;
+  while (auto b = l.next()) n += b->size();
+  CHECK(n == f.files.size());
+  CHECK(src->decoded().device == 9);
+}

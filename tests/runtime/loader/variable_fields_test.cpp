@@ -1,0 +1,163 @@
+// Variable-size fields (field_spec::variable): a slot's arena and extents (slot_plan.cpp), the
+// samples' claims (sample::claim), what a batch shows of them (batch::field, batch::extents) and
+// their checksum, which does not depend on where the claims fell.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "detail/loader_core.hpp"
+#include "pinfeed/runtime/checksum.hpp"
+#include "pinfeed/runtime/loader.hpp"
+#include "test_util.hpp"
+
+using namespace pinfeed;
+
+namespace {
+
+constexpr std::int64_t kMost = 40;  // elements a sample may claim
+
+/// Elements sample i claims: none for every fifth, more than kMost for every seventh (which does
+/// not fit), else 1 to 37.
+std::size_t wanted(std::uint64_t i) {
+  if (i % 5 == 0) return 0;
+  if (i % 7 == 0) return kMost + 1 + i % 3;
+  return 1 + i % 37;
+}
+
+std::uint32_t value(std::uint64_t i, std::size_t k) { return static_cast<std::uint32_t>(i * 1000 + k); }
+
+/// Fields: "tokens" (variable, u32, at most kMost a sample), "fit" (u8: 1 when the claim got its
+/// bytes) and "label" (i64).
+std::shared_ptr<source> token_source(std::uint64_t size) {
+  std::vector<field_spec> fields{{"tokens", dtype::u32, {kMost}, true}, {"fit", dtype::u8, {}}, {"label", dtype::i64, {}}};
+  return make_source(size, fields, [](sample& s) {
+    const std::size_t n = wanted(s.index());
+    if (s.index() % 11 == 3) (void)s.claim<std::uint32_t>("tokens", 5);  // claimed again below: replaced
+    const auto t = s.claim<std::uint32_t>("tokens", n);
+    for (std::size_t k = 0; k < t.size(); ++k) t[k] = value(s.index(), k);
+    s.as<std::uint8_t>("fit")[0] = !t.empty();
+    s.as<std::int64_t>("label")[0] = static_cast<std::int64_t>(s.index());
+  });
+}
+
+loader_options options(std::size_t batch, std::size_t workers) {
+  return pinfeed::test::cpu_loader(batch, workers, 77, 2);
+}
+
+}  // namespace
+
+TEST_CASE("variable_fields.slot_holds_extents_in_place_and_the_arena_after_every_field") {
+  auto src = token_source(10);
+  const loader_options o = options(8, 1);
+  const auto p = detail::plan_slots(o, src->fields(), /*cuda=*/false, *src);
+  // tokens' extents: 8 x 16 bytes at 0; fit: 8 bytes at 256; label: 64 bytes at 512; then the
+  // arena (8 x 40 x 4 bytes) at 768.
+  CHECK(p.field_offset == std::vector<std::size_t>{0, 256, 512});
+  CHECK(p.arena_offset == std::vector<std::size_t>{768, 0, 0});
+  CHECK(p.slot_bytes >= 768 + 8 * kMost * 4);
+  // The worst case per sample is in the budget: a budget that holds the fixed fields but not the
+  // arenas is refused.
+  loader_options tight = o;
+  tight.memory_budget = 4 * 4096;  // 4 slots of one page each would fit without the arena
+  auto big = make_source(10, {{"tokens", dtype::u32, {4096}, true}}, [](sample&) {});
+  CHECK_THROWS_WITH_AS((void)detail::plan_slots(tight, big->fields(), false, *big),
+                       doctest::Contains("memory budget"), std::invalid_argument);
+}
+
+TEST_CASE("variable_fields.samples_claim_what_they_hold_and_a_claim_past_the_most_gets_nothing") {
+  const std::uint64_t n = 53;
+  loader l(token_source(n), options(8, 2));
+  std::uint64_t seen = 0;
+  while (auto b = l.next()) {
+    const auto tokens = b->field("tokens");
+    const auto extents = b->extents(0);
+    REQUIRE(extents.size() == 2 * b->size());
+    const auto* data = static_cast<const std::uint32_t*>(tokens.data);
+    const auto fit = b->field<std::uint8_t>("fit");
+    std::uint64_t total = 0;
+    for (std::size_t j = 0; j < b->size(); ++j) {
+      const std::uint64_t i = b->indices()[j];
+      CAPTURE(i);
+      const std::size_t want = wanted(i);
+      const bool fits = want > 0 && want <= static_cast<std::size_t>(kMost);
+      CHECK(fit.sample(j)[0] == (fits ? 1 : 0));
+      CHECK(extents[2 * j + 1] == (fits ? want : 0));
+      for (std::size_t k = 0; k < extents[2 * j + 1]; ++k) CHECK(data[extents[2 * j] + k] == value(i, k));
+      total += extents[2 * j + 1] + (i % 11 == 3 ? 5 : 0);  // a replaced claim keeps its room
+      ++seen;
+    }
+    CHECK(tokens.shape.size() == 1);
+    CHECK(static_cast<std::uint64_t>(tokens.shape[0]) == total);  // the arena holds every claim, no gap
+    CHECK_THROWS_WITH_AS((void)b->extents(1), doctest::Contains("'fit' is not variable-size"), std::invalid_argument);
+    CHECK_THROWS_AS((void)b->extents(3), std::out_of_range);
+  }
+  CHECK(seen == n);
+}
+
+TEST_CASE("variable_fields.checksums_do_not_depend_on_where_the_claims_fell") {
+  // Workers race for the arena, so the claims' places differ from run to run; the checksum takes
+  // the samples in batch order.
+  const auto lines = [](std::size_t workers) {
+    loader l(token_source(40), options(16, workers));
+    std::vector<std::string> out;
+    while (auto b = l.next()) out.push_back(checksum_line(*b));
+    return out;
+  };
+  const auto one = lines(1);
+  CHECK(one == lines(2));
+  CHECK(one == lines(4));
+  // And it sees the bytes: a source that writes other values gives another line.
+  std::vector<field_spec> fields{{"tokens", dtype::u32, {kMost}, true}, {"fit", dtype::u8, {}}, {"label", dtype::i64, {}}};
+  loader other(make_source(40, fields,
+                           [](sample& s) {
+                             const auto t = s.claim<std::uint32_t>("tokens", wanted(s.index()));
+                             for (std::size_t k = 0; k < t.size(); ++k) t[k] = value(s.index(), k) + (s.index() == 22);
+                             s.as<std::uint8_t>("fit")[0] = !t.empty();
+                             s.as<std::int64_t>("label")[0] = static_cast<std::int64_t>(s.index());
+                           }),
+               options(16, 1));
+  std::vector<std::string> changed;
+  while (auto b = other.next()) changed.push_back(checksum_line(*b));
+  REQUIRE(changed.size() == one.size());
+  CHECK(changed[0] == one[0]);  // samples 0..15
+  CHECK(changed[1] != one[1]);  // sample 22
+}
+
+TEST_CASE("variable_fields.bad_use_is_named") {
+  CHECK_THROWS_WITH_AS(validate_fields(std::vector<field_spec>{{"t", dtype::u8, {4, 4}, true}}),
+                       doctest::Contains("variable-size field 't' has 2 dimensions"), std::invalid_argument);
+  std::vector<std::string> errors;
+  std::vector<field_spec> fields{{"tokens", dtype::u32, {kMost}, true}, {"fit", dtype::u8, {}}};
+  loader l(make_source(4, fields,
+                       [&](sample& s) {
+                         if (s.index() == 0) (void)s.bytes("tokens");
+                         if (s.index() == 1) (void)s.claim(1, 1);
+                         if (s.index() == 2) (void)s.claim<std::uint8_t>("tokens", 1);
+                         if (s.index() == 3) (void)s.claimed(1);
+                       }),
+           options(1, 1));
+  for (std::size_t k = 0; k < 4; ++k) {
+    try {
+      (void)l.next();
+      FAIL("sample " << k << " should have failed");
+    } catch (const sample_error& e) {
+      errors.push_back(e.what());
+    }
+  }
+  CHECK(errors[0].find("field 'tokens' is variable-size: claim() its bytes") != std::string::npos);
+  CHECK(errors[1].find("field 'fit' is not variable-size") != std::string::npos);
+  CHECK(errors[2].find("field 'tokens' has element type uint32, not one of 1 bytes") != std::string::npos);
+  CHECK(errors[3].find("field 'fit' is not variable-size") != std::string::npos);
+  // Outside a loader there is no arena to claim from.
+  std::vector<std::byte*> buffers{nullptr, nullptr};
+  std::uint8_t fit = 0;
+  buffers[1] = reinterpret_cast<std::byte*>(&fit);
+  sample alone(9, 0, 1, fields, buffers);
+  CHECK_THROWS_WITH_AS((void)alone.claim(0, 1), doctest::Contains("sample 9: variable-size field 'tokens' has no arena"),
+                       std::logic_error);
+}

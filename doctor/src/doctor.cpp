@@ -132,6 +132,7 @@ doctor_report ladder::run() {
   if (piped_) {  // the full pipeline's source (L0)
     r_.bad_samples = piped_->failures();
     r_.replaced = piped_->replaced();
+    judge_decode();
   }
   if (r_.remote) r_.fetch = loaders::remote_stats(*p_.reader);
   analyze(r_);

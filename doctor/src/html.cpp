@@ -77,6 +77,10 @@ void verdict_html(const doctor_report& r, std::ostream& out) {
   if (!r.caveat.empty()) out << "<p class=\"muted\">Caveat: " << escape(r.caveat) << "</p>\n";
   if (r.bad_samples > 0)
     out << "<p>Bad samples: " << r.bad_samples << " skipped (" << r.replaced << " slots filled by a stand-in)</p>\n";
+  if (!r.decode_path.empty()) {
+    out << "<p id=\"decode\">Decoding: on the " << escape(r.decode_path) << "; " << escape(r.decoded.to_string())
+        << ". Advice: <b>" << escape(r.decode_choice) << "</b> (" << escape(r.decode_why) << ")</p>\n";
+  }
   out << "</section>\n";
 }
 

@@ -99,6 +99,8 @@ class ladder {
 
   /// The report's facts of the pipeline, which the analysis reads.
   void describe();
+  /// The report's decode facts: where L0 decoded, the device path's probe, and the advice.
+  void judge_decode();
 
   std::size_t pool_batches() const { return (pool_ + o_.loader.batch_size - 1) / o_.loader.batch_size; }
 

@@ -258,6 +258,11 @@ std::string doctor_report::to_text() const {
   if (bad_samples > 0)
     out << "bad samples: " << bad_samples << " skipped (" << replaced << " slot" << (replaced == 1 ? "" : "s")
         << " filled by a stand-in in the full pipeline's runs)\n";
+  if (!decode_path.empty()) {
+    out << "decode: on the " << decode_path << "; " << decoded.to_string() << "\n";
+    if (decode_probe) out << "decode probe: " << decode_probe->to_string() << "\n";
+    out << "decode advice: " << decode_choice << " (" << decode_why << ")\n";
+  }
   if (!suggestions.empty()) {
     const bool ran = std::any_of(suggestions.begin(), suggestions.end(), [](const auto& s) { return s.measured; });
     out << "suggestions" << (ran ? " (each naming a setting was run with it, against L0)" : "") << ":\n";

@@ -39,6 +39,22 @@ json stage_list(const std::vector<doctor_stage>& v) {
   return a;
 }
 
+json decode_json(const doctor_report& r) {
+  if (r.decode_path.empty()) return nullptr;
+  json j{{"path", r.decode_path}, {"device", r.decoded.device}, {"host", r.decoded.host},
+         {"choice", r.decode_choice}, {"why", r.decode_why}};
+  j["host_by_reason"] = json::object();
+  for (const auto& [reason, n] : r.decoded.host_by_reason) j["host_by_reason"][reason] = n;
+  if (r.decode_probe) {
+    const auto& p = *r.decode_probe;
+    j["probe"] = {{"samples", p.samples}, {"device", p.device}, {"host_decode_ms", finite(p.host_decode_ms)},
+                  {"host_half_ms", finite(p.host_half_ms)}, {"ratio", finite(p.ratio())}};
+  } else {
+    j["probe"] = nullptr;
+  }
+  return j;
+}
+
 json suggestion_list(const std::vector<doctor_suggestion>& v) {
   json a = json::array();
   for (const auto& s : v) {
@@ -93,6 +109,7 @@ std::string doctor_report::to_json() const {
   j["bad_samples"] = bad_samples;
   j["replaced"] = replaced;
   j["fetch"] = remote ? json::parse(loaders::to_json(fetch)) : json(nullptr);
+  j["decode"] = decode_json(*this);
   j["verified"] = verified;
   j["suggestions"] = suggestion_list(suggestions);
   j["no_gain"] = suggestion_list(no_gain);

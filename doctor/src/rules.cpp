@@ -169,6 +169,16 @@ advice cheaper_generation(const evidence& e) {
                            e.cost("read", "producing the images")};
 }
 
+/// The host's cores starve the GPU and the device path would take the decode and the steps after
+/// it off them (the doctor's probe advised it).
+advice decode_on_device(const evidence& e) {
+  if (e.r.decode_choice != "device" || e.r.decode_path != "host" || !(e.named("decode") || e.named("transforms")))
+    return std::nullopt;
+  return doctor_suggestion{"decode JPEGs on the GPU (--decode device)", e.r.decode_why + "; " +
+                                                                       e.cost(e.named("decode") ? "decode" : "transforms",
+                                                                              e.named("decode") ? "decoding" : "the transforms")};
+}
+
 /// Decoding is the bottleneck: decode less, or elsewhere.
 advice decode_less(const evidence& e) {
   if (!e.named("decode")) return std::nullopt;
@@ -199,7 +209,7 @@ advice cheaper_transform(const evidence& e) {
 constexpr rule kRules[] = {
     {"more_workers", &more_workers},   {"fewer_workers", &fewer_workers}, {"more_prefetch", &more_prefetch}, {"fewer_copy_bytes", &fewer_copy_bytes},
     {"cheaper_source", &cheaper_source}, {"remote_reads", &remote_reads}, {"pack_files", &pack_files},
-    {"cheaper_generation", &cheaper_generation}, {"decode_less", &decode_less}, {"cheaper_transform", &cheaper_transform},
+    {"cheaper_generation", &cheaper_generation}, {"decode_on_device", &decode_on_device}, {"decode_less", &decode_less}, {"cheaper_transform", &cheaper_transform},
 };
 
 }  // namespace

@@ -1,7 +1,10 @@
 #include "hybrid_decode.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <limits>
 
 #include "pinfeed/loaders/jpeg_coefficients.hpp"
@@ -77,6 +80,24 @@ window_choice choose_window(sample& s, std::span<const std::byte> bytes, const p
   return c;
 }
 
+/// pack_jpeg() of window `r`, throwing sample_error (stage decode) as the host path would.
+host_reason pack_window(sample& s, std::span<const std::byte> bytes, const image_region& r, const decode_options& decoding,
+                        std::uint64_t max_bytes, jpeg_packed& packed) {
+  jpeg_pack_result result;
+  try {
+    result = pack_jpeg(bytes, s.origin(), {r, max_bytes, decoding.max_pixels}, packed);
+  } catch (...) {
+    rethrow_as_sample_error(s.index(), "decode", s.origin());
+  }
+  return static_cast<host_reason>(result.fallback);
+}
+
+double thread_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
+}
+
 }  // namespace
 
 /// A loader's device scratch. Batches finish on several workers at once and queue their work on
@@ -129,13 +150,8 @@ bool hybrid_decoder::pack(sample& s, std::span<const std::byte> bytes, const pip
   if (w.refused != host_reason{}) return refuse(w.refused);
   const image_region r = w.window;
   auto& packed = pinfeed::detail::thread_scratch<jpeg_packed, struct hybrid_packed>();
-  jpeg_pack_result result;
-  try {
-    result = pack_jpeg(bytes, s.origin(), {r, bytes_per_sample_, decoding.max_pixels}, packed);
-  } catch (...) {
-    rethrow_as_sample_error(s.index(), "decode", s.origin());
-  }
-  if (result.fallback != jpeg_fallback::none) return refuse(static_cast<host_reason>(result.fallback));
+  if (const host_reason why = pack_window(s, bytes, r, decoding, bytes_per_sample_, packed); why != host_reason{})
+    return refuse(why);
   // The device unpacks block b from starts[b] to starts[b + 1]: the blocks and their starts are
   // claimed together, in the same order in both arenas, or neither is (claims that do not fit take
   // nothing, so the arenas have no gaps). Tables first: a sample refused for them claims nothing.
@@ -288,6 +304,69 @@ std::string decode_counts::to_string() const {
   std::string why;
   for (const auto& [reason, n] : host_by_reason) why += (why.empty() ? "" : ", ") + reason + " " + std::to_string(n);
   return why.empty() ? s : s + " (" + why + ")";
+}
+
+std::string decode_probe::to_string() const {
+  char head[160];
+  std::snprintf(head, sizeof head, "host half %.2fx the decode's CPU time (%.3f vs %.3f ms an image); ", ratio(), host_half_ms,
+                host_decode_ms);
+  std::string s = head + std::string("the device takes ") + std::to_string(device) + " of " + std::to_string(samples) + " files";
+  std::string why;
+  for (const auto& [reason, n] : host_by_reason) why += (why.empty() ? "" : ", ") + reason + " " + std::to_string(n);
+  return why.empty() ? s : s + " (" + why + ")";
+}
+
+decode_probe probe_decode_paths(const std::shared_ptr<image_reader>& reader, const pipeline& steps,
+                                std::span<const std::uint64_t> indices) {
+  if (!reader) throw pinfeed::invalid_argument("probe_decode_paths: reader is null");
+  if (const std::string why = detail::hybrid_decoder::refusal(steps, *reader, false); !why.empty())
+    throw pinfeed::invalid_argument("probe_decode_paths: " + why);
+  std::vector<field_spec> fields{{"image", dtype::u8, {1}}};
+  for (auto& f : reader->extra_fields()) fields.push_back(f);
+  std::vector<std::vector<std::byte>> storage(fields.size());
+  std::vector<std::byte*> buffers;
+  for (std::size_t i = 0; i < fields.size(); ++i) buffers.push_back((storage[i] = std::vector<std::byte>(fields[i].bytes())).data());
+  const decode_options decoding = reader->decoding();
+  const auto& first = steps.steps().front();
+  std::array<std::uint64_t, static_cast<std::size_t>(detail::host_reason::count_)> refused{};
+  decode_probe p;
+  std::vector<std::byte> stored, image;
+  jpeg_packed packed;
+  for (const std::uint64_t index : indices) {
+    sample s(index, 0, 0, fields, buffers);
+    try {
+      const auto bytes = reader->read_stored(s, stored);
+      const detail::window_choice w = detail::choose_window(s, bytes, steps, decoding);
+      auto why = w.refused;
+      double half = 0;
+      if (why == detail::host_reason{}) {
+        const double t0 = detail::thread_cpu_ms();
+        why = detail::pack_window(s, bytes, w.window, decoding, 0, packed);
+        half = detail::thread_cpu_ms() - t0;
+      }
+      const double t0 = detail::thread_cpu_ms();
+      (void)reader->decode_stored(s, bytes, image, [&](std::int64_t h, std::int64_t w2) -> decode_plan {
+        return {first->min_short_side(h, w2, s.rng(100)), first->window(h, w2, s.rng(100))};
+      });
+      const double host = detail::thread_cpu_ms() - t0;
+      ++p.samples;
+      if (why != detail::host_reason{}) {
+        ++refused[static_cast<std::size_t>(why)];
+        continue;
+      }
+      ++p.device;
+      p.host_half_ms += half;
+      p.host_decode_ms += host;
+    } catch (const sample_error&) {  // a bad file: the loader reports it
+    }
+  }
+  if (p.device > 0) {
+    p.host_half_ms /= static_cast<double>(p.device);
+    p.host_decode_ms /= static_cast<double>(p.device);
+  }
+  for (std::size_t r = 1; r < refused.size(); ++r)
+    if (refused[r] > 0) p.host_by_reason.emplace_back(detail::kReasonNames[r], refused[r]);
+  return p;
 }
 
 void pipeline_source::choose_decode_path() {

@@ -38,6 +38,7 @@ std::string loader_config::to_json() const {
   if (prefetch) j["prefetch"] = count_or_auto(*prefetch);
   if (memory_budget) j["memory_budget"] = *memory_budget;
   if (requests_in_flight) j["requests_in_flight"] = *requests_in_flight;
+  if (decode) j["decode"] = *decode;
   if (expected_speedup) j["expected_speedup"] = *expected_speedup;
   if (!measured.empty()) j["measured"] = measured;
   return j.dump(2);
@@ -74,6 +75,9 @@ loader_config loader_config::from_json(const std::string& text, const std::strin
       c.memory_budget = positive(key, ~std::uint64_t{0});
     } else if (key == "requests_in_flight") {
       c.requests_in_flight = positive(key, 1024);
+    } else if (key == "decode") {
+      if (!is_text(value, "host") && !is_text(value, "device")) throw bad(key, "\"host\" or \"device\"");
+      c.decode = value.get<std::string>();
     } else if (key == "expected_speedup") {
       if (!value.is_number() || !(value.get<double>() > 0)) throw bad(key, "a positive number");
       c.expected_speedup = value.get<double>();
@@ -83,7 +87,7 @@ loader_config loader_config::from_json(const std::string& text, const std::strin
     } else {
       throw pinfeed::invalid_argument("config '" + origin + "': unknown field \"" + key +
                                   "\" (known: schema, workers, prefetch, memory_budget, requests_in_flight, "
-                                  "expected_speedup, measured)");
+                                  "decode, expected_speedup, measured)");
     }
   }
   return c;

@@ -231,6 +231,51 @@ TEST_CASE("doctor.bad_samples_are_counted_in_the_report") {
   check_json_and_consistency(r);
 }
 
+TEST_CASE("doctor.says_where_to_decode_and_why") {
+  temp_dir d;
+  const auto files = jpeg_folder(d.path, 12);
+  doctor_pipeline p{make_image_files_reader(files), parse_pipeline("rrc(32),hflip"), {}};
+  doctor_options o = quick(2, 4);
+  o.per_transform = false;
+  const doctor_report r = doctor(p, o);
+  CHECK(r.decode_path == "host");
+  CHECK(r.decoded.device == 0);
+  CHECK(r.decoded.host > 0);
+  REQUIRE(r.decode_probe);
+  CHECK(r.decode_probe->samples == 12);  // every file, fewer than the probe's 32
+  CHECK(r.decode_probe->device + [&] {
+    std::uint64_t n = 0;
+    for (const auto& [reason, count] : r.decode_probe->host_by_reason) n += count;
+    return n;
+  }() == 12);
+  if (r.decode_probe->device > 0) {
+    CHECK(r.decode_probe->host_half_ms > 0);
+    CHECK(r.decode_probe->host_decode_ms > 0);
+  }
+  if (!r.gpu) {  // no batches on a GPU: the host, saying what a GPU would change
+    CHECK(r.decode_choice == "host");
+    CHECK(r.decode_why.rfind("no GPU takes the batches here; on one: host half ", 0) == 0);
+  }
+  const std::string text = r.to_text();
+  CHECK(text.find("decode: on the host; device 0, host ") != std::string::npos);
+  CHECK(text.find("decode probe: host half ") != std::string::npos);
+  CHECK(text.find("decode advice: " + r.decode_choice + " (") != std::string::npos);
+  const auto j = nlohmann::json::parse(r.to_json());
+  CHECK(j["decode"]["path"] == "host");
+  CHECK(j["decode"]["choice"] == r.decode_choice);
+  CHECK(j["decode"]["probe"]["samples"] == 12);
+  check_json_and_consistency(r);
+  // A pipeline the device path cannot take is advised the host, and told why.
+  doctor_pipeline resized{make_image_files_reader(files), parse_pipeline("resize(40),center_crop(32)"), {}};
+  const doctor_report h = doctor(resized, o);
+  CHECK(h.decode_choice == "host");
+  CHECK(h.decode_why.find("the device path cannot take this pipeline: its first step, resize(40)") != std::string::npos);
+  CHECK_FALSE(h.decode_probe);
+  // A source of generated images has no decoding to place.
+  doctor_pipeline generated{make_reader_from_source(make_synthetic_source({16, 48, 48, 10})), parse_pipeline("rrc(32)"), {}};
+  CHECK(doctor(generated, o).decode_path.empty());
+}
+
 #if PINFEED_TEST_HAVE_CURL
 TEST_CASE("doctor.slow_remote_storage_is_named_with_its_remedy") {
   if (!loopback::have_nginx()) {

@@ -233,6 +233,7 @@ TEST_CASE("loader.config.round_trips_and_names_what_is_wrong") {
   c.prefetch = auto_tune;
   c.memory_budget = std::uint64_t{8} << 30;
   c.requests_in_flight = 128;
+  c.decode = "device";
   c.expected_speedup = 1.25;
   c.measured = "here";
   const loader_config back = loader_config::from_json(c.to_json(), "x.json");
@@ -240,6 +241,7 @@ TEST_CASE("loader.config.round_trips_and_names_what_is_wrong") {
   CHECK(back.prefetch == auto_tune);
   CHECK(back.memory_budget == (std::uint64_t{8} << 30));
   CHECK(back.requests_in_flight == 128u);
+  CHECK(back.decode == "device");
   CHECK(back.expected_speedup == 1.25);
   CHECK(back.measured == "here");
   loader_options o;
@@ -262,6 +264,7 @@ TEST_CASE("loader.config.round_trips_and_names_what_is_wrong") {
       {R"({"schema": "pinfeed.config/1", "prefetch": -2})", "\"prefetch\" is -2, expected a whole number from 1 to 4095"},
       {R"({"schema": "pinfeed.config/1", "workers": "many"})", "\"workers\" is \"many\""},
       {R"({"schema": "pinfeed.config/1", "expected_speedup": 0})", "\"expected_speedup\" is 0, expected a positive number"},
+      {R"({"schema": "pinfeed.config/1", "decode": "gpu"})", "\"decode\" is \"gpu\", expected \"host\" or \"device\""},
       {R"({"schema": "pinfeed.config/1", "prefetch_factor": 2})", "unknown field \"prefetch_factor\""}};
   for (const auto& [text, message] : bad) {
     CAPTURE(text);

@@ -188,6 +188,15 @@ PY
 "$pf" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu --print-indices >"$work/folder.txt" 2>"$work/folder.err"
 check "folder: 10 images in 3 batches" test "$(grep -c '^indices ' "$work/folder.txt")" -eq 3
 check "folder: decode stage timed" grep -q "^decode " "$work/folder.err"
+check "folder: where the samples were decoded" grep -q "^decode: on the host; device 0, host 10$" "$work/folder.err"
+"$pf" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu --decode auto 2>"$work/auto.err" >/dev/null
+check "folder: decode auto without a GPU stays on the host" grep -q "^decode: on the host; device 0, host 10$" "$work/auto.err"
+expect_error "decode device needs the batches on a GPU" "decode device (--decode, or the --config file) decodes on the GPU, but the batches stay on the cpu" \
+  run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu --decode device
+printf '{"schema": "pinfeed.config/1", "decode": "device"}\n' >"$work/decode.json"
+expect_error "a config's decode device is checked like the option" "but the batches stay on the cpu" \
+  run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu --config "$work/decode.json"
+expect_error "decode takes host, device or auto" "--decode" run --decode gpu --device cpu
 check "folder: the run header counts the folder's 10 samples, not the synthetic default" grep -q "^run: .*, 10 samples," "$work/folder.err"
 check "folder: the PPMs opened the imgcodecs module" bash -c "LD_DEBUG=files '$pf' run --source 'folder:$work/folder' --batch 4 --device cpu --limit 1 --transforms 'center_crop(8)' 2>&1 | grep -q 'libpinfeed_imgcodecs.so'"
 out=$(PINFEED_IMGCODECS_MODULE=$work/no-such-module.so "$pf" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu 2>&1); rc=$?

@@ -48,6 +48,7 @@ void write_config(const doctor_report& r, const loader_options& given, const std
   c.prefetch = r.tuning.prefetch;
   c.memory_budget = given.memory_budget;
   if (r.remote && r.fetch.requests_in_flight > 0) c.requests_in_flight = r.fetch.requests_in_flight;
+  if (!r.decode_choice.empty()) c.decode = r.decode_choice;
   c.expected_speedup = r.expected_speedup;
   char measured[512];
   std::snprintf(measured, sizeof measured,

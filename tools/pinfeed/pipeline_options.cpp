@@ -108,9 +108,10 @@ loaders::pipeline_source_options source_options(const run_args& a, const device_
     throw pinfeed::invalid_argument("--max-bad-fraction " + std::to_string(a.max_bad_fraction) +
                                 " caps --on-error skip; with --on-error fail the first bad sample already fails");
   po.max_bad_fraction = a.max_bad_fraction;
-  po.decode = loaders::parse_decode_place(a.decode);
+  const auto& config = config_of(a);
+  po.decode = loaders::parse_decode_place(!a.decode.empty() ? a.decode : config && config->decode ? *config->decode : "host");
   if (po.decode == loaders::decode_place::device && !dev.is_cuda())
-    throw pinfeed::invalid_argument("--decode device decodes on the GPU, but the batches stay on the " + dev.to_string() +
+    throw pinfeed::invalid_argument("decode device (--decode, or the --config file) decodes on the GPU, but the batches stay on the " + dev.to_string() +
                                     " (--device): use --decode host or auto");
   return po;
 }
@@ -154,7 +155,8 @@ void add_sample_options(CLI::App* app, run_args& a) {
   app->add_option("--max-pixels", a.max_pixels, "reject images with more pixels (decompression bombs)");
   app->add_option("--decode", a.decode,
                   "where JPEGs are decoded: host (default), device (entropy decoding on the workers, the rest on the GPU, "
-                  "the same pixels; a first step that decodes a window, then only flips) or auto (device where it can)")
+                  "the same pixels; a first step that decodes a window, then only flips) or auto (device where it can); "
+                  "default: the --config file's, else host")
       ->check(CLI::IsMember({"host", "device", "auto"}));
 }
 

@@ -36,7 +36,7 @@ struct run_args {
   double remote_cache_mb = 1024;
   std::string remote_cache_dir, remote_index_cache;
   std::string memory_budget;  ///< a size (parse_bytes), empty: none
-  std::string decode = "host";  ///< host, device or auto (loaders::parse_decode_place)
+  std::string decode;  ///< host, device or auto (loaders::parse_decode_place); empty: from --config, else host
   std::int64_t max_pixels = std::int64_t{1} << 28;
   double max_bad_fraction = 0.0;
   double latency_ms = 0, bandwidth_mb_s = 0, step_ms = 0, copy_bandwidth_mb_s = 0;

@@ -240,6 +240,14 @@ struct doctor_report {
   /// Under --on-error skip: distinct bad samples the full pipeline (L0) met, and the slots they cost
   /// (filled by a stand-in), over all of L0's epochs. 0 for a source of the trainer's own.
   std::uint64_t bad_samples = 0, replaced = 0;
+  /// JPEG decoding, for readers of encoded files (decode_path empty otherwise): where the full
+  /// pipeline (L0) decoded ("host" or "device") and its counts; the device path's host half
+  /// against the host path's decode on some of the files (when the device path can take the
+  /// pipeline); and which the doctor advises, with why (--write-config records it).
+  std::string decode_path;
+  loaders::decode_counts decoded{};
+  std::optional<loaders::decode_probe> decode_probe{};
+  std::string decode_choice, decode_why;
   /// What to change, each with the numbers behind it; with doctor_options::verify, each that names
   /// a setting measured with a gain beyond the noise (the others move to no_gain).
   std::vector<doctor_suggestion> suggestions;

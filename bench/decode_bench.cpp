@@ -5,14 +5,21 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "bench_rows.hpp"
 #include "pinfeed/loaders/decode.hpp"
+#include "pinfeed/loaders/image_files.hpp"
+#include "pinfeed/loaders/pipeline_source.hpp"
+#include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/loader.hpp"
 #include "pinfeed/loaders/jpeg_coefficients.hpp"
 #include "pinfeed/loaders/transforms.hpp"
 #include "pinfeed/ops/jpeg_planes.hpp"
@@ -159,6 +166,74 @@ double device_half_images_per_s(const std::vector<loaders::jpeg_packed>& packed,
   }
   return median_of(rates);
 }
+
+/// One loader's pass over the bench's files on the GPU with rrc(224),hflip.
+struct loader_pass {
+  double images_per_s = 0;
+  std::vector<std::uint8_t> first_epoch;  ///< epoch 0's images, copied back
+  std::string decoded;
+};
+
+/// `files` through a loader on the GPU decoding at `place`: images/s over `repeats` epochs after
+/// an untimed first one (whose images it keeps).
+loader_pass loader_run(const std::vector<loaders::image_file>& files, loaders::decode_place place, int repeats) {
+  loaders::pipeline_source_options po;
+  po.decode = place;
+  po.device_tail = true;
+  auto src = std::make_shared<loaders::pipeline_source>(loaders::make_image_files_reader(files),
+                                                        loaders::parse_pipeline("rrc(224),hflip"), po);
+  loader_options lo;
+  lo.batch_size = 32;
+  lo.device = "cuda";
+  lo.seed = 7;
+  loader l(src, lo);
+  loader_pass r;
+  std::vector<double> rates;
+  for (int e = 0; e <= repeats; ++e) {
+    l.start_epoch(static_cast<std::uint32_t>(e));
+    const auto t0 = std::chrono::steady_clock::now();
+    std::size_t n = 0;
+    while (auto b = l.next()) {
+      n += b->size();
+      if (e > 0) continue;
+      const auto v = b->field("image");
+      const std::size_t at = r.first_epoch.size();
+      r.first_epoch.resize(at + v.bytes());
+      PINFEED_CUDA_TRY(cudaMemcpyAsync(r.first_epoch.data() + at, v.data, v.bytes(), cudaMemcpyDeviceToHost, b->stream()));
+      PINFEED_CUDA_TRY(cudaStreamSynchronize(b->stream()));
+    }
+    PINFEED_CUDA_TRY(cudaStreamSynchronize(l.stream()));
+    if (e > 0) rates.push_back(static_cast<double>(n) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  r.images_per_s = median_of(rates);
+  r.decoded = src->decoded().to_string();
+  return r;
+}
+
+/// The samples as files, through a loader decoding on the host and one decoding on the device.
+void compare_loaders(const std::vector<sample>& samples, int repeats, nlohmann::json& row) {
+  const fs::path dir = fs::temp_directory_path() / ("pinfeed-bench-decode-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::vector<loaders::image_file> files;
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const fs::path f = dir / (std::to_string(i) + ".jpg");
+    std::ofstream(f, std::ios::binary).write(reinterpret_cast<const char*>(samples[i].jpeg.data()),
+                                             static_cast<std::streamsize>(samples[i].jpeg.size()));
+    files.push_back({f.string(), 0});
+  }
+  try {
+    const loader_pass host = loader_run(files, loaders::decode_place::host, repeats);
+    const loader_pass device = loader_run(files, loaders::decode_place::device, repeats);
+    row["loader_host_images_per_s"] = host.images_per_s;
+    row["loader_device_images_per_s"] = device.images_per_s;
+    row["loader_same_images"] = host.first_epoch == device.first_epoch;
+    row["loader_decoded"] = device.decoded;
+  } catch (...) {
+    fs::remove_all(dir);
+    throw;
+  }
+  fs::remove_all(dir);
+}
 #endif
 
 /// The images encoded at `quality`, with their windows and flips drawn.
@@ -250,13 +325,16 @@ void run_quality(const decode_bench_options& o, const std::vector<picture>& pict
                      {"host_half_cpu_us", half_us}, {"host_half_ratio", half_us / host_us}, {"images_per_core_gain", host_us / half_us},
                      {"slot_bytes_mean", device ? static_cast<double>(k.slot_total) / static_cast<double>(device) : 0.0},
                      {"slot_bytes_most", k.slot_most}, {"device_images", device}, {"walked_images", k.walked},
-                     {"host_images", k.fallbacks}, {"summary", line}, {"device_half_images_per_s", nullptr}};
+                     {"host_images", k.fallbacks}, {"summary", line}, {"device_half_images_per_s", nullptr},
+                     {"loader_host_images_per_s", nullptr}, {"loader_device_images_per_s", nullptr},
+                     {"loader_same_images", nullptr}, {"loader_decoded", nullptr}};
 #if PINFEED_WITH_CUDA
   if (cuda_devices().usable) {
     std::vector<loaders::jpeg_packed> on_device;
     for (std::size_t i = 0; i < samples.size(); ++i)
       if (!k.to_host[i]) on_device.push_back(k.packed[i]);
     row["device_half_images_per_s"] = device_half_images_per_s(on_device, o.repeats);
+    compare_loaders(samples, o.repeats, row);
   }
 #endif
   out << with_host(std::move(row)).dump() << std::endl;

@@ -30,7 +30,7 @@ budget=${PINFEED_PHASE_BUDGET_S:-300}
 declare -A limit=(
   [nvidia-smi]=10 [info]=10 [runtime-gpu]=40 [ops-gpu]=50 [doctor-gpu]=35
   [memcheck-ops]=40 [racecheck-ops]=30 [memcheck-runtime]=40 [racecheck-streams]=10 [synccheck-streams]=10
-  [bench-h2d]=20 [bench-sampler]=70 [doctor-article]=60 [bench-decode]=20 [torch-compare]=120
+  [bench-h2d]=20 [bench-sampler]=70 [doctor-article]=60 [bench-decode]=30 [torch-compare]=120
 )
 tests_steps=(nvidia-smi info runtime-gpu ops-gpu doctor-gpu memcheck-ops racecheck-ops memcheck-runtime
              racecheck-streams synccheck-streams)
@@ -304,7 +304,7 @@ EOF
   record doctor-article "$(status_of)" "$took" "$fig"
 
   if compgen -G "$here/photos/*.jpg" >/dev/null; then
-    step bench-decode "$bin/pinfeed" bench decode --photos "$here/photos" --images 100 --repeats 3
+    step bench-decode "$bin/pinfeed" bench decode --photos "$here/photos" --images 64 --repeats 3
     grep -a '^{' "$work/bench-decode.log" >"$work/bench-decode.jsonl" 2>/dev/null
     local fig=$no_time
     if ((rc != -1)); then
@@ -313,7 +313,12 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 def dev(r):
     v = r.get("device_half_images_per_s")
-    return f", device half {v:.0f} img/s" if v else ""
+    s = f", device half {v:.0f} img/s" if v else ""
+    h, d = r.get("loader_host_images_per_s"), r.get("loader_device_images_per_s")
+    if h and d:
+        same = "same images" if r.get("loader_same_images") else "IMAGES DIFFER"
+        s += f", loader {d:.0f} vs {h:.0f} img/s decoding on the device vs the host ({same}; {r.get('loader_decoded')})"
+    return s
 print("; ".join(f"q{r['quality']}: host half {r['host_half_ratio']:.2f}x, {r['slot_bytes_mean'] / 1024:.0f} KB/img{dev(r)}" for r in rows))
 EOF
       )

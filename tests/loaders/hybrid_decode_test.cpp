@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -184,4 +185,71 @@ TEST_CASE("hybrid_decode.host_half_and_a_cpu_oracle_of_the_device_half_equal_the
   // All but the arithmetic-coded file and two windows at least 32 pixels on their shorter side
   // (the 400x300 photo's, and one other), which the host decodes at 1/2 for an output of 16.
   CHECK(counts.to_string() == "device 9, host 3 (arithmetic 1, scaled 2)");
+}
+
+TEST_CASE("hybrid_decode.every_way_to_the_host_is_counted") {
+  // Files the device path leaves to the host, each for its reason, through the CPU twin of a
+  // device loader (the copy hooks are not needed to count). Bad files are skipped by the host path
+  // after it fails on them too.
+  test::temp_dir dir;
+  std::vector<loaders::image_file> files;
+  const auto put = [&](const std::string& name, const std::vector<std::byte>& bytes) {
+    const auto path = dir.path / name;
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    files.push_back({path.string(), static_cast<std::int64_t>(files.size())});
+  };
+  loaders::jpeg_encode_options q100;
+  q100.quality = 100;
+  const auto big = test::jpeg_file(64, 64, 901, test::jpeg_layouts()[0], q100);  // 4:4:4, noise: past 1 KiB packed
+  put("big.jpg", big);
+  loaders::jpeg_encode_options q60;
+  q60.quality = 60;
+  const auto small_file = test::jpeg_file(24, 24, 903, test::jpeg_layouts()[5], q60);  // grey: well under 1 KiB
+  put("truncated.jpg", {small_file.begin(), small_file.begin() + static_cast<std::ptrdiff_t>(small_file.size() * 2 / 3)});
+  std::string ppm = "P6\n12 10\n255\n";
+  ppm.append(12 * 10 * 3, '\x7f');
+  const auto* p = reinterpret_cast<const std::byte*>(ppm.data());
+  put("grey.ppm", {p, p + ppm.size()});
+  loaders::jpeg_encode_options arithmetic;
+  arithmetic.arithmetic = true;
+  put("arith.jpg", test::jpeg_file(20, 20, 902, test::jpeg_layouts()[2], arithmetic));
+  loaders::pipeline_source_options o;
+  o.decode = decode_place::device;
+  o.device_bytes_per_sample = 1024;
+  o.on_error = loaders::error_policy::skip;
+  // An output of 48: no window of these files decodes at a DCT scale.
+  const auto inner = std::make_shared<loaders::pipeline_source>(loaders::make_image_files_reader(files),
+                                                                loaders::parse_pipeline("random_resized_crop(48),hflip"), o);
+  {
+    loader l(std::make_shared<any_loader>(inner), test::cpu_loader(2, 1, 5));
+    while (l.next()) {
+    }
+  }
+  const auto counts = inner->decoded();
+  CAPTURE(counts.to_string());
+  const auto count_of = [&](const char* reason) {
+    for (const auto& [r, n] : counts.host_by_reason)
+      if (r == reason) return n;
+    return std::uint64_t{0};
+  };
+  CHECK(counts.device == 0);
+  CHECK(count_of("too_large") >= 1);   // big.jpg: more packed bytes than the slot's 1 KiB a sample
+  CHECK(count_of("corrupt") >= 1);     // truncated.jpg
+  CHECK(count_of("not_jpeg") >= 1);    // grey.ppm
+  CHECK(count_of("arithmetic") >= 1);  // arith.jpg
+  std::uint64_t by_reason = 0;
+  for (const auto& [r, n] : counts.host_by_reason) by_reason += n;
+  CHECK(by_reason == counts.host);  // every sample the host decoded has its reason
+  // A crop larger than the image plans no window: the host takes it (and fails on it, as always).
+  std::vector<loaders::image_file> small{files[0]};
+  const test::hybrid_folder f;
+  small[0] = f.files.back();  // 7 x 9
+  loaders::pipeline_source_options c = o;
+  c.device_bytes_per_sample = 160 * 1024;
+  c.on_error = loaders::error_policy::fail;
+  const auto cropped = std::make_shared<loaders::pipeline_source>(loaders::make_image_files_reader(small),
+                                                                  loaders::parse_pipeline("crop(8)"), c);
+  loader l(std::make_shared<any_loader>(cropped), test::cpu_loader(1, 1, 5));
+  CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("smaller than the crop"), sample_error);
+  CHECK(cropped->decoded().to_string() == "device 0, host 1 (no_window 1)");
 }

@@ -118,10 +118,10 @@ std::vector<field_spec> hybrid_decoder::fields(std::uint64_t bytes_per_sample) {
     throw pinfeed::invalid_argument("pipeline_source: device_bytes_per_sample must be 1 KiB to 1 GiB, got " +
                                     std::to_string(bytes_per_sample));
   const auto most = [](std::uint64_t v) { return static_cast<std::int64_t>(v); };
-  return {{"jpeg_plan", dtype::u8, {static_cast<std::int64_t>(kPlanBytes)}},
-          {"jpeg_bytes", dtype::u8, {most(bytes_per_sample)}, true},
-          {"jpeg_starts", dtype::u32, {most(bytes_per_sample / 4)}, true},
-          {"jpeg_quant", dtype::u16, {most(kTablesMost)}, true}};
+  return {{"jpeg_plan", dtype::u8, {static_cast<std::int64_t>(kPlanBytes)}, false, true},
+          {"jpeg_bytes", dtype::u8, {most(bytes_per_sample)}, true, true},
+          {"jpeg_starts", dtype::u32, {most(bytes_per_sample / 4)}, true, true},
+          {"jpeg_quant", dtype::u16, {most(kTablesMost)}, true, true}};
 }
 
 std::string hybrid_decoder::refusal(const pipeline& steps, const image_reader& reader, bool tail_on_host) {

@@ -47,6 +47,7 @@ std::string checksum_line(const batch& b) {
   std::string line = head;
   std::vector<std::byte> host;
   for (std::size_t f = 0; f < b.field_count(); ++f) {
+    if (b.spec(f).scratch) continue;
     const tensor_view v = b.field(f);
     const void* data = v.data;
     if (v.location.is_cuda()) {

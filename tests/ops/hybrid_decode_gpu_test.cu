@@ -27,10 +27,11 @@ loader_options on_gpu(std::size_t batch) {
   return o;
 }
 
-/// Each batch's image field, copied back, and its labels.
-std::vector<std::vector<std::uint8_t>> images_of(loader& l) {
+/// Each batch's image field, copied back, and its labels; and its checksum line.
+std::vector<std::vector<std::uint8_t>> images_of(loader& l, std::vector<std::string>& lines) {
   std::vector<std::vector<std::uint8_t>> out;
   while (auto b = l.next()) {
+    lines.push_back(checksum_line(*b));
     const auto v = b->field("image");
     std::vector<std::uint8_t> px(v.bytes());
     PINFEED_CUDA_TRY(cudaMemcpyAsync(px.data(), v.data, px.size(), cudaMemcpyDeviceToHost, b->stream()));
@@ -48,11 +49,13 @@ TEST_CASE("gpu.jpeg.loader_decodes_on_the_device_as_the_host_path" * doctest::te
   const test::hybrid_folder f;
   for (const std::size_t batch : {4, 12}) {
     CAPTURE(batch);
+    std::vector<std::string> host_lines, device_lines;
     loader host(f.source(decode_place::host), on_gpu(batch));
-    const auto want = images_of(host);
+    const auto want = images_of(host, host_lines);
     const auto src = f.source(decode_place::device);
     loader device(src, on_gpu(batch));
-    const auto got = images_of(device);
+    const auto got = images_of(device, device_lines);
+    CHECK(device_lines == host_lines);  // the packed fields are the source's scratch: not in the lines
     REQUIRE(got.size() == want.size());
     for (std::size_t k = 0; k < got.size(); ++k) {
       CAPTURE(k);
@@ -69,7 +72,11 @@ TEST_CASE("gpu.jpeg.auto_decodes_on_the_device_where_a_gpu_is" * doctest::test_s
   CHECK(src->decode_path() == decode_place::device);
   loader l(src, on_gpu(6));
   std::size_t n = 0;
-  while (auto b = l.next()) n += b->size();
+  while (auto b = l.next()) {
+    n += b->size();
+    CHECK(b->spec(3).name == "jpeg_bytes");
+    CHECK(b->spec(3).scratch);
+  }
   CHECK(n == f.files.size());
   CHECK(src->decoded().device == 9);
 }

@@ -14,7 +14,9 @@ namespace pinfeed {
 /// and machines of the same endianness).
 [[nodiscard]] std::uint64_t hash_bytes(const void* data, std::size_t bytes, std::uint64_t seed = 0) noexcept;
 
-/// One line: "batch <epoch>:<index> n=<size> indices=<first>..<last> #<hash of indices> <field>=<hash> ...".
+/// One line: "batch <epoch>:<index> n=<size> indices=<first>..<last> #<hash of indices> <field>=<hash> ...",
+/// for every field but the source's scratch ones (field_spec::scratch); a variable-size field
+/// hashed sample by sample, in batch order.
 /// Device batches are copied to the host first: this synchronizes the batch's stream.
 [[nodiscard]] std::string checksum_line(const batch& b);
 

@@ -99,6 +99,10 @@ struct field_spec {
   /// (the stated worst case per sample, counted in the memory budget) and each sample's place in it
   /// (batch::extents()); only the arena's used part is copied to the device.
   bool variable = false;
+  /// The source's own working field (the packed JPEGs of decoding on the device, say): in the
+  /// batch like any other, but not part of the sample, so checksum_line() leaves it out and a
+  /// batch's line does not depend on how the source made it.
+  bool scratch = false;
 
   [[nodiscard]] std::size_t elements() const noexcept;
   [[nodiscard]] std::size_t bytes() const noexcept { return elements() * dtype_size(type); }

@@ -276,6 +276,10 @@ class pooled_source final : public source {
       : base_(std::move(base)), entries_(pool, base_ ? base_->size() : 0, "pooled source", max_bytes) {
     if (!base_) throw pinfeed::invalid_argument("pooled source: the base source is null");
     fields_ = base_->fields();
+    for (const auto& f : fields_)
+      if (f.variable)
+        throw pinfeed::invalid_argument("pooled source: field '" + f.name + "' of '" + base_->name() +
+                                        "' is variable-size; samples with such fields are not pooled");
     for (const auto& f : fields_) sample_bytes_ += f.bytes();
     entries_.check_up_front(sample_bytes_);
   }
@@ -332,14 +336,23 @@ std::shared_ptr<source> make_pooled_source(std::shared_ptr<source> base, std::si
 cached_pipeline make_cached_pipeline(const std::shared_ptr<loaders::pipeline_source>& full, const sample_cache& cache) {
   if (!full) throw pinfeed::invalid_argument("cache: the pipeline is null");
   if (cache.pool == 0) throw pinfeed::invalid_argument("cache: the pool must be at least 1");
+  // Decoding on the device: where a cache keeps encoded bytes, still there; where it keeps images
+  // (decoded, after steps, finished samples), those are decoded once on the host.
+  auto options = full->options();
+  if (options.decode == loaders::decode_place::device) options.decode = loaders::decode_place::automatic;
   const auto over = [&](std::shared_ptr<image_reader> reader, loaders::pipeline steps) -> cached_pipeline {
-    auto p = std::make_shared<loaders::pipeline_source>(std::move(reader), std::move(steps), full->options());
+    auto p = std::make_shared<loaders::pipeline_source>(std::move(reader), std::move(steps), options);
     return {p, p};
   };
   switch (cache.stage) {
     case cache_stage::none:
       return {full, full};
     case cache_stage::finished:
+      if (full->decode_path() == loaders::decode_place::device) {
+        options.decode = loaders::decode_place::host;
+        auto twin = std::make_shared<loaders::pipeline_source>(full->reader(), full->steps(), options);
+        return {make_pooled_source(twin, cache.pool, cache.max_bytes), twin};
+      }
       return {make_pooled_source(full, cache.pool, cache.max_bytes), full};
     case cache_stage::raw:
     case cache_stage::decoded:

@@ -168,6 +168,31 @@ TEST_CASE("stages.cache_stages_over_encoded_files") {
   }
 }
 
+TEST_CASE("stages.caches_of_a_pipeline_that_decodes_on_the_device") {
+  // Where a cache keeps encoded bytes the device path stays (where a GPU is); where it keeps
+  // images, they are decoded on the host once; finished samples are those of the host path.
+  temp_dir d;
+  const auto files = test::jpeg_class_folder(d.path, 8, 120, 8, 160);
+  pipeline_source_options device;
+  device.decode = decode_place::device;
+  const auto full = std::make_shared<pipeline_source>(make_image_files_reader(files), parse_pipeline("rrc(24),hflip"), device);
+  REQUIRE(full->decode_path() == decode_place::device);
+  const bool gpu = cuda_devices().usable;
+  const auto raw = make_cached_pipeline(full, {cache_stage::raw, 0, 4});
+  CHECK(raw.pipeline->decode_path() == (gpu ? decode_place::device : decode_place::host));
+  const auto decoded = make_cached_pipeline(full, {cache_stage::decoded, 0, 4});
+  CHECK(decoded.pipeline->decode_path() == decode_place::host);
+  const auto finished = make_cached_pipeline(full, {cache_stage::finished, 0, 4});
+  CHECK(finished.pipeline->decode_path() == decode_place::host);
+  CHECK(finished.source->fields().size() == 2);  // image and label: no packed fields to pool
+  const auto b = take_first(finished.source, pinfeed::test::cpu_loader(8, 2, 9));
+  CHECK(b.images.size() == 8);
+  // A source of the caller's own with a variable-size field is not pooled, and says so.
+  auto own = make_source(4, {{"tokens", dtype::u32, {8}, true}}, [](sample&) {});
+  CHECK_THROWS_WITH_AS((void)make_pooled_source(own, 2), doctest::Contains("field 'tokens' of 'callable' is variable-size"),
+                       std::invalid_argument);
+}
+
 TEST_CASE("stages.a_cache_pool_over_its_memory_budget_fails_the_run_and_is_no_bad_sample") {
   // Known entry sizes fail up front: 64 finished samples of 32x32x3 + label against 10 KB.
   auto synthetic = make_reader_from_source(make_synthetic_source({64, 32, 32, 10}));

@@ -110,6 +110,7 @@ loaders::pipeline_source_options source_options(const run_args& a, const device_
   po.max_bad_fraction = a.max_bad_fraction;
   const auto& config = config_of(a);
   po.decode = loaders::parse_decode_place(!a.decode.empty() ? a.decode : config && config->decode ? *config->decode : "host");
+  if (po.decode == loaders::decode_place::automatic && !dev.is_cuda()) po.decode = loaders::decode_place::host;  // batches stay here
   if (po.decode == loaders::decode_place::device && !dev.is_cuda())
     throw pinfeed::invalid_argument("decode device (--decode, or the --config file) decodes on the GPU, but the batches stay on the " + dev.to_string() +
                                     " (--device): use --decode host or auto");

@@ -129,7 +129,10 @@ enum class error_policy { fail, skip };
 enum class decode_place {
   host,       ///< on the workers, whole (libjpeg-turbo with pinfeed's Huffman decoder)
   device,     ///< hybrid: entropy decoding on the workers, the rest on the loader's GPU (same pixels)
-  automatic,  ///< device where a GPU is usable and the pipeline's steps and reader allow it, else host
+  /// device where a GPU is usable and the pipeline's steps and reader allow it, else host; chosen
+  /// when the source is made, so a loader on the CPU then refuses a source that chose the device
+  /// (make it with host for such a loader)
+  automatic,
 };
 [[nodiscard]] const char* to_string(decode_place p) noexcept;
 /// "host", "device" or "auto"; throws std::invalid_argument naming the text otherwise.

@@ -31,7 +31,8 @@ void ladder::judge_decode() {
   std::vector<std::uint64_t> indices;
   for (std::uint64_t k = 0; k < n; ++k) indices.push_back(k * size / n);
   try {
-    r_.decode_probe = loaders::probe_decode_paths(p_.reader, piped_->host_steps(), indices);
+    r_.decode_probe = loaders::probe_decode_paths(p_.reader, piped_->host_steps(), indices,
+                                                   piped_->options().device_bytes_per_sample);
   } catch (const std::exception& e) {
     r_.decode_why = std::string("the probe failed: ") + e.what();
     return;
@@ -40,7 +41,7 @@ void ladder::judge_decode() {
   const std::string figures = p.to_string();
   if (!gpu_) {
     r_.decode_why = "no GPU takes the batches here; on one: " + figures;
-  } else if (p.device * 2 < p.samples) {
+  } else if (p.device == 0 || p.device * 2 < p.samples) {
     r_.decode_why = "the device path would take too few of the files: " + figures;
   } else if (p.ratio() > kWorthIt) {
     r_.decode_why = "the device path's host half saves little: " + figures;

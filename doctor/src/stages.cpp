@@ -213,7 +213,8 @@ class cached_reader final : public image_reader {
     const entry& e = slot.entry;
     if (!e.origin.empty()) s.set_origin(e.origin);
     for (std::size_t f = 1; f < e.fields.size() && f < s.field_count(); ++f)
-      std::memcpy(s.bytes(f).data(), e.fields[f].data(), std::min(e.fields[f].size(), s.bytes(f).size()));
+      if (!s.spec(f).variable && !s.spec(f).scratch)  // a reader writes neither (decoding on the device's own)
+        std::memcpy(s.bytes(f).data(), e.fields[f].data(), std::min(e.fields[f].size(), s.bytes(f).size()));
     return e;
   }
 
@@ -222,6 +223,7 @@ class cached_reader final : public image_reader {
     e.fields.resize(e.specs.size());
     std::vector<std::byte*> buffers(e.specs.size(), nullptr);  // field 0 is the pipeline's: a reader never writes it
     for (std::size_t f = 1; f < e.specs.size(); ++f) {
+      if (e.specs[f].variable || e.specs[f].scratch) continue;
       e.fields[f].resize(e.specs[f].bytes());
       buffers[f] = e.fields[f].data();
     }

@@ -154,7 +154,8 @@ bool hybrid_decoder::pack(sample& s, std::span<const std::byte> bytes, const pip
     return refuse(why);
   // The device unpacks block b from starts[b] to starts[b + 1]: the blocks and their starts are
   // claimed together, in the same order in both arenas, or neither is (claims that do not fit take
-  // nothing, so the arenas have no gaps). Tables first: a sample refused for them claims nothing.
+  // nothing, so the arenas have no gaps). Tables first: a sample refused for them claims nothing (one
+  // refused for its blocks leaves its tables unused in their arena, which is harmless).
   const auto quant = s.claim<std::uint16_t>("jpeg_quant", packed.quant.size());
   if (quant.empty()) return refuse(host_reason::too_large);
   std::memcpy(quant.data(), packed.quant.data(), packed.quant.size() * sizeof(std::uint16_t));
@@ -170,7 +171,6 @@ bool hybrid_decoder::pack(sample& s, std::span<const std::byte> bytes, const pip
   const std::uint64_t first_byte = s.claimed(plan_ + 1).first;
   std::memcpy(b.data(), packed.bytes.data(), packed.bytes.size());
   for (std::size_t k = 0; k < starts.size(); ++k) starts[k] = static_cast<std::uint32_t>(first_byte + packed.starts[k]);
-  std::memcpy(quant.data(), packed.quant.data(), packed.quant.size() * sizeof(std::uint16_t));
 
   rec.device = 1;
   rec.image = packed.image;
@@ -227,9 +227,9 @@ void hybrid_decoder::before_copy(const slot_view& slot) const {
   std::memcpy(region, &h, sizeof h);  // the records were read before the loop overwrote them
 }
 
-hybrid_decoder::scratch& hybrid_decoder::scratch_for(cudaStream_t stream) {
+hybrid_decoder::scratch& hybrid_decoder::scratch_for(int device, cudaStream_t stream) {
   std::lock_guard lock(scratch_mutex_);
-  auto& s = scratch_[stream];
+  auto& s = scratch_[{device, stream}];
   if (!s) s = std::make_unique<scratch>();
   return *s;
 }
@@ -243,7 +243,7 @@ void hybrid_decoder::after_copy(const slot_view& slot) {
                                  std::to_string(slot.used[plan_ + 1]) +
                                  " bytes, past the 4 GiB its block starts reach: lower batch_size or device_bytes_per_sample");
   const std::uint64_t bytes = slot.used[plan_ + 1], blocks = slot.used[plan_ + 2], tables = slot.used[plan_ + 3] / 64;
-  scratch& sc = scratch_for(slot.stream);
+  scratch& sc = scratch_for(slot.device_index, slot.stream);
   std::lock_guard queueing(sc.queueing);
   const auto fit = [&](device_buffer& b, std::uint64_t need) {
     if (b.size() >= need && b.size() > 0) return;
@@ -317,7 +317,7 @@ std::string decode_probe::to_string() const {
 }
 
 decode_probe probe_decode_paths(const std::shared_ptr<image_reader>& reader, const pipeline& steps,
-                                std::span<const std::uint64_t> indices) {
+                                std::span<const std::uint64_t> indices, std::uint64_t bytes_per_sample) {
   if (!reader) throw pinfeed::invalid_argument("probe_decode_paths: reader is null");
   if (const std::string why = detail::hybrid_decoder::refusal(steps, *reader, false); !why.empty())
     throw pinfeed::invalid_argument("probe_decode_paths: " + why);
@@ -341,7 +341,7 @@ decode_probe probe_decode_paths(const std::shared_ptr<image_reader>& reader, con
       double half = 0;
       if (why == detail::host_reason{}) {
         const double t0 = detail::thread_cpu_ms();
-        why = detail::pack_window(s, bytes, w.window, decoding, 0, packed);
+        why = detail::pack_window(s, bytes, w.window, decoding, bytes_per_sample, packed);
         half = detail::thread_cpu_ms() - t0;
       }
       const double t0 = detail::thread_cpu_ms();

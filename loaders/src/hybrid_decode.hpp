@@ -55,7 +55,7 @@ class hybrid_decoder {
  private:
   void count(host_reason r) noexcept { host_[static_cast<std::size_t>(r)].fetch_add(1, std::memory_order_relaxed); }
   struct scratch;
-  scratch& scratch_for(cudaStream_t stream);
+  scratch& scratch_for(int device, cudaStream_t stream);
 
   std::size_t plan_, image_bytes_;
   std::uint64_t bytes_per_sample_;
@@ -63,7 +63,9 @@ class hybrid_decoder {
   std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(host_reason::count_)> host_{};
   std::mutex claim_mutex_;  // a sample's blocks and starts are claimed together
   std::mutex scratch_mutex_;
-  std::map<cudaStream_t, std::unique_ptr<scratch>> scratch_;  // a loader's copy stream each
+  // A loader's copy stream each, on its device. Kept while the source lives (a loader that ends
+  // leaves its scratch behind: the doctor's many loaders over one source add up).
+  std::map<std::pair<int, cudaStream_t>, std::unique_ptr<scratch>> scratch_;
 };
 
 }  // namespace pinfeed::loaders::detail

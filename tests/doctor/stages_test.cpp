@@ -187,6 +187,24 @@ TEST_CASE("stages.caches_of_a_pipeline_that_decodes_on_the_device") {
   CHECK(finished.source->fields().size() == 2);  // image and label: no packed fields to pool
   const auto b = take_first(finished.source, pinfeed::test::cpu_loader(8, 2, 9));
   CHECK(b.images.size() == 8);
+  // A cache of stored bytes under the device path: the packed fields are the pipeline's, never the
+  // reader's, so the cache neither keeps nor copies them (here through a CPU loader, which a
+  // forwarding source lets take the device path's host half).
+  struct forward final : source {
+    std::shared_ptr<pipeline_source> inner;
+    std::uint64_t size() const override { return inner->size(); }
+    std::vector<field_spec> fields() const override { return inner->fields(); }
+    void produce(sample& s) override { inner->produce(s); }
+  };
+  auto via_raw = std::make_shared<forward>();
+  via_raw->inner = std::make_shared<pipeline_source>(make_cached_reader(full->reader(), cache_stage::raw, 4),
+                                                     parse_pipeline("rrc(24),hflip"), device);
+  REQUIRE(via_raw->inner->decode_path() == decode_place::device);
+  loader l(via_raw, pinfeed::test::cpu_loader(8, 2, 9));
+  std::size_t n = 0;
+  while (auto batch = l.next()) n += batch->size();
+  CHECK(n == 8);
+  CHECK(via_raw->inner->decoded().device + via_raw->inner->decoded().host == 8);
   // A source of the caller's own with a variable-size field is not pooled, and says so.
   auto own = make_source(4, {{"tokens", dtype::u32, {8}, true}}, [](sample&) {});
   CHECK_THROWS_WITH_AS((void)make_pooled_source(own, 2), doctest::Contains("field 'tokens' of 'callable' is variable-size"),

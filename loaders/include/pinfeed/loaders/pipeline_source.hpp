@@ -197,10 +197,12 @@ class hybrid_decoder;
 /// Decodes the samples `indices` of `reader` both ways on this thread, timing each with its CPU
 /// clock (the reads are not timed): the host path's decode of the first step's window, and the
 /// device path's host half. Throws std::invalid_argument naming why when the device path cannot
-/// take the pipeline (pipeline_source::device_refusal); files that fail to read or decode are
+/// take the pipeline (pipeline_source::device_refusal); files packing past `bytes_per_sample` count
+/// as too_large, as in a loader; files that fail to read or decode are
 /// left out of the figures (the loader reports those).
 [[nodiscard]] decode_probe probe_decode_paths(const std::shared_ptr<image_reader>& reader, const pipeline& steps,
-                                              std::span<const std::uint64_t> indices);
+                                              std::span<const std::uint64_t> indices,
+                                              std::uint64_t bytes_per_sample = 160 * 1024);
 
 class pipeline_source final : public source {
  public:

@@ -273,7 +273,8 @@ packing pack_all(const std::vector<sample>& samples) {
     const auto& w = samples[i].plan.window;
     // The host path decodes at a DCT scale where the window allows; the host half has no scaled
     // IDCT yet, so those images stay on the host.
-    const bool scaled = std::min(w.height, w.width) / 2 >= std::min(samples[i].plan.out_height, samples[i].plan.out_width);
+    const bool scaled =
+        loaders::region_decode_denom(w, std::min(samples[i].plan.out_height, samples[i].plan.out_width)) != 1;
     const bool ok = !scaled && loaders::pack_jpeg(samples[i].jpeg, "bench", po, k.packed[i]).fallback == loaders::jpeg_fallback::none;
     k.to_host[i] = !ok;
     k.fallbacks += ok ? 0 : 1;

@@ -325,9 +325,6 @@ void pipeline_source::produce_one(sample& out, std::uint64_t index) {
   for (std::size_t i = 0; i < fields_.size(); ++i) t.buffers[i] = fields_[i].variable ? nullptr : out.bytes(i).data();
   sample s(index, out.epoch(), out.seed(), fields_, t.buffers, out.stats(), out.trace());
   s.share_place(out);  // readers that fetch ahead follow the epoch's order from here
-  image_spec in;
-  bool window_only = false;
-  const std::byte* image = nullptr;
   if (hybrid_) {  // the stored bytes first: packed for the device, else decoded here
     std::span<const std::byte> stored;
     {
@@ -351,6 +348,9 @@ void pipeline_source::produce_one(sample& out, std::uint64_t index) {
     return;
   }
   if (reader_->stores_encoded()) host_decodes_->fetch_add(1, std::memory_order_relaxed);
+  image_spec in;
+  bool window_only = false;
+  const std::byte* image = nullptr;
   {
     stage_timer timer(stage::read, s.stats(), s.trace(), index);
     try {

@@ -263,19 +263,21 @@ struct packing {
   std::uint64_t slot_total = 0, slot_most = 0;
 };
 
+/// The host half's options for `s`: its window at the DCT scale the host path decodes it at.
+loaders::jpeg_pack_options pack_options(const sample& s) {
+  loaders::jpeg_pack_options po;
+  po.window = s.plan.window;
+  po.scale_denom = loaders::region_decode_denom(s.plan.window, std::min(s.plan.out_height, s.plan.out_width));
+  return po;
+}
+
 packing pack_all(const std::vector<sample>& samples) {
   packing k;
   k.packed.resize(samples.size());
   k.to_host.assign(samples.size(), false);
   for (std::size_t i = 0; i < samples.size(); ++i) {
-    loaders::jpeg_pack_options po;
-    po.window = samples[i].plan.window;
-    const auto& w = samples[i].plan.window;
-    // The host path decodes at a DCT scale where the window allows; the host half has no scaled
-    // IDCT yet, so those images stay on the host.
-    const bool scaled =
-        loaders::region_decode_denom(w, std::min(samples[i].plan.out_height, samples[i].plan.out_width)) != 1;
-    const bool ok = !scaled && loaders::pack_jpeg(samples[i].jpeg, "bench", po, k.packed[i]).fallback == loaders::jpeg_fallback::none;
+    const loaders::jpeg_pack_options po = pack_options(samples[i]);
+    const bool ok = loaders::pack_jpeg(samples[i].jpeg, "bench", po, k.packed[i]).fallback == loaders::jpeg_fallback::none;
     k.to_host[i] = !ok;
     k.fallbacks += ok ? 0 : 1;
     if (!ok) continue;
@@ -298,12 +300,10 @@ pass_result time_passes(const std::vector<sample>& samples, const packing& k, in
     const double host = thread_cpu_seconds() - t0;
     t0 = thread_cpu_seconds();
     for (std::size_t i = 0; i < samples.size(); ++i) {
-      loaders::jpeg_pack_options po;
-      po.window = samples[i].plan.window;
       if (k.to_host[i])
         host_path(samples[i], *flip, px, resized, flipped);
       else
-        (void)loaders::pack_jpeg(samples[i].jpeg, "bench", po, scratch);
+        (void)loaders::pack_jpeg(samples[i].jpeg, "bench", pack_options(samples[i]), scratch);
     }
     const double half = thread_cpu_seconds() - t0;
     if (r > 0) host_t.push_back(host), half_t.push_back(half);

@@ -1,9 +1,9 @@
 #pragma once
 // A folder of JPEGs for the device path of decoding (tests/loaders/hybrid_decode_test.cpp on the
 // host, tests/ops/hybrid_decode_gpu_test.cu on the device): every chroma layout, restart intervals,
-// optimized tables, quality 100, a progressive file, a 1x1 image, and files the device path leaves
-// to the host (arithmetic-coded; a photo whose windows decode at a DCT scale). Small outputs keep
-// the simulator's instruction counts low.
+// optimized tables, quality 100, a progressive file, a 1x1 image, a photo whose windows decode at
+// a DCT scale (1/2: reduced IDCTs), and a file the device path leaves to the host (arithmetic-
+// coded). Small outputs keep the simulator's instruction counts low.
 #include <filesystem>
 #include <fstream>
 #include <memory>

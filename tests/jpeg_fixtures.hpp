@@ -3,9 +3,12 @@
 // host, tests/ops/jpeg_gpu_test.cu on the device): pictures with edges and noise, every chroma
 // layout, and the host decode path's pixels to compare with.
 #include <cstdint>
+#include <cstdio>
 #include <span>
 #include <string>
 #include <vector>
+
+#include <jpeglib.h>
 
 #include "pinfeed/loaders/decode.hpp"
 #include "pinfeed/loaders/jpeg_coefficients.hpp"
@@ -55,6 +58,30 @@ inline std::vector<std::uint8_t> host_pixels(const std::vector<std::byte>& file)
   (void)loaders::decode_image(file, out, {}, "test JPEG");
   const auto* p = reinterpret_cast<const std::uint8_t*>(out.data());
   return {p, p + out.size()};
+}
+
+/// libjpeg's decode of `file` at 1/denom (RGB, the accurate IDCT, fancy upsampling: the host
+/// path's settings), straight through libjpeg-turbo (its SIMD IDCTs where this host has them).
+inline std::vector<std::uint8_t> libjpeg_scaled(const std::vector<std::byte>& file, unsigned denom) {
+  jpeg_decompress_struct c{};
+  jpeg_error_mgr err{};
+  c.err = jpeg_std_error(&err);  // a failure exits: the test files are good
+  jpeg_create_decompress(&c);
+  jpeg_mem_src(&c, reinterpret_cast<const unsigned char*>(file.data()), static_cast<unsigned long>(file.size()));
+  jpeg_read_header(&c, TRUE);
+  c.out_color_space = JCS_RGB;
+  c.scale_num = 1;
+  c.scale_denom = denom;
+  c.dct_method = JDCT_ISLOW;
+  jpeg_start_decompress(&c);
+  std::vector<std::uint8_t> px(static_cast<std::size_t>(c.output_width) * c.output_height * 3);
+  while (c.output_scanline < c.output_height) {
+    JSAMPROW row = px.data() + static_cast<std::size_t>(c.output_scanline) * c.output_width * 3;
+    jpeg_read_scanlines(&c, &row, 1);
+  }
+  jpeg_finish_decompress(&c);
+  jpeg_destroy_decompress(&c);
+  return px;
 }
 
 }  // namespace pinfeed::test

@@ -387,12 +387,21 @@ unsigned region_decode_denom(image_region r, std::int64_t min_short_side) noexce
   return 1u;
 }
 
+image_region scaled_region(image_region r, std::int64_t width, std::int64_t height, unsigned denom) noexcept {
+  const std::int64_t d = denom == 0 ? 1 : denom, ow = (width + d - 1) / d, oh = (height + d - 1) / d;
+  const double scale = static_cast<double>(ow) / static_cast<double>(width);
+  const auto at = [scale](std::int64_t v) { return static_cast<std::int64_t>(static_cast<double>(v) * scale); };
+  const std::int64_t sy = std::min(at(r.y), oh - 1), sx = std::min(at(r.x), ow - 1);
+  return {sy, sx, std::clamp<std::int64_t>(at(r.height), 1, oh - sy), std::clamp<std::int64_t>(at(r.width), 1, ow - sx)};
+}
+
 image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& o,
                                image_region r, std::int64_t min_short_side, const std::string& what) {
   if (bytes.empty()) fail(what, "empty file (0 bytes)");
   check_header(bytes, o, what);
   auto& whole = pinfeed::detail::thread_scratch<std::vector<std::byte>, struct whole_image>();
   if (is_jpeg(bytes)) {
+    unsigned denom = 1;
     const auto clamp_to = [&r](std::int64_t W, std::int64_t H) {
       r.y = std::clamp<std::int64_t>(r.y, 0, H - 1);
       r.x = std::clamp<std::int64_t>(r.x, 0, W - 1);
@@ -403,14 +412,10 @@ image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std
         bytes, out, o.fast_dct, what, pixel_check(o, what),
         [&](std::int64_t W, std::int64_t H) {
           clamp_to(W, H);
-          return region_decode_denom(r, min_short_side);
+          return denom = region_decode_denom(r, min_short_side);
         },
-        [&](std::int64_t, std::int64_t, double scale, std::int64_t ow, std::int64_t oh) {
-          const auto at = [scale](std::int64_t v) { return static_cast<std::int64_t>(static_cast<double>(v) * scale); };
-          const std::int64_t sy = std::min(at(r.y), oh - 1), sx = std::min(at(r.x), ow - 1);
-          return image_region{sy, sx, std::clamp<std::int64_t>(at(r.height), 1, oh - sy),
-                              std::clamp<std::int64_t>(at(r.width), 1, ow - sx)};
-        },
+        // libjpeg's output at 1/denom is ceil(W / denom) x ceil(H / denom), as scaled_region() takes it.
+        [&](std::int64_t W, std::int64_t H, double, std::int64_t, std::int64_t) { return scaled_region(r, W, H, denom); },
         o.huffman == decode_options::huffman_decoder::pinfeed && jpeg_huffman_in_use().pinfeed);
     if (spec) return *spec;
   }

@@ -43,21 +43,21 @@ bool is_jpeg(std::span<const std::byte> b) {
 }
 
 constexpr const char* kReasonNames[] = {"",         "not_jpeg",  "arithmetic", "precision", "colour", "sampling",
-                                        "quantization", "corrupt", "too_large", "range", "scaled", "no_window"};
+                                        "quantization", "corrupt", "too_large", "range", "no_window"};
 static_assert(std::size(kReasonNames) == static_cast<std::size_t>(host_reason::count_));
 static_assert(static_cast<int>(jpeg_fallback::range) == static_cast<int>(host_reason::range));
 
 /// The window of a sample on the device path and what becomes of it, or why the host decodes it.
 struct window_choice {
-  image_region window{};
+  image_region window{};  ///< in the image's pixels
+  unsigned denom = 1;     ///< the DCT scale the host path decodes it at (1/denom)
   std::uint32_t out_h = 0, out_w = 0;
   bool flip = false;
   host_reason refused{};
 };
 
-/// The first step's window (as decode_image_region() clamps it), its output size and the flips
-/// after it, from the streams the host path draws from; refused where the host would decode the
-/// window at a DCT scale.
+/// The first step's window (as decode_image_region() clamps it), the DCT scale the host path
+/// decodes it at, its output size and the flips after it, from the streams the host path draws from.
 window_choice choose_window(sample& s, std::span<const std::byte> bytes, const pipeline& steps, const decode_options& decoding) {
   window_choice c;
   if (!is_jpeg(bytes)) return c.refused = host_reason::not_jpeg, c;
@@ -72,20 +72,19 @@ window_choice choose_window(sample& s, std::span<const std::byte> bytes, const p
   r.height = std::clamp<std::int64_t>(r.height, 1, full.height - r.y);
   r.width = std::clamp<std::int64_t>(r.width, 1, full.width - r.x);
   const std::int64_t need = std::min(plan->out_height, plan->out_width);
-  if (region_decode_denom(r, need == 0 ? 0 : std::max(need, decoding.min_short_side)) != 1)
-    return c.refused = host_reason::scaled, c;
+  c.denom = region_decode_denom(r, need == 0 ? 0 : std::max(need, decoding.min_short_side));
   c.out_h = static_cast<std::uint32_t>(plan->out_height);
   c.out_w = static_cast<std::uint32_t>(plan->out_width);
   for (std::size_t k = 1; k < all.size(); ++k) c.flip ^= *all[k]->mirrors(s.rng(100 + static_cast<std::uint32_t>(k)));
   return c;
 }
 
-/// pack_jpeg() of window `r`, throwing sample_error (stage decode) as the host path would.
-host_reason pack_window(sample& s, std::span<const std::byte> bytes, const image_region& r, const decode_options& decoding,
+/// pack_jpeg() of window `w`, throwing sample_error (stage decode) as the host path would.
+host_reason pack_window(sample& s, std::span<const std::byte> bytes, const window_choice& w, const decode_options& decoding,
                         std::uint64_t max_bytes, jpeg_packed& packed) {
   jpeg_pack_result result;
   try {
-    result = pack_jpeg(bytes, s.origin(), {r, max_bytes, decoding.max_pixels}, packed);
+    result = pack_jpeg(bytes, s.origin(), {w.window, max_bytes, decoding.max_pixels, w.denom}, packed);
   } catch (...) {
     rethrow_as_sample_error(s.index(), "decode", s.origin());
   }
@@ -148,9 +147,8 @@ bool hybrid_decoder::pack(sample& s, std::span<const std::byte> bytes, const pip
   };
   const window_choice w = choose_window(s, bytes, steps, decoding);
   if (w.refused != host_reason{}) return refuse(w.refused);
-  const image_region r = w.window;
   auto& packed = pinfeed::detail::thread_scratch<jpeg_packed, struct hybrid_packed>();
-  if (const host_reason why = pack_window(s, bytes, r, decoding, bytes_per_sample_, packed); why != host_reason{})
+  if (const host_reason why = pack_window(s, bytes, w, decoding, bytes_per_sample_, packed); why != host_reason{})
     return refuse(why);
   // The device unpacks block b from starts[b] to starts[b + 1]: the blocks and their starts are
   // claimed together, in the same order in both arenas, or neither is (claims that do not fit take
@@ -341,7 +339,7 @@ decode_probe probe_decode_paths(const std::shared_ptr<image_reader>& reader, con
       double half = 0;
       if (why == detail::host_reason{}) {
         const double t0 = detail::thread_cpu_ms();
-        why = detail::pack_window(s, bytes, w.window, decoding, bytes_per_sample, packed);
+        why = detail::pack_window(s, bytes, w, decoding, bytes_per_sample, packed);
         half = detail::thread_cpu_ms() - t0;
       }
       const double t0 = detail::thread_cpu_ms();

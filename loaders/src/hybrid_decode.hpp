@@ -25,7 +25,6 @@ namespace pinfeed::loaders::detail {
 /// none, then the device path's own reasons.
 enum class host_reason : std::uint8_t {
   not_jpeg = 1, arithmetic, precision, colour, sampling, quantization, corrupt, too_large, range,
-  scaled,     ///< the window decodes at a DCT scale (1/2, 1/4, 1/8): no reduced IDCT on the device yet
   no_window,  ///< the first step plans no window for this image (too small for a crop, say)
   count_,
 };

@@ -150,8 +150,8 @@ void jpeg_batch::append(const jpeg_coefficients& c) {
 void jpeg_batch::append(const jpeg_packed& p) {
   jpeg_coefficients c;
   c.image = p.image;
-  c.blocks.resize(ops::jpeg_plane_bytes(p.image));  // 64 samples a block, 64 coefficients a block
-  ops::unpack_jpeg_blocks(p.bytes, c.blocks.size() / 64, c.blocks.data());
+  c.blocks.resize(ops::jpeg_block_count(p.image) * 64);
+  ops::unpack_jpeg_blocks(p.bytes, ops::jpeg_block_count(p.image), c.blocks.data());
   c.quant = p.quant;
   append(c);
 }

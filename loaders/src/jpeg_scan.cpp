@@ -14,6 +14,7 @@
 
 #include "jpeg_scan.hpp"
 #include "jpeg_walk.hpp"
+#include "pinfeed/loaders/decode.hpp"
 #include "pinfeed/runtime/detail/thread_scratch.hpp"
 #include "pinfeed/runtime/error.hpp"
 
@@ -25,7 +26,7 @@ using namespace detail;
 using detail::entropy::kNatural;
 
 /// Packs the layout's blocks of the coefficient arrays libjpeg read into s.comp; false where a
-/// block's samples may pass the range limit (kMostGain).
+/// block's samples may pass the range limit at its component's IDCT size (kMostGain).
 bool pack_read(jpeg_decompress_struct& c, jvirt_barray_ptr* arrays, const layout& l, scan_scratch& s,
                std::vector<std::int16_t>& dense, std::vector<std::uint8_t>& packed, std::vector<std::uint32_t>& starts) {
   for (int k = 0; k < l.components; ++k) {
@@ -49,7 +50,7 @@ bool pack_read(jpeg_decompress_struct& c, jvirt_barray_ptr* arrays, const layout
       if (bound > kMostGain) {
         std::uint16_t steps[64];
         for (int i = 0; i < 64; ++i) steps[i] = q->quantval[i];
-        if (!ops::jpeg_block_same_on_every_host(dense.data() + b, steps)) return false;
+        if (!ops::jpeg_block_same_on_every_host(dense.data() + b, steps, l.dct[k])) return false;
       }
     }
     packed.clear();
@@ -63,16 +64,45 @@ bool pack_read(jpeg_decompress_struct& c, jvirt_barray_ptr* arrays, const layout
   return true;
 }
 
-/// The quantization tables of the components (shared ones once) and `out`'s geometry.
-bool describe(const jpeg_decompress_struct& c, const layout& l, const image_region& w, bool whole, const scan_scratch& s,
-              jpeg_packed& out) {
-  ops::jpeg_image& im = out.image;
-  im = ops::jpeg_image{};
+/// The image's geometry before its blocks are known: size, sampling, scale (8 / denom) and the
+/// components' IDCT sizes (libjpeg's choice).
+ops::jpeg_image shape_of(const jpeg_decompress_struct& c, unsigned denom) {
+  ops::jpeg_image im{};
   im.width = c.image_width;
   im.height = c.image_height;
-  im.components = static_cast<std::uint8_t>(l.components);
-  im.max_h = static_cast<std::uint8_t>(l.components == 1 ? 1 : c.max_h_samp_factor);
-  im.max_v = static_cast<std::uint8_t>(l.components == 1 ? 1 : c.max_v_samp_factor);
+  const bool grey = c.num_components == 1;
+  im.components = static_cast<std::uint8_t>(c.num_components);
+  im.max_h = static_cast<std::uint8_t>(grey ? 1 : c.max_h_samp_factor);
+  im.max_v = static_cast<std::uint8_t>(grey ? 1 : c.max_v_samp_factor);
+  im.scale = static_cast<std::uint8_t>(8 / denom);
+  for (int k = 0; k < c.num_components && k < 3; ++k) {
+    im.comp[k].h = static_cast<std::uint8_t>(grey ? 1 : c.comp_info[k].h_samp_factor);
+    im.comp[k].v = static_cast<std::uint8_t>(grey ? 1 : c.comp_info[k].v_samp_factor);
+  }
+  ops::jpeg_component_scales(im);
+  return im;
+}
+
+/// Why a scaled decode of `im` is left to the host decode, or nothing: a component whose IDCT is
+/// larger than the image's scale (libjpeg's way to spare upsampling) yet still upsampled. libjpeg's
+/// crop (jpeg_crop_scanline) sizes such a component's row from the unscaled ratio, so the host
+/// decode's right edge is not the whole image's there. No common layout has one (4:2:0 at 1/2 has
+/// 8x8 chroma that is not upsampled; 4:2:2 and 4:4:0 keep the image's scale).
+const char* scaled_refusal(const ops::jpeg_image& im) {
+  for (int k = 0; k < im.components; ++k) {
+    const ops::jpeg_component& c = im.comp[k];
+    if (c.dct > im.scale && (im.max_h * im.scale != c.h * c.dct || im.max_v * im.scale != c.v * c.dct))
+      return "sampling factors whose scaled decode upsamples a component of a larger IDCT";
+  }
+  return nullptr;
+}
+
+/// The quantization tables of the components (shared ones once) and `out`'s geometry, from its
+/// shape (shape_of) and the window `w` (in the decode's pixels).
+bool describe(const jpeg_decompress_struct& c, const layout& l, const image_region& w, bool whole, const scan_scratch& s,
+              const ops::jpeg_image& shape, jpeg_packed& out) {
+  ops::jpeg_image& im = out.image;
+  im = shape;
   im.mcu_x = l.x0;
   im.mcu_y = l.y0;
   if (!whole) {
@@ -100,7 +130,7 @@ bool describe(const jpeg_decompress_struct& c, const layout& l, const image_regi
       for (int i = 0; i < 64; ++i) out.quant.push_back(q->quantval[i]);
     }
     im.comp[k] = {static_cast<std::uint8_t>(l.h[k]), static_cast<std::uint8_t>(l.v[k]), static_cast<std::uint8_t>(seen - tables),
-                  l.end_col(k) - l.first_col(k), l.end_row(k) - l.first_row(k), first};
+                  l.end_col(k) - l.first_col(k), l.end_row(k) - l.first_row(k), first, shape.comp[k].dct};
     first += s.comp[k].starts.size();
   }
   return true;
@@ -165,8 +195,17 @@ jpeg_pack_result pack_jpeg(std::span<const std::byte> bytes, const std::string& 
     throw pinfeed::runtime_error(what + ": " + std::to_string(c.image_width) + "x" + std::to_string(c.image_height) +
                                  " pixels, more than the limit of " + std::to_string(options.max_pixels));
   if (const jpeg_fallback f = detail::refuse_for_device(c, st->reason); f != jpeg_fallback::none) return fell_back(f, st->reason);
-  const image_region w = checked_window(c, options.window, what);
-  const layout l = layout_for(c, w);
+  const unsigned d = options.scale_denom;
+  if (d != 1 && d != 2 && d != 4 && d != 8)
+    throw pinfeed::invalid_argument(what + ": scale_denom " + std::to_string(d) + " (1, 2, 4 or 8: libjpeg's scales with reduced IDCTs)");
+  const ops::jpeg_image shape = shape_of(c, d);
+  if (const char* why = d == 1 ? nullptr : scaled_refusal(shape)) return fell_back(jpeg_fallback::sampling, why);
+  // The window in the decode's pixels (scaled_region(), as decode_image_region() takes it).
+  const image_region w = options.window ? scaled_region(checked_window(c, options.window, what), c.image_width, c.image_height, d)
+                                        : image_region{0, 0, ops::jpeg_scaled_height(shape), ops::jpeg_scaled_width(shape)};
+  int dct[3] = {8, 8, 8};
+  for (int k = 0; k < c.num_components && k < 3; ++k) dct[k] = shape.comp[k].dct;
+  const layout l = layout_for(c, w, shape.scale, dct);
   mcu_plan plan;
   out.walked = plan_scan(c, s, plan);
   if (out.walked) {
@@ -180,7 +219,8 @@ jpeg_pack_result pack_jpeg(std::span<const std::byte> bytes, const std::string& 
       return fell_back(jpeg_fallback::range, kPastRange);
   }
   // Before jpeg_finish_decompress(), which frees the tables libjpeg latched.
-  if (!describe(c, l, w, !options.window.has_value(), s, out)) return fell_back(jpeg_fallback::corrupt, "a quantization table not defined");
+  if (!describe(c, l, w, !options.window.has_value(), s, shape, out))
+    return fell_back(jpeg_fallback::corrupt, "a quantization table not defined");
   if (!out.walked) jpeg_finish_decompress(&c);
   if (std::any_of(out.quant.begin(), out.quant.end(), [](std::uint16_t q) { return q == 0 || q > 32767; }))
     return fell_back(jpeg_fallback::quantization, "a quantization step of 0 or past 32767");

@@ -38,11 +38,11 @@ const std::array<std::int64_t, 64>& idct_gain() {
   return gain;
 }
 
-/// Whether the compact block of `size` bytes at `block` decodes the same on every host.
-bool same_on_every_host(const std::uint8_t* block, std::size_t size, const std::uint16_t* quant) {
+/// Whether the compact block of `size` bytes at `block` decodes the same on every host at IDCT size `dct`.
+bool same_on_every_host(const std::uint8_t* block, std::size_t size, const std::uint16_t* quant, int dct) {
   std::int16_t dense[64];
   ops::unpack_jpeg_blocks({block, size}, 1, dense);
-  return ops::jpeg_block_same_on_every_host(dense, quant);
+  return ops::jpeg_block_same_on_every_host(dense, quant, dct);
 }
 
 /// Writes the coefficients decode_block() gives as one block of the compact form, and bounds its
@@ -127,7 +127,7 @@ void walk_mcu(j_decompress_ptr cinfo, reader& in, restarts& rst, const mcu_plan&
     run.n = static_cast<std::size_t>(sink.p - run.v.data());
     past_63 = past_63 || sink.past_63;
     if (sink.bound > kMostGain && !past_range)
-      past_range = !same_on_every_host(run.v.data() + run.starts.back(), run.n - run.starts.back(), p.quant[k]);
+      past_range = !same_on_every_host(run.v.data() + run.starts.back(), run.n - run.starts.back(), p.quant[k], l.dct[k]);
   }
 }
 
@@ -141,9 +141,8 @@ void gain_table(const JQUANT_TBL& q, std::int64_t* out) {
   }
 }
 
-/// The layout for `window` (the whole image where it is empty). A grey image is one block per
-/// iMCU whatever its sampling factors say (libjpeg reads it so: one component is never interleaved).
-layout layout_for(const jpeg_decompress_struct& c, const image_region& w) {
+/// The layout for `window` at `scale` (jpeg_walk.hpp).
+layout layout_for(const jpeg_decompress_struct& c, const image_region& w, int scale, const int* dct) {
   layout l{};
   l.components = c.num_components;
   const bool grey = c.num_components == 1;
@@ -153,16 +152,19 @@ layout layout_for(const jpeg_decompress_struct& c, const image_region& w) {
     l.v[k] = grey ? 1 : c.comp_info[k].v_samp_factor;
     l.wib[k] = c.comp_info[k].width_in_blocks;
     l.hib[k] = c.comp_info[k].height_in_blocks;
+    l.dct[k] = dct[k];
   }
-  const std::uint32_t iw = 8 * static_cast<std::uint32_t>(mh), ih = 8 * static_cast<std::uint32_t>(mv);
-  // One chroma sample more on each side than the window's (the upsampler's neighbours).
+  // An iMCU in the decode's pixels; one chroma sample (at most mh x mv of them) more on each side
+  // than the window's (the upsampler's neighbours).
+  const auto sc = static_cast<std::uint32_t>(scale);
+  const std::uint32_t iw = sc * static_cast<std::uint32_t>(mh), ih = sc * static_cast<std::uint32_t>(mv);
   const auto first = [](std::int64_t at, int m, std::uint32_t size) {
     return at >= m ? static_cast<std::uint32_t>((at - m) / size) : 0u;
   };
   l.x0 = first(w.x, mh, iw);
   l.y0 = first(w.y, mv, ih);
-  l.x1 = std::min(ceil_div(c.image_width, iw), static_cast<std::uint32_t>((w.x + w.width - 1 + mh) / iw + 1));
-  l.y1 = std::min(ceil_div(c.image_height, ih), static_cast<std::uint32_t>((w.y + w.height - 1 + mv) / ih + 1));
+  l.x1 = std::min(ceil_div(c.image_width, 8 * static_cast<std::uint64_t>(mh)), static_cast<std::uint32_t>((w.x + w.width - 1 + mh) / iw + 1));
+  l.y1 = std::min(ceil_div(c.image_height, 8 * static_cast<std::uint64_t>(mv)), static_cast<std::uint32_t>((w.y + w.height - 1 + mv) / ih + 1));
   return l;
 }
 

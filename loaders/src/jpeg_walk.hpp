@@ -21,7 +21,11 @@ constexpr std::size_t kMostBlockBytes = 64 * 3 + 1;
 /// Blocks whose bound is past this (samples past 500 in magnitude) are checked whole
 /// (ops::jpeg_block_same_on_every_host); below it no sample can leave [-512, 511], nor a value
 /// between the passes 16 bits (each is under 4 x 8 x 500 / (0.7 x 0.7)). Photos' samples stay
-/// near [-128, 127], but their bounds, sums of magnitudes, pass this for sharp edges.
+/// near [-128, 127], but their bounds, sums of magnitudes, pass this for sharp edges. The bound
+/// holds for the reduced IDCTs too: with the DC's weight the same (a sample's worth), each
+/// coefficient's weight in their 1-D passes is below the 8-point pass's largest for it (4 points:
+/// 1.28, 0.92, 1.09, 0.73, 0.38, 0.25 for coefficients 1, 2, 3, 5, 6, 7 against 1.39, 1.31, 1.18,
+/// 1.39, 1.31, 1.39; 2 points: 0.91, 0.32, 0.21, 0.18 for 1, 3, 5, 7).
 constexpr std::int64_t kMostGain = std::int64_t{500} * 4096;
 
 // A growing byte buffer written through a pointer (grown before each block, never shrunk, so a
@@ -55,12 +59,14 @@ struct scan_scratch {
 };
 
 /// The stored blocks: iMCU columns [x0, x1) and rows [y0, y1), and per component (in the frame's
-/// order) its sampling in the iMCU and its blocks in the whole image.
+/// order) its sampling in the iMCU, its blocks in the whole image and its IDCT size (8, or a
+/// scaled decode's smaller one: which of the IDCTs' ranges its blocks are checked against).
 struct layout {
   std::uint32_t x0, x1, y0, y1;
   int components;
   int h[3], v[3];
   std::uint32_t wib[3], hib[3];
+  int dct[3];
   [[nodiscard]] std::uint32_t first_col(int k) const { return x0 * static_cast<std::uint32_t>(h[k]); }
   [[nodiscard]] std::uint32_t end_col(int k) const { return std::min(x1 * static_cast<std::uint32_t>(h[k]), wib[k]); }
   [[nodiscard]] std::uint32_t first_row(int k) const { return y0 * static_cast<std::uint32_t>(v[k]); }
@@ -85,9 +91,10 @@ enum class walk_end { walked, too_large, past_63, past_range };
 /// Each step of table `q` (natural order) times its gain, in zigzag order.
 void gain_table(const JQUANT_TBL& q, std::int64_t* out);
 
-/// The layout for `window` (the whole image where it is empty). A grey image is one block per
-/// iMCU whatever its sampling factors say (libjpeg reads it so: one component is never interleaved).
-layout layout_for(const jpeg_decompress_struct& c, const image_region& w);
+/// The layout for `window`, in the pixels of a decode at `scale` (8: whole, 4, 2, 1: 1/2, 1/4,
+/// 1/8), with the components' IDCT sizes `dct`. A grey image is one block per iMCU whatever its
+/// sampling factors say (libjpeg reads it so: one component is never interleaved).
+layout layout_for(const jpeg_decompress_struct& c, const image_region& w, int scale, const int* dct);
 
 /// The plan of the scan jpeg_read_header() stopped at, or false where it is not one baseline scan
 /// of every component whose tables are all there (libjpeg's reader then reads the file).

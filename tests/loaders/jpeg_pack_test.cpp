@@ -133,6 +133,75 @@ TEST_CASE("jpeg_pack.windows_decode_to_the_host_paths_window") {
     }
 }
 
+TEST_CASE("jpeg_pack.scaled_windows_decode_to_the_host_paths_scaled_window") {
+  // The host path decodes a window at 1/2, 1/4 or 1/8 where its shorter side allows the output's
+  // (min_short_side): the host half packs the same window at that scale, and the planes' reference
+  // decode of it is the host path's pixels. Windows touching each edge, at odd offsets, and whole.
+  const int W = 125, H = 94;
+  const std::vector<image_region> windows = {{0, 0, H, W},   {0, 0, 40, 33},      {H - 41, W - 37, 41, 37}, {5, 3, 88, 120},
+                                             {30, 0, 33, W}, {0, 61, H, 64},      {17, 23, 50, 51},         {9, 77, 64, 48}};
+  std::uint32_t seed = 700;
+  int compared = 0;
+  for (const auto& layout : test::jpeg_layouts())
+    for (int restarts : {0, 2}) {
+      jpeg_encode_options o;
+      o.quality = 90;
+      o.restart_interval = restarts;
+      o.progressive = restarts == 2 && layout.h == 2 && layout.v == 2;  // libjpeg's reader, at a scale too
+      const auto file = test::jpeg_file(W, H, ++seed, layout, o);
+      for (const image_region& w : windows)
+        for (unsigned denom : {2u, 4u, 8u}) {
+          // A shorter side the host path decodes this window at 1/denom for.
+          std::int64_t need = 0;
+          for (std::int64_t m = 1; m <= std::min(w.height, w.width) && need == 0; ++m)
+            if (region_decode_denom(w, m) == denom) need = m;
+          if (need == 0) continue;
+          CAPTURE(name_of(layout, W, H, "restarts " + std::to_string(restarts) + " 1/" + std::to_string(denom) + " window " +
+                                            std::to_string(w.width) + "x" + std::to_string(w.height) + "+" + std::to_string(w.x) +
+                                            "+" + std::to_string(w.y)));
+          std::vector<std::byte> host;
+          const image_spec spec = decode_image_region(file, host, {}, w, need, "test JPEG");
+          jpeg_pack_options opts;
+          opts.window = w;
+          opts.scale_denom = denom;
+          jpeg_packed packed;
+          const jpeg_pack_result r = pack_jpeg(file, "test", opts, packed);
+          REQUIRE_MESSAGE(r.fallback == jpeg_fallback::none, r.reason);
+          CHECK(packed.image.scale == 8 / denom);
+          const image_region sw = scaled_region(w, W, H, denom);
+          CHECK(spec.height == sw.height);
+          CHECK(spec.width == sw.width);
+          const auto* p = reinterpret_cast<const std::uint8_t*>(host.data());
+          CHECK(device_half(packed) == std::vector<std::uint8_t>(p, p + host.size()));
+          ++compared;
+        }
+    }
+  CHECK(compared > 200);
+}
+
+TEST_CASE("jpeg_pack.a_scaled_window_is_checked_and_stores_fewer_samples") {
+  const auto file = test::jpeg_file(320, 240, 5, test::jpeg_layouts()[2], {});  // 4:2:0
+  jpeg_pack_options opts;
+  opts.window = image_region{100, 100, 64, 64};
+  opts.scale_denom = 2;
+  jpeg_packed packed;
+  REQUIRE(pack_jpeg(file, "test", opts, packed).fallback == jpeg_fallback::none);
+  // At 1/2 the image is 160x120 with iMCUs of 8x8 pixels; luma at 4x4 per block, chroma at 8x8
+  // (libjpeg spares its upsampling). The window is pixels 50..81 of the scaled decode.
+  CHECK(packed.image.scale == 4);
+  CHECK(packed.image.comp[0].dct == 4);
+  CHECK(packed.image.comp[1].dct == 8);
+  CHECK(packed.image.crop_x == 50);
+  CHECK(packed.image.crop_width == 32);
+  CHECK(packed.image.mcu_x == 6);  // (50 - 2) / 8
+  CHECK(ops::jpeg_plane_bytes(packed.image) ==
+        packed.image.comp[0].width_in_blocks * packed.image.comp[0].height_in_blocks * 16 +
+            2 * packed.image.comp[1].width_in_blocks * packed.image.comp[1].height_in_blocks * 64);
+  opts.scale_denom = 3;
+  CHECK_THROWS_WITH_AS((void)pack_jpeg(file, "odd.jpg", opts, packed), doctest::Contains("odd.jpg: scale_denom 3 (1, 2, 4 or 8"),
+                       std::invalid_argument);
+}
+
 TEST_CASE("jpeg_pack.a_small_window_stores_only_its_blocks") {
   const auto file = test::jpeg_file(320, 240, 5, test::jpeg_layouts()[2], {});  // 4:2:0: iMCUs of 16x16
   jpeg_pack_options opts;

@@ -3,10 +3,15 @@
 // size and coding option; files the device half does not take say why; bad batches are named.
 #include <doctest/doctest.h>
 
+#include <csetjmp>
+#include <cstdio>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
+
+#include <jpeglib.h>
 
 #include "jpeg_fixtures.hpp"
 #include "pinfeed/loaders/jpeg_coefficients.hpp"
@@ -45,7 +50,157 @@ int differing(const std::vector<std::vector<std::byte>>& files, const std::vecto
   return bad;
 }
 
+/// The images of `files` decoded at 1/denom by the planes' host reference, against libjpeg's
+/// decode at that scale; returns the images that differ.
+int differing_at_scale(const std::vector<std::vector<std::byte>>& files, const std::vector<std::string>& names, unsigned denom) {
+  jpeg_batch batch;
+  for (const auto& f : files) {
+    const jpeg_read r = read_jpeg_coefficients(f, "test");
+    REQUIRE_MESSAGE(r.coefficients.has_value(), r.reason);
+    jpeg_coefficients c = *r.coefficients;
+    c.image.scale = static_cast<std::uint8_t>(8 / denom);
+    ops::jpeg_component_scales(c.image);
+    batch.append(c);
+  }
+  std::vector<std::uint8_t> out(batch.out_bytes, 0xEE), scratch(batch.scratch_bytes);
+  ops::decode_jpeg_batch_host(batch.view(), out.data(), out.size(), scratch.data(), scratch.size());
+  int bad = 0;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const auto want = test::libjpeg_scaled(files[i], denom);
+    const ops::jpeg_image& im = batch.images[i];
+    REQUIRE(want.size() == ops::jpeg_output_bytes(im));
+    if (std::memcmp(want.data(), out.data() + im.out_offset, want.size()) != 0) {
+      std::size_t at = 0;
+      while (want[at] == out[im.out_offset + at]) ++at;
+      MESSAGE(names[i] << " at 1/" << denom << ": first difference at byte " << at << " (pixel " << at / 3
+                       << "): " << int(out[im.out_offset + at]) << " against libjpeg's " << int(want[at]));
+      ++bad;
+    }
+  }
+  return bad;
+}
+
 }  // namespace
+
+// libjpeg-turbo's C IDCTs (exported by its library, declared in its private jdct.h).
+extern "C" {
+void jpeg_idct_islow(j_decompress_ptr, jpeg_component_info*, JCOEFPTR, JSAMPARRAY, JDIMENSION);
+void jpeg_idct_4x4(j_decompress_ptr, jpeg_component_info*, JCOEFPTR, JSAMPARRAY, JDIMENSION);
+void jpeg_idct_2x2(j_decompress_ptr, jpeg_component_info*, JCOEFPTR, JSAMPARRAY, JDIMENSION);
+void jpeg_idct_1x1(j_decompress_ptr, jpeg_component_info*, JCOEFPTR, JSAMPARRAY, JDIMENSION);
+}
+
+TEST_CASE("jpeg_planes.every_dct_scale_equals_libjpegs_scaled_decode") {
+  // Whole images at 1/2, 1/4 and 1/8: the reduced IDCTs, each component at libjpeg's size for it
+  // (4:2:0 chroma at 8x8 in a 1/2 decode, at 4x4 in a 1/4 one), and no filtering at 1/8.
+  const int sizes[][2] = {{1, 1}, {2, 5}, {7, 9}, {17, 33}, {33, 17}, {61, 47}, {500, 375}};
+  for (unsigned denom : {2u, 4u, 8u}) {
+    std::vector<std::vector<std::byte>> files;
+    std::vector<std::string> names;
+    std::uint32_t seed = 40;
+    for (const auto& layout : test::jpeg_layouts())
+      for (const auto& s : sizes)
+        for (int q : {75, 100}) {
+          jpeg_encode_options o;
+          o.quality = q;
+          files.push_back(test::jpeg_file(s[0], s[1], ++seed, layout, o));
+          names.push_back(std::string(layout.name) + " " + std::to_string(s[0]) + "x" + std::to_string(s[1]) + " q" + std::to_string(q));
+        }
+    CHECK(differing_at_scale(files, names, denom) == 0);
+  }
+}
+
+TEST_CASE("jpeg_planes.component_scales_are_libjpegs") {
+  // libjpeg's own choice (jpeg_calc_output_dimensions) for every layout and scale.
+  for (const auto& layout : test::jpeg_layouts()) {
+    const auto file = test::jpeg_file(40, 24, 3, layout, {});
+    const jpeg_read r = read_jpeg_coefficients(file, "test");
+    REQUIRE(r.coefficients.has_value());
+    for (unsigned denom : {1u, 2u, 4u, 8u}) {
+      CAPTURE(layout.name);
+      CAPTURE(denom);
+      jpeg_decompress_struct c{};
+      jpeg_error_mgr err{};
+      c.err = jpeg_std_error(&err);
+      jpeg_create_decompress(&c);
+      jpeg_mem_src(&c, reinterpret_cast<const unsigned char*>(file.data()), static_cast<unsigned long>(file.size()));
+      jpeg_read_header(&c, TRUE);
+      c.scale_num = 1;
+      c.scale_denom = denom;
+      jpeg_calc_output_dimensions(&c);
+      ops::jpeg_image im = r.coefficients->image;
+      im.scale = static_cast<std::uint8_t>(8 / denom);
+      ops::jpeg_component_scales(im);
+      CHECK(im.scale == c.min_DCT_scaled_size);
+      CHECK(ops::jpeg_scaled_width(im) == c.output_width);
+      CHECK(ops::jpeg_scaled_height(im) == c.output_height);
+      for (int k = 0; k < c.num_components; ++k) CHECK(im.comp[k].dct == c.comp_info[k].DCT_scaled_size);
+      jpeg_destroy_decompress(&c);
+    }
+  }
+}
+
+TEST_CASE("jpeg_planes.reduced_idcts_equal_libjpegs_c_code_on_any_block") {
+  // Blocks of every kind (DC only, random values of every size, values past 16 bits dequantized,
+  // samples that wrap in the range limit) through libjpeg-turbo's C IDCTs and through a grey
+  // one-block image decoded here at the matching scale: the same samples, bit for bit.
+  const auto file = test::jpeg_file(8, 8, 1, test::jpeg_layouts()[5], {});
+  jpeg_decompress_struct c{};
+  jpeg_error_mgr err{};
+  c.err = jpeg_std_error(&err);
+  jpeg_create_decompress(&c);
+  jpeg_mem_src(&c, reinterpret_cast<const unsigned char*>(file.data()), static_cast<unsigned long>(file.size()));
+  jpeg_read_header(&c, TRUE);
+  jpeg_start_decompress(&c);  // sets the range-limit table the IDCTs read
+  short table[64];  // libjpeg-turbo's ISLOW_MULT_TYPE (short in its SIMD builds)
+  jpeg_component_info comp = c.comp_info[0];
+  comp.dct_table = table;
+  std::mt19937 rng(7);
+  int compared = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::int16_t coef[64] = {};
+    std::uint16_t q[64];
+    const int kind = trial % 5;
+    for (int i = 0; i < 64; ++i) {
+      q[i] = static_cast<std::uint16_t>(kind == 4 ? 1 + rng() % 32767 : 1 + rng() % 64);
+      table[i] = static_cast<short>(q[i]);
+    }
+    const int most = kind == 0 ? 0 : kind == 1 ? 8 : kind == 2 ? 200 : 32767;
+    coef[0] = static_cast<std::int16_t>(static_cast<int>(rng() % 4001) - 2000);
+    for (int i = 1; i < 64 && most > 0; ++i)
+      if (rng() % 3 == 0) coef[i] = static_cast<std::int16_t>(static_cast<int>(rng() % (2 * most + 1)) - most);
+    for (unsigned denom : {1u, 2u, 4u, 8u}) {
+      const int n = static_cast<int>(8 / denom);
+      JSAMPLE rows[8][8];
+      JSAMPROW ptrs[8];
+      for (int r = 0; r < 8; ++r) ptrs[r] = rows[r];
+      JCOEF block[64];
+      for (int i = 0; i < 64; ++i) block[i] = coef[i];
+      auto* idct = n == 8 ? jpeg_idct_islow : n == 4 ? jpeg_idct_4x4 : n == 2 ? jpeg_idct_2x2 : jpeg_idct_1x1;
+      idct(&c, &comp, block, ptrs, 0);
+      jpeg_coefficients one;
+      one.image.width = one.image.height = 8;
+      one.image.components = 1;
+      one.image.scale = static_cast<std::uint8_t>(n);
+      one.image.comp[0] = {1, 1, 0, 1, 1, 0, static_cast<std::uint8_t>(n)};
+      one.blocks.assign(coef, coef + 64);
+      one.quant.assign(q, q + 64);
+      jpeg_batch b;
+      b.append(one);
+      std::vector<std::uint8_t> out(b.out_bytes), scratch(b.scratch_bytes);
+      ops::decode_jpeg_batch_host(b.view(), out.data(), out.size(), scratch.data(), scratch.size());
+      REQUIRE(out.size() == static_cast<std::size_t>(n * n * 3));
+      bool same = true;
+      for (int y = 0; y < n; ++y)
+        for (int x = 0; x < n; ++x) same = same && out[static_cast<std::size_t>(y * n + x) * 3] == rows[y][x];
+      if (!same) FAIL_CHECK("trial " << trial << " (kind " << kind << ") at 1/" << denom << " differs from libjpeg's C IDCT");
+      ++compared;
+    }
+  }
+  jpeg_abort_decompress(&c);
+  jpeg_destroy_decompress(&c);
+  CHECK(compared == 12000);
+}
 
 TEST_CASE("jpeg_planes.every_layout_and_size_equals_the_host_decode_in_one_batch") {
   // One batch mixing every layout with sizes from 1x1 up: 2 and 3 wide (chroma of 1 and 2 samples,

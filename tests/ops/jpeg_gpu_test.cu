@@ -88,6 +88,49 @@ TEST_CASE("gpu.jpeg.mixed_batch_equals_the_host_decode" * doctest::test_suite("g
   device_equals(batch, want, names);
 }
 
+TEST_CASE("gpu.jpeg.every_dct_scale_equals_libjpegs_scaled_decode" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("JPEG planes GPU at 1/2, 1/4, 1/8 == libjpeg")) return;
+  // Every layout at 1/2, 1/4 and 1/8 (the reduced IDCTs; 4:2:0 chroma at a larger IDCT and no
+  // upsampling; no filtering at 1/8), in one batch with full-scale images, against libjpeg's decode
+  // at that scale; whole images and windows of the host half at a scale.
+  const int sizes[][2] = {{1, 1}, {7, 9}, {17, 33}};
+  loaders::jpeg_batch batch;
+  std::vector<std::vector<std::uint8_t>> want;
+  std::vector<std::string> names;
+  std::uint32_t seed = 80;
+  for (const auto& layout : test::jpeg_layouts())
+    for (const auto& s : sizes)
+      for (unsigned denom : {1u, 2u, 4u, 8u}) {
+        loaders::jpeg_encode_options o;
+        o.quality = ++seed % 2 ? 75 : 100;
+        const auto file = test::jpeg_file(s[0], s[1], seed, layout, o);
+        loaders::jpeg_coefficients c = coefficients_of(file);
+        c.image.scale = static_cast<std::uint8_t>(8 / denom);
+        ops::jpeg_component_scales(c.image);
+        batch.append(c);
+        want.push_back(test::libjpeg_scaled(file, denom));
+        names.push_back(std::string(layout.name) + " " + std::to_string(s[0]) + "x" + std::to_string(s[1]) + " 1/" + std::to_string(denom));
+      }
+  const loaders::image_region w{5, 9, 30, 33};  // of 61x47: at 1/2, 1/4 and 1/8 for shorter sides 15, 7, 3
+  for (const auto& layout : test::jpeg_layouts())
+    for (const auto& [denom, need] : {std::pair{2u, 15}, std::pair{4u, 7}, std::pair{8u, 3}}) {
+      REQUIRE(loaders::region_decode_denom(w, need) == denom);
+      const auto file = test::jpeg_file(61, 47, ++seed, layout, {});
+      loaders::jpeg_pack_options po;
+      po.window = w;
+      po.scale_denom = denom;
+      loaders::jpeg_packed packed;
+      REQUIRE(loaders::pack_jpeg(file, "test", po, packed).fallback == loaders::jpeg_fallback::none);
+      batch.append(packed);
+      std::vector<std::byte> px;
+      (void)loaders::decode_image_region(file, px, {}, w, need, "test");
+      const auto* p = reinterpret_cast<const std::uint8_t*>(px.data());
+      want.emplace_back(p, p + px.size());
+      names.push_back(std::string(layout.name) + " window at 1/" + std::to_string(denom));
+    }
+  device_equals(batch, want, names);
+}
+
 TEST_CASE("gpu.jpeg.photo_size_equals_the_host_decode" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("JPEG planes GPU == host decode, 500x375")) return;
   loaders::jpeg_batch batch;

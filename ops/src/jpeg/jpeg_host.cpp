@@ -24,19 +24,18 @@ struct axis_need {
   std::uint64_t first, last, stored_first, stored_end;
 };
 axis_need need(std::uint64_t at, std::uint64_t size, std::uint64_t factor, std::uint64_t real, std::uint64_t mcu,
-               std::uint64_t sampling, std::uint64_t blocks) {
+               std::uint64_t sampling, std::uint64_t blocks, std::uint64_t n) {
   const std::uint64_t lo = at / factor, hi = (at + size - 1) / factor + 1;
-  return {lo > 0 ? lo - 1 : 0, std::min(hi, real - 1), mcu * sampling * 8, (mcu * sampling + blocks) * 8};
+  return {lo > 0 ? lo - 1 : 0, std::min(hi, real - 1), mcu * sampling * n, (mcu * sampling + blocks) * n};
 }
 
 /// Component k's stored blocks hold every sample the window of image i reads.
 void check_coverage(std::size_t i, int k, const jpeg_image& im) {
   const jpeg_component& c = im.comp[k];
-  const std::uint64_t dw = (std::uint64_t{im.width} * c.h + im.max_h - 1) / im.max_h;
-  const std::uint64_t dh = (std::uint64_t{im.height} * c.v + im.max_v - 1) / im.max_v;
+  const jpeg::plane_view p = jpeg::plane_shape(im, k);
   const jpeg::window w = jpeg::window_of(im);
-  const axis_need x = need(w.x, w.width, im.max_h / c.h, dw, im.mcu_x, c.h, c.width_in_blocks);
-  const axis_need y = need(w.y, w.height, im.max_v / c.v, dh, im.mcu_y, c.v, c.height_in_blocks);
+  const axis_need x = need(w.x, w.width, p.fh, p.dw, im.mcu_x, c.h, c.width_in_blocks, c.dct);
+  const axis_need y = need(w.y, w.height, p.fv, p.dh, im.mcu_y, c.v, c.height_in_blocks, c.dct);
   if (x.stored_first > x.first || x.last >= x.stored_end || y.stored_first > y.first || y.last >= y.stored_end)
     bad(i, component_name(k) + " stores samples [" + std::to_string(x.stored_first) + ", " + std::to_string(x.stored_end) + ") x [" +
                std::to_string(y.stored_first) + ", " + std::to_string(y.stored_end) + "), not all of the [" + std::to_string(x.first) +
@@ -44,15 +43,18 @@ void check_coverage(std::size_t i, int k, const jpeg_image& im) {
                ") its window of " + std::to_string(w.width) + "x" + std::to_string(w.height) + " pixels reads");
 }
 
-/// Image i's window: the whole image, or a nonempty window inside it.
+/// Image i's window: the whole image, or a nonempty window inside its pixels at its scale.
 void check_window(std::size_t i, const jpeg_image& im) {
   if (im.crop_width == 0 && im.crop_height == 0 && im.crop_x == 0 && im.crop_y == 0) return;
-  if (im.crop_width == 0 || im.crop_height == 0 || std::uint64_t{im.crop_x} + im.crop_width > im.width ||
-      std::uint64_t{im.crop_y} + im.crop_height > im.height)
+  const std::uint32_t W = jpeg_scaled_width(im), H = jpeg_scaled_height(im);
+  if (im.crop_width == 0 || im.crop_height == 0 || std::uint64_t{im.crop_x} + im.crop_width > W ||
+      std::uint64_t{im.crop_y} + im.crop_height > H)
     bad(i, "its window " + std::to_string(im.crop_width) + "x" + std::to_string(im.crop_height) + " at (" + std::to_string(im.crop_x) +
-               ", " + std::to_string(im.crop_y) + ") is empty or not inside its " + std::to_string(im.width) + "x" +
-               std::to_string(im.height) + " pixels");
+               ", " + std::to_string(im.crop_y) + ") is empty or not inside its " + std::to_string(W) + "x" + std::to_string(H) +
+               " pixels" + (im.scale == 8 ? std::string() : " (at scale " + std::to_string(im.scale) + "/8)"));
 }
+
+bool is_dct_size(unsigned n) { return n == 1 || n == 2 || n == 4 || n == 8; }
 
 /// Image i's components against its own size and the batch's blocks and tables.
 void check_components(const jpeg_batch_view& b, std::size_t i, const jpeg_image& im) {
@@ -61,6 +63,13 @@ void check_components(const jpeg_batch_view& b, std::size_t i, const jpeg_image&
     if (c.h < 1 || c.h > 4 || c.v < 1 || c.v > 4 || im.max_h % c.h != 0 || im.max_v % c.v != 0)
       bad(i, component_name(k) + " has sampling factors " + std::to_string(c.h) + "x" + std::to_string(c.v) + " against " +
                  std::to_string(im.max_h) + "x" + std::to_string(im.max_v) + ": not whole ratios of 1 to 4");
+    // libjpeg's sizes: the component's IDCT at least the image's scale, and its samples a whole
+    // number of pixels each way (what jpeg_component_scales() picks always is).
+    if (!is_dct_size(c.dct) || c.dct < im.scale || (im.max_h * im.scale) % (c.h * c.dct) != 0 ||
+        (im.max_v * im.scale) % (c.v * c.dct) != 0)
+      bad(i, component_name(k) + " has IDCT size " + std::to_string(c.dct) + " at scale " + std::to_string(im.scale) +
+                 " with sampling factors " + std::to_string(c.h) + "x" + std::to_string(c.v) + " against " + std::to_string(im.max_h) +
+                 "x" + std::to_string(im.max_v) + ": not a size libjpeg decodes it at");
     check_coverage(i, k, im);
     const std::uint64_t blocks = jpeg::blocks_of(im, k);
     if (c.first_block > b.block_count || blocks > b.block_count - c.first_block)
@@ -74,7 +83,25 @@ void check_components(const jpeg_batch_view& b, std::size_t i, const jpeg_image&
 
 }  // namespace
 
-std::uint64_t jpeg_plane_bytes(const jpeg_image& image) { return jpeg::blocks_of(image) * 64; }
+std::uint64_t jpeg_block_count(const jpeg_image& image) { return jpeg::blocks_of(image); }
+
+std::uint64_t jpeg_plane_bytes(const jpeg_image& image) {
+  std::uint64_t n = 0;
+  for (int k = 0; k < image.components && k < 3; ++k) n += jpeg::blocks_of(image, k) * image.comp[k].dct * image.comp[k].dct;
+  return n;
+}
+
+std::uint32_t jpeg_scaled_width(const jpeg_image& image) { return jpeg::scaled_extent(image.width, image.scale, 8); }
+std::uint32_t jpeg_scaled_height(const jpeg_image& image) { return jpeg::scaled_extent(image.height, image.scale, 8); }
+
+void jpeg_component_scales(jpeg_image& image) {
+  for (int k = 0; k < image.components && k < 3; ++k) {
+    jpeg_component& c = image.comp[k];
+    unsigned n = image.scale;
+    while (n < 8 && (image.max_h * image.scale) % (c.h * n * 2) == 0 && (image.max_v * image.scale) % (c.v * n * 2) == 0) n *= 2;
+    c.dct = static_cast<std::uint8_t>(n);
+  }
+}
 
 std::uint64_t jpeg_output_bytes(const jpeg_image& image) {
   const jpeg::window w = jpeg::window_of(image);
@@ -95,6 +122,7 @@ void jpeg::check_batch(const jpeg_batch_view& b, std::uint64_t out_bytes, std::u
     if (im.components != 1 && im.components != 3)
       bad(i, "has " + std::to_string(im.components) + " components; 1 (grey) or 3 (YCbCr) are decoded here");
     if (im.width == 0 || im.height == 0) bad(i, "is " + std::to_string(im.width) + "x" + std::to_string(im.height));
+    if (!is_dct_size(im.scale)) bad(i, "has scale " + std::to_string(im.scale) + " (8, 4, 2 or 1: a decode at 1, 1/2, 1/4 or 1/8)");
     check_window(i, im);
     check_components(b, i, im);
     // In order and without overlap: the device finds an image from a block or a pixel by search.
@@ -127,15 +155,47 @@ void jpeg::check_device_call(const jpeg_batch_view& device, const jpeg_image* ho
   check_batch(host, out_bytes, scratch_bytes, false);
 }
 
-bool jpeg_block_same_on_every_host(const std::int16_t* coef, const std::uint16_t* q) {
+namespace {
+
+/// The conditions of jpeg_block_same_on_every_host() on the values between the passes (`ws`, N
+/// rows of 8) and the samples of the second pass.
+template <int N>
+bool reduced_same(const std::int64_t* ws) {
   constexpr std::int64_t lo16 = -32768, hi16 = 32767;
+  for (int r = 0; r < N; ++r)
+    for (int c = 0; c < 8; ++c)
+      if (c != 4 && (N == 4 || c % 2 == 1 || c == 0) && (ws[r * 8 + c] < lo16 || ws[r * 8 + c] > hi16)) return false;
+  for (int r = 0; r < N; ++r) {
+    std::int64_t v[N];
+    jpeg::reduced_row<N>(ws, r, v);
+    for (int c = 0; c < N; ++c)
+      if (v[c] < -512 || v[c] > 511) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool jpeg_block_same_on_every_host(const std::int16_t* coef, const std::uint16_t* q, int dct) {
+  constexpr std::int64_t lo16 = -32768, hi16 = 32767;
+  if (dct == 1) return true;  // C code only
+  for (int i = 0; i < 64; ++i) {
+    const std::int64_t v = static_cast<std::int64_t>(coef[i]) * q[i];
+    if (v < lo16 || v > hi16) return false;
+  }
+  if (dct == 4 || dct == 2) {
+    std::int64_t ws[64];
+    if (dct == 4) {
+      jpeg::reduced_columns<4>(coef, q, ws);
+      return reduced_same<4>(ws);
+    }
+    jpeg::reduced_columns<2>(coef, q, ws);
+    return reduced_same<2>(ws);
+  }
   std::int64_t ws[64];
   for (int c = 0; c < 8; ++c) {
     std::int64_t in[8];
-    for (int r = 0; r < 8; ++r) {
-      in[r] = static_cast<std::int64_t>(coef[r * 8 + c]) * q[r * 8 + c];
-      if (in[r] < lo16 || in[r] > hi16) return false;
-    }
+    for (int r = 0; r < 8; ++r) in[r] = static_cast<std::int64_t>(coef[r * 8 + c]) * q[r * 8 + c];
     const jpeg::pass_sums p = jpeg::idct_pass(in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7]);
     for (int r = 0; r < 8; ++r) {
       ws[r * 8 + c] = jpeg::descale(p.v[r], jpeg::kConstBits - jpeg::kPass1Bits);

@@ -92,24 +92,115 @@ PINFEED_HD void idct_islow(const std::int16_t* coef, const std::uint16_t* q, std
   }
 }
 
+// The reduced IDCTs' constants (libjpeg's jidctred.c), 13-bit like the ones above.
+constexpr std::int32_t k0_211164243 = 1730, k0_509795579 = 4176, k0_601344887 = 4926, k0_720959822 = 5906,
+                       k0_850430095 = 6967, k1_061594337 = 8697, k1_272758580 = 10426, k1_451774981 = 11893,
+                       k2_172734803 = 17799, k3_624509785 = 29692;
+
+/// One 1-D pass of a reduced IDCT on s[0..7] (a column of coefficients or a row between the
+/// passes), before descaling: N = 4 (a 1/2 decode's 4 outputs; s[4] is not read) or N = 2 (a 1/4
+/// decode's 2; s[2], s[4], s[6] are not read). libjpeg computes in JLONG (64 bits) here too.
+template <int N>
+PINFEED_HD void reduced_pass(const std::int64_t* s, std::int64_t* out) {
+  if constexpr (N == 4) {
+    const std::int64_t e0 = s[0] * (std::int64_t{1} << (kConstBits + 1));
+    const std::int64_t e2 = s[2] * k1_847759065 + s[6] * -k0_765366865;
+    const std::int64_t t10 = e0 + e2, t12 = e0 - e2;
+    const std::int64_t o0 = s[7] * -k0_211164243 + s[5] * k1_451774981 + s[3] * -k2_172734803 + s[1] * k1_061594337;
+    const std::int64_t o2 = s[7] * -k0_509795579 + s[5] * -k0_601344887 + s[3] * k0_899976223 + s[1] * k2_562915447;
+    out[0] = t10 + o2;
+    out[1] = t12 + o0;
+    out[2] = t12 - o0;
+    out[3] = t10 - o2;
+  } else {
+    static_assert(N == 2);
+    const std::int64_t e = s[0] * (std::int64_t{1} << (kConstBits + 2));
+    const std::int64_t o = s[7] * -k0_720959822 + s[5] * k0_850430095 + s[3] * -k1_272758580 + s[1] * k3_624509785;
+    out[0] = e + o;
+    out[1] = e - o;
+  }
+}
+
+/// The bits a reduced pass descales by beyond the accurate IDCT's (its outputs are sums of 8/N
+/// samples' worth): 1 for N = 4, 2 for N = 2.
+template <int N>
+constexpr int kReducedBits = N == 4 ? 1 : 2;
+
+/// The values between a reduced IDCT's passes, as libjpeg keeps them (int: the low 32 bits of the
+/// descaled sums), row r of N at ws[r * 8 + column]; columns its second pass does not read are
+/// computed all the same (their values are never used).
+template <int N>
+PINFEED_HD void reduced_columns(const std::int16_t* coef, const std::uint16_t* q, std::int64_t* ws) {
+  for (int c = 0; c < 8; ++c) {
+    std::int64_t s[8], p[N];
+    for (int r = 0; r < 8; ++r) s[r] = static_cast<std::int64_t>(coef[r * 8 + c]) * q[r * 8 + c];
+    reduced_pass<N>(s, p);
+    for (int r = 0; r < N; ++r)
+      ws[r * 8 + c] = static_cast<std::int32_t>(static_cast<std::uint32_t>(descale(p[r], kConstBits - kPass1Bits + kReducedBits<N>)));
+  }
+}
+
+/// Row r of a reduced IDCT's second pass: its N samples before the range limit.
+template <int N>
+PINFEED_HD void reduced_row(const std::int64_t* ws, int r, std::int64_t* samples) {
+  std::int64_t p[N];
+  reduced_pass<N>(ws + r * 8, p);
+  for (int c = 0; c < N; ++c) samples[c] = descale(p[c], kConstBits + kPass1Bits + 3 + kReducedBits<N>);
+}
+
+/// libjpeg's reduced IDCT of a 1/2 (N = 4) or 1/4 (N = 2) decode: block `coef` dequantized with
+/// `q` into N x N samples at `out` (rows `stride` apart). Its shortcuts for all-zero AC terms give
+/// what the full computation gives, so there are none here.
+template <int N>
+PINFEED_HD void idct_reduced(const std::int16_t* coef, const std::uint16_t* q, std::uint8_t* out, std::uint32_t stride) {
+  std::int64_t ws[8 * N];
+  reduced_columns<N>(coef, q, ws);
+  for (int r = 0; r < N; ++r) {
+    std::int64_t v[N];
+    reduced_row<N>(ws, r, v);
+    for (int c = 0; c < N; ++c) out[r * stride + c] = range_limit(v[c]);
+  }
+}
+
+/// libjpeg's 1x1 "IDCT" of a 1/8 decode: the dequantized DC / 8, rounded, range-limited.
+PINFEED_HD std::uint8_t idct_1x1(const std::int16_t* coef, const std::uint16_t* q) {
+  return range_limit(descale(static_cast<std::int64_t>(coef[0]) * q[0], 3));
+}
+
+/// The IDCT of size `n` (8, 4, 2 or 1) of one block into n x n samples at `out`.
+PINFEED_HD void idct(int n, const std::int16_t* coef, const std::uint16_t* q, std::uint8_t* out, std::uint32_t stride) {
+  if (n == 8) idct_islow(coef, q, out, stride);
+  else if (n == 4) idct_reduced<4>(coef, q, out, stride);
+  else if (n == 2) idct_reduced<2>(coef, q, out, stride);
+  else out[0] = idct_1x1(coef, q);
+}
+
+/// ceil(full x n / d) in 64 bits: a size at a scale, as libjpeg's jdiv_round_up gives it.
+PINFEED_HD std::uint32_t scaled_extent(std::uint64_t full, std::uint64_t n, std::uint64_t d) {
+  return static_cast<std::uint32_t>((full * n + d - 1) / d);
+}
+
 /// A component's plane as the upsampler sees it: its stored samples (pw wide, the first at sample
 /// (ox, oy) of the whole component), the real samples (dw x dh of them: the image's size at the
-/// component's sampling), and the factors to the image (fh, fv). Coordinates are the whole
-/// component's; the batch's checks make sure every sample read is stored.
+/// component's sampling and scale), the factors to the image's pixels (fh, fv), and whether libjpeg
+/// filters (fancy: not in a 1/8 decode). Coordinates are the whole component's; the batch's
+/// checks make sure every sample read is stored.
 struct plane_view {
   const std::uint8_t* p;
   std::uint32_t pw, dw, dh, fh, fv, ox, oy;
+  bool fancy;
   PINFEED_HD std::int32_t at(std::uint32_t x, std::int32_t y) const {  // rows past the edges repeat it
     const std::int32_t row = y < 0 ? 0 : y >= static_cast<std::int32_t>(dh) ? static_cast<std::int32_t>(dh) - 1 : y;
     return p[static_cast<std::uint64_t>(row - static_cast<std::int32_t>(oy)) * pw + (x - ox)];
   }
 };
 
-/// The component's value at image pixel (x, y), upsampled as libjpeg does: h2v1 and h2v2 "fancy"
-/// (triangle) filters where the component is more than 2 samples wide, h1v2 fancy always,
-/// replication for every other case.
+/// The component's value at image pixel (x, y), upsampled as libjpeg does: where it filters, h2v1
+/// and h2v2 "fancy" (triangle) filters where the component is more than 2 samples wide and h1v2
+/// fancy always; replication for every other case.
 PINFEED_HD std::int32_t upsampled(const plane_view& c, std::uint32_t x, std::uint32_t y) {
   if (c.fh == 1 && c.fv == 1) return c.at(x, static_cast<std::int32_t>(y));
+  if (!c.fancy) return c.at(x / c.fh, static_cast<std::int32_t>(y / c.fv));
   const std::uint32_t i = x / 2;
   const std::int32_t r = static_cast<std::int32_t>(y / 2), other = (y % 2 == 0) ? r - 1 : r + 1;
   if (c.fh == 2 && c.fv == 1 && c.dw > 2) {
@@ -209,36 +300,45 @@ PINFEED_HD std::uint64_t blocks_of(const jpeg_image& image) {
 }
 
 /// Block `b` of `image` (0 to blocks_of(image) - 1: component after component, row by row)
-/// dequantized and through the IDCT into its component's plane in `scratch`.
+/// dequantized and through its component's IDCT into the component's plane in `scratch`.
 PINFEED_HD void decode_block(const jpeg_image& image, std::uint64_t b, const std::int16_t* blocks, const std::uint16_t* quant,
                              std::uint8_t* scratch) {
   int k = 0;
   std::uint64_t plane = image.plane_offset;
   while (b >= blocks_of(image, k)) {
     b -= blocks_of(image, k);
-    plane += blocks_of(image, k) * 64;
+    plane += blocks_of(image, k) * image.comp[k].dct * image.comp[k].dct;
     ++k;
   }
   const jpeg_component& c = image.comp[k];
-  const std::uint32_t pw = c.width_in_blocks * 8;
+  const std::uint32_t n = c.dct, pw = c.width_in_blocks * n;
   const std::uint64_t bx = b % c.width_in_blocks, by = b / c.width_in_blocks;
-  idct_islow(blocks + (c.first_block + b) * 64, quant + (std::uint64_t{image.first_quant} + c.quant) * 64,
-             scratch + plane + by * 8 * pw + bx * 8, pw);
+  idct(n, blocks + (c.first_block + b) * 64, quant + (std::uint64_t{image.first_quant} + c.quant) * 64,
+       scratch + plane + by * n * pw + bx * n, pw);
+}
+
+/// The plane of component `k` of `image` without its samples (p null): its sizes and factors.
+PINFEED_HD plane_view plane_shape(const jpeg_image& image, int k) {
+  const jpeg_component& c = image.comp[k];
+  const std::uint32_t n = c.dct, s = image.scale;
+  return {nullptr,
+          c.width_in_blocks * n,
+          scaled_extent(image.width, std::uint64_t{c.h} * n, std::uint64_t{image.max_h} * 8),
+          scaled_extent(image.height, std::uint64_t{c.v} * n, std::uint64_t{image.max_v} * 8),
+          static_cast<std::uint32_t>(image.max_h * s / (c.h * n)),
+          static_cast<std::uint32_t>(image.max_v * s / (c.v * n)),
+          image.mcu_x * c.h * n,
+          image.mcu_y * c.v * n,
+          s > 1};
 }
 
 /// The plane of component `k` of `image` at `scratch` (the image's planes start at plane_offset).
 PINFEED_HD plane_view plane_of(const jpeg_image& image, int k, const std::uint8_t* scratch) {
   std::uint64_t offset = image.plane_offset;
-  for (int j = 0; j < k; ++j) offset += blocks_of(image, j) * 64;
-  const jpeg_component& c = image.comp[k];
-  return {scratch + offset,
-          c.width_in_blocks * 8,
-          (image.width * c.h + image.max_h - 1) / image.max_h,
-          (image.height * c.v + image.max_v - 1) / image.max_v,
-          static_cast<std::uint32_t>(image.max_h / c.h),
-          static_cast<std::uint32_t>(image.max_v / c.v),
-          image.mcu_x * c.h * 8,
-          image.mcu_y * c.v * 8};
+  for (int j = 0; j < k; ++j) offset += blocks_of(image, j) * image.comp[j].dct * image.comp[j].dct;
+  plane_view v = plane_shape(image, k);
+  v.p = scratch + offset;
+  return v;
 }
 
 /// The window `image` decodes: its crop, or the whole image.
@@ -246,7 +346,7 @@ struct window {
   std::uint32_t x, y, width, height;
 };
 PINFEED_HD window window_of(const jpeg_image& image) {
-  if (image.crop_width == 0) return {0, 0, image.width, image.height};
+  if (image.crop_width == 0) return {0, 0, scaled_extent(image.width, image.scale, 8), scaled_extent(image.height, image.scale, 8)};
   return {image.crop_x, image.crop_y, image.crop_width, image.crop_height};
 }
 

@@ -60,6 +60,11 @@ image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std
 /// min_short_side is 0.
 [[nodiscard]] unsigned region_decode_denom(image_region region, std::int64_t min_short_side) noexcept;
 
+/// The pixels decode_image_region() gives of a JPEG's `region` (inside the width x height image)
+/// decoded at 1/denom (1, 2, 4, 8): the region scaled by the decode's size over the image's
+/// (ceil(width / denom) / width), rounded down, at least 1 pixel and inside the decode.
+[[nodiscard]] image_region scaled_region(image_region region, std::int64_t width, std::int64_t height, unsigned denom) noexcept;
+
 /// Encodes 8-bit RGB pixels (HWC, `width` x `height`) as a baseline JPEG with TurboJPEG (4:2:0,
 /// `quality` 1..100): test and benchmark data without an image codec library. Throws
 /// std::invalid_argument for a bad size or quality, std::runtime_error if TurboJPEG fails.

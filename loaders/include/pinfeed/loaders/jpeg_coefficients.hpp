@@ -66,6 +66,10 @@ struct jpeg_pack_options {
   std::uint64_t max_bytes = 0;
   /// Images with more pixels are refused by a std::runtime_error (0: no limit).
   std::int64_t max_pixels = std::int64_t{1} << 28;
+  /// The DCT scale to decode at, as a denominator: 1, 2, 4 or 8 (libjpeg's reduced IDCTs). The
+  /// window is then the one decode_image_region() decodes at that scale (scaled_region()), and the
+  /// geometry's crop is in the scaled decode's pixels.
+  unsigned scale_denom = 1;
 };
 
 /// One image as the host half gives it to the device: the compact blocks (jpeg_planes.hpp) of

@@ -160,7 +160,7 @@ struct decode_probe {
   std::vector<std::pair<std::string, std::uint64_t>> host_by_reason;  ///< the others, by reason
   /// host_half_ms / host_decode_ms (0 when no file was taken).
   [[nodiscard]] double ratio() const { return host_decode_ms > 0 ? host_half_ms / host_decode_ms : 0.0; }
-  /// "host half 0.58x the decode's CPU time (0.212 vs 0.366 ms an image); the device takes 46 of 48 files (scaled 2)".
+  /// "host half 0.58x the decode's CPU time (0.212 vs 0.366 ms an image); the device takes 46 of 48 files (corrupt 2)".
   [[nodiscard]] std::string to_string() const;
 };
 
@@ -172,7 +172,8 @@ struct pipeline_source_options {
   /// tail fused on the host (device_tail, or none), and a loader on a CUDA device; the batch then
   /// has four more fields (jpeg_plan, jpeg_bytes, jpeg_starts, jpeg_quant: the packed samples).
   /// Files it cannot take (not JPEG, progressive ones are taken, CMYK, 12-bit, arithmetic-coded,
-  /// corrupt, past the slot's bytes, a DCT-scaled window) are decoded on the host, and counted.
+  /// corrupt, past the slot's bytes) are decoded on the host, and counted. Windows the host path
+  /// decodes at a DCT scale (1/2, 1/4, 1/8) take the device's reduced IDCTs.
   decode_place decode = decode_place::host;
   /// The device path's worst case per sample: the packed bytes a sample may put into the slot (its
   /// blocks; as many more for their starts); a sample past it is decoded on the host (too_large).

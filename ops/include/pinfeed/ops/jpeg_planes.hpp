@@ -7,9 +7,13 @@
 ///   - dequantization and the accurate integer IDCT (JDCT_ISLOW: 13-bit constants, 2 bits kept
 ///     between the passes, int32 throughout), and the post-IDCT range limit of libjpeg's C code,
 ///     which takes the 10 low bits of the result (a value past +-512 wraps);
+///   - for an image decoded at a DCT scale of 1/2, 1/4 or 1/8, libjpeg's reduced IDCTs (4x4, 2x2,
+///     1x1 outputs per block, its jidctred.c), each component at the size libjpeg picks for it
+///     (chroma at a larger one where that spares the upsampling: 4:2:0 at 1/2 takes 8x8 chroma);
 ///   - upsampling of each component to the image: libjpeg's "fancy" triangle filters for h2v1 and
 ///     h2v2 chroma more than 2 samples wide and for h1v2 chroma, replication otherwise (4:1:1,
-///     narrow images), with the image's real edges (rows past the last one repeat it);
+///     narrow images, and every layout at 1/8, where libjpeg does not filter), with the image's
+///     real edges (rows past the last one repeat it);
 ///   - YCbCr -> RGB with libjpeg's tables (16-bit fixed point, rounded), clamped; a grey image's
 ///     one component is copied to R, G and B.
 /// libjpeg-turbo's SIMD IDCTs (SSE2, AVX2, NEON) saturate where its C IDCT wraps, so for blocks
@@ -32,6 +36,9 @@ struct jpeg_component {
   std::uint8_t quant = 0;      ///< its quantization table: jpeg_image::first_quant + quant
   std::uint32_t width_in_blocks = 0, height_in_blocks = 0;  ///< the blocks stored (the padded plane / 8)
   std::uint64_t first_block = 0;  ///< its first block in the batch (row by row)
+  /// Its IDCT's output size, libjpeg's DCT_scaled_size: 8, or 4, 2, 1 in a scaled decode, never
+  /// below the image's `scale` (jpeg_component_scales() gives libjpeg's choice).
+  std::uint8_t dct = 8;
 };
 
 /// One image of a batch: its geometry and where its data sits in the batch.
@@ -39,9 +46,14 @@ struct jpeg_image {
   std::uint32_t width = 0, height = 0;
   std::uint8_t components = 0;  ///< 1 (grey) or 3 (YCbCr)
   std::uint8_t max_h = 1, max_v = 1;
+  /// The DCT scale it is decoded at, as libjpeg's min_DCT_scaled_size: 8 (whole), 4 (1/2), 2 (1/4)
+  /// or 1 (1/8). The pixels are then ceil(width x scale / 8) by ceil(height x scale / 8): the
+  /// window below and the output are in those pixels.
+  std::uint8_t scale = 8;
   jpeg_component comp[3]{};
-  /// Where the stored blocks sit in the whole image, in iMCUs (8 max_h x 8 max_v pixels): component
-  /// k's first stored block is block column mcu_x * h, block row mcu_y * v of the whole image's.
+  /// Where the stored blocks sit in the whole image, in iMCUs (8 max_h x 8 max_v pixels, or
+  /// scale max_h x scale max_v of a scaled decode): component k's first stored block is block
+  /// column mcu_x * h, block row mcu_y * v of the whole image's.
   std::uint32_t mcu_x = 0, mcu_y = 0;
   /// The pixels decoded: a window of the image (crop_width 0: the whole image). The stored blocks
   /// must hold every sample its upsampling reads (the window's and one more on each side).
@@ -64,7 +76,18 @@ struct jpeg_batch_view {
   std::size_t quant_count = 0;
 };
 
-/// The scratch bytes `image` needs: its components' planes (width_in_blocks x 8 by height_in_blocks x 8).
+/// The sizes libjpeg gives the components' IDCTs (their `dct`) in a decode at `scale` (8, 4, 2, 1):
+/// the smallest size doubled while the component's sampling factors divide the image's largest
+/// ones with a factor of 2 to spare, at most 8 (libjpeg-turbo's jpeg_calc_output_dimensions).
+void jpeg_component_scales(jpeg_image& image);
+
+/// The pixels `image` decodes to (before its window): its size at its scale.
+[[nodiscard]] std::uint32_t jpeg_scaled_width(const jpeg_image& image);
+[[nodiscard]] std::uint32_t jpeg_scaled_height(const jpeg_image& image);
+
+/// The blocks `image` stores (its components' width_in_blocks x height_in_blocks).
+[[nodiscard]] std::uint64_t jpeg_block_count(const jpeg_image& image);
+/// The scratch bytes `image` needs: its components' planes (width_in_blocks x dct by height_in_blocks x dct).
 [[nodiscard]] std::uint64_t jpeg_plane_bytes(const jpeg_image& image);
 /// The output bytes of `image`: its window's (or its) height x width x 3.
 [[nodiscard]] std::uint64_t jpeg_output_bytes(const jpeg_image& image);
@@ -88,11 +111,12 @@ void decode_jpeg_batch_device(const jpeg_batch_view& device, const jpeg_image* h
                               cudaStream_t stream);
 
 /// Whether every host decodes block `coef` (64 int16, natural order, as quantized) with table `q`
-/// (natural order) as these functions do: libjpeg-turbo's SIMD IDCTs keep the dequantized values
-/// and the values between the passes in 16 bits and saturate the result where its C IDCT wraps,
-/// so they agree only while each dequantized value and each value between the passes fits 16
-/// bits and every sample before the range limit is within [-512, 511]. Photos' blocks always do.
-[[nodiscard]] bool jpeg_block_same_on_every_host(const std::int16_t* coef, const std::uint16_t* q);
+/// (natural order) at IDCT size `dct` (8, 4, 2, 1) as these functions do: libjpeg-turbo's SIMD
+/// IDCTs (8x8, 4x4 and 2x2) keep the dequantized values and the values between the passes in 16
+/// bits and saturate the result where its C IDCT wraps, so they agree only while each dequantized
+/// value and each value between the passes fits 16 bits and every sample before the range limit
+/// is within [-512, 511]. The 1x1 has only C code: always. Photos' blocks always do.
+[[nodiscard]] bool jpeg_block_same_on_every_host(const std::int16_t* coef, const std::uint16_t* q, int dct = 8);
 
 /// The compact form of coefficient blocks, what the host half of hybrid decoding puts into a slot:
 /// each block's nonzero coefficients in zigzag order, then an end byte 0x08. A coefficient is a

@@ -124,7 +124,7 @@ std::vector<std::uint8_t> planes_of(const loaders::jpeg_packed& p) {
   return out;
 }
 
-/// The host half (pack_jpeg), whole and for a window: what it takes the host decode takes too,
+/// The host half (pack_jpeg), whole and for a window at a scale: what it takes the host decode takes too,
 /// with the same pixels, and its blocks are the coefficient reader's `c`.
 void check_packed(std::string_view name, bytes input, const loaders::jpeg_coefficients& c, const decoded& host) {
   loaders::jpeg_packed p;
@@ -136,16 +136,20 @@ void check_packed(std::string_view name, bytes input, const loaders::jpeg_coeffi
     const auto px = planes_of(p);
     if (std::memcmp(host.pixels.data(), px.data(), px.size()) != 0) broken(name, "pack_jpeg's pixels differ from the host decode's");
   }
-  image_region r = steering(input).region;
+  const steer st = steering(input);
+  image_region r = st.region;
   r.y %= c.image.height;
   r.x %= c.image.width;
   r.height = std::min<std::int64_t>(r.height, c.image.height - r.y);
   r.width = std::min<std::int64_t>(r.width, c.image.width - r.x);
   if (r.height <= 0 || r.width <= 0) return;
+  // At the DCT scale the host decode takes for the input's shorter side (1/2, 1/4, 1/8: the
+  // reduced IDCTs), or whole.
   loaders::jpeg_pack_options o;
   o.window = r;
+  o.scale_denom = loaders::region_decode_denom(r, st.min_short_side);
   if (loaders::pack_jpeg(as_bytes(input), "fuzz", o, p).fallback != loaders::jpeg_fallback::none) return;
-  const auto part = window(input, decode_options::huffman_decoder::pinfeed, r, 0);
+  const auto part = window(input, decode_options::huffman_decoder::pinfeed, r, st.min_short_side);
   if (!part.ok) broken(name, "pack_jpeg took a window the host decode refuses");
   const auto px = planes_of(p);
   if (px.size() != part.pixels.size() || std::memcmp(part.pixels.data(), px.data(), px.size()) != 0)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -172,6 +173,7 @@ struct loader_pass {
   double images_per_s = 0;
   std::vector<std::uint8_t> first_epoch;  ///< epoch 0's images, copied back
   std::string decoded;
+  std::string nvjpeg;  ///< device_inexact: nvJPEG's backend, or why it was not used
 };
 
 /// `files` through a loader on the GPU decoding at `place`: images/s over `repeats` epochs after
@@ -207,6 +209,7 @@ loader_pass loader_run(const std::vector<loaders::image_file>& files, loaders::d
   }
   r.images_per_s = median_of(rates);
   r.decoded = src->decoded().to_string();
+  r.nvjpeg = src->decoded().nvjpeg;
   return r;
 }
 
@@ -228,6 +231,17 @@ void compare_loaders(const std::vector<sample>& samples, int repeats, nlohmann::
     row["loader_device_images_per_s"] = device.images_per_s;
     row["loader_same_images"] = host.first_epoch == device.first_epoch;
     row["loader_decoded"] = device.decoded;
+    // nvJPEG (device-inexact), where the GPU runner has libnvjpeg: its rate, and how far its
+    // images are from the host path's (mean absolute difference per sample, of 255).
+    const loader_pass nv = loader_run(files, loaders::decode_place::device_inexact, repeats);
+    row["loader_nvjpeg"] = nv.nvjpeg;
+    row["loader_nvjpeg_decoded"] = nv.decoded;
+    if (nv.nvjpeg.rfind("not used", 0) != 0 && nv.first_epoch.size() == host.first_epoch.size()) {
+      row["loader_nvjpeg_images_per_s"] = nv.images_per_s;
+      double diff = 0;
+      for (std::size_t i = 0; i < nv.first_epoch.size(); ++i) diff += std::abs(int(nv.first_epoch[i]) - int(host.first_epoch[i]));
+      row["loader_nvjpeg_mean_abs_diff"] = nv.first_epoch.empty() ? 0.0 : diff / static_cast<double>(nv.first_epoch.size());
+    }
   } catch (...) {
     fs::remove_all(dir);
     throw;

@@ -9,6 +9,7 @@
 #                     libstdc++/libgcc_s and the CUDA driver come from the runner
 #   bundle/compare/   the PyTorch comparison script
 #   bundle/photos/    the JPEG photos of scripts/fetch-photos.sh, for the decode bench
+#   bundle/nvjpeg/    libnvjpeg.so.13 from PyPI (scripts/fetch-nvjpeg.sh), for decode device-inexact
 #   bundle/run-device-checks.sh, bundle/BUNDLE_INFO
 # and bundle.tar.gz beside the folder: carry that archive, then on the runner
 #   tar -xzf bundle.tar.gz && bash bundle/run-device-checks.sh tests
@@ -57,6 +58,14 @@ if photos=$(bash "$root/scripts/fetch-photos.sh" "$root/build/photos" 2>/dev/nul
   cp "$photos"/*.jpg "$bundle/photos/"
 else
   echo "gpu-bundle: no photos (scripts/fetch-photos.sh failed): the bundle's decode bench will be skipped" >&2
+fi
+# nvJPEG for the device-inexact checks (loaded at run time, where the runner has none of its own):
+# the PyPI wheel's library, about 3 MB packed.
+if nvjpeg=$(bash "$root/scripts/fetch-nvjpeg.sh" "$root/build/nvjpeg" 2>/dev/null); then
+  mkdir -p "$bundle/nvjpeg"
+  cp "$nvjpeg"/libnvjpeg.so.13 "$bundle/nvjpeg/"
+else
+  echo "gpu-bundle: no libnvjpeg (scripts/fetch-nvjpeg.sh failed): device-inexact falls back to the exact path there" >&2
 fi
 chmod +x "$bundle/run-device-checks.sh"
 {

@@ -22,6 +22,10 @@
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bin=$here/bin
+# nvJPEG (decode device-inexact): the runner's own where it has one, else the bundle's.
+if [[ -z ${PINFEED_NVJPEG_LIBRARY:-} && -e $here/nvjpeg/libnvjpeg.so.13 ]] && ! ldconfig -p 2>/dev/null | grep -q 'libnvjpeg\.so\.13'; then
+  export PINFEED_NVJPEG_LIBRARY=$here/nvjpeg/libnvjpeg.so.13
+fi
 dry=0 phase="" failed=0
 budget=${PINFEED_PHASE_BUDGET_S:-300}
 
@@ -318,6 +322,11 @@ def dev(r):
     if h and d:
         same = "same images" if r.get("loader_same_images") else "IMAGES DIFFER"
         s += f", loader {d:.0f} vs {h:.0f} img/s decoding on the device vs the host ({same}; {r.get('loader_decoded')})"
+    n = r.get("loader_nvjpeg_images_per_s")
+    if n:
+        s += f", nvJPEG {r.get('loader_nvjpeg')} {n:.0f} img/s (mean abs diff {r.get('loader_nvjpeg_mean_abs_diff', 0):.2f})"
+    elif r.get("loader_nvjpeg"):
+        s += f", nvJPEG {r.get('loader_nvjpeg')}"
     return s
 print("; ".join(f"q{r['quality']}: host half {r['host_half_ratio']:.2f}x, {r['slot_bytes_mean'] / 1024:.0f} KB/img{dev(r)}" for r in rows))
 EOF

@@ -341,7 +341,8 @@ cached_pipeline make_cached_pipeline(const std::shared_ptr<loaders::pipeline_sou
   // Decoding on the device: where a cache keeps encoded bytes, still there; where it keeps images
   // (decoded, after steps, finished samples), those are decoded once on the host.
   auto options = full->options();
-  if (options.decode == loaders::decode_place::device) options.decode = loaders::decode_place::automatic;
+  if (options.decode == loaders::decode_place::device || options.decode == loaders::decode_place::device_inexact)
+    options.decode = loaders::decode_place::automatic;
   const auto over = [&](std::shared_ptr<image_reader> reader, loaders::pipeline steps) -> cached_pipeline {
     auto p = std::make_shared<loaders::pipeline_source>(std::move(reader), std::move(steps), options);
     return {p, p};
@@ -350,7 +351,7 @@ cached_pipeline make_cached_pipeline(const std::shared_ptr<loaders::pipeline_sou
     case cache_stage::none:
       return {full, full};
     case cache_stage::finished:
-      if (full->decode_path() == loaders::decode_place::device) {
+      if (full->decode_path() == loaders::decode_place::device || full->decode_path() == loaders::decode_place::device_inexact) {
         options.decode = loaders::decode_place::host;
         auto twin = std::make_shared<loaders::pipeline_source>(full->reader(), full->steps(), options);
         return {make_pooled_source(twin, cache.pool, cache.max_bytes), twin};

@@ -1,4 +1,5 @@
 #include "hybrid_decode.hpp"
+#include "hybrid_layout.hpp"
 
 #include <algorithm>
 #include <array>
@@ -10,33 +11,13 @@
 #include "pinfeed/loaders/jpeg_coefficients.hpp"
 #include "pinfeed/ops/jpeg_planes.hpp"
 #include "pinfeed/ops/resize.hpp"
+#include "jpeg_scan.hpp"
 #include "pinfeed/runtime/detail/thread_scratch.hpp"
 #include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/log.hpp"
 
 namespace pinfeed::loaders::detail {
 namespace {
-
-/// One sample's plan record in jpeg_plan, as the worker writes it.
-struct plan_record {
-  std::uint32_t device = 0;  // 1: packed for the device; 0: decoded on the host
-  std::uint32_t unused = 0;
-  ops::jpeg_image image{};   // its blocks and tables numbered batch-wide; outputs set before the copy
-  ops::resize_job job{};     // its window to the output size, flipped or not; offsets set before the copy
-};
-
-/// What before_copy() leaves at the start of the plan field: this header, the images from byte
-/// kHeaderBytes, then the resize jobs.
-struct plan_header {
-  std::uint64_t images = 0, window_bytes = 0, plane_bytes = 0;
-};
-constexpr std::size_t kHeaderBytes = 64;
-/// A record and room for the header: a batch of one sample on the device path fits its field.
-constexpr std::size_t kPlanBytes = (sizeof(plan_record) + kHeaderBytes + 8 + 63) / 64 * 64;
-constexpr std::uint64_t kTablesMost = 4 * 64;  // quantization tables a sample may carry (elements)
-
-std::size_t jobs_at(std::uint64_t images) {
-  return (kHeaderBytes + images * sizeof(ops::jpeg_image) + 7) / 8 * 8;
-}
 
 bool is_jpeg(std::span<const std::byte> b) {
   return b.size() >= 2 && b[0] == std::byte{0xFF} && b[1] == std::byte{0xD8};
@@ -99,28 +80,22 @@ double thread_cpu_ms() {
 
 }  // namespace
 
-/// A loader's device scratch. Batches finish on several workers at once and queue their work on
-/// the one copy stream: each batch's launches hold the mutex from the first to the last, so no
-/// other batch's kernels come between them and overwrite the scratch they read.
-struct hybrid_decoder::scratch {
-  std::mutex queueing;
-  device_buffer blocks, window, planes, malformed;
-};
-
-hybrid_decoder::hybrid_decoder(std::size_t first_field, std::size_t image_bytes, std::uint64_t bytes_per_sample)
-    : plan_(first_field), image_bytes_(image_bytes), bytes_per_sample_(bytes_per_sample) {}
+hybrid_decoder::hybrid_decoder(std::size_t first_field, std::size_t image_bytes, std::uint64_t bytes_per_sample, bool files)
+    : plan_(first_field), image_bytes_(image_bytes), bytes_per_sample_(bytes_per_sample), files_(files) {}
 
 hybrid_decoder::~hybrid_decoder() = default;
 
-std::vector<field_spec> hybrid_decoder::fields(std::uint64_t bytes_per_sample) {
+std::vector<field_spec> hybrid_decoder::fields(std::uint64_t bytes_per_sample, bool files) {
   if (bytes_per_sample < 1024 || bytes_per_sample > (std::uint64_t{1} << 30))
     throw pinfeed::invalid_argument("pipeline_source: device_bytes_per_sample must be 1 KiB to 1 GiB, got " +
                                     std::to_string(bytes_per_sample));
   const auto most = [](std::uint64_t v) { return static_cast<std::int64_t>(v); };
-  return {{"jpeg_plan", dtype::u8, {static_cast<std::int64_t>(kPlanBytes)}, false, true},
-          {"jpeg_bytes", dtype::u8, {most(bytes_per_sample)}, true, true},
-          {"jpeg_starts", dtype::u32, {most(bytes_per_sample / 4)}, true, true},
-          {"jpeg_quant", dtype::u16, {most(kTablesMost)}, true, true}};
+  std::vector<field_spec> f{{"jpeg_plan", dtype::u8, {static_cast<std::int64_t>(kPlanBytes)}, false, true},
+                            {"jpeg_bytes", dtype::u8, {most(bytes_per_sample)}, true, true},
+                            {"jpeg_starts", dtype::u32, {most(bytes_per_sample / 4)}, true, true},
+                            {"jpeg_quant", dtype::u16, {most(kTablesMost)}, true, true}};
+  if (files) f.push_back({"jpeg_files", dtype::u8, {most(bytes_per_sample)}, true, true});
+  return f;
 }
 
 std::string hybrid_decoder::refusal(const pipeline& steps, const image_reader& reader, bool tail_on_host) {
@@ -147,6 +122,7 @@ bool hybrid_decoder::pack(sample& s, std::span<const std::byte> bytes, const pip
   };
   const window_choice w = choose_window(s, bytes, steps, decoding);
   if (w.refused != host_reason{}) return refuse(w.refused);
+  if (files_ && pack_file(s, bytes, w.window, w.flip, w.out_h, w.out_w, decoding.max_pixels)) return true;
   auto& packed = pinfeed::detail::thread_scratch<jpeg_packed, struct hybrid_packed>();
   if (const host_reason why = pack_window(s, bytes, w, decoding, bytes_per_sample_, packed); why != host_reason{})
     return refuse(why);
@@ -188,18 +164,30 @@ bool hybrid_decoder::pack(sample& s, std::span<const std::byte> bytes, const pip
 void hybrid_decoder::before_copy(const slot_view& slot) const {
   struct gathered {
     std::vector<ops::jpeg_image> images;
-    std::vector<ops::resize_job> jobs;
+    std::vector<ops::resize_job> jobs, file_jobs;
+    std::vector<file_entry> files;
     std::vector<std::size_t> order;
   };
   auto& g = pinfeed::detail::thread_scratch<gathered, struct hybrid_gathered>();
   g.images.clear();
   g.jobs.clear();
+  g.file_jobs.clear();
+  g.files.clear();
   std::byte* region = slot.host[plan_];
+  std::uint64_t full_bytes = 0;
   for (std::size_t j = 0; j < slot.count; ++j) {
     plan_record rec;
     std::memcpy(&rec, region + j * kPlanBytes, sizeof rec);
     if (rec.device == 0) continue;
     rec.job.out_offset = j * image_bytes_;  // the sample's place in the image field
+    if (rec.device == 2) {  // a whole file for nvJPEG: its window read from its RGB image, rows apart
+      const file_entry e{rec.file_first, rec.file_size, rec.image.width, rec.image.height, full_bytes};
+      rec.job.in_offset = full_bytes + (std::uint64_t{rec.image.crop_y} * rec.image.width + rec.image.crop_x) * 3;
+      full_bytes += std::uint64_t{rec.image.width} * rec.image.height * 3;
+      g.files.push_back(e);
+      g.file_jobs.push_back(rec.job);
+      continue;
+    }
     g.images.push_back(rec.image);
     g.jobs.push_back(rec.job);
   }
@@ -211,6 +199,12 @@ void hybrid_decoder::before_copy(const slot_view& slot) const {
   });
   plan_header h;
   h.images = g.images.size();
+  h.files = g.files.size();
+  h.full_bytes = full_bytes;
+  for (std::size_t k = 0; k < g.files.size(); ++k) {
+    std::memcpy(region + jobs_at(h.images) + (h.images + k) * sizeof(ops::resize_job), &g.file_jobs[k], sizeof(ops::resize_job));
+    std::memcpy(region + files_at(h.images, h.files) + k * sizeof(file_entry), &g.files[k], sizeof(file_entry));
+  }
   for (std::size_t k = 0; k < g.order.size(); ++k) {
     ops::jpeg_image im = g.images[g.order[k]];
     ops::resize_job job = g.jobs[g.order[k]];
@@ -235,7 +229,7 @@ hybrid_decoder::scratch& hybrid_decoder::scratch_for(int device, cudaStream_t st
 void hybrid_decoder::after_copy(const slot_view& slot) {
   plan_header h;
   std::memcpy(&h, slot.host[plan_], sizeof h);
-  if (h.images == 0) return;
+  if (h.images == 0 && h.files == 0) return;
   if (slot.used[plan_ + 1] > std::numeric_limits<std::uint32_t>::max())
     throw pinfeed::runtime_error("decode on the device: batch " + std::to_string(slot.batch) + " packed " +
                                  std::to_string(slot.used[plan_ + 1]) +
@@ -248,6 +242,17 @@ void hybrid_decoder::after_copy(const slot_view& slot) {
     PINFEED_CUDA_TRY(cudaStreamSynchronize(slot.stream));  // the batch before may still read it
     b = device_buffer(std::max<std::uint64_t>(need + need / 4, 256));
   };
+  const auto* host_jobs = reinterpret_cast<const ops::resize_job*>(slot.host[plan_] + jobs_at(h.images));
+  const auto* device_jobs = reinterpret_cast<const ops::resize_job*>(slot.device[plan_] + jobs_at(h.images));
+  auto* out = reinterpret_cast<std::uint8_t*>(slot.device[0]);
+  if (h.files > 0) {  // nvJPEG's whole images, then their windows resized and flipped
+    fit(sc.full, h.full_bytes);
+    decode_files(slot, sc, h.files, h.full_bytes, slot.host[plan_] + files_at(h.images, h.files));
+    ops::resize_bilinear_u8_device(device_jobs + h.images, host_jobs + h.images, h.files,
+                                   reinterpret_cast<const std::uint8_t*>(sc.full.data()), h.full_bytes, out,
+                                   slot.count * image_bytes_, slot.stream);
+  }
+  if (h.images == 0) return;
   fit(sc.blocks, blocks * 64 * sizeof(std::int16_t));
   fit(sc.window, h.window_bytes);
   fit(sc.planes, h.plane_bytes);
@@ -256,7 +261,6 @@ void hybrid_decoder::after_copy(const slot_view& slot) {
     PINFEED_CUDA_TRY(cudaMemsetAsync(sc.malformed.data(), 0, sizeof(std::uint32_t), slot.stream));
   }
   const auto* host_images = reinterpret_cast<const ops::jpeg_image*>(slot.host[plan_] + kHeaderBytes);
-  const auto* host_jobs = reinterpret_cast<const ops::resize_job*>(slot.host[plan_] + jobs_at(h.images));
   auto* d_blocks = reinterpret_cast<std::int16_t*>(sc.blocks.data());
   auto* d_window = reinterpret_cast<std::uint8_t*>(sc.window.data());
   ops::unpack_jpeg_blocks_device(reinterpret_cast<const std::uint8_t*>(slot.device[plan_ + 1]), bytes,
@@ -266,9 +270,8 @@ void hybrid_decoder::after_copy(const slot_view& slot) {
                                   d_blocks, blocks, reinterpret_cast<const std::uint16_t*>(slot.device[plan_ + 3]), tables};
   ops::decode_jpeg_batch_device(view, host_images, d_window, h.window_bytes,
                                 reinterpret_cast<std::uint8_t*>(sc.planes.data()), h.plane_bytes, slot.stream);
-  ops::resize_bilinear_u8_device(reinterpret_cast<const ops::resize_job*>(slot.device[plan_] + jobs_at(h.images)), host_jobs,
-                                 h.images, d_window, h.window_bytes, reinterpret_cast<std::uint8_t*>(slot.device[0]),
-                                 slot.count * image_bytes_, slot.stream);
+  ops::resize_bilinear_u8_device(device_jobs, host_jobs, h.images, d_window, h.window_bytes, out, slot.count * image_bytes_,
+                                 slot.stream);
 }
 
 std::vector<std::pair<std::string, std::uint64_t>> hybrid_decoder::host_counts() const {
@@ -287,18 +290,22 @@ const char* to_string(decode_place p) noexcept {
     case decode_place::host: return "host";
     case decode_place::device: return "device";
     case decode_place::automatic: return "auto";
+    case decode_place::device_inexact: return "device-inexact";
   }
   return "?";
 }
 
 decode_place parse_decode_place(std::string_view text) {
-  for (const auto p : {decode_place::host, decode_place::device, decode_place::automatic})
+  for (const auto p : {decode_place::host, decode_place::device, decode_place::automatic, decode_place::device_inexact})
     if (text == to_string(p)) return p;
-  throw pinfeed::invalid_argument("decode place '" + std::string(text) + "' is not one of host, device, auto");
+  throw pinfeed::invalid_argument("decode place '" + std::string(text) + "' is not one of host, device, auto, device-inexact");
 }
 
 std::string decode_counts::to_string() const {
-  std::string s = "device " + std::to_string(device) + ", host " + std::to_string(host);
+  std::string s = "device " + std::to_string(device);
+  if (inexact > 0 || (!nvjpeg.empty() && nvjpeg.rfind("not used", 0) != 0))
+    s += " (nvJPEG " + nvjpeg + ": " + std::to_string(inexact) + " inexact)";
+  s += ", host " + std::to_string(host);
   std::string why;
   for (const auto& [reason, n] : host_by_reason) why += (why.empty() ? "" : ", ") + reason + " " + std::to_string(n);
   return why.empty() ? s : s + " (" + why + ")";
@@ -374,13 +381,14 @@ void pipeline_source::choose_decode_path() {
     const bool gpu = device_refusal_.empty() && cuda_devices().usable;
     place_ = gpu ? decode_place::device : decode_place::host;
   }
-  if (place_ != decode_place::device) return;
+  if (place_ != decode_place::device && place_ != decode_place::device_inexact) return;
   if (!device_refusal_.empty())
     throw pinfeed::invalid_argument("pipeline_source: JPEGs cannot be decoded on the device: " + device_refusal_);
   decoding_ = reader_->decoding();
   const std::size_t first = fields_.size();
-  for (auto& f : detail::hybrid_decoder::fields(options_.device_bytes_per_sample)) fields_.push_back(std::move(f));
-  hybrid_ = std::make_unique<detail::hybrid_decoder>(first, fields_[0].bytes(), options_.device_bytes_per_sample);
+  const bool files = place_ == decode_place::device_inexact;
+  for (auto& f : detail::hybrid_decoder::fields(options_.device_bytes_per_sample, files)) fields_.push_back(std::move(f));
+  hybrid_ = std::make_unique<detail::hybrid_decoder>(first, fields_[0].bytes(), options_.device_bytes_per_sample, files);
 }
 
 decode_counts pipeline_source::decoded() const {
@@ -388,7 +396,9 @@ decode_counts pipeline_source::decoded() const {
   c.host = host_decodes_->load(std::memory_order_relaxed);
   if (hybrid_) {
     c.device = hybrid_->device_count();
+    c.inexact = hybrid_->inexact_count();
     c.host_by_reason = hybrid_->host_counts();
+    if (place_ == decode_place::device_inexact) c.nvjpeg = hybrid_->nvjpeg_status();
   }
   return c;
 }
@@ -398,6 +408,10 @@ void pipeline_source::on_loader(const device_choice& device) {
     throw pinfeed::invalid_argument("pipeline_source decodes JPEGs on the device (decode " +
                                     std::string(to_string(options_.decode)) + "), but the loader's batches stay on the " +
                                     device.to_string() + ": use decode host");
+  if (place_ != decode_place::device_inexact) return;
+  if (const std::string why = hybrid_->open_nvjpeg(device.index); !why.empty())
+    log(log_level::warn, "decode device-inexact: nvJPEG is not used on " + device.to_string() + " (" + why +
+                             "): JPEGs are decoded on the device exactly, by pinfeed's kernels");
 }
 
 void pipeline_source::before_copy(const slot_view& slot) {

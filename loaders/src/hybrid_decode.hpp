@@ -7,6 +7,8 @@
 // the samples that took this path are gathered at the start of the plan field; after it, on the
 // copy stream, the blocks are unpacked, decoded and resized with the flip straight into the
 // device slot's image field. Every other sample is decoded on the host as before, and counted.
+// With nvJPEG (decode_place::device_inexact) a fifth field, jpeg_files, takes whole files that
+// nvJPEG decodes on the copy stream; their windows are resized from its output (nvjpeg_library.hpp).
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "nvjpeg_library.hpp"
 #include "pinfeed/loaders/pipeline_source.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
 
@@ -32,12 +35,12 @@ enum class host_reason : std::uint8_t {
 class hybrid_decoder {
  public:
   /// `image_bytes`: one sample's image field; `first_field`: the index of jpeg_plan (the other
-  /// three follow it).
-  hybrid_decoder(std::size_t first_field, std::size_t image_bytes, std::uint64_t bytes_per_sample);
+  /// three follow it, and jpeg_files after them where `files`: decode_place::device_inexact).
+  hybrid_decoder(std::size_t first_field, std::size_t image_bytes, std::uint64_t bytes_per_sample, bool files = false);
   ~hybrid_decoder();
 
-  /// The fields it adds to the batch.
-  [[nodiscard]] static std::vector<field_spec> fields(std::uint64_t bytes_per_sample);
+  /// The fields it adds to the batch (with jpeg_files where `files`).
+  [[nodiscard]] static std::vector<field_spec> fields(std::uint64_t bytes_per_sample, bool files = false);
   /// Why the device path cannot take `steps` over `reader` (empty: it can).
   [[nodiscard]] static std::string refusal(const pipeline& steps, const image_reader& reader, bool tail_on_host);
 
@@ -45,23 +48,40 @@ class hybrid_decoder {
   /// false (counted, and s's plan record says host) when the host must decode it. Throws
   /// sample_error (stage decode) past the reader's max_pixels.
   bool pack(sample& s, std::span<const std::byte> bytes, const pipeline& steps, const decode_options& decoding);
+  /// With jpeg_files: opens nvJPEG on `device` for the samples packed from now on, or returns why
+  /// it cannot (then they take the exact path).
+  [[nodiscard]] std::string open_nvjpeg(int device);
+  /// nvJPEG's backend in use ("hardware", "hybrid"), "not used: <why>", or empty before open_nvjpeg.
+  [[nodiscard]] std::string nvjpeg_status() const;
   void before_copy(const slot_view& slot) const;
   void after_copy(const slot_view& slot);
 
   [[nodiscard]] std::uint64_t device_count() const noexcept { return device_.load(std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t inexact_count() const noexcept { return inexact_.load(std::memory_order_relaxed); }
   [[nodiscard]] std::vector<std::pair<std::string, std::uint64_t>> host_counts() const;
 
  private:
   void count(host_reason r) noexcept { host_[static_cast<std::size_t>(r)].fetch_add(1, std::memory_order_relaxed); }
   struct scratch;
   scratch& scratch_for(int device, cudaStream_t stream);
+  /// Sample s's whole file into jpeg_files for nvJPEG, or false (it takes the exact path).
+  bool pack_file(sample& s, std::span<const std::byte> bytes, const image_region& window, bool flip, std::uint32_t out_h,
+                 std::uint32_t out_w, std::int64_t max_pixels);
+  /// nvJPEG's decode of the batch's whole files into the scratch's full images (after_copy).
+  void decode_files(const slot_view& slot, scratch& sc, std::uint64_t files, std::uint64_t full_bytes,
+                    const std::byte* entries);
 
   std::size_t plan_, image_bytes_;
   std::uint64_t bytes_per_sample_;
-  std::atomic<std::uint64_t> device_{0};
+  bool files_ = false;
+  std::atomic<std::uint64_t> device_{0}, inexact_{0};
+  /// nvJPEG on the devices opened (guarded by scratch_mutex_), and whether packing uses it now.
+  std::map<int, std::unique_ptr<nvjpeg_decoder>> nvjpeg_;
+  std::atomic<nvjpeg_decoder*> nvjpeg_now_{nullptr};
+  std::string nvjpeg_status_;
   std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(host_reason::count_)> host_{};
   std::mutex claim_mutex_;  // a sample's blocks and starts are claimed together
-  std::mutex scratch_mutex_;
+  mutable std::mutex scratch_mutex_;
   // A loader's copy stream each, on its device. Kept while the source lives (a loader that ends
   // leaves its scratch behind: the doctor's many loaders over one source add up).
   std::map<std::pair<int, cudaStream_t>, std::unique_ptr<scratch>> scratch_;

@@ -82,6 +82,25 @@ jpeg_fallback detail::refuse_for_device(const jpeg_decompress_struct& c, std::st
   return jpeg_fallback::none;
 }
 
+bool detail::nvjpeg_takes(std::span<const std::byte> bytes, bool hardware) {
+  if (bytes.size() < 2 || bytes[0] != std::byte{0xFF} || bytes[1] != std::byte{0xD8}) return false;
+  const auto st = std::make_unique<reader_state>();
+  install_error_jump(*reinterpret_cast<jpeg_common_struct*>(&st->cinfo), st->err);
+  if (setjmp(st->err.jump)) return false;
+  jpeg_create_decompress(&st->cinfo);
+  st->created = true;
+  jpeg_decompress_struct& c = st->cinfo;
+  jpeg_mem_src(&c, reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()));
+  jpeg_read_header(&c, TRUE);
+  if (detail::refuse_for_device(c, st->reason) != jpeg_fallback::none) return false;
+  if (!hardware) return true;
+  if (c.progressive_mode || c.comps_in_scan != c.num_components) return false;
+  if (c.num_components == 1) return true;
+  const jpeg_component_info* k = c.comp_info;
+  return k[0].h_samp_factor <= 2 && k[0].v_samp_factor <= 2 && k[1].h_samp_factor == 1 && k[1].v_samp_factor == 1 &&
+         k[2].h_samp_factor == 1 && k[2].v_samp_factor == 1;
+}
+
 const char* to_string(jpeg_fallback f) noexcept {
   switch (f) {
     case jpeg_fallback::none: return "none";

@@ -1,6 +1,7 @@
 #pragma once
 // Internal: what the two readers of the host half (libjpeg's coefficient reader in
 // jpeg_coefficients.cpp, pinfeed's scan walker in jpeg_scan.cpp) share.
+#include <span>
 #include <string>
 
 #include <jpeglib.h>
@@ -27,5 +28,11 @@ struct decompress_state {
 
 /// Why the header read into `c` is not one the device half takes (setting `reason`), or none.
 [[nodiscard]] jpeg_fallback refuse_for_device(const jpeg_decompress_struct& c, std::string& reason);
+
+/// Whether nvJPEG takes `bytes` (its headers read by libjpeg): 8-bit Huffman-coded YCbCr or grey
+/// with whole sampling ratios; for its hardware backend also a single interleaved baseline scan
+/// and 4:4:4, 4:2:2, 4:2:0, 4:4:0 or grey sampling (its engines take no other). False for data
+/// libjpeg cannot read the headers of.
+[[nodiscard]] bool nvjpeg_takes(std::span<const std::byte> bytes, bool hardware);
 
 }  // namespace pinfeed::loaders::detail

@@ -76,7 +76,8 @@ loader_config loader_config::from_json(const std::string& text, const std::strin
     } else if (key == "requests_in_flight") {
       c.requests_in_flight = positive(key, 1024);
     } else if (key == "decode") {
-      if (!is_text(value, "host") && !is_text(value, "device")) throw bad(key, "\"host\" or \"device\"");
+      if (!is_text(value, "host") && !is_text(value, "device") && !is_text(value, "device-inexact"))
+        throw bad(key, "\"host\", \"device\" or \"device-inexact\"");
       c.decode = value.get<std::string>();
     } else if (key == "expected_speedup") {
       if (!value.is_number() || !(value.get<double>() > 0)) throw bad(key, "a positive number");

@@ -57,11 +57,18 @@ TEST_CASE("hybrid_decode.places_parse_and_counts_print") {
   CHECK(loaders::parse_decode_place("host") == decode_place::host);
   CHECK(loaders::parse_decode_place("device") == decode_place::device);
   CHECK(loaders::parse_decode_place("auto") == decode_place::automatic);
-  CHECK_THROWS_WITH_AS((void)loaders::parse_decode_place("gpu"), doctest::Contains("decode place 'gpu' is not one of host, device, auto"),
-                       std::invalid_argument);
+  CHECK(loaders::parse_decode_place("device-inexact") == decode_place::device_inexact);
+  CHECK(std::string(loaders::to_string(decode_place::device_inexact)) == "device-inexact");
+  CHECK_THROWS_WITH_AS((void)loaders::parse_decode_place("gpu"),
+                       doctest::Contains("decode place 'gpu' is not one of host, device, auto, device-inexact"), std::invalid_argument);
   loaders::decode_counts c{120, 8, {{"corrupt", 3}, {"too_large", 5}}};
   CHECK(c.to_string() == "device 120, host 8 (corrupt 3, too_large 5)");
   CHECK(loaders::decode_counts{0, 4, {}}.to_string() == "device 0, host 4");
+  // nvJPEG's samples are marked inexact; where it is not used, the counts are the exact path's.
+  loaders::decode_counts nv{120, 8, {{"corrupt", 8}}, 100, "hardware"};
+  CHECK(nv.to_string() == "device 120 (nvJPEG hardware: 100 inexact), host 8 (corrupt 8)");
+  loaders::decode_counts none{12, 0, {}, 0, "not used: nvJPEG could not be loaded"};
+  CHECK(none.to_string() == "device 12, host 0");
 }
 
 TEST_CASE("hybrid_decode.pipelines_it_cannot_take_are_refused_by_name") {

@@ -5,10 +5,14 @@
 // decoded at 1/2 (reduced IDCTs), mixed in batches with a sample the host decodes (arithmetic-coded).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hybrid_fixtures.hpp"
+#include "pinfeed/runtime/log.hpp"
 #include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/error.hpp"
 
@@ -79,4 +83,58 @@ TEST_CASE("gpu.jpeg.auto_decodes_on_the_device_where_a_gpu_is" * doctest::test_s
   }
   CHECK(n == f.files.size());
   CHECK(src->decoded().device == 11);
+}
+
+TEST_CASE("gpu.jpeg.device_inexact_is_nvjpeg_near_the_host_path_or_the_exact_path" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("decode device-inexact")) return;
+  // With nvJPEG (a GPU runner with libnvjpeg): its images are near the host path's, within the
+  // tolerance stated here, and counted inexact. Without it (the simulator, a runner without the
+  // library): a warning names why, and the exact device path's images are the host path's.
+  const test::hybrid_folder f;
+  std::vector<std::string> host_lines, lines;
+  loader host(f.source(decode_place::host), on_gpu(4));
+  const auto want = images_of(host, host_lines);
+  std::vector<std::string> warnings;
+  const auto previous = set_log_sink([&](log_level level, std::string_view m) {
+    if (level == log_level::warn) warnings.emplace_back(m);
+  });
+  const auto src = f.source(decode_place::device_inexact);
+  std::vector<std::vector<std::uint8_t>> got;
+  {
+    loader device(src, on_gpu(4));
+    got = images_of(device, lines);
+  }
+  set_log_sink(previous);
+  const auto d = src->decoded();
+  MESSAGE("device-inexact: " << d.to_string() << "; nvJPEG: " << d.nvjpeg);
+  REQUIRE(got.size() == want.size());
+  if (d.nvjpeg.rfind("not used", 0) == 0) {
+    CHECK(d.inexact == 0);
+    REQUIRE(warnings.size() == 1);
+    CHECK(warnings[0].find("nvJPEG is not used") != std::string::npos);
+    for (std::size_t k = 0; k < got.size(); ++k) CHECK(got[k] == want[k]);
+    return;
+  }
+  CHECK(d.inexact > 0);
+  CHECK(d.device + d.host == f.files.size());
+  // nvJPEG's IDCT and chroma upsampling are its own, and it decodes at full size where the host
+  // path scales: over every image, the mean absolute difference per sample stays under 6 (of 255),
+  // and each image's under 12; the indices (appended to each batch's bytes) are the same.
+  double total = 0;
+  std::size_t samples = 0;
+  const std::size_t image = 16 * 16 * 3;
+  for (std::size_t k = 0; k < got.size(); ++k) {
+    REQUIRE(got[k].size() == want[k].size());
+    const std::size_t images = got[k].size() / (image + 1);
+    for (std::size_t i = 0; i < images; ++i) {
+      double one = 0;
+      for (std::size_t b = i * image; b < (i + 1) * image; ++b) one += std::abs(int(got[k][b]) - int(want[k][b]));
+      CHECK(one / image < 12.0);
+      total += one;
+      samples += image;
+    }
+    CHECK(std::equal(got[k].end() - static_cast<std::ptrdiff_t>(images), got[k].end(), want[k].end() - static_cast<std::ptrdiff_t>(images)));
+  }
+  MESSAGE("mean absolute difference from the host path: " << total / static_cast<double>(samples));
+  CHECK(total / static_cast<double>(samples) < 6.0);
 }

@@ -264,7 +264,7 @@ TEST_CASE("loader.config.round_trips_and_names_what_is_wrong") {
       {R"({"schema": "pinfeed.config/1", "prefetch": -2})", "\"prefetch\" is -2, expected a whole number from 1 to 4095"},
       {R"({"schema": "pinfeed.config/1", "workers": "many"})", "\"workers\" is \"many\""},
       {R"({"schema": "pinfeed.config/1", "expected_speedup": 0})", "\"expected_speedup\" is 0, expected a positive number"},
-      {R"({"schema": "pinfeed.config/1", "decode": "gpu"})", "\"decode\" is \"gpu\", expected \"host\" or \"device\""},
+      {R"({"schema": "pinfeed.config/1", "decode": "gpu"})", "\"decode\" is \"gpu\", expected \"host\", \"device\" or \"device-inexact\""},
       {R"({"schema": "pinfeed.config/1", "prefetch_factor": 2})", "unknown field \"prefetch_factor\""}};
   for (const auto& [text, message] : bad) {
     CAPTURE(text);

@@ -196,7 +196,9 @@ expect_error "decode device needs the batches on a GPU" "decode device (--decode
 printf '{"schema": "pinfeed.config/1", "decode": "device"}\n' >"$work/decode.json"
 expect_error "a config's decode device is checked like the option" "but the batches stay on the cpu" \
   run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu --config "$work/decode.json"
-expect_error "decode takes host, device or auto" "--decode" run --decode gpu --device cpu
+expect_error "decode device-inexact needs the batches on a GPU too" "decode device-inexact (--decode, or the --config file) decodes on the GPU" \
+  run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu --decode device-inexact
+expect_error "decode takes host, device, auto or device-inexact" "--decode" run --decode gpu --device cpu
 check "folder: the run header counts the folder's 10 samples, not the synthetic default" grep -q "^run: .*, 10 samples," "$work/folder.err"
 check "folder: the PPMs opened the imgcodecs module" bash -c "LD_DEBUG=files '$pf' run --source 'folder:$work/folder' --batch 4 --device cpu --limit 1 --transforms 'center_crop(8)' 2>&1 | grep -q 'libpinfeed_imgcodecs.so'"
 out=$(PINFEED_IMGCODECS_MODULE=$work/no-such-module.so "$pf" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu 2>&1); rc=$?

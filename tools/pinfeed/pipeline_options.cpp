@@ -111,8 +111,9 @@ loaders::pipeline_source_options source_options(const run_args& a, const device_
   const auto& config = config_of(a);
   po.decode = loaders::parse_decode_place(!a.decode.empty() ? a.decode : config && config->decode ? *config->decode : "host");
   if (po.decode == loaders::decode_place::automatic && !dev.is_cuda()) po.decode = loaders::decode_place::host;  // batches stay here
-  if (po.decode == loaders::decode_place::device && !dev.is_cuda())
-    throw pinfeed::invalid_argument("decode device (--decode, or the --config file) decodes on the GPU, but the batches stay on the " + dev.to_string() +
+  if ((po.decode == loaders::decode_place::device || po.decode == loaders::decode_place::device_inexact) && !dev.is_cuda())
+    throw pinfeed::invalid_argument("decode " + std::string(loaders::to_string(po.decode)) +
+                                    " (--decode, or the --config file) decodes on the GPU, but the batches stay on the " + dev.to_string() +
                                     " (--device): use --decode host or auto");
   return po;
 }
@@ -156,9 +157,10 @@ void add_sample_options(CLI::App* app, run_args& a) {
   app->add_option("--max-pixels", a.max_pixels, "reject images with more pixels (decompression bombs)");
   app->add_option("--decode", a.decode,
                   "where JPEGs are decoded: host (default), device (entropy decoding on the workers, the rest on the GPU, "
-                  "the same pixels; a first step that decodes a window, then only flips) or auto (device where it can); "
-                  "default: the --config file's, else host")
-      ->check(CLI::IsMember({"host", "device", "auto"}));
+                  "the same pixels; a first step that decodes a window, then only flips), auto (device where it can) or "
+                  "device-inexact (nvJPEG, loaded at run time, on the GPU: other pixels than the host's; the exact device "
+                  "path where nvJPEG is missing or fails to start); default: the --config file's, else host")
+      ->check(CLI::IsMember({"host", "device", "auto", "device-inexact"}));
 }
 
 void add_pipeline_options(CLI::App* app, run_args& a) {

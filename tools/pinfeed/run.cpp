@@ -90,7 +90,12 @@ void print_bad_samples(const loaders::pipeline_source& counted) {
 /// Where the samples were decoded (readers of encoded files).
 void print_decoded(const loaders::pipeline_source& counted) {
   if (!counted.reader()->stores_encoded()) return;
-  std::fprintf(stderr, "decode: on the %s; %s\n", to_string(counted.decode_path()), counted.decoded().to_string().c_str());
+  const auto d = counted.decoded();
+  std::string where = to_string(counted.decode_path());
+  if (counted.decode_path() == loaders::decode_place::device_inexact)
+    where = d.nvjpeg.rfind("not used", 0) == 0 ? "device, exactly (nvJPEG " + d.nvjpeg + ")"
+                                               : "device with nvJPEG " + d.nvjpeg + " (inexact pixels)";
+  std::fprintf(stderr, "decode: on the %s; %s\n", where.c_str(), d.to_string().c_str());
 }
 
 void write_json(const run_args& a, const loader& l, const stats_snapshot& st, const loaders::pipeline_source& counted,
@@ -110,7 +115,8 @@ void write_json(const run_args& a, const loader& l, const stats_snapshot& st, co
   if (fetched) j["fetch"] = nlohmann::json::parse(loaders::to_json(*fetched));
   if (counted.reader()->stores_encoded()) {
     const auto d = counted.decoded();
-    j["decode"] = {{"path", to_string(counted.decode_path())}, {"device", d.device}, {"host", d.host}};
+    j["decode"] = {{"path", to_string(counted.decode_path())}, {"device", d.device}, {"host", d.host}, {"inexact", d.inexact}};
+    if (!d.nvjpeg.empty()) j["decode"]["nvjpeg"] = d.nvjpeg;
     for (const auto& [reason, n] : d.host_by_reason) j["decode"]["host_by_reason"][reason] = n;
   }
   std::ofstream out(a.json);

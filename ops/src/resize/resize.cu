@@ -20,13 +20,14 @@ __global__ void resize_kernel(const resize_job* __restrict__ jobs, std::size_t f
   const resize_job j = jobs[first + blockIdx.y];
   const std::uint64_t pixels = std::uint64_t{j.out_h} * j.out_w;
   const std::uint8_t* src = in + j.in_offset;
+  const std::uint64_t stride = j.in_stride != 0 ? j.in_stride : std::uint64_t{j.in_w} * 3;
   for (std::uint64_t i = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; i < pixels;
        i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
     const auto oy = static_cast<std::int64_t>(i / j.out_w), ox = static_cast<std::int64_t>(i % j.out_w);
     const std::int64_t d = j.flip ? j.out_w - 1 - ox : ox;
     const resize::tap tx = resize::tap_at(d, j.in_w, j.out_w), ty = resize::tap_at(oy, j.in_h, j.out_h);
-    const std::uint8_t* r0 = src + std::uint64_t{static_cast<std::uint32_t>(ty.i0)} * j.in_w * 3;
-    const std::uint8_t* r1 = src + std::uint64_t{static_cast<std::uint32_t>(ty.i1)} * j.in_w * 3;
+    const std::uint8_t* r0 = src + std::uint64_t{static_cast<std::uint32_t>(ty.i0)} * stride;
+    const std::uint8_t* r1 = src + std::uint64_t{static_cast<std::uint32_t>(ty.i1)} * stride;
     std::uint8_t* o = out + j.out_offset + i * 3;
     for (int c = 0; c < 3; ++c) {
       const std::int32_t top = resize::across(r0[tx.i0 * 3 + c], r0[tx.i1 * 3 + c], tx.w1);

@@ -113,7 +113,11 @@ void check_resize_jobs(const resize_job* jobs, std::size_t count, std::uint64_t 
         j.out_h > resize::kMostSide || j.out_w > resize::kMostSide)
       throw pinfeed::invalid_argument(name + std::to_string(j.in_w) + "x" + std::to_string(j.in_h) + " to " + std::to_string(j.out_w) +
                                       "x" + std::to_string(j.out_h) + ": sides must be 1 to " + std::to_string(resize::kMostSide));
-    const std::uint64_t in_size = std::uint64_t{j.in_h} * j.in_w * 3, out_size = std::uint64_t{j.out_h} * j.out_w * 3;
+    if (j.in_stride != 0 && j.in_stride < std::uint64_t{j.in_w} * 3)
+      throw pinfeed::invalid_argument(name + "input rows " + std::to_string(j.in_stride) + " bytes apart, under the " +
+                                      std::to_string(std::uint64_t{j.in_w} * 3) + " of a row");
+    const std::uint64_t stride = j.in_stride != 0 ? j.in_stride : std::uint64_t{j.in_w} * 3;
+    const std::uint64_t in_size = stride * (j.in_h - 1) + std::uint64_t{j.in_w} * 3, out_size = std::uint64_t{j.out_h} * j.out_w * 3;
     if (j.in_offset > in_bytes || in_size > in_bytes - j.in_offset)
       throw pinfeed::invalid_argument(name + "its input [" + std::to_string(j.in_offset) + ", +" + std::to_string(in_size) +
                                       ") is past the " + std::to_string(in_bytes) + " bytes given");

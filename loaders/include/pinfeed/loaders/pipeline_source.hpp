@@ -133,19 +133,32 @@ enum class decode_place {
   /// when the source is made, so a loader on the CPU then refuses a source that chose the device
   /// (make it with host for such a loader)
   automatic,
+  /// nvJPEG on the loader's GPU, loaded at run time (libnvjpeg: the hardware backend where the GPU
+  /// has JPEG engines, else its hybrid one): whole files decoded there, then each window resized
+  /// and flipped by pinfeed's kernels. Its pixels are not the host path's (nvJPEG's own IDCT and
+  /// upsampling, and no DCT scaling): decode_counts::inexact counts them. Where nvJPEG cannot be
+  /// loaded or made on the loader's device, a warning says why and the exact device path takes
+  /// over; files nvJPEG's backend does not take, or larger than device_bytes_per_sample, go there
+  /// too (and to the host where that cannot take them). Same pipelines as device.
+  device_inexact,
 };
 [[nodiscard]] const char* to_string(decode_place p) noexcept;
-/// "host", "device" or "auto"; throws std::invalid_argument naming the text otherwise.
+/// "host", "device", "auto" or "device-inexact"; throws std::invalid_argument naming the text otherwise.
 [[nodiscard]] decode_place parse_decode_place(std::string_view text);
 
 /// How many samples took each decode path, and why those that could not take the device's did not.
 struct decode_counts {
-  std::uint64_t device = 0;  ///< packed on the host, decoded on the GPU
+  std::uint64_t device = 0;  ///< decoded on the GPU (packed on the host, or whole files by nvJPEG)
   std::uint64_t host = 0;    ///< decoded whole on the host (every sample, with decode host)
   /// With the device path: the host's samples by reason ("progressive" is not one: those are
   /// read whole and then packed), in a fixed order, those with a count only.
   std::vector<std::pair<std::string, std::uint64_t>> host_by_reason;
-  /// "device 120, host 8 (corrupt 3, too_large 5)".
+  std::uint64_t inexact = 0;  ///< of `device`, decoded by nvJPEG (device_inexact): not the host path's pixels
+  /// With device_inexact: nvJPEG's backend on the loader's device ("hardware", "hybrid"), or why
+  /// nvJPEG is not used ("not used: ..."); empty before a loader starts, and for the other places.
+  std::string nvjpeg;
+  /// "device 120, host 8 (corrupt 3, too_large 5)"; with nvJPEG "device 120 (nvJPEG hardware: 100
+  /// inexact), host 8 (...)".
   [[nodiscard]] std::string to_string() const;
 };
 
@@ -243,11 +256,12 @@ class pipeline_source final : public source {
   [[nodiscard]] std::uint64_t replaced() const noexcept;
   /// Where the samples were decoded so far (readers of encoded images; zeros for others).
   [[nodiscard]] decode_counts decoded() const;
-  /// Where this source decodes: host or device (decode_place::automatic resolved at construction).
+  /// Where this source decodes: host, device or device_inexact (automatic resolved at construction).
   [[nodiscard]] decode_place decode_path() const noexcept { return place_; }
   /// Why the device path cannot take this pipeline (empty: it can).
   [[nodiscard]] const std::string& device_refusal() const noexcept { return device_refusal_; }
-  /// Refuses a loader on the CPU when JPEGs are decoded on the device.
+  /// Refuses a loader on the CPU when JPEGs are decoded on the device; opens nvJPEG on the
+  /// loader's device for device_inexact (or warns why not, and takes the exact path).
   void on_loader(const device_choice& device) override;
   void before_copy(const slot_view& slot) override;
   void after_copy(const slot_view& slot) override;

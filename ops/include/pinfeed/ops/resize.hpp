@@ -24,13 +24,16 @@ namespace pinfeed::ops {
 void resize_bilinear_u8(const std::uint8_t* in, std::size_t in_stride, std::int64_t in_h, std::int64_t in_w, int channels,
                         std::uint8_t* out, std::int64_t out_h, std::int64_t out_w, bool flip = false);
 
-/// One image of a device batch: RGB (3 samples a pixel), rows packed.
+/// One image of a device batch: RGB (3 samples a pixel), output rows packed.
 struct resize_job {
   std::uint64_t in_offset = 0;   ///< its first input byte
   std::uint32_t in_h = 0, in_w = 0;
   std::uint64_t out_offset = 0;  ///< its first output byte
   std::uint32_t out_h = 0, out_w = 0;
   std::uint32_t flip = 0;        ///< 1: mirrored left to right
+  /// Bytes from one input row to the next: 0 for packed rows (in_w x 3), else at least that (a
+  /// window of a larger image).
+  std::uint32_t in_stride = 0;
 };
 
 /// The checks resize_bilinear_u8_device makes of `jobs` (host memory) before it queues anything:

@@ -298,7 +298,7 @@ struct loader_config {
   std::optional<std::size_t> workers{}, prefetch{};  ///< auto_tune for "auto"
   std::optional<std::uint64_t> memory_budget{};
   std::optional<std::size_t> requests_in_flight{};  ///< remote shards (remote_options)
-  /// Where JPEGs are decoded, "host" or "device" (pinfeed::loaders::pipeline_source_options::decode).
+  /// Where JPEGs are decoded, "host", "device" or "device-inexact" (pinfeed::loaders::pipeline_source_options::decode).
   std::optional<std::string> decode{};
   std::optional<double> expected_speedup{};         ///< what the doctor measured against the settings it started from
   std::string measured{};                           ///< how, in words

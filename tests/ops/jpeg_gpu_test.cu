@@ -335,3 +335,51 @@ TEST_CASE("gpu.jpeg.window_resize_and_flip_equal_the_host_path" * doctest::test_
     CHECK(std::memcmp(gpu.data() + jobs[i].out_offset, want[i].data(), want[i].size()) == 0);
   }
 }
+
+TEST_CASE("gpu.resize.windows_of_a_larger_image_by_their_row_stride" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("resize of strided windows on the GPU == host")) return;
+  // What decode device-inexact resizes: windows read in place from whole images (in_stride), every
+  // edge and a single pixel, shrunk, grown and flipped; the device's bytes are the host's.
+  const std::uint32_t W = 37, H = 23;
+  std::vector<std::uint8_t> image(std::size_t{W} * H * 3);
+  std::uint32_t state = 5;
+  for (auto& v : image) v = static_cast<std::uint8_t>((state = state * 1664525u + 1013904223u) >> 24);
+  struct window {
+    std::uint32_t x, y, w, h, out_h, out_w, flip;
+  };
+  const window windows[] = {{0, 0, W, H, 9, 11, 0}, {5, 3, 10, 12, 24, 20, 1}, {W - 7, H - 5, 7, 5, 7, 5, 0}, {36, 22, 1, 1, 3, 2, 1}};
+  std::vector<ops::resize_job> jobs;
+  std::vector<std::vector<std::uint8_t>> want;
+  std::uint64_t out_bytes = 0;
+  for (const window& w : windows) {
+    ops::resize_job j;
+    j.in_offset = (std::uint64_t{w.y} * W + w.x) * 3;
+    j.in_h = w.h;
+    j.in_w = w.w;
+    j.in_stride = W * 3;
+    j.out_offset = out_bytes;
+    j.out_h = w.out_h;
+    j.out_w = w.out_w;
+    j.flip = w.flip;
+    jobs.push_back(j);
+    out_bytes += std::uint64_t{w.out_h} * w.out_w * 3;
+    std::vector<std::uint8_t> host(std::uint64_t{w.out_h} * w.out_w * 3);
+    ops::resize_bilinear_u8(image.data() + j.in_offset, W * 3, w.h, w.w, 3, host.data(), w.out_h, w.out_w, w.flip != 0);
+    want.push_back(std::move(host));
+  }
+  device_buffer d_in(image.size()), d_jobs(jobs.size() * sizeof(ops::resize_job)), d_out(out_bytes);
+  PINFEED_CUDA_TRY(cudaMemcpy(d_in.data(), image.data(), image.size(), cudaMemcpyHostToDevice));
+  PINFEED_CUDA_TRY(cudaMemcpy(d_jobs.data(), jobs.data(), d_jobs.size(), cudaMemcpyHostToDevice));
+  PINFEED_CUDA_TRY(cudaMemset(d_out.data(), 0xEE, out_bytes));
+  const cuda_stream stream = cuda_stream::create();
+  ops::resize_bilinear_u8_device(reinterpret_cast<const ops::resize_job*>(d_jobs.data()), jobs.data(), jobs.size(),
+                                 reinterpret_cast<const std::uint8_t*>(d_in.data()), image.size(),
+                                 reinterpret_cast<std::uint8_t*>(d_out.data()), out_bytes, stream.get());
+  std::vector<std::uint8_t> gpu(out_bytes);
+  PINFEED_CUDA_TRY(cudaMemcpyAsync(gpu.data(), d_out.data(), out_bytes, cudaMemcpyDeviceToHost, stream.get()));
+  PINFEED_CUDA_TRY(cudaStreamSynchronize(stream.get()));
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::memcmp(gpu.data() + jobs[i].out_offset, want[i].data(), want[i].size()) == 0);
+  }
+}

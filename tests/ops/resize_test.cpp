@@ -105,4 +105,13 @@ TEST_CASE("resize.bad_sizes_and_jobs_are_named") {
   j.in_w = 0;
   CHECK_THROWS_WITH_AS(ops::check_resize_jobs(&j, 1, 48, 12), doctest::Contains("0x4 to 2x2"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(ops::check_resize_jobs(nullptr, 2, 48, 12), doctest::Contains("2 jobs but none"), std::invalid_argument);
+  // A window of a larger image: rows in_stride bytes apart, its last row ends the input it reads.
+  j.in_w = 4;
+  j.in_stride = 30;  // rows of a 10-pixel-wide image
+  CHECK_NOTHROW(ops::check_resize_jobs(&j, 1, 30 * 3 + 12, 12));
+  CHECK_THROWS_WITH_AS(ops::check_resize_jobs(&j, 1, 30 * 3 + 11, 12), doctest::Contains("its input [0, +102) is past the 101 bytes"),
+                       std::invalid_argument);
+  j.in_stride = 11;
+  CHECK_THROWS_WITH_AS(ops::check_resize_jobs(&j, 1, 200, 12), doctest::Contains("input rows 11 bytes apart, under the 12 of a row"),
+                       std::invalid_argument);
 }

@@ -77,9 +77,10 @@ chmod +x "$bundle/run-device-checks.sh"
 tar -C "$(dirname "$bundle")" -czf "$bundle.tar.gz" "$(basename "$bundle")"
 echo "gpu-bundle: $(du -sh "$bundle" | cut -f1) in $bundle ($(ls "$bundle/lib" | wc -l) libraries: $(ls "$bundle/lib" | tr '\n' ' '))"
 echo "gpu-bundle: $(du -h "$bundle.tar.gz" | cut -f1) in $bundle.tar.gz"
-# A device run carries at most 64 MiB with the working tree: keep the archive well under that.
+# A device run carries at most 64 MiB with the working tree (about 4 MiB): keep the archive at
+# half of that (27 MiB on 2026-12-05, libnvjpeg's 3 MiB included).
 size=$(stat -c %s "$bundle.tar.gz")
-if ((size > 25 * 1024 * 1024)); then
-  echo "gpu-bundle: $bundle.tar.gz is $((size >> 20)) MiB, over the 25 MiB budget" >&2
+if ((size > 32 * 1024 * 1024)); then
+  echo "gpu-bundle: $bundle.tar.gz is $((size >> 20)) MiB, over the 32 MiB budget" >&2
   exit 1
 fi

@@ -512,11 +512,17 @@ class hooked_source final : public source {
   }
   void after_copy(const slot_view& slot) override {
     if (slot.used[1] == 0) return;
+    // Batches finish on several threads, each launching on the copy stream. A GPU takes launches
+    // from any thread; the functional simulator (tools/gpu-sim) does not: two at once can run one
+    // launch's kernel with the other's arguments (seen as +7 applied twice to one batch's arena).
+    // One launch at a time keeps the case about the loader, on both.
+    std::lock_guard lock(launching_);
     add_to_each<<<4, 128, 0, slot.stream>>>(reinterpret_cast<std::uint32_t*>(slot.device[1]), slot.used[1], 7);
     PINFEED_CUDA_TRY(cudaGetLastError());
     after.fetch_add(1);
   }
   std::atomic<int> before{0}, after{0};
+  std::mutex launching_;
 };
 
 }  // namespace

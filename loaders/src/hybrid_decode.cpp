@@ -181,7 +181,7 @@ void hybrid_decoder::before_copy(const slot_view& slot) const {
     if (rec.device == 0) continue;
     rec.job.out_offset = j * image_bytes_;  // the sample's place in the image field
     if (rec.device == 2) {  // a whole file for nvJPEG: its window read from its RGB image, rows apart
-      const file_entry e{rec.file_first, rec.file_size, rec.image.width, rec.image.height, full_bytes};
+      const file_entry e{rec.file_first, rec.file_size, rec.image.width, rec.image.height, full_bytes, rec.index};
       rec.job.in_offset = full_bytes + (std::uint64_t{rec.image.crop_y} * rec.image.width + rec.image.crop_x) * 3;
       full_bytes += std::uint64_t{rec.image.width} * rec.image.height * 3;
       g.files.push_back(e);

@@ -75,6 +75,7 @@ class hybrid_decoder {
   std::uint64_t bytes_per_sample_;
   bool files_ = false;
   std::atomic<std::uint64_t> device_{0}, inexact_{0};
+  std::atomic<std::uint64_t> host_fallbacks_{0};  ///< nvJPEG's files it refused alone, decoded on the host then
   /// nvJPEG on the devices opened (guarded by scratch_mutex_), and whether packing uses it now.
   std::map<int, std::unique_ptr<nvjpeg_decoder>> nvjpeg_;
   std::atomic<nvjpeg_decoder*> nvjpeg_now_{nullptr};

@@ -11,6 +11,39 @@
 
 namespace pinfeed::loaders::detail {
 
+namespace {
+
+/// The files of a batch nvJPEG failed, one at a time; those it refuses alone decoded whole on the
+/// host into their place in `full`. Returns how many the host decoded; throws for a file it cannot.
+std::uint64_t decode_alone(const nvjpeg_decoder& nv, nvjpeg_decoder::state& st, const slot_view& slot,
+                           const std::vector<const unsigned char*>& data, const std::vector<std::size_t>& lengths,
+                           std::vector<nvjpeg::image>& outs, const std::vector<file_entry>& entry, unsigned char* full) {
+  std::uint64_t on_host = 0;
+  const std::uint64_t files = data.size();
+  for (std::uint64_t k = 0; k < files; ++k) {
+    try {
+      nv.decode(st, &data[k], &lengths[k], &outs[k], 1, slot.stream);
+      continue;
+    } catch (const pinfeed::runtime_error&) {
+    }
+    const std::string what = "decode on the device with nvJPEG: batch " + std::to_string(slot.batch) + ", sample " +
+                             std::to_string(entry[k].index);
+    std::vector<std::byte> px;
+    const image_spec spec =
+        decode_image({reinterpret_cast<const std::byte*>(data[k]), lengths[k]}, px, decode_options{}, what);
+    if (spec.width != std::int64_t{entry[k].width} || spec.height != std::int64_t{entry[k].height} || spec.channels != 3)
+      throw pinfeed::runtime_error(what + ": the host decoded " + std::to_string(spec.width) + "x" + std::to_string(spec.height) +
+                                   " pixels, not the " + std::to_string(entry[k].width) + "x" + std::to_string(entry[k].height) +
+                                   " its header gives");
+    // From pageable memory: the call returns once `px` has been staged, so it may go after.
+    PINFEED_CUDA_TRY(cudaMemcpyAsync(full + entry[k].full_offset, px.data(), px.size(), cudaMemcpyHostToDevice, slot.stream));
+    ++on_host;
+  }
+  return on_host;
+}
+
+}  // namespace
+
 bool hybrid_decoder::pack_file(sample& s, std::span<const std::byte> bytes, const image_region& window, bool flip,
                                std::uint32_t out_h, std::uint32_t out_w, std::int64_t max_pixels) {
   const nvjpeg_decoder* nv = nvjpeg_now_.load(std::memory_order_acquire);
@@ -18,7 +51,7 @@ bool hybrid_decoder::pack_file(sample& s, std::span<const std::byte> bytes, cons
   const image_size full = peek_size(bytes);  // choose_window read it: a JPEG of a known size
   const auto pixels = static_cast<std::uint64_t>(full.width) * static_cast<std::uint64_t>(full.height);
   if (pixels * 3 > kMostFullBytes || (max_pixels > 0 && pixels > static_cast<std::uint64_t>(max_pixels))) return false;
-  if (bytes.size() > s.room(plan_ + 4) || !nvjpeg_takes(bytes, nv->hardware())) return false;
+  if (bytes.size() > bytes_per_sample_ || bytes.size() > s.room(plan_ + 4) || !nvjpeg_takes(bytes, nv->hardware())) return false;
   const std::span<std::byte> room = s.claim(plan_ + 4, bytes.size());
   if (room.empty()) return false;  // the arena filled up in the meantime
   std::memcpy(room.data(), bytes.data(), bytes.size());
@@ -38,6 +71,7 @@ bool hybrid_decoder::pack_file(sample& s, std::span<const std::byte> bytes, cons
   rec.job.flip = flip ? 1 : 0;
   rec.file_first = s.claimed(plan_ + 4).first;
   rec.file_size = bytes.size();
+  rec.index = s.index();
   std::memcpy(s.bytes(plan_).data(), &rec, sizeof rec);
   device_.fetch_add(1, std::memory_order_relaxed);
   inexact_.fetch_add(1, std::memory_order_relaxed);
@@ -63,7 +97,9 @@ std::string hybrid_decoder::open_nvjpeg(int device) {
 
 std::string hybrid_decoder::nvjpeg_status() const {
   std::lock_guard lock(scratch_mutex_);
-  return nvjpeg_status_;
+  const std::uint64_t refused = host_fallbacks_.load(std::memory_order_relaxed);
+  if (refused == 0) return nvjpeg_status_;
+  return nvjpeg_status_ + ", " + std::to_string(refused) + " of its files decoded on the host after it refused them";
 }
 
 void hybrid_decoder::decode_files(const slot_view& slot, scratch& sc, std::uint64_t files, std::uint64_t full_bytes,
@@ -84,10 +120,11 @@ void hybrid_decoder::decode_files(const slot_view& slot, scratch& sc, std::uint6
   std::vector<const unsigned char*> data(files);
   std::vector<std::size_t> lengths(files);
   std::vector<nvjpeg::image> outs(files);
+  std::vector<file_entry> entry(files);
   const auto* arena = reinterpret_cast<const unsigned char*>(slot.host[plan_ + 4]);
   auto* full = reinterpret_cast<unsigned char*>(sc.full.data());
   for (std::uint64_t k = 0; k < files; ++k) {
-    file_entry e;
+    file_entry& e = entry[k];
     std::memcpy(&e, entries + k * sizeof e, sizeof e);
     if (e.first + e.size > slot.used[plan_ + 4] || e.full_offset + std::uint64_t{e.width} * e.height * 3 > full_bytes)
       throw pinfeed::runtime_error("decode on the device with nvJPEG: batch " + std::to_string(slot.batch) + ": file " +
@@ -98,7 +135,16 @@ void hybrid_decoder::decode_files(const slot_view& slot, scratch& sc, std::uint6
     outs[k].channel[0] = full + e.full_offset;
     outs[k].pitch[0] = std::size_t{e.width} * 3;
   }
-  nv->decode(*sc.nvjpeg, data.data(), lengths.data(), outs.data(), files, slot.stream);
+  try {
+    nv->decode(*sc.nvjpeg, data.data(), lengths.data(), outs.data(), files, slot.stream);
+    return;
+  } catch (const pinfeed::runtime_error&) {
+    // nvJPEG answers for the batch as a whole: one file it cannot decode (its headers were read,
+    // not its data) fails them all. Each alone, then; the files it still refuses are decoded
+    // whole on the host into the same place (their windows are resized from there like the rest),
+    // and a file the host cannot decode either fails the batch, named.
+  }
+  host_fallbacks_.fetch_add(decode_alone(*nv, *sc.nvjpeg, slot, data, lengths, outs, entry, full), std::memory_order_relaxed);
 }
 
 }  // namespace pinfeed::loaders::detail

@@ -23,6 +23,7 @@ struct plan_record {
                              // (nvJPEG's: its width, height and window only)
   ops::resize_job job{};     // its window to the output size, flipped or not; offsets set before the copy
   std::uint64_t file_first = 0, file_size = 0;  // nvJPEG's: the file's bytes in jpeg_files
+  std::uint64_t index = 0;                      // nvJPEG's: the sample's index (for its errors)
 };
 
 /// What before_copy() leaves at the start of the plan field: this header, the packed images from
@@ -36,6 +37,7 @@ struct file_entry {
   std::uint64_t first = 0, size = 0;
   std::uint32_t width = 0, height = 0;
   std::uint64_t full_offset = 0;
+  std::uint64_t index = 0;  ///< the sample's
 };
 constexpr std::size_t kHeaderBytes = 64;
 /// A record and room for the header: a batch of one sample on the device path fits its field.

@@ -200,10 +200,10 @@ std::vector<std::byte> encode_jpeg_with(std::span<const std::uint8_t> rgb, int w
     throw pinfeed::invalid_argument("encode_jpeg_with: " + std::to_string(rgb.size()) + " bytes for " + std::to_string(width) + "x" +
                                     std::to_string(height) + " RGB pixels");
   if (o.quality < 1 || o.quality > 100) throw pinfeed::invalid_argument("encode_jpeg_with: quality " + std::to_string(o.quality) + " is not in 1..100");
-  const bool factors_ok = (o.h == 1 && (o.v == 1 || o.v == 2)) || (o.h == 2 && (o.v == 1 || o.v == 2)) || (o.h == 4 && o.v == 1);
+  const bool factors_ok = (o.h == 1 && (o.v == 1 || o.v == 2)) || (o.h == 2 && (o.v == 1 || o.v == 2)) || (o.h == 4 && (o.v == 1 || o.v == 2));
   if (!o.grey && !factors_ok)
     throw pinfeed::invalid_argument("encode_jpeg_with: luma sampling " + std::to_string(o.h) + "x" + std::to_string(o.v) +
-                                    " is not 1x1, 2x1, 2x2, 1x2 or 4x1");
+                                    " is not 1x1, 2x1, 2x2, 1x2, 4x1 or 4x2");
   if (o.restart_interval < 0 || o.restart_interval > 65535)
     throw pinfeed::invalid_argument("encode_jpeg_with: restart interval " + std::to_string(o.restart_interval) + " is not in 0..65535");
   const auto st = std::make_unique<writer_state>();

@@ -24,8 +24,8 @@ constexpr std::size_t kMostBlockBytes = 64 * 3 + 1;
 /// near [-128, 127], but their bounds, sums of magnitudes, pass this for sharp edges. The bound
 /// holds for the reduced IDCTs too: with the DC's weight the same (a sample's worth), each
 /// coefficient's weight in their 1-D passes is below the 8-point pass's largest for it (4 points:
-/// 1.28, 0.92, 1.09, 0.73, 0.38, 0.25 for coefficients 1, 2, 3, 5, 6, 7 against 1.39, 1.31, 1.18,
-/// 1.39, 1.31, 1.39; 2 points: 0.91, 0.32, 0.21, 0.18 for 1, 3, 5, 7).
+/// 1.28, 0.92, 1.09, 0.73, 0.38, 0.25 for coefficients 1, 2, 3, 5, 6, 7 against 1.39, 1.31, 1.39,
+/// 1.39, 1.31, 1.39 (sqrt 2 cos(pi/16) for every odd one); 2 points: 0.91, 0.32, 0.21, 0.18 for 1, 3, 5, 7).
 constexpr std::int64_t kMostGain = std::int64_t{500} * 4096;
 
 // A growing byte buffer written through a pointer (grown before each block, never shrunk, so a

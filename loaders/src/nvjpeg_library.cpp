@@ -4,9 +4,11 @@
 
 #include <cstdlib>
 #include <iterator>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
+#include "pinfeed/runtime/cuda_handles.hpp"
 #include "pinfeed/runtime/error.hpp"
 
 namespace pinfeed::loaders::detail {
@@ -81,7 +83,10 @@ std::unique_ptr<nvjpeg_decoder> nvjpeg_decoder::open(int device, const nvjpeg_li
   std::string why;
   if (lib == nullptr) lib = load_nvjpeg(why);
   if (lib == nullptr) throw pinfeed::runtime_error("nvJPEG could not be loaded: " + why);
-  if (device >= 0) PINFEED_CUDA_TRY(cudaSetDevice(device));
+  // On the loader's device for the calls here, and back to the caller's after (a loader is made on
+  // the user's thread).
+  std::optional<device_guard> on_device;
+  if (device >= 0) on_device.emplace(device);
   std::unique_ptr<nvjpeg_decoder> d(new nvjpeg_decoder());
   d->lib_ = lib;
   d->device_ = device;
@@ -99,8 +104,20 @@ std::unique_ptr<nvjpeg_decoder> nvjpeg_decoder::open(int device, const nvjpeg_li
                                ": hardware backend " + nvjpeg::status_name(hw) + ", hybrid backend " + nvjpeg::status_name(hybrid));
 }
 
+namespace {
+/// The device its handles were made on, current while they are destroyed (where it can be made so).
+void guard_quietly(std::optional<device_guard>& g, int device) noexcept {
+  try {
+    if (device >= 0) g.emplace(device);
+  } catch (...) {
+  }
+}
+}  // namespace
+
 nvjpeg_decoder::~nvjpeg_decoder() {
   if (lib_ == nullptr) return;
+  std::optional<device_guard> on_device;
+  guard_quietly(on_device, device_);
   if (hybrid_ != nullptr) (void)lib_->destroy(hybrid_);
   if (first_ != nullptr) (void)lib_->destroy(first_);
 }
@@ -128,6 +145,8 @@ std::unique_ptr<nvjpeg_decoder::state> nvjpeg_decoder::make_state() const {
 }
 
 nvjpeg_decoder::state::~state() {
+  std::optional<device_guard> on_device;
+  guard_quietly(on_device, d_.device_);
   if (hybrid_ != nullptr) (void)d_.lib_->state_destroy(hybrid_);
   if (first_ != nullptr) (void)d_.lib_->state_destroy(first_);
 }

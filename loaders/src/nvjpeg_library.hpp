@@ -51,7 +51,8 @@ struct nvjpeg_library {
 /// first of libnvjpeg.so.13, .12, .11 and libnvjpeg.so the dynamic loader finds. Null, with `why`
 /// (each file tried and dlerror's words, or the entry point it lacks), where none loads.
 [[nodiscard]] const nvjpeg_library* load_nvjpeg(std::string& why);
-/// The first of `files` that loads with every entry point, or null with why (load_nvjpeg's words).
+/// The first of `files` that dlopen loads, with its entry points; null with why where none loads or
+/// that one lacks an entry point (load_nvjpeg's words).
 [[nodiscard]] std::unique_ptr<nvjpeg_library> load_nvjpeg_from(const std::vector<std::string>& files, std::string& why);
 
 /// nvJPEG on one CUDA device: its handle (the hardware backend where the GPU has JPEG engines,

@@ -197,6 +197,21 @@ TEST_CASE("jpeg_pack.a_scaled_window_is_checked_and_stores_fewer_samples") {
   CHECK(ops::jpeg_plane_bytes(packed.image) ==
         packed.image.comp[0].width_in_blocks * packed.image.comp[0].height_in_blocks * 16 +
             2 * packed.image.comp[1].width_in_blocks * packed.image.comp[1].height_in_blocks * 64);
+  // 4:1:0 (luma 4x2): at 1/2 libjpeg decodes its chroma 8x8 and still doubles it across, and its
+  // crop sizes that row otherwise; such a window goes to the host, named. Whole scale: taken.
+  jpeg_encode_options o410;
+  o410.h = 4;
+  o410.v = 2;
+  const auto f410 = encode_jpeg_with(test::jpeg_picture(96, 64, 9), 96, 64, o410);
+  jpeg_pack_options s410;
+  s410.window = image_region{8, 8, 40, 40};
+  s410.scale_denom = 2;
+  const jpeg_pack_result refused = pack_jpeg(f410, "410.jpg", s410, packed);
+  CHECK(refused.fallback == jpeg_fallback::sampling);
+  CHECK(refused.reason.find("upsamples a component of a larger IDCT") != std::string::npos);
+  s410.scale_denom = 1;
+  CHECK(pack_jpeg(f410, "410.jpg", s410, packed).fallback == jpeg_fallback::none);
+  CHECK(device_half(packed) == host_window(f410, *s410.window));
   opts.scale_denom = 3;
   CHECK_THROWS_WITH_AS((void)pack_jpeg(file, "odd.jpg", opts, packed), doctest::Contains("odd.jpg: scale_denom 3 (1, 2, 4 or 8"),
                        std::invalid_argument);

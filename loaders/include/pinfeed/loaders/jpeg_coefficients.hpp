@@ -121,7 +121,7 @@ struct jpeg_batch {
 struct jpeg_encode_options {
   int quality = 90;               ///< 1..100 (100: every step 1)
   /// Luma sampling factors against 1x1 chroma: 1x1 (4:4:4), 2x1 (4:2:2), 2x2 (4:2:0), 1x2 (4:4:0),
-  /// 4x1 (4:1:1); grey writes one component.
+  /// 4x1 (4:1:1), 4x2 (4:1:0); grey writes one component.
   int h = 2, v = 2;
   bool grey = false;
   int restart_interval = 0;       ///< MCUs between restart markers (0: none)

@@ -60,15 +60,27 @@ inline std::vector<std::uint8_t> host_pixels(const std::vector<std::byte>& file)
   return {p, p + out.size()};
 }
 
+/// libjpeg-turbo's decompressor over `file`, its headers read; destroyed with it. A failure exits
+/// (libjpeg's default handler): the test files are good.
+struct libjpeg_reader {
+  jpeg_decompress_struct c{};
+  jpeg_error_mgr err{};
+  explicit libjpeg_reader(const std::vector<std::byte>& file) {
+    c.err = jpeg_std_error(&err);
+    jpeg_create_decompress(&c);
+    jpeg_mem_src(&c, reinterpret_cast<const unsigned char*>(file.data()), static_cast<unsigned long>(file.size()));
+    jpeg_read_header(&c, TRUE);
+  }
+  ~libjpeg_reader() { jpeg_destroy_decompress(&c); }
+  libjpeg_reader(const libjpeg_reader&) = delete;
+  libjpeg_reader& operator=(const libjpeg_reader&) = delete;
+};
+
 /// libjpeg's decode of `file` at 1/denom (RGB, the accurate IDCT, fancy upsampling: the host
 /// path's settings), straight through libjpeg-turbo (its SIMD IDCTs where this host has them).
 inline std::vector<std::uint8_t> libjpeg_scaled(const std::vector<std::byte>& file, unsigned denom) {
-  jpeg_decompress_struct c{};
-  jpeg_error_mgr err{};
-  c.err = jpeg_std_error(&err);  // a failure exits: the test files are good
-  jpeg_create_decompress(&c);
-  jpeg_mem_src(&c, reinterpret_cast<const unsigned char*>(file.data()), static_cast<unsigned long>(file.size()));
-  jpeg_read_header(&c, TRUE);
+  libjpeg_reader r(file);
+  jpeg_decompress_struct& c = r.c;
   c.out_color_space = JCS_RGB;
   c.scale_num = 1;
   c.scale_denom = denom;
@@ -80,7 +92,6 @@ inline std::vector<std::uint8_t> libjpeg_scaled(const std::vector<std::byte>& fi
     jpeg_read_scanlines(&c, &row, 1);
   }
   jpeg_finish_decompress(&c);
-  jpeg_destroy_decompress(&c);
   return px;
 }
 

@@ -31,6 +31,7 @@ static_assert(static_cast<int>(jpeg_fallback::range) == static_cast<int>(host_re
 /// The window of a sample on the device path and what becomes of it, or why the host decodes it.
 struct window_choice {
   image_region window{};  ///< in the image's pixels
+  image_size full{};      ///< the image's size (its header's)
   unsigned denom = 1;     ///< the DCT scale the host path decodes it at (1/denom)
   std::uint32_t out_h = 0, out_w = 0;
   bool flip = false;
@@ -42,7 +43,7 @@ struct window_choice {
 window_choice choose_window(sample& s, std::span<const std::byte> bytes, const pipeline& steps, const decode_options& decoding) {
   window_choice c;
   if (!is_jpeg(bytes)) return c.refused = host_reason::not_jpeg, c;
-  const image_size full = peek_size(bytes);
+  const image_size full = c.full = peek_size(bytes);
   if (full.width <= 0 || full.height <= 0) return c.refused = host_reason::corrupt, c;
   const auto& all = steps.steps();
   const auto plan = all.front()->window(full.height, full.width, s.rng(100));
@@ -122,7 +123,7 @@ bool hybrid_decoder::pack(sample& s, std::span<const std::byte> bytes, const pip
   };
   const window_choice w = choose_window(s, bytes, steps, decoding);
   if (w.refused != host_reason{}) return refuse(w.refused);
-  if (files_ && pack_file(s, bytes, w.window, w.flip, w.out_h, w.out_w, decoding.max_pixels)) return true;
+  if (files_ && pack_file(s, bytes, w.full, w.window, w.flip, w.out_h, w.out_w, decoding.max_pixels)) return true;
   auto& packed = pinfeed::detail::thread_scratch<jpeg_packed, struct hybrid_packed>();
   if (const host_reason why = pack_window(s, bytes, w, decoding, bytes_per_sample_, packed); why != host_reason{})
     return refuse(why);
@@ -303,7 +304,7 @@ decode_place parse_decode_place(std::string_view text) {
 
 std::string decode_counts::to_string() const {
   std::string s = "device " + std::to_string(device);
-  if (inexact > 0 || (!nvjpeg.empty() && nvjpeg.rfind("not used", 0) != 0))
+  if (inexact > 0 || nvjpeg_used())
     s += " (nvJPEG " + nvjpeg + ": " + std::to_string(inexact) + " inexact)";
   s += ", host " + std::to_string(host);
   std::string why;

@@ -65,8 +65,8 @@ class hybrid_decoder {
   struct scratch;
   scratch& scratch_for(int device, cudaStream_t stream);
   /// Sample s's whole file into jpeg_files for nvJPEG, or false (it takes the exact path).
-  bool pack_file(sample& s, std::span<const std::byte> bytes, const image_region& window, bool flip, std::uint32_t out_h,
-                 std::uint32_t out_w, std::int64_t max_pixels);
+  bool pack_file(sample& s, std::span<const std::byte> bytes, image_size full, const image_region& window, bool flip,
+                 std::uint32_t out_h, std::uint32_t out_w, std::int64_t max_pixels);
   /// nvJPEG's decode of the batch's whole files into the scratch's full images (after_copy).
   void decode_files(const slot_view& slot, scratch& sc, std::uint64_t files, std::uint64_t full_bytes,
                     const std::byte* entries);

@@ -44,11 +44,10 @@ std::uint64_t decode_alone(const nvjpeg_decoder& nv, nvjpeg_decoder::state& st, 
 
 }  // namespace
 
-bool hybrid_decoder::pack_file(sample& s, std::span<const std::byte> bytes, const image_region& window, bool flip,
-                               std::uint32_t out_h, std::uint32_t out_w, std::int64_t max_pixels) {
+bool hybrid_decoder::pack_file(sample& s, std::span<const std::byte> bytes, image_size full, const image_region& window,
+                               bool flip, std::uint32_t out_h, std::uint32_t out_w, std::int64_t max_pixels) {
   const nvjpeg_decoder* nv = nvjpeg_now_.load(std::memory_order_acquire);
   if (nv == nullptr) return false;
-  const image_size full = peek_size(bytes);  // choose_window read it: a JPEG of a known size
   const auto pixels = static_cast<std::uint64_t>(full.width) * static_cast<std::uint64_t>(full.height);
   if (pixels * 3 > kMostFullBytes || (max_pixels > 0 && pixels > static_cast<std::uint64_t>(max_pixels))) return false;
   if (bytes.size() > bytes_per_sample_ || bytes.size() > s.room(plan_ + 4) || !nvjpeg_takes(bytes, nv->hardware())) return false;

@@ -119,12 +119,8 @@ TEST_CASE("jpeg_planes.component_scales_are_libjpegs") {
     for (unsigned denom : {1u, 2u, 4u, 8u}) {
       CAPTURE(layout.name);
       CAPTURE(denom);
-      jpeg_decompress_struct c{};
-      jpeg_error_mgr err{};
-      c.err = jpeg_std_error(&err);
-      jpeg_create_decompress(&c);
-      jpeg_mem_src(&c, reinterpret_cast<const unsigned char*>(file.data()), static_cast<unsigned long>(file.size()));
-      jpeg_read_header(&c, TRUE);
+      test::libjpeg_reader reader(file);
+      jpeg_decompress_struct& c = reader.c;
       c.scale_num = 1;
       c.scale_denom = denom;
       jpeg_calc_output_dimensions(&c);
@@ -135,7 +131,6 @@ TEST_CASE("jpeg_planes.component_scales_are_libjpegs") {
       CHECK(ops::jpeg_scaled_width(im) == c.output_width);
       CHECK(ops::jpeg_scaled_height(im) == c.output_height);
       for (int k = 0; k < c.num_components; ++k) CHECK(im.comp[k].dct == c.comp_info[k].DCT_scaled_size);
-      jpeg_destroy_decompress(&c);
     }
   }
 }
@@ -145,12 +140,8 @@ TEST_CASE("jpeg_planes.reduced_idcts_equal_libjpegs_c_code_on_any_block") {
   // samples that wrap in the range limit) through libjpeg-turbo's C IDCTs and through a grey
   // one-block image decoded here at the matching scale: the same samples, bit for bit.
   const auto file = test::jpeg_file(8, 8, 1, test::jpeg_layouts()[5], {});
-  jpeg_decompress_struct c{};
-  jpeg_error_mgr err{};
-  c.err = jpeg_std_error(&err);
-  jpeg_create_decompress(&c);
-  jpeg_mem_src(&c, reinterpret_cast<const unsigned char*>(file.data()), static_cast<unsigned long>(file.size()));
-  jpeg_read_header(&c, TRUE);
+  test::libjpeg_reader reader(file);
+  jpeg_decompress_struct& c = reader.c;
   jpeg_start_decompress(&c);  // sets the range-limit table the IDCTs read
   short table[64];  // libjpeg-turbo's ISLOW_MULT_TYPE (short in its SIMD builds)
   jpeg_component_info comp = c.comp_info[0];
@@ -198,7 +189,6 @@ TEST_CASE("jpeg_planes.reduced_idcts_equal_libjpegs_c_code_on_any_block") {
     }
   }
   jpeg_abort_decompress(&c);
-  jpeg_destroy_decompress(&c);
   CHECK(compared == 12000);
 }
 

@@ -93,8 +93,7 @@ void print_decoded(const loaders::pipeline_source& counted) {
   const auto d = counted.decoded();
   std::string where = to_string(counted.decode_path());
   if (counted.decode_path() == loaders::decode_place::device_inexact)
-    where = d.nvjpeg.rfind("not used", 0) == 0 ? "device, exactly (nvJPEG " + d.nvjpeg + ")"
-                                               : "device with nvJPEG " + d.nvjpeg + " (inexact pixels)";
+    where = d.nvjpeg_used() ? "device with nvJPEG " + d.nvjpeg + " (inexact pixels)" : "device, exactly (nvJPEG " + d.nvjpeg + ")";
   std::fprintf(stderr, "decode: on the %s; %s\n", where.c_str(), d.to_string().c_str());
 }
 

@@ -157,6 +157,8 @@ struct decode_counts {
   /// With device_inexact: nvJPEG's backend on the loader's device ("hardware", "hybrid"), or why
   /// nvJPEG is not used ("not used: ..."); empty before a loader starts, and for the other places.
   std::string nvjpeg;
+  /// Whether nvJPEG decodes (device_inexact with a backend opened), from `nvjpeg`.
+  [[nodiscard]] bool nvjpeg_used() const noexcept { return !nvjpeg.empty() && nvjpeg.rfind("not used", 0) != 0; }
   /// "device 120, host 8 (corrupt 3, too_large 5)"; with nvJPEG "device 120 (nvJPEG hardware: 100
   /// inexact), host 8 (...)".
   [[nodiscard]] std::string to_string() const;

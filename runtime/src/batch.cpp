@@ -131,7 +131,7 @@ DLDataType to_dl(dtype t) {
 struct dlpack_holder {
   std::shared_ptr<detail::slot_lease> lease;
   std::vector<std::int64_t> shape;
-  std::optional<cudaStream_t> reader_stream;
+  std::optional<detail::named_stream> reader_stream;  // as the thread that made the view named it
   DLManagedTensor tensor{};
 #if PINFEED_HAS_DLPACK_VERSIONED
   DLManagedTensorVersioned versioned{};
@@ -173,7 +173,7 @@ void delete_view(const void* self) noexcept {
       core.fence_after(holder->lease->slot, *holder->reader_stream);
     } catch (...) {  // cuda_error or bad_alloc: nothing may leave a deleter
       // No fence orders the slot's next copy after the reader's work: wait for that work here.
-      PINFEED_CUDA_TRY_NOTHROW(cudaStreamSynchronize(*holder->reader_stream));
+      PINFEED_CUDA_TRY_NOTHROW(cudaStreamSynchronize(detail::stream_here(*holder->reader_stream)));
       log(log_level::error, "DLPack view deleter: the fence on the reader's stream could not be recorded; waited for "
                             "the stream instead");
     }
@@ -201,7 +201,7 @@ void fill_tensor(DLTensor& t, const tensor_view& v, dlpack_holder& holder) {
 /// A view of field view `v` of the lease's slot: the classic struct or DLPack 1.x's versioned one.
 template <class Managed>
 Managed* make_view(const tensor_view& v, std::shared_ptr<detail::slot_lease> lease,
-                   std::optional<cudaStream_t> reader_stream) {
+                   std::optional<detail::named_stream> reader_stream) {
   auto holder = std::make_unique<dlpack_holder>();
   holder->lease = std::move(lease);
   holder->reader_stream = reader_stream;
@@ -230,14 +230,16 @@ Managed* make_view(const tensor_view& v, std::shared_ptr<detail::slot_lease> lea
   return m;
 }
 
-/// Makes `reader_stream` wait on the copy of lease `l`'s slot, without the host waiting; the stream
-/// a view's deleter fences (none on the CPU path: host memory, nothing to order).
-std::optional<cudaStream_t> order_reader(const detail::slot_lease& l, cudaStream_t reader_stream) {
+/// Makes `reader_stream` wait on the copy of lease `l`'s slot, without the host waiting (inside a
+/// capture of it, the host waits); the stream a view's deleter fences, as this thread names it
+/// (none on the CPU path: host memory, nothing to order).
+std::optional<detail::named_stream> order_reader(const detail::slot_lease& l, cudaStream_t reader_stream) {
   const auto& c = *l.core;
   if (!c.dev.is_cuda()) return std::nullopt;
   device_guard guard(c.dev.index);
-  PINFEED_CUDA_TRY(cudaStreamWaitEvent(reader_stream, c.meta[l.slot].copy_event.get(), 0));
-  return reader_stream;
+  const detail::named_stream named = detail::name_stream(reader_stream);
+  detail::wait_for_event(named, c.meta[l.slot].copy_event.get());
+  return named;
 }
 
 }  // namespace

@@ -29,4 +29,25 @@ void require_device_visible(const void* ptr, const char* who, const char* name) 
     throw pinfeed::invalid_argument(std::string(who) + ": " + name + " is pageable host memory, not visible to the device");
 }
 
+cudaStream_t stream_here(const named_stream& s) noexcept {
+  if (s.handle == cudaStreamPerThread && s.thread != std::this_thread::get_id()) return cudaStreamLegacy;
+  return s.handle;
+}
+
+bool record_after(cudaEvent_t event, const named_stream& s) {
+  const cudaStream_t here = stream_here(s);
+  if (stream_capturing(here)) return false;
+  PINFEED_CUDA_TRY(cudaEventRecord(event, here));
+  return true;
+}
+
+void wait_for_event(const named_stream& s, cudaEvent_t event) {
+  const cudaStream_t here = stream_here(s);
+  if (stream_capturing(here)) {
+    with_relaxed_capture([&] { PINFEED_CUDA_TRY(cudaEventSynchronize(event)); });
+    return;
+  }
+  PINFEED_CUDA_TRY(cudaStreamWaitEvent(here, event, 0));
+}
+
 }  // namespace pinfeed::detail

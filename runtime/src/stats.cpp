@@ -115,6 +115,7 @@ void stage_stats::reset() noexcept {
   errors_.store(0);
   bad_samples_.store(0);
   replaced_.store(0);
+  capture_deferred_.store(0);
 }
 
 stats_snapshot stage_stats::snapshot() const noexcept {
@@ -130,6 +131,7 @@ stats_snapshot stage_stats::snapshot() const noexcept {
   s.errors = errors_.load(std::memory_order_relaxed);
   s.bad_samples = bad_samples_.load(std::memory_order_relaxed);
   s.replaced = replaced_.load(std::memory_order_relaxed);
+  s.capture_deferred = capture_deferred_.load(std::memory_order_relaxed);
   return s;
 }
 

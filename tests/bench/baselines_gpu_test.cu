@@ -9,6 +9,7 @@
 #include "ops/sampler_support.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
+#include "gpu_setup.hpp"
 #include "test_util.hpp"
 
 using namespace pinfeed;
@@ -27,9 +28,9 @@ TEST_CASE("gpu.baselines.naive_gpu_keeps_the_counts" * doctest::test_suite("gpu"
 
   device_buffer d_labels(labels.size() * 8), d_idx(rows * p.k * 8), d_valid(rows * 4), d_glab(rows * p.k * 8),
       d_feat(features.size()), d_gfeat(rows * p.k * fb);
-  PINFEED_CUDA_TRY(cudaMemcpy(d_labels.data(), labels.data(), labels.size() * 8, cudaMemcpyHostToDevice));
-  PINFEED_CUDA_TRY(cudaMemcpy(d_feat.data(), features.data(), features.size(), cudaMemcpyHostToDevice));
-  PINFEED_CUDA_TRY(cudaMemset(d_gfeat.data(), 0xEE, d_gfeat.size()));
+  test::upload(d_labels.data(), labels.data(), labels.size() * 8);
+  test::upload(d_feat.data(), features.data(), features.size());
+  test::fill_device(d_gfeat.data(), 0xEE, d_gfeat.size());
   sampler_args a = test::args_over(rows, n, d_labels.data(), d_idx.data(), reinterpret_cast<std::int32_t*>(d_valid.data()),
                                    d_glab.data());
   a.features = d_feat.data();

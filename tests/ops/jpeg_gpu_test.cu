@@ -16,6 +16,7 @@
 #include "pinfeed/runtime/cuda_handles.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
+#include "gpu_setup.hpp"
 #include "test_util.hpp"
 
 using namespace pinfeed;
@@ -32,11 +33,11 @@ void device_equals(const loaders::jpeg_batch& batch, const std::vector<std::vect
   const std::size_t geometry = batch.images.size() * sizeof(ops::jpeg_image);
   device_buffer d_images(geometry), d_blocks(batch.blocks.size() * 2), d_quant(batch.quant.size() * 2),
       d_out(batch.out_bytes), d_scratch(batch.scratch_bytes);
-  PINFEED_CUDA_TRY(cudaMemcpy(d_images.data(), batch.images.data(), geometry, cudaMemcpyHostToDevice));
-  PINFEED_CUDA_TRY(cudaMemcpy(d_blocks.data(), batch.blocks.data(), batch.blocks.size() * 2, cudaMemcpyHostToDevice));
-  PINFEED_CUDA_TRY(cudaMemcpy(d_quant.data(), batch.quant.data(), batch.quant.size() * 2, cudaMemcpyHostToDevice));
+  test::upload(d_images.data(), batch.images.data(), geometry);
+  test::upload(d_blocks.data(), batch.blocks.data(), batch.blocks.size() * 2);
+  test::upload(d_quant.data(), batch.quant.data(), batch.quant.size() * 2);
   // Every output byte must come from the kernels: the buffer starts as a marker.
-  PINFEED_CUDA_TRY(cudaMemset(d_out.data(), 0xEE, batch.out_bytes));
+  test::fill_device(d_out.data(), 0xEE, batch.out_bytes);
   ops::jpeg_batch_view device = host;
   device.images = reinterpret_cast<const ops::jpeg_image*>(d_images.data());
   device.blocks = reinterpret_cast<const std::int16_t*>(d_blocks.data());
@@ -181,10 +182,10 @@ TEST_CASE("gpu.jpeg.packed_blocks_unpack_on_the_device_as_on_the_host" * doctest
   REQUIRE(starts.size() == count);
   const auto unpack = [&](const std::vector<std::uint8_t>& bytes, std::uint32_t& malformed) {
     device_buffer d_bytes(bytes.size()), d_starts(starts.size() * 4), d_blocks(count * 128), d_bad(4);
-    PINFEED_CUDA_TRY(cudaMemcpy(d_bytes.data(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
-    PINFEED_CUDA_TRY(cudaMemcpy(d_starts.data(), starts.data(), starts.size() * 4, cudaMemcpyHostToDevice));
-    PINFEED_CUDA_TRY(cudaMemset(d_blocks.data(), 0x5A, count * 128));
-    PINFEED_CUDA_TRY(cudaMemset(d_bad.data(), 0, 4));
+    test::upload(d_bytes.data(), bytes.data(), bytes.size());
+    test::upload(d_starts.data(), starts.data(), starts.size() * 4);
+    test::fill_device(d_blocks.data(), 0x5A, count * 128);
+    test::fill_device(d_bad.data(), 0, 4);
     ops::unpack_jpeg_blocks_device(reinterpret_cast<const std::uint8_t*>(d_bytes.data()), bytes.size(),
                                    reinterpret_cast<const std::uint32_t*>(d_starts.data()), count,
                                    reinterpret_cast<std::int16_t*>(d_blocks.data()), reinterpret_cast<std::uint32_t*>(d_bad.data()), nullptr);
@@ -304,13 +305,13 @@ TEST_CASE("gpu.jpeg.window_resize_and_flip_equal_the_host_path" * doctest::test_
   device_buffer d_bytes(bytes.size()), d_starts(starts.size() * 4), d_blocks(blocks * 128), d_bad(4),
       d_images(batch.images.size() * sizeof(ops::jpeg_image)), d_quant(batch.quant.size() * 2), d_planes(batch.out_bytes),
       d_scratch(batch.scratch_bytes), d_jobs(jobs.size() * sizeof(ops::resize_job)), d_out(out_bytes);
-  PINFEED_CUDA_TRY(cudaMemcpy(d_bytes.data(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
-  PINFEED_CUDA_TRY(cudaMemcpy(d_starts.data(), starts.data(), starts.size() * 4, cudaMemcpyHostToDevice));
-  PINFEED_CUDA_TRY(cudaMemcpy(d_images.data(), batch.images.data(), d_images.size(), cudaMemcpyHostToDevice));
-  PINFEED_CUDA_TRY(cudaMemcpy(d_quant.data(), batch.quant.data(), d_quant.size(), cudaMemcpyHostToDevice));
-  PINFEED_CUDA_TRY(cudaMemcpy(d_jobs.data(), jobs.data(), d_jobs.size(), cudaMemcpyHostToDevice));
-  PINFEED_CUDA_TRY(cudaMemset(d_bad.data(), 0, 4));
-  PINFEED_CUDA_TRY(cudaMemset(d_out.data(), 0xEE, out_bytes));
+  test::upload(d_bytes.data(), bytes.data(), bytes.size());
+  test::upload(d_starts.data(), starts.data(), starts.size() * 4);
+  test::upload(d_images.data(), batch.images.data(), d_images.size());
+  test::upload(d_quant.data(), batch.quant.data(), d_quant.size());
+  test::upload(d_jobs.data(), jobs.data(), d_jobs.size());
+  test::fill_device(d_bad.data(), 0, 4);
+  test::fill_device(d_out.data(), 0xEE, out_bytes);
   const cuda_stream stream = cuda_stream::create();
   ops::unpack_jpeg_blocks_device(reinterpret_cast<const std::uint8_t*>(d_bytes.data()), bytes.size(),
                                  reinterpret_cast<const std::uint32_t*>(d_starts.data()), blocks,
@@ -368,9 +369,9 @@ TEST_CASE("gpu.resize.windows_of_a_larger_image_by_their_row_stride" * doctest::
     want.push_back(std::move(host));
   }
   device_buffer d_in(image.size()), d_jobs(jobs.size() * sizeof(ops::resize_job)), d_out(out_bytes);
-  PINFEED_CUDA_TRY(cudaMemcpy(d_in.data(), image.data(), image.size(), cudaMemcpyHostToDevice));
-  PINFEED_CUDA_TRY(cudaMemcpy(d_jobs.data(), jobs.data(), d_jobs.size(), cudaMemcpyHostToDevice));
-  PINFEED_CUDA_TRY(cudaMemset(d_out.data(), 0xEE, out_bytes));
+  test::upload(d_in.data(), image.data(), image.size());
+  test::upload(d_jobs.data(), jobs.data(), d_jobs.size());
+  test::fill_device(d_out.data(), 0xEE, out_bytes);
   const cuda_stream stream = cuda_stream::create();
   ops::resize_bilinear_u8_device(reinterpret_cast<const ops::resize_job*>(d_jobs.data()), jobs.data(), jobs.size(),
                                  reinterpret_cast<const std::uint8_t*>(d_in.data()), image.size(),

@@ -16,6 +16,7 @@
 #include "pinfeed/runtime/stats.hpp"
 #include "sampler/test_seam.hpp"
 #include "sampler_support.hpp"
+#include "gpu_setup.hpp"
 #include "test_util.hpp"
 
 using namespace pinfeed;
@@ -106,12 +107,12 @@ outputs run(bool gpu, const std::vector<std::int64_t>& labels64, std::int64_t ro
   auto bytes = [](const auto& v) { return std::max<std::size_t>(v.size() * sizeof(v[0]), 1); };
   device_buffer d_labels(bytes(labels)), d_idx(bytes(idx)), d_valid(bytes(valid)), d_glab(bytes(glab)),
       d_feat(bytes(features)), d_gfeat(bytes(gfeat));
-  PINFEED_CUDA_TRY(cudaMemcpy(d_labels.data(), labels.data(), labels.size(), cudaMemcpyHostToDevice));
-  PINFEED_CUDA_TRY(cudaMemcpy(d_feat.data(), features.data(), features.size(), cudaMemcpyHostToDevice));
+  test::upload(d_labels.data(), labels.data(), labels.size());
+  test::upload(d_feat.data(), features.data(), features.size());
   // Every output starts as a marker, so that a slot the device never writes cannot pass with the
   // (often equal) answer a freed buffer of the previous case left behind.
   for (device_buffer* out : {&d_idx, &d_valid, &d_glab, &d_gfeat})
-    PINFEED_CUDA_TRY(cudaMemset(out->data(), 0xEE, out->size()));
+    test::fill_device(out->data(), 0xEE, out->size());
   a.labels = d_labels.data();
   a.indices = d_idx.data();
   a.valid = reinterpret_cast<std::int32_t*>(d_valid.data());
@@ -150,7 +151,7 @@ struct device_case {
   device_case(const std::vector<std::int64_t>& h_labels, std::int64_t rows, std::int64_t n, std::int64_t k)
       : labels(h_labels.size() * 8), indices(static_cast<std::size_t>(std::max<std::int64_t>(rows * k, 1)) * 8),
         valid(static_cast<std::size_t>(rows) * 4) {
-    PINFEED_CUDA_TRY(cudaMemcpy(labels.data(), h_labels.data(), h_labels.size() * 8, cudaMemcpyHostToDevice));
+    test::upload(labels.data(), h_labels.data(), h_labels.size() * 8);
     args.rows = rows;
     args.n = n;
     args.labels = labels.data();
@@ -650,7 +651,7 @@ TEST_CASE("gpu.sampler.labels_changed_mid_call_are_reported" * doctest::test_sui
   // The next call names the problem once; the one after runs normally.
   CHECK_THROWS_WITH_AS(balanced_sample_device(temp.data(), temp_bytes, a, p, nullptr),
                        doctest::Contains("an earlier call found row"), sampler_fault);
-  PINFEED_CUDA_TRY(cudaMemcpy(d_labels.data(), labels.data(), labels.size() * 8, cudaMemcpyHostToDevice));
+  test::upload(d_labels.data(), labels.data(), labels.size() * 8);
   balanced_sample_device(temp.data(), temp_bytes, a, p, nullptr);
   PINFEED_CUDA_TRY(cudaDeviceSynchronize());
   CHECK_NOTHROW(check_sampler_faults());
@@ -699,7 +700,7 @@ TEST_CASE("gpu.sampler.a_status_word_of_the_callers_own_reports_the_fault_of_tha
   }
   CHECK_NOTHROW(check_sampler_faults());  // the device's word saw nothing
   // Labels restored: the same word reads 0 and the indices are the CPU's.
-  PINFEED_CUDA_TRY(cudaMemcpy(dc.labels.data(), labels.data(), labels.size() * 8, cudaMemcpyHostToDevice));
+  test::upload(dc.labels.data(), labels.data(), labels.size() * 8);
   balanced_sample_device(temp.data(), temp_bytes, a, p, s);
   CHECK(read_status() == 0);
   std::vector<std::int64_t> idx(rows * p.k);

@@ -16,55 +16,11 @@
 #include "pinfeed/runtime/host_memory.hpp"
 #include "pinfeed/runtime/loader.hpp"
 #include "pinfeed/runtime/random.hpp"
+#include "gpu_setup.hpp"
 #include "test_util.hpp"
+#include "runtime/gpu_loader_fixtures.cuh"
 
 using namespace pinfeed;
-
-namespace {
-
-constexpr std::int64_t kBytes = 1 << 16;
-
-__device__ std::uint64_t global_ns() {
-  std::uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-/// Spins for `ns` nanoseconds, then sums the batch's bytes into *out (one block).
-__global__ void spin_then_sum(const std::uint8_t* data, std::size_t n, std::uint64_t ns, unsigned long long* out) {
-  const std::uint64_t start = global_ns();
-  while (global_ns() - start < ns) {
-  }
-  unsigned long long local = 0;
-  for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) local += data[i];
-  atomicAdd(out, local);
-}
-
-std::shared_ptr<source> random_source(std::uint64_t n) {
-  return make_source(n, {{"data", dtype::u8, {kBytes}}}, [](sample& s) { fill_random_bytes(s.rng(), s.bytes(0)); });
-}
-
-unsigned long long reference_sum(std::uint64_t seed, std::uint64_t first, std::size_t count) {
-  std::vector<std::byte> buf(kBytes);
-  unsigned long long sum = 0;
-  for (std::uint64_t i = first; i < first + count; ++i) {
-    fill_random_bytes(philox_stream(seed, 0, i), buf);
-    for (auto b : buf) sum += static_cast<unsigned>(b);
-  }
-  return sum;
-}
-
-loader_options gpu_options(std::size_t batch, std::size_t prefetch) {
-  loader_options o;
-  o.batch_size = batch;
-  o.workers = 2;
-  o.prefetch = prefetch;
-  o.device = "cuda";
-  o.seed = 77;
-  return o;
-}
-
-}  // namespace
 
 TEST_CASE("gpu.loader.device_batches_equal_host_reference" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("loader on a GPU")) return;
@@ -407,7 +363,7 @@ TEST_CASE("gpu.loader.dlpack_views_on_reader_streams_order_the_slots_next_copy" 
   loader l(random_source(24), gpu_options(8, 1));
   cuda_stream reader1 = cuda_stream::create(), reader2 = cuda_stream::create();
   device_buffer sums(2 * sizeof(unsigned long long));
-  PINFEED_CUDA_TRY(cudaMemset(sums.data(), 0, 2 * sizeof(unsigned long long)));
+  test::fill_device(sums.data(), 0, 2 * sizeof(unsigned long long));
   auto* sum = reinterpret_cast<unsigned long long*>(sums.data());
   cudaEvent_t done[2];
   for (auto& e : done) PINFEED_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));

@@ -19,6 +19,7 @@
 #include "pinfeed/runtime/loader.hpp"
 #include "pinfeed/runtime/detail/slot_ring.hpp"
 #include "pinfeed/runtime/cuda_handles.hpp"
+#include "pinfeed/runtime/detail/capture.hpp"
 #include "pinfeed/runtime/stats.hpp"
 
 namespace pinfeed::detail {
@@ -57,9 +58,14 @@ struct slot_meta {
   // deleter, on any thread, records one on its stream; the next copy into the slot waits on every
   // one recorded (then they are kept for reuse). Guarded by fence_mutex: deleters run concurrently
   // with the copy stage's wait_fences(), which runs on the worker that completes the next fill.
+  // A stream that was being captured into a graph when its fence was due (a view freed, a batch
+  // released or release_after() inside a capture) gets no event then: it is kept in `pending`,
+  // and the next copy into the slot records the fence once the capture has ended.
   std::mutex fence_mutex;
   std::vector<cuda_event> fences;        // recorded, not waited on by a copy yet
   std::vector<cuda_event> spare_fences;  // waited on: free to record again
+  std::vector<named_stream> pending;     // streams whose fence waits for their capture to end
+  named_stream consumer;                 // take(): the consumer stream as the thread taking the batch names it
   // Per field: elements claimed in a variable-size field's arena. The feeder zeroes them with the
   // extents before any chunk; workers add (relaxed: the finisher reads them after `remaining`).
   std::unique_ptr<std::atomic<std::uint64_t>[]> arena_used;
@@ -106,6 +112,9 @@ struct loader_core {
   /// Finishes queued copies and consumer work, then destroys streams and events and frees memory,
   /// with the loader's device current (the caller's restored after).
   void release_cuda() noexcept;
+  /// Teardown: waits for the work queued so far on `s` (`what`, for the log), once any capture of
+  /// it has ended (waiting 10 s at most for that).
+  void fence_teardown(const named_stream& s, const char* what) noexcept;
   loader_core(const loader_core&) = delete;
   loader_core& operator=(const loader_core&) = delete;
 
@@ -140,13 +149,19 @@ struct loader_core {
   void reset_arenas(std::size_t s);
   /// Returns a slot from the consumer: records the release event (GPU) and frees it.
   void release_slot(std::size_t slot) noexcept;
-  /// Records on `stream` an event that the next copy into `slot` waits for (batch::release_after).
+  /// Records on `stream` an event that the next copy into `slot` waits for (batch::release_after,
+  /// on the thread that names `stream`).
   void release_after(std::size_t slot, cudaStream_t stream);
   /// Records on `stream` a fence that the next copy into `slot` waits for, as well as every other
-  /// fence recorded so far (a DLPack view's deleter; any thread). Throws cuda_error.
-  void fence_after(std::size_t slot, cudaStream_t stream);
-  /// Makes `stream` wait on the slot's fences (the copy stage, before the slot's next copy).
-  void wait_fences(std::size_t slot, cudaStream_t stream);
+  /// fence recorded so far (a DLPack view's deleter; any thread). While `stream` is being captured
+  /// the fence is deferred (slot_meta::pending). Throws cuda_error.
+  void fence_after(std::size_t slot, const named_stream& stream);
+  /// Keeps `stream`, being captured, as a pending fence of `slot` (fence_mutex not held).
+  void defer_fence(std::size_t slot, const named_stream& stream);
+  /// Makes `stream` wait on the slot's fences (the copy stage, before the slot's next copy). A
+  /// deferred fence is recorded once its stream's capture has ended: until then this waits,
+  /// polling every millisecond, and throws loader_closed once `stopping` is set.
+  void wait_fences(std::size_t slot, cudaStream_t stream, const std::atomic<bool>& stopping);
   /// Blocks (sleeping, not spinning) until the work queued on `stream` so far has finished.
   void drain(cudaStream_t stream);
 
@@ -167,6 +182,7 @@ struct loader_core {
   cuda_stream own_consumer_stream;       // none when the caller gave its stream
   cudaStream_t consumer_stream = nullptr;  // the caller's, or own_consumer_stream's
   cuda_event drain_event;                // blocking-sync event for drain()
+  std::atomic<std::thread::id> consumer_thread{};  // take(): the thread that named consumer_stream last
   stage_stats stats;
   std::unique_ptr<trace_recorder> trace;
   std::atomic<std::uint64_t> first_take_ns{0};

@@ -3,6 +3,8 @@
 // event, DLPack views' fences), and its copy event lets the feeder refill the host slot. Without
 // a GPU, or for a failed batch, the slot is published as it is.
 #include <cassert>
+#include <chrono>
+#include <thread>
 
 #include "loader_impl.hpp"
 #include "pinfeed/runtime/cuda_handles.hpp"
@@ -20,38 +22,84 @@ void loader_core::drain(cudaStream_t stream) { wait_for_stream(stream, drain_eve
 void loader_core::release_after(std::size_t slot, cudaStream_t stream) {
   if (!dev.is_cuda()) return;
   device_guard guard(dev.index);
-  PINFEED_CUDA_TRY(cudaEventRecord(meta[slot].after_event.get(), stream));
-  meta[slot].after_recorded = true;
+  auto& m = meta[slot];
+  const named_stream named = name_stream(stream);
+  m.after_recorded = record_after(m.after_event.get(), named);
+  if (!m.after_recorded) defer_fence(slot, named);
 }
 
-void loader_core::fence_after(std::size_t slot, cudaStream_t stream) {
+namespace {
+/// A fence event of slot meta `m` to record: a spare one, else a new one (fence_mutex held).
+cuda_event take_fence(slot_meta& m) {
+  if (m.spare_fences.empty()) return cuda_event::create(cudaEventDisableTiming);
+  cuda_event fence = std::move(m.spare_fences.back());
+  m.spare_fences.pop_back();
+  return fence;
+}
+}  // namespace
+
+void loader_core::defer_fence(std::size_t slot, const named_stream& stream) {
+  auto& m = meta[slot];
+  std::lock_guard lock(m.fence_mutex);
+  m.pending.push_back(stream);
+  stats.add_capture_deferred();
+}
+
+void loader_core::fence_after(std::size_t slot, const named_stream& stream) {
   if (!dev.is_cuda()) return;
   device_guard guard(dev.index);
   auto& m = meta[slot];
   std::lock_guard lock(m.fence_mutex);
-  cuda_event fence;
-  if (!m.spare_fences.empty()) {
-    fence = std::move(m.spare_fences.back());
-    m.spare_fences.pop_back();
-  } else {
-    fence = cuda_event::create(cudaEventDisableTiming);
-  }
-  const cudaError_t recorded = cudaEventRecord(fence.get(), stream);
-  if (recorded != cudaSuccess) {
-    (void)cudaGetLastError();
+  cuda_event fence = take_fence(m);
+  bool recorded = false;
+  try {
+    recorded = record_after(fence.get(), stream);
+  } catch (...) {
     m.spare_fences.push_back(std::move(fence));
-    detail::throw_cuda_error(recorded, "cudaEventRecord(fence, consumer stream)", __FILE__, __LINE__);
+    throw;
   }
-  m.fences.push_back(std::move(fence));
+  if (recorded) {
+    m.fences.push_back(std::move(fence));
+    return;
+  }
+  m.spare_fences.push_back(std::move(fence));
+  m.pending.push_back(stream);  // the stream is being captured: recorded by the slot's next copy
+  stats.add_capture_deferred();
 }
 
-void loader_core::wait_fences(std::size_t slot, cudaStream_t stream) {
+void loader_core::wait_fences(std::size_t slot, cudaStream_t stream, const std::atomic<bool>& stopping) {
   auto& m = meta[slot];
-  std::lock_guard lock(m.fence_mutex);
-  while (!m.fences.empty()) {
-    PINFEED_CUDA_TRY(cudaStreamWaitEvent(stream, m.fences.back().get(), 0));
-    m.spare_fences.push_back(std::move(m.fences.back()));
-    m.fences.pop_back();
+  std::vector<named_stream> pending;
+  {
+    std::lock_guard lock(m.fence_mutex);
+    while (!m.fences.empty()) {
+      PINFEED_CUDA_TRY(cudaStreamWaitEvent(stream, m.fences.back().get(), 0));
+      m.spare_fences.push_back(std::move(m.fences.back()));
+      m.fences.pop_back();
+    }
+    pending.swap(m.pending);
+  }
+  // Streams that were being captured when their fence was due: each one's fence once its capture
+  // has ended (it then follows the work queued before the capture, and the graph's launches since).
+  // Polled without the lock, so that deleters on other threads go on meanwhile.
+  for (std::size_t i = 0; i < pending.size(); ++i) {
+    cuda_event fence;
+    {
+      std::lock_guard lock(m.fence_mutex);
+      fence = take_fence(m);
+    }
+    while (!record_after(fence.get(), pending[i])) {
+      if (stopping.load(std::memory_order_acquire)) {
+        std::lock_guard lock(m.fence_mutex);  // kept for release_cuda(), which still waits for them
+        m.pending.insert(m.pending.end(), pending.begin() + static_cast<std::ptrdiff_t>(i), pending.end());
+        m.spare_fences.push_back(std::move(fence));
+        throw loader_closed("loader closed while a copy waited for a graph capture of a reader stream to end");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    PINFEED_CUDA_TRY(cudaStreamWaitEvent(stream, fence.get(), 0));
+    std::lock_guard lock(m.fence_mutex);
+    m.spare_fences.push_back(std::move(fence));
   }
 }
 
@@ -60,8 +108,10 @@ void loader_core::release_slot(std::size_t slot) noexcept {
   if (dev.is_cuda()) {
     try {
       device_guard guard(dev.index);
-      PINFEED_CUDA_TRY(cudaEventRecord(meta[slot].release_event.get(), consumer_stream));
-      meta[slot].release_recorded = true;
+      // On whichever thread drops the last lease: the consumer stream as the taking thread named it.
+      auto& m = meta[slot];
+      m.release_recorded = record_after(m.release_event.get(), m.consumer);
+      if (!m.release_recorded) defer_fence(slot, m.consumer);
     } catch (const std::exception& e) {
       log(log_level::error, std::string("releasing a batch slot: ") + e.what());
     }
@@ -91,7 +141,7 @@ void loader::impl::finish_slot(std::size_t slot) noexcept {
       PINFEED_CUDA_TRY(cudaStreamWaitEvent(c.copy_stream.get(), m.after_event.get(), 0));
       m.after_recorded = false;
     }
-    c.wait_fences(slot, c.copy_stream.get());  // work on DLPack views' own streams up to their deleters
+    c.wait_fences(slot, c.copy_stream.get(), stopping);  // work on DLPack views' own streams up to their deleters
     detail::loader_core::hook_view hooks;
     c.view_slot(slot, hooks);
     src->before_copy(hooks.view);

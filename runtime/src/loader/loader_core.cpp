@@ -1,6 +1,8 @@
 // A loader's slots: their host (pinned with a GPU) and device memory, allocated as prefetch
 // grows, and the CUDA streams and events of the loader, given back in order at the end.
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "../detail/loader_core.hpp"
 #include "pinfeed/runtime/cuda_handles.hpp"
@@ -86,6 +88,30 @@ void loader_core::allocate_slots(std::size_t n) {
   }
 }
 
+void loader_core::fence_teardown(const named_stream& s, const char* what) noexcept {
+  // A capture that has not ended yet: wait for it, a bounded time (nothing hangs on teardown).
+  constexpr auto kCaptureWait = std::chrono::seconds(10);
+  const auto until = std::chrono::steady_clock::now() + kCaptureWait;
+  try {
+    if (drain_event.get() == nullptr) {  // no event to record (its creation failed): the stream itself
+      PINFEED_CUDA_TRY(cudaStreamSynchronize(stream_here(s)));
+      return;
+    }
+    while (!record_after(drain_event.get(), s)) {
+      if (std::chrono::steady_clock::now() >= until) {
+        log(log_level::error, std::string("loader teardown: ") + what + " is still being captured into a CUDA graph "
+                              "after 10 s; the slots are freed without waiting for the work queued on it before "
+                              "the capture");
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    PINFEED_CUDA_TRY(cudaEventSynchronize(drain_event.get()));
+  } catch (const std::exception& e) {
+    log(log_level::error, std::string("loader teardown, waiting for ") + what + ": " + e.what());
+  }
+}
+
 void loader_core::release_cuda() noexcept {
   if (!dev.is_cuda()) return;
   std::optional<device_guard> on_device;  // the caller's device back afterwards (if it had one)
@@ -94,16 +120,21 @@ void loader_core::release_cuda() noexcept {
   } catch (const std::exception& e) {
     log(log_level::error, std::string("loader teardown: ") + e.what());
   }
-  // Copies and consumer work may still read or write the slots: finish them before freeing.
-  for (cudaStream_t s : {copy_stream.get(), consumer_stream})
-    if (s != nullptr) wait_for_stream_nothrow(s, drain_event.get());
+  // Copies and consumer work may still read or write the slots: finish them before freeing. The
+  // consumer stream as the thread that took batches named it; the streams whose fences waited for
+  // a capture to end, once it has (fence_teardown).
+  if (copy_stream.get() != nullptr) wait_for_stream_nothrow(copy_stream.get(), drain_event.get());
+  if (consumer_stream != nullptr)
+    fence_teardown({consumer_stream, consumer_thread.load(std::memory_order_relaxed)}, "the consumer stream");
   for (std::size_t s = 0; s < ring.size(); ++s) {
     if (meta[s].after_recorded) PINFEED_CUDA_TRY_NOTHROW(cudaEventSynchronize(meta[s].after_event.get()));
     {  // work of DLPack views on their own streams may still read the slot
       std::lock_guard lock(meta[s].fence_mutex);
       for (const auto& f : meta[s].fences) PINFEED_CUDA_TRY_NOTHROW(cudaEventSynchronize(f.get()));
+      for (const auto& p : meta[s].pending) fence_teardown(p, "a stream whose fence waited for its graph capture");
       meta[s].fences.clear();
       meta[s].spare_fences.clear();
+      meta[s].pending.clear();
     }
     meta[s].copy_event.reset();
     meta[s].release_event.reset();

@@ -47,7 +47,11 @@ std::optional<batch> loader::impl::next() {
   }
   if (c.dev.is_cuda()) {
     device_guard guard(c.dev.index);
-    PINFEED_CUDA_TRY(cudaStreamWaitEvent(c.consumer_stream, m.copy_event.get(), 0));
+    // The consumer stream as this thread names it (cudaStreamPerThread: this thread's), for the
+    // release on whichever thread drops the batch; inside a capture of it, the host waits instead.
+    m.consumer = detail::name_stream(c.consumer_stream);
+    c.consumer_thread.store(m.consumer.thread, std::memory_order_relaxed);
+    detail::wait_for_event(m.consumer, m.copy_event.get());
   }
   c.stats.add_batch(m.count, c.copied_bytes(*slot));
   return batch(std::move(lease));

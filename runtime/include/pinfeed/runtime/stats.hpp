@@ -49,6 +49,9 @@ struct stats_snapshot {
   std::uint64_t errors = 0;     ///< attempts to produce a sample that failed
   std::uint64_t bad_samples = 0;  ///< distinct samples found bad, counted once per epoch (skip)
   std::uint64_t replaced = 0;   ///< samples served by a stand-in because theirs was bad (skip)
+  /// Batch releases and DLPack views' fences that were due while their stream was being captured
+  /// into a CUDA graph: recorded after the capture, before the slot's next copy.
+  std::uint64_t capture_deferred = 0;
   std::uint64_t wall_ns = 0;    ///< since the consumer first asked for a batch
   std::size_t host_bytes = 0;   ///< host memory of the slot arena
   std::size_t device_bytes = 0; ///< device memory of the slot arena
@@ -73,6 +76,7 @@ class stage_stats {
   void add_error() noexcept { errors_.fetch_add(1, std::memory_order_relaxed); }
   void add_bad_sample() noexcept { bad_samples_.fetch_add(1, std::memory_order_relaxed); }
   void add_replaced() noexcept { replaced_.fetch_add(1, std::memory_order_relaxed); }
+  void add_capture_deferred() noexcept { capture_deferred_.fetch_add(1, std::memory_order_relaxed); }
   void reset() noexcept;
   [[nodiscard]] stats_snapshot snapshot() const noexcept;
 
@@ -81,7 +85,8 @@ class stage_stats {
     std::atomic<std::uint64_t> count{0}, total_ns{0}, max_ns{0};
   };
   std::array<counter, kStageCount> stages_{};
-  std::atomic<std::uint64_t> batches_{0}, samples_{0}, bytes_{0}, errors_{0}, bad_samples_{0}, replaced_{0};
+  std::atomic<std::uint64_t> batches_{0}, samples_{0}, bytes_{0}, errors_{0}, bad_samples_{0}, replaced_{0},
+      capture_deferred_{0};
 };
 
 /// Records stage spans per thread and writes them as Chrome trace JSON (chrome://tracing, Perfetto).

@@ -123,7 +123,7 @@ bool hybrid_decoder::pack(sample& s, std::span<const std::byte> bytes, const pip
   };
   const window_choice w = choose_window(s, bytes, steps, decoding);
   if (w.refused != host_reason{}) return refuse(w.refused);
-  if (files_ && pack_file(s, bytes, w.full, w.window, w.flip, w.out_h, w.out_w, decoding.max_pixels)) return true;
+  if (files_ && pack_file(s, bytes, w.full, w.window, w.denom, w.flip, w.out_h, w.out_w, decoding.max_pixels)) return true;
   auto& packed = pinfeed::detail::thread_scratch<jpeg_packed, struct hybrid_packed>();
   if (const host_reason why = pack_window(s, bytes, w, decoding, bytes_per_sample_, packed); why != host_reason{})
     return refuse(why);

@@ -64,9 +64,11 @@ class hybrid_decoder {
   void count(host_reason r) noexcept { host_[static_cast<std::size_t>(r)].fetch_add(1, std::memory_order_relaxed); }
   struct scratch;
   scratch& scratch_for(int device, cudaStream_t stream);
-  /// Sample s's whole file into jpeg_files for nvJPEG, or false (it takes the exact path).
-  bool pack_file(sample& s, std::span<const std::byte> bytes, image_size full, const image_region& window, bool flip,
-                 std::uint32_t out_h, std::uint32_t out_w, std::int64_t max_pixels);
+  /// Sample s's whole file into jpeg_files for nvJPEG, or false (it takes the exact path). Where the
+  /// host path decodes the window at 1/denom DCT scale, nvJPEG's whole image is box-reduced by
+  /// denom before the resize (resize_job::box), as that decode reduces it.
+  bool pack_file(sample& s, std::span<const std::byte> bytes, image_size full, const image_region& window, unsigned denom,
+                 bool flip, std::uint32_t out_h, std::uint32_t out_w, std::int64_t max_pixels);
   /// nvJPEG's decode of the batch's whole files into the scratch's full images (after_copy).
   void decode_files(const slot_view& slot, scratch& sc, std::uint64_t files, std::uint64_t full_bytes,
                     const std::byte* entries);
@@ -76,6 +78,7 @@ class hybrid_decoder {
   bool files_ = false;
   std::atomic<std::uint64_t> device_{0}, inexact_{0};
   std::atomic<std::uint64_t> host_fallbacks_{0};  ///< nvJPEG's files it refused alone, decoded on the host then
+  std::atomic<std::uint64_t> not_walked_{0};  ///< files kept from nvJPEG: their entropy-coded data does not decode
   /// nvJPEG on the devices opened (guarded by scratch_mutex_), and whether packing uses it now.
   std::map<int, std::unique_ptr<nvjpeg_decoder>> nvjpeg_;
   std::atomic<nvjpeg_decoder*> nvjpeg_now_{nullptr};

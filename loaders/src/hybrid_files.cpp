@@ -45,12 +45,19 @@ std::uint64_t decode_alone(const nvjpeg_decoder& nv, nvjpeg_decoder::state& st, 
 }  // namespace
 
 bool hybrid_decoder::pack_file(sample& s, std::span<const std::byte> bytes, image_size full, const image_region& window,
-                               bool flip, std::uint32_t out_h, std::uint32_t out_w, std::int64_t max_pixels) {
+                               unsigned denom, bool flip, std::uint32_t out_h, std::uint32_t out_w, std::int64_t max_pixels) {
   const nvjpeg_decoder* nv = nvjpeg_now_.load(std::memory_order_acquire);
   if (nv == nullptr) return false;
   const auto pixels = static_cast<std::uint64_t>(full.width) * static_cast<std::uint64_t>(full.height);
   if (pixels * 3 > kMostFullBytes || (max_pixels > 0 && pixels > static_cast<std::uint64_t>(max_pixels))) return false;
   if (bytes.size() > bytes_per_sample_ || bytes.size() > s.room(plan_ + 4) || !nvjpeg_takes(bytes, nv->hardware())) return false;
+  // The entropy-coded data walked first: nvJPEG (its hardware backend) can report success for a
+  // file whose headers parse but whose data is corrupt, and write garbage. A file that does not
+  // walk takes the exact path, where the host decode names it as the host path does (on_error).
+  if (std::string why; !jpeg_scan_intact(bytes, why)) {
+    not_walked_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
   const std::span<std::byte> room = s.claim(plan_ + 4, bytes.size());
   if (room.empty()) return false;  // the arena filled up in the meantime
   std::memcpy(room.data(), bytes.data(), bytes.size());
@@ -65,6 +72,20 @@ bool hybrid_decoder::pack_file(sample& s, std::span<const std::byte> bytes, imag
   rec.job.in_h = rec.image.crop_height;
   rec.job.in_w = rec.image.crop_width;
   rec.job.in_stride = rec.image.width * 3;
+  if (denom > 1) {
+    // The host path decodes this window at 1/denom (libjpeg's reduced IDCTs), each of its pixels
+    // from a denom x denom square of the image: nvJPEG's whole image is reduced by the same
+    // squares (box means) and the window of that reduction resized, not the full-size window
+    // point-sampled by the bilinear taps. The record's crop is where its first square starts.
+    const image_region sw = scaled_region(window, full.width, full.height, denom);
+    rec.image.crop_x = static_cast<std::uint32_t>(sw.x * denom);
+    rec.image.crop_y = static_cast<std::uint32_t>(sw.y * denom);
+    rec.job.in_h = static_cast<std::uint32_t>(sw.height);
+    rec.job.in_w = static_cast<std::uint32_t>(sw.width);
+    rec.job.box = denom;
+    rec.job.box_h = rec.image.height - rec.image.crop_y;
+    rec.job.box_w = rec.image.width - rec.image.crop_x;
+  }
   rec.job.out_h = out_h;
   rec.job.out_w = out_w;
   rec.job.flip = flip ? 1 : 0;
@@ -96,9 +117,12 @@ std::string hybrid_decoder::open_nvjpeg(int device) {
 
 std::string hybrid_decoder::nvjpeg_status() const {
   std::lock_guard lock(scratch_mutex_);
-  const std::uint64_t refused = host_fallbacks_.load(std::memory_order_relaxed);
-  if (refused == 0) return nvjpeg_status_;
-  return nvjpeg_status_ + ", " + std::to_string(refused) + " of its files decoded on the host after it refused them";
+  std::string status = nvjpeg_status_;
+  if (const std::uint64_t n = not_walked_.load(std::memory_order_relaxed); n > 0)
+    status += ", " + std::to_string(n) + " files whose entropy-coded data does not decode kept from it";
+  if (const std::uint64_t refused = host_fallbacks_.load(std::memory_order_relaxed); refused > 0)
+    status += ", " + std::to_string(refused) + " of its files decoded on the host after it refused them";
+  return status;
 }
 
 void hybrid_decoder::decode_files(const slot_view& slot, scratch& sc, std::uint64_t files, std::uint64_t full_bytes,

@@ -175,6 +175,45 @@ image_region checked_window(const jpeg_decompress_struct& c, const std::optional
 
 }  // namespace
 
+namespace detail {
+
+bool jpeg_scan_intact(std::span<const std::byte> bytes, std::string& why) {
+  scan_scratch& s = pinfeed::detail::thread_scratch<scan_scratch, struct jpeg_scan_tag>();
+  const auto st = std::make_unique<decompress_state>();
+  install_error_jump(*reinterpret_cast<jpeg_common_struct*>(&st->cinfo), st->err);
+  if (setjmp(st->err.jump)) {
+    why = st->err.message;
+    return false;
+  }
+  jpeg_create_decompress(&st->cinfo);
+  st->created = true;
+  jpeg_decompress_struct& c = st->cinfo;
+  jpeg_mem_src(&c, reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()));
+  jpeg_read_header(&c, TRUE);
+  mcu_plan plan;
+  if (plan_scan(c, s, plan)) {
+    const auto* scan = reinterpret_cast<const std::byte*>(c.src->next_input_byte);
+    const int dct[3] = {8, 8, 8};
+    layout l = layout_for(c, image_region{0, 0, 1, 1}, 8, dct);
+    l.x0 = l.x1 = l.y0 = 0;  // no block wanted
+    l.y1 = plan.mcus_h;      // every MCU row walked
+    (void)walk_scan(&c, plan, l, s, 0);  // storing nothing, it ends early only by a jump
+    // libjpeg reads on to the end-of-image marker (jpeg_finish_decompress), and a file cut short
+    // after its last MCU fails there: its 0xFF 0xD9 must follow the scan (entropy-coded data
+    // never holds one: a 0xFF there is followed by 0x00 or a restart marker).
+    const std::byte* end = bytes.data() + bytes.size();
+    for (const std::byte* p = scan; p + 1 < end; ++p)
+      if (p[0] == std::byte{0xFF} && p[1] == std::byte{0xD9}) return true;
+    why = "no end-of-image marker after the scan (the file is cut short)";
+    return false;
+  }
+  (void)jpeg_read_coefficients(&c);
+  jpeg_finish_decompress(&c);
+  return true;
+}
+
+}  // namespace detail
+
 jpeg_pack_result pack_jpeg(std::span<const std::byte> bytes, const std::string& what, const jpeg_pack_options& options,
                            jpeg_packed& out) {
   if (bytes.size() < 2 || bytes[0] != std::byte{0xFF} || bytes[1] != std::byte{0xD8})

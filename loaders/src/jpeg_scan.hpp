@@ -35,4 +35,12 @@ struct decompress_state {
 /// libjpeg cannot read the headers of.
 [[nodiscard]] bool nvjpeg_takes(std::span<const std::byte> bytes, bool hardware);
 
+/// Whether the entropy-coded data of every scan of `bytes` decodes: a single baseline scan walked
+/// with pinfeed's Huffman decoder (no block stored, no IDCT), any other layout read by libjpeg's
+/// coefficient reader. libjpeg's corrupt-data warnings count as errors, as on the host decode path
+/// (a truncated scan, a bad Huffman code, extraneous bytes or a wrong restart marker). False sets
+/// `why` to libjpeg's message. Whole files go to nvJPEG only past this check: its hardware backend
+/// can report success for a file whose headers parse but whose data is corrupt, and write garbage.
+[[nodiscard]] bool jpeg_scan_intact(std::span<const std::byte> bytes, std::string& why);
+
 }  // namespace pinfeed::loaders::detail

@@ -117,9 +117,10 @@ TEST_CASE("gpu.jpeg.device_inexact_is_nvjpeg_near_the_host_path_or_the_exact_pat
   }
   CHECK(d.inexact > 0);
   CHECK(d.device + d.host == f.files.size());
-  // nvJPEG's IDCT and chroma upsampling are its own, and it decodes at full size where the host
-  // path scales: over every image, the mean absolute difference per sample stays under 6 (of 255),
-  // and each image's under 12; the indices (appended to each batch's bytes) are the same.
+  // nvJPEG's IDCT and chroma upsampling are its own, and it decodes at full size, reduced by boxes
+  // where the host path decodes at a DCT scale: the bounds of hybrid_fixtures.hpp (the CPU
+  // emulation's, plus nvJPEG's allowance) hold for each image and over all; the indices (appended
+  // to each batch's bytes) are the same.
   double total = 0;
   std::size_t samples = 0;
   const std::size_t image = 16 * 16 * 3;
@@ -129,12 +130,12 @@ TEST_CASE("gpu.jpeg.device_inexact_is_nvjpeg_near_the_host_path_or_the_exact_pat
     for (std::size_t i = 0; i < images; ++i) {
       double one = 0;
       for (std::size_t b = i * image; b < (i + 1) * image; ++b) one += std::abs(int(got[k][b]) - int(want[k][b]));
-      CHECK(one / image < 12.0);
+      CHECK(one / image <= test::kInexactImageBound);
       total += one;
       samples += image;
     }
     CHECK(std::equal(got[k].end() - static_cast<std::ptrdiff_t>(images), got[k].end(), want[k].end() - static_cast<std::ptrdiff_t>(images)));
   }
   MESSAGE("mean absolute difference from the host path: " << total / static_cast<double>(samples));
-  CHECK(total / static_cast<double>(samples) < 6.0);
+  CHECK(total / static_cast<double>(samples) <= test::kInexactMeanBound);
 }

@@ -104,6 +104,38 @@ void resize_bilinear_u8(const std::uint8_t* in, std::size_t in_stride, std::int6
   resize_portable(in, in_stride, in_h, in_w, channels, out, out_h, out_w, flip, s);  // aarch64: NEON multiplies 32-bit lanes
 }
 
+namespace {
+/// Why a box reduction by `box` of box_h x box_w pixels to out_h x out_w is refused, or empty.
+std::string box_refusal(std::uint64_t box, std::uint64_t box_h, std::uint64_t box_w, std::uint64_t out_h, std::uint64_t out_w) {
+  if (box < 1) return "box " + std::to_string(box) + " (1 or more)";
+  if (box_h > static_cast<std::uint64_t>(resize::kMostSide) || box_w > static_cast<std::uint64_t>(resize::kMostSide))
+    return "box input " + std::to_string(box_w) + "x" + std::to_string(box_h) + ": sides must be at most " +
+           std::to_string(resize::kMostSide);
+  if (out_h < 1 || out_w < 1 || (out_w - 1) * box >= box_w || (out_h - 1) * box >= box_h)
+    return std::to_string(out_w) + "x" + std::to_string(out_h) + " boxes of " + std::to_string(box) + " do not all cover a pixel of the " +
+           std::to_string(box_w) + "x" + std::to_string(box_h) + " input";
+  return {};
+}
+}  // namespace
+
+void box_downscale_u8(const std::uint8_t* in, std::size_t in_stride, std::int64_t box_h, std::int64_t box_w, std::uint32_t box,
+                      std::uint8_t* out, std::int64_t out_h, std::int64_t out_w) {
+  if (box_h < 1 || box_w < 1 || out_h < 1 || out_w < 1)
+    throw pinfeed::invalid_argument("box reduction: " + std::to_string(box_w) + "x" + std::to_string(box_h) + " to " +
+                                    std::to_string(out_w) + "x" + std::to_string(out_h) + ": sides must be 1 or more");
+  if (const std::string why = box_refusal(box, static_cast<std::uint64_t>(box_h), static_cast<std::uint64_t>(box_w),
+                                          static_cast<std::uint64_t>(out_h), static_cast<std::uint64_t>(out_w));
+      !why.empty())
+    throw pinfeed::invalid_argument("box reduction: " + why);
+  if (in_stride < static_cast<std::size_t>(box_w) * 3)
+    throw pinfeed::invalid_argument("box reduction: input rows " + std::to_string(in_stride) + " bytes apart, under the " +
+                                    std::to_string(box_w * 3) + " of a row");
+  for (std::int64_t y = 0; y < out_h; ++y)
+    for (std::int64_t x = 0; x < out_w; ++x)
+      resize::box_pixel(in, in_stride, box, static_cast<std::uint32_t>(box_h), static_cast<std::uint32_t>(box_w),
+                        static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y), out + (y * out_w + x) * 3);
+}
+
 void check_resize_jobs(const resize_job* jobs, std::size_t count, std::uint64_t in_bytes, std::uint64_t out_bytes) {
   if (count > 0 && jobs == nullptr) throw pinfeed::invalid_argument("resize batch: " + std::to_string(count) + " jobs but none given");
   for (std::size_t i = 0; i < count; ++i) {
@@ -113,11 +145,19 @@ void check_resize_jobs(const resize_job* jobs, std::size_t count, std::uint64_t 
         j.out_h > resize::kMostSide || j.out_w > resize::kMostSide)
       throw pinfeed::invalid_argument(name + std::to_string(j.in_w) + "x" + std::to_string(j.in_h) + " to " + std::to_string(j.out_w) +
                                       "x" + std::to_string(j.out_h) + ": sides must be 1 to " + std::to_string(resize::kMostSide));
-    if (j.in_stride != 0 && j.in_stride < std::uint64_t{j.in_w} * 3)
+    // The pixels read: in_h x in_w, or with a box reduction box_h x box_w (each box covering one).
+    const bool boxed = j.box > 1;
+    if (boxed) {
+      if (const std::string why = box_refusal(j.box, j.box_h, j.box_w, j.in_h, j.in_w); !why.empty())
+        throw pinfeed::invalid_argument(name + why);
+      if (j.in_stride == 0) throw pinfeed::invalid_argument(name + "a box reduction needs its input's in_stride");
+    }
+    const std::uint64_t read_h = boxed ? j.box_h : j.in_h, read_w = boxed ? j.box_w : j.in_w;
+    if (j.in_stride != 0 && j.in_stride < read_w * 3)
       throw pinfeed::invalid_argument(name + "input rows " + std::to_string(j.in_stride) + " bytes apart, under the " +
-                                      std::to_string(std::uint64_t{j.in_w} * 3) + " of a row");
+                                      std::to_string(read_w * 3) + " of a row");
     const std::uint64_t stride = j.in_stride != 0 ? j.in_stride : std::uint64_t{j.in_w} * 3;
-    const std::uint64_t in_size = stride * (j.in_h - 1) + std::uint64_t{j.in_w} * 3, out_size = std::uint64_t{j.out_h} * j.out_w * 3;
+    const std::uint64_t in_size = stride * (read_h - 1) + read_w * 3, out_size = std::uint64_t{j.out_h} * j.out_w * 3;
     if (j.in_offset > in_bytes || in_size > in_bytes - j.in_offset)
       throw pinfeed::invalid_argument(name + "its input [" + std::to_string(j.in_offset) + ", +" + std::to_string(in_size) +
                                       ") is past the " + std::to_string(in_bytes) + " bytes given");

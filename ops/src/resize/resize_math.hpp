@@ -30,4 +30,21 @@ PINFEED_HD std::uint8_t down(std::int32_t top, std::int32_t bottom, std::int32_t
   return static_cast<std::uint8_t>((top * (2048 - fy) + bottom * fy + (1 << 21)) >> 22);
 }
 
+/// One pixel of a box reduction (pinfeed/ops/resize.hpp): the mean of the `box` x `box` pixels of
+/// `src` (RGB, rows `stride` bytes apart) from (x box, y box), clipped to box_w x box_h, each
+/// sample (sum + n / 2) / n. A box of 8 sums 64 samples of at most 255: 32 bits hold it.
+PINFEED_HD void box_pixel(const std::uint8_t* src, std::uint64_t stride, std::uint32_t box, std::uint32_t box_h,
+                          std::uint32_t box_w, std::uint32_t x, std::uint32_t y, std::uint8_t* px) {
+  const std::uint32_t x0 = x * box, y0 = y * box;
+  const std::uint32_t x1 = x0 + box < box_w ? x0 + box : box_w, y1 = y0 + box < box_h ? y0 + box : box_h;
+  std::uint32_t sum[3] = {0, 0, 0};
+  for (std::uint32_t yy = y0; yy < y1; ++yy) {
+    const std::uint8_t* row = src + std::uint64_t{yy} * stride;
+    for (std::uint32_t xx = x0; xx < x1; ++xx)
+      for (int c = 0; c < 3; ++c) sum[c] += row[std::uint64_t{xx} * 3 + static_cast<std::uint32_t>(c)];
+  }
+  const std::uint32_t n = (x1 - x0) * (y1 - y0);
+  for (int c = 0; c < 3; ++c) px[c] = static_cast<std::uint8_t>((sum[c] + n / 2) / n);
+}
+
 }  // namespace pinfeed::ops::resize

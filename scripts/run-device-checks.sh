@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Runs pinfeed's GPU checks from a bundle made by scripts/gpu-bundle.sh, in two phases that each end
-# by themselves within a phase budget (default 300 s), every step under its own time limit:
-#   tests  nvidia-smi, pinfeed info, the gpu-labelled test suites, compute-sanitizer memcheck and
-#          racecheck on the device ops, memcheck on the runtime's GPU cases, and racecheck and
-#          synccheck on the runtime's stream-ordering cases (DLPack views, release_after)
+# by themselves within a phase budget (tests 360 s, bench 240 s), every step under its own time limit:
+#   tests  nvidia-smi, pinfeed info, the gpu-labelled test suites, compute-sanitizer memcheck on the
+#          device ops and on the runtime's GPU cases (out-of-bounds and misaligned accesses, at the
+#          cases' small shapes), racecheck and synccheck on the sampler's kernels (shared-memory
+#          hazards and barriers: the only kernels with either), and the stream-ordering cases run
+#          many times beside busy host threads, each checking the sums its readers saw
+#          (ordering-repeat: a missing cudaStreamWaitEvent shows as a wrong sum there; no sanitizer
+#          sees the order of streams). docs/gpu.md lists what each step checks and cannot see.
 #   bench  host-to-device copies, the sampler on a bounded size list, the doctor on the article's
 #          pipeline on the GPU, JPEG decoding (the host half's CPU time against the host path's, and
 #          the device half's images/s), and PyTorch's best sampler variants (torch.compile included)
@@ -14,7 +18,13 @@
 #   results.tar.gz   every log and JSONL file of both phases, and the doctor's page (doctor-report.html)
 # --dry-run runs without a GPU: it checks that every bundled binary starts with the bundle's
 # libraries plus the system base, runs each step in its no-GPU form, and exits 0 if nothing broke.
-# Exit status: 0 when no step failed, timed out or was left unrun by the budget (skipped and
+# Each step's time comes from the work it runs, counted: a start (process, CUDA context, module
+# loading; under a sanitizer its instrumentation of every kernel) plus a cost per unit of work (a
+# selected case; for the decode bench an image decoded by one loader at one quality). A step that
+# passes past that expected time is reported slow, not failed; one still running at twice it (or
+# at the end of the phase's budget) is stopped and reported timeout. The phase's expected times
+# add up to no more than its budget (checked first).
+# Exit status: 0 when no step failed, timed out or was left unrun by the budget (skipped, slow and
 # unsupported steps do not fail).
 # Usage: run-device-checks.sh [--dry-run] [tests|bench|all]   (default: all with --dry-run, else
 #        a phase must be named). Sourced (as tests/tools/device_checks_test.sh does), it only
@@ -27,48 +37,122 @@ if [[ -z ${PINFEED_NVJPEG_LIBRARY:-} && -e $here/nvjpeg/libnvjpeg.so.13 ]] && ! 
   export PINFEED_NVJPEG_LIBRARY=$here/nvjpeg/libnvjpeg.so.13
 fi
 dry=0 phase="" failed=0
-budget=${PINFEED_PHASE_BUDGET_S:-300}
+# Each phase's budget in seconds: both together, with the machine's start, within a lent GPU's 15
+# minutes (PINFEED_TESTS_BUDGET_S, PINFEED_BENCH_BUDGET_S override them).
+declare -A budget_of=([tests]=${PINFEED_TESTS_BUDGET_S:-360} [bench]=${PINFEED_BENCH_BUDGET_S:-240})
 
-# Each step's time limit in seconds. A phase's limits add up to no more than its budget, so that
-# every step can use its whole limit and the phase still ends in time (check_budgets).
-declare -A limit=(
-  [nvidia-smi]=10 [info]=10 [runtime-gpu]=40 [ops-gpu]=50 [doctor-gpu]=35
-  [memcheck-ops]=40 [racecheck-ops]=30 [memcheck-runtime]=40 [racecheck-streams]=10 [synccheck-streams]=10
-  [bench-h2d]=20 [bench-sampler]=70 [doctor-article]=60 [bench-decode]=30 [torch-compare]=120
+# A step's expected seconds: start_ms + unit_ms x its counted units (plan_step), in milliseconds.
+# The bases: a GPU case at its GPU shapes runs in well under a second on an H100/H200 (the sampler's
+# heavy ones, 80M labels, in a few); under a sanitizer the cases run at their small shapes
+# (PINFEED_TEST_SMALL_SHAPES: the simulator's inputs, milliseconds of GPU work), so start-up and the
+# tool's per-launch bookkeeping dominate.
+declare -A start_ms=(
+  [nvidia-smi]=5000 [info]=5000 [runtime-gpu]=10000 [ops-gpu]=10000 [doctor-gpu]=10000
+  [memcheck-ops]=30000 [racecheck-ops]=30000 [synccheck-ops]=30000 [memcheck-runtime]=30000 [ordering-repeat]=2000
+  [bench-h2d]=10000 [bench-sampler]=35000 [doctor-article]=30000 [bench-decode]=10000 [torch-compare]=60000
 )
-tests_steps=(nvidia-smi info runtime-gpu ops-gpu doctor-gpu memcheck-ops racecheck-ops memcheck-runtime
-             racecheck-streams synccheck-streams)
+declare -A unit_ms=(
+  [nvidia-smi]=0 [info]=0 [runtime-gpu]=1000 [ops-gpu]=1000 [doctor-gpu]=5000
+  [memcheck-ops]=1000 [racecheck-ops]=3000 [synccheck-ops]=2000 [memcheck-runtime]=1500 [ordering-repeat]=600
+  [bench-h2d]=0 [bench-sampler]=0 [doctor-article]=0 [bench-decode]=8 [torch-compare]=0
+)
+declare -A expect_s=() limit=()  # set by plan_step: the expected seconds, and the hard limit (twice)
+tests_steps=(nvidia-smi info runtime-gpu ops-gpu doctor-gpu memcheck-ops racecheck-ops synccheck-ops memcheck-runtime
+             ordering-repeat)
 bench_steps=(bench-h2d bench-sampler doctor-article bench-decode torch-compare)
 # Cases that assert timing (a call returns before a busy kernel ends, a copy overlaps a kernel): a
 # sanitizer serializes and slows the device's work, so they are left out of its runs.
 timing_cases='*never_waits*,*copy_overlaps*'
-# The runtime's cases that order streams: DLPack views read on streams of their own, batches released
-# after a stream, slots reused after the consumer's work.
-stream_cases='*dlpack*,*releases_after*,*slot_reuse_waits*'
+# The runtime's cases that order streams: DLPack views read on streams of their own (the per-thread
+# and legacy streams among them), batches released after a stream, slots reused after the
+# consumer's work, views and releases inside a graph capture.
+stream_cases='*dlpack*,*releases_after*,*slot_reuse_waits*,*views_*'
 # The heavy sampler cases (80M labels, k = 2.5M) run once, outside the sanitizers.
 heavy_cases='*overflow_and_ties*,*one_row_large_k*,*most_rows*,*candidates_overflow*'
+# The sampler's cases that racecheck and synccheck run: its kernels are the ones with shared memory
+# and barriers.
+barrier_cases='*label_and_index_types*,*tie_at_threshold*,*labels_changed*'
+# Repeats of the stream-ordering cases in ordering-repeat.
+ordering_repeats=${PINFEED_ORDERING_REPEATS:-10}
+
+# What each suite step runs: a bundled binary and its doctest arguments (none holds a space).
+declare -A step_args=(
+  [runtime-gpu]="runtime_tests --test-suite=gpu"
+  [ops-gpu]="ops_tests --test-suite=gpu"
+  [doctor-gpu]="doctor_tests --test-suite=gpu"
+  [memcheck-ops]="ops_tests --test-suite=gpu --test-case-exclude=$heavy_cases,$timing_cases"
+  [racecheck-ops]="ops_tests --test-suite=gpu --test-case=$barrier_cases"
+  [synccheck-ops]="ops_tests --test-suite=gpu --test-case=$barrier_cases"
+  [memcheck-runtime]="runtime_tests --test-suite=gpu --test-case-exclude=$timing_cases"
+  [ordering-repeat]="runtime_tests --test-suite=gpu --test-case=$stream_cases"
+)
+
+# count_cases NAME: the cases step NAME's selection runs (doctest's own count of its filters); the
+# sampler's heavy cases count ten each in ops-gpu. Empty when the binary cannot list them.
+count_cases() {
+  local -a a
+  read -ra a <<<"${step_args[$1]}"
+  local n heavy=0
+  n=$(timeout 30 "$bin/${a[0]}" "${a[@]:1}" --list-test-cases 2>/dev/null |
+      sed -n 's/.*test cases passing the current filters: *\([0-9]*\).*/\1/p' | tail -n 1)
+  if [[ $1 == ops-gpu && -n $n ]]; then
+    heavy=$(timeout 30 "$bin/${a[0]}" "${a[@]:1}" --test-case="$heavy_cases" --list-test-cases 2>/dev/null |
+            sed -n 's/.*test cases passing the current filters: *\([0-9]*\).*/\1/p' | tail -n 1)
+    n=$((n + 9 * ${heavy:-0}))
+  fi
+  echo "$n"
+}
+
+# plan_step NAME UNITS: the step's expected seconds (expect_s) and hard limit (limit, twice that).
+plan_step() {
+  local ms=$(( ${start_ms[$1]:?no start for step $1} + ${unit_ms[$1]:?no unit cost for step $1} * $2 ))
+  expect_s[$1]=$(( (ms + 999) / 1000 ))
+  limit[$1]=$(( 2 * expect_s[$1] ))
+}
+
+# units_of NAME: the counted work of step NAME (cases selected, times the repeats; images decoded).
+units_of() {
+  case $1 in
+    runtime-gpu|ops-gpu|doctor-gpu|memcheck-ops|racecheck-ops|synccheck-ops|memcheck-runtime)
+      local n; n=$(count_cases "$1"); echo "${n:-0}" ;;
+    ordering-repeat) local n; n=$(count_cases "$1"); echo $(( ${n:-0} * ordering_repeats )) ;;
+    bench-decode) echo $(( decode_images * 3 * 3 * decode_repeats )) ;;  # 3 qualities, 3 loaders
+    *) echo 0 ;;
+  esac
+}
+decode_images=64 decode_repeats=3
+
+# plan_phase STEP...: plans every step from its counted work.
+plan_phase() {
+  local name
+  for name in "$@"; do plan_step "$name" "$(units_of "$name")"; done
+}
 
 summary() { echo "$*" | tee -a "$work/summary.txt"; }
 publish() {  # copy the summary and pack every log into $OUT (two files, nothing else)
   cp "$work/summary.txt" "$out/summary.txt"
   tar -C "$work" -czf "$packed" . && cp "$packed" "$out/results.tar.gz"
 }
-record() {  # record NAME STATUS SECONDS FIGURE
-  printf '%-18s %-11s %5ss  %s\n' "$1" "$2" "$3" "$4" | tee -a "$work/summary.txt"
-  case $2 in fail|timeout|not-run) failed=1 ;; esac
+record() {  # record NAME STATUS SECONDS FIGURE   (a pass past the step's expected time: slow)
+  local st=$2 fig=$4
+  if [[ $st == pass && -n ${expect_s[$1]:-} ]] && (($3 > expect_s[$1])); then
+    st=slow fig="$fig; slow: $3 s against the $((expect_s[$1])) s its counted work should take"
+  fi
+  printf '%-18s %-11s %5ss  %s\n' "$1" "$st" "$3" "$fig" | tee -a "$work/summary.txt"
+  case $st in fail|timeout|not-run) failed=1 ;; esac
   publish
 }
 
-# check_budgets: every phase's step limits add up to no more than its budget; prints the sums and
-# fails otherwise.
+# check_budgets: every phase's expected step times (plan_phase) add up to no more than its budget;
+# prints the sums and fails otherwise.
 check_budgets() {
   local phase_name steps sum name ok=0
   for phase_name in tests bench; do
     declare -n steps=${phase_name}_steps
     sum=0
-    for name in "${steps[@]}"; do sum=$((sum + limit[$name])); done
-    echo "$phase_name: step limits add up to $sum s of the ${budget} s budget"
-    ((sum <= budget)) || ok=1
+    for name in "${steps[@]}"; do sum=$((sum + ${expect_s[$name]:-0})); done
+    echo "$phase_name: steps expected to take $sum s of the ${budget_of[$phase_name]} s budget"
+    ((sum <= budget_of[$phase_name])) || ok=1
     unset -n steps
   done
   return $ok
@@ -88,14 +172,17 @@ step() {
   timeout -k 5 "$lim" "$@" >"$work/$name.log" 2>&1
   rc=$? took=$((SECONDS - t0))
 }
-# status of a finished step from $rc: pass, fail, timeout, skip (exit 77), or not-run (no time
-# left in the phase budget, which fails the phase: a check that never ran proves nothing)
+# status of a finished step from $rc: pass, slow (passed, past its expected time), fail, timeout,
+# skip (exit 77), or not-run (no time left in the phase budget, which fails the phase: a check that
+# never ran proves nothing)
 status_of() {
   case $rc in
-    -1) echo not-run ;; 0) echo pass ;; 77) echo skip ;; 124|137) echo timeout ;; *) echo fail ;;
+    -1) echo not-run ;; 77) echo skip ;; 124|137) echo timeout ;;
+    0) echo pass ;;
+    *) echo fail ;;
   esac
 }
-no_time="not run: no time left in the ${budget} s phase budget"
+no_time="not run: no time left in the phase's budget"
 
 # The doctest summary line of a log (doctest_figure_of LOG EXIT), e.g. "cases 12: 12 passed, 0
 # failed"; doctest_figure NAME reads NAME.log with the last step's exit status.
@@ -182,7 +269,9 @@ sanitizer_step() {  # sanitizer_step NAME TOOL NOTE BINARY ARGS...   (NOTE: what
     return
   fi
   # API errors are not reported: cases query events that are not ready yet (cudaErrorNotReady).
-  step "$name" "$cs" --tool "$tool" --error-exitcode 1 --report-api-errors no --print-limit 20 "$@"
+  # At the cases' small shapes (the simulator's inputs): the same kernel paths, bounded work.
+  step "$name" env PINFEED_TEST_SMALL_SHAPES=1 "$cs" --tool "$tool" --error-exitcode 1 --report-api-errors no \
+    --print-limit 20 "$@"
   if ((rc == -1)); then
     record "$name" not-run 0 "$no_time"
     return
@@ -190,6 +279,35 @@ sanitizer_step() {  # sanitizer_step NAME TOOL NOTE BINARY ARGS...   (NOTE: what
   local verdict
   verdict=$(sanitizer_verdict "$tool" "$work/$name.log" "$rc")
   record "$name" "${verdict%%|*}" "$took" "${verdict#*|}${note:+ ($note)}"
+}
+
+# repeat_step NAME TIMES BINARY ARGS...: runs a doctest selection TIMES times in a row with busy host
+# threads beside it (all cores but two spinning), stopping at the first failed run. Each of the
+# stream-ordering cases checks the sums its readers computed from a slot that the next copy would
+# overwrite: a missing or misplaced wait shows as a wrong sum in some run, where a sanitizer sees
+# nothing. Records pass (every run passed), fail (the first failing run and its first failed check),
+# skip (no device: the first run exited 77), timeout or not-run.
+repeat_step() {
+  local name=$1 times=$2; shift 2
+  local busy=$(( $(nproc) - 2 )) pids=() i
+  ((busy < 1)) && busy=1
+  ((dry)) && busy=0  # the dry run checks the step's logic, not the machine
+  for ((i = 0; i < busy; i++)); do (while :; do :; done) & pids+=($!); done
+  step "$name" bash -c 'n=$1; shift; for ((r = 1; r <= n; r++)); do echo "== run $r of $n"; "$@" || exit $?; done' \
+    repeat "$times" "$@"
+  ((${#pids[@]})) && { kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null; }
+  local st fig runs
+  st=$(status_of)
+  runs=$(grep -a -c '^== run ' "$work/$name.log")
+  case $st in
+    pass) fig="$times runs passed beside $busy busy host threads, $(doctest_figure "$name") each" ;;
+    skip) fig=$(doctest_figure "$name")
+          if ((dry == 0)); then st=fail fig="device not usable: $fig"; fi ;;
+    not-run) fig=$no_time ;;
+    timeout) fig="$((runs - 1)) of $times runs passed before the limit" ;;
+    *) fig="run $runs of $times failed: $(grep -a -m1 -E 'ERROR:|error:|FATAL' "$work/$name.log" | cut -c1-160)" ;;
+  esac
+  record "$name" "$st" "$took" "$fig"
 }
 
 # --- the bundle's binaries start with their own libraries plus the system base ---------------------
@@ -219,6 +337,7 @@ check_libraries() {
 
 # --- phase: tests ------------------------------------------------------------------------------------
 phase_tests() {
+  local budget=${budget_of[tests]}
   deadline=$((SECONDS + budget))
   summary "# phase tests ($( ((dry)) && echo 'dry run, no GPU' || echo GPU)), budget ${budget} s"
   if ((dry)); then
@@ -232,23 +351,62 @@ phase_tests() {
   fi
   step info "$bin/pinfeed" info
   record info "$(status_of)" "$took" "$(grep -a -m1 '^CUDA devices' "$work/info.log" | sed 's/  */ /g')"
-  test_step runtime-gpu "$bin/runtime_tests" --test-suite=gpu
-  test_step ops-gpu "$bin/ops_tests" --test-suite=gpu
-  test_step doctor-gpu "$bin/doctor_tests" --test-suite=gpu
-  sanitizer_step memcheck-ops memcheck "heavy and timing cases left out" \
-    "$bin/ops_tests" --test-suite=gpu --test-case-exclude="$heavy_cases,$timing_cases"
-  sanitizer_step racecheck-ops racecheck "3 cases" "$bin/ops_tests" --test-suite=gpu \
-    --test-case='*label_and_index_types*,*tie_at_threshold*,*labels_changed*'
-  sanitizer_step memcheck-runtime memcheck "timing cases left out" \
-    "$bin/runtime_tests" --test-suite=gpu --test-case-exclude="$timing_cases"
-  sanitizer_step racecheck-streams racecheck "stream-ordering cases" "$bin/runtime_tests" --test-suite=gpu \
-    --test-case="$stream_cases"
-  sanitizer_step synccheck-streams synccheck "stream-ordering cases" "$bin/runtime_tests" --test-suite=gpu \
-    --test-case="$stream_cases"
+  local -a a
+  for name in runtime-gpu ops-gpu doctor-gpu; do
+    read -ra a <<<"${step_args[$name]}"
+    test_step "$name" "$bin/${a[0]}" "${a[@]:1}"
+  done
+  read -ra a <<<"${step_args[memcheck-ops]}"
+  sanitizer_step memcheck-ops memcheck "heavy and timing cases left out" "$bin/${a[0]}" "${a[@]:1}"
+  read -ra a <<<"${step_args[racecheck-ops]}"
+  sanitizer_step racecheck-ops racecheck "the sampler's shared-memory kernels, 3 cases" "$bin/${a[0]}" "${a[@]:1}"
+  read -ra a <<<"${step_args[synccheck-ops]}"
+  sanitizer_step synccheck-ops synccheck "the sampler's barriers, 3 cases" "$bin/${a[0]}" "${a[@]:1}"
+  read -ra a <<<"${step_args[memcheck-runtime]}"
+  sanitizer_step memcheck-runtime memcheck "timing cases left out" "$bin/${a[0]}" "${a[@]:1}"
+  # No sanitizer sees the order between streams: the ordering cases, many times, check it by data.
+  read -ra a <<<"${step_args[ordering-repeat]}"
+  repeat_step ordering-repeat "$ordering_repeats" "$bin/${a[0]}" "${a[@]:1}"
+}
+
+# decode_step COMMAND...: the decode bench (COMMAND prints its JSONL rows), recorded as bench-decode.
+# The host path and the exact device path promise the same images: a difference fails the step,
+# whatever the exit status; nvJPEG (inexact) is reported with its mean difference.
+decode_step() {
+  step bench-decode "$@"  # decode_images x 3 qualities x 3 loaders x decode_repeats (units_of)
+  grep -a '^{' "$work/bench-decode.log" >"$work/bench-decode.jsonl" 2>/dev/null
+  local fig=$no_time
+  if ((rc != -1)); then
+    fig=$(python3 - "$work/bench-decode.jsonl" 2>/dev/null <<'EOF' || echo "no rows"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+def dev(r):
+    v = r.get("device_half_images_per_s")
+    s = f", device half {v:.0f} img/s" if v else ""
+    h, d = r.get("loader_host_images_per_s"), r.get("loader_device_images_per_s")
+    if h and d:
+        same = "same images" if r.get("loader_same_images") else "IMAGES DIFFER"
+        s += f", loader {d:.0f} vs {h:.0f} img/s decoding on the device vs the host ({same}; {r.get('loader_decoded')})"
+    n = r.get("loader_nvjpeg_images_per_s")
+    if n:
+        s += f", nvJPEG {r.get('loader_nvjpeg')} {n:.0f} img/s (mean abs diff {r.get('loader_nvjpeg_mean_abs_diff', 0):.2f})"
+    elif r.get("loader_nvjpeg"):
+        s += f", nvJPEG {r.get('loader_nvjpeg')}"
+    return s
+print("; ".join(f"q{r['quality']}: host half {r['host_half_ratio']:.2f}x, {r['slot_bytes_mean'] / 1024:.0f} KB/img{dev(r)}" for r in rows))
+EOF
+    )
+  fi
+  local st
+  st=$(status_of)
+  # The host and the exact device path promise the same bits: a difference fails the step.
+  [[ $fig == *"IMAGES DIFFER"* ]] && st=fail
+  record bench-decode "$st" "$took" "$fig"
 }
 
 # --- phase: bench ------------------------------------------------------------------------------------
 phase_bench() {
+  local budget=${budget_of[bench]}
   deadline=$((SECONDS + budget))
   summary "# phase bench ($( ((dry)) && echo 'dry run, no GPU' || echo GPU)), budget ${budget} s"
   local device=cuda sizes=(10000 100000 1000000) samples=2048
@@ -308,31 +466,7 @@ EOF
   record doctor-article "$(status_of)" "$took" "$fig"
 
   if compgen -G "$here/photos/*.jpg" >/dev/null; then
-    step bench-decode "$bin/pinfeed" bench decode --photos "$here/photos" --images 64 --repeats 3
-    grep -a '^{' "$work/bench-decode.log" >"$work/bench-decode.jsonl" 2>/dev/null
-    local fig=$no_time
-    if ((rc != -1)); then
-      fig=$(python3 - "$work/bench-decode.jsonl" 2>/dev/null <<'EOF' || echo "no rows"
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-def dev(r):
-    v = r.get("device_half_images_per_s")
-    s = f", device half {v:.0f} img/s" if v else ""
-    h, d = r.get("loader_host_images_per_s"), r.get("loader_device_images_per_s")
-    if h and d:
-        same = "same images" if r.get("loader_same_images") else "IMAGES DIFFER"
-        s += f", loader {d:.0f} vs {h:.0f} img/s decoding on the device vs the host ({same}; {r.get('loader_decoded')})"
-    n = r.get("loader_nvjpeg_images_per_s")
-    if n:
-        s += f", nvJPEG {r.get('loader_nvjpeg')} {n:.0f} img/s (mean abs diff {r.get('loader_nvjpeg_mean_abs_diff', 0):.2f})"
-    elif r.get("loader_nvjpeg"):
-        s += f", nvJPEG {r.get('loader_nvjpeg')}"
-    return s
-print("; ".join(f"q{r['quality']}: host half {r['host_half_ratio']:.2f}x, {r['slot_bytes_mean'] / 1024:.0f} KB/img{dev(r)}" for r in rows))
-EOF
-      )
-    fi
-    record bench-decode "$(status_of)" "$took" "$fig"
+    decode_step "$bin/pinfeed" bench decode --photos "$here/photos" --images "$decode_images" --repeats "$decode_repeats"
   else
     record bench-decode skip 0 "no photos in the bundle"
   fi
@@ -381,10 +515,14 @@ main() {
 
   summary "# pinfeed device checks, $(date -u +%Y-%m-%dT%H:%M:%SZ), host $(hostname), CPU $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
   [[ -f $here/BUNDLE_INFO ]] && while read -r line; do summary "# bundle: $line"; done <"$here/BUNDLE_INFO"
-  local sums
+  # Every step's expected time from its counted work (the bundle's binaries count their cases).
+  plan_phase "${tests_steps[@]}" "${bench_steps[@]}"
+  local sums name plan=""
+  for name in "${tests_steps[@]}" "${bench_steps[@]}"; do plan+=" $name=${expect_s[$name]}"; done
+  summary "# expected seconds:$plan"
   sums=$(check_budgets | paste -sd ';' -)
   summary "# budgets: $sums"
-  check_budgets >/dev/null || record budgets fail 0 "a phase's step limits add up to more than its budget: $sums"
+  check_budgets >/dev/null || record budgets fail 0 "a phase's expected step times add up to more than its budget: $sums"
   case $phase in
     tests) phase_tests ;;
     bench) phase_bench ;;

@@ -217,7 +217,7 @@ TEST_CASE("gpu.sampler.bit_identical_to_cpu" * doctest::test_suite("gpu")) {
       {2, 500, 50, 0.5, topup, 0, 100},    {64, 16, 4, 0.5, topup, 50, 10},
       {3, 20000, 2500, 0.5, topup, 50, 10}, {1, 40000, 4000, 0.5, topup, 50, 0},
   };
-  if (!test::simulated_gpu()) {
+  if (!test::small_gpu_shapes()) {
     const test::sampler_config large[] = {
         {4, 5000, 2000, 0.5, topup, 50, 50},     {1000, 16, 4, 0.5, topup, 50, 10},
         {32, 100000, 10000, 0.5, topup, 50, 0},  {1, 1000000, 100000, 0.5, topup, 50, 0},
@@ -316,7 +316,7 @@ TEST_CASE("gpu.sampler.graph_capture_and_replay" * doctest::test_suite("gpu")) {
   };
   // Several rows (a segmented sort a row) and one row (a device-wide sort with padded slots). The
   // simulator captures too, and refuses the calls a capture forbids as CUDA does.
-  const bool sim = test::simulated_gpu();
+  const bool sim = test::small_gpu_shapes();
   for (const shape sh : {sim ? shape{8, 2000, 100} : shape{8, 20000, 500},
                          sim ? shape{1, 20000, 3000} : shape{1, 200000, 30000}}) {
     const std::int64_t rows = sh.rows, n = sh.n;
@@ -585,7 +585,7 @@ TEST_CASE("gpu.sampler.one_row_large_k_sorts_device_wide" * doctest::test_suite(
   // k = n/3 of n items (3M on a GPU, 30K simulated: the sort still spans several tiles): one row
   // is ordered by a device-wide sort with padded slots; several k values leave padding (fewer
   // eligible items than k) or none.
-  const bool sim = test::simulated_gpu();
+  const bool sim = test::small_gpu_shapes();
   const std::int64_t n = sim ? 30'000 : 3'000'000;
   const auto labels = test::random_labels(n, 21, 30, 40);
   for (std::int64_t k : {n / 3, 5 * n / 6, std::int64_t{1}}) {

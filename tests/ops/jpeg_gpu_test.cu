@@ -345,10 +345,14 @@ TEST_CASE("gpu.resize.windows_of_a_larger_image_by_their_row_stride" * doctest::
   std::vector<std::uint8_t> image(std::size_t{W} * H * 3);
   std::uint32_t state = 5;
   for (auto& v : image) v = static_cast<std::uint8_t>((state = state * 1664525u + 1013904223u) >> 24);
+  // With a box (decode device-inexact where the host path scales): the window is of the image
+  // reduced by box x box squares from (x, y), partial ones at the image's edges included.
   struct window {
-    std::uint32_t x, y, w, h, out_h, out_w, flip;
+    std::uint32_t x, y, w, h, out_h, out_w, flip, box;
   };
-  const window windows[] = {{0, 0, W, H, 9, 11, 0}, {5, 3, 10, 12, 24, 20, 1}, {W - 7, H - 5, 7, 5, 7, 5, 0}, {36, 22, 1, 1, 3, 2, 1}};
+  const window windows[] = {{0, 0, W, H, 9, 11, 0, 1},      {5, 3, 10, 12, 24, 20, 1, 1}, {W - 7, H - 5, 7, 5, 7, 5, 0, 1},
+                            {36, 22, 1, 1, 3, 2, 1, 1},     {0, 0, 19, 12, 9, 11, 0, 2},  {4, 2, 8, 5, 7, 6, 1, 4},
+                            {W - 7, H - 5, 1, 1, 3, 2, 0, 8}, {8, 8, 4, 2, 16, 16, 1, 8}};
   std::vector<ops::resize_job> jobs;
   std::vector<std::vector<std::uint8_t>> want;
   std::uint64_t out_bytes = 0;
@@ -362,10 +366,19 @@ TEST_CASE("gpu.resize.windows_of_a_larger_image_by_their_row_stride" * doctest::
     j.out_h = w.out_h;
     j.out_w = w.out_w;
     j.flip = w.flip;
+    std::vector<std::uint8_t> host(std::uint64_t{w.out_h} * w.out_w * 3);
+    if (w.box > 1) {  // the host's twin: the box reduction, then the resize
+      j.box = w.box;
+      j.box_h = H - w.y;
+      j.box_w = W - w.x;
+      std::vector<std::uint8_t> reduced(std::uint64_t{w.h} * w.w * 3);
+      ops::box_downscale_u8(image.data() + j.in_offset, W * 3, j.box_h, j.box_w, w.box, reduced.data(), w.h, w.w);
+      ops::resize_bilinear_u8(reduced.data(), w.w * 3, w.h, w.w, 3, host.data(), w.out_h, w.out_w, w.flip != 0);
+    } else {
+      ops::resize_bilinear_u8(image.data() + j.in_offset, W * 3, w.h, w.w, 3, host.data(), w.out_h, w.out_w, w.flip != 0);
+    }
     jobs.push_back(j);
     out_bytes += std::uint64_t{w.out_h} * w.out_w * 3;
-    std::vector<std::uint8_t> host(std::uint64_t{w.out_h} * w.out_w * 3);
-    ops::resize_bilinear_u8(image.data() + j.in_offset, W * 3, w.h, w.w, 3, host.data(), w.out_h, w.out_w, w.flip != 0);
     want.push_back(std::move(host));
   }
   device_buffer d_in(image.size()), d_jobs(jobs.size() * sizeof(ops::resize_job)), d_out(out_bytes);

@@ -1,9 +1,12 @@
 // pinfeed's bilinear resize on the host: every byte as the arithmetic pinfeed/ops/resize.hpp states,
 // computed here directly from that statement (a sample at a time, no row reuse), for shrinking,
-// growing, single pixels, channels 1 to 4, strided input and flips; bad sizes named.
+// growing, single pixels, channels 1 to 4, strided input and flips; bad sizes named. The box
+// reduction (decode device-inexact's stand-in for a DCT-scaled decode) likewise.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "pinfeed/ops/resize.hpp"
@@ -113,5 +116,69 @@ TEST_CASE("resize.bad_sizes_and_jobs_are_named") {
                        std::invalid_argument);
   j.in_stride = 11;
   CHECK_THROWS_WITH_AS(ops::check_resize_jobs(&j, 1, 200, 12), doctest::Contains("input rows 11 bytes apart, under the 12 of a row"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("resize.box_reduction_is_its_statement_and_bad_boxes_are_named") {
+  // The header's statement, a sample at a time: the mean of the box's pixels clipped to the input,
+  // (sum + n / 2) / n. Sizes that leave partial boxes on the right and at the bottom, every box.
+  std::uint32_t state = 11;
+  for (const std::uint32_t box : {1u, 2u, 3u, 4u, 8u}) {
+    for (const auto [h, w] : {std::pair<std::int64_t, std::int64_t>{17, 23}, {8, 8}, {1, 1}, {9, 40}}) {
+      CAPTURE(box);
+      CAPTURE(w);
+      CAPTURE(h);
+      const std::size_t stride = static_cast<std::size_t>(w) * 3 + 5;  // rows apart by more than a row
+      std::vector<std::uint8_t> in(stride * static_cast<std::size_t>(h));
+      for (auto& v : in) v = static_cast<std::uint8_t>((state = state * 1664525u + 1013904223u) >> 24);
+      const std::int64_t oh = (h + box - 1) / box, ow = (w + box - 1) / box;
+      std::vector<std::uint8_t> got(static_cast<std::size_t>(oh * ow * 3));
+      ops::box_downscale_u8(in.data(), stride, h, w, box, got.data(), oh, ow);
+      bool same = true;
+      for (std::int64_t y = 0; y < oh; ++y)
+        for (std::int64_t x = 0; x < ow; ++x)
+          for (int c = 0; c < 3; ++c) {
+            std::uint32_t sum = 0, n = 0;
+            for (std::int64_t yy = y * box; yy < std::min<std::int64_t>((y + 1) * box, h); ++yy)
+              for (std::int64_t xx = x * box; xx < std::min<std::int64_t>((x + 1) * box, w); ++xx, ++n)
+                sum += in[static_cast<std::size_t>(yy) * stride + static_cast<std::size_t>(xx * 3 + c)];
+            same = same && got[static_cast<std::size_t>((y * ow + x) * 3 + c)] == (sum + n / 2) / n;
+          }
+      CHECK(same);
+      if (box == 1) CHECK(std::equal(got.begin(), got.begin() + w * 3, in.begin()));  // a box of 1 is a copy
+    }
+  }
+  // A half rounds up: the 2x2 box 1, 2 / 2, 5 has the mean 2.5, and (10 + 2) / 4 = 3.
+  const std::vector<std::uint8_t> four{1, 1, 1, 2, 2, 2, 2, 2, 2, 5, 5, 5};
+  std::uint8_t one[3];
+  ops::box_downscale_u8(four.data(), 6, 2, 2, 2, one, 1, 1);
+  CHECK(one[0] == 3);
+  std::vector<std::uint8_t> px(300), out(300);
+  CHECK_THROWS_WITH_AS(ops::box_downscale_u8(px.data(), 30, 10, 10, 0, out.data(), 1, 1), doctest::Contains("box 0 (1 or more)"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(ops::box_downscale_u8(px.data(), 30, 10, 10, 4, out.data(), 3, 4),
+                       doctest::Contains("4x3 boxes of 4 do not all cover a pixel of the 10x10 input"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(ops::box_downscale_u8(px.data(), 29, 10, 10, 2, out.data(), 5, 5),
+                       doctest::Contains("input rows 29 bytes apart, under the 30 of a row"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(ops::box_downscale_u8(px.data(), 30, 0, 10, 2, out.data(), 5, 5), doctest::Contains("10x0 to 5x5"),
+                       std::invalid_argument);
+  // A device job of a box reduction: its boxes cover its box_h x box_w, which lie inside the input.
+  ops::resize_job j;
+  j.in_h = 3;
+  j.in_w = 5;  // the reduced window
+  j.out_h = j.out_w = 2;
+  j.box = 4;
+  j.box_h = 10;
+  j.box_w = 20;
+  j.in_stride = 60;
+  CHECK_NOTHROW(ops::check_resize_jobs(&j, 1, 60 * 9 + 60, 12));
+  CHECK_THROWS_WITH_AS(ops::check_resize_jobs(&j, 1, 60 * 9 + 59, 12), doctest::Contains("its input [0, +600) is past the 599 bytes"),
+                       std::invalid_argument);
+  j.box_w = 16;  // the fifth column of boxes starts at 16: past the input
+  CHECK_THROWS_WITH_AS(ops::check_resize_jobs(&j, 1, 6000, 12), doctest::Contains("5x3 boxes of 4 do not all cover a pixel of the 16x10"),
+                       std::invalid_argument);
+  j.box_w = 20;
+  j.in_stride = 0;
+  CHECK_THROWS_WITH_AS(ops::check_resize_jobs(&j, 1, 6000, 12), doctest::Contains("a box reduction needs its input's in_stride"),
                        std::invalid_argument);
 }

@@ -20,7 +20,8 @@ fi
 source "$root/scripts/find-nvcc.sh"
 bash "$root/scripts/install-deps.sh"
 if [[ -n $sanitize ]]; then build_type=RelWithDebInfo; fi
-cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=$build_type \
+source "$root/scripts/ccache-env.sh"
+cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=$build_type "${ccache_args[@]}" \
   -DCMAKE_CUDA_ARCHITECTURES="$archs" -DPINFEED_SANITIZE="$sanitize" >/dev/null
 cmake --build "$build_dir" -j "$(nproc)"
 echo "build.sh: built $build_dir ($build_type${sanitize:+, sanitize=$sanitize}, CUDA archs $archs)"

@@ -27,7 +27,8 @@ bash "$root/scripts/install-deps.sh"
 
 
 # DT_RPATH (not RUNPATH) so that the bundled libraries' own dependencies are found there too.
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$archs" \
+source "$root/scripts/ccache-env.sh"  # the host sources compile as the simulator tree's do
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$archs" "${ccache_args[@]}" \
   -DPINFEED_WITH_IMGCODECS=OFF -DPINFEED_INSTALL=OFF \
   -DPINFEED_DLPACK_INCLUDE_DIR="$(bash "$root/scripts/fetch-dlpack.sh")" -DPINFEED_BUILD_TESTS=ON -DPINFEED_BUILD_TOOLS=ON \
   -DPINFEED_BUILD_BENCH=ON '-DCMAKE_BUILD_RPATH=$ORIGIN/../lib' -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags \

@@ -19,8 +19,12 @@ start=$(date +%s)
 PINFEED_GPU_SIM_DIR=$(bash "$root/tools/gpu-sim/build.sh")
 export PINFEED_GPU_SIM_DIR
 echo "gpu-sim-tests: simulator in $PINFEED_GPU_SIM_DIR ($(($(date +%s) - start)) s)"
+# As the GPU bundle's tree (JPEG only, the DLPack 1.x header): its host sources compile alike, and
+# the compiler cache (scripts/ccache-env.sh) gives them to this tree; only the CUDA sources (PTX for
+# compute_75) and the links are its own. The GPU suites decode no other image format.
+source "$root/scripts/ccache-env.sh"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPINFEED_GPU_SIM=ON -DPINFEED_INSTALL=OFF \
-  -DPINFEED_DLPACK_INCLUDE_DIR="$(bash "$root/scripts/fetch-dlpack.sh")" \
+  -DPINFEED_DLPACK_INCLUDE_DIR="$(bash "$root/scripts/fetch-dlpack.sh")" -DPINFEED_WITH_IMGCODECS=OFF "${ccache_args[@]}" \
   -DPINFEED_BUILD_TOOLS=OFF >/dev/null
 targets=(runtime_tests ops_tests doctor_tests)
 cmake --build "$build" --target help | grep -q '^bench_tests:' && targets+=(bench_tests)

@@ -24,6 +24,7 @@ packages=("$@")
   python3-jsonschema    # tests: the doctor's JSON report against its published schema
   nginx-light           # tests: a loopback HTTP server for the remote shards
   universal-ctags       # tests: the size limits of the sources (scripts/check-sizes.py)
+  ccache                # one compiler cache for the build trees of a checkout (scripts/ccache-env.sh)
 )
 
 missing=()

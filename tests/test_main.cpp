@@ -13,6 +13,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "pinfeed/runtime/device.hpp"
 #include "pinfeed/runtime/log.hpp"
@@ -28,12 +29,16 @@ constexpr int kSkipped = 77;
 /// (a CTest test per case must not pass by running nothing).
 std::size_t g_cases_run = 0;
 std::string g_current_case;
+std::string g_current_where;  // file:line of the running case
 /// The cases that reported themselves skipped (pinfeed::test::skip_case), with their reasons.
 std::map<std::string, std::string> g_skipped;
 /// Set while main() lists the cases the run would run (doctest's --list-test-cases with the run's
 /// own filters): case_counter counts those of the suite "gpu".
 bool g_listing = false;
 std::size_t g_gpu_cases_listed = 0;
+/// The cases that passed without a single assertion and recorded no skip ("file:line name"): such a
+/// case checks nothing, and the run fails naming it (every CTest run of a case is checked so).
+std::vector<std::string> g_unasserted;
 struct case_counter : doctest::IReporter {
   explicit case_counter(const doctest::ContextOptions&) {}
   void report_query(const doctest::QueryData& q) override {
@@ -46,9 +51,13 @@ struct case_counter : doctest::IReporter {
   void test_case_start(const doctest::TestCaseData& data) override {
     ++g_cases_run;
     g_current_case = data.m_name;
+    g_current_where = std::string(data.m_file.c_str()) + ":" + std::to_string(data.m_line);
   }
   void test_case_reenter(const doctest::TestCaseData&) override {}
-  void test_case_end(const doctest::CurrentTestCaseStats&) override {}
+  void test_case_end(const doctest::CurrentTestCaseStats& st) override {
+    if (st.testCaseSuccess && st.numAssertsCurrentTest == 0 && !g_skipped.contains(g_current_case))
+      g_unasserted.push_back(g_current_where + " " + g_current_case);
+  }
   void test_case_exception(const doctest::TestCaseException&) override {}
   void subcase_start(const doctest::SubcaseSignature&) override {}
   void subcase_end() override {}
@@ -134,6 +143,12 @@ int main(int argc, char** argv) {
   }
   const int rc = context.run();
   if (rc != 0 || context.shouldExit()) return rc;
+  if (!g_unasserted.empty()) {
+    std::printf("%zu case(s) passed without a single assertion (make each check something real, or skip it "
+                "with pinfeed::test::skip_case):\n", g_unasserted.size());
+    for (const auto& c : g_unasserted) std::printf("  %s\n", c.c_str());
+    return 1;
+  }
   if (gpu_left_out > 0)
     std::printf("skipped: %zu case(s) of the GPU suite, no usable CUDA device (%s)\n", gpu_left_out,
                 pinfeed::cuda_devices().reason.c_str());

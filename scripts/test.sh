@@ -20,9 +20,12 @@ build_args=()
 faults=0
 if [[ ${1:-} == --sanitize ]]; then build_args=(--sanitize "$2"); shift 2; fi
 if [[ ${1:-} == --faults ]]; then faults=1; shift; fi
-# sm_90 only: the GPU bundle's architecture, so that the bundle's tree takes this tree's CUDA objects
-# from the compiler cache; sm_80 is compiled by the newest-CUDA step (PINFEED_CUDA_ARCHS overrides).
-bash "$root/scripts/build.sh" --arch "${PINFEED_CUDA_ARCHS:-90}" "${build_args[@]}"
+# In CI (CI=true, no GPU), sm_90 only: the GPU bundle's architecture, so that the bundle's tree takes
+# this tree's CUDA objects from the compiler cache; the newest-CUDA step compiles sm_80. Elsewhere
+# build.sh's default (80;90), which a GPU here may need. PINFEED_CUDA_ARCHS overrides both.
+archs=${PINFEED_CUDA_ARCHS:-"80;90"}
+[[ ${CI:-} == true && -z ${PINFEED_CUDA_ARCHS:-} ]] && archs=90
+bash "$root/scripts/build.sh" --arch "$archs" "${build_args[@]}"
 bash "$root/scripts/install-test-env.sh"  # moto, for the S3 tests
 build_dir=$root/build${build_args[1]:+-${build_args[1]}}
 ctest_args=(--output-on-failure -j 2)

@@ -1,5 +1,6 @@
 // The nvJPEG half of the device path (decode_place::device_inexact, hybrid_decode.hpp): whole
 // files claimed into jpeg_files on the workers, decoded by nvJPEG on the copy stream.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -85,6 +86,8 @@ bool hybrid_decoder::pack_file(sample& s, std::span<const std::byte> bytes, imag
     rec.job.box = denom;
     rec.job.box_h = rec.image.height - rec.image.crop_y;
     rec.job.box_w = rec.image.width - rec.image.crop_x;
+    rec.image.crop_width = std::min<std::uint32_t>(rec.job.in_w * denom, rec.job.box_w);  // what the boxes read
+    rec.image.crop_height = std::min<std::uint32_t>(rec.job.in_h * denom, rec.job.box_h);
   }
   rec.job.out_h = out_h;
   rec.job.out_w = out_w;

@@ -172,8 +172,13 @@ void delete_view(const void* self) noexcept {
     try {
       core.fence_after(holder->lease->slot, *holder->reader_stream);
     } catch (...) {  // cuda_error or bad_alloc: nothing may leave a deleter
-      // No fence orders the slot's next copy after the reader's work: wait for that work here.
-      PINFEED_CUDA_TRY_NOTHROW(cudaStreamSynchronize(detail::stream_here(*holder->reader_stream)));
+      // No fence orders the slot's next copy after the reader's work: wait for that work here, on
+      // the loader's device (the legacy stream is the current device's).
+      try {
+        device_guard guard(core.dev.index);
+        PINFEED_CUDA_TRY_NOTHROW(cudaStreamSynchronize(detail::stream_here(*holder->reader_stream)));
+      } catch (...) {
+      }
       log(log_level::error, "DLPack view deleter: the fence on the reader's stream could not be recorded; waited for "
                             "the stream instead");
     }

@@ -37,7 +37,13 @@ cudaStream_t stream_here(const named_stream& s) noexcept {
 bool record_after(cudaEvent_t event, const named_stream& s) {
   const cudaStream_t here = stream_here(s);
   if (stream_capturing(here)) return false;
-  PINFEED_CUDA_TRY(cudaEventRecord(event, here));
+  const cudaError_t err = cudaEventRecord(event, here);
+  if (err == cudaErrorStreamCaptureImplicit || err == cudaErrorStreamCaptureUnsupported ||
+      err == cudaErrorStreamCaptureInvalidated) {
+    (void)cudaGetLastError();  // a capture began since the query: deferred as for one under way
+    return false;
+  }
+  PINFEED_CUDA_TRY(err);
   return true;
 }
 

@@ -154,7 +154,10 @@ TEST_CASE("resize.box_reduction_is_its_statement_and_bad_boxes_are_named") {
   ops::box_downscale_u8(four.data(), 6, 2, 2, 2, one, 1, 1);
   CHECK(one[0] == 3);
   std::vector<std::uint8_t> px(300), out(300);
-  CHECK_THROWS_WITH_AS(ops::box_downscale_u8(px.data(), 30, 10, 10, 0, out.data(), 1, 1), doctest::Contains("box 0 (1 or more)"),
+  CHECK_THROWS_WITH_AS(ops::box_downscale_u8(px.data(), 30, 10, 10, 0, out.data(), 1, 1), doctest::Contains("box 0 (1 to 8)"),
+                       std::invalid_argument);
+  // Past 8 (libjpeg's smallest scale), a box's sum and its pixel count could overflow.
+  CHECK_THROWS_WITH_AS(ops::box_downscale_u8(px.data(), 30, 10, 10, 65536, out.data(), 1, 1), doctest::Contains("box 65536 (1 to 8)"),
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(ops::box_downscale_u8(px.data(), 30, 10, 10, 4, out.data(), 3, 4),
                        doctest::Contains("4x3 boxes of 4 do not all cover a pixel of the 10x10 input"), std::invalid_argument);
@@ -177,7 +180,10 @@ TEST_CASE("resize.box_reduction_is_its_statement_and_bad_boxes_are_named") {
   j.box_w = 16;  // the fifth column of boxes starts at 16: past the input
   CHECK_THROWS_WITH_AS(ops::check_resize_jobs(&j, 1, 6000, 12), doctest::Contains("5x3 boxes of 4 do not all cover a pixel of the 16x10"),
                        std::invalid_argument);
+  j.box = 9;
   j.box_w = 20;
+  CHECK_THROWS_WITH_AS(ops::check_resize_jobs(&j, 1, 6000, 12), doctest::Contains("box 9 (1 to 8)"), std::invalid_argument);
+  j.box = 4;
   j.in_stride = 0;
   CHECK_THROWS_WITH_AS(ops::check_resize_jobs(&j, 1, 6000, 12), doctest::Contains("a box reduction needs its input's in_stride"),
                        std::invalid_argument);

@@ -107,7 +107,10 @@ void resize_bilinear_u8(const std::uint8_t* in, std::size_t in_stride, std::int6
 namespace {
 /// Why a box reduction by `box` of box_h x box_w pixels to out_h x out_w is refused, or empty.
 std::string box_refusal(std::uint64_t box, std::uint64_t box_h, std::uint64_t box_w, std::uint64_t out_h, std::uint64_t out_w) {
-  if (box < 1) return "box " + std::to_string(box) + " (1 or more)";
+  if (box < 1 || box > resize::kMostBox) return "box " + std::to_string(box) + " (1 to " + std::to_string(resize::kMostBox) + ")";
+  if (out_h > static_cast<std::uint64_t>(resize::kMostSide) || out_w > static_cast<std::uint64_t>(resize::kMostSide))
+    return "box output " + std::to_string(out_w) + "x" + std::to_string(out_h) + ": sides must be at most " +
+           std::to_string(resize::kMostSide);
   if (box_h > static_cast<std::uint64_t>(resize::kMostSide) || box_w > static_cast<std::uint64_t>(resize::kMostSide))
     return "box input " + std::to_string(box_w) + "x" + std::to_string(box_h) + ": sides must be at most " +
            std::to_string(resize::kMostSide);

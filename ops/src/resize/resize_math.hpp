@@ -8,6 +8,9 @@ namespace pinfeed::ops::resize {
 
 /// The largest side resize takes: (2d + 1) in 2^15 stays within 64 bits.
 constexpr std::int64_t kMostSide = std::int64_t{1} << 24;
+/// The largest box of a box reduction: libjpeg's smallest DCT scale is 1/8. A box of 8 sums 64
+/// samples (at most 16,320: 32 bits hold it), and box x side stays within 2^27.
+constexpr std::uint64_t kMostBox = 8;
 
 /// Where output index d of `out` reads from a side of `in`: i0, i1 and i1's weight (of 2048).
 struct tap {
@@ -32,7 +35,7 @@ PINFEED_HD std::uint8_t down(std::int32_t top, std::int32_t bottom, std::int32_t
 
 /// One pixel of a box reduction (pinfeed/ops/resize.hpp): the mean of the `box` x `box` pixels of
 /// `src` (RGB, rows `stride` bytes apart) from (x box, y box), clipped to box_w x box_h, each
-/// sample (sum + n / 2) / n. A box of 8 sums 64 samples of at most 255: 32 bits hold it.
+/// sample (sum + n / 2) / n. Boxes are at most kMostBox (checked by the callers).
 PINFEED_HD void box_pixel(const std::uint8_t* src, std::uint64_t stride, std::uint32_t box, std::uint32_t box_h,
                           std::uint32_t box_w, std::uint32_t x, std::uint32_t y, std::uint8_t* px) {
   const std::uint32_t x0 = x * box, y0 = y * box;

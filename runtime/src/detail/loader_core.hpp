@@ -3,6 +3,7 @@
 // Batches hold it through slot_lease, so memory outlives the loader while a batch is alive.
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -113,8 +114,8 @@ struct loader_core {
   /// with the loader's device current (the caller's restored after).
   void release_cuda() noexcept;
   /// Teardown: waits for the work queued so far on `s` (`what`, for the log), once any capture of
-  /// it has ended (waiting 10 s at most for that).
-  void fence_teardown(const named_stream& s, const char* what) noexcept;
+  /// it has ended (waiting until `until` at most for that).
+  void fence_teardown(const named_stream& s, const char* what, std::chrono::steady_clock::time_point until) noexcept;
   loader_core(const loader_core&) = delete;
   loader_core& operator=(const loader_core&) = delete;
 
@@ -158,6 +159,10 @@ struct loader_core {
   void fence_after(std::size_t slot, const named_stream& stream);
   /// Keeps `stream`, being captured, as a pending fence of `slot` (fence_mutex not held).
   void defer_fence(std::size_t slot, const named_stream& stream);
+  /// Records the pending fences whose capture has ended (next(), on the consumer's thread): as soon
+  /// as the consumer goes on after a capture, while the streams it named surely live. Cheap where
+  /// none is pending.
+  void record_pending();
   /// Makes `stream` wait on the slot's fences (the copy stage, before the slot's next copy). A
   /// deferred fence is recorded once its stream's capture has ended: until then this waits,
   /// polling every millisecond, and throws loader_closed once `stopping` is set.
@@ -183,6 +188,7 @@ struct loader_core {
   cudaStream_t consumer_stream = nullptr;  // the caller's, or own_consumer_stream's
   cuda_event drain_event;                // blocking-sync event for drain()
   std::atomic<std::thread::id> consumer_thread{};  // take(): the thread that named consumer_stream last
+  std::atomic<std::size_t> pending_fences{0};      // entries of the slots' `pending`, all together
   stage_stats stats;
   std::unique_ptr<trace_recorder> trace;
   std::atomic<std::uint64_t> first_take_ns{0};

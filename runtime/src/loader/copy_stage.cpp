@@ -24,6 +24,7 @@ void loader_core::release_after(std::size_t slot, cudaStream_t stream) {
   device_guard guard(dev.index);
   auto& m = meta[slot];
   const named_stream named = name_stream(stream);
+  m.after_recorded = false;
   m.after_recorded = record_after(m.after_event.get(), named);
   if (!m.after_recorded) defer_fence(slot, named);
 }
@@ -42,7 +43,28 @@ void loader_core::defer_fence(std::size_t slot, const named_stream& stream) {
   auto& m = meta[slot];
   std::lock_guard lock(m.fence_mutex);
   m.pending.push_back(stream);
+  pending_fences.fetch_add(1, std::memory_order_relaxed);
   stats.add_capture_deferred();
+}
+
+void loader_core::record_pending() {
+  if (pending_fences.load(std::memory_order_relaxed) == 0 || !dev.is_cuda()) return;
+  device_guard guard(dev.index);
+  for (std::size_t s = 0; s < ring.size(); ++s) {
+    auto& m = meta[s];
+    std::lock_guard lock(m.fence_mutex);
+    for (std::size_t i = 0; i < m.pending.size();) {
+      cuda_event fence = take_fence(m);
+      if (!record_after(fence.get(), m.pending[i])) {  // still being captured: the copy will see to it
+        m.spare_fences.push_back(std::move(fence));
+        ++i;
+        continue;
+      }
+      m.fences.push_back(std::move(fence));
+      m.pending.erase(m.pending.begin() + static_cast<std::ptrdiff_t>(i));
+      pending_fences.fetch_sub(1, std::memory_order_relaxed);
+    }
+  }
 }
 
 void loader_core::fence_after(std::size_t slot, const named_stream& stream) {
@@ -63,7 +85,8 @@ void loader_core::fence_after(std::size_t slot, const named_stream& stream) {
     return;
   }
   m.spare_fences.push_back(std::move(fence));
-  m.pending.push_back(stream);  // the stream is being captured: recorded by the slot's next copy
+  m.pending.push_back(stream);  // the stream is being captured: recorded later (record_pending, wait_fences)
+  pending_fences.fetch_add(1, std::memory_order_relaxed);
   stats.add_capture_deferred();
 }
 
@@ -97,6 +120,7 @@ void loader_core::wait_fences(std::size_t slot, cudaStream_t stream, const std::
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+    pending_fences.fetch_sub(1, std::memory_order_relaxed);
     PINFEED_CUDA_TRY(cudaStreamWaitEvent(stream, fence.get(), 0));
     std::lock_guard lock(m.fence_mutex);
     m.spare_fences.push_back(std::move(fence));
@@ -110,6 +134,7 @@ void loader_core::release_slot(std::size_t slot) noexcept {
       device_guard guard(dev.index);
       // On whichever thread drops the last lease: the consumer stream as the taking thread named it.
       auto& m = meta[slot];
+      m.release_recorded = false;  // a record that throws leaves no stale event to wait on
       m.release_recorded = record_after(m.release_event.get(), m.consumer);
       if (!m.release_recorded) defer_fence(slot, m.consumer);
     } catch (const std::exception& e) {
@@ -135,6 +160,7 @@ void loader::impl::finish_slot(std::size_t slot) noexcept {
   try {
     stage_timer t(stage::copy, &c.stats, c.trace.get(), m.batch);
     device_guard guard(c.dev.index);
+    const detail::relaxed_capture_scope relaxed(true);  // beside a user's capture in global mode
     // The device slot may still be read by consumer work queued before its last release.
     if (m.release_recorded) PINFEED_CUDA_TRY(cudaStreamWaitEvent(c.copy_stream.get(), m.release_event.get(), 0));
     if (m.after_recorded) {  // work the consumer queued on its own stream before release_after()

@@ -36,6 +36,8 @@ void loader::impl::feed_batches(std::uint32_t e, std::uint64_t first_batch, std:
   // cannot be made current, every batch carries that failure to the consumer.
   std::optional<device_guard> on_device;
   std::exception_ptr device_failure;
+  // Its waits on copy events must neither fail nor break a user's graph capture in global mode.
+  const detail::relaxed_capture_scope relaxed(c.dev.is_cuda());
   if (c.dev.is_cuda()) {
     try {
       on_device.emplace(c.dev.index);

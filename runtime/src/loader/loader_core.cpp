@@ -71,6 +71,7 @@ void loader_core::allocate_slots(std::size_t n) {
   };
   std::optional<device_guard> guard;
   if (dev.is_cuda()) guard.emplace(dev.index);
+  const relaxed_capture_scope relaxed(dev.is_cuda());  // next() may run beside (or inside) a user's capture
   for (; s < n; ++s) {
     try {
       host[s] = host_buffer(slot_bytes, /*pinned=*/dev.is_cuda(), numa_node);
@@ -88,20 +89,18 @@ void loader_core::allocate_slots(std::size_t n) {
   }
 }
 
-void loader_core::fence_teardown(const named_stream& s, const char* what) noexcept {
-  // A capture that has not ended yet: wait for it, a bounded time (nothing hangs on teardown).
-  constexpr auto kCaptureWait = std::chrono::seconds(10);
-  const auto until = std::chrono::steady_clock::now() + kCaptureWait;
+void loader_core::fence_teardown(const named_stream& s, const char* what,
+                                 std::chrono::steady_clock::time_point until) noexcept {
   try {
     if (drain_event.get() == nullptr) {  // no event to record (its creation failed): the stream itself
-      PINFEED_CUDA_TRY(cudaStreamSynchronize(stream_here(s)));
+      if (!stream_capturing(stream_here(s))) PINFEED_CUDA_TRY(cudaStreamSynchronize(stream_here(s)));
       return;
     }
+    // A capture that has not ended yet: waited for until `until` (nothing hangs on teardown).
     while (!record_after(drain_event.get(), s)) {
       if (std::chrono::steady_clock::now() >= until) {
-        log(log_level::error, std::string("loader teardown: ") + what + " is still being captured into a CUDA graph "
-                              "after 10 s; the slots are freed without waiting for the work queued on it before "
-                              "the capture");
+        log(log_level::error, std::string("loader teardown: ") + what + " is still being captured into a CUDA graph; "
+                              "the slots are freed without waiting for the work queued on it before the capture");
         return;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -121,21 +120,25 @@ void loader_core::release_cuda() noexcept {
     log(log_level::error, std::string("loader teardown: ") + e.what());
   }
   // Copies and consumer work may still read or write the slots: finish them before freeing. The
-  // consumer stream as the thread that took batches named it; the streams whose fences waited for
-  // a capture to end, once it has (fence_teardown).
+  // consumer stream as the thread that took batches last named it; the streams whose fences waited
+  // for a capture to end, once it has (fence_teardown: 10 s for all of them together). In relaxed
+  // capture mode: a user's thread may be capturing beside this one.
+  const relaxed_capture_scope relaxed(true);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   if (copy_stream.get() != nullptr) wait_for_stream_nothrow(copy_stream.get(), drain_event.get());
   if (consumer_stream != nullptr)
-    fence_teardown({consumer_stream, consumer_thread.load(std::memory_order_relaxed)}, "the consumer stream");
+    fence_teardown({consumer_stream, consumer_thread.load(std::memory_order_relaxed)}, "the consumer stream", until);
   for (std::size_t s = 0; s < ring.size(); ++s) {
     if (meta[s].after_recorded) PINFEED_CUDA_TRY_NOTHROW(cudaEventSynchronize(meta[s].after_event.get()));
+    std::vector<named_stream> pending;
     {  // work of DLPack views on their own streams may still read the slot
       std::lock_guard lock(meta[s].fence_mutex);
       for (const auto& f : meta[s].fences) PINFEED_CUDA_TRY_NOTHROW(cudaEventSynchronize(f.get()));
-      for (const auto& p : meta[s].pending) fence_teardown(p, "a stream whose fence waited for its graph capture");
       meta[s].fences.clear();
       meta[s].spare_fences.clear();
-      meta[s].pending.clear();
+      pending.swap(meta[s].pending);
     }
+    for (const auto& p : pending) fence_teardown(p, "a stream whose fence waited for its graph capture", until);
     meta[s].copy_event.reset();
     meta[s].release_event.reset();
     meta[s].after_event.reset();

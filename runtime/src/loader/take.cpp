@@ -52,6 +52,7 @@ std::optional<batch> loader::impl::next() {
     m.consumer = detail::name_stream(c.consumer_stream);
     c.consumer_thread.store(m.consumer.thread, std::memory_order_relaxed);
     detail::wait_for_event(m.consumer, m.copy_event.get());
+    c.record_pending();  // fences deferred past a capture that has ended since
   }
   c.stats.add_batch(m.count, c.copied_bytes(*slot));
   return batch(std::move(lease));

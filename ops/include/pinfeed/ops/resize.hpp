@@ -34,7 +34,7 @@ void resize_bilinear_u8(const std::uint8_t* in, std::size_t in_stride, std::int6
 
 /// The box reduction of the header's statement: `out` (out_h x out_w RGB pixels, rows packed) from
 /// the box_h x box_w RGB pixels of `in` (rows `in_stride` bytes apart), each output pixel the mean
-/// of a `box` x `box` square (clipped at the edges). Needs box >= 1, (out_w - 1) box < box_w and
+/// of a `box` x `box` square (clipped at the edges). Needs 1 <= box <= 8, (out_w - 1) box < box_w and
 /// (out_h - 1) box < box_h (every output pixel covers one input pixel at least), in_stride >=
 /// 3 box_w; throws std::invalid_argument naming the value otherwise.
 void box_downscale_u8(const std::uint8_t* in, std::size_t in_stride, std::int64_t box_h, std::int64_t box_w, std::uint32_t box,
@@ -50,8 +50,9 @@ struct resize_job {
   /// Bytes from one input row to the next: 0 for packed rows (in_w x 3), else at least that (a
   /// window of a larger image).
   std::uint32_t in_stride = 0;
-  /// 0 or 1: the input is in_h x in_w pixels as they are. b > 1: it is the box reduction (the
-  /// header's statement) of the box_h x box_w pixels from in_offset, rows in_stride apart, by b.
+  /// 0 or 1: the input is in_h x in_w pixels as they are. b > 1 (at most 8): it is the box
+  /// reduction (the header's statement) of the box_h x box_w pixels from in_offset, rows in_stride
+  /// apart, by b.
   std::uint32_t box = 0;
   std::uint32_t box_h = 0, box_w = 0;
 };

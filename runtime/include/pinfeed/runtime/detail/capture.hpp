@@ -46,6 +46,29 @@ void with_relaxed_capture(Fn&& fn) {
   PINFEED_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
 }
 
+/// This thread in relaxed capture mode while the scope lives (when `on`), its mode restored after:
+/// pinfeed's own threads (the feeder, the copy stage on the workers, teardown, slot allocation)
+/// wait on events, allocate and free while a user's thread may be capturing a graph in global mode
+/// (torch.cuda.graph's default). In global mode those calls would be refused and would invalidate
+/// the user's capture; in relaxed mode this thread is not held to it. Never throws: a thread whose
+/// mode cannot be changed keeps it.
+class relaxed_capture_scope {
+ public:
+  explicit relaxed_capture_scope(bool on) noexcept {
+    if (on && cudaThreadExchangeStreamCaptureMode(&mode_) == cudaSuccess) set_ = true;
+    else if (on) (void)cudaGetLastError();
+  }
+  ~relaxed_capture_scope() {
+    if (set_) (void)cudaThreadExchangeStreamCaptureMode(&mode_);
+  }
+  relaxed_capture_scope(const relaxed_capture_scope&) = delete;
+  relaxed_capture_scope& operator=(const relaxed_capture_scope&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+  bool set_ = false;
+};
+
 /// True while `stream` is being captured into a graph (also when it is the legacy default stream
 /// and a blocking stream of the device is being captured): then nothing that is not capturable may run.
 bool stream_capturing(cudaStream_t stream);
@@ -66,7 +89,9 @@ cudaStream_t stream_here(const named_stream& s) noexcept;
 /// nothing, while that stream is being captured into a graph: a record there would add a node to
 /// the user's capture, and the copy stream's later wait on it would join the capture (its
 /// cudaStreamEndCapture then fails); on the legacy stream it would invalidate the capture of every
-/// blocking stream. The caller keeps `s` and records the fence once the capture has ended.
+/// blocking stream. Also false where a capture began between the query and the record (the record
+/// refused as one a capture forbids). The caller keeps `s` and records the fence once the capture
+/// has ended.
 bool record_after(cudaEvent_t event, const named_stream& s);
 
 /// Makes the work queued next on `s` (named by the calling thread) wait for `event`, the host not
@@ -79,7 +104,11 @@ void wait_for_event(const named_stream& s, cudaEvent_t event);
 #else
 namespace pinfeed::detail {
 // A CPU-only build has no stream: nothing to order, nothing being captured.
+struct relaxed_capture_scope {
+  explicit relaxed_capture_scope(bool) noexcept {}
+};
 inline cudaStream_t stream_here(const named_stream& s) noexcept { return s.handle; }
+inline bool stream_capturing(cudaStream_t) { return false; }
 inline bool record_after(cudaEvent_t, const named_stream&) { return true; }
 inline void wait_for_event(const named_stream&, cudaEvent_t) {}
 }  // namespace pinfeed::detail

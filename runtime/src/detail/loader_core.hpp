@@ -159,6 +159,11 @@ struct loader_core {
   void fence_after(std::size_t slot, const named_stream& stream);
   /// Keeps `stream`, being captured, as a pending fence of `slot` (fence_mutex not held).
   void defer_fence(std::size_t slot, const named_stream& stream);
+  /// The same with slot meta `m`'s fence_mutex held.
+  void pend_locked(slot_meta& m, const named_stream& stream);
+  /// Records the fences of `m`'s pending streams whose capture has ended (fence_mutex held); true
+  /// when none is left pending.
+  bool settle_pending(slot_meta& m);
   /// Records the pending fences whose capture has ended (next(), on the consumer's thread): as soon
   /// as the consumer goes on after a capture, while the streams it named surely live. Cheap where
   /// none is pending.

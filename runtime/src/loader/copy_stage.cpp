@@ -30,40 +30,59 @@ void loader_core::release_after(std::size_t slot, cudaStream_t stream) {
 }
 
 namespace {
-/// A fence event of slot meta `m` to record: a spare one, else a new one (fence_mutex held).
-cuda_event take_fence(slot_meta& m) {
-  if (m.spare_fences.empty()) return cuda_event::create(cudaEventDisableTiming);
-  cuda_event fence = std::move(m.spare_fences.back());
-  m.spare_fences.pop_back();
-  return fence;
+/// Records a fence of slot meta `m` after the work queued so far on `stream` (fence_mutex held),
+/// from a spare event or a new one: true, and the next copy waits on it; false, nothing recorded,
+/// while the stream is being captured (record_after).
+bool fence_locked(slot_meta& m, const named_stream& stream) {
+  cuda_event fence;
+  if (m.spare_fences.empty()) {
+    fence = cuda_event::create(cudaEventDisableTiming);
+  } else {
+    fence = std::move(m.spare_fences.back());
+    m.spare_fences.pop_back();
+  }
+  bool recorded = false;
+  try {
+    recorded = record_after(fence.get(), stream);
+  } catch (...) {
+    m.spare_fences.push_back(std::move(fence));
+    throw;
+  }
+  (recorded ? m.fences : m.spare_fences).push_back(std::move(fence));
+  return recorded;
 }
 }  // namespace
+
+void loader_core::pend_locked(slot_meta& m, const named_stream& stream) {
+  m.pending.push_back(stream);
+  pending_fences.fetch_add(1, std::memory_order_relaxed);
+  stats.add_capture_deferred();
+}
+
+bool loader_core::settle_pending(slot_meta& m) {
+  for (std::size_t i = 0; i < m.pending.size();) {
+    if (!fence_locked(m, m.pending[i])) {  // still being captured
+      ++i;
+      continue;
+    }
+    m.pending.erase(m.pending.begin() + static_cast<std::ptrdiff_t>(i));
+    pending_fences.fetch_sub(1, std::memory_order_relaxed);
+  }
+  return m.pending.empty();
+}
 
 void loader_core::defer_fence(std::size_t slot, const named_stream& stream) {
   auto& m = meta[slot];
   std::lock_guard lock(m.fence_mutex);
-  m.pending.push_back(stream);
-  pending_fences.fetch_add(1, std::memory_order_relaxed);
-  stats.add_capture_deferred();
+  pend_locked(m, stream);
 }
 
 void loader_core::record_pending() {
   if (pending_fences.load(std::memory_order_relaxed) == 0 || !dev.is_cuda()) return;
   device_guard guard(dev.index);
   for (std::size_t s = 0; s < ring.size(); ++s) {
-    auto& m = meta[s];
-    std::lock_guard lock(m.fence_mutex);
-    for (std::size_t i = 0; i < m.pending.size();) {
-      cuda_event fence = take_fence(m);
-      if (!record_after(fence.get(), m.pending[i])) {  // still being captured: the copy will see to it
-        m.spare_fences.push_back(std::move(fence));
-        ++i;
-        continue;
-      }
-      m.fences.push_back(std::move(fence));
-      m.pending.erase(m.pending.begin() + static_cast<std::ptrdiff_t>(i));
-      pending_fences.fetch_sub(1, std::memory_order_relaxed);
-    }
+    std::lock_guard lock(meta[s].fence_mutex);
+    (void)settle_pending(meta[s]);  // what is still being captured: the slot's next copy sees to it
   }
 }
 
@@ -72,58 +91,29 @@ void loader_core::fence_after(std::size_t slot, const named_stream& stream) {
   device_guard guard(dev.index);
   auto& m = meta[slot];
   std::lock_guard lock(m.fence_mutex);
-  cuda_event fence = take_fence(m);
-  bool recorded = false;
-  try {
-    recorded = record_after(fence.get(), stream);
-  } catch (...) {
-    m.spare_fences.push_back(std::move(fence));
-    throw;
-  }
-  if (recorded) {
-    m.fences.push_back(std::move(fence));
-    return;
-  }
-  m.spare_fences.push_back(std::move(fence));
-  m.pending.push_back(stream);  // the stream is being captured: recorded later (record_pending, wait_fences)
-  pending_fences.fetch_add(1, std::memory_order_relaxed);
-  stats.add_capture_deferred();
+  if (!fence_locked(m, stream)) pend_locked(m, stream);  // recorded later (record_pending, wait_fences)
 }
 
 void loader_core::wait_fences(std::size_t slot, cudaStream_t stream, const std::atomic<bool>& stopping) {
   auto& m = meta[slot];
-  std::vector<named_stream> pending;
-  {
-    std::lock_guard lock(m.fence_mutex);
-    while (!m.fences.empty()) {
-      PINFEED_CUDA_TRY(cudaStreamWaitEvent(stream, m.fences.back().get(), 0));
-      m.spare_fences.push_back(std::move(m.fences.back()));
-      m.fences.pop_back();
-    }
-    pending.swap(m.pending);
-  }
-  // Streams that were being captured when their fence was due: each one's fence once its capture
-  // has ended (it then follows the work queued before the capture, and the graph's launches since).
-  // Polled without the lock, so that deleters on other threads go on meanwhile.
-  for (std::size_t i = 0; i < pending.size(); ++i) {
-    cuda_event fence;
+  // Streams that were being captured when their fence was due get it once their capture has ended
+  // (it then follows the work queued before the capture, and the graph's launches since): polled,
+  // the lock let go between tries so that deleters on other threads go on meanwhile.
+  for (;;) {
     {
       std::lock_guard lock(m.fence_mutex);
-      fence = take_fence(m);
-    }
-    while (!record_after(fence.get(), pending[i])) {
-      if (stopping.load(std::memory_order_acquire)) {
-        std::lock_guard lock(m.fence_mutex);  // kept for release_cuda(), which still waits for them
-        m.pending.insert(m.pending.end(), pending.begin() + static_cast<std::ptrdiff_t>(i), pending.end());
-        m.spare_fences.push_back(std::move(fence));
-        throw loader_closed("loader closed while a copy waited for a graph capture of a reader stream to end");
+      if (settle_pending(m)) {
+        while (!m.fences.empty()) {
+          PINFEED_CUDA_TRY(cudaStreamWaitEvent(stream, m.fences.back().get(), 0));
+          m.spare_fences.push_back(std::move(m.fences.back()));
+          m.fences.pop_back();
+        }
+        return;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    pending_fences.fetch_sub(1, std::memory_order_relaxed);
-    PINFEED_CUDA_TRY(cudaStreamWaitEvent(stream, fence.get(), 0));
-    std::lock_guard lock(m.fence_mutex);
-    m.spare_fences.push_back(std::move(fence));
+    if (stopping.load(std::memory_order_acquire))  // what is pending stays for release_cuda()
+      throw loader_closed("loader closed while a copy waited for a graph capture of a reader stream to end");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 

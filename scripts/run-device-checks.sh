@@ -87,17 +87,21 @@ declare -A step_args=(
   [ordering-repeat]="runtime_tests --test-suite=gpu --test-case=$stream_cases"
 )
 
+# listed_cases BINARY ARGS...: how many cases doctest would run with ARGS (its own count), or empty.
+listed_cases() {
+  timeout 30 "$@" --list-test-cases 2>/dev/null |
+    sed -n 's/.*test cases passing the current filters: *\([0-9]*\).*/\1/p' | tail -n 1
+}
+
 # count_cases NAME: the cases step NAME's selection runs (doctest's own count of its filters); the
 # sampler's heavy cases count ten each in ops-gpu. Empty when the binary cannot list them.
 count_cases() {
   local -a a
   read -ra a <<<"${step_args[$1]}"
   local n heavy=0
-  n=$(timeout 30 "$bin/${a[0]}" "${a[@]:1}" --list-test-cases 2>/dev/null |
-      sed -n 's/.*test cases passing the current filters: *\([0-9]*\).*/\1/p' | tail -n 1)
+  n=$(listed_cases "$bin/${a[0]}" "${a[@]:1}")
   if [[ $1 == ops-gpu && -n $n ]]; then
-    heavy=$(timeout 30 "$bin/${a[0]}" "${a[@]:1}" --test-case="$heavy_cases" --list-test-cases 2>/dev/null |
-            sed -n 's/.*test cases passing the current filters: *\([0-9]*\).*/\1/p' | tail -n 1)
+    heavy=$(listed_cases "$bin/${a[0]}" "${a[@]:1}" --test-case="$heavy_cases")
     n=$((n + 9 * ${heavy:-0}))
   fi
   echo "$n"
@@ -259,8 +263,7 @@ sanitizer_step() {  # sanitizer_step NAME TOOL NOTE BINARY ARGS...   (NOTE: what
     step "$name" "$cs" --version
     # The step's case filter must select cases: a renamed case would leave the tool nothing to check.
     local listed
-    listed=$(timeout 30 "$@" --list-test-cases 2>/dev/null |
-             sed -n 's/.*test cases passing the current filters: *\([0-9]*\).*/\1/p' | tail -n 1)
+    listed=$(listed_cases "$@")
     if [[ -z $listed || $listed == 0 ]]; then
       record "$name" fail "$took" "dry run: its case filter selects ${listed:-no} cases"
       return

@@ -175,10 +175,12 @@ image_region checked_window(const jpeg_decompress_struct& c, const std::optional
 
 }  // namespace
 
+struct jpeg_scan_tag;  // the thread's walker scratch, pack_jpeg()'s and jpeg_scan_intact()'s
+
 namespace detail {
 
 bool jpeg_scan_intact(std::span<const std::byte> bytes, std::string& why) {
-  scan_scratch& s = pinfeed::detail::thread_scratch<scan_scratch, struct jpeg_scan_tag>();
+  scan_scratch& s = pinfeed::detail::thread_scratch<scan_scratch, loaders::jpeg_scan_tag>();
   const auto st = std::make_unique<decompress_state>();
   install_error_jump(*reinterpret_cast<jpeg_common_struct*>(&st->cinfo), st->err);
   if (setjmp(st->err.jump)) {

@@ -3,9 +3,13 @@
 // give, a kernel that spins before it sums a batch (a reader still at work when its view is freed),
 // and loader options on the GPU. Each case file gets its own copy (an anonymous namespace).
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
+#include <doctest/doctest.h>
+
+#include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/loader.hpp"
 #include "pinfeed/runtime/random.hpp"
 #include "pinfeed/runtime/source.hpp"
@@ -54,6 +58,18 @@ loader_options gpu_options(std::size_t batch, std::size_t prefetch) {
   o.device = "cuda";
   o.seed = 77;
   return o;
+}
+
+/// Batch `b` of random_source(seed 77), read back from the device: each sample is its own.
+inline void check_batch_is_its_own(const batch& b) {
+  std::vector<std::byte> back(b.size() * kBytes), expect(kBytes);
+  const auto v = b.field<std::uint8_t>("data");
+  PINFEED_CUDA_TRY(cudaMemcpyAsync(back.data(), v.data(), v.elements().size(), cudaMemcpyDeviceToHost, b.stream()));
+  PINFEED_CUDA_TRY(cudaStreamSynchronize(b.stream()));
+  for (std::size_t j = 0; j < b.size(); ++j) {
+    fill_random_bytes(philox_stream(77, 0, b.indices()[j]), expect);
+    CHECK(std::memcmp(back.data() + j * kBytes, expect.data(), kBytes) == 0);
+  }
 }
 
 }  // namespace

@@ -31,18 +31,6 @@ __global__ void sum_bytes(const std::uint8_t* data, std::size_t n, unsigned long
   atomicAdd(out, local);
 }
 
-/// Batch 2 lands in batch 0's slot (2 slots): it must equal its own samples.
-void check_batch_is_its_own(const batch& b) {
-  std::vector<std::byte> back(b.size() * kBytes), expect(kBytes);
-  const auto v = b.field<std::uint8_t>("data");
-  PINFEED_CUDA_TRY(cudaMemcpyAsync(back.data(), v.data(), v.elements().size(), cudaMemcpyDeviceToHost, b.stream()));
-  PINFEED_CUDA_TRY(cudaStreamSynchronize(b.stream()));
-  for (std::size_t j = 0; j < b.size(); ++j) {
-    fill_random_bytes(philox_stream(77, 0, b.indices()[j]), expect);
-    CHECK(std::memcmp(back.data() + j * kBytes, expect.data(), kBytes) == 0);
-  }
-}
-
 }  // namespace
 
 TEST_CASE("runtime.streams.per_thread_stream_is_the_naming_threads") {

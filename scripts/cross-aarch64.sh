@@ -48,5 +48,6 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch6
   -DPINFEED_BUILD_TOOLS=OFF -DPINFEED_BUILD_BENCH=OFF >/dev/null
 cmake --build "$build" -j "$(nproc)" --target runtime_tests ops_tests loaders_tests
 readelf -h "$build/tests/ops_tests" | grep -q "AArch64" || { echo "cross-aarch64: ops_tests is not an aarch64 binary" >&2; exit 1; }
+bash "$root/scripts/ctest-costs.sh" "$build"  # the longest cases first
 cd "$build"
 ctest --output-on-failure -j 2 -L cpu -R '^(runtime|ops|loaders)_tests[.]' "$@"

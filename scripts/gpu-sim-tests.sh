@@ -32,6 +32,7 @@ targets+=($(cmake --build "$build" --target help | sed -n 's/^\(\(sampler\|jpeg\
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 echo "gpu-sim-tests: built ($(($(date +%s) - start)) s)"
 if ((build_only)); then exit 0; fi
+bash "$root/scripts/ctest-costs.sh" "$build"  # the longest cases first
 cd "$build"
 ctest --output-on-failure -j 2 -L gpu-sim "$@"
 echo "gpu-sim-tests: done in $(($(date +%s) - start)) s"

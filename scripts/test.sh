@@ -66,5 +66,6 @@ elif ((${#build_args[@]} == 0)); then
   fi
   step "main test run"
 fi
+bash "$root/scripts/ctest-costs.sh" "$build_dir"  # the longest tests first in a fresh build
 cd "$build_dir"
 ctest "${ctest_args[@]}" "$@"

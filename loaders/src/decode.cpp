@@ -20,11 +20,15 @@
 #include <jpeglib.h>
 #include <turbojpeg.h>
 
+#include "image_header.hpp"
 #include "jpeg_huffman.hpp"
 #include "jpeg_window.hpp"
 
 namespace pinfeed::loaders {
 namespace {
+
+using detail::is_jpeg;
+using detail::is_tiff;
 
 bool starts_with(std::span<const std::byte> b, std::initializer_list<unsigned> magic) {
   if (b.size() < magic.size()) return false;
@@ -32,30 +36,6 @@ bool starts_with(std::span<const std::byte> b, std::initializer_list<unsigned> m
   for (unsigned m : magic)
     if (static_cast<unsigned>(b[i++]) != m) return false;
   return true;
-}
-
-std::uint32_t be32(std::span<const std::byte> b, std::size_t at) {
-  return (static_cast<std::uint32_t>(b[at]) << 24) | (static_cast<std::uint32_t>(b[at + 1]) << 16) |
-         (static_cast<std::uint32_t>(b[at + 2]) << 8) | static_cast<std::uint32_t>(b[at + 3]);
-}
-std::int32_t le32(std::span<const std::byte> b, std::size_t at) {
-  return static_cast<std::int32_t>(static_cast<std::uint32_t>(b[at]) | (static_cast<std::uint32_t>(b[at + 1]) << 8) |
-                                   (static_cast<std::uint32_t>(b[at + 2]) << 16) |
-                                   (static_cast<std::uint32_t>(b[at + 3]) << 24));
-}
-
-bool is_jpeg(std::span<const std::byte> b) { return starts_with(b, {0xFF, 0xD8, 0xFF}); }
-
-struct tj_deleter {
-  void operator()(void* h) const noexcept { tjDestroy(h); }
-};
-using tj_handle = std::unique_ptr<void, tj_deleter>;
-
-tjhandle decompressor() {
-  auto& handle = pinfeed::detail::thread_scratch<tj_handle, struct turbojpeg_decompressor>();
-  if (!handle) handle.reset(tjInitDecompress());  // made again after a failure: it was memory
-  if (!handle) throw std::bad_alloc();
-  return handle.get();
 }
 
 /// A decoder's message that says it ran out of memory (libjpeg's JERR_OUT_OF_MEMORY, TurboJPEG's
@@ -80,15 +60,15 @@ void check_pixels(const image_size& s, const decode_options& o, const std::strin
                    std::to_string(o.max_pixels) + " pixels");
 }
 
-bool is_tiff(std::span<const std::byte> b) { return starts_with(b, {'I', 'I', 42, 0}) || starts_with(b, {'M', 'M', 0, 42}); }
+#define PINFEED_STRINGIFY2(x) #x
+#define PINFEED_STRINGIFY(x) PINFEED_STRINGIFY2(x)
 
-/// check_pixels() on the size the header gives. A TIFF is sized by its header or not decoded:
-/// libtiff would allocate whatever its directory says.
-void check_header(std::span<const std::byte> bytes, const decode_options& o, const std::string& what) {
-  const image_size s = peek_size(bytes);
-  if ((s.width <= 0 || s.height <= 0) && o.max_pixels > 0 && is_tiff(bytes))
-    fail(what, "a TIFF whose first directory does not give ImageWidth and ImageLength as one BYTE, SHORT or LONG each");
-  check_pixels(s, o, what);
+std::string libjpeg_version() {
+#ifdef LIBJPEG_TURBO_VERSION
+  return "libjpeg-turbo " PINFEED_STRINGIFY(LIBJPEG_TURBO_VERSION);
+#else
+  return "this libjpeg";
+#endif
 }
 
 /// check_pixels() as decode_jpeg_window() takes it.
@@ -104,7 +84,7 @@ bool opencv_format(std::span<const std::byte> b) {
   // the magic bytes name, and GDCM asserts (aborts) on hostile input: refuse those bytes.
   if (b.size() >= 132 && std::memcmp(b.data() + 128, "DICM", 4) == 0) return false;
   if (starts_with(b, {0x89, 'P', 'N', 'G'}) || starts_with(b, {'B', 'M'})) return true;
-  if (starts_with(b, {'I', 'I', 42, 0}) || starts_with(b, {'M', 'M', 0, 42})) return true;  // TIFF
+  if (is_tiff(b)) return true;  // classic TIFF and BigTIFF
   if (starts_with(b, {'R', 'I', 'F', 'F'}) && b.size() >= 16 && std::memcmp(b.data() + 8, "WEBP", 4) == 0)
     // Only the three chunk kinds a WebP file starts with, all of which peek_size() reads the size of.
     return std::memcmp(b.data() + 12, "VP8 ", 4) == 0 || std::memcmp(b.data() + 12, "VP8L", 4) == 0 ||
@@ -123,6 +103,33 @@ const char* format_name(std::span<const std::byte> b) {
   if (starts_with(b, {'R', 'I', 'F', 'F'})) return "a WebP image";
   if (is_jpeg(b)) return "a CMYK/YCCK JPEG";
   return "a PNM image";
+}
+
+/// Refuses, by name, what the header says cannot be decoded or is over the pixel limit, before any
+/// decoder runs. A JPEG must be an 8-bit DCT JPEG (libjpeg reads its header again and checks the
+/// size itself); every other format must give its size in the header where there is a limit:
+/// its decoder would allocate whatever the file says.
+void check_header(std::span<const std::byte> bytes, const decode_options& o, const std::string& what) {
+  if (is_jpeg(bytes)) {
+    const detail::jpeg_frame f = detail::read_jpeg_frame(bytes);
+    if (!f.found) return;  // libjpeg's reading of the header names what is wrong
+    if (f.precision != 8)
+      fail(what, "a " + std::to_string(f.precision) + "-bit JPEG (" + detail::jpeg_process_name(f.marker) + "): " +
+                     libjpeg_version() + " here decodes 8-bit JPEGs only");
+    const int m = f.marker;  // lossless and hierarchical processes: outside libjpeg-turbo 2's reach
+    if (m == 0xC3 || m == 0xCB || (m >= 0xC5 && m <= 0xC7) || (m >= 0xCD && m <= 0xCF))
+      fail(what, std::string("a ") + detail::jpeg_process_name(m) + " JPEG, which " + libjpeg_version() +
+                     " does not decode");
+    check_pixels({f.width, f.height}, o, what);
+    return;
+  }
+  const image_size s = peek_size(bytes);
+  if ((s.width <= 0 || s.height <= 0) && o.max_pixels > 0 && opencv_format(bytes))
+    fail(what, std::string(format_name(bytes)) + " whose header gives no size: " +
+                   (is_tiff(bytes) ? "the first directory must give ImageWidth and ImageLength as one BYTE, SHORT or LONG each"
+                                   : "truncated or malformed header") +
+                   " (the pixel limit applies to every image)");
+  check_pixels(s, o, what);
 }
 
 #if PINFEED_HAVE_IMGCODECS
@@ -178,66 +185,6 @@ unsigned full_decode_denom(std::int64_t w, std::int64_t h, std::int64_t min_shor
   return 1;
 }
 
-}  // namespace
-
-image_size peek_size(std::span<const std::byte> b) {
-  if (is_jpeg(b)) {
-    int w = 0, h = 0, subsamp = 0, colorspace = 0;
-    if (tjDecompressHeader3(decompressor(), reinterpret_cast<const unsigned char*>(b.data()),
-                            static_cast<unsigned long>(b.size()), &w, &h, &subsamp, &colorspace) == 0)
-      return {w, h};
-    return {};
-  }
-  if (starts_with(b, {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A}) && b.size() >= 24)
-    return {be32(b, 16), be32(b, 20)};  // IHDR
-  if (starts_with(b, {'R', 'I', 'F', 'F'}) && b.size() >= 30 && std::memcmp(b.data() + 8, "WEBP", 4) == 0) {
-    const auto u8 = [&](std::size_t at) { return static_cast<std::int64_t>(b[at]); };
-    if (std::memcmp(b.data() + 12, "VP8X", 4) == 0)  // extended: canvas size - 1, 24 bits each
-      return {1 + (u8(24) | u8(25) << 8 | u8(26) << 16), 1 + (u8(27) | u8(28) << 8 | u8(29) << 16)};
-    if (std::memcmp(b.data() + 12, "VP8L", 4) == 0 && u8(20) == 0x2F) {  // lossless: 14 bits each, - 1
-      const std::int64_t bits = u8(21) | u8(22) << 8 | u8(23) << 16 | u8(24) << 24;
-      return {1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)};
-    }
-    if (std::memcmp(b.data() + 12, "VP8 ", 4) == 0)  // lossy key frame: 14-bit width and height
-      return {(u8(26) | u8(27) << 8) & 0x3FFF, (u8(28) | u8(29) << 8) & 0x3FFF};
-    return {};
-  }
-  if ((starts_with(b, {'I', 'I', 42, 0}) || starts_with(b, {'M', 'M', 0, 42})) && b.size() >= 8) {
-    // TIFF: ImageWidth (256) and ImageLength (257) in the first IFD.
-    const bool le = b[0] == std::byte{'I'};
-    const auto rd = [&](std::size_t at, int n) -> std::uint64_t {
-      std::uint64_t v = 0;
-      for (int i = 0; i < n; ++i) v |= static_cast<std::uint64_t>(b[at + (le ? i : n - 1 - i)]) << (8 * i);
-      return v;
-    };
-    const std::uint64_t ifd = rd(4, 4);
-    if (ifd + 2 > b.size()) return {};
-    const std::uint64_t entries = rd(ifd, 2);
-    image_size s{};
-    for (std::uint64_t e = 0; e < entries && ifd + 2 + 12 * (e + 1) <= b.size(); ++e) {
-      const std::size_t at = ifd + 2 + 12 * e;
-      const auto tag = rd(at, 2), type = rd(at + 2, 2), count = rd(at + 4, 4);
-      if (tag != 256 && tag != 257) continue;
-      // One BYTE, SHORT or LONG, held in the entry (libtiff converts these; other types and counts
-      // leave the size unknown, and such a TIFF is refused).
-      const int width = type == 1 ? 1 : type == 3 ? 2 : type == 4 ? 4 : 0;
-      if (width == 0 || count != 1) return {};
-      const auto value = static_cast<std::int64_t>(rd(at + 8, width));
-      // The first of a repeated tag counts, as libtiff (which decodes it) reads it.
-      if (tag == 256 && s.width == 0) s.width = value;
-      if (tag == 257 && s.height == 0) s.height = value;
-    }
-    return s;
-  }
-  if (starts_with(b, {'B', 'M'}) && b.size() >= 26) {
-    const std::int64_t h = le32(b, 22);
-    return {le32(b, 18), h < 0 ? -h : h};
-  }
-  return {};
-}
-
-namespace {
-
 /// Copies rows/columns of a decoded image into `out` (the region, clamped).
 image_spec cut_region(const std::vector<std::byte>& full, const image_spec& spec, image_region r, double scale,
                       std::vector<std::byte>& out) {
@@ -253,34 +200,19 @@ image_spec cut_region(const std::vector<std::byte>& full, const image_spec& spec
   return cut;
 }
 
-/// TurboJPEG's decode of a whole JPEG (libjpeg-turbo's own Huffman decoder).
-image_spec decode_turbojpeg(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& o,
-                            const std::string& what) {
-  tjhandle tj = decompressor();
-  int w = 0, h = 0, subsamp = 0, colorspace = 0;
-  const auto* src = reinterpret_cast<const unsigned char*>(bytes.data());
-  const auto size = static_cast<unsigned long>(bytes.size());
-  if (tjDecompressHeader3(tj, src, size, &w, &h, &subsamp, &colorspace) != 0)
-    fail(what, std::string("corrupt JPEG header (") + tjGetErrorStr2(tj) + ")");
-  // CMYK/YCCK JPEGs: TurboJPEG cannot convert them to RGB; OpenCV's libjpeg path can.
-  if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) return decode_opencv(bytes, out, what);
-  const tjscalingfactor best{1, static_cast<int>(full_decode_denom(w, h, o.min_short_side))};
-  const int sw = TJSCALED(w, best), sh = TJSCALED(h, best);
-  const image_spec spec{sh, sw, 3, dtype::u8};
-  out.resize(spec.bytes());
-  const int flags = TJFLAG_NOREALLOC | (o.fast_dct ? TJFLAG_FASTDCT : 0) | TJFLAG_STOPONWARNING;
-  if (tjDecompress2(tj, src, size, reinterpret_cast<unsigned char*>(out.data()), sw, 0, sh, TJPF_RGB, flags) != 0)
-    fail(what, std::string("corrupt or truncated JPEG (") + tjGetErrorStr2(tj) + ")");
-  return spec;
-}
-
 /// A whole JPEG through libjpeg (full_decode_denom's scale), with pinfeed's Huffman decoder or not.
 std::optional<image_spec> decode_whole_jpeg(std::span<const std::byte> bytes, std::vector<std::byte>& out,
-                                            const decode_options& o, const std::string& what, bool pinfeed_huffman) {
+                                            const decode_options& o, const std::string& what, bool pinfeed_huffman,
+                                            decode_report* report) {
   return detail::decode_jpeg_window(
       bytes, out, o.fast_dct, what, pixel_check(o, what), [&](std::int64_t w, std::int64_t h) { return full_decode_denom(w, h, o.min_short_side); },
       [](std::int64_t, std::int64_t, double, std::int64_t ow, std::int64_t oh) { return image_region{0, 0, oh, ow}; },
-      pinfeed_huffman);
+      pinfeed_huffman, o.strict, report);
+}
+
+/// Whether a decode with options `o` runs pinfeed's Huffman decoder where the file allows it.
+bool pinfeed_huffman_for(const decode_options& o) {
+  return o.huffman == decode_options::huffman_decoder::pinfeed && jpeg_huffman_in_use().pinfeed;
 }
 
 /// RGB pixels (validated by the caller) as a JPEG with TurboJPEG's chroma `subsamp`.
@@ -327,9 +259,6 @@ std::vector<std::vector<std::byte>> self_check_jpegs() {
   return out;
 }
 
-#define PINFEED_STRINGIFY2(x) #x
-#define PINFEED_STRINGIFY(x) PINFEED_STRINGIFY2(x)
-
 jpeg_huffman_status check_jpeg_huffman() {
 #ifdef LIBJPEG_TURBO_VERSION
   const std::string version = PINFEED_STRINGIFY(LIBJPEG_TURBO_VERSION);
@@ -347,9 +276,9 @@ jpeg_huffman_status check_jpeg_huffman() {
   for (std::size_t i = 0; i < jpegs.size(); ++i) {
     try {
       const std::size_t scans = detail::pinfeed_huffman_scans();
-      const auto a = decode_whole_jpeg(jpegs[i], ours, o, "self-check", true);
+      const auto a = decode_whole_jpeg(jpegs[i], ours, o, "self-check", true, nullptr);
       const bool ran = detail::pinfeed_huffman_scans() > scans;
-      const auto b = decode_whole_jpeg(jpegs[i], theirs, o, "self-check", false);
+      const auto b = decode_whole_jpeg(jpegs[i], theirs, o, "self-check", false, nullptr);
       if (!a || !b || !ran || ours != theirs)
         return {false, "libjpeg-turbo's (self-check: pinfeed's decoder " +
                            std::string(ran ? "gave other pixels" : "did not run") + " on test JPEG " +
@@ -370,13 +299,11 @@ const jpeg_huffman_status& jpeg_huffman_in_use() {
 }
 
 image_spec decode_image(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& o,
-                        const std::string& what) {
+                        const std::string& what, decode_report* report) {
   if (bytes.empty()) fail(what, "empty file (0 bytes)");
   check_header(bytes, o, what);
   if (!is_jpeg(bytes)) return decode_opencv(bytes, out, what);
-  if (o.huffman == decode_options::huffman_decoder::libjpeg || !jpeg_huffman_in_use().pinfeed)
-    return decode_turbojpeg(bytes, out, o, what);
-  const auto spec = decode_whole_jpeg(bytes, out, o, what, true);
+  const auto spec = decode_whole_jpeg(bytes, out, o, what, pinfeed_huffman_for(o), report);
   return spec ? *spec : decode_opencv(bytes, out, what);
 }
 
@@ -396,7 +323,8 @@ image_region scaled_region(image_region r, std::int64_t width, std::int64_t heig
 }
 
 image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& o,
-                               image_region r, std::int64_t min_short_side, const std::string& what) {
+                               image_region r, std::int64_t min_short_side, const std::string& what,
+                               decode_report* report) {
   if (bytes.empty()) fail(what, "empty file (0 bytes)");
   check_header(bytes, o, what);
   auto& whole = pinfeed::detail::thread_scratch<std::vector<std::byte>, struct whole_image>();
@@ -416,7 +344,7 @@ image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std
         },
         // libjpeg's output at 1/denom is ceil(W / denom) x ceil(H / denom), as scaled_region() takes it.
         [&](std::int64_t W, std::int64_t H, double, std::int64_t, std::int64_t) { return scaled_region(r, W, H, denom); },
-        o.huffman == decode_options::huffman_decoder::pinfeed && jpeg_huffman_in_use().pinfeed);
+        pinfeed_huffman_for(o), o.strict, report);
     if (spec) return *spec;
   }
   const image_spec spec = decode_opencv(bytes, whole, what);

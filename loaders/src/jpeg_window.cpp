@@ -71,23 +71,47 @@ void read_window(jpeg_decompress_struct& cinfo, jpeg_error_jump& err, const imag
   }
 }
 
+/// The warnings a decode went past, into the caller's report.
+void add_warnings(const jpeg_error_jump& err, decode_report* report) {
+  if (report == nullptr || err.warnings == 0) return;
+  if (report->warnings == 0) report->first_warning = err.first_warning;
+  report->warnings += err.warnings;
+}
+
+/// RGB out, at 1/denom, with the chosen IDCT.
+void set_output(jpeg_decompress_struct& cinfo, unsigned denom, bool fast_dct) {
+  cinfo.out_color_space = JCS_RGB;
+  cinfo.scale_num = 1;
+  cinfo.scale_denom = denom;
+  cinfo.dct_method = fast_dct ? JDCT_IFAST : JDCT_ISLOW;
+}
+
 }  // namespace
 
 std::optional<image_spec> decode_jpeg_window(std::span<const std::byte> bytes, std::vector<std::byte>& out, bool fast_dct,
                                              const std::string& what, const jpeg_size_check& check,
                                              const jpeg_denom_fn& denom, const jpeg_window_fn& window,
-                                             bool pinfeed_huffman) {
+                                             bool pinfeed_huffman, bool strict, decode_report* report) {
   jpeg_decompress_struct cinfo{};
   jpeg_error_jump err{};
+  err.count_warnings = !strict;
   install_error_jump(*reinterpret_cast<jpeg_common_struct*>(&cinfo), err);
   // Per-thread storage, not a local: nothing to undo after a longjmp.
   auto& row_storage = pinfeed::detail::thread_scratch<std::vector<JSAMPLE>, struct jpeg_rows>();
+  // Set once pinfeed's Huffman decoder runs the scan: a member of err (whose address libjpeg
+  // holds, so it lives in memory), read through a pointer set before the setjmp.
+  const bool* in_our_scan = &err.in_pinfeed_scan;
   if (setjmp(err.jump)) {
     const int code = err.mgr.msg_code;
+    const bool ours = *in_our_scan;
     jpeg_destroy_decompress(&cinfo);
     // libjpeg's JERR_OUT_OF_MEMORY (its allocator returned null) is no fault of the image:
     // error_policy::skip must not skip it. (Its sizes follow the header, which max_pixels checked.)
     if (code == JERR_OUT_OF_MEMORY) throw std::bad_alloc();
+    // pinfeed's decoder stops at corrupt data that libjpeg's may decode past with a warning: unless
+    // warnings are refused, libjpeg's own decoder decodes the file again, so the pixels (and the
+    // verdict) are libjpeg's.
+    if (ours && !strict) return decode_jpeg_window(bytes, out, fast_dct, what, check, denom, window, false, false, report);
     throw pinfeed::runtime_error(what + ": corrupt or truncated JPEG (" + err.message + ")");
   }
   jpeg_create_decompress(&cinfo);
@@ -106,12 +130,9 @@ std::optional<image_spec> decode_jpeg_window(std::span<const std::byte> bytes, s
     return std::nullopt;
   }
   const std::int64_t W = cinfo.image_width, H = cinfo.image_height;
-  cinfo.out_color_space = JCS_RGB;
-  cinfo.scale_num = 1;
-  cinfo.scale_denom = denom(W, H);
-  cinfo.dct_method = fast_dct ? JDCT_IFAST : JDCT_ISLOW;
+  set_output(cinfo, denom(W, H), fast_dct);
   jpeg_start_decompress(&cinfo);
-  if (pinfeed_huffman) use_pinfeed_huffman(&cinfo);
+  if (pinfeed_huffman && use_pinfeed_huffman(&cinfo)) err.in_pinfeed_scan = true;
   const std::int64_t ow = cinfo.output_width, oh = cinfo.output_height;
   const image_region win = window(W, H, static_cast<double>(ow) / static_cast<double>(W), ow, oh);
   const image_spec spec{win.height, win.width, 3, dtype::u8};
@@ -121,6 +142,7 @@ std::optional<image_spec> decode_jpeg_window(std::span<const std::byte> bytes, s
   read_window(cinfo, err, win, r, out.data());
   jpeg_abort_decompress(&cinfo);
   jpeg_destroy_decompress(&cinfo);
+  add_warnings(err, report);
   return spec;
 }
 

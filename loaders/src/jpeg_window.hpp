@@ -24,10 +24,14 @@ using jpeg_size_check = std::function<void(std::int64_t width, std::int64_t heig
 
 /// Decodes the window of `bytes` into `out` (RGB) and returns its shape; nothing for CMYK/YCCK
 /// JPEGs, which libjpeg cannot turn into RGB (the caller decodes those another way). Throws
-/// std::runtime_error "<what>: corrupt or truncated JPEG (<libjpeg's words>)".
+/// std::runtime_error "<what>: corrupt or truncated JPEG (<libjpeg's words>)". strict: libjpeg's
+/// first warning refuses the file; else warnings are counted into `report` (where given), the end
+/// of the data still refuses it, and a scan pinfeed's Huffman decoder finds corrupt is decoded
+/// again by libjpeg's.
 [[nodiscard]] std::optional<image_spec> decode_jpeg_window(std::span<const std::byte> bytes, std::vector<std::byte>& out,
                                                            bool fast_dct, const std::string& what,
                                                            const jpeg_size_check& check, const jpeg_denom_fn& denom,
-                                                           const jpeg_window_fn& window, bool pinfeed_huffman);
+                                                           const jpeg_window_fn& window, bool pinfeed_huffman,
+                                                           bool strict, decode_report* report);
 
 }  // namespace pinfeed::loaders::detail

@@ -16,6 +16,7 @@
 #include "hybrid_decode.hpp"
 #include "pinfeed/runtime/detail/thread_scratch.hpp"
 #include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/log.hpp"
 #include "pinfeed/runtime/stats.hpp"
 
 namespace pinfeed::loaders {
@@ -42,20 +43,20 @@ std::optional<ops::normalize_params> fused_tail(const pipeline& p) {
 
 namespace {
 image_spec decode_planned(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& options,
-                          const decode_planner& plan, const std::string& what, bool& window_only) {
+                          const decode_planner& plan, const std::string& what, bool& window_only, decode_report& report) {
   window_only = false;
   const image_size full = plan ? peek_size(bytes) : image_size{};
-  if (full.width <= 0 || full.height <= 0) return decode_image(bytes, out, options, what);
+  if (full.width <= 0 || full.height <= 0) return decode_image(bytes, out, options, what, &report);
   const decode_plan p = plan(full.height, full.width);
   const auto floor = [&](std::int64_t need) { return need == 0 ? 0 : std::max(need, options.min_short_side); };
   if (p.window) {
     window_only = true;
     return decode_image_region(bytes, out, options, p.window->window,
-                               floor(std::min(p.window->out_height, p.window->out_width)), what);
+                               floor(std::min(p.window->out_height, p.window->out_width)), what, &report);
   }
   decode_options o = options;
   o.min_short_side = floor(p.min_short_side);
-  return decode_image(bytes, out, o, what);
+  return decode_image(bytes, out, o, what, &report);
 }
 }  // namespace
 
@@ -64,10 +65,18 @@ read_result decode_sample(sample& s, std::span<const std::byte> bytes, std::vect
   stage_timer timer(stage::decode, s.stats(), s.trace(), s.index());
   read_result r;
   r.stored_bytes = bytes.size();
+  decode_report report;
   try {
-    r.spec = decode_planned(bytes, image, options, plan, origin, r.window_only);
+    r.spec = decode_planned(bytes, image, options, plan, origin, r.window_only, report);
   } catch (...) {
     rethrow_as_sample_error(s.index(), "decode", origin);
+  }
+  if (report.warnings > 0) {
+    if (s.stats() != nullptr) s.stats()->add_decode_warning();
+    if (get_log_level() >= log_level::debug)
+      log(log_level::debug, "sample " + std::to_string(s.index()) + " (" + origin + "): decoded past " +
+                                std::to_string(report.warnings) + " corrupt-data warning(s) of libjpeg, the first: " +
+                                report.first_warning);
   }
   return r;
 }

@@ -85,7 +85,9 @@ std::string stats_snapshot::summary() const {
                 static_cast<unsigned long long>(errors), static_cast<unsigned long long>(bad_samples),
                 static_cast<unsigned long long>(replaced), wall_ns / 1e9, samples_per_s(), megabytes_per_s(),
                 100.0 * consumer_wait_fraction());
-  return line;
+  std::string out = line;
+  if (decode_warnings > 0) out += ", decode warnings " + std::to_string(decode_warnings);
+  return out;
 }
 
 void stage_stats::add(stage s, std::uint64_t ns) noexcept {
@@ -116,6 +118,7 @@ void stage_stats::reset() noexcept {
   bad_samples_.store(0);
   replaced_.store(0);
   capture_deferred_.store(0);
+  decode_warnings_.store(0);
 }
 
 stats_snapshot stage_stats::snapshot() const noexcept {
@@ -132,6 +135,7 @@ stats_snapshot stage_stats::snapshot() const noexcept {
   s.bad_samples = bad_samples_.load(std::memory_order_relaxed);
   s.replaced = replaced_.load(std::memory_order_relaxed);
   s.capture_deferred = capture_deferred_.load(std::memory_order_relaxed);
+  s.decode_warnings = decode_warnings_.load(std::memory_order_relaxed);
   return s;
 }
 

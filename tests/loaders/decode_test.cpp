@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <opencv2/core.hpp>
@@ -218,5 +220,91 @@ TEST_CASE("decode.peek_size_takes_the_first_of_a_repeated_tiff_tag") {
   CHECK(peek_size(std::as_bytes(std::span(t))).width == 0);
   std::vector<std::byte> out;
   CHECK_THROWS_WITH_AS((void)decode_image(std::as_bytes(std::span(t)), out, {}, "odd.tiff"),
-                       doctest::Contains("odd.tiff: a TIFF whose first directory does not give ImageWidth"), std::runtime_error);
+                       doctest::Contains("odd.tiff: a TIFF image whose header gives no size: the first directory must give ImageWidth"), std::runtime_error);
+}
+
+namespace {
+void put_le(std::vector<std::byte>& b, std::uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) b.push_back(static_cast<std::byte>((v >> (8 * i)) & 0xFF));
+}
+
+/// A 24-bit BMP with the 12-byte core header (Windows 2.x / OS/2 1.x): 16-bit width and height.
+std::vector<std::byte> core_header_bmp(int w, int h, bool with_pixels) {
+  const std::size_t stride = (static_cast<std::size_t>(w) * 3 + 3) / 4 * 4;
+  std::vector<std::byte> b{std::byte{'B'}, std::byte{'M'}};
+  put_le(b, 26 + (with_pixels ? stride * static_cast<std::size_t>(h) : 0), 4);
+  put_le(b, 0, 4);
+  put_le(b, 26, 4);  // pixel data offset
+  put_le(b, 12, 4);  // the core header's size
+  put_le(b, static_cast<std::uint64_t>(w), 2);
+  put_le(b, static_cast<std::uint64_t>(h), 2);
+  put_le(b, 1, 2);   // planes
+  put_le(b, 24, 2);  // bits a pixel
+  if (with_pixels)
+    for (int y = 0; y < h; ++y)
+      for (std::size_t x = 0; x < stride; ++x) b.push_back(static_cast<std::byte>((x * 7 + static_cast<std::size_t>(y) * 3) & 0xFF));
+  return b;
+}
+}  // namespace
+
+TEST_CASE("decode.every_formats_header_gives_its_size_and_the_limit_holds_for_each") {
+  std::vector<std::byte> out;
+  decode_options tight;
+  tight.max_pixels = 1000;
+  // BMP, core header: 127 x 64 (read as 32-bit fields this was 4194431 x 524289), decoded at that size.
+  const auto bmp = core_header_bmp(127, 64, true);
+  CHECK(peek_size(bmp).width == 127);
+  CHECK(peek_size(bmp).height == 64);
+  const image_spec s = decode_image(bmp, out, {}, "os2.bmp");
+  CHECK(s.width == 127);
+  CHECK(s.height == 64);
+  CHECK_THROWS_WITH_AS((void)decode_image(bmp, out, tight, "os2.bmp"), doctest::Contains("os2.bmp: image of 127x64 pixels exceeds the limit of 1000"),
+                       std::runtime_error);
+  // A height of 32768 or more stays a height (it made a negative width, past the limit, before).
+  const auto tall = core_header_bmp(3000, 40000, false);
+  CHECK(peek_size(tall).width == 3000);
+  CHECK(peek_size(tall).height == 40000);
+  decode_options million;
+  million.max_pixels = 1000000;
+  CHECK_THROWS_WITH_AS((void)decode_image(tall, out, million, "tall.bmp"), doctest::Contains("3000x40000 pixels exceeds"),
+                       std::runtime_error);
+  // PNM: the header's tokens past comments; the limit applies before OpenCV allocates.
+  std::string ppm = "P6\n# a comment 99 99\n 40  # another\n 30\n255\n";
+  ppm += std::string(40 * 30 * 3, '\x40');
+  const auto pnm = std::as_bytes(std::span(ppm));
+  CHECK(peek_size(pnm).width == 40);
+  CHECK(peek_size(pnm).height == 30);
+  CHECK(decode_image(pnm, out, {}, "a.ppm").width == 40);
+  CHECK_THROWS_WITH_AS((void)decode_image(pnm, out, tight, "a.ppm"), doctest::Contains("a.ppm: image of 40x30 pixels exceeds"),
+                       std::runtime_error);
+  const std::string bad_pnm = "P5\n# no size at all\n";
+  CHECK(peek_size(std::as_bytes(std::span(bad_pnm))).width == 0);
+  CHECK_THROWS_WITH_AS((void)decode_image(std::as_bytes(std::span(bad_pnm)), out, {}, "b.pgm"),
+                       doctest::Contains("b.pgm: a PNM image whose header gives no size"), std::runtime_error);
+  // BigTIFF: 8-byte offsets and counts, a LONG8 width.
+  std::vector<std::byte> big{std::byte{'I'}, std::byte{'I'}};
+  put_le(big, 43, 2);
+  put_le(big, 8, 2);
+  put_le(big, 0, 2);
+  put_le(big, 16, 8);  // the first directory
+  put_le(big, 2, 8);   // two entries
+  for (const auto& [tag, type, value] : {std::tuple{256, 16, 70000}, std::tuple{257, 4, 70000}}) {
+    put_le(big, static_cast<std::uint64_t>(tag), 2);
+    put_le(big, static_cast<std::uint64_t>(type), 2);
+    put_le(big, 1, 8);
+    put_le(big, static_cast<std::uint64_t>(value), 8);
+  }
+  CHECK(peek_size(big).width == 70000);
+  CHECK(peek_size(big).height == 70000);
+  CHECK_THROWS_WITH_AS((void)decode_image(big, out, {}, "big.tif"), doctest::Contains("big.tif: image of 70000x70000 pixels exceeds"),
+                       std::runtime_error);
+  // A JPEG's size from its frame header, past stray bytes between segments as libjpeg reads it,
+  // and none where a scan comes before any frame.
+  auto jpg = encode(picture(37, 53, 2), ".jpg");
+  CHECK(peek_size(jpg).width == 53);
+  std::vector<std::byte> sos_first{std::byte{0xFF}, std::byte{0xD8}, std::byte{0xFF}, std::byte{0xDA}, std::byte{0},
+                                   std::byte{2}};
+  CHECK(peek_size(sos_first).width == 0);
+  const std::vector<std::byte> cut(jpg.begin(), jpg.begin() + 8);
+  CHECK(peek_size(cut).width == 0);
 }

@@ -67,9 +67,11 @@ struct decoded {
   std::vector<std::byte> pixels;
 };
 
-decoded decode_with(huffman h, const std::vector<std::byte>& bytes, image_region r, std::int64_t min_short_side) {
+decoded decode_with(huffman h, const std::vector<std::byte>& bytes, image_region r, std::int64_t min_short_side,
+                    bool strict = false) {
   decode_options o;
   o.huffman = h;
+  o.strict = strict;
   decoded d;
   try {
     d.spec = decode_image_region(bytes, d.pixels, o, r, min_short_side, "/data/img.jpg");
@@ -195,7 +197,7 @@ TEST_CASE("jpeg_huffman.corrupt_streams_fail_or_match_libjpeg") {
     const auto good = opencv_jpeg(img, {cv::IMWRITE_JPEG_QUALITY, 90, cv::IMWRITE_JPEG_RST_INTERVAL, rst});
     const image_region whole{0, 0, 120, 160};
     std::mt19937 rng(static_cast<unsigned>(11 + rst));
-    int both_failed = 0, both_decoded = 0, only_ours_failed = 0;
+    int both_failed = 0, both_decoded = 0, only_ours_failed = 0, decoded_past_warnings = 0;
     for (int trial = 0; trial < 400; ++trial) {
       auto bad = good;
       if (trial % 4 == 0) {
@@ -205,8 +207,9 @@ TEST_CASE("jpeg_huffman.corrupt_streams_fail_or_match_libjpeg") {
           bad[700 + rng() % (bad.size() - 702)] ^= static_cast<std::byte>(1u << (rng() % 8));
       }
       CAPTURE(trial);
-      const decoded ours = decode_with(huffman::pinfeed, bad, whole, 0);
-      const decoded theirs = decode_with(huffman::libjpeg, bad, whole, 0);
+      // Strict: each decoder refuses at the first corrupt data it meets.
+      const decoded ours = decode_with(huffman::pinfeed, bad, whole, 0, true);
+      const decoded theirs = decode_with(huffman::libjpeg, bad, whole, 0, true);
       if (ours.ok && theirs.ok) {
         ++both_decoded;
         CHECK(ours.pixels == theirs.pixels);  // a flip that still decodes decodes the same
@@ -219,11 +222,26 @@ TEST_CASE("jpeg_huffman.corrupt_streams_fail_or_match_libjpeg") {
         // a truncated file (its "premature end of JPEG file") for bits no block needed.
         CHECK(theirs.error.find("Premature end of JPEG file") != std::string::npos);
       }
+      // The default: libjpeg's verdict and libjpeg's pixels whichever decoder is asked for (pinfeed's
+      // hands a scan it finds corrupt to libjpeg's), refused only where the data ends early.
+      const decoded ours_lenient = decode_with(huffman::pinfeed, bad, whole, 0);
+      const decoded theirs_lenient = decode_with(huffman::libjpeg, bad, whole, 0);
+      REQUIRE(ours_lenient.ok == theirs_lenient.ok);
+      if (ours_lenient.ok) {
+        CHECK(ours_lenient.pixels == theirs_lenient.pixels);
+        decoded_past_warnings += ours.ok ? 0 : 1;
+      } else {
+        CHECK(ours_lenient.error.find("Premature end of JPEG file") != std::string::npos);
+      }
     }
-    MESSAGE("rst " << rst << ": both failed " << both_failed << ", both decoded " << both_decoded
-                   << ", only pinfeed failed " << only_ours_failed);
+    MESSAGE("rst " << rst << ": strict: both failed " << both_failed << ", both decoded " << both_decoded
+                   << ", only pinfeed failed " << only_ours_failed << "; by default decoded past warnings "
+                   << decoded_past_warnings);
     CHECK(both_failed > 50);
     CHECK(both_decoded > 20);
+    // Without restart markers a flip mostly makes the decoder read on to the end of the data; with
+    // them libjpeg resyncs at the next one and decodes on.
+    CHECK(decoded_past_warnings > (rst ? 50 : 0));
   }
 }
 
@@ -240,15 +258,21 @@ TEST_CASE("jpeg_huffman.restart_marker_errors_are_named") {
   REQUIRE(rst0 > 0);
   auto bad = good;
   bad[rst0] = std::byte{0xD5};
-  const decoded ours = decode_with(huffman::pinfeed, bad, {0, 0, 64, 64}, 0);
-  const decoded theirs = decode_with(huffman::libjpeg, bad, {0, 0, 64, 64}, 0);
+  const decoded ours = decode_with(huffman::pinfeed, bad, {0, 0, 64, 64}, 0, true);
+  const decoded theirs = decode_with(huffman::libjpeg, bad, {0, 0, 64, 64}, 0, true);
   REQUIRE_FALSE(ours.ok);
   REQUIRE_FALSE(theirs.ok);
   CHECK(ours.error.find("/data/img.jpg") != std::string::npos);
   CHECK(ours.error.find("RST0") != std::string::npos);  // "found marker 0xd5 instead of RST0"
   // A window above the bad marker never reaches it: both decode it.
-  const decoded top = decode_with(huffman::pinfeed, bad, {0, 0, 8, 64}, 0);
+  const decoded top = decode_with(huffman::pinfeed, bad, {0, 0, 8, 64}, 0, true);
   CHECK_MESSAGE(top.ok, top.error);
+  // By default libjpeg resyncs at the next marker, and both decoders give its pixels.
+  const decoded ours_lenient = decode_with(huffman::pinfeed, bad, {0, 0, 64, 64}, 0);
+  const decoded theirs_lenient = decode_with(huffman::libjpeg, bad, {0, 0, 64, 64}, 0);
+  REQUIRE_MESSAGE(ours_lenient.ok, ours_lenient.error);
+  REQUIRE_MESSAGE(theirs_lenient.ok, theirs_lenient.error);
+  CHECK(ours_lenient.pixels == theirs_lenient.pixels);
 }
 
 TEST_CASE("jpeg_huffman.pixel_limit_holds_where_only_libjpeg_reads_the_header") {

@@ -61,6 +61,7 @@ pipeline_parts make_pipeline(const run_args& a, const device_choice& dev) {
   } else if (a.source.rfind("shards:", 0) == 0) {
     loaders::shard_options so;
     so.decode.max_pixels = a.max_pixels;
+    so.decode.strict = a.strict_decode;
     if (a.shard_window >= 0) so.window_shards = static_cast<std::uint32_t>(a.shard_window);
     const std::string pattern = a.source.substr(7);
     if (loaders::is_remote_location(pattern)) {
@@ -88,6 +89,7 @@ pipeline_parts make_pipeline(const run_args& a, const device_choice& dev) {
   } else if (auto files = image_files_of(a.source)) {
     loaders::decode_options d;
     d.max_pixels = a.max_pixels;
+    d.strict = a.strict_decode;
     p.reader = loaders::make_image_files_reader(std::move(*files), d);
   } else {
     throw pinfeed::invalid_argument("unknown source '" + a.source +
@@ -155,6 +157,9 @@ void add_sample_options(CLI::App* app, run_args& a) {
                   "with --on-error skip: fail when more than this fraction of an epoch is bad (default 0: off)")
       ->check(CLI::Range(0.0, 1.0));
   app->add_option("--max-pixels", a.max_pixels, "reject images with more pixels (decompression bombs)");
+  app->add_flag("--strict-decode", a.strict_decode,
+                "refuse a JPEG at libjpeg's first corrupt-data warning (default: decode it as libjpeg and Pillow do, "
+                "counted as decode warnings in the stats; a file that ends early is refused either way)");
   app->add_option("--decode", a.decode,
                   "where JPEGs are decoded: host (default), device (entropy decoding on the workers, the rest on the GPU, "
                   "the same pixels; a first step that decodes a window, then only flips), auto (device where it can) or "

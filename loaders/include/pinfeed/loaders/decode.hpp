@@ -18,22 +18,38 @@ namespace pinfeed::loaders {
 
 struct decode_options {
   /// Images with more pixels are rejected before any pixel buffer is allocated (decompression
-  /// bombs): the size comes from the header (JPEG, PNG, BMP, WebP, TIFF); 0 = no limit.
+  /// bombs): the size comes from the header of every format (peek_size); a non-JPEG image whose
+  /// header gives no size is refused while there is a limit. 0 = no limit.
   std::int64_t max_pixels = std::int64_t{1} << 28;
   /// Decode JPEGs at the smallest DCT scale (1/8, 1/4, 1/2 or 1) whose shorter side is still >=
   /// this; 0 = full.
   std::int64_t min_short_side = 0;
   bool fast_dct = false;  ///< TurboJPEG's fast, slightly less exact IDCT
   /// The Huffman decoder of baseline JPEGs: pinfeed's (the default; faster, and the same pixels)
-  /// inside libjpeg-turbo, or libjpeg-turbo's own (decode_image() then runs TurboJPEG's
-  /// tjDecompress2). Progressive and arithmetic-coded JPEGs always use libjpeg-turbo's, and so
-  /// does everything where jpeg_huffman_in_use() says pinfeed's is not available.
+  /// inside libjpeg-turbo, or libjpeg-turbo's own. Progressive and arithmetic-coded JPEGs always
+  /// use libjpeg-turbo's, and so does everything where jpeg_huffman_in_use() says pinfeed's is not
+  /// available, and every JPEG whose entropy-coded data pinfeed's decoder finds corrupt (libjpeg
+  /// then decodes it again, warnings and all, as below).
   enum class huffman_decoder { pinfeed, libjpeg };
   huffman_decoder huffman = huffman_decoder::pinfeed;
+  /// Corrupt JPEG data that libjpeg decodes past with a warning (extraneous bytes before a marker,
+  /// a bad Huffman code, a wrong restart marker: libjpeg fills or resyncs, as Pillow and libjpeg's
+  /// own tools decode such files) is decoded by default, the warnings counted in decode_report.
+  /// strict: refused at the first warning instead. A file that ends before its image does is
+  /// refused either way ("Premature end of JPEG file"), as Pillow refuses a truncated file.
+  bool strict = false;
 };
 
-/// Width and height from the header, without decoding (0 x 0 when the format is not one whose
-/// header is parsed here).
+/// What a decode went past without failing.
+struct decode_report {
+  int warnings = 0;           ///< libjpeg's corrupt-data warnings (decode_options::strict refuses these)
+  std::string first_warning;  ///< the first, in libjpeg's words
+};
+
+/// Width and height from the header as the format defines it, without decoding and without a
+/// decoder library: JPEG (the first frame header, past any bytes libjpeg skips), PNG (IHDR), WebP
+/// (VP8, VP8L, VP8X), TIFF and BigTIFF (the first directory), BMP (Windows and OS/2 headers),
+/// PNM. 0 x 0 where the header is malformed or the format is none of these.
 struct image_size {
   std::int64_t width = 0, height = 0;
 };
@@ -42,8 +58,9 @@ struct image_size {
 /// Decodes `bytes` into `out` (resized as needed; reuse it across calls) and returns the shape
 /// (channels 3, uint8). Throws std::runtime_error naming `what` (a path) and the reason: empty,
 /// not an image, truncated or corrupt, over the pixel limit.
+/// `report`, where given, gains the decode's warnings.
 image_spec decode_image(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& options,
-                        const std::string& what);
+                        const std::string& what, decode_report* report = nullptr);
 
 /// Decodes only `region` of the image (clamped to it), at the smallest DCT scale (JPEG: 1, 1/2,
 /// 1/4, 1/8) that keeps the region's shorter side >= min_short_side (0: full resolution). For a
@@ -53,7 +70,7 @@ image_spec decode_image(std::span<const std::byte> bytes, std::vector<std::byte>
 /// (and CMYK JPEGs) are decoded whole and cut. Throws like decode_image().
 image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std::byte>& out,
                                const decode_options& options, image_region region, std::int64_t min_short_side,
-                               const std::string& what);
+                               const std::string& what, decode_report* report = nullptr);
 
 /// The DCT scale decode_image_region() decodes a JPEG's `region` at, as a denominator: the
 /// smallest of 8, 4, 2 that keeps the region's shorter side >= min_short_side; 1 when none does or

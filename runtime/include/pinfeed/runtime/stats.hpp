@@ -52,6 +52,9 @@ struct stats_snapshot {
   /// Batch releases and DLPack views' fences that were due while their stream was being captured
   /// into a CUDA graph: recorded after the capture, before the slot's next copy.
   std::uint64_t capture_deferred = 0;
+  /// Samples decoded past corrupt data that libjpeg warns of and decodes on (decode_options::strict
+  /// off), counted per decode; each is named at log level debug.
+  std::uint64_t decode_warnings = 0;
   std::uint64_t wall_ns = 0;    ///< since the consumer first asked for a batch
   std::size_t host_bytes = 0;   ///< host memory of the slot arena
   std::size_t device_bytes = 0; ///< device memory of the slot arena
@@ -64,7 +67,7 @@ struct stats_snapshot {
   /// A human-readable table, one line per stage, then summary().
   [[nodiscard]] std::string to_string() const;
   /// One line: "batches 32, samples 1024, errors 0 (bad samples 0, replaced 0), wall 3.21 s,
-  /// 319.0 samples/s, 12.3 MB/s, consumer wait 12.5%".
+  /// 319.0 samples/s, 12.3 MB/s, consumer wait 12.5%", and ", decode warnings N" where N > 0.
   [[nodiscard]] std::string summary() const;
 };
 
@@ -77,6 +80,7 @@ class stage_stats {
   void add_bad_sample() noexcept { bad_samples_.fetch_add(1, std::memory_order_relaxed); }
   void add_replaced() noexcept { replaced_.fetch_add(1, std::memory_order_relaxed); }
   void add_capture_deferred() noexcept { capture_deferred_.fetch_add(1, std::memory_order_relaxed); }
+  void add_decode_warning() noexcept { decode_warnings_.fetch_add(1, std::memory_order_relaxed); }
   void reset() noexcept;
   [[nodiscard]] stats_snapshot snapshot() const noexcept;
 
@@ -86,7 +90,7 @@ class stage_stats {
   };
   std::array<counter, kStageCount> stages_{};
   std::atomic<std::uint64_t> batches_{0}, samples_{0}, bytes_{0}, errors_{0}, bad_samples_{0}, replaced_{0},
-      capture_deferred_{0};
+      capture_deferred_{0}, decode_warnings_{0};
 };
 
 /// Records stage spans per thread and writes them as Chrome trace JSON (chrome://tracing, Perfetto).

@@ -1,0 +1,198 @@
+// Headers read as each format defines them (image_header.hpp). Every read is bounds-checked
+// against the bytes; nothing here allocates or keeps state between calls.
+#include "image_header.hpp"
+
+#include <cctype>
+#include <cstring>
+
+namespace pinfeed::loaders::detail {
+namespace {
+
+bool starts_with(std::span<const std::byte> b, std::initializer_list<unsigned> magic) noexcept {
+  if (b.size() < magic.size()) return false;
+  std::size_t i = 0;
+  for (unsigned m : magic)
+    if (static_cast<unsigned>(b[i++]) != m) return false;
+  return true;
+}
+
+/// n bytes (n <= 8) at `at`, little- or big-endian; the caller checked the bounds.
+std::uint64_t read_uint(std::span<const std::byte> b, std::size_t at, int n, bool little) noexcept {
+  std::uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v |= static_cast<std::uint64_t>(b[at + static_cast<std::size_t>(little ? i : n - 1 - i)]) << (8 * i);
+  return v;
+}
+
+image_size png_size(std::span<const std::byte> b) noexcept {
+  // The signature, then IHDR, which must be the first chunk: length 13, "IHDR", width, height.
+  if (b.size() < 24 || std::memcmp(b.data() + 12, "IHDR", 4) != 0) return {};
+  return {static_cast<std::int64_t>(read_uint(b, 16, 4, false)), static_cast<std::int64_t>(read_uint(b, 20, 4, false))};
+}
+
+image_size webp_size(std::span<const std::byte> b) noexcept {
+  if (b.size() < 30) return {};
+  const auto u8 = [&](std::size_t at) { return static_cast<std::int64_t>(b[at]); };
+  if (std::memcmp(b.data() + 12, "VP8X", 4) == 0)  // extended: canvas size - 1, 24 bits each
+    return {1 + (u8(24) | u8(25) << 8 | u8(26) << 16), 1 + (u8(27) | u8(28) << 8 | u8(29) << 16)};
+  if (std::memcmp(b.data() + 12, "VP8L", 4) == 0 && u8(20) == 0x2F) {  // lossless: 14 bits each, - 1
+    const std::int64_t bits = u8(21) | u8(22) << 8 | u8(23) << 16 | u8(24) << 24;
+    return {1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)};
+  }
+  if (std::memcmp(b.data() + 12, "VP8 ", 4) == 0)  // lossy key frame: 14-bit width and height
+    return {(u8(26) | u8(27) << 8) & 0x3FFF, (u8(28) | u8(29) << 8) & 0x3FFF};
+  return {};
+}
+
+/// ImageWidth (256) and ImageLength (257) of the first directory: one BYTE, SHORT, LONG (or, in a
+/// BigTIFF, LONG8) each, held in the entry. The first of a repeated tag counts, as libtiff reads it.
+image_size tiff_size(std::span<const std::byte> b) noexcept {
+  const bool le = b[0] == std::byte{'I'};
+  const bool big = read_uint(b, 2, 2, le) == 43;
+  if (big && (b.size() < 16 || read_uint(b, 4, 2, le) != 8)) return {};
+  const std::uint64_t ifd = big ? read_uint(b, 8, 8, le) : read_uint(b, 4, 4, le);
+  const std::uint64_t count_bytes = big ? 8 : 2, entry_bytes = big ? 20 : 12, value_at = big ? 12 : 8;
+  if (ifd > b.size() || b.size() - ifd < count_bytes) return {};
+  const std::uint64_t entries = read_uint(b, static_cast<std::size_t>(ifd), static_cast<int>(count_bytes), le);
+  image_size s{};
+  for (std::uint64_t e = 0; e < entries; ++e) {
+    const std::uint64_t at = ifd + count_bytes + entry_bytes * e;
+    if (at > b.size() || b.size() - at < entry_bytes) break;
+    const auto p = static_cast<std::size_t>(at);
+    const auto tag = read_uint(b, p, 2, le), type = read_uint(b, p + 2, 2, le);
+    const auto count = read_uint(b, p + 4, big ? 8 : 4, le);
+    if (tag != 256 && tag != 257) continue;
+    const int width = type == 1 ? 1 : type == 3 ? 2 : type == 4 ? 4 : (big && type == 16) ? 8 : 0;
+    if (width == 0 || count != 1) return {};
+    const std::uint64_t v = read_uint(b, p + static_cast<std::size_t>(value_at), width, le);
+    if (v > (std::uint64_t{1} << 62)) return {};
+    if (tag == 256 && s.width == 0) s.width = static_cast<std::int64_t>(v);
+    if (tag == 257 && s.height == 0) s.height = static_cast<std::int64_t>(v);
+  }
+  return s;
+}
+
+/// BMP: the DIB header's size says which. 12 bytes (Windows 2.x / OS/2 1.x BITMAPCOREHEADER):
+/// unsigned 16-bit width and height. 16 and 64 (OS/2 2.x), 40, 52, 56, 108, 124 (Windows): signed
+/// 32-bit, a negative height meaning rows top-down; a width under 1 gives no size.
+image_size bmp_size(std::span<const std::byte> b) noexcept {
+  if (b.size() < 26) return {};
+  const std::uint64_t dib = read_uint(b, 14, 4, true);
+  if (dib == 12) return {static_cast<std::int64_t>(read_uint(b, 18, 2, true)), static_cast<std::int64_t>(read_uint(b, 20, 2, true))};
+  if (dib < 16) return {};
+  const auto w = static_cast<std::int64_t>(static_cast<std::int32_t>(read_uint(b, 18, 4, true)));
+  const auto h = static_cast<std::int64_t>(static_cast<std::int32_t>(read_uint(b, 22, 4, true)));
+  if (w <= 0 || h == 0) return {};
+  return {w, h < 0 ? -h : h};
+}
+
+/// PBM/PGM/PPM (P1..P6): width and height, decimal, after the magic, separated by whitespace and
+/// '#' comments (to the end of the line), as Netpbm defines the header.
+image_size pnm_size(std::span<const std::byte> b) noexcept {
+  std::size_t at = 2;
+  std::int64_t v[2] = {0, 0};
+  for (std::int64_t& value : v) {
+    for (;;) {  // whitespace and comments
+      if (at >= b.size()) return {};
+      const auto c = static_cast<unsigned char>(b[at]);
+      if (c == '#') {
+        while (at < b.size() && b[at] != std::byte{'\n'} && b[at] != std::byte{'\r'}) ++at;
+      } else if (std::isspace(c)) {
+        ++at;
+      } else {
+        break;
+      }
+    }
+    std::size_t digits = 0;
+    while (at < b.size() && std::isdigit(static_cast<unsigned char>(b[at]))) {
+      if (++digits > 10) return {};  // past 2^32: no image this size is decoded
+      value = value * 10 + (static_cast<std::int64_t>(b[at]) - '0');
+      ++at;
+    }
+    if (digits == 0) return {};
+  }
+  return {v[0], v[1]};
+}
+
+bool is_pnm(std::span<const std::byte> b) noexcept {
+  return b.size() >= 3 && b[0] == std::byte{'P'} && b[1] >= std::byte{'1'} && b[1] <= std::byte{'6'} &&
+         std::isspace(static_cast<unsigned char>(b[2]));
+}
+
+}  // namespace
+
+bool is_jpeg(std::span<const std::byte> b) noexcept { return starts_with(b, {0xFF, 0xD8, 0xFF}); }
+
+bool is_tiff(std::span<const std::byte> b) noexcept {
+  return starts_with(b, {'I', 'I', 42, 0}) || starts_with(b, {'M', 'M', 0, 42}) || starts_with(b, {'I', 'I', 43, 0}) ||
+         starts_with(b, {'M', 'M', 0, 43});
+}
+
+jpeg_frame read_jpeg_frame(std::span<const std::byte> b) noexcept {
+  jpeg_frame f;
+  if (!starts_with(b, {0xFF, 0xD8})) return f;
+  std::size_t at = 2;
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned>(b[i]); };
+  for (;;) {
+    while (at < b.size() && byte(at) != 0xFF) ++at;  // extraneous bytes: libjpeg warns, skips them
+    while (at < b.size() && byte(at) == 0xFF) ++at;  // the marker's 0xFF and any fill bytes
+    if (at >= b.size()) return f;
+    const unsigned marker = byte(at++);
+    if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD8)) continue;  // TEM, RSTn, SOI: no length
+    if (marker == 0xD9 || marker == 0xDA) return f;                     // EOI or a scan before a frame
+    if (b.size() - at < 2) return f;
+    const std::size_t length = (byte(at) << 8) | byte(at + 1);
+    if (length < 2 || b.size() - at < length) return f;
+    const bool sof = marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
+    if (sof) {
+      if (length < 8) return f;
+      f.marker = static_cast<int>(marker);
+      f.precision = static_cast<int>(byte(at + 2));
+      f.height = static_cast<std::int64_t>((byte(at + 3) << 8) | byte(at + 4));
+      f.width = static_cast<std::int64_t>((byte(at + 5) << 8) | byte(at + 6));
+      f.components = static_cast<int>(byte(at + 7));
+      f.found = true;
+      return f;
+    }
+    at += length;
+  }
+}
+
+const char* jpeg_process_name(int marker) noexcept {
+  switch (marker) {
+    case 0xC0: return "baseline (SOF0)";
+    case 0xC1: return "extended sequential (SOF1)";
+    case 0xC2: return "progressive (SOF2)";
+    case 0xC3: return "lossless (SOF3)";
+    case 0xC5: return "differential sequential (SOF5)";
+    case 0xC6: return "differential progressive (SOF6)";
+    case 0xC7: return "differential lossless (SOF7)";
+    case 0xC9: return "arithmetic extended sequential (SOF9)";
+    case 0xCA: return "arithmetic progressive (SOF10)";
+    case 0xCB: return "arithmetic lossless (SOF11)";
+    case 0xCD: return "arithmetic differential sequential (SOF13)";
+    case 0xCE: return "arithmetic differential progressive (SOF14)";
+    case 0xCF: return "arithmetic differential lossless (SOF15)";
+    default: return "unknown";
+  }
+}
+
+}  // namespace pinfeed::loaders::detail
+
+namespace pinfeed::loaders {
+
+image_size peek_size(std::span<const std::byte> b) {
+  using namespace detail;
+  if (is_jpeg(b)) {
+    const jpeg_frame f = read_jpeg_frame(b);
+    if (!f.found || f.width == 0 || f.height == 0) return {};
+    return {f.width, f.height};
+  }
+  if (starts_with(b, {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A})) return png_size(b);
+  if (starts_with(b, {'R', 'I', 'F', 'F'}) && b.size() >= 16 && std::memcmp(b.data() + 8, "WEBP", 4) == 0) return webp_size(b);
+  if (is_tiff(b) && b.size() >= 8) return tiff_size(b);
+  if (starts_with(b, {'B', 'M'})) return bmp_size(b);
+  if (is_pnm(b)) return pnm_size(b);
+  return {};
+}
+
+}  // namespace pinfeed::loaders

@@ -1,0 +1,33 @@
+#pragma once
+// Image headers read as each format defines them, without a decoder library and without state:
+// the size peek (peek_size) and the JPEG frame header the decode path checks before libjpeg runs.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "pinfeed/loaders/decode.hpp"
+
+namespace pinfeed::loaders::detail {
+
+/// A JPEG's first frame header (SOF0..SOF15 but DHT, JPG and DAC), found by walking the markers as
+/// libjpeg's reader does: bytes between markers are skipped (libjpeg: "extraneous bytes before
+/// marker", a warning), fill bytes 0xFF too, and every marker segment but SOI, TEM and RSTn has a
+/// 16-bit length. `found` is false where the bytes end, a length is short, or a scan starts
+/// before a frame header.
+struct jpeg_frame {
+  bool found = false;
+  int marker = 0;      ///< 0xC0..0xCF: baseline, extended, progressive, lossless, arithmetic...
+  int precision = 0;   ///< bits a sample: 8, or 12 / 16 (which an 8-bit libjpeg cannot decode)
+  std::int64_t width = 0, height = 0;  ///< height 0: given by a DNL marker after the first scan
+  int components = 0;
+};
+[[nodiscard]] jpeg_frame read_jpeg_frame(std::span<const std::byte> bytes) noexcept;
+
+/// The JPEG marker process a frame is coded with, in words ("lossless (SOF3)"), for messages.
+[[nodiscard]] const char* jpeg_process_name(int marker) noexcept;
+
+[[nodiscard]] bool is_jpeg(std::span<const std::byte> bytes) noexcept;
+[[nodiscard]] bool is_tiff(std::span<const std::byte> bytes) noexcept;  ///< classic TIFF or BigTIFF
+
+}  // namespace pinfeed::loaders::detail

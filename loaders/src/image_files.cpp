@@ -9,34 +9,43 @@
 #include <memory>
 #include <cctype>
 #include <filesystem>
+#include <map>
 #include <stdexcept>
 
 #include "pinfeed/runtime/detail/read_file.hpp"
 #include "pinfeed/runtime/detail/thread_scratch.hpp"
 #include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/log.hpp"
 
 namespace fs = std::filesystem;
 
 namespace pinfeed::loaders {
 
 const std::vector<std::string>& image_extensions() {
-  static const std::vector<std::string> ext{".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".ppm", ".pgm"};
+  static const std::vector<std::string> ext{".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm",
+                                            ".tif", ".tiff", ".webp", ".jfif", ".jpe"};
   return ext;
 }
 
 namespace {
 
-bool is_image_name(const fs::path& p) {
-  std::string e = p.extension().string();
+/// A file name's extension, lower case, with the dot ("" for none).
+std::string extension_of(const std::string& name) {
+  std::string e = fs::path(name).extension().string();
   std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return e;
+}
+
+bool is_image_extension(const std::string& e) {
   const auto& known = image_extensions();
   return std::find(known.begin(), known.end(), e) != known.end();
 }
 
-/// One entry of a folder: its name, and whether it is (or links to) a folder or a regular file.
+/// One entry of a folder: its name, and whether it is (or links to) a folder or a regular file,
+/// or is a link that leads nowhere.
 struct dir_entry {
   std::string name;
-  bool folder = false, file = false;
+  bool folder = false, file = false, dangling = false;
 };
 
 /// The entries of `dir`, through opendir/readdir: std::filesystem's iterators of libstdc++ 12
@@ -63,7 +72,10 @@ std::vector<dir_entry> read_folder(const std::string& dir) {
     }
     struct stat st {};
     if (::fstatat(::dirfd(d.get()), e->d_name, &st, 0) != 0) {  // a link (followed), or a kind not told
-      if (errno == ENOENT || errno == ELOOP) continue;             // a dangling or looping link: neither
+      if (errno == ENOENT || errno == ELOOP) {                    // a dangling or looping link: neither
+        out.push_back({e->d_name, false, false, true});
+        continue;
+      }
       if (errno == ENOMEM) throw std::bad_alloc();
       throw pinfeed::invalid_argument("image folder '" + dir + "': cannot tell what '" + e->d_name + "' is: " + std::strerror(errno));
     }
@@ -73,15 +85,32 @@ std::vector<dir_entry> read_folder(const std::string& dir) {
 }
 
 /// The image files under `dir` and its folders (links to folders followed, hidden ones skipped),
-/// at most 64 levels down.
-void find_images(const std::string& dir, int depth, std::vector<std::string>& out) {
+/// at most 64 levels down; other files counted by extension, dangling links listed.
+void find_images(const std::string& dir, int depth, std::vector<std::string>& out, std::map<std::string, std::uint64_t>& others,
+                 std::vector<std::string>& dangling) {
   if (depth > 64) throw pinfeed::invalid_argument("image folder '" + dir + "' is more than 64 levels deep (a link loop?)");
   for (const auto& e : read_folder(dir)) {
     if (e.name[0] == '.') continue;
-    const std::string path = dir + "/" + e.name;
-    if (e.folder) find_images(path, depth + 1, out);
-    else if (e.file && is_image_name(fs::path(e.name))) out.push_back(path);
+    std::string path = dir + "/" + e.name;
+    if (e.dangling) {
+      dangling.push_back(std::move(path));
+    } else if (e.folder) {
+      find_images(path, depth + 1, out, others, dangling);
+    } else if (e.file) {
+      std::string ext = extension_of(e.name);
+      if (is_image_extension(ext)) out.push_back(std::move(path));
+      else ++others[std::move(ext)];
+    }
   }
+}
+
+/// "a, b, c and 4 more" of the first few names.
+std::string some_of(const std::vector<std::string>& names) {
+  std::string out;
+  constexpr std::size_t kShown = 5;
+  for (std::size_t i = 0; i < names.size() && i < kShown; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > kShown) out += " and " + std::to_string(names.size() - kShown) + " more";
+  return out;
 }
 
 class files_reader final : public image_reader {
@@ -128,6 +157,32 @@ class files_reader final : public image_reader {
 
 }  // namespace
 
+std::uint64_t listing_left_out::files() const noexcept {
+  std::uint64_t n = 0;
+  for (const auto& [ext, count] : by_extension) n += count;
+  return n;
+}
+
+std::string listing_left_out::summary() const {
+  if (empty()) return "left out: nothing";
+  std::vector<std::string> parts;
+  if (files() > 0) {
+    std::string counts;
+    for (const auto& [ext, count] : by_extension)
+      counts += (counts.empty() ? "" : ", ") + (ext.empty() ? std::string("no extension") : ext) + " " + std::to_string(count);
+    parts.push_back(std::to_string(files()) + (files() == 1 ? " file" : " files") + " by extension (" + counts + ")");
+  }
+  if (!dangling_links.empty())
+    parts.push_back(std::to_string(dangling_links.size()) + (dangling_links.size() == 1 ? " dangling link (" : " dangling links (") +
+                    some_of(dangling_links) + ")");
+  if (!empty_classes.empty())
+    parts.push_back(std::to_string(empty_classes.size()) +
+                    (empty_classes.size() == 1 ? " empty class folder (" : " empty class folders (") + some_of(empty_classes) + ")");
+  std::string out = "left out: ";
+  for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? ", " : "") + parts[i];
+  return out;
+}
+
 image_folder_listing list_image_folder(const std::string& root) {
   std::error_code ec;
   if (!fs::is_directory(root, ec))
@@ -137,15 +192,24 @@ image_folder_listing list_image_folder(const std::string& root) {
     if (e.folder && e.name[0] != '.') out.classes.push_back(e.name);
   std::sort(out.classes.begin(), out.classes.end());
   if (out.classes.empty()) throw pinfeed::invalid_argument("image folder '" + root + "' has no class sub-folders");
+  std::map<std::string, std::uint64_t> others;
   for (std::size_t label = 0; label < out.classes.size(); ++label) {
     std::vector<std::string> paths;
-    find_images((fs::path(root) / out.classes[label]).string(), 0, paths);
+    find_images((fs::path(root) / out.classes[label]).string(), 0, paths, others, out.left_out.dangling_links);
+    if (paths.empty()) out.left_out.empty_classes.push_back(out.classes[label]);
     std::sort(paths.begin(), paths.end());
     for (auto& p : paths) out.files.push_back({std::move(p), static_cast<std::int64_t>(label)});
   }
+  out.left_out.by_extension.assign(others.begin(), others.end());
+  std::sort(out.left_out.dangling_links.begin(), out.left_out.dangling_links.end());
   if (out.files.empty())
     throw pinfeed::invalid_argument("image folder '" + root + "' has " + std::to_string(out.classes.size()) +
-                                " class folders but no image files");
+                                " class folders but no image files (" + out.left_out.summary() + ")");
+  // One line for all of it: a warning where a label has no sample or a link leads nowhere.
+  if (!out.left_out.empty())
+    log(out.left_out.empty_classes.empty() && out.left_out.dangling_links.empty() ? log_level::info : log_level::warn,
+        "image folder '" + root + "': " + std::to_string(out.files.size()) + " images in " +
+            std::to_string(out.classes.size()) + " classes, " + out.left_out.summary());
   return out;
 }
 

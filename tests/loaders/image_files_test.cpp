@@ -27,6 +27,7 @@
 #include "image_fixtures.hpp"
 #include "test_util.hpp"
 #include "pinfeed/runtime/loader.hpp"
+#include "pinfeed/runtime/log.hpp"
 
 namespace fs = std::filesystem;
 using namespace pinfeed;
@@ -97,6 +98,48 @@ TEST_CASE("image_files.folder_and_list_listing") {
   CHECK_THROWS_WITH_AS(read_file_list((d.path / "bad.txt").string()), doctest::Contains("lists no files"),
                        std::invalid_argument);
   CHECK_THROWS_AS(read_file_list((d.path / "none.txt").string()), std::invalid_argument);
+}
+
+TEST_CASE("image_files.listing_takes_torchvisions_extensions_and_reports_what_it_left_out") {
+  temp_dir d;
+  for (const char* cls : {"a", "b", "empty"}) fs::create_directories(d.path / cls);
+  const auto jpg = encode(picture(8, 8, 1), ".jpg");
+  // Every extension of torchvision's IMG_EXTENSIONS and .jfif, .jpe, in any case.
+  const std::vector<std::string> taken = {"1.jpg", "2.JPEG", "3.png", "4.ppm", "5.bmp", "6.pgm", "7.tif", "8.TIFF",
+                                          "9.webp", "10.jfif", "11.JPE"};
+  for (const auto& n : taken) write_bytes(d.path / "a" / n, jpg);
+  for (const char* n : {"x.gif", "y.GIF", "z.mpo", "noext", "w.pbm"}) write_bytes(d.path / "b" / n, jpg);
+  write_bytes(d.path / "b" / "keep.jpg", jpg);
+  fs::create_symlink(d.path / "b" / "gone.jpg", d.path / "b" / "link.jpg");  // dangling
+  std::vector<std::pair<log_level, std::string>> logged;
+  const auto previous = set_log_sink([&](log_level l, std::string_view m) { logged.emplace_back(l, std::string(m)); });
+  const auto listing = list_image_folder(d.path.string());
+  set_log_sink(previous);
+  CHECK(listing.classes == std::vector<std::string>{"a", "b", "empty"});
+  CHECK(listing.files.size() == taken.size() + 1);
+  const auto& left = listing.left_out;
+  CHECK(left.by_extension == std::vector<std::pair<std::string, std::uint64_t>>{{"", 1}, {".gif", 2}, {".mpo", 1}, {".pbm", 1}});
+  CHECK(left.files() == 5);
+  REQUIRE(left.dangling_links.size() == 1);
+  CHECK(left.dangling_links[0] == (d.path / "b" / "link.jpg").string());
+  CHECK(left.empty_classes == std::vector<std::string>{"empty"});
+  CHECK(left.summary() == "left out: 5 files by extension (no extension 1, .gif 2, .mpo 1, .pbm 1), 1 dangling link (" +
+                              (d.path / "b" / "link.jpg").string() + "), 1 empty class folder (empty)");
+  // Logged once, as a warning: a label without samples.
+  REQUIRE(logged.size() == 1);
+  CHECK(logged[0].first == log_level::warn);
+  CHECK(logged[0].second.find("12 images in 3 classes, left out: 5 files") != std::string::npos);
+  // Nothing left out: nothing logged.
+  temp_dir clean;
+  fs::create_directories(clean.path / "c");
+  write_bytes(clean.path / "c" / "a.jpg", jpg);
+  logged.clear();
+  const auto prev2 = set_log_sink([&](log_level l, std::string_view m) { logged.emplace_back(l, std::string(m)); });
+  const auto clean_listing = list_image_folder(clean.path.string());
+  set_log_sink(prev2);
+  CHECK(clean_listing.left_out.empty());
+  CHECK(clean_listing.left_out.summary() == "left out: nothing");
+  CHECK(logged.empty());
 }
 
 TEST_CASE("image_files.loader_end_to_end_pixels_labels_and_bad_data") {

@@ -21,6 +21,7 @@
 #include <turbojpeg.h>
 
 #include "image_header.hpp"
+#include "small_formats.hpp"
 #include "jpeg_huffman.hpp"
 #include "jpeg_window.hpp"
 
@@ -132,6 +133,16 @@ void check_header(std::span<const std::byte> bytes, const decode_options& o, con
   check_pixels(s, o, what);
 }
 
+/// The TIFFs OpenCV's reader would decode to other pixels than Pillow's, refused by name.
+void refuse_tiff_layout(const detail::tiff_layout& t, const std::string& what) {
+  if (t.sample_format == 3 || t.bits > 16)
+    fail(what, "a TIFF of " + std::to_string(t.bits) + "-bit " + (t.sample_format == 3 ? "floating-point" : "integer") +
+                   " samples, which have no stated conversion to 8 bits");
+  if (t.unassociated_alpha && t.photometric == 2 && t.samples >= 4)
+    fail(what, "an RGB TIFF with an unassociated alpha channel (ExtraSamples 2), whose colours OpenCV's TIFF reader "
+               "premultiplies by the alpha: refused rather than decoded to other pixels");
+}
+
 #if PINFEED_HAVE_IMGCODECS
 struct decoded_sink {
   std::vector<std::byte>* out;
@@ -146,16 +157,19 @@ unsigned char* sink_pixels(void* context, int rows, int cols) {
 }
 #endif
 
-/// OpenCV imgcodecs (opened on first use, imgcodecs/module_loader.hpp) for everything that is not a
-/// plain JPEG: BGR(A)/grey -> RGB.
-image_spec decode_opencv(std::span<const std::byte> bytes, std::vector<std::byte>& out, const std::string& what) {
+/// Everything that is not a JPEG: BMP and PNM by pinfeed's own readers (small_formats.hpp), the
+/// rest by OpenCV imgcodecs (opened on first use, imgcodecs/module_loader.hpp): BGR(A)/grey -> RGB.
+image_spec decode_other(std::span<const std::byte> bytes, std::vector<std::byte>& out, const std::string& what) {
+  if (starts_with(bytes, {'B', 'M'})) return detail::decode_bmp(bytes, out, what);
+  if (detail::is_pnm(bytes)) return detail::decode_pnm(bytes, out, what);
+  if (is_tiff(bytes)) refuse_tiff_layout(detail::read_tiff_layout(bytes), what);
   if (!opencv_format(bytes))
     fail(what, "not a decodable image: the bytes are no JPEG, PNG, WebP, BMP, TIFF or PNM");
 #if !PINFEED_HAVE_IMGCODECS
   (void)out;
   fail(what, std::string(format_name(bytes)) +
                  ", but this pinfeed was built without OpenCV imgcodecs (PINFEED_WITH_IMGCODECS=OFF): only "
-                 "YCbCr and greyscale JPEGs are decoded");
+                 "JPEG, BMP and PNM images are decoded");
 #else
   const pinfeed_imgcodecs_v1* module = nullptr;
   try {
@@ -302,9 +316,9 @@ image_spec decode_image(std::span<const std::byte> bytes, std::vector<std::byte>
                         const std::string& what, decode_report* report) {
   if (bytes.empty()) fail(what, "empty file (0 bytes)");
   check_header(bytes, o, what);
-  if (!is_jpeg(bytes)) return decode_opencv(bytes, out, what);
+  if (!is_jpeg(bytes)) return decode_other(bytes, out, what);
   const auto spec = decode_whole_jpeg(bytes, out, o, what, pinfeed_huffman_for(o), report);
-  return spec ? *spec : decode_opencv(bytes, out, what);
+  return spec ? *spec : decode_other(bytes, out, what);
 }
 
 unsigned region_decode_denom(image_region r, std::int64_t min_short_side) noexcept {
@@ -347,7 +361,7 @@ image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std
         pinfeed_huffman_for(o), o.strict, report);
     if (spec) return *spec;
   }
-  const image_spec spec = decode_opencv(bytes, whole, what);
+  const image_spec spec = decode_other(bytes, whole, what);
   return cut_region(whole, spec, r, 1.0, out);
 }
 

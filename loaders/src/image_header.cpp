@@ -43,32 +43,43 @@ image_size webp_size(std::span<const std::byte> b) noexcept {
   return {};
 }
 
+/// Calls fn(tag, type, count, value_offset) for each entry of a TIFF's (or BigTIFF's) first
+/// directory that lies inside the bytes; value_offset is where the entry keeps its value.
+template <class Fn>
+void tiff_entries(std::span<const std::byte> b, Fn fn) noexcept {
+  const bool le = b[0] == std::byte{'I'};
+  const bool big = read_uint(b, 2, 2, le) == 43;
+  if (big && (b.size() < 16 || read_uint(b, 4, 2, le) != 8)) return;
+  const std::uint64_t ifd = big ? read_uint(b, 8, 8, le) : read_uint(b, 4, 4, le);
+  const std::uint64_t count_bytes = big ? 8 : 2, entry_bytes = big ? 20 : 12, value_at = big ? 12 : 8;
+  if (ifd > b.size() || b.size() - ifd < count_bytes) return;
+  const std::uint64_t entries = read_uint(b, static_cast<std::size_t>(ifd), static_cast<int>(count_bytes), le);
+  for (std::uint64_t e = 0; e < entries; ++e) {
+    const std::uint64_t at = ifd + count_bytes + entry_bytes * e;
+    if (at > b.size() || b.size() - at < entry_bytes) return;
+    const auto p = static_cast<std::size_t>(at);
+    if (!fn(read_uint(b, p, 2, le), read_uint(b, p + 2, 2, le), read_uint(b, p + 4, big ? 8 : 4, le),
+            p + static_cast<std::size_t>(value_at), le, big))
+      return;
+  }
+}
+
 /// ImageWidth (256) and ImageLength (257) of the first directory: one BYTE, SHORT, LONG (or, in a
 /// BigTIFF, LONG8) each, held in the entry. The first of a repeated tag counts, as libtiff reads it.
 image_size tiff_size(std::span<const std::byte> b) noexcept {
-  const bool le = b[0] == std::byte{'I'};
-  const bool big = read_uint(b, 2, 2, le) == 43;
-  if (big && (b.size() < 16 || read_uint(b, 4, 2, le) != 8)) return {};
-  const std::uint64_t ifd = big ? read_uint(b, 8, 8, le) : read_uint(b, 4, 4, le);
-  const std::uint64_t count_bytes = big ? 8 : 2, entry_bytes = big ? 20 : 12, value_at = big ? 12 : 8;
-  if (ifd > b.size() || b.size() - ifd < count_bytes) return {};
-  const std::uint64_t entries = read_uint(b, static_cast<std::size_t>(ifd), static_cast<int>(count_bytes), le);
   image_size s{};
-  for (std::uint64_t e = 0; e < entries; ++e) {
-    const std::uint64_t at = ifd + count_bytes + entry_bytes * e;
-    if (at > b.size() || b.size() - at < entry_bytes) break;
-    const auto p = static_cast<std::size_t>(at);
-    const auto tag = read_uint(b, p, 2, le), type = read_uint(b, p + 2, 2, le);
-    const auto count = read_uint(b, p + 4, big ? 8 : 4, le);
-    if (tag != 256 && tag != 257) continue;
+  bool bad = false;
+  tiff_entries(b, [&](std::uint64_t tag, std::uint64_t type, std::uint64_t count, std::size_t at, bool le, bool big) {
+    if (tag != 256 && tag != 257) return true;
     const int width = type == 1 ? 1 : type == 3 ? 2 : type == 4 ? 4 : (big && type == 16) ? 8 : 0;
-    if (width == 0 || count != 1) return {};
-    const std::uint64_t v = read_uint(b, p + static_cast<std::size_t>(value_at), width, le);
-    if (v > (std::uint64_t{1} << 62)) return {};
+    if (width == 0 || count != 1) return !(bad = true);
+    const std::uint64_t v = read_uint(b, at, width, le);
+    if (v > (std::uint64_t{1} << 62)) return !(bad = true);
     if (tag == 256 && s.width == 0) s.width = static_cast<std::int64_t>(v);
     if (tag == 257 && s.height == 0) s.height = static_cast<std::int64_t>(v);
-  }
-  return s;
+    return true;
+  });
+  return bad ? image_size{} : s;
 }
 
 /// BMP: the DIB header's size says which. 12 bytes (Windows 2.x / OS/2 1.x BITMAPCOREHEADER):
@@ -86,7 +97,8 @@ image_size bmp_size(std::span<const std::byte> b) noexcept {
 }
 
 /// PBM/PGM/PPM (P1..P6): width and height, decimal, after the magic, separated by whitespace and
-/// '#' comments (to the end of the line), as Netpbm defines the header.
+/// '#' comments (to the end of the line), as Netpbm defines the header; each token ends at
+/// whitespace.
 image_size pnm_size(std::span<const std::byte> b) noexcept {
   std::size_t at = 2;
   std::int64_t v[2] = {0, 0};
@@ -108,17 +120,41 @@ image_size pnm_size(std::span<const std::byte> b) noexcept {
       value = value * 10 + (static_cast<std::int64_t>(b[at]) - '0');
       ++at;
     }
-    if (digits == 0) return {};
+    // A token ends at whitespace. Readers differ on a '#' right after digits (Netpbm ends the
+    // token there, Pillow reads on past the comment, OpenCV neither): no size, so it is refused.
+    if (digits == 0 || at >= b.size() || !std::isspace(static_cast<unsigned char>(b[at]))) return {};
   }
   return {v[0], v[1]};
 }
+
+}  // namespace
 
 bool is_pnm(std::span<const std::byte> b) noexcept {
   return b.size() >= 3 && b[0] == std::byte{'P'} && b[1] >= std::byte{'1'} && b[1] <= std::byte{'6'} &&
          std::isspace(static_cast<unsigned char>(b[2]));
 }
 
-}  // namespace
+tiff_layout read_tiff_layout(std::span<const std::byte> b) noexcept {
+  tiff_layout t;
+  if (!is_tiff(b) || b.size() < 8) return t;
+  tiff_entries(b, [&](std::uint64_t tag, std::uint64_t type, std::uint64_t count, std::size_t at, bool le, bool big) {
+    if (type != 3 || count == 0) return true;  // the tags read here are SHORTs
+    // Values that do not fit the entry lie at the offset it holds.
+    std::uint64_t where = at;
+    if (count * 2 > (big ? 8u : 4u)) {
+      where = read_uint(b, at, big ? 8 : 4, le);
+      if (where > b.size() || b.size() - where < 2) return true;
+    }
+    const std::uint64_t v = read_uint(b, static_cast<std::size_t>(where), 2, le);
+    if (tag == 258) t.bits = static_cast<int>(v);
+    if (tag == 262) t.photometric = static_cast<int>(v);
+    if (tag == 277) t.samples = static_cast<int>(v);
+    if (tag == 338) t.unassociated_alpha = v == 2;
+    if (tag == 339) t.sample_format = static_cast<int>(v);
+    return true;
+  });
+  return t;
+}
 
 bool is_jpeg(std::span<const std::byte> b) noexcept { return starts_with(b, {0xFF, 0xD8, 0xFF}); }
 

@@ -29,5 +29,13 @@ struct jpeg_frame {
 
 [[nodiscard]] bool is_jpeg(std::span<const std::byte> bytes) noexcept;
 [[nodiscard]] bool is_tiff(std::span<const std::byte> bytes) noexcept;  ///< classic TIFF or BigTIFF
+[[nodiscard]] bool is_pnm(std::span<const std::byte> bytes) noexcept;   ///< P1..P6 and whitespace
+/// What a TIFF's first directory says of its samples (the first value of each tag; defaults where
+/// a tag is missing, -1 for Photometric).
+struct tiff_layout {
+  int bits = 1, samples = 1, photometric = -1, sample_format = 1;  ///< SampleFormat 1 uint, 2 int, 3 float
+  bool unassociated_alpha = false;  ///< ExtraSamples 2
+};
+[[nodiscard]] tiff_layout read_tiff_layout(std::span<const std::byte> bytes) noexcept;
 
 }  // namespace pinfeed::loaders::detail

@@ -28,6 +28,7 @@ constexpr int kRows = 16;
 struct row_reader {
   JSAMPROW rows[kRows];
   bool direct = false;
+  int channels = 3;      ///< of libjpeg's rows: 3 (RGB), or 4 (CMYK, converted as rows are copied)
   std::int64_t y = 0;    ///< the next output row libjpeg gives
   std::size_t skip = 0;  ///< bytes of a buffered row left of the window
 };
@@ -37,7 +38,7 @@ struct row_reader {
 /// top is cropped (libjpeg widens it to iMCU boundaries) and the rows above it skipped.
 void begin_window(jpeg_decompress_struct& cinfo, const image_region& win, std::int64_t ow,
                   std::vector<JSAMPLE>& row_storage, row_reader& r) {
-  r.direct = win.x == 0 && win.width == ow && win.y == 0;
+  r.direct = win.x == 0 && win.width == ow && win.y == 0 && r.channels == 3;
   if (r.direct) return;
   // Chroma upsampling treats the edges of a cropped or skipped area as image edges: keep one iMCU
   // (16 pixels) of margin on every side so those edges fall outside the window.
@@ -48,9 +49,24 @@ void begin_window(jpeg_decompress_struct& cinfo, const image_region& win, std::i
   auto cw = static_cast<JDIMENSION>(std::min<std::int64_t>(win.x + win.width + kMargin, ow) - mx);
   jpeg_crop_scanline(&cinfo, &xoff, &cw);
   if (r.y > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(r.y));
-  row_storage.resize(static_cast<std::size_t>(cw) * 3 * kRows);
-  for (int k = 0; k < kRows; ++k) r.rows[k] = row_storage.data() + static_cast<std::size_t>(k) * cw * 3;
-  r.skip = static_cast<std::size_t>(win.x - static_cast<std::int64_t>(xoff)) * 3;
+  const auto c = static_cast<std::size_t>(r.channels);
+  row_storage.resize(static_cast<std::size_t>(cw) * c * kRows);
+  for (int k = 0; k < kRows; ++k) r.rows[k] = row_storage.data() + static_cast<std::size_t>(k) * cw * c;
+  r.skip = static_cast<std::size_t>(win.x - static_cast<std::int64_t>(xoff)) * c;
+}
+
+/// Four-channel JPEGs as Pillow decodes them: the samples taken as Adobe stores them, inverted
+/// (Pillow's "CMYK;I" for every CMYK JPEG), then its CMYK to RGB: (255 - k) - c (255 - k) / 255,
+/// rounded as its MULDIV255.
+void cmyk_to_rgb(const JSAMPLE* in, std::uint8_t* out, std::int64_t n) {
+  const auto muldiv255 = [](int a, int b) {
+    const int t = a * b + 128;
+    return ((t >> 8) + t) >> 8;
+  };
+  for (std::int64_t i = 0; i < n; ++i, in += 4, out += 3) {
+    const int nk = in[3];  // 255 - (255 - k)
+    for (int c = 0; c < 3; ++c) out[c] = static_cast<std::uint8_t>(std::clamp(nk - muldiv255(255 - in[c], nk), 0, 255));
+  }
 }
 
 /// Reads the window's rows into `out` (its size). Data that ends early jumps through `err`.
@@ -66,8 +82,11 @@ void read_window(jpeg_decompress_struct& cinfo, jpeg_error_jump& err, const imag
       std::snprintf(err.message, sizeof err.message, "premature end of data");
       std::longjmp(err.jump, 1);
     }
-    for (JDIMENSION k = 0; k < got; ++k, ++r.y)
-      if (!r.direct && r.y >= win.y) std::memcpy(out_row(r.y), r.rows[k] + r.skip, static_cast<std::size_t>(win.width) * 3);
+    for (JDIMENSION k = 0; k < got; ++k, ++r.y) {
+      if (r.direct || r.y < win.y) continue;
+      if (r.channels == 3) std::memcpy(out_row(r.y), r.rows[k] + r.skip, static_cast<std::size_t>(win.width) * 3);
+      else cmyk_to_rgb(r.rows[k] + r.skip, reinterpret_cast<std::uint8_t*>(out_row(r.y)), win.width);
+    }
   }
 }
 
@@ -78,9 +97,9 @@ void add_warnings(const jpeg_error_jump& err, decode_report* report) {
   report->warnings += err.warnings;
 }
 
-/// RGB out, at 1/denom, with the chosen IDCT.
-void set_output(jpeg_decompress_struct& cinfo, unsigned denom, bool fast_dct) {
-  cinfo.out_color_space = JCS_RGB;
+/// RGB (or, for a CMYK or YCCK JPEG, CMYK) out, at 1/denom, with the chosen IDCT.
+void set_output(jpeg_decompress_struct& cinfo, unsigned denom, bool fast_dct, bool cmyk) {
+  cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
   cinfo.scale_num = 1;
   cinfo.scale_denom = denom;
   cinfo.dct_method = fast_dct ? JDCT_IFAST : JDCT_ISLOW;
@@ -125,19 +144,18 @@ std::optional<image_spec> decode_jpeg_window(std::span<const std::byte> bytes, s
     jpeg_destroy_decompress(&cinfo);
     throw;
   }
-  if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
-    jpeg_destroy_decompress(&cinfo);
-    return std::nullopt;
-  }
+  const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
   const std::int64_t W = cinfo.image_width, H = cinfo.image_height;
-  set_output(cinfo, denom(W, H), fast_dct);
+  set_output(cinfo, denom(W, H), fast_dct, cmyk);
   jpeg_start_decompress(&cinfo);
-  if (pinfeed_huffman && use_pinfeed_huffman(&cinfo)) err.in_pinfeed_scan = true;
+  // pinfeed's Huffman decoder is verified on one and three components: CMYK takes libjpeg's.
+  if (pinfeed_huffman && !cmyk && use_pinfeed_huffman(&cinfo)) err.in_pinfeed_scan = true;
   const std::int64_t ow = cinfo.output_width, oh = cinfo.output_height;
   const image_region win = window(W, H, static_cast<double>(ow) / static_cast<double>(W), ow, oh);
   const image_spec spec{win.height, win.width, 3, dtype::u8};
   out.resize(spec.bytes());
   row_reader r;
+  r.channels = cmyk ? 4 : 3;
   begin_window(cinfo, win, ow, row_storage, r);
   read_window(cinfo, err, win, r, out.data());
   jpeg_abort_decompress(&cinfo);

@@ -22,8 +22,8 @@ using jpeg_window_fn = std::function<image_region(std::int64_t width, std::int64
 /// Checks the full size before anything is decoded (the pixel limit); throws to refuse it.
 using jpeg_size_check = std::function<void(std::int64_t width, std::int64_t height)>;
 
-/// Decodes the window of `bytes` into `out` (RGB) and returns its shape; nothing for CMYK/YCCK
-/// JPEGs, which libjpeg cannot turn into RGB (the caller decodes those another way). Throws
+/// Decodes the window of `bytes` into `out` (RGB) and returns its shape; CMYK and YCCK JPEGs are
+/// turned into RGB as Pillow turns them (inverted samples, its CMYK to RGB). Throws
 /// std::runtime_error "<what>: corrupt or truncated JPEG (<libjpeg's words>)". strict: libjpeg's
 /// first warning refuses the file; else warnings are counted into `report` (where given), the end
 /// of the data still refuses it, and a scan pinfeed's Huffman decoder finds corrupt is decoded

@@ -51,7 +51,8 @@ TEST_CASE("decode.formats_match_a_reference_decode") {
     const auto spec = decode_image(jpg, out, {}, "c.jpg");
     CHECK(spec.height == 24);
     CHECK(spec.width == 32);
-    CHECK(max_abs_diff(out, reference_rgb(jpg)) == 0);
+    // Pillow's CMYK to RGB (formats_test.cpp holds it to Pillow's pixels), OpenCV's rounds apart.
+    CHECK(max_abs_diff(out, reference_rgb(jpg)) <= 1);
   }
   SUBCASE("PNG and BMP are exact") {
     const cv::Mat pic = picture(33, 47, 3);

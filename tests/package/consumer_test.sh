@@ -21,15 +21,18 @@ case $mode in
       echo "consumer_test: internal headers were installed (above)" >&2; exit 1
     fi
     # The imgcodecs module is installed beside the libraries, and the installed program, moved with
-    # its prefix, opens that copy (found from where the program lies) on its first non-JPEG image.
+    # its prefix, opens that copy (found from where the program lies) on its first PNG.
     if grep -q "^PINFEED_WITH_IMGCODECS:BOOL=ON" "$build/CMakeCache.txt"; then
       test -f "$work/prefix/lib/pinfeed/libpinfeed_imgcodecs.so"
-      python3 -c 'import os, sys
+      python3 -c 'import os, struct, sys, zlib
+chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
 os.makedirs(sys.argv[1] + "/a", exist_ok=True)
-open(sys.argv[1] + "/a/0.ppm", "wb").write(b"P6\n4 4\n255\n" + bytes(range(48)))' "$work/ppm"
-      LD_DEBUG=files "$work/prefix/bin/pinfeed" run --source "folder:$work/ppm" --transforms "center_crop(2)" --batch 1 --device cpu --limit 1 \
-        >"$work/ppm.out" 2>&1
-      grep -q "file=$work/prefix/lib/pinfeed/libpinfeed_imgcodecs.so" "$work/ppm.out" ||
+rows = b"".join(b"\0" + bytes(range(12)) for _ in range(4))
+open(sys.argv[1] + "/a/0.png", "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 4, 4, 8, 2, 0, 0, 0)) +
+    chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))' "$work/png"
+      LD_DEBUG=files "$work/prefix/bin/pinfeed" run --source "folder:$work/png" --transforms "center_crop(2)" --batch 1 --device cpu --limit 1 \
+        >"$work/png.out" 2>&1
+      grep -q "file=$work/prefix/lib/pinfeed/libpinfeed_imgcodecs.so" "$work/png.out" ||
         { echo "consumer_test: the installed program did not open the installed imgcodecs module" >&2; exit 1; }
     fi
     # The examples come with the package, and the trainer is built from the installed copy.

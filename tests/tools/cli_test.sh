@@ -172,18 +172,24 @@ expect_error "transforms: crop larger than the image" "crop(64)" run --samples 8
 expect_error "transforms: --normalize on float output" "--normalize needs uint8" run --samples 8 --height 8 --width 8 --transforms "crop(4),scale" --normalize
 expect_error "transforms: both spellings" "either --transforms or --pipeline" run --samples 8 --transforms "crop(4)" --pipeline "$work/pipe.json"
 
-# Image datasets on disk: an ImageFolder tree of PPM files, and a file list.
+# Image datasets on disk: an ImageFolder tree of PNG files (decoded through the imgcodecs module),
+# and a file list.
 python3 - "$work" <<'PY'
-import os, sys
+import os, struct, sys, zlib
+def png(w, h, rgb):
+    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+    rows = b"".join(b"\0" + rgb[y * w * 3:(y + 1) * w * 3] for y in range(h))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) +
+            chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
 root = sys.argv[1] + "/folder"
 for c, cls in enumerate(["ants", "bees"]):
     os.makedirs(f"{root}/{cls}", exist_ok=True)
     for i in range(5):
         w, h = 12 + i, 10 + c
         data = bytes((x * 20 + y * 7 + c * 50 + i) % 256 for y in range(h) for x in range(w) for _ in range(3))
-        open(f"{root}/{cls}/{i}.ppm", "wb").write(b"P6\n%d %d\n255\n" % (w, h) + data)
+        open(f"{root}/{cls}/{i}.png", "wb").write(png(w, h, data))
 with open(sys.argv[1] + "/list.txt", "w") as f:
-    f.write("folder/ants/0.ppm 0\nfolder/bees/4.ppm 1\n")
+    f.write("folder/ants/0.png 0\nfolder/bees/4.png 1\n")
 PY
 "$pf" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu --print-indices >"$work/folder.txt" 2>"$work/folder.err"
 check "folder: 10 images in 3 batches" test "$(grep -c '^indices ' "$work/folder.txt")" -eq 3
@@ -200,20 +206,20 @@ expect_error "decode device-inexact needs the batches on a GPU too" "decode devi
   run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu --decode device-inexact
 expect_error "decode takes host, device, auto or device-inexact" "--decode" run --decode gpu --device cpu
 check "folder: the run header counts the folder's 10 samples, not the synthetic default" grep -q "^run: .*, 10 samples," "$work/folder.err"
-check "folder: the PPMs opened the imgcodecs module" bash -c "LD_DEBUG=files '$pf' run --source 'folder:$work/folder' --batch 4 --device cpu --limit 1 --transforms 'center_crop(8)' 2>&1 | grep -q 'libpinfeed_imgcodecs.so'"
+check "folder: the PNGs opened the imgcodecs module" bash -c "LD_DEBUG=files '$pf' run --source 'folder:$work/folder' --batch 4 --device cpu --limit 1 --transforms 'center_crop(8)' 2>&1 | grep -q 'libpinfeed_imgcodecs.so'"
 out=$(PINFEED_IMGCODECS_MODULE=$work/no-such-module.so "$pf" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu 2>&1); rc=$?
 check "a missing imgcodecs module fails naming the image, its format and the path tried" \
-  test $rc -ne 0 -a -n "$(echo "$out" | grep "ants/0.ppm: a PNM image, which needs OpenCV imgcodecs" | grep "no-such-module.so: no such file")"
+  test $rc -ne 0 -a -n "$(echo "$out" | grep "ants/0.png: a PNG image, which needs OpenCV imgcodecs" | grep "no-such-module.so: no such file")"
 libz=$(ldconfig -p | sed -n 's/.*libz\.so\.1 .*=> //p' | head -1)
 out=$(PINFEED_IMGCODECS_MODULE=$libz "$pf" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu 2>&1); rc=$?
 check "a library that is no imgcodecs module is refused, named" \
   test $rc -ne 0 -a -n "$(echo "$out" | grep "libz.so.1: no pinfeed_imgcodecs_entry_v1 in it")"
 "$pf" run --source "list:$work/list.txt" --transforms "center_crop(8)" --batch 2 --device cpu --checksums >"$work/list.out" 2>/dev/null
 check "list: one batch of 2" test "$(grep -c '^batch ' "$work/list.out")" -eq 1
-printf 'not a picture' >"$work/folder/bees/2.ppm"
-expect_error "folder: a bad file fails naming it" "bees/2.ppm" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu
+printf 'not a picture' >"$work/folder/bees/2.png"
+expect_error "folder: a bad file fails naming it" "bees/2.png" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu
 "$pf" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu --on-error skip >"$work/skip.txt" 2>"$work/skip.err"
-check "folder: skip policy delivers and lists the bad file" grep -q "bees/2.ppm" "$work/skip.err"
+check "folder: skip policy delivers and lists the bad file" grep -q "bees/2.png" "$work/skip.err"
 check "folder: skip counts the bad sample once and the slots it cost" grep -qE "^skipped 1 bad sample \([0-9]+ slots? filled by a stand-in\)" "$work/skip.err"
 expect_error "--max-bad-fraction needs --on-error skip" "caps --on-error skip" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu --max-bad-fraction 0.5
 expect_error "--max-bad-fraction stops a mostly bad run" "max_bad_fraction" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu --on-error skip --max-bad-fraction 0.05

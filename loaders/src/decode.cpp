@@ -214,6 +214,33 @@ image_spec cut_region(const std::vector<std::byte>& full, const image_spec& spec
   return cut;
 }
 
+/// `spec`'s pixels in `img` turned by EXIF orientation `o` (2..8) as Pillow's exif_transpose turns
+/// them (orientations 5..8 swap the sides); returns the new shape.
+image_spec orient(std::vector<std::byte>& img, const image_spec& spec, int o) {
+  const std::int64_t H = spec.height, W = spec.width;
+  const bool swap = o >= 5;
+  const image_spec out{swap ? W : H, swap ? H : W, 3, dtype::u8};
+  auto& turned = pinfeed::detail::thread_scratch<std::vector<std::byte>, struct oriented_image>();
+  turned.resize(out.bytes());
+  for (std::int64_t y = 0; y < out.height; ++y)
+    for (std::int64_t x = 0; x < out.width; ++x) {
+      std::int64_t sy = y, sx = x;
+      switch (o) {
+        case 2: sx = W - 1 - x; break;                   // mirrored left-right
+        case 3: sy = H - 1 - y; sx = W - 1 - x; break;   // turned 180
+        case 4: sy = H - 1 - y; break;                   // mirrored top-bottom
+        case 5: sy = x; sx = y; break;                   // transposed
+        case 6: sy = H - 1 - x; sx = y; break;           // turned 90 clockwise
+        case 7: sy = H - 1 - x; sx = W - 1 - y; break;   // transversed
+        case 8: sy = x; sx = W - 1 - y; break;           // turned 90 counter-clockwise
+        default: break;
+      }
+      std::memcpy(turned.data() + static_cast<std::size_t>(y * out.width + x) * 3, img.data() + static_cast<std::size_t>(sy * W + sx) * 3, 3);
+    }
+  img.swap(turned);
+  return out;
+}
+
 /// A whole JPEG through libjpeg (full_decode_denom's scale), with pinfeed's Huffman decoder or not.
 std::optional<image_spec> decode_whole_jpeg(std::span<const std::byte> bytes, std::vector<std::byte>& out,
                                             const decode_options& o, const std::string& what, bool pinfeed_huffman,
@@ -316,9 +343,15 @@ image_spec decode_image(std::span<const std::byte> bytes, std::vector<std::byte>
                         const std::string& what, decode_report* report) {
   if (bytes.empty()) fail(what, "empty file (0 bytes)");
   check_header(bytes, o, what);
-  if (!is_jpeg(bytes)) return decode_other(bytes, out, what);
-  const auto spec = decode_whole_jpeg(bytes, out, o, what, pinfeed_huffman_for(o), report);
-  return spec ? *spec : decode_other(bytes, out, what);
+  image_spec spec{};
+  if (!is_jpeg(bytes)) {
+    spec = decode_other(bytes, out, what);
+  } else {
+    const auto jpeg = decode_whole_jpeg(bytes, out, o, what, pinfeed_huffman_for(o), report);
+    spec = jpeg ? *jpeg : decode_other(bytes, out, what);
+  }
+  const int orientation = o.apply_exif_orientation ? detail::exif_orientation(bytes) : 1;
+  return orientation == 1 ? spec : orient(out, spec, orientation);
 }
 
 unsigned region_decode_denom(image_region r, std::int64_t min_short_side) noexcept {
@@ -342,6 +375,13 @@ image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std
   if (bytes.empty()) fail(what, "empty file (0 bytes)");
   check_header(bytes, o, what);
   auto& whole = pinfeed::detail::thread_scratch<std::vector<std::byte>, struct whole_image>();
+  if (o.apply_exif_orientation && detail::exif_orientation(bytes) != 1) {
+    // The window is of the turned image: the whole image, turned, then cut.
+    decode_options full = o;
+    full.min_short_side = 0;
+    const image_spec spec = decode_image(bytes, whole, full, what, report);
+    return cut_region(whole, spec, r, 1.0, out);
+  }
   if (is_jpeg(bytes)) {
     unsigned denom = 1;
     const auto clamp_to = [&r](std::int64_t W, std::int64_t H) {

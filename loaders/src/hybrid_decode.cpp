@@ -102,6 +102,8 @@ std::vector<field_spec> hybrid_decoder::fields(std::uint64_t bytes_per_sample, b
 std::string hybrid_decoder::refusal(const pipeline& steps, const image_reader& reader, bool tail_on_host) {
   if (!reader.stores_encoded()) return "the reader '" + reader.name() + "' does not read encoded files";
   if (reader.decoding().fast_dct) return "the reader decodes with fast_dct, which the device does not";
+  if (reader.decoding().apply_exif_orientation)
+    return "the reader applies EXIF orientation (apply_exif_orientation), which the device path does not";
   if (tail_on_host) return "the colour/scale tail is fused on the host (ask for it on the device: device_tail)";
   if (steps.empty()) return "the pipeline has no steps: the device path needs a first step that decodes a window";
   const auto& all = steps.steps();

@@ -156,6 +156,73 @@ tiff_layout read_tiff_layout(std::span<const std::byte> b) noexcept {
   return t;
 }
 
+namespace {
+
+/// Orientation (274) of the TIFF structure `t` (an EXIF block or a TIFF file): 1 without one.
+int tiff_orientation(std::span<const std::byte> t) noexcept {
+  if (t.size() < 8 || !(starts_with(t, {'I', 'I', 42, 0}) || starts_with(t, {'M', 'M', 0, 42}))) return 1;
+  int orientation = 1;
+  tiff_entries(t, [&](std::uint64_t tag, std::uint64_t type, std::uint64_t count, std::size_t at, bool le, bool) {
+    if (tag != 274) return true;
+    if (type == 3 && count >= 1) orientation = static_cast<int>(read_uint(t, at, 2, le));
+    return false;
+  });
+  return orientation >= 1 && orientation <= 8 ? orientation : 1;
+}
+
+int jpeg_exif_orientation(std::span<const std::byte> b) noexcept {
+  std::size_t at = 2;
+  while (at + 4 <= b.size() && b[at] == std::byte{0xFF}) {
+    const auto marker = static_cast<unsigned>(b[at + 1]);
+    if (marker == 0xDA || marker == 0xD9) return 1;
+    const std::size_t length = (static_cast<std::size_t>(b[at + 2]) << 8) | static_cast<std::size_t>(b[at + 3]);
+    if (length < 2 || b.size() - at - 2 < length) return 1;
+    if (marker == 0xE1 && length >= 8 && std::memcmp(b.data() + at + 4, "Exif\0\0", 6) == 0)
+      return tiff_orientation(b.subspan(at + 10, length - 8));
+    at += 2 + length;
+  }
+  return 1;
+}
+
+int png_exif_orientation(std::span<const std::byte> b) noexcept {
+  std::size_t at = 8;
+  while (at + 12 <= b.size()) {
+    const std::uint64_t length = read_uint(b, at, 4, false);
+    if (length > b.size() - at - 12) return 1;
+    if (std::memcmp(b.data() + at + 4, "eXIf", 4) == 0) return tiff_orientation(b.subspan(at + 8, static_cast<std::size_t>(length)));
+    if (std::memcmp(b.data() + at + 4, "IEND", 4) == 0) return 1;
+    at += 12 + static_cast<std::size_t>(length);
+  }
+  return 1;
+}
+
+int webp_exif_orientation(std::span<const std::byte> b) noexcept {
+  std::size_t at = 12;
+  while (at + 8 <= b.size()) {
+    const std::uint64_t length = read_uint(b, at + 4, 4, true);
+    if (length > b.size() - at - 8) return 1;
+    if (std::memcmp(b.data() + at, "EXIF", 4) == 0) {
+      auto exif = b.subspan(at + 8, static_cast<std::size_t>(length));
+      if (exif.size() >= 6 && std::memcmp(exif.data(), "Exif\0\0", 6) == 0) exif = exif.subspan(6);
+      return tiff_orientation(exif);
+    }
+    at += 8 + static_cast<std::size_t>(length + (length & 1));
+  }
+  return 1;
+}
+
+}  // namespace
+
+int exif_orientation(std::span<const std::byte> b) noexcept {
+  if (starts_with(b, {0xFF, 0xD8})) return jpeg_exif_orientation(b);
+  if (starts_with(b, {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A})) return png_exif_orientation(b);
+  if (starts_with(b, {'R', 'I', 'F', 'F'}) && b.size() >= 16 && std::memcmp(b.data() + 8, "WEBP", 4) == 0)
+    return webp_exif_orientation(b);
+  // A TIFF's Orientation tag says how its raster is laid out, and its decoders (libtiff's RGBA
+  // reader, Pillow's) always apply it: there is nothing left to turn.
+  return 1;
+}
+
 bool is_jpeg(std::span<const std::byte> b) noexcept { return starts_with(b, {0xFF, 0xD8, 0xFF}); }
 
 bool is_tiff(std::span<const std::byte> b) noexcept {

@@ -38,4 +38,10 @@ struct tiff_layout {
 };
 [[nodiscard]] tiff_layout read_tiff_layout(std::span<const std::byte> bytes) noexcept;
 
+/// The EXIF orientation (1..8) a file carries, as Pillow's getexif() finds it: a JPEG's first APP1
+/// "Exif" segment, a PNG's eXIf chunk, a WebP's EXIF chunk; 1 where there is none or it is not
+/// 1..8, and for a TIFF, whose Orientation tag (274) is part of its raster's layout: its decoders
+/// (Pillow's, libtiff's RGBA reader under OpenCV) always apply it.
+[[nodiscard]] int exif_orientation(std::span<const std::byte> bytes) noexcept;
+
 }  // namespace pinfeed::loaders::detail

@@ -14,6 +14,7 @@
 #include <oneapi/tbb/task_arena.h>
 
 #include "hybrid_decode.hpp"
+#include "image_header.hpp"
 #include "pinfeed/runtime/detail/thread_scratch.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/log.hpp"
@@ -45,7 +46,9 @@ namespace {
 image_spec decode_planned(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& options,
                           const decode_planner& plan, const std::string& what, bool& window_only, decode_report& report) {
   window_only = false;
-  const image_size full = plan ? peek_size(bytes) : image_size{};
+  image_size full = plan ? peek_size(bytes) : image_size{};
+  // The planner plans in the turned image's pixels where EXIF orientation is applied.
+  if (options.apply_exif_orientation && full.width > 0 && detail::exif_orientation(bytes) >= 5) std::swap(full.width, full.height);
   if (full.width <= 0 || full.height <= 0) return decode_image(bytes, out, options, what, &report);
   const decode_plan p = plan(full.height, full.width);
   const auto floor = [&](std::int64_t need) { return need == 0 ? 0 : std::max(need, options.min_short_side); };

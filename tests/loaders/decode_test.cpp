@@ -309,3 +309,39 @@ TEST_CASE("decode.every_formats_header_gives_its_size_and_the_limit_holds_for_ea
   const std::vector<std::byte> cut(jpg.begin(), jpg.begin() + 8);
   CHECK(peek_size(cut).width == 0);
 }
+
+TEST_CASE("decode.exif_orientation_is_left_unless_asked_and_a_window_is_of_the_turned_image") {
+  const auto plain = encode(picture(30, 44, 8), ".jpg");  // 44 wide, 30 high
+  // The same JPEG with an APP1 Exif segment after SOI: a little-endian TIFF block whose IFD0 holds
+  // Orientation 6 (turned 90 degrees clockwise to view).
+  std::vector<std::byte> exif;
+  const int app1[] = {0xFF, 0xE1, 0x00, 0x22, 'E', 'x', 'i', 'f', 0, 0, 'I', 'I', 42, 0, 8, 0, 0, 0,
+                      1, 0, 0x12, 0x01, 3, 0, 1, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0};
+  for (const int v : app1) exif.push_back(static_cast<std::byte>(v));
+  std::vector<std::byte> turned_file(plain.begin(), plain.begin() + 2);
+  turned_file.insert(turned_file.end(), exif.begin(), exif.end());
+  turned_file.insert(turned_file.end(), plain.begin() + 2, plain.end());
+  std::vector<std::byte> stored, as_stored, turned;
+  (void)decode_image(plain, stored, {}, "p.jpg");
+  const image_spec s = decode_image(turned_file, as_stored, {}, "t.jpg");
+  CHECK(s.width == 44);
+  CHECK(as_stored == stored);  // by default: the pixels as stored, as torchvision's loaders give them
+  CHECK(peek_size(turned_file).width == 44);
+  decode_options apply;
+  apply.apply_exif_orientation = true;
+  const image_spec t = decode_image(turned_file, turned, apply, "t.jpg");
+  REQUIRE(t.width == 30);
+  REQUIRE(t.height == 44);
+  // Turned 90 degrees clockwise: the stored bottom-left pixel is the top-left one.
+  for (std::int64_t y = 0; y < 44; ++y)
+    for (std::int64_t x = 0; x < 30; ++x)
+      for (int c = 0; c < 3; ++c)
+        REQUIRE(turned[static_cast<std::size_t>((y * 30 + x) * 3 + c)] == stored[static_cast<std::size_t>(((29 - x) * 44 + y) * 3 + c)]);
+  // A window is of the turned image, at whatever DCT scale was asked for.
+  std::vector<std::byte> window;
+  const image_spec w = decode_image_region(turned_file, window, apply, {5, 3, 20, 12}, 4, "t.jpg");
+  REQUIRE(w.width == 12);
+  REQUIRE(w.height == 20);
+  for (std::int64_t y = 0; y < 20; ++y)
+    CHECK(std::memcmp(window.data() + y * 12 * 3, turned.data() + ((5 + y) * 30 + 3) * 3, 12 * 3) == 0);
+}

@@ -70,7 +70,7 @@ TEST_CASE("formats.every_variant_decodes_to_pillows_pixels_or_is_refused_by_name
   const auto manifest = nlohmann::json::parse(std::ifstream(d.path / "manifest.json"));
   std::ostringstream table;
   table << "| format | variant | Pillow | pinfeed |\n|---|---|---|---|\n";
-  int identical = 0, converted = 0, refused = 0, both_refused = 0, beyond = 0;
+  int identical = 0, converted = 0, refused = 0, both_refused = 0, beyond = 0, turned = 0;
   for (const auto& e : manifest["entries"]) {
     const std::string file = e["file"], format = e["format"], variant = e["variant"];
     CAPTURE(file);
@@ -116,6 +116,18 @@ TEST_CASE("formats.every_variant_decodes_to_pillows_pixels_or_is_refused_by_name
       } else if (rule == "rgb") {
         ours = "identical";
         ++identical;
+        if (e.contains("turned")) {
+          // Asked to, turned as Pillow's exif_transpose turns it.
+          decode_options apply;
+          apply.apply_exif_orientation = true;
+          std::vector<std::byte> turned_out;
+          const image_spec t = decode_image(bytes, turned_out, apply, "/data/" + file);
+          const bool turned_same = t.width == e["turned_width"] && t.height == e["turned_height"] &&
+                                   turned_out == slurp(d.path / std::string(e["turned"]));
+          CHECK_MESSAGE(turned_same, "turned by EXIF orientation " << e["orientation"] << " to other pixels than Pillow's");
+          ours += turned_same ? "; with apply_exif_orientation, identical to exif_transpose's" : "; **turned to other pixels**";
+          ++turned;
+        }
       } else {
         ours = "identical by the stated conversion (" + rule + ")";
         ++converted;
@@ -128,4 +140,5 @@ TEST_CASE("formats.every_variant_decodes_to_pillows_pixels_or_is_refused_by_name
                     << both_refused << " refused by both, " << beyond << " decoded where Pillow refuses the layout\n"
                     << table.str());
   CHECK(identical > 40);
+  CHECK(turned >= 11);  // every orientation of a JPEG, two of PNG, WebP and TIFF (already turned as laid out)
 }

@@ -62,6 +62,7 @@ pipeline_parts make_pipeline(const run_args& a, const device_choice& dev) {
     loaders::shard_options so;
     so.decode.max_pixels = a.max_pixels;
     so.decode.strict = a.strict_decode;
+    so.decode.apply_exif_orientation = a.exif_orientation;
     if (a.shard_window >= 0) so.window_shards = static_cast<std::uint32_t>(a.shard_window);
     const std::string pattern = a.source.substr(7);
     if (loaders::is_remote_location(pattern)) {
@@ -90,6 +91,7 @@ pipeline_parts make_pipeline(const run_args& a, const device_choice& dev) {
     loaders::decode_options d;
     d.max_pixels = a.max_pixels;
     d.strict = a.strict_decode;
+    d.apply_exif_orientation = a.exif_orientation;
     p.reader = loaders::make_image_files_reader(std::move(*files), d);
   } else {
     throw pinfeed::invalid_argument("unknown source '" + a.source +
@@ -160,6 +162,9 @@ void add_sample_options(CLI::App* app, run_args& a) {
   app->add_flag("--strict-decode", a.strict_decode,
                 "refuse a JPEG at libjpeg's first corrupt-data warning (default: decode it as libjpeg and Pillow do, "
                 "counted as decode warnings in the stats; a file that ends early is refused either way)");
+  app->add_flag("--exif-orientation", a.exif_orientation,
+                "turn and mirror each image as its EXIF orientation says, as Pillow's ImageOps.exif_transpose does "
+                "(default: the pixels as stored, as torchvision's loaders give them; the device decode paths do not take it)");
   app->add_option("--decode", a.decode,
                   "where JPEGs are decoded: host (default), device (entropy decoding on the workers, the rest on the GPU, "
                   "the same pixels; a first step that decodes a window, then only flips), auto (device where it can) or "

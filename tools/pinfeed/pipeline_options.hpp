@@ -41,6 +41,7 @@ struct run_args {
   double max_bad_fraction = 0.0;
   double latency_ms = 0, bandwidth_mb_s = 0, step_ms = 0, copy_bandwidth_mb_s = 0;
   bool strict_decode = false;  ///< --strict-decode: a JPEG libjpeg warns of is refused
+  bool exif_orientation = false;  ///< --exif-orientation: images turned as their EXIF orientation says
   bool checksums = false, normalize = false, shuffle = false, print_indices = false, drop_remainder = false;
   int rank = -1, world = 1;
 };

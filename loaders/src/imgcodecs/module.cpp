@@ -28,7 +28,8 @@ int decode(const unsigned char* bytes, std::size_t size, pinfeed_imgcodecs_outpu
   for (int attempt = 0; attempt < 2 && decoded.empty(); ++attempt) {
     try {
       const cv::Mat raw(1, static_cast<int>(size), CV_8UC1, const_cast<unsigned char*>(bytes));
-      decoded = cv::imdecode(raw, cv::IMREAD_COLOR);
+      // The pixels as stored: EXIF orientation is pinfeed's to apply, for every format alike.
+      decoded = cv::imdecode(raw, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);
     } catch (const cv::Exception& e) {
       copy_message(e.what(), message, message_size);
       return pinfeed_imgcodecs_corrupt;

@@ -31,7 +31,8 @@ struct pinfeed_imgcodecs_v1 {
   std::uint32_t abi;       ///< PINFEED_IMGCODECS_ABI of the module's build
   const char* version;     ///< PINFEED_VERSION_STRING of the module's build
   const char* opencv;      ///< the OpenCV version the module runs with
-  /// Decodes bytes as OpenCV's imdecode(IMREAD_COLOR) does, into 8-bit RGB through output. The
+  /// Decodes bytes as OpenCV's imdecode(IMREAD_COLOR | IMREAD_IGNORE_ORIENTATION) does, into 8-bit
+  /// RGB through output. The
   /// message (message_size bytes, NUL-terminated) is set for pinfeed_imgcodecs_corrupt.
   int (*decode)(const unsigned char* bytes, std::size_t size, pinfeed_imgcodecs_output output, void* context,
                 char* message, std::size_t message_size);

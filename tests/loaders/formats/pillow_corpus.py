@@ -23,7 +23,7 @@ import random
 import struct
 import sys
 
-from PIL import Image, features
+from PIL import Image, ImageOps, features
 
 W, H = 37, 23  # odd sides: padding, chroma edges, row strides
 
@@ -79,12 +79,18 @@ def add(out, fmt, variant, data, source=None):
     e = {"file": name, "format": fmt, "variant": variant}
     try:
         im = Image.open(io.BytesIO(data))
+        orientation = im.getexif().get(0x0112, 1)  # before load(): a TIFF's tags go with its file
         im.load()
         rule, ref = reference(im)
         ref_name = name + ".rgb"
         with open(os.path.join(out, ref_name), "wb") as f:
             f.write(ref)
         e.update(pillow="decoded", mode=im.mode, width=im.width, height=im.height, reference=ref_name, rule=rule)
+        if orientation != 1:  # and turned as exif_transpose turns it, for apply_exif_orientation
+            turned = ImageOps.exif_transpose(im)
+            with open(os.path.join(out, name + ".turned.rgb"), "wb") as f:
+                f.write(reference(turned)[1])
+            e.update(orientation=orientation, turned=name + ".turned.rgb", turned_width=turned.width, turned_height=turned.height)
     except Exception as x:  # Pillow's refusal, recorded with its reason
         e.update(pillow="refused", reason=f"{type(x).__name__}: {x}")
         if source is not None:  # the pixels as written, where the script made the file byte by byte
@@ -221,6 +227,18 @@ def main(out):
     app0_end = 4 + struct.unpack(">H", base[4:6])[0]
     add(out, "JPEG", "extraneous bytes before a marker", base[:app0_end] + b"\x00\x3c\x3c" + base[app0_end:])
     add(out, "JPEG", "truncated", base[: len(base) * 2 // 3])
+    # EXIF orientation in every format that carries it: the pixels as stored unless asked.
+    for o in (2, 3, 4, 5, 6, 7, 8):
+        exif = Image.Exif()
+        exif[0x0112] = o
+        add(out, "JPEG", f"EXIF orientation {o}", saved(picture("RGB", 30 + o), "JPEG", quality=90, exif=exif))
+    for o in (6, 8):
+        exif = Image.Exif()
+        exif[0x0112] = o
+        add(out, "PNG", f"EXIF orientation {o}", saved(picture("RGB", 40 + o), "PNG", exif=exif))
+        if features.check("webp"):
+            add(out, "WEBP", f"EXIF orientation {o}", saved(picture("RGB", 50 + o), "WEBP", lossless=True, exif=exif))
+        add(out, "TIFF", f"Orientation tag {o}", saved(picture("RGB", 60 + o), "TIFF", tiffinfo={0x0112: o}))
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump({"pillow": Image.__version__, "entries": entries}, f, indent=1)
     print(f"pillow_corpus: {len(entries)} files, Pillow {Image.__version__}")

@@ -39,6 +39,12 @@ struct decode_options {
   /// strict: refused at the first warning instead. A file that ends before its image does is
   /// refused either way ("Premature end of JPEG file"), as Pillow refuses a truncated file.
   bool strict = false;
+  /// EXIF orientation (JPEG APP1, PNG eXIf, WebP EXIF): off by default, as torchvision's and
+  /// Pillow's loaders leave it (the pixels as stored); on, the image is turned and mirrored as
+  /// Pillow's ImageOps.exif_transpose turns it (a window then is of the turned image, decoded whole
+  /// first; the device decode paths do not take it). A TIFF's Orientation tag is part of its
+  /// raster's layout and always applied, by Pillow and here alike.
+  bool apply_exif_orientation = false;
 };
 
 /// What a decode went past without failing.

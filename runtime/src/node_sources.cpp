@@ -15,6 +15,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
+/// `dir` and `name` with one '/' between.
+std::string joined(const std::string& dir, const std::string& name) {
+  if (dir.empty()) return name;
+  if (name.empty()) return dir;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
 std::string trim(std::string s) {
   const auto b = s.find_first_not_of(" \t\r\n");
   if (b == std::string::npos) return {};
@@ -118,7 +125,9 @@ class reader {
     fs::path dir = h.dir;
     const fs::path top = fs::path(h.top).lexically_normal();
     for (int depth = 0; depth < 64; ++depth) {  // cgroup trees are shallow; a bound against loops
-      const std::string path = (dir / file).string();
+      // Joined as strings: libstdc++ 12's path::operator/ frees a bad pointer when an allocation in
+      // it fails (a crash the tool's allocation-failure sweep found).
+      const std::string path = joined(dir.string(), file);
       const file_text t = read_small_file(path);
       if (t.unreadable) warnings_.push_back("cannot read " + path + ": left out of the plan");
       else if (t.text) use(*t.text, path);
@@ -200,7 +209,7 @@ class reader {
     std::string rel = path;
     if (m.root != "/") rel = below(path, m.root) ? path.substr(m.root.size()) : std::string();
     const fs::path top = fs::path(in_.cgroup_root_prefix + m.point).lexically_normal();
-    const fs::path dir = (top / fs::path(rel).relative_path()).lexically_normal();
+    const fs::path dir = fs::path(joined(top.string(), fs::path(rel).relative_path().string())).lexically_normal();
     // A path that leaves the mount ("/../..", from a bad /proc/self/cgroup) is read as its root.
     const auto inside = dir.lexically_relative(top);
     return (inside.empty() || *inside.begin() == "..") ? top.string() : dir.string();
@@ -252,7 +261,7 @@ void read_cpu_quota(const reader& r, node_plan& p) {
     r.walk(*h, "cpu.cfs_quota_us", [&](const std::string& text, const std::string& path) {
       if (text == "-1") return;  // no quota here
       const auto quota = parse_count(text);
-      const std::string period_path = fs::path(path).parent_path() / "cpu.cfs_period_us";
+      const std::string period_path = joined(fs::path(path).parent_path().string(), "cpu.cfs_period_us");
       const file_text pt = read_small_file(period_path);
       const std::uint64_t period = pt.text ? parse_count(*pt.text).value_or(0) : 0;
       if (!quota || *quota == 0) {

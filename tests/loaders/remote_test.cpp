@@ -986,7 +986,7 @@ TEST_CASE("remote.a_bad_sidecar_index_is_named") {
   auto& server = *served.server;
   {
     std::ofstream bad(shard_index_path(set.local[1]), std::ios::trunc);
-    bad << "pinfeed-tar-index 1 4096 2 jpg;jpeg;png;webp;bmp;tif;tiff;ppm cls\n0 100 3 a.jpg\n";
+    bad << "pinfeed-tar-index 1 4096 2 jpg;jpeg;png;ppm;bmp;pgm;tif;tiff;webp;jfif;jpe cls\n0 100 3 a.jpg\n";
   }
   CHECK_THROWS_WITH_AS(make_remote_shard_reader(urls(server.url(), set), range_reads(), quick()),
                        doctest::Contains((set.names[1] + ".idx' line 1: says 2 samples, but 1 lines follow").c_str()),

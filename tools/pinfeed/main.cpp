@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -49,7 +50,11 @@ void record_command_line(int argc, const char* const* argv) {
 }
 }  // namespace pinfeed::tool
 
-int main(int argc, char** argv) {
+namespace {
+
+/// The whole program but the last word on an exception: every allocation, the option set-up's
+/// included, fails into main()'s handler.
+int run_program(int argc, char** argv) {
   using namespace pinfeed::tool;
   record_command_line(argc, argv);
   CLI::App app{"pinfeed: keeps GPUs fed - a CUDA C++ data-loading runtime"};
@@ -77,9 +82,31 @@ int main(int argc, char** argv) {
     }
     for (const auto& c : commands)
       if (c.app->parsed()) return c.run();
+  } catch (const std::bad_alloc&) {
+    throw;  // main() says it without allocating
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pinfeed: error: %s\n", e.what());
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Running out of memory anywhere (CLI11's option set-up, a command, a report) ends the program
+  // with exit status 1 and one line that says so, never std::terminate.
+  int status = 1;
+  try {
+    status = run_program(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fputs("pinfeed: error: out of memory\n", stderr);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pinfeed: error: %s\n", e.what());
+  }
+  // Every command has written and closed what it makes: the process ends here, without the
+  // libraries' static destructors, one of which (OpenCV core's thread-local storage) allocates in
+  // a noexcept destructor and so aborts the finished program when memory runs out at exit.
+  std::fflush(nullptr);
+  std::_Exit(status);
 }

@@ -39,7 +39,8 @@ struct tar_member {
 
 struct shard_options {
   decode_options decode{};
-  std::string image_keys = "jpg;jpeg;png;webp;bmp;tif;tiff;ppm";  ///< member extensions taken as the image
+  /// Member extensions taken as the image: those an image folder lists (image_extensions()).
+  std::string image_keys = "jpg;jpeg;png;ppm;bmp;pgm;tif;tiff;webp;jfif;jpe";
   std::string label_key = "cls";                                  ///< member holding the label as text
   /// 0: a shuffling loader shuffles every sample with every other (the exact global shuffle).
   /// W >= 1: it shuffles shard-aware (epoch_order_options::groups): the shards in a new order each

@@ -17,7 +17,7 @@ bash "$root/scripts/install-deps.sh" --only g++-aarch64-linux-gnu qemu-user-stat
 
 # The arm64 packages: pinfeed's dependencies and everything they need at run time (libc included,
 # for qemu). A private status file makes apt resolve the whole closure.
-target_packages=(libtbb-dev libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libturbojpeg0-dev
+target_packages=(libtbb-dev libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libpng-dev libwebp-dev libtiff-dev libturbojpeg0-dev
                  libjpeg62-turbo-dev libstdc++6 doctest-dev libcli11-dev nlohmann-json3-dev
                  libhwloc-dev)
 stamp=$sysroot/.packages

@@ -17,7 +17,9 @@ packages=("$@")
   openmpi-bin           # mpirun, for the multi-rank sharding test
   libturbojpeg0-dev     # JPEG decoding (TurboJPEG API, DCT scaling)
   libjpeg62-turbo-dev   # libjpeg API of the same library: decoding only a crop window
-  libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev  # other formats, resize
+  libopencv-core-dev libopencv-imgproc-dev  # resize, colour conversion
+  libopencv-imgcodecs-dev  # tests: images of every format made at test time
+  libpng-dev libwebp-dev libtiff-dev  # PNG, WebP and TIFF (the codec module)
   libcurl4-openssl-dev  # remote shards: HTTP(S) and S3 (SigV4) through libcurl
   libexpat1-dev         # remote shards: S3 listings (XML)
   libhwloc-dev          # the node plan: CPUs and NUMA node close to each GPU

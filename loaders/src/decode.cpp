@@ -77,13 +77,8 @@ detail::jpeg_size_check pixel_check(const decode_options& o, const std::string& 
   return [&o, &what](std::int64_t w, std::int64_t h) { check_pixels({w, h}, o, what); };
 }
 
-/// The formats handed to OpenCV, recognized by their magic bytes. Anything else is refused here:
-/// OpenCV would otherwise try every decoder it was built with (GDAL, GDCM, ...), and some of those
-/// abort the process on hostile input.
-bool opencv_format(std::span<const std::byte> b) {
-  // OpenCV's DICOM decoder (GDCM) claims any bytes with "DICM" at offset 128, ahead of the decoder
-  // the magic bytes name, and GDCM asserts (aborts) on hostile input: refuse those bytes.
-  if (b.size() >= 132 && std::memcmp(b.data() + 128, "DICM", 4) == 0) return false;
+/// The formats pinfeed decodes, recognized by their magic bytes; anything else is refused.
+bool codec_format(std::span<const std::byte> b) {
   if (starts_with(b, {0x89, 'P', 'N', 'G'}) || starts_with(b, {'B', 'M'})) return true;
   if (is_tiff(b)) return true;  // classic TIFF and BigTIFF
   if (starts_with(b, {'R', 'I', 'F', 'F'}) && b.size() >= 16 && std::memcmp(b.data() + 8, "WEBP", 4) == 0)
@@ -96,7 +91,7 @@ bool opencv_format(std::span<const std::byte> b) {
   return is_jpeg(b);   // CMYK JPEGs come here too
 }
 
-/// The format opencv_format() let through, for messages.
+/// The format codec_format() let through, for messages.
 const char* format_name(std::span<const std::byte> b) {
   if (starts_with(b, {0x89, 'P', 'N', 'G'})) return "a PNG image";
   if (starts_with(b, {'B', 'M'})) return "a BMP image";
@@ -125,7 +120,7 @@ void check_header(std::span<const std::byte> bytes, const decode_options& o, con
     return;
   }
   const image_size s = peek_size(bytes);
-  if ((s.width <= 0 || s.height <= 0) && o.max_pixels > 0 && opencv_format(bytes))
+  if ((s.width <= 0 || s.height <= 0) && o.max_pixels > 0 && codec_format(bytes))
     fail(what, std::string(format_name(bytes)) + " whose header gives no size: " +
                    (is_tiff(bytes) ? "the first directory must give ImageWidth and ImageLength as one BYTE, SHORT or LONG each"
                                    : "truncated or malformed header") +
@@ -133,14 +128,11 @@ void check_header(std::span<const std::byte> bytes, const decode_options& o, con
   check_pixels(s, o, what);
 }
 
-/// The TIFFs OpenCV's reader would decode to other pixels than Pillow's, refused by name.
+/// TIFFs of samples that have no stated conversion to 8 bits, refused by name.
 void refuse_tiff_layout(const detail::tiff_layout& t, const std::string& what) {
   if (t.sample_format == 3 || t.bits > 16)
     fail(what, "a TIFF of " + std::to_string(t.bits) + "-bit " + (t.sample_format == 3 ? "floating-point" : "integer") +
                    " samples, which have no stated conversion to 8 bits");
-  if (t.unassociated_alpha && t.photometric == 2 && t.samples >= 4)
-    fail(what, "an RGB TIFF with an unassociated alpha channel (ExtraSamples 2), whose colours OpenCV's TIFF reader "
-               "premultiplies by the alpha: refused rather than decoded to other pixels");
 }
 
 #if PINFEED_HAVE_IMGCODECS
@@ -157,19 +149,22 @@ unsigned char* sink_pixels(void* context, int rows, int cols) {
 }
 #endif
 
-/// Everything that is not a JPEG: BMP and PNM by pinfeed's own readers (small_formats.hpp), the
-/// rest by OpenCV imgcodecs (opened on first use, imgcodecs/module_loader.hpp): BGR(A)/grey -> RGB.
+/// Everything that is not a JPEG: BMP and PNM by pinfeed's own readers (small_formats.hpp), PNG,
+/// WebP and TIFF by libpng, libwebp and libtiff in the codec module (opened on first use,
+/// imgcodecs/module_loader.hpp).
+image_spec orient(std::vector<std::byte>& img, const image_spec& spec, int o);
+
 image_spec decode_other(std::span<const std::byte> bytes, std::vector<std::byte>& out, const std::string& what) {
   if (starts_with(bytes, {'B', 'M'})) return detail::decode_bmp(bytes, out, what);
   if (detail::is_pnm(bytes)) return detail::decode_pnm(bytes, out, what);
   if (is_tiff(bytes)) refuse_tiff_layout(detail::read_tiff_layout(bytes), what);
-  if (!opencv_format(bytes))
+  if (!codec_format(bytes))
     fail(what, "not a decodable image: the bytes are no JPEG, PNG, WebP, BMP, TIFF or PNM");
 #if !PINFEED_HAVE_IMGCODECS
   (void)out;
   fail(what, std::string(format_name(bytes)) +
-                 ", but this pinfeed was built without OpenCV imgcodecs (PINFEED_WITH_IMGCODECS=OFF): only "
-                 "JPEG, BMP and PNM images are decoded");
+                 ", but this pinfeed was built without its PNG, WebP and TIFF module (PINFEED_WITH_IMGCODECS=OFF): "
+                 "only JPEG, BMP and PNM images are decoded");
 #else
   const pinfeed_imgcodecs_v1* module = nullptr;
   try {
@@ -179,12 +174,16 @@ image_spec decode_other(std::span<const std::byte> bytes, std::vector<std::byte>
   }
   decoded_sink sink{&out, {}};
   char message[512] = {};
-  switch (module->decode(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), &sink_pixels, &sink,
-                         message, sizeof message)) {
-    case pinfeed_imgcodecs_ok: return sink.spec;
-    case pinfeed_imgcodecs_corrupt: fail(what, std::string("corrupt or unsupported image (") + message + ")");
-    default: fail(what, "not a decodable image (corrupt, truncated or not an image format)");
+  const int status = module->decode(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), &sink_pixels,
+                                    &sink, message, sizeof message);
+  if (status == pinfeed_imgcodecs_ok) {
+    // A TIFF's Orientation tag says how its rows are laid out: turned as Pillow turns them, always.
+    const int o = is_tiff(bytes) ? detail::read_tiff_layout(bytes).orientation : 1;
+    return o == 1 ? sink.spec : orient(out, sink.spec, o);
   }
+  if (status == pinfeed_imgcodecs_out_of_memory) throw std::bad_alloc();
+  fail(what, std::string(format_name(bytes)) + " that cannot be decoded: " +
+                 (message[0] != '\0' ? std::string(message) : std::string("its library gives no reason")));
 #endif
 }
 

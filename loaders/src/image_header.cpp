@@ -149,8 +149,8 @@ tiff_layout read_tiff_layout(std::span<const std::byte> b) noexcept {
     if (tag == 258) t.bits = static_cast<int>(v);
     if (tag == 262) t.photometric = static_cast<int>(v);
     if (tag == 277) t.samples = static_cast<int>(v);
-    if (tag == 338) t.unassociated_alpha = v == 2;
     if (tag == 339) t.sample_format = static_cast<int>(v);
+    if (tag == 274 && v >= 1 && v <= 8) t.orientation = static_cast<int>(v);
     return true;
   });
   return t;

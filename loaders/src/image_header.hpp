@@ -34,7 +34,7 @@ struct jpeg_frame {
 /// a tag is missing, -1 for Photometric).
 struct tiff_layout {
   int bits = 1, samples = 1, photometric = -1, sample_format = 1;  ///< SampleFormat 1 uint, 2 int, 3 float
-  bool unassociated_alpha = false;  ///< ExtraSamples 2
+  int orientation = 1;  ///< the Orientation tag (274): how the rows are laid out, 1..8
 };
 [[nodiscard]] tiff_layout read_tiff_layout(std::span<const std::byte> bytes) noexcept;
 

@@ -209,7 +209,7 @@ check "folder: the run header counts the folder's 10 samples, not the synthetic 
 check "folder: the PNGs opened the imgcodecs module" bash -c "LD_DEBUG=files '$pf' run --source 'folder:$work/folder' --batch 4 --device cpu --limit 1 --transforms 'center_crop(8)' 2>&1 | grep -q 'libpinfeed_imgcodecs.so'"
 out=$(PINFEED_IMGCODECS_MODULE=$work/no-such-module.so "$pf" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu 2>&1); rc=$?
 check "a missing imgcodecs module fails naming the image, its format and the path tried" \
-  test $rc -ne 0 -a -n "$(echo "$out" | grep "ants/0.png: a PNG image, which needs OpenCV imgcodecs" | grep "no-such-module.so: no such file")"
+  test $rc -ne 0 -a -n "$(echo "$out" | grep "ants/0.png: a PNG image, which needs pinfeed's PNG, WebP and TIFF module" | grep "no-such-module.so: no such file")"
 libz=$(ldconfig -p | sed -n 's/.*libz\.so\.1 .*=> //p' | head -1)
 out=$(PINFEED_IMGCODECS_MODULE=$libz "$pf" run --source "folder:$work/folder" --transforms "center_crop(8)" --batch 4 --device cpu 2>&1); rc=$?
 check "a library that is no imgcodecs module is refused, named" \

@@ -3,7 +3,7 @@
 # LD_PRELOAD shim, tests/fault/malloc_shim.c, counts every malloc from main() on): each
 # run ends with exit 0 and the fault-free run's output, or exit 1 and one line saying that memory
 # ran out; never a signal (std::terminate aborts), never a hang, never other batches.
-# Commands: run over a folder of JPEG, BMP and PNM files (rrc, flip, checksums), pack.
+# Commands: run over a folder of JPEG, PNG, WebP, BMP and PNM files (rrc, flip, checksums), pack.
 # Usage: tool_faults_test.sh PINFEED SHIM PYTHON WORK [POINTS]   (PYTHON: one with Pillow)
 set -uo pipefail
 pf=$1 shim=$2 python=$3 work=$4 points=${5:-60}
@@ -21,8 +21,11 @@ for c, cls in enumerate(["a", "b"]):
     for i in range(6):
         im = Image.linear_gradient("L").resize((40 + 7 * i, 36 + 5 * c)).convert("RGB")
         im.save(f"{root}/{cls}/{i}.jpg", quality=85)
-    Image.radial_gradient("L").resize((33, 29)).convert("RGB").save(f"{root}/{cls}/x.bmp")
-    Image.radial_gradient("L").resize((31, 27)).save(f"{root}/{cls}/y.pgm")
+    g = Image.radial_gradient("L")
+    g.resize((33, 29)).convert("RGB").save(f"{root}/{cls}/x.bmp")
+    g.resize((31, 27)).save(f"{root}/{cls}/y.pgm")
+    g.resize((35, 30)).convert("RGBA").save(f"{root}/{cls}/z.png")
+    g.resize((37, 26)).convert("RGB").save(f"{root}/{cls}/w.webp", quality=80)
 PY
 failed=0
 # Runs "$@" with allocation K failed (0: none); its status, stdout and stderr in $work/{rc,out,err}.
@@ -62,6 +65,7 @@ sweep "run over a folder" '^batch ' "$pf" run --source "folder:$work/folder" --t
 sweep "pack" '^(wrote|packed|shard)' "$pf" pack --source "folder:$work/folder" --out "$work/shard" --shard-mb 1
 # Not swept yet: `info` and GPU runs read the node's topology with hwloc, and hwloc 2.9's
 # hwloc_topology_load dereferences allocations that failed (a segmentation fault inside it, found
-# by this sweep); `doctor` (seconds a run). PNG, WebP and TIFF files: their decoders still come
-# with OpenCV imgcodecs' closure, whose static constructors abort on a failed allocation.
+# by this sweep); TIFF files: libtiff 4.5.0 crashes when a realloc fails inside TIFFReadDirectory
+# (TIFFSetField -> _TIFFCheckRealloc, a segmentation fault in libtiff, found by this sweep);
+# `doctor` (seconds a run).
 exit $failed

@@ -106,7 +106,7 @@ const pinfeed_imgcodecs_v1& imgcodecs_module() {
     loaded.store(m, std::memory_order_release);
     return *m;
   }
-  std::string message = std::string("OpenCV imgcodecs, whose module ") + kModuleFile +
+  std::string message = std::string("pinfeed's PNG, WebP and TIFF module ") + kModuleFile +
                         " could not be loaded (PINFEED_IMGCODECS_MODULE names its path): " + why;
   refusal = new std::string(message);  // kept: later images get the same answer without another try
   throw pinfeed::runtime_error(std::move(message));

@@ -1,9 +1,7 @@
 #pragma once
 // The interface between pinfeed's loaders and libpinfeed_imgcodecs.so, the module that decodes
-// PNG, WebP, BMP, TIFF, PNM and CMYK JPEGs through OpenCV imgcodecs. The module is opened on the
-// first such image (plugin.hpp), so a process that never meets one never loads imgcodecs and the
-// libraries it pulls in (GDAL, HDF5, poppler, GDCM, ... on Debian), nor runs their static
-// constructors.
+// PNG (libpng), WebP (libwebp) and TIFF (libtiff). The module is opened on the first such image
+// (module_loader.hpp), so a process that never meets one never loads those libraries.
 //
 // Both sides are built from one pinfeed build: the module names the version and ABI it was built
 // for, and a module of another build is refused.
@@ -14,13 +12,13 @@
 extern "C" {
 
 /// Raised when the layout below changes.
-#define PINFEED_IMGCODECS_ABI 1u
+#define PINFEED_IMGCODECS_ABI 2u
 
 /// What decode() returns.
 enum pinfeed_imgcodecs_status : int {
   pinfeed_imgcodecs_ok = 0,
-  pinfeed_imgcodecs_corrupt = 1,  ///< the decoder refused the bytes: the message says why
-  pinfeed_imgcodecs_empty = 2,    ///< the decoder returned no image, twice (corrupt, truncated or not an image)
+  pinfeed_imgcodecs_corrupt = 1,        ///< the library refused the bytes: the message says why, in its words
+  pinfeed_imgcodecs_out_of_memory = 3,  ///< an allocation inside the library failed
 };
 
 /// Where the decoded pixels go: called once with the image's size, returns rows * cols * 3 bytes
@@ -30,10 +28,10 @@ typedef unsigned char* (*pinfeed_imgcodecs_output)(void* context, int rows, int 
 struct pinfeed_imgcodecs_v1 {
   std::uint32_t abi;       ///< PINFEED_IMGCODECS_ABI of the module's build
   const char* version;     ///< PINFEED_VERSION_STRING of the module's build
-  const char* opencv;      ///< the OpenCV version the module runs with
-  /// Decodes bytes as OpenCV's imdecode(IMREAD_COLOR | IMREAD_IGNORE_ORIENTATION) does, into 8-bit
-  /// RGB through output. The
-  /// message (message_size bytes, NUL-terminated) is set for pinfeed_imgcodecs_corrupt.
+  const char* libraries;   ///< the libraries it was built with, for messages
+  /// Decodes a PNG, WebP or TIFF into 8-bit RGB through output, the pixels as stored (no EXIF
+  /// orientation, and a TIFF's rows as the file lays them out). The message (message_size
+  /// bytes, NUL-terminated) is set for every status but ok; nothing is written to stderr.
   int (*decode)(const unsigned char* bytes, std::size_t size, pinfeed_imgcodecs_output output, void* context,
                 char* message, std::size_t message_size);
 };

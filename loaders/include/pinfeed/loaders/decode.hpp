@@ -1,8 +1,8 @@
 #pragma once
 /// @file decode.hpp
 /// Image decoding: JPEG with libjpeg-turbo and pinfeed's own Huffman decoder (DCT scaling by 1/2,
-/// 1/4, 1/8 when a smaller image suffices), BMP and PNM by pinfeed's own readers, PNG, WebP and TIFF through
-/// OpenCV imgcodecs; every variant as Pillow decodes it or refused by name (docs/formats.md). The format
+/// 1/4, 1/8 when a smaller image suffices), BMP and PNM by pinfeed's own readers, PNG, WebP and TIFF by
+/// libpng, libwebp and libtiff; every variant as Pillow decodes it or refused by name (docs/formats.md). The format
 /// comes from the bytes, not the file name. Output is always 8-bit RGB, HWC: greyscale and CMYK
 /// inputs are converted.
 

@@ -1,5 +1,5 @@
-// Image decoding: JPEG (pinfeed's Huffman decoder against libjpeg-turbo's, whole and in a window)
-// and the other formats (whole, window, header size).
+// Image decoding: JPEG (pinfeed's Huffman decoder against libjpeg-turbo's, whole and in a window,
+// the frame header's size) and the other formats (whole, window, header size).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -101,6 +101,11 @@ outcome jpeg(bytes input) {
   if (ours.ok) check_shape(name, ours);
   if (theirs.ok) check_shape(name, theirs);
   if (ours.ok && theirs.ok) check_same(name, "whole image, pinfeed's Huffman decoder vs libjpeg-turbo's", ours, theirs);
+  // The size read from the frame header without libjpeg (peek_size) is the decoded one.
+  const auto peeked = loaders::peek_size(as_bytes(input));
+  if (theirs.ok && peeked.width != 0 && (peeked.width != theirs.spec.width || peeked.height != theirs.spec.height))
+    broken(name, "the frame header says " + std::to_string(peeked.width) + "x" + std::to_string(peeked.height) +
+                     ", the decoded image is " + std::to_string(theirs.spec.width) + "x" + std::to_string(theirs.spec.height));
   // A window, at a DCT scale the input picks: both decoders give the same pixels; at full
   // resolution those of the same window of the whole image.
   const auto s = steering(input);

@@ -3,19 +3,15 @@
 #include "pinfeed/runtime/exception.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <memory>
-#include <optional>
 #include <stdexcept>
 
 #if PINFEED_HAVE_IMGCODECS
 #include "imgcodecs/module_loader.hpp"
 #endif
-#include <csetjmp>
-#include <cstdio>
 
 #include <jpeglib.h>
 #include <turbojpeg.h>
@@ -85,10 +81,8 @@ bool codec_format(std::span<const std::byte> b) {
     // Only the three chunk kinds a WebP file starts with, all of which peek_size() reads the size of.
     return std::memcmp(b.data() + 12, "VP8 ", 4) == 0 || std::memcmp(b.data() + 12, "VP8L", 4) == 0 ||
            std::memcmp(b.data() + 12, "VP8X", 4) == 0;
-  if (b.size() >= 3 && b[0] == std::byte{'P'} && b[1] >= std::byte{'1'} && b[1] <= std::byte{'6'} &&
-      std::isspace(static_cast<unsigned char>(b[2])))
-    return true;  // PBM/PGM/PPM
-  return is_jpeg(b);   // CMYK JPEGs come here too
+  if (detail::is_pnm(b)) return true;  // PBM/PGM/PPM
+  return is_jpeg(b);
 }
 
 /// The format codec_format() let through, for messages.
@@ -97,7 +91,7 @@ const char* format_name(std::span<const std::byte> b) {
   if (starts_with(b, {'B', 'M'})) return "a BMP image";
   if (is_tiff(b)) return "a TIFF image";
   if (starts_with(b, {'R', 'I', 'F', 'F'})) return "a WebP image";
-  if (is_jpeg(b)) return "a CMYK/YCCK JPEG";
+  if (is_jpeg(b)) return "a JPEG image";
   return "a PNM image";
 }
 
@@ -157,7 +151,8 @@ image_spec orient(std::vector<std::byte>& img, const image_spec& spec, int o);
 image_spec decode_other(std::span<const std::byte> bytes, std::vector<std::byte>& out, const std::string& what) {
   if (starts_with(bytes, {'B', 'M'})) return detail::decode_bmp(bytes, out, what);
   if (detail::is_pnm(bytes)) return detail::decode_pnm(bytes, out, what);
-  if (is_tiff(bytes)) refuse_tiff_layout(detail::read_tiff_layout(bytes), what);
+  const detail::tiff_layout tiff = is_tiff(bytes) ? detail::read_tiff_layout(bytes) : detail::tiff_layout{};
+  if (is_tiff(bytes)) refuse_tiff_layout(tiff, what);
   if (!codec_format(bytes))
     fail(what, "not a decodable image: the bytes are no JPEG, PNG, WebP, BMP, TIFF or PNM");
 #if !PINFEED_HAVE_IMGCODECS
@@ -178,8 +173,7 @@ image_spec decode_other(std::span<const std::byte> bytes, std::vector<std::byte>
                                     &sink, message, sizeof message);
   if (status == pinfeed_imgcodecs_ok) {
     // A TIFF's Orientation tag says how its rows are laid out: turned as Pillow turns them, always.
-    const int o = is_tiff(bytes) ? detail::read_tiff_layout(bytes).orientation : 1;
-    return o == 1 ? sink.spec : orient(out, sink.spec, o);
+    return tiff.orientation == 1 ? sink.spec : orient(out, sink.spec, tiff.orientation);
   }
   if (status == pinfeed_imgcodecs_out_of_memory) throw std::bad_alloc();
   fail(what, std::string(format_name(bytes)) + " that cannot be decoded: " +
@@ -241,7 +235,7 @@ image_spec orient(std::vector<std::byte>& img, const image_spec& spec, int o) {
 }
 
 /// A whole JPEG through libjpeg (full_decode_denom's scale), with pinfeed's Huffman decoder or not.
-std::optional<image_spec> decode_whole_jpeg(std::span<const std::byte> bytes, std::vector<std::byte>& out,
+image_spec decode_whole_jpeg(std::span<const std::byte> bytes, std::vector<std::byte>& out,
                                             const decode_options& o, const std::string& what, bool pinfeed_huffman,
                                             decode_report* report) {
   return detail::decode_jpeg_window(
@@ -319,7 +313,7 @@ jpeg_huffman_status check_jpeg_huffman() {
       const auto a = decode_whole_jpeg(jpegs[i], ours, o, "self-check", true, nullptr);
       const bool ran = detail::pinfeed_huffman_scans() > scans;
       const auto b = decode_whole_jpeg(jpegs[i], theirs, o, "self-check", false, nullptr);
-      if (!a || !b || !ran || ours != theirs)
+      if (a.width != b.width || a.height != b.height || !ran || ours != theirs)
         return {false, "libjpeg-turbo's (self-check: pinfeed's decoder " +
                            std::string(ran ? "gave other pixels" : "did not run") + " on test JPEG " +
                            std::to_string(i) + " with libjpeg-turbo " + version + ")"};
@@ -342,13 +336,8 @@ image_spec decode_image(std::span<const std::byte> bytes, std::vector<std::byte>
                         const std::string& what, decode_report* report) {
   if (bytes.empty()) fail(what, "empty file (0 bytes)");
   check_header(bytes, o, what);
-  image_spec spec{};
-  if (!is_jpeg(bytes)) {
-    spec = decode_other(bytes, out, what);
-  } else {
-    const auto jpeg = decode_whole_jpeg(bytes, out, o, what, pinfeed_huffman_for(o), report);
-    spec = jpeg ? *jpeg : decode_other(bytes, out, what);
-  }
+  const image_spec spec = is_jpeg(bytes) ? decode_whole_jpeg(bytes, out, o, what, pinfeed_huffman_for(o), report)
+                                         : decode_other(bytes, out, what);
   const int orientation = o.apply_exif_orientation ? detail::exif_orientation(bytes) : 1;
   return orientation == 1 ? spec : orient(out, spec, orientation);
 }
@@ -389,7 +378,7 @@ image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std
       r.height = std::clamp<std::int64_t>(r.height, 1, H - r.y);
       r.width = std::clamp<std::int64_t>(r.width, 1, W - r.x);
     };
-    const auto spec = detail::decode_jpeg_window(
+    return detail::decode_jpeg_window(
         bytes, out, o.fast_dct, what, pixel_check(o, what),
         [&](std::int64_t W, std::int64_t H) {
           clamp_to(W, H);
@@ -398,7 +387,6 @@ image_spec decode_image_region(std::span<const std::byte> bytes, std::vector<std
         // libjpeg's output at 1/denom is ceil(W / denom) x ceil(H / denom), as scaled_region() takes it.
         [&](std::int64_t W, std::int64_t H, double, std::int64_t, std::int64_t) { return scaled_region(r, W, H, denom); },
         pinfeed_huffman_for(o), o.strict, report);
-    if (spec) return *spec;
   }
   const image_spec spec = decode_other(bytes, whole, what);
   return cut_region(whole, spec, r, 1.0, out);

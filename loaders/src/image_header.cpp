@@ -158,17 +158,8 @@ tiff_layout read_tiff_layout(std::span<const std::byte> b) noexcept {
 
 namespace {
 
-/// Orientation (274) of the TIFF structure `t` (an EXIF block or a TIFF file): 1 without one.
-int tiff_orientation(std::span<const std::byte> t) noexcept {
-  if (t.size() < 8 || !(starts_with(t, {'I', 'I', 42, 0}) || starts_with(t, {'M', 'M', 0, 42}))) return 1;
-  int orientation = 1;
-  tiff_entries(t, [&](std::uint64_t tag, std::uint64_t type, std::uint64_t count, std::size_t at, bool le, bool) {
-    if (tag != 274) return true;
-    if (type == 3 && count >= 1) orientation = static_cast<int>(read_uint(t, at, 2, le));
-    return false;
-  });
-  return orientation >= 1 && orientation <= 8 ? orientation : 1;
-}
+/// Orientation (274) of the TIFF structure `t` (an EXIF block): 1 without one.
+int tiff_orientation(std::span<const std::byte> t) noexcept { return read_tiff_layout(t).orientation; }
 
 int jpeg_exif_orientation(std::span<const std::byte> b) noexcept {
   std::size_t at = 2;

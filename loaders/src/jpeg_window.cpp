@@ -12,6 +12,7 @@
 #include <jpeglib.h>
 #include <jerror.h>
 
+#include "cmyk.hpp"
 #include "jpeg_error_jump.hpp"
 #include "jpeg_huffman.hpp"
 #include "pinfeed/runtime/detail/thread_scratch.hpp"
@@ -56,16 +57,12 @@ void begin_window(jpeg_decompress_struct& cinfo, const image_region& win, std::i
 }
 
 /// Four-channel JPEGs as Pillow decodes them: the samples taken as Adobe stores them, inverted
-/// (Pillow's "CMYK;I" for every CMYK JPEG), then its CMYK to RGB: (255 - k) - c (255 - k) / 255,
-/// rounded as its MULDIV255.
+/// (Pillow's "CMYK;I" for every CMYK JPEG), then its CMYK to RGB (cmyk.hpp).
 void cmyk_to_rgb(const JSAMPLE* in, std::uint8_t* out, std::int64_t n) {
-  const auto muldiv255 = [](int a, int b) {
-    const int t = a * b + 128;
-    return ((t >> 8) + t) >> 8;
-  };
   for (std::int64_t i = 0; i < n; ++i, in += 4, out += 3) {
-    const int nk = in[3];  // 255 - (255 - k)
-    for (int c = 0; c < 3; ++c) out[c] = static_cast<std::uint8_t>(std::clamp(nk - muldiv255(255 - in[c], nk), 0, 255));
+    const std::uint8_t cmyk[4] = {static_cast<std::uint8_t>(255 - in[0]), static_cast<std::uint8_t>(255 - in[1]),
+                                  static_cast<std::uint8_t>(255 - in[2]), static_cast<std::uint8_t>(255 - in[3])};
+    pillow_cmyk_to_rgb(cmyk, out);
   }
 }
 
@@ -107,7 +104,7 @@ void set_output(jpeg_decompress_struct& cinfo, unsigned denom, bool fast_dct, bo
 
 }  // namespace
 
-std::optional<image_spec> decode_jpeg_window(std::span<const std::byte> bytes, std::vector<std::byte>& out, bool fast_dct,
+image_spec decode_jpeg_window(std::span<const std::byte> bytes, std::vector<std::byte>& out, bool fast_dct,
                                              const std::string& what, const jpeg_size_check& check,
                                              const jpeg_denom_fn& denom, const jpeg_window_fn& window,
                                              bool pinfeed_huffman, bool strict, decode_report* report) {

@@ -5,7 +5,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -28,7 +27,7 @@ using jpeg_size_check = std::function<void(std::int64_t width, std::int64_t heig
 /// first warning refuses the file; else warnings are counted into `report` (where given), the end
 /// of the data still refuses it, and a scan pinfeed's Huffman decoder finds corrupt is decoded
 /// again by libjpeg's.
-[[nodiscard]] std::optional<image_spec> decode_jpeg_window(std::span<const std::byte> bytes, std::vector<std::byte>& out,
+[[nodiscard]] image_spec decode_jpeg_window(std::span<const std::byte> bytes, std::vector<std::byte>& out,
                                                            bool fast_dct, const std::string& what,
                                                            const jpeg_size_check& check, const jpeg_denom_fn& denom,
                                                            const jpeg_window_fn& window, bool pinfeed_huffman,

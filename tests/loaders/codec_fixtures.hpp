@@ -51,6 +51,19 @@ inline std::vector<std::byte> encode_cmyk_jpeg(int h, int w) {
   return out;
 }
 
+/// 8-bit RGB pixels (HWC) as a JPEG with TurboJPEG's chroma `subsamp` (TJSAMP_444, _422, _420, _GRAY).
+inline std::vector<std::byte> turbojpeg(const std::uint8_t* rgb, int w, int h, int subsamp, int quality = 90) {
+  tjhandle tj = tjInitCompress();
+  REQUIRE(tj != nullptr);
+  unsigned char* jpeg = nullptr;
+  unsigned long size = 0;
+  REQUIRE(tjCompress2(tj, rgb, w, 0, h, TJPF_RGB, &jpeg, &size, subsamp, quality, 0) == 0);
+  std::vector<std::byte> out(reinterpret_cast<std::byte*>(jpeg), reinterpret_cast<std::byte*>(jpeg) + size);
+  tjFree(jpeg);
+  tjDestroy(tj);
+  return out;
+}
+
 /// The reference: OpenCV's own decode, as RGB.
 inline cv::Mat reference_rgb(const std::vector<std::byte>& bytes) {
   const cv::Mat raw(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<std::byte*>(bytes.data()));

@@ -148,15 +148,7 @@ TEST_CASE("decode.region_equals_the_window_of_a_full_decode") {
   auto tj_jpeg = [](const cv::Mat& bgr, int subsamp) {
     cv::Mat rgb;
     cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
-    tjhandle tj = tjInitCompress();
-    unsigned char* jpeg = nullptr;
-    unsigned long size = 0;
-    REQUIRE(tjCompress2(tj, rgb.data, rgb.cols, 0, rgb.rows, TJPF_RGB, &jpeg, &size, subsamp, 90, 0) == 0);
-    std::vector<std::byte> out(size);
-    std::memcpy(out.data(), jpeg, size);
-    tjFree(jpeg);
-    tjDestroy(tj);
-    return out;
+    return test::turbojpeg(rgb.data, rgb.cols, rgb.rows, subsamp);
   };
   for (int variant = 0; variant < 4; ++variant) {
     CAPTURE(variant);

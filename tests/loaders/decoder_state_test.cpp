@@ -32,18 +32,7 @@ namespace {
 
 using bytes = std::vector<std::byte>;
 
-bytes tj_jpeg(int h, int w, int seed, int subsamp, int quality = 90) {
-  const auto rgb = test::picture_rgb(h, w, seed);
-  tjhandle tj = tjInitCompress();
-  REQUIRE(tj != nullptr);
-  unsigned char* jpeg = nullptr;
-  unsigned long size = 0;
-  REQUIRE(tjCompress2(tj, rgb.data(), w, 0, h, TJPF_RGB, &jpeg, &size, subsamp, quality, 0) == 0);
-  bytes out(reinterpret_cast<std::byte*>(jpeg), reinterpret_cast<std::byte*>(jpeg) + size);
-  tjFree(jpeg);
-  tjDestroy(tj);
-  return out;
-}
+bytes tj_jpeg(int h, int w, int seed, int subsamp) { return test::turbojpeg(test::picture_rgb(h, w, seed).data(), w, h, subsamp); }
 
 /// The offset of the first marker FF `code` at or after `from` (REQUIREs one).
 std::size_t marker_at(const bytes& b, unsigned code, std::size_t from = 0) {

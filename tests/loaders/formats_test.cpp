@@ -25,11 +25,8 @@ using namespace pinfeed::loaders;
 namespace {
 
 std::vector<std::byte> slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  REQUIRE_MESSAGE(in, "cannot read " << p);
-  std::vector<char> c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::byte> out(c.size());
-  std::memcpy(out.data(), c.data(), c.size());
+  std::vector<std::byte> out;
+  read_file(p.string(), out);  // throws naming the path
   return out;
 }
 

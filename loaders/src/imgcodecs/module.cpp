@@ -16,6 +16,7 @@
 #include <tiffio.h>
 #include <webp/decode.h>
 
+#include "../cmyk.hpp"
 #include "pinfeed/version.hpp"
 #include "plugin_abi.hpp"
 
@@ -33,10 +34,10 @@ struct report {
     const std::size_t n = std::min(std::strlen(text), size - 1);
     std::memcpy(message, text, n);
     message[n] = '\0';
-    std::string lower(text);
-    for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-    out_of_memory = lower.find("out of memory") != std::string::npos || lower.find("insufficient memory") != std::string::npos ||
-                    lower.find("cannot allocate") != std::string::npos || lower.find("can't allocate") != std::string::npos;
+    // Nothing allocated here: it runs inside libpng's and libtiff's C callbacks, which no C++
+    // exception may cross.
+    for (const char* marker : {"out of memory", "insufficient memory", "cannot allocate", "can't allocate"})
+      out_of_memory = out_of_memory || strcasestr(text, marker) != nullptr;
   }
   int status() const { return out_of_memory ? pinfeed_imgcodecs_out_of_memory : pinfeed_imgcodecs_corrupt; }
 };
@@ -194,15 +195,6 @@ struct tiff_closer {
   }
 };
 
-/// Pillow's CMYK to RGB: (255 - k) - c (255 - k) / 255, rounded as its MULDIV255.
-void cmyk_to_rgb(const std::uint8_t* in, std::uint8_t* out) {
-  const int nk = 255 - in[3];
-  for (int c = 0; c < 3; ++c) {
-    const int t = in[c] * nk + 128;
-    out[c] = static_cast<std::uint8_t>(std::clamp(nk - (((t >> 8) + t) >> 8), 0, 255));
-  }
-}
-
 /// Contiguous 8- or 16-bit grey, RGB or CMYK strips (extra samples, alpha included, dropped; 16-bit
 /// samples by their high byte), row by row; false where the layout is another (the caller then
 /// takes libtiff's RGBA reader).
@@ -234,7 +226,7 @@ bool read_tiff_rows(TIFF* tif, std::uint32_t w, std::uint32_t h, std::uint8_t* o
       }
       if (colours == 1) o[0] = o[1] = o[2] = v[0];
       else if (colours == 3) std::memcpy(o, v, 3);
-      else cmyk_to_rgb(v, o);
+      else pinfeed::loaders::detail::pillow_cmyk_to_rgb(v, o);  // as Pillow converts a CMYK TIFF
     }
   }
   return true;

@@ -22,7 +22,7 @@ bash "$root/scripts/install-deps.sh" --only clang libclang-rt-14-dev
 start=$(date +%s)
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DPINFEED_FUZZ=ON \
   -DPINFEED_WITH_CUDA=OFF -DPINFEED_BUILD_TESTS=OFF -DPINFEED_BUILD_TOOLS=OFF -DPINFEED_BUILD_BENCH=OFF \
-  -DPINFEED_INSTALL=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" >/dev/null
+  -DPINFEED_INSTALL=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" >/dev/null
 cmake --build "$build" -j "$(nproc)" --target pinfeed_fuzzers
 echo "fuzz.sh: built the targets in $(( $(date +%s) - start )) s"
 

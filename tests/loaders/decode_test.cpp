@@ -16,6 +16,9 @@
 #include "codec_fixtures.hpp"
 #include "pinfeed/loaders/decode.hpp"
 #include "pinfeed/loaders/transforms.hpp"
+#include "pinfeed/runtime/node_plan.hpp"
+
+#include <oneapi/tbb/global_control.h>
 
 using namespace pinfeed;
 using namespace pinfeed::loaders;
@@ -300,6 +303,86 @@ TEST_CASE("decode.every_formats_header_gives_its_size_and_the_limit_holds_for_ea
   CHECK(peek_size(sos_first).width == 0);
   const std::vector<std::byte> cut(jpg.begin(), jpg.begin() + 8);
   CHECK(peek_size(cut).width == 0);
+}
+
+TEST_CASE("decode.a_decode_over_its_memory_is_refused_before_anything_is_allocated") {
+  const cv::Mat pic = picture(30, 40, 4);  // 1,200 pixels
+  const auto jpg = encode(pic, ".jpg");
+  const auto progressive = encode(pic, ".jpg", {cv::IMWRITE_JPEG_PROGRESSIVE, 1});
+  const auto png = encode(pic, ".png");
+  const auto tif = encode(pic, ".tif");
+  const auto webp = encode(pic, ".webp");
+  const auto bmp = encode(pic, ".bmp");
+  // The estimate, per pixel of the whole image: 3 (RGB) and what each decoder holds beside it.
+  CHECK(decode_memory_need(jpg, {}, false).bytes == 1200 * 3);
+  CHECK(decode_memory_need(jpg, {}, true).bytes == 1200 * 3);  // a JPEG window is decoded as a window
+  CHECK(decode_memory_need(progressive, {}, false).bytes == 1200 * 9);
+  CHECK(decode_memory_need(progressive, {}, false).parts.find("DCT coefficients") != std::string::npos);
+  CHECK(decode_memory_need(png, {}, false).bytes == 1200 * 3);
+  CHECK(decode_memory_need(png, {}, true).bytes == 1200 * 6);  // decoded whole, then cut
+  CHECK(decode_memory_need(tif, {}, false).bytes == 1200 * 7);
+  CHECK(decode_memory_need(webp, {}, false).bytes == 1200 * 7);
+  CHECK(decode_memory_need(bmp, {}, true).bytes == 1200 * 6);
+  const std::vector<std::byte> junk(16, std::byte{7});
+  CHECK(decode_memory_need(junk, {}, false).bytes == 0);
+
+  // At the estimate it decodes; one byte under, it is refused by name, for every format and path.
+  std::vector<std::byte> out;
+  for (const auto* file : {&jpg, &progressive, &png, &tif, &webp, &bmp}) {
+    for (const bool region : {false, true}) {
+      CAPTURE(region);
+      decode_options o;
+      o.max_decode_bytes = decode_memory_need(*file, o, region).bytes;
+      const auto run = [&] {
+        return region ? decode_image_region(*file, out, o, {5, 6, 10, 12}, 0, "m.img")
+                      : decode_image(*file, out, o, "m.img");
+      };
+      CHECK(run().height > 0);
+      *o.max_decode_bytes -= 1;
+      std::vector<std::byte>().swap(out);
+      CHECK_THROWS_WITH_AS((void)run(), doctest::Contains("m.img: decoding this 40x30 "), std::runtime_error);
+      CHECK_THROWS_WITH_AS((void)run(), doctest::Contains("one decode may take (decode_options::max_decode_bytes"),
+                           std::runtime_error);
+      CHECK(out.capacity() == 0);  // refused before the output was allocated
+    }
+  }
+  // 0 is no limit.
+  decode_options none;
+  none.max_decode_bytes = 0;
+  CHECK(decode_image(progressive, out, none, "m.jpg").width == 40);
+
+  // A 6 KB file whose header says 16000x16000 (within the default pixel limit): 732 MiB to decode,
+  // refused under a 512 MiB limit with its size, its estimate and the limit.
+  auto bomb = jpg;
+  const std::byte sof0[] = {std::byte{0xFF}, std::byte{0xC0}};
+  const auto sof = std::search(bomb.begin(), bomb.end(), std::begin(sof0), std::end(sof0));
+  REQUIRE(sof != bomb.end());
+  for (const int at : {5, 7}) {  // height, then width, big-endian after the length and precision
+    sof[at] = std::byte{16000 >> 8};
+    sof[at + 1] = std::byte{16000 & 0xFF};
+  }
+  REQUIRE(peek_size(bomb).width == 16000);
+  decode_options half_gib;
+  half_gib.max_decode_bytes = std::uint64_t{512} << 20;
+  std::vector<std::byte>().swap(out);
+  CHECK_THROWS_WITH_AS((void)decode_image(bomb, out, half_gib, "bomb.jpg"),
+                       doctest::Contains("bomb.jpg: decoding this 16000x16000 JPEG image needs about 732.4 MiB (3 bytes a "
+                                         "pixel for the decoded RGB pixels), more than the 512.0 MiB one decode may take"),
+                       std::runtime_error);
+  CHECK(out.capacity() == 0);
+
+  // The default follows the node plan: this process's share of memory over TBB's thread cap.
+  const decode_memory_limit by_default = decode_memory_limit_of({});
+  const node_plan& plan = this_node_plan_without_gpu();
+  const auto threads = tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
+  if (plan.rank_memory == 0) {
+    CHECK(by_default.bytes == 0);
+  } else {
+    CHECK(by_default.bytes == plan.rank_memory / threads);
+    CHECK(by_default.source.find(plan.memory_source) != std::string::npos);
+    CHECK(by_default.source.find("over the " + std::to_string(threads) + " threads") != std::string::npos);
+  }
+  CHECK(decode_memory_limit_of(half_gib).bytes == std::uint64_t{512} << 20);
 }
 
 TEST_CASE("decode.exif_orientation_is_left_unless_asked_and_a_window_is_of_the_turned_image") {

@@ -6,7 +6,9 @@
 # - a real cgroup (root, writable v1 or v2 controllers; skipped with the reason elsewhere): a quota
 #   of 0.5 CPU and a 512 MiB memory limit give `pinfeed info --json` 1 core and 512 MiB, `pinfeed
 #   run` with slots that cannot fit fails naming the limit's file (exit 1), and on auto it runs
-#   within the limit (no OOM kill). The cgroup is removed on every path.
+#   within the limit (no OOM kill); a JPEG header of 16000x16000 is refused before its decode,
+#   naming the limit (decode_options::max_decode_bytes follows the plan). The cgroup is removed on
+#   every path.
 set -uo pipefail
 pf=$1 work=$2
 rm -rf "$work" && mkdir -p "$work"
@@ -174,6 +176,28 @@ if [[ -n $cg_enter ]]; then
     ok "prefetch auto in 512 MiB: runs within the limit ($(grep -m1 '^run:' "$work/cg-auto.txt" | grep -o 'prefetch [0-9]*[^,]*'))"
   else
     bad "prefetch auto in 512 MiB (exit $rc; 137 is the OOM killer)"; cat "$work/cg-auto.txt"
+  fi
+  # A JPEG whose frame header says 16000x16000 (a 732 MiB decode) in 3 KB: refused by name within
+  # the cgroup's share (512 MiB over the threads that may decode), before anything is allocated.
+  mkdir -p "$work/bomb/a"
+  python3 - "$work/bomb/a/big.jpg" <<'PY2'
+import struct, sys
+# A 16x16 grey baseline JPEG, its SOF0 size then patched to 16000x16000.
+soi, eoi = b"\xff\xd8", b"\xff\xd9"
+dqt = b"\xff\xdb" + struct.pack(">H", 67) + b"\x00" + bytes([1] * 64)
+sof = b"\xff\xc0" + struct.pack(">HBHHB", 11, 8, 16000, 16000, 1) + b"\x01\x11\x00"
+dht = b"\xff\xc4" + struct.pack(">H", 20) + b"\x00" + bytes([1] + [0] * 15) + b"\x00"
+dht += b"\xff\xc4" + struct.pack(">H", 20) + b"\x10" + bytes([1] + [0] * 15) + b"\x00"
+sos = b"\xff\xda" + struct.pack(">HB", 8, 1) + b"\x01\x00\x00\x3f\x00"
+open(sys.argv[1], "wb").write(soi + dqt + sof + dht + sos + bytes(3000) + eoi)
+PY2
+  in_cgroup "$pf" run --source "folder:$work/bomb" --device cpu --batch 1 --transforms "rrc(16)" >"$work/cg-bomb.txt" 2>&1
+  rc=$?
+  if [[ $rc == 1 ]] && grep -q "big.jpg: decoding this 16000x16000 JPEG image needs about 732.4 MiB" "$work/cg-bomb.txt" &&
+     grep -q "one decode may take (this process's share of memory, 512.0 MiB (.*$limit_file.*), over the" "$work/cg-bomb.txt"; then
+    ok "a 16000x16000 JPEG header in 512 MiB: refused before decoding, naming the limit"
+  else
+    bad "a 16000x16000 JPEG header in 512 MiB (exit $rc)"; cat "$work/cg-bomb.txt"
   fi
 fi
 cleanup

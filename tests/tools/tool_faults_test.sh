@@ -3,10 +3,11 @@
 # LD_PRELOAD shim, tests/fault/malloc_shim.c, counts every malloc from main() on): each
 # run ends with exit 0 and the fault-free run's output, or exit 1 and one line saying that memory
 # ran out; never a signal (std::terminate aborts), never a hang, never other batches.
-# Commands: run over a folder of JPEG, PNG, WebP, BMP and PNM files (rrc, flip, checksums), pack.
-# Usage: tool_faults_test.sh PINFEED SHIM PYTHON WORK [POINTS]   (PYTHON: one with Pillow)
+# Commands: run over a folder of JPEG, PNG, WebP, BMP and PNM files (rrc, flip, checksums), pack,
+# doctor.
+# Usage: tool_faults_test.sh PINFEED SHIM PYTHON WORK [POINTS [DOCTOR_POINTS]]   (PYTHON: one with Pillow)
 set -uo pipefail
-pf=$1 shim=$2 python=$3 work=$4 points=${5:-60}
+pf=$1 shim=$2 python=$3 work=$4 points=${5:-60} doctor_points=${6:-8}
 if ! "$python" -c 'import PIL' 2>/dev/null; then
   [[ ${CI:-} == true ]] && { echo "tool_faults: Pillow is missing from $python (scripts/install-test-env.sh)" >&2; exit 1; }
   echo "tool_faults: skipped: Pillow is missing from $python (scripts/install-test-env.sh)"; exit 77
@@ -34,21 +35,27 @@ attempt() {
   PINFEED_FAIL_ALLOCATION=$k LD_PRELOAD=$shim timeout 60 "$@" >"$work/out" 2>"$work/err"
   echo $? >"$work/rc"
 }
-# sweep NAME KEEP COMMAND...: KEEP, a regex of the output lines a run must repeat exactly.
+# sweep NAME KEEP N COMMAND...: N points; KEEP, a regex of the output lines a run must repeat
+# exactly, or has:REGEX, a line every finished run must print (for output that varies, the doctor's).
 sweep() {
-  local name=$1 keep=$2; shift 2
+  local name=$1 keep=$2 n=$3; shift 3
   PINFEED_COUNT_ALLOCATIONS=1 LD_PRELOAD=$shim "$@" >"$work/clean.out" 2>"$work/clean.err" ||
     { echo "tool_faults: $name fails without a fault:"; cat "$work/clean.err"; failed=1; return; }
   local total
   total=$(sed -n 's/^allocations: //p' "$work/clean.err")
   [[ -n $total && $total -gt 100 ]] || { echo "tool_faults: $name: no allocation count ($total)"; failed=1; return; }
   local ok=0 oom=0 bad=0
-  for ((p = 0; p < points; ++p)); do
-    local k=$((1 + p * (total - 1) / (points - 1)))
+  for ((p = 0; p < n; ++p)); do
+    local k=$((1 + p * (total - 1) / (n - 1)))
     attempt "$k" "$@"
-    local rc
+    local rc same
     rc=$(cat "$work/rc")
-    if [[ $rc == 0 ]] && diff -q <(grep -E "$keep" "$work/out") <(grep -E "$keep" "$work/clean.out") >/dev/null; then
+    if [[ $keep == has:* ]]; then
+      grep -qE "${keep#has:}" "$work/out" && same=1 || same=0
+    else
+      diff -q <(grep -E "$keep" "$work/out") <(grep -E "$keep" "$work/clean.out") >/dev/null && same=1 || same=0
+    fi
+    if [[ $rc == 0 && $same == 1 ]]; then
       ok=$((ok + 1))
     elif [[ $rc == 1 ]] && grep -qiE 'out of memory|bad_alloc|cannot allocate|memory' "$work/err"; then
       oom=$((oom + 1))
@@ -57,15 +64,18 @@ sweep() {
       echo "tool_faults: $name, allocation $k of $total: exit $rc"; tail -3 "$work/err" | sed 's/^/    /'
     fi
   done
-  echo "tool_faults: $name: $points points of $total allocations: $ok as if nothing failed, $oom out of memory, $bad otherwise"
+  echo "tool_faults: $name: $n points of $total allocations: $ok as if nothing failed, $oom out of memory, $bad otherwise"
   [[ $bad == 0 ]] || failed=1
 }
-sweep "run over a folder" '^batch ' "$pf" run --source "folder:$work/folder" --transforms "rrc(24),hflip" --batch 4 --device cpu \
-  --workers 2 --checksums --seed 3
-sweep "pack" '^(wrote|packed|shard)' "$pf" pack --source "folder:$work/folder" --out "$work/shard" --shard-mb 1
+sweep "run over a folder" '^batch ' "$points" "$pf" run --source "folder:$work/folder" --transforms "rrc(24),hflip" --batch 4 \
+  --device cpu --workers 2 --checksums --seed 3
+sweep "pack" '^(wrote|packed|shard)' "$points" "$pf" pack --source "folder:$work/folder" --out "$work/shard" --shard-mb 1
+# The doctor times every stage for seconds a run: fewer points, and its report (which varies with
+# the timings) must reach its verdict.
+sweep "doctor" 'has:^verdict: ' "$doctor_points" "$pf" doctor --source "folder:$work/folder" --transforms "rrc(24),hflip" \
+  --batch 4 --device cpu --workers 1 --steps 4 --warmup 1 --step-ms 1
 # Not swept yet: `info` and GPU runs read the node's topology with hwloc, and hwloc 2.9's
 # hwloc_topology_load dereferences allocations that failed (a segmentation fault inside it, found
 # by this sweep); TIFF files: libtiff 4.5.0 crashes when a realloc fails inside TIFFReadDirectory
-# (TIFFSetField -> _TIFFCheckRealloc, a segmentation fault in libtiff, found by this sweep);
-# `doctor` (seconds a run).
+# (TIFFSetField -> _TIFFCheckRealloc, a segmentation fault in libtiff, found by this sweep).
 exit $failed

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -69,7 +70,11 @@ int run_program(int argc, char** argv) {
   std::size_t asked = std::max(1u, std::thread::hardware_concurrency());
   for (const auto& c : commands)
     if (c.workers) asked = std::max(asked, c.workers());
-  const tbb::global_control thread_cap(tbb::global_control::max_allowed_parallelism, asked + 1);
+  // Held to the end and never destroyed (the process ends in std::_Exit): oneTBB 2021.8's
+  // destructor of this control spins forever once a task_arena's initialize() ran out of memory
+  // (found by the allocation sweep, tests/tools/tool_faults_test.sh).
+  static std::optional<tbb::global_control> thread_cap;
+  thread_cap.emplace(tbb::global_control::max_allowed_parallelism, asked + 1);
   try {
     // A bad PINFEED_SIMD is an error here, before any work (the library only logs it).
     if (const char* simd = std::getenv("PINFEED_SIMD"); simd != nullptr && *simd != '\0') {

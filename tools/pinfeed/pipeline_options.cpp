@@ -18,6 +18,21 @@ std::optional<std::vector<loaders::image_file>> image_files_of(const std::string
   return std::nullopt;
 }
 
+loaders::decode_options decode_options_of(const run_args& a) {
+  loaders::decode_options d;
+  d.max_pixels = a.max_pixels;
+  d.strict = a.strict_decode;
+  d.apply_exif_orientation = a.exif_orientation;
+  if (!a.max_decode_memory.empty()) {
+    try {
+      d.max_decode_bytes = parse_bytes(a.max_decode_memory);
+    } catch (const std::invalid_argument& e) {
+      throw pinfeed::invalid_argument(std::string("--max-decode-memory: ") + e.what());
+    }
+  }
+  return d;
+}
+
 std::size_t count_or_auto(const char* option, const std::string& text, std::size_t most) {
   if (text == "auto") return auto_tune;
   const bool digits = !text.empty() && text.size() <= 9 && text.find_first_not_of("0123456789") == std::string::npos;
@@ -60,9 +75,7 @@ pipeline_parts make_pipeline(const run_args& a, const device_choice& dev) {
         loaders::make_synthetic_source({a.samples, a.height, a.width, 1000}));
   } else if (a.source.rfind("shards:", 0) == 0) {
     loaders::shard_options so;
-    so.decode.max_pixels = a.max_pixels;
-    so.decode.strict = a.strict_decode;
-    so.decode.apply_exif_orientation = a.exif_orientation;
+    so.decode = decode_options_of(a);
     if (a.shard_window >= 0) so.window_shards = static_cast<std::uint32_t>(a.shard_window);
     const std::string pattern = a.source.substr(7);
     if (loaders::is_remote_location(pattern)) {
@@ -88,11 +101,7 @@ pipeline_parts make_pipeline(const run_args& a, const device_choice& dev) {
     throw pinfeed::invalid_argument("--shard-window " + std::to_string(a.shard_window) + " orders tar shards; source '" +
                                 a.source + "' has none");
   } else if (auto files = image_files_of(a.source)) {
-    loaders::decode_options d;
-    d.max_pixels = a.max_pixels;
-    d.strict = a.strict_decode;
-    d.apply_exif_orientation = a.exif_orientation;
-    p.reader = loaders::make_image_files_reader(std::move(*files), d);
+    p.reader = loaders::make_image_files_reader(std::move(*files), decode_options_of(a));
   } else {
     throw pinfeed::invalid_argument("unknown source '" + a.source +
                                 "' (synthetic, folder:PATH, list:FILE or shards:PATTERN)");
@@ -159,6 +168,10 @@ void add_sample_options(CLI::App* app, run_args& a) {
                   "with --on-error skip: fail when more than this fraction of an epoch is bad (default 0: off)")
       ->check(CLI::Range(0.0, 1.0));
   app->add_option("--max-pixels", a.max_pixels, "reject images with more pixels (decompression bombs)");
+  app->add_option("--max-decode-memory", a.max_decode_memory,
+                  "refuse an image whose decode needs more memory than this (a size, e.g. 2GiB; 0: no limit), "
+                  "estimated from its header (default: this process's share of the node's memory over the threads "
+                  "that may decode at once)");
   app->add_flag("--strict-decode", a.strict_decode,
                 "refuse a JPEG at libjpeg's first corrupt-data warning (default: decode it as libjpeg and Pillow do, "
                 "counted as decode warnings in the stats; a file that ends early is refused either way)");

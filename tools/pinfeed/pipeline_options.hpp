@@ -38,6 +38,7 @@ struct run_args {
   std::string memory_budget;  ///< a size (parse_bytes), empty: none
   std::string decode;  ///< host, device or auto (loaders::parse_decode_place); empty: from --config, else host
   std::int64_t max_pixels = std::int64_t{1} << 28;
+  std::string max_decode_memory;  ///< a size (parse_bytes), 0: none; empty: the node plan's (decode_options)
   double max_bad_fraction = 0.0;
   double latency_ms = 0, bandwidth_mb_s = 0, step_ms = 0, copy_bandwidth_mb_s = 0;
   bool strict_decode = false;  ///< --strict-decode: a JPEG libjpeg warns of is refused
@@ -67,6 +68,10 @@ void add_pipeline_options(CLI::App* app, run_args& a);
 /// The files of a "folder:PATH" (ImageFolder layout) or "list:FILE" ("path label" lines) source;
 /// nullopt for another kind of source.
 [[nodiscard]] std::optional<std::vector<loaders::image_file>> image_files_of(const std::string& source);
+
+/// The decode options of --max-pixels, --max-decode-memory, --strict-decode and --exif-orientation.
+/// Throws std::invalid_argument naming the option whose value is no size.
+[[nodiscard]] loaders::decode_options decode_options_of(const run_args& a);
 
 /// What the options describe: a reader (behind emulated slow storage when asked), its transforms
 /// and the source options.

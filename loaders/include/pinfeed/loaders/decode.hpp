@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -45,7 +46,36 @@ struct decode_options {
   /// first; the device decode paths do not take it). A TIFF's Orientation tag is part of its
   /// raster's layout and always applied, by Pillow and here alike.
   bool apply_exif_orientation = false;
+  /// The most memory one decode may take: the decoded image and what its decoder holds beside it,
+  /// estimated from the header before any of it is allocated (decode_memory_need()). A decode that
+  /// needs more is refused by name (its size, the estimate, the limit and where the limit came
+  /// from), as an image over max_pixels is. nullopt (the default): this process's share of the
+  /// node's memory (node_plan::rank_memory: the physical memory or a cgroup limit, divided among
+  /// the local ranks) divided by the threads that may decode at once (TBB's cap on this process's
+  /// threads); no limit where the memory is unknown. 0 = no limit.
+  std::optional<std::uint64_t> max_decode_bytes;
 };
+
+/// What decoding an image takes at most, from its header (decode_memory_need()).
+struct decode_memory {
+  std::uint64_t bytes = 0;  ///< 0 where the header gives no size
+  std::string parts;        ///< what it is made of, in words ("3 bytes a pixel: the decoded RGB pixels")
+};
+/// The memory decode_image() (region: decode_image_region()) of `bytes` needs at most, per pixel of
+/// the full image: 3 bytes of RGB pixels, and for JPEGs other than baseline and extended
+/// sequential (progressive, arithmetic) 6 more (libjpeg keeps every DCT coefficient, 2 bytes, of
+/// up to 3 full-size components); WebP 4 more (a lossless image's ARGB rows); TIFF 4 more
+/// (libtiff's RGBA raster); a window of a non-JPEG image 3 more (the whole image is decoded, then
+/// cut); EXIF orientation applied, 3 more (the turned copy).
+[[nodiscard]] decode_memory decode_memory_need(std::span<const std::byte> bytes, const decode_options& options,
+                                               bool region);
+
+/// The limit decode_options::max_decode_bytes gives (0: none) and where it came from, in words.
+struct decode_memory_limit {
+  std::uint64_t bytes = 0;
+  std::string source;
+};
+[[nodiscard]] decode_memory_limit decode_memory_limit_of(const decode_options& options);
 
 /// What a decode went past without failing.
 struct decode_report {

@@ -6,7 +6,7 @@
 # and the newest fails here. The host-only translation units see no CUDA header that the public
 # headers do not, so they are not compiled again; nothing is linked or run. For sm_80: the other
 # trees of a CI run build sm_90 (scripts/test.sh), so both architectures are compiled.
-# Usage: scripts/check-cuda-newest.sh
+# Usage: scripts/check-cuda-newest.sh [--fetch]   (--fetch: only download and unpack the toolkit's wheels)
 # Environment: PINFEED_CUDA_NEWEST (default 13.5: the nvcc/runtime series), PINFEED_CCCL_WHEEL (default
 #              13.3.5.0.6: nvidia-cuda-cccl's CCCL 3.5), PINFEED_CUDA_NEWEST_CACHE (default
 #              /var/cache/pinfeed-cuda-newest), PINFEED_CUDA_NEWEST_BUILD (default ./build-cuda-newest).
@@ -18,7 +18,7 @@ cache=${PINFEED_CUDA_NEWEST_CACHE:-/var/cache/pinfeed-cuda-newest}
 build=${PINFEED_CUDA_NEWEST_BUILD:-$root/build-cuda-newest}
 prefix=$cache/prefix-$series-$cccl
 cuda=$prefix/nvidia/cu13
-bash "$root/scripts/install-deps.sh" >/dev/null
+[[ ${1:-} == --fetch ]] || bash "$root/scripts/install-deps.sh" >/dev/null
 if [[ ! -x $cuda/bin/nvcc ]]; then
   mkdir -p "$cache/wheels"
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 --platform manylinux_2_28_x86_64 \
@@ -33,6 +33,7 @@ if [[ ! -x $cuda/bin/nvcc ]]; then
   # CMake's FindCUDAToolkit looks for the unversioned library name.
   ln -sfn libcudart.so.13 "$cuda/lib/libcudart.so"
 fi
+[[ ${1:-} == --fetch ]] && { echo "check-cuda-newest: CUDA $series in $prefix"; exit 0; }
 echo "check-cuda-newest: $("$cuda/bin/nvcc" --version | tail -n 2 | head -n 1), CUB $(sed -n 's/^#define CUB_VERSION \([0-9]*\).*/\1/p' "$cuda/include/cccl/cub/version.cuh")"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$cuda/bin/nvcc" \
   -DCUDAToolkit_ROOT="$cuda" -DCMAKE_CUDA_ARCHITECTURES=80 -DPINFEED_INSTALL=OFF -DPINFEED_HEADERS_CHECK=ON >/dev/null

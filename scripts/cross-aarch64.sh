@@ -5,7 +5,8 @@
 # builds with PINFEED_WITH_CUDA=OFF and a DLPack 1.x header (scripts/fetch-dlpack.sh: the versioned
 # views are built and tested here; the x86 build keeps Debian's DLPack 0.6), and runs the runtime,
 # ops and loaders test suites.
-# Usage: scripts/cross-aarch64.sh [extra ctest arguments]
+# Usage: scripts/cross-aarch64.sh [--sysroot | extra ctest arguments]
+#   --sysroot: only download and unpack the sysroot (CI does it beside the main build: network, not CPUs)
 # Environment: PINFEED_CROSS_CACHE (default /var/cache/pinfeed-cross: apt lists, .debs, sysroot),
 #              PINFEED_CROSS_BUILD (default ./build-aarch64).
 set -euo pipefail
@@ -42,6 +43,7 @@ if [[ ! -f $stamp || $(cat "$stamp") != "${target_packages[*]}" ]]; then
   echo "${target_packages[*]}" >"$stamp"
   echo "cross-aarch64: sysroot of $(ls "$cache"/archives/*.deb | wc -l) arm64 packages in $sysroot"
 fi
+[[ ${1:-} == --sysroot ]] && exit 0
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch64-linux-gnu.cmake" \
   -DPINFEED_SYSROOT="$sysroot" -DPINFEED_DLPACK_INCLUDE_DIR="$(bash "$root/scripts/fetch-dlpack.sh")" -DPINFEED_WITH_CUDA=OFF -DPINFEED_WITH_CURL=OFF -DCMAKE_BUILD_TYPE=Release -DPINFEED_INSTALL=OFF \

@@ -25,8 +25,36 @@ if [[ ${1:-} == --faults ]]; then faults=1; shift; fi
 # build.sh's default (80;90), which a GPU here may need. PINFEED_CUDA_ARCHS overrides both.
 archs=${PINFEED_CUDA_ARCHS:-"80;90"}
 [[ ${CI:-} == true && -z ${PINFEED_CUDA_ARCHS:-} ]] && archs=90
+# A whole run (no --sanitize, no --faults): every step's Debian packages first, in one apt
+# transaction, then what the later steps download (the test environment's wheels, the arm64
+# sysroot, the newest CUDA's wheels) beside the main build, which needs the CPUs while they need
+# the network. Each is waited for, its output printed, before its step; a failed one fails the run.
+fetches=()
+if ((${#build_args[@]} == 0 && faults == 0)); then
+  bash "$root/scripts/install-deps.sh"
+  bash "$root/scripts/install-deps.sh" --only chromium python3-venv python3-pip g++-aarch64-linux-gnu qemu-user-static \
+    clang libclang-rt-14-dev
+  mkdir -p "$root/build"
+  fetch() {  # fetch NAME SKIP COMMAND...: runs COMMAND in the background unless SKIP is 1
+    local name=$1 skip=$2; shift 2
+    [[ $skip == 1 ]] && return
+    ( set +e; "$@" >"$root/build/fetch-$name.log" 2>&1; echo $? >"$root/build/fetch-$name.rc" ) &
+    fetches+=("$name")
+  }
+  fetch test-env 0 bash "$root/scripts/install-test-env.sh"
+  fetch sysroot "${PINFEED_SKIP_CROSS:-0}" bash "$root/scripts/cross-aarch64.sh" --sysroot
+  fetch cuda-newest "${PINFEED_SKIP_CUDA_NEWEST:-0}" bash "$root/scripts/check-cuda-newest.sh" --fetch
+fi
 bash "$root/scripts/build.sh" --arch "$archs" "${build_args[@]}"
-bash "$root/scripts/install-test-env.sh"  # moto, for the S3 tests
+if ((${#fetches[@]})); then
+  wait
+  for name in "${fetches[@]}"; do
+    sed "s/^/[fetch $name] /" "$root/build/fetch-$name.log"
+    [[ $(cat "$root/build/fetch-$name.rc" 2>/dev/null) == 0 ]] || { echo "test.sh: fetching $name failed" >&2; exit 1; }
+  done
+else
+  bash "$root/scripts/install-test-env.sh"  # Chromium, moto and Pillow for the tests
+fi
 build_dir=$root/build${build_args[1]:+-${build_args[1]}}
 ctest_args=(--output-on-failure -j 2)
 if ((${#build_args[@]})); then

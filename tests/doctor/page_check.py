@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """The doctor's pages in a real browser: headless Chromium loads each page with networking off.
 
-Usage: page_check.py DOCTOR_TESTS OUT_DIR
+Usage: page_check.py PAGES_DIR [DOCTOR_TESTS]
 
-Runs DOCTOR_TESTS' case doctor.pages_of_every_kind_of_pipeline with PINFEED_DOCTOR_PAGES=OUT_DIR
-(a page and its JSON for each kind of pipeline), then for each page:
+Checks the pages in PAGES_DIR: those the case doctor.pages_of_every_kind_of_pipeline wrote there
+(a page and its JSON for each kind of pipeline) with PINFEED_DOCTOR_PAGES=PAGES_DIR, which CTest
+runs first (a fixture; the case times pipelines, so it runs alone, and the browser beside other
+tests). Given DOCTOR_TESTS, it runs that case itself first. For each page:
   - `--dump-dom` in a network namespace of its own (`unshare -n`; where that is refused, Chromium's
     own proxy and resolver are pointed nowhere): the DOM must show the verdict of the page's JSON,
     every chart with data (each titled and described for screen readers, with its table of numbers),
@@ -244,26 +246,32 @@ def self_check(browser, prefix, flags, work):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (2, 3):
         print(__doc__)
         return 2
-    tests, out = sys.argv[1], sys.argv[2]
+    out, tests = sys.argv[1], (sys.argv[2] if len(sys.argv) == 3 else None)
     browser = chromium()
     if browser is None:
         print("SKIP: Chromium is not installed (Debian: chromium; scripts/install-test-env.sh installs it)")
         return 77
     prefix, flags, how = network_off()
     print("browser %s, networking off: %s" % (browser, how))
-    shutil.rmtree(out, ignore_errors=True)
-    os.makedirs(out)
-    ok, a, b = self_check(browser, prefix, flags, out)
+    selfdir = tempfile.mkdtemp(prefix="pinfeed-page-self-")
+    ok, a, b = self_check(browser, prefix, flags, selfdir)
+    shutil.rmtree(selfdir, ignore_errors=True)
     if not ok:
         print("FAIL: the checks passed a page they must fail:\n  fetching: %s\n  empty chart: %s" % (a, b))
         return 1
-    env = dict(os.environ, PINFEED_DOCTOR_PAGES=out)
-    r = subprocess.run([tests, "-tc=doctor.pages_of_every_kind_of_pipeline"], env=env, capture_output=True, text=True)
-    if r.returncode != 0:
-        print("FAIL: the pages' case failed:\n" + r.stdout[-4000:] + r.stderr[-2000:])
+    if tests is not None:
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+        env = dict(os.environ, PINFEED_DOCTOR_PAGES=out)
+        r = subprocess.run([tests, "-tc=doctor.pages_of_every_kind_of_pipeline"], env=env, capture_output=True, text=True)
+        if r.returncode != 0:
+            print("FAIL: the pages' case failed:\n" + r.stdout[-4000:] + r.stderr[-2000:])
+            return 1
+    if not os.path.isdir(out):
+        print("FAIL: no pages in %s (the case doctor.pages_of_every_kind_of_pipeline writes them)" % out)
         return 1
     pages = sorted(f for f in os.listdir(out) if f.endswith(".html") and not f.startswith("self-"))
     kinds = {"synthetic", "jpeg-folder", "tar-shards", "own-source"}

@@ -61,7 +61,9 @@ sweep() {
       oom=$((oom + 1))
     else
       bad=$((bad + 1))
-      echo "tool_faults: $name, allocation $k of $total: exit $rc"; tail -3 "$work/err" | sed 's/^/    /'
+      echo "tool_faults: $name, allocation $k of $total: exit $rc (its output kept in $work/bad-$k.out and .err)"
+      tail -3 "$work/err" | sed 's/^/    /'
+      cp "$work/out" "$work/bad-$k.out"; cp "$work/err" "$work/bad-$k.err"
     fi
   done
   echo "tool_faults: $name: $n points of $total allocations: $ok as if nothing failed, $oom out of memory, $bad otherwise"

@@ -121,7 +121,10 @@ const char* webp_status(VP8StatusCode s) {
     case VP8_STATUS_BITSTREAM_ERROR: return "libwebp: corrupt bitstream";
     case VP8_STATUS_UNSUPPORTED_FEATURE: return "libwebp: a feature it does not decode";
     case VP8_STATUS_SUSPENDED: return "libwebp: decoding suspended";
-    case VP8_STATUS_USER_ABORT: return "libwebp: decoding aborted";
+    // pinfeed gives libwebp no callback that stops a decode, nor options its set-up could refuse:
+    // its output stage stops only when an allocation of its own fails (found by failing every
+    // allocation of a run in turn).
+    case VP8_STATUS_USER_ABORT: return "libwebp: out of memory (its output stage stopped)";
     case VP8_STATUS_NOT_ENOUGH_DATA: return "libwebp: the file ends before the image does (truncated)";
     default: return "libwebp: failed";
   }

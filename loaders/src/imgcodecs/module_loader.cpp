@@ -20,11 +20,18 @@ namespace {
 
 constexpr const char* kModuleFile = "libpinfeed_imgcodecs.so";
 
-/// dlerror()'s text for a failure to allocate ("cannot allocate memory", "out of memory").
+/// dlerror()'s text for a failure to allocate: "Cannot allocate memory" (an mmap or open that ran
+/// out), "out of memory", glibc's "cannot create shared object descriptor" (its malloc of a link
+/// map failed) and "cannot open shared object file" with no reason after it (its malloc of the
+/// file's path failed: a file that is missing or unreadable has its errno's text after it).
+/// Found by failing every allocation of a run in turn (tests/tools/tool_faults_test.sh).
 bool says_no_memory(const std::string& text) {
   std::string lower(text.size(), '\0');
   std::transform(text.begin(), text.end(), lower.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return lower.find("cannot allocate memory") != std::string::npos || lower.find("out of memory") != std::string::npos;
+  const std::string_view no_reason = "cannot open shared object file";
+  return lower.find("cannot allocate memory") != std::string::npos || lower.find("out of memory") != std::string::npos ||
+         lower.find("cannot create shared object descriptor") != std::string::npos ||
+         (lower.size() >= no_reason.size() && lower.compare(lower.size() - no_reason.size(), no_reason.size(), no_reason) == 0);
 }
 
 /// Opens one candidate: the module's entry when it loads and was built by this build, else nullptr

@@ -1,8 +1,6 @@
 #include "pinfeed/loaders/decode.hpp"
 #include "pinfeed/runtime/detail/thread_scratch.hpp"
 #include "pinfeed/runtime/exception.hpp"
-#include "pinfeed/runtime/loader.hpp"
-#include "pinfeed/runtime/node_plan.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -11,8 +9,6 @@
 #include <memory>
 #include <stdexcept>
 
-#include <oneapi/tbb/global_control.h>
-
 #if PINFEED_HAVE_IMGCODECS
 #include "imgcodecs/module_loader.hpp"
 #endif
@@ -20,6 +16,7 @@
 #include <jpeglib.h>
 #include <turbojpeg.h>
 
+#include "decode_memory.hpp"
 #include "image_header.hpp"
 #include "small_formats.hpp"
 #include "jpeg_huffman.hpp"
@@ -99,67 +96,6 @@ const char* format_name(std::span<const std::byte> b) {
   return "a PNM image";
 }
 
-/// The size the header gives and, for a JPEG, its frame marker (0 for other formats).
-struct header_facts {
-  image_size size;
-  int jpeg_marker = 0;
-};
-header_facts read_header_facts(std::span<const std::byte> bytes) {
-  if (!is_jpeg(bytes)) return {peek_size(bytes), 0};
-  const detail::jpeg_frame f = detail::read_jpeg_frame(bytes);
-  return {{f.width, f.height}, f.marker};
-}
-
-/// The threads that may decode at once: TBB's cap on this process's threads.
-std::size_t decoding_threads() {
-  return std::max<std::size_t>(1, tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism));
-}
-
-/// decode_memory_need()'s bytes for an image of size `s` (0 where it has none), its parts in words
-/// into `parts` where given. Allocates nothing without `parts`: it runs before every decode.
-std::uint64_t memory_need(std::span<const std::byte> bytes, const decode_options& o, bool region,
-                          const header_facts& h, std::string* parts) {
-  const image_size& s = h.size;
-  if (s.width <= 0 || s.height <= 0) return 0;
-  const bool jpeg = is_jpeg(bytes);
-  std::uint64_t per_pixel = 3;
-  if (parts) *parts = "3 bytes a pixel for the decoded RGB pixels";
-  const auto add = [&](std::uint64_t n, const char* what) {
-    per_pixel += n;
-    if (parts) *parts += std::string(", ") + std::to_string(n) + " for " + what;
-  };
-  if (jpeg && h.jpeg_marker != 0xC0 && h.jpeg_marker != 0xC1)
-    add(6, "libjpeg's DCT coefficients of a progressive or arithmetic-coded JPEG");
-  if (starts_with(bytes, {'R', 'I', 'F', 'F'})) add(4, "libwebp's ARGB pixels");
-  if (is_tiff(bytes)) add(4, "libtiff's RGBA raster");
-  if (region && !jpeg) add(3, "the whole image a window is cut from");
-  if (o.apply_exif_orientation && detail::exif_orientation(bytes) != 1) add(3, "the turned copy");
-  std::uint64_t need = 0;
-  if (__builtin_mul_overflow(static_cast<std::uint64_t>(s.width), static_cast<std::uint64_t>(s.height), &need) ||
-      __builtin_mul_overflow(need, per_pixel, &need))
-    return ~std::uint64_t{0};
-  return need;
-}
-
-/// Refuses, by name, a decode whose memory (decode_memory_need) is over the limit
-/// (decode_memory_limit_of), before any of it is allocated.
-void check_memory(std::span<const std::byte> bytes, const decode_options& o, bool region, const header_facts& h,
-                  const std::string& what) {
-  const image_size& s = h.size;
-  std::uint64_t limit = 0;
-  if (o.max_decode_bytes)
-    limit = *o.max_decode_bytes;
-  else if (const std::uint64_t memory = this_node_plan_without_gpu().rank_memory; memory != 0)
-    limit = memory / decoding_threads();
-  if (limit == 0 || memory_need(bytes, o, region, h, nullptr) <= limit) return;
-  std::string parts;
-  const std::uint64_t need = memory_need(bytes, o, region, h, &parts);
-  fail(what, "decoding this " + std::to_string(s.width) + "x" + std::to_string(s.height) + " " +
-                 std::string(format_name(bytes)).substr(2) + " needs about " + format_bytes(need) + " (" + parts +
-                 "), more than the " + format_bytes(limit) + " one decode may take (" +
-                 decode_memory_limit_of(o).source + ")");
-}
-
 /// Refuses, by name, what the header says cannot be decoded or is over the pixel or memory limit,
 /// before any decoder runs. A JPEG must be an 8-bit DCT JPEG (libjpeg reads its header again and
 /// checks the size itself); every other format must give its size in the header where there is a
@@ -176,7 +112,7 @@ void check_header(std::span<const std::byte> bytes, const decode_options& o, boo
       fail(what, std::string("a ") + detail::jpeg_process_name(m) + " JPEG, which " + libjpeg_version() +
                      " does not decode");
     check_pixels({f.width, f.height}, o, what);
-    check_memory(bytes, o, region, {{f.width, f.height}, f.marker}, what);
+    detail::check_decode_memory(bytes, o, region, {{f.width, f.height}, f.marker}, "JPEG image", what);
     return;
   }
   const image_size s = peek_size(bytes);
@@ -186,7 +122,7 @@ void check_header(std::span<const std::byte> bytes, const decode_options& o, boo
                                    : "truncated or malformed header") +
                    " (the pixel limit applies to every image)");
   check_pixels(s, o, what);
-  check_memory(bytes, o, region, {s, 0}, what);
+  detail::check_decode_memory(bytes, o, region, {s, 0}, std::string(format_name(bytes)).substr(2), what);
 }
 
 /// TIFFs of samples that have no stated conversion to 8 bits, refused by name.
@@ -393,22 +329,6 @@ jpeg_huffman_status check_jpeg_huffman() {
 }
 
 }  // namespace
-
-decode_memory decode_memory_need(std::span<const std::byte> bytes, const decode_options& o, bool region) {
-  std::string parts;
-  const std::uint64_t need = memory_need(bytes, o, region, read_header_facts(bytes), &parts);
-  return {need, need ? parts : std::string()};
-}
-
-decode_memory_limit decode_memory_limit_of(const decode_options& o) {
-  if (o.max_decode_bytes) return {*o.max_decode_bytes, "decode_options::max_decode_bytes, pinfeed --max-decode-memory"};
-  const node_plan& plan = this_node_plan_without_gpu();
-  const std::size_t threads = decoding_threads();
-  if (plan.rank_memory == 0) return {0, "no limit: this process's memory is unknown"};
-  return {plan.rank_memory / threads, "this process's share of memory, " + format_bytes(plan.rank_memory) + " (" +
-                                          plan.memory_source + "), over the " + std::to_string(threads) +
-                                          " threads that may decode at once"};
-}
 
 const jpeg_huffman_status& jpeg_huffman_in_use() {
   static const jpeg_huffman_status status = check_jpeg_huffman();

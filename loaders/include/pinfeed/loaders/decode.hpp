@@ -53,13 +53,13 @@ struct decode_options {
   /// node's memory (node_plan::rank_memory: the physical memory or a cgroup limit, divided among
   /// the local ranks) divided by the threads that may decode at once (TBB's cap on this process's
   /// threads); no limit where the memory is unknown. 0 = no limit.
-  std::optional<std::uint64_t> max_decode_bytes;
+  std::optional<std::uint64_t> max_decode_bytes{};
 };
 
 /// What decoding an image takes at most, from its header (decode_memory_need()).
 struct decode_memory {
   std::uint64_t bytes = 0;  ///< 0 where the header gives no size
-  std::string parts;        ///< what it is made of, in words ("3 bytes a pixel: the decoded RGB pixels")
+  std::string parts{};      ///< what it is made of, in words ("3 bytes a pixel: the decoded RGB pixels")
 };
 /// The memory decode_image() (region: decode_image_region()) of `bytes` needs at most, per pixel of
 /// the full image: 3 bytes of RGB pixels, and for JPEGs other than baseline and extended
@@ -73,7 +73,7 @@ struct decode_memory {
 /// The limit decode_options::max_decode_bytes gives (0: none) and where it came from, in words.
 struct decode_memory_limit {
   std::uint64_t bytes = 0;
-  std::string source;
+  std::string source{};  ///< in words: "this process's share of memory, ..." or the option
 };
 [[nodiscard]] decode_memory_limit decode_memory_limit_of(const decode_options& options);
 

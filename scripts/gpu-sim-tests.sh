@@ -27,8 +27,11 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPINFEED_GPU_S
   -DPINFEED_DLPACK_INCLUDE_DIR="$(bash "$root/scripts/fetch-dlpack.sh")" -DPINFEED_WITH_IMGCODECS=OFF "${ccache_args[@]}" \
   -DPINFEED_BUILD_TOOLS=OFF >/dev/null
 targets=(runtime_tests ops_tests doctor_tests)
-cmake --build "$build" --target help | grep -q '^bench_tests:' && targets+=(bench_tests)
-targets+=($(cmake --build "$build" --target help | sed -n 's/^\(\(sampler\|jpeg\)_mutant_[a-z_]*\):.*/\1/p'))
+# The list read whole first: `grep -q` on the pipe would close it at the first match, and ninja's
+# SIGPIPE then failed the pipeline (pipefail), so bench_tests was left out at random.
+target_list=$(cmake --build "$build" --target help)
+grep -q '^bench_tests:' <<<"$target_list" && targets+=(bench_tests)
+targets+=($(sed -n 's/^\(\(sampler\|jpeg\)_mutant_[a-z_]*\):.*/\1/p' <<<"$target_list"))
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 echo "gpu-sim-tests: built ($(($(date +%s) - start)) s)"
 if ((build_only)); then exit 0; fi

@@ -33,7 +33,10 @@ set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bin=$here/bin
 # nvJPEG (decode device-inexact): the runner's own where it has one, else the bundle's.
-if [[ -z ${PINFEED_NVJPEG_LIBRARY:-} && -e $here/nvjpeg/libnvjpeg.so.13 ]] && ! ldconfig -p 2>/dev/null | grep -q 'libnvjpeg\.so\.13'; then
+# (ldconfig's list read whole: `grep -q` on a pipe closes it at the first match, and under pipefail
+# ldconfig's SIGPIPE would then read as "not found".)
+if [[ -z ${PINFEED_NVJPEG_LIBRARY:-} && -e $here/nvjpeg/libnvjpeg.so.13 ]] &&
+   ! grep -q 'libnvjpeg\.so\.13' <<<"$(ldconfig -p 2>/dev/null)"; then
   export PINFEED_NVJPEG_LIBRARY=$here/nvjpeg/libnvjpeg.so.13
 fi
 dry=0 phase="" failed=0

@@ -17,6 +17,7 @@
 #include "pinfeed/loaders/sources.hpp"
 #include "pinfeed/loaders/synthetic.hpp"
 #include "pinfeed/loaders/transforms.hpp"
+#include "pinfeed/ops/colour.hpp"
 #include "pinfeed/ops/encode.hpp"
 #include "pinfeed/ops/jpeg_planes.hpp"
 #include "pinfeed/ops/normalize.hpp"

@@ -15,5 +15,6 @@ void add_random_resized_crop_kinds(std::vector<transform_kind>& kinds);
 void add_random_mask_kinds(std::vector<transform_kind>& kinds);
 void add_random_hflip_kinds(std::vector<transform_kind>& kinds);
 void add_pointwise_kinds(std::vector<transform_kind>& kinds);
+void add_colour_kinds(std::vector<transform_kind>& kinds);
 
 }  // namespace pinfeed::loaders

@@ -71,6 +71,7 @@ struct registry {
     add_random_mask_kinds(kinds);
     add_random_hflip_kinds(kinds);
     add_pointwise_kinds(kinds);
+    add_colour_kinds(kinds);
   }
 };
 registry& the_registry() {

@@ -1,0 +1,140 @@
+// The colour and histogram steps: brightness, contrast, saturation, sharpness, posterize, solarize,
+// autocontrast, equalize, invert, grayscale (pinfeed/ops/colour.hpp states each one's arithmetic,
+// torchvision v2's on uint8 tensors).
+#include <string>
+
+#include "common.hpp"
+#include "kinds.hpp"
+#include "pinfeed/ops/colour.hpp"
+#include "pinfeed/runtime/exception.hpp"
+
+namespace pinfeed::loaders {
+using namespace detail;
+namespace {
+
+enum class colour_op { brightness, contrast, saturation, sharpness, posterize, solarize, autocontrast, equalize, invert, grayscale };
+
+const char* op_name(colour_op op) {
+  switch (op) {
+    case colour_op::brightness: return "brightness";
+    case colour_op::contrast: return "contrast";
+    case colour_op::saturation: return "saturation";
+    case colour_op::sharpness: return "sharpness";
+    case colour_op::posterize: return "posterize";
+    case colour_op::solarize: return "solarize";
+    case colour_op::autocontrast: return "autocontrast";
+    case colour_op::equalize: return "equalize";
+    case colour_op::invert: return "invert";
+    case colour_op::grayscale: return "grayscale";
+  }
+  return "?";
+}
+
+bool takes_value(colour_op op) {
+  return op != colour_op::autocontrast && op != colour_op::equalize && op != colour_op::invert;
+}
+
+class colour_transform final : public transform {
+ public:
+  colour_transform(colour_op op, double value) : op_(op), value_(value) {
+    const std::string what = std::string(op_name(op)) + ": ";
+    switch (op) {
+      case colour_op::brightness:
+      case colour_op::contrast:
+      case colour_op::saturation:
+      case colour_op::sharpness:
+        if (!(value >= 0.0) || !std::isfinite(value))
+          throw pinfeed::invalid_argument(what + "the factor must be finite and not negative, got " + format_number(value));
+        break;
+      case colour_op::posterize:
+        if (!(value >= 1.0 && value <= 8.0) || value != std::floor(value))
+          throw pinfeed::invalid_argument(what + "bits must be a whole number from 1 to 8, got " + format_number(value));
+        break;
+      case colour_op::solarize:
+        if (!(value >= 0.0 && value <= 255.0))
+          throw pinfeed::invalid_argument(what + "the threshold must be in [0, 255], got " + format_number(value));
+        break;
+      case colour_op::grayscale:
+        if (value != 1.0 && value != 3.0)
+          throw pinfeed::invalid_argument(what + "1 or 3 output channels, got " + format_number(value));
+        break;
+      default: break;
+    }
+  }
+  std::string name() const override {
+    return takes_value(op_) ? std::string(op_name(op_)) + "(" + format_number(value_) + ")" : op_name(op_);
+  }
+  image_spec output_spec(const image_spec& in) const override {
+    require_type(*this, in, false);
+    if (in.channels != 1 && in.channels != 3)
+      throw pinfeed::invalid_argument(name() + ": needs 1 or 3 channels, input is " + shape_text(in));
+    image_spec out = in;
+    if (op_ == colour_op::grayscale) out.channels = static_cast<int>(value_);
+    return out;
+  }
+  // In place but for sharpness (it reads the neighbours' old values) and for a grey image made
+  // 3 channels (the output is larger than the input).
+  bool in_place() const override { return op_ != colour_op::sharpness && op_ != colour_op::grayscale; }
+  void apply(const image_view& in, const image_view& out, philox_stream) const override {
+    const auto* src = in.as<std::uint8_t>();
+    auto* dst = out.as<std::uint8_t>();
+    const std::int64_t pixels = in.spec.height * in.spec.width;
+    const int c = in.spec.channels;
+    switch (op_) {
+      case colour_op::brightness: ops::brightness_u8(src, pixels, c, value_, dst); break;
+      case colour_op::contrast: ops::contrast_u8(src, pixels, c, value_, dst); break;
+      case colour_op::saturation: ops::saturation_u8(src, pixels, c, value_, dst); break;
+      case colour_op::sharpness: ops::sharpness_u8(src, in.spec.height, in.spec.width, c, value_, dst); break;
+      case colour_op::posterize: ops::posterize_u8(src, pixels, c, static_cast<int>(value_), dst); break;
+      case colour_op::solarize: ops::solarize_u8(src, pixels, c, value_, dst); break;
+      case colour_op::autocontrast: ops::autocontrast_u8(src, pixels, c, dst); break;
+      case colour_op::equalize: ops::equalize_u8(src, pixels, c, dst); break;
+      case colour_op::invert: ops::invert_u8(src, pixels, c, dst); break;
+      case colour_op::grayscale: ops::grayscale_u8(src, pixels, c, dst, static_cast<int>(value_)); break;
+    }
+  }
+
+ private:
+  colour_op op_;
+  double value_;
+};
+
+}  // namespace
+
+std::shared_ptr<transform> make_brightness(double f) { return std::make_shared<colour_transform>(colour_op::brightness, f); }
+std::shared_ptr<transform> make_contrast(double f) { return std::make_shared<colour_transform>(colour_op::contrast, f); }
+std::shared_ptr<transform> make_saturation(double f) { return std::make_shared<colour_transform>(colour_op::saturation, f); }
+std::shared_ptr<transform> make_sharpness(double f) { return std::make_shared<colour_transform>(colour_op::sharpness, f); }
+std::shared_ptr<transform> make_posterize(int bits) {
+  return std::make_shared<colour_transform>(colour_op::posterize, static_cast<double>(bits));
+}
+std::shared_ptr<transform> make_solarize(double threshold) {
+  return std::make_shared<colour_transform>(colour_op::solarize, threshold);
+}
+std::shared_ptr<transform> make_autocontrast() { return std::make_shared<colour_transform>(colour_op::autocontrast, 0.0); }
+std::shared_ptr<transform> make_equalize() { return std::make_shared<colour_transform>(colour_op::equalize, 0.0); }
+std::shared_ptr<transform> make_invert() { return std::make_shared<colour_transform>(colour_op::invert, 0.0); }
+std::shared_ptr<transform> make_grayscale(int channels) {
+  return std::make_shared<colour_transform>(colour_op::grayscale, static_cast<double>(channels));
+}
+
+void add_colour_kinds(std::vector<transform_kind>& kinds) {
+  const auto with_value = [&kinds](colour_op op, const char* usage) {
+    kinds.push_back({{op_name(op)}, 1, 1, usage,
+                     [op](std::span<const double> a) { return std::make_shared<colour_transform>(op, a[0]); }});
+  };
+  with_value(colour_op::brightness, "brightness(F)");
+  with_value(colour_op::contrast, "contrast(F)");
+  with_value(colour_op::saturation, "saturation(F)");
+  with_value(colour_op::sharpness, "sharpness(F)");
+  with_value(colour_op::posterize, "posterize(BITS)");
+  with_value(colour_op::solarize, "solarize(THRESHOLD)");
+  for (const colour_op op : {colour_op::autocontrast, colour_op::equalize, colour_op::invert})
+    kinds.push_back({{op_name(op)}, 0, 0, op_name(op),
+                     [op](std::span<const double>) { return std::make_shared<colour_transform>(op, 0.0); }});
+  kinds.push_back({{"grayscale"}, 0, 1, "grayscale[(CHANNELS)]", [](std::span<const double> a) {
+                     return std::make_shared<colour_transform>(colour_op::grayscale, a.empty() ? 1.0 : a[0]);
+                   }});
+}
+
+}  // namespace pinfeed::loaders

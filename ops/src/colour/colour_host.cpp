@@ -1,0 +1,199 @@
+// The colour and histogram ops of colour.hpp, on the host: the header's statement, sample by sample.
+#include "pinfeed/ops/colour.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "pinfeed/runtime/exception.hpp"
+
+namespace pinfeed::ops {
+namespace {
+
+void check(const char* op, const std::uint8_t* in, std::int64_t pixels, int channels, const std::uint8_t* out) {
+  if (channels != 1 && channels != 3)
+    throw pinfeed::invalid_argument(std::string(op) + ": images of 1 or 3 channels, not " + std::to_string(channels));
+  if (pixels < 0) throw pinfeed::invalid_argument(std::string(op) + ": a negative pixel count " + std::to_string(pixels));
+  if (pixels > 0 && (in == nullptr || out == nullptr)) throw pinfeed::invalid_argument(std::string(op) + ": a null image");
+}
+
+void check_factor(const char* op, double factor) {
+  if (!(factor >= 0.0) || !std::isfinite(factor))
+    throw pinfeed::invalid_argument(std::string(op) + ": the factor must be finite and not negative, not " +
+                                    std::to_string(factor));
+}
+
+/// A float in [0, 255] (or past it) to a sample: clamped, then truncated.
+inline std::uint8_t to_u8(float v) {
+  return static_cast<std::uint8_t>(static_cast<int>(std::min(std::max(v, 0.0f), 255.0f)));
+}
+
+/// grey(p) of the header, a float.
+inline float grey(const std::uint8_t* p) {
+  const float l = static_cast<float>(p[0]) * 0.2989f;
+  return std::fmaf(static_cast<float>(p[2]), 0.114f, std::fmaf(static_cast<float>(p[1]), 0.587f, l));
+}
+
+/// The two float factors of blend(x, o, r): f32(r) and f32(1 - r).
+struct blend_factors {
+  float r, rest;
+  explicit blend_factors(double ratio) : r(static_cast<float>(ratio)), rest(static_cast<float>(1.0 - ratio)) {}
+  [[nodiscard]] std::uint8_t operator()(std::uint8_t x, float other) const {
+    return to_u8(std::fmaf(other, rest, static_cast<float>(x) * r));
+  }
+};
+
+}  // namespace
+
+void grayscale_u8(const std::uint8_t* in, std::int64_t pixels, int channels, std::uint8_t* out, int out_channels) {
+  check("grayscale", in, pixels, channels, out);
+  if (out_channels != 1 && out_channels != 3)
+    throw pinfeed::invalid_argument("grayscale: 1 or 3 output channels, not " + std::to_string(out_channels));
+  // In place is safe in both directions: pixel i is read before its output is written, and the
+  // output of pixel i never reaches past the input of pixel i (3 -> 1) or is written from the end (1 -> 3).
+  if (channels == 1 && out_channels == 3) {
+    for (std::int64_t i = pixels - 1; i >= 0; --i) {
+      const std::uint8_t v = in[i];
+      out[3 * i] = out[3 * i + 1] = out[3 * i + 2] = v;
+    }
+    return;
+  }
+  for (std::int64_t i = 0; i < pixels; ++i) {
+    const std::uint8_t v =
+        channels == 1 ? in[i] : static_cast<std::uint8_t>(static_cast<int>(grey(in + 3 * i)));  // trunc, no clamp
+    std::uint8_t* o = out + out_channels * i;
+    o[0] = v;
+    if (out_channels == 3) o[1] = o[2] = v;
+  }
+}
+
+void brightness_u8(const std::uint8_t* in, std::int64_t pixels, int channels, double factor, std::uint8_t* out) {
+  check("brightness", in, pixels, channels, out);
+  check_factor("brightness", factor);
+  const float f = static_cast<float>(factor);
+  for (std::int64_t i = 0, n = pixels * channels; i < n; ++i) out[i] = to_u8(static_cast<float>(in[i]) * f);
+}
+
+void saturation_u8(const std::uint8_t* in, std::int64_t pixels, int channels, double factor, std::uint8_t* out) {
+  check("saturation", in, pixels, channels, out);
+  check_factor("saturation", factor);
+  if (channels == 1) {
+    if (out != in) std::memcpy(out, in, static_cast<std::size_t>(pixels));
+    return;
+  }
+  const blend_factors blend(factor);
+  for (std::int64_t i = 0; i < pixels; ++i) {
+    const float g = std::floor(grey(in + 3 * i));
+    for (int c = 0; c < 3; ++c) out[3 * i + c] = blend(in[3 * i + c], g);
+  }
+}
+
+void contrast_u8(const std::uint8_t* in, std::int64_t pixels, int channels, double factor, std::uint8_t* out) {
+  check("contrast", in, pixels, channels, out);
+  check_factor("contrast", factor);
+  if (pixels == 0) return;
+  std::uint64_t sum = 0;
+  for (std::int64_t i = 0; i < pixels; ++i)
+    sum += channels == 1 ? in[i] : static_cast<std::uint64_t>(std::floor(grey(in + 3 * i)));
+  const float mean = static_cast<float>(sum) / static_cast<float>(pixels);
+  const blend_factors blend(factor);
+  for (std::int64_t i = 0, n = pixels * channels; i < n; ++i) out[i] = blend(in[i], mean);
+}
+
+void posterize_u8(const std::uint8_t* in, std::int64_t pixels, int channels, int bits, std::uint8_t* out) {
+  check("posterize", in, pixels, channels, out);
+  if (bits < 1 || bits > 8) throw pinfeed::invalid_argument("posterize: bits must be 1 to 8, not " + std::to_string(bits));
+  const auto mask = static_cast<std::uint8_t>(((1u << bits) - 1u) << (8 - bits));
+  for (std::int64_t i = 0, n = pixels * channels; i < n; ++i) out[i] = in[i] & mask;
+}
+
+void solarize_u8(const std::uint8_t* in, std::int64_t pixels, int channels, double threshold, std::uint8_t* out) {
+  check("solarize", in, pixels, channels, out);
+  if (!(threshold >= 0.0 && threshold <= 255.0))
+    throw pinfeed::invalid_argument("solarize: the threshold must be in [0, 255], not " + std::to_string(threshold));
+  const float t = static_cast<float>(threshold);
+  for (std::int64_t i = 0, n = pixels * channels; i < n; ++i)
+    out[i] = static_cast<float>(in[i]) >= t ? static_cast<std::uint8_t>(255 - in[i]) : in[i];
+}
+
+void autocontrast_u8(const std::uint8_t* in, std::int64_t pixels, int channels, std::uint8_t* out) {
+  check("autocontrast", in, pixels, channels, out);
+  std::array<std::uint8_t, 3> lo{255, 255, 255}, hi{0, 0, 0};
+  for (std::int64_t i = 0; i < pixels; ++i)
+    for (int c = 0; c < channels; ++c) {
+      lo[c] = std::min(lo[c], in[channels * i + c]);
+      hi[c] = std::max(hi[c], in[channels * i + c]);
+    }
+  std::array<std::array<std::uint8_t, 256>, 3> lut{};
+  for (int c = 0; c < channels; ++c)
+    for (int x = 0; x < 256; ++x) {
+      if (lo[c] >= hi[c]) {
+        lut[c][x] = static_cast<std::uint8_t>(x);
+        continue;
+      }
+      const float inv = static_cast<float>(hi[c] - lo[c]) * static_cast<float>(1.0 / 255.0);
+      lut[c][x] = to_u8((static_cast<float>(x) - static_cast<float>(lo[c])) / inv);
+    }
+  for (std::int64_t i = 0; i < pixels; ++i)
+    for (int c = 0; c < channels; ++c) out[channels * i + c] = lut[c][in[channels * i + c]];
+}
+
+void equalize_u8(const std::uint8_t* in, std::int64_t pixels, int channels, std::uint8_t* out) {
+  check("equalize", in, pixels, channels, out);
+  std::array<std::array<std::int64_t, 256>, 3> hist{};
+  for (std::int64_t i = 0; i < pixels; ++i)
+    for (int c = 0; c < channels; ++c) ++hist[c][in[channels * i + c]];
+  std::array<std::array<std::uint8_t, 256>, 3> lut{};
+  for (int c = 0; c < channels; ++c) {
+    int top = 255;
+    while (top > 0 && hist[c][top] == 0) --top;
+    const std::int64_t step = (pixels - hist[c][top]) / 255;
+    std::int64_t cum = 0;
+    for (int x = 0; x < 256; ++x) {
+      if (step == 0) {
+        lut[c][x] = static_cast<std::uint8_t>(x);
+        continue;
+      }
+      lut[c][x] = static_cast<std::uint8_t>(x == 0 ? 0 : std::min<std::int64_t>(255, (cum + step / 2) / step));
+      cum += hist[c][x];
+    }
+  }
+  for (std::int64_t i = 0; i < pixels; ++i)
+    for (int c = 0; c < channels; ++c) out[channels * i + c] = lut[c][in[channels * i + c]];
+}
+
+void invert_u8(const std::uint8_t* in, std::int64_t pixels, int channels, std::uint8_t* out) {
+  check("invert", in, pixels, channels, out);
+  for (std::int64_t i = 0, n = pixels * channels; i < n; ++i) out[i] = static_cast<std::uint8_t>(255 - in[i]);
+}
+
+void sharpness_u8(const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels, double factor,
+                  std::uint8_t* out) {
+  if (height < 0 || width < 0)
+    throw pinfeed::invalid_argument("sharpness: a negative size " + std::to_string(height) + "x" + std::to_string(width));
+  check("sharpness", in, height * width, channels, out);
+  check_factor("sharpness", factor);
+  if (height * width == 0) return;
+  if (in == out) throw pinfeed::invalid_argument("sharpness: the output must not be the input");
+  const std::size_t row = static_cast<std::size_t>(width) * channels;
+  std::memcpy(out, in, row * static_cast<std::size_t>(height));  // the border (and images of 2 or fewer)
+  if (height <= 2 || width <= 2) return;
+  const float rest = static_cast<float>(1.0 - factor);
+  for (std::int64_t y = 1; y + 1 < height; ++y) {
+    const std::uint8_t* up = in + (y - 1) * row;
+    const std::uint8_t* mid = up + row;
+    const std::uint8_t* down = mid + row;
+    std::uint8_t* o = out + y * row;
+    for (std::int64_t k = channels, end = static_cast<std::int64_t>(row) - channels; k < end; ++k) {
+      const int s = up[k - channels] + up[k] + up[k + channels] + mid[k - channels] + 5 * mid[k] + mid[k + channels] +
+                    down[k - channels] + down[k] + down[k + channels];
+      const int b = (2 * s + 13) / 26;
+      const float x = static_cast<float>(mid[k]);
+      o[k] = to_u8(std::fmaf(static_cast<float>(b) - x, rest, x));
+    }
+  }
+}
+
+}  // namespace pinfeed::ops

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Inputs and torchvision v2's outputs for pinfeed's colour steps (tests/loaders/colour_test.cpp).
+
+Usage: torchvision_colour.py OUT_DIR
+
+Writes OUT_DIR/manifest.json and, per case, an input and torchvision's output as .npy (uint8, HWC):
+every colour step at three magnitudes or more (torchvision.transforms.v2.functional on a uint8 CHW
+tensor, the CPU), over images of odd and even sizes, RGB and grey: smooth photo-like fields with
+noise, a flat image, a two-level image, and a gradient of every value. The manifest names each
+case's pinfeed spelling. Exits 3 where torch or torchvision cannot be imported (the test then says so).
+"""
+import json
+import os
+import sys
+
+try:
+    import numpy as np
+    import torch
+    import torchvision
+    from torchvision.transforms.v2 import functional as F
+except Exception as e:  # noqa: BLE001 - any import failure means no reference here
+    print("torchvision is not importable: %s" % e)
+    sys.exit(3)
+
+
+def images():
+    rng = np.random.default_rng(7)
+    out = []
+    for h, w in [(37, 53), (64, 48), (5, 7)]:
+        y, x = np.mgrid[0:h, 0:w].astype(np.float64)
+        field = np.stack([
+            128 + 100 * np.sin(x / (w / 3.1) + c) * np.cos(y / (h / 2.3) - c) for c in range(3)
+        ], axis=-1)
+        field += rng.normal(0, 12, field.shape)
+        out.append(("photo%dx%d" % (h, w), np.clip(field, 0, 255).astype(np.uint8)))
+    out.append(("flat", np.full((9, 11, 3), 77, np.uint8)))
+    two = np.zeros((12, 10, 3), np.uint8)
+    two[:, 5:] = (200, 31, 140)
+    out.append(("two-level", two))
+    out.append(("every-value", np.arange(256 * 3, dtype=np.int64).reshape(16, 16, 3).astype(np.uint8)))
+    greys = [(name + "-grey", img[..., :1].copy()) for name, img in out[:2]]
+    return out + greys
+
+
+def cases():
+    for f in (0.0, 0.3, 1.0, 1.7, 3.0):
+        yield "brightness(%r)" % f, lambda t, f=f: F.adjust_brightness(t, f)
+        yield "contrast(%r)" % f, lambda t, f=f: F.adjust_contrast(t, f)
+        yield "saturation(%r)" % f, lambda t, f=f: F.adjust_saturation(t, f)
+        yield "sharpness(%r)" % f, lambda t, f=f: F.adjust_sharpness(t, f)
+    for bits in (1, 4, 7, 8):
+        yield "posterize(%d)" % bits, lambda t, b=bits: F.posterize(t, b)
+    for th in (0.0, 100.5, 128.0, 238.00000101725262, 255.0):
+        yield "solarize(%r)" % th, lambda t, th=th: F.solarize(t, th)
+    yield "autocontrast", F.autocontrast
+    yield "equalize", F.equalize
+    yield "invert", F.invert
+    yield "grayscale(1)", lambda t: F.rgb_to_grayscale(t, 1)
+    yield "grayscale(3)", lambda t: F.rgb_to_grayscale(t, 3)
+
+
+def main():
+    out_dir = sys.argv[1]
+    os.makedirs(out_dir, exist_ok=True)
+    entries = []
+    for name, img in images():
+        np.save(os.path.join(out_dir, name + ".in.npy"), img)
+        t = torch.from_numpy(img).permute(2, 0, 1).contiguous()
+        for k, (spelling, op) in enumerate(cases()):
+            if spelling.startswith("grayscale") and img.shape[2] == 1:
+                continue  # torchvision's rgb_to_grayscale of one channel is a copy; pinfeed's too (unit test)
+            res = op(t)
+            arr = res.permute(1, 2, 0).contiguous().numpy()
+            file = "%s.%d.out.npy" % (name, k)
+            np.save(os.path.join(out_dir, file), arr)
+            entries.append({"image": name + ".in.npy", "steps": spelling, "expected": file})
+    with open(os.path.join(out_dir, "manifest.json"), "w") as f:
+        json.dump({"torch": torch.__version__, "torchvision": torchvision.__version__,
+                   "cpu_capability": torch.backends.cpu.get_cpu_capability(), "entries": entries}, f, indent=1)
+    print("%d cases, torch %s, torchvision %s" % (len(entries), torch.__version__, torchvision.__version__))
+
+
+if __name__ == "__main__":
+    main()

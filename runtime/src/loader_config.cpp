@@ -1,4 +1,5 @@
 #include <cerrno>
+#include "pinfeed/runtime/detail/io_failure.hpp"
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
@@ -101,8 +102,10 @@ loader_config loader_config::read(const std::string& path) {
 }
 
 void loader_config::write(const std::string& path) const {
+  const std::string text = to_json();
+  errno = 0;
   std::ofstream out(path);
-  if (!(out << to_json() << "\n")) throw pinfeed::runtime_error("cannot write config '" + path + "'");
+  if (!(out << text << "\n") || !out.flush()) pinfeed::detail::throw_io_failure("cannot write config '" + path + "'");
 }
 
 std::string loader::tuning_report::to_string() const {

@@ -108,6 +108,7 @@ TEST_CASE("colour.bad_values_are_refused_at_parse_time_with_a_caret") {
            {"brightness(-1)", "brightness: the factor must be finite and not negative, got -1"},
            {"sharpness(-0.5)", "sharpness: the factor must be finite and not negative"},
            {"grayscale(2)", "grayscale: 1 or 3 output channels, got 2"},
+           {"hue(0.6)", "hue: the factor must be in [-0.5, 0.5], got 0.6"},
            {"invert(1)", "invert"},
            {"contrast", "contrast"}}) {
     CAPTURE(text);
@@ -122,6 +123,8 @@ TEST_CASE("colour.bad_values_are_refused_at_parse_time_with_a_caret") {
   // A float image and a 4-channel image are refused by the step, naming it.
   CHECK_THROWS_WITH_AS((void)parse_pipeline("invert").steps()[0]->output_spec({4, 4, 3, dtype::f32}),
                        doctest::Contains("invert"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS((void)parse_pipeline("hue(0.1)").steps()[0]->output_spec({4, 4, 1, dtype::u8}),
+                       doctest::Contains("hue(0.1): needs 3 channels (a grey image has no hue)"), std::invalid_argument);
   CHECK_THROWS_WITH_AS((void)parse_pipeline("equalize").steps()[0]->output_spec({4, 4, 4, dtype::u8}),
                        doctest::Contains("equalize: needs 1 or 3 channels"), std::invalid_argument);
   // The ops themselves name what is wrong.

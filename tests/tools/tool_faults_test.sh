@@ -32,7 +32,8 @@ failed=0
 # Runs "$@" with allocation K failed (0: none); its status, stdout and stderr in $work/{rc,out,err}.
 attempt() {
   local k=$1; shift
-  PINFEED_FAIL_ALLOCATION=$k LD_PRELOAD=$shim timeout 60 "$@" >"$work/out" 2>"$work/err"
+  rm -f "$work/exit"
+  PINFEED_EXIT_RECORD=$work/exit PINFEED_FAIL_ALLOCATION=$k LD_PRELOAD=$shim timeout 60 "$@" >"$work/out" 2>"$work/err"
   echo $? >"$work/rc"
 }
 # sweep NAME KEEP N COMMAND...: N points; KEEP, a regex of the output lines a run must repeat
@@ -64,6 +65,7 @@ sweep() {
       echo "tool_faults: $name, allocation $k of $total: exit $rc (its output kept in $work/bad-$k.out and .err)"
       tail -3 "$work/err" | sed 's/^/    /'
       cp "$work/out" "$work/bad-$k.out"; cp "$work/err" "$work/bad-$k.err"
+      echo "    the program's own exit: $(cat "$work/exit" 2>/dev/null || echo 'none recorded (it did not end through _exit)')"
     fi
   done
   echo "tool_faults: $name: $n points of $total allocations: $ok as if nothing failed, $oom out of memory, $bad otherwise"

@@ -1,5 +1,6 @@
 // pinfeed doctor: the pipeline the options describe, run with caches at each stage.
 #include <cstdio>
+#include "pinfeed/runtime/detail/io_failure.hpp"
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -27,16 +28,20 @@ class report_file {
  public:
   report_file(std::string path, const char* what) : path_(std::move(path)), what_(what) {
     if (path_.empty()) return;
+    errno = 0;
     out_.open(path_, std::ios::binary | std::ios::trunc);
     if (!out_) fail();
   }
   [[nodiscard]] bool wanted() const { return !path_.empty(); }
   void write(const std::string& text) {
+    errno = 0;
     if (!(out_ << text) || !out_.flush()) fail();
   }
 
  private:
-  [[noreturn]] void fail() const { throw pinfeed::runtime_error("doctor: cannot write the " + what_ + " to '" + path_ + "'"); }
+  [[noreturn]] void fail() const {
+    pinfeed::detail::throw_io_failure("doctor: cannot write the " + what_ + " to '" + path_ + "'");
+  }
   std::string path_, what_;
   std::ofstream out_;
 };

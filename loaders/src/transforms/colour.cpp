@@ -1,4 +1,4 @@
-// The colour and histogram steps: brightness, contrast, saturation, sharpness, posterize, solarize,
+// The colour and histogram steps: brightness, contrast, saturation, hue, sharpness, posterize, solarize,
 // autocontrast, equalize, invert, grayscale (pinfeed/ops/colour.hpp states each one's arithmetic,
 // torchvision v2's on uint8 tensors).
 #include <string>
@@ -12,13 +12,14 @@ namespace pinfeed::loaders {
 using namespace detail;
 namespace {
 
-enum class colour_op { brightness, contrast, saturation, sharpness, posterize, solarize, autocontrast, equalize, invert, grayscale };
+enum class colour_op { brightness, contrast, saturation, hue, sharpness, posterize, solarize, autocontrast, equalize, invert, grayscale };
 
 const char* op_name(colour_op op) {
   switch (op) {
     case colour_op::brightness: return "brightness";
     case colour_op::contrast: return "contrast";
     case colour_op::saturation: return "saturation";
+    case colour_op::hue: return "hue";
     case colour_op::sharpness: return "sharpness";
     case colour_op::posterize: return "posterize";
     case colour_op::solarize: return "solarize";
@@ -46,6 +47,10 @@ class colour_transform final : public transform {
         if (!(value >= 0.0) || !std::isfinite(value))
           throw pinfeed::invalid_argument(what + "the factor must be finite and not negative, got " + format_number(value));
         break;
+      case colour_op::hue:
+        if (!(value >= -0.5 && value <= 0.5))
+          throw pinfeed::invalid_argument(what + "the factor must be in [-0.5, 0.5], got " + format_number(value));
+        break;
       case colour_op::posterize:
         if (!(value >= 1.0 && value <= 8.0) || value != std::floor(value))
           throw pinfeed::invalid_argument(what + "bits must be a whole number from 1 to 8, got " + format_number(value));
@@ -68,6 +73,8 @@ class colour_transform final : public transform {
     require_type(*this, in, false);
     if (in.channels != 1 && in.channels != 3)
       throw pinfeed::invalid_argument(name() + ": needs 1 or 3 channels, input is " + shape_text(in));
+    if (op_ == colour_op::hue && in.channels != 3)
+      throw pinfeed::invalid_argument(name() + ": needs 3 channels (a grey image has no hue), input is " + shape_text(in));
     image_spec out = in;
     if (op_ == colour_op::grayscale) out.channels = static_cast<int>(value_);
     return out;
@@ -84,6 +91,7 @@ class colour_transform final : public transform {
       case colour_op::brightness: ops::brightness_u8(src, pixels, c, value_, dst); break;
       case colour_op::contrast: ops::contrast_u8(src, pixels, c, value_, dst); break;
       case colour_op::saturation: ops::saturation_u8(src, pixels, c, value_, dst); break;
+      case colour_op::hue: ops::hue_u8(src, pixels, c, value_, dst); break;
       case colour_op::sharpness: ops::sharpness_u8(src, in.spec.height, in.spec.width, c, value_, dst); break;
       case colour_op::posterize: ops::posterize_u8(src, pixels, c, static_cast<int>(value_), dst); break;
       case colour_op::solarize: ops::solarize_u8(src, pixels, c, value_, dst); break;
@@ -104,6 +112,7 @@ class colour_transform final : public transform {
 std::shared_ptr<transform> make_brightness(double f) { return std::make_shared<colour_transform>(colour_op::brightness, f); }
 std::shared_ptr<transform> make_contrast(double f) { return std::make_shared<colour_transform>(colour_op::contrast, f); }
 std::shared_ptr<transform> make_saturation(double f) { return std::make_shared<colour_transform>(colour_op::saturation, f); }
+std::shared_ptr<transform> make_hue(double f) { return std::make_shared<colour_transform>(colour_op::hue, f); }
 std::shared_ptr<transform> make_sharpness(double f) { return std::make_shared<colour_transform>(colour_op::sharpness, f); }
 std::shared_ptr<transform> make_posterize(int bits) {
   return std::make_shared<colour_transform>(colour_op::posterize, static_cast<double>(bits));
@@ -126,6 +135,7 @@ void add_colour_kinds(std::vector<transform_kind>& kinds) {
   with_value(colour_op::brightness, "brightness(F)");
   with_value(colour_op::contrast, "contrast(F)");
   with_value(colour_op::saturation, "saturation(F)");
+  with_value(colour_op::hue, "hue(F)");
   with_value(colour_op::sharpness, "sharpness(F)");
   with_value(colour_op::posterize, "posterize(BITS)");
   with_value(colour_op::solarize, "solarize(THRESHOLD)");

@@ -169,6 +169,39 @@ void invert_u8(const std::uint8_t* in, std::int64_t pixels, int channels, std::u
   for (std::int64_t i = 0, n = pixels * channels; i < n; ++i) out[i] = static_cast<std::uint8_t>(255 - in[i]);
 }
 
+void hue_u8(const std::uint8_t* in, std::int64_t pixels, int channels, double factor, std::uint8_t* out) {
+  check("hue", in, pixels, channels, out);
+  if (channels != 3) throw pinfeed::invalid_argument("hue: images of 3 channels (a grey image has no hue)");
+  if (!(factor >= -0.5 && factor <= 0.5))
+    throw pinfeed::invalid_argument("hue: the factor must be in [-0.5, 0.5], not " + std::to_string(factor));
+  const float shift = static_cast<float>(factor), to_unit = static_cast<float>(1.0 / 255.0);
+  const float sixth = static_cast<float>(1.0 / 6.0), to_u8_scale = static_cast<float>(255.999);
+  static constexpr int kSelect[3][6] = {{0, 2, 1, 1, 3, 0}, {3, 0, 0, 2, 1, 1}, {1, 1, 3, 0, 0, 2}};
+  for (std::int64_t i = 0; i < pixels; ++i) {
+    const std::uint8_t* px = in + 3 * i;
+    const float r = static_cast<float>(px[0]) * to_unit, g = static_cast<float>(px[1]) * to_unit,
+                b = static_cast<float>(px[2]) * to_unit;
+    const float hi = std::max(r, std::max(g, b)), lo = std::min(r, std::min(g, b));
+    const bool eq = hi == lo;
+    const float s = (hi - lo) / (eq ? 1.0f : hi);
+    const float d = eq ? 1.0f : hi - lo;
+    const float rc = (hi - r) / d, gc = (hi - g) / d, bc = (hi - b) / d;
+    const float hg = hi == g && hi != r ? (rc + 2.0f) - bc : 0.0f;
+    const float hr = hi == r ? bc - gc : 0.0f;
+    const float hb = hi != r && hi != g ? (gc + 4.0f) - rc : 0.0f;
+    float h = std::fmod((hr + hg + hb) * sixth + 1.0f, 1.0f);
+    h = std::fmod(h + shift, 1.0f);
+    if (h != 0.0f && h < 0.0f) h += 1.0f;
+    const float h6 = h * 6.0f, whole = std::floor(h6), f = h6 - whole;
+    const int sector = static_cast<int>(whole) % 6;
+    const float sf = s * f, u = 1.0f - s, v = hi;
+    const float vpqt[4] = {v, std::clamp(u * v, 0.0f, 1.0f), std::clamp((1.0f - sf) * v, 0.0f, 1.0f),
+                           std::clamp((sf + u) * v, 0.0f, 1.0f)};
+    for (int c = 0; c < 3; ++c)
+      out[3 * i + c] = static_cast<std::uint8_t>(static_cast<int>(vpqt[kSelect[c][sector]] * to_u8_scale));
+  }
+}
+
 void sharpness_u8(const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels, double factor,
                   std::uint8_t* out) {
   if (height < 0 || width < 0)

@@ -48,6 +48,8 @@ def cases():
         yield "contrast(%r)" % f, lambda t, f=f: F.adjust_contrast(t, f)
         yield "saturation(%r)" % f, lambda t, f=f: F.adjust_saturation(t, f)
         yield "sharpness(%r)" % f, lambda t, f=f: F.adjust_sharpness(t, f)
+    for h in (-0.5, -0.2, 0.0, 0.1, 0.5):
+        yield "hue(%r)" % h, lambda t, h=h: F.adjust_hue(t, h)
     for bits in (1, 4, 7, 8):
         yield "posterize(%d)" % bits, lambda t, b=bits: F.posterize(t, b)
     for th in (0.0, 100.5, 128.0, 238.00000101725262, 255.0):
@@ -67,8 +69,8 @@ def main():
         np.save(os.path.join(out_dir, name + ".in.npy"), img)
         t = torch.from_numpy(img).permute(2, 0, 1).contiguous()
         for k, (spelling, op) in enumerate(cases()):
-            if spelling.startswith("grayscale") and img.shape[2] == 1:
-                continue  # torchvision's rgb_to_grayscale of one channel is a copy; pinfeed's too (unit test)
+            if (spelling.startswith("grayscale") or spelling.startswith("hue")) and img.shape[2] == 1:
+                continue  # a copy in torchvision; pinfeed's grayscale copies too, its hue refuses grey (unit tests)
             res = op(t)
             arr = res.permute(1, 2, 0).contiguous().numpy()
             file = "%s.%d.out.npy" % (name, k)

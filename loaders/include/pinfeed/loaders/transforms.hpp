@@ -128,12 +128,13 @@ class transform {
 [[nodiscard]] std::shared_ptr<transform> make_random_hflip(double p = 0.5);
 /// Colour and histogram steps on uint8 images of 1 or 3 channels, each torchvision v2's
 /// (transforms.v2.functional) arithmetic on a uint8 tensor, stated in pinfeed/ops/colour.hpp:
-/// adjust_brightness, adjust_contrast, adjust_saturation, adjust_sharpness (factors >= 0),
+/// adjust_brightness, adjust_contrast, adjust_saturation, adjust_sharpness (factors >= 0), adjust_hue,
 /// posterize (bits 1..8), solarize (threshold in [0, 255]), autocontrast, equalize, invert, and
 /// rgb_to_grayscale (1 or 3 output channels). Each throws std::invalid_argument for a bad value.
 [[nodiscard]] std::shared_ptr<transform> make_brightness(double factor);
 [[nodiscard]] std::shared_ptr<transform> make_contrast(double factor);
 [[nodiscard]] std::shared_ptr<transform> make_saturation(double factor);
+[[nodiscard]] std::shared_ptr<transform> make_hue(double factor);  ///< in [-0.5, 0.5]; 3 channels
 [[nodiscard]] std::shared_ptr<transform> make_sharpness(double factor);
 [[nodiscard]] std::shared_ptr<transform> make_posterize(int bits);
 [[nodiscard]] std::shared_ptr<transform> make_solarize(double threshold);
@@ -192,7 +193,7 @@ void register_transform(transform_kind kind);
 /// Parses "crop(256),mask(0.25),ycbcr,scale". Names: crop|random_crop(N), center_crop(N),
 /// resize(N), rrc|random_resized_crop(N[, smin, smax[, rmin, rmax]]),
 /// mask|random_mask(R), hflip|random_hflip[(P)], ycbcr|convert_color, scale[(F)],
-/// normalize(m0,m1,m2,s0,s1,s2), brightness(F), contrast(F), saturation(F), sharpness(F),
+/// normalize(m0,m1,m2,s0,s1,s2), brightness(F), contrast(F), saturation(F), hue(F), sharpness(F),
 /// posterize(BITS), solarize(THRESHOLD), autocontrast, equalize, invert, grayscale[(CHANNELS)].
 /// Throws std::invalid_argument quoting the text with a caret under the bad token.
 [[nodiscard]] pipeline parse_pipeline(std::string_view text);

@@ -6,7 +6,8 @@
 /// real or double to float32 (ties to even); fma(a, b, c) = a b + c rounded once (std::fmaf: what
 /// PyTorch's vectorised add with alpha computes); trunc rounds toward zero (a float's conversion
 /// to uint8 after a clamp to [0, 255]). A factor r is a double; f32(r) and f32(1 - r) are each
-/// rounded from the double, as PyTorch rounds a Python float.
+/// rounded from the double, as PyTorch rounds a Python float. Nothing but those fma are fused
+/// (colour_host.cpp is compiled with -ffp-contract=off, on every target).
 ///
 /// - grey(p) = fma(F(b), f32(0.114), fma(F(g), f32(0.587), f32(F(r) f32(0.2989)))), a float (the
 ///   weights add to 0.9999: a grey pixel x gives just under x). grayscale: trunc(grey), no
@@ -31,6 +32,16 @@
 ///   step = floor((N - hist[top]) / 255); step 0: as it is; else lut[0] = 0, lut[k] =
 ///   min(255, floor((cum[k - 1] + floor(step / 2)) / step)), out = lut[x] (integers: PIL's scheme).
 /// - invert: 255 - x.
+/// - hue(h), h in [-0.5, 0.5], 3 channels: each sample to v = f32(F(x) f32(1/255)); then HSV:
+///   hi, lo the greatest and least of r, g, b; eq = (hi == lo); s = (hi - lo) / (eq ? 1 : hi);
+///   d = eq ? 1 : hi - lo; rc, gc, bc = (hi - r) / d, (hi - g) / d, (hi - b) / d;
+///   H = ((hr + hg) + hb) with hr = bc - gc where hi == r, hg = (rc + 2) - bc where hi == g != r,
+///   hb = (gc + 4) - rc where hi != r and hi != g (each 0 elsewhere);
+///   H = fmod(f32(H f32(1/6)) + 1, 1), then H = remainder(f32(H + f32(h)), 1) (fmod, plus 1 where
+///   negative). Back: h6 = f32(H 6), i = floor(h6) mod 6, f = h6 - floor(h6), sf = f32(s f),
+///   u = f32(1 - s); q = clamp(f32(f32(1 - sf) v), 0, 1), t = clamp(f32(f32(sf + u) v), 0, 1),
+///   p = clamp(f32(u v), 0, 1), v = hi; (R, G, B) = (v,t,p) (q,v,p) (p,v,t) (p,q,v) (t,p,v) (v,p,q)
+///   for i = 0..5; each to trunc(f32(y f32(255.999))). Every step one float32 operation, rounded.
 
 #include <cstdint>
 
@@ -50,6 +61,9 @@ void solarize_u8(const std::uint8_t* in, std::int64_t pixels, int channels, doub
 void autocontrast_u8(const std::uint8_t* in, std::int64_t pixels, int channels, std::uint8_t* out);
 void equalize_u8(const std::uint8_t* in, std::int64_t pixels, int channels, std::uint8_t* out);
 void invert_u8(const std::uint8_t* in, std::int64_t pixels, int channels, std::uint8_t* out);
+/// 3 channels only (a grey image has no hue); throws std::invalid_argument naming a factor
+/// outside [-0.5, 0.5].
+void hue_u8(const std::uint8_t* in, std::int64_t pixels, int channels, double factor, std::uint8_t* out);
 /// height x width pixels; `out` must not overlap `in`.
 void sharpness_u8(const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels, double factor,
                   std::uint8_t* out);

@@ -78,7 +78,7 @@ detail::jpeg_size_check pixel_check(const decode_options& o, const std::string& 
 bool codec_format(std::span<const std::byte> b) {
   if (starts_with(b, {0x89, 'P', 'N', 'G'}) || starts_with(b, {'B', 'M'})) return true;
   if (is_tiff(b)) return true;  // classic TIFF and BigTIFF
-  if (starts_with(b, {'R', 'I', 'F', 'F'}) && b.size() >= 16 && std::memcmp(b.data() + 8, "WEBP", 4) == 0)
+  if (detail::is_webp(b))
     // Only the three chunk kinds a WebP file starts with, all of which peek_size() reads the size of.
     return std::memcmp(b.data() + 12, "VP8 ", 4) == 0 || std::memcmp(b.data() + 12, "VP8L", 4) == 0 ||
            std::memcmp(b.data() + 12, "VP8X", 4) == 0;
@@ -91,7 +91,7 @@ const char* format_name(std::span<const std::byte> b) {
   if (starts_with(b, {0x89, 'P', 'N', 'G'})) return "a PNG image";
   if (starts_with(b, {'B', 'M'})) return "a BMP image";
   if (is_tiff(b)) return "a TIFF image";
-  if (starts_with(b, {'R', 'I', 'F', 'F'})) return "a WebP image";
+  if (detail::is_webp(b)) return "a WebP image";
   if (is_jpeg(b)) return "a JPEG image";
   return "a PNM image";
 }
@@ -122,7 +122,7 @@ void check_header(std::span<const std::byte> bytes, const decode_options& o, boo
                                    : "truncated or malformed header") +
                    " (the pixel limit applies to every image)");
   check_pixels(s, o, what);
-  detail::check_decode_memory(bytes, o, region, {s, 0}, std::string(format_name(bytes)).substr(2), what);
+  detail::check_decode_memory(bytes, o, region, {s, 0}, format_name(bytes) + 2, what);  // "a PNG image" -> "PNG image"
 }
 
 /// TIFFs of samples that have no stated conversion to 8 bits, refused by name.
@@ -154,8 +154,9 @@ image_spec orient(std::vector<std::byte>& img, const image_spec& spec, int o);
 image_spec decode_other(std::span<const std::byte> bytes, std::vector<std::byte>& out, const std::string& what) {
   if (starts_with(bytes, {'B', 'M'})) return detail::decode_bmp(bytes, out, what);
   if (detail::is_pnm(bytes)) return detail::decode_pnm(bytes, out, what);
-  const detail::tiff_layout tiff = is_tiff(bytes) ? detail::read_tiff_layout(bytes) : detail::tiff_layout{};
-  if (is_tiff(bytes)) refuse_tiff_layout(tiff, what);
+  const bool tiff_file = is_tiff(bytes);
+  const detail::tiff_layout tiff = tiff_file ? detail::read_tiff_layout(bytes) : detail::tiff_layout{};
+  if (tiff_file) refuse_tiff_layout(tiff, what);
   if (!codec_format(bytes))
     fail(what, "not a decodable image: the bytes are no JPEG, PNG, WebP, BMP, TIFF or PNM");
 #if !PINFEED_HAVE_IMGCODECS

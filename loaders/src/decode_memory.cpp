@@ -14,14 +14,16 @@ namespace pinfeed::loaders {
 namespace detail {
 namespace {
 
-bool is_webp(std::span<const std::byte> b) {
-  return b.size() >= 4 && static_cast<char>(b[0]) == 'R' && static_cast<char>(b[1]) == 'I' &&
-         static_cast<char>(b[2]) == 'F' && static_cast<char>(b[3]) == 'F';
-}
-
 /// The threads that may decode at once: TBB's cap on this process's threads.
 std::size_t decoding_threads() {
   return std::max<std::size_t>(1, tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism));
+}
+
+/// decode_memory_limit_of(o).bytes, without its words.
+std::uint64_t limit_bytes(const decode_options& o) {
+  if (o.max_decode_bytes) return *o.max_decode_bytes;
+  const std::uint64_t memory = this_node_plan_without_gpu().rank_memory;
+  return memory == 0 ? 0 : memory / decoding_threads();
 }
 
 /// decode_memory_need()'s bytes for an image of size `s` (0 where it has none), its parts in words
@@ -59,16 +61,14 @@ header_facts read_header_facts(std::span<const std::byte> bytes) {
 }
 
 void check_decode_memory(std::span<const std::byte> bytes, const decode_options& o, bool region, const header_facts& h,
-                         const std::string& format, const std::string& what) {
+                         const char* format, const std::string& what) {
   const image_size& s = h.size;
-  std::uint64_t limit = 0;
-  if (o.max_decode_bytes)
-    limit = *o.max_decode_bytes;
-  else if (const std::uint64_t memory = this_node_plan_without_gpu().rank_memory; memory != 0)
-    limit = memory / decoding_threads();
-  if (limit == 0 || memory_need(bytes, o, region, h, nullptr) <= limit) return;
+  const std::uint64_t need = memory_need(bytes, o, region, h, nullptr);  // before the limit: it takes TBB's lock
+  if (need == 0) return;
+  const std::uint64_t limit = limit_bytes(o);
+  if (limit == 0 || need <= limit) return;
   std::string parts;
-  const std::uint64_t need = memory_need(bytes, o, region, h, &parts);
+  (void)memory_need(bytes, o, region, h, &parts);
   throw pinfeed::runtime_error(what + ": decoding this " + std::to_string(s.width) + "x" + std::to_string(s.height) + " " +
                                format + " needs about " + format_bytes(need) + " (" + parts + "), more than the " +
                                format_bytes(limit) + " one decode may take (" + decode_memory_limit_of(o).source + ")");
@@ -85,8 +85,8 @@ decode_memory decode_memory_need(std::span<const std::byte> bytes, const decode_
 decode_memory_limit decode_memory_limit_of(const decode_options& o) {
   if (o.max_decode_bytes) return {*o.max_decode_bytes, "decode_options::max_decode_bytes, pinfeed --max-decode-memory"};
   const node_plan& plan = this_node_plan_without_gpu();
-  const std::size_t threads = detail::decoding_threads();
   if (plan.rank_memory == 0) return {0, "no limit: this process's memory is unknown"};
+  const std::size_t threads = detail::decoding_threads();
   return {plan.rank_memory / threads, "this process's share of memory, " + format_bytes(plan.rank_memory) + " (" +
                                           plan.memory_source + "), over the " + std::to_string(threads) +
                                           " threads that may decode at once"};

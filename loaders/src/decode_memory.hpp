@@ -19,8 +19,9 @@ struct header_facts {
 
 /// Refuses, by name (std::runtime_error naming `what`, the image's size, `format`, the estimate
 /// with its parts, the limit and where it came from), a decode whose memory is over
-/// decode_memory_limit_of(o), before any of it is allocated. Allocates nothing when it passes.
+/// decode_memory_limit_of(o), before any of it is allocated. Allocates nothing when it passes, and
+/// reads the limit (TBB's thread cap, under its lock) only for an image with a size.
 void check_decode_memory(std::span<const std::byte> bytes, const decode_options& o, bool region, const header_facts& h,
-                         const std::string& format, const std::string& what);
+                         const char* format, const std::string& what);
 
 }  // namespace pinfeed::loaders::detail

@@ -207,7 +207,7 @@ int webp_exif_orientation(std::span<const std::byte> b) noexcept {
 int exif_orientation(std::span<const std::byte> b) noexcept {
   if (starts_with(b, {0xFF, 0xD8})) return jpeg_exif_orientation(b);
   if (starts_with(b, {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A})) return png_exif_orientation(b);
-  if (starts_with(b, {'R', 'I', 'F', 'F'}) && b.size() >= 16 && std::memcmp(b.data() + 8, "WEBP", 4) == 0)
+  if (is_webp(b))
     return webp_exif_orientation(b);
   // A TIFF's Orientation tag says how its raster is laid out, and its decoders (libtiff's RGBA
   // reader, Pillow's) always apply it: there is nothing left to turn.
@@ -215,6 +215,10 @@ int exif_orientation(std::span<const std::byte> b) noexcept {
 }
 
 bool is_jpeg(std::span<const std::byte> b) noexcept { return starts_with(b, {0xFF, 0xD8, 0xFF}); }
+
+bool is_webp(std::span<const std::byte> b) noexcept {
+  return starts_with(b, {'R', 'I', 'F', 'F'}) && b.size() >= 16 && std::memcmp(b.data() + 8, "WEBP", 4) == 0;
+}
 
 bool is_tiff(std::span<const std::byte> b) noexcept {
   return starts_with(b, {'I', 'I', 42, 0}) || starts_with(b, {'M', 'M', 0, 42}) || starts_with(b, {'I', 'I', 43, 0}) ||
@@ -282,7 +286,7 @@ image_size peek_size(std::span<const std::byte> b) {
     return {f.width, f.height};
   }
   if (starts_with(b, {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A})) return png_size(b);
-  if (starts_with(b, {'R', 'I', 'F', 'F'}) && b.size() >= 16 && std::memcmp(b.data() + 8, "WEBP", 4) == 0) return webp_size(b);
+  if (is_webp(b)) return webp_size(b);
   if (is_tiff(b) && b.size() >= 8) return tiff_size(b);
   if (starts_with(b, {'B', 'M'})) return bmp_size(b);
   if (is_pnm(b)) return pnm_size(b);

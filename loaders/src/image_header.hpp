@@ -30,6 +30,7 @@ struct jpeg_frame {
 [[nodiscard]] bool is_jpeg(std::span<const std::byte> bytes) noexcept;
 [[nodiscard]] bool is_tiff(std::span<const std::byte> bytes) noexcept;  ///< classic TIFF or BigTIFF
 [[nodiscard]] bool is_pnm(std::span<const std::byte> bytes) noexcept;   ///< P1..P6 and whitespace
+[[nodiscard]] bool is_webp(std::span<const std::byte> bytes) noexcept;  ///< RIFF....WEBP
 /// What a TIFF's first directory says of its samples (the first value of each tag; defaults where
 /// a tag is missing, -1 for Photometric).
 struct tiff_layout {

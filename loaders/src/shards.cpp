@@ -1,5 +1,5 @@
 #include "pinfeed/loaders/shards.hpp"
-#include "pinfeed/runtime/detail/io_failure.hpp"
+#include "pinfeed/runtime/detail/read_file.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -342,11 +342,7 @@ void write_shard_index(const std::string& shard, const shard_options& options) {
   const auto samples = detail::shard_samples(map.bytes(), 0, shard, options);
   const std::string text = detail::format_shard_index(samples, map.bytes().size(), options);
   const std::string path = shard_index_path(shard), part = path + ".part";
-  {
-    errno = 0;
-    std::ofstream out(part, std::ios::binary | std::ios::trunc);
-    if (!(out << text) || !(out.flush())) pinfeed::detail::throw_io_failure("cannot write the tar index '" + part + "'");
-  }
+  pinfeed::detail::write_whole_file(part, text, "cannot write the tar index '" + part + "'");
   std::error_code ec;
   std::filesystem::rename(part, path, ec);  // whole or not at all
   if (ec) throw pinfeed::runtime_error("cannot write the tar index '" + path + "': " + ec.message());
@@ -376,7 +372,7 @@ std::vector<std::string> write_shards(const std::vector<image_file>& files, cons
     static const char zeros[2 * detail::kTarBlock] = {};
     out.write(zeros, sizeof zeros);
     out.close();
-    if (!out) pinfeed::detail::throw_io_failure("pack: failed writing '" + written.back() + "'");
+    if (!out) pinfeed::detail::throw_write_failure("pack: failed writing '" + written.back() + "'");
   };
   const int width = std::max<int>(6, static_cast<int>(std::to_string(files.size()).size()));
   for (std::size_t i = 0; i < files.size(); ++i) {
@@ -388,7 +384,7 @@ std::vector<std::string> write_shards(const std::vector<image_file>& files, cons
       written.push_back(prefix + name);
       errno = 0;
       out.open(written.back(), std::ios::binary | std::ios::trunc);
-      if (!out) pinfeed::detail::throw_io_failure("pack: cannot write '" + written.back() + "'");
+      if (!out) pinfeed::detail::throw_write_failure("pack: cannot write '" + written.back() + "'");
       in_shard = 0;
     }
     std::string key = std::to_string(i);

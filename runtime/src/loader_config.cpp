@@ -1,5 +1,4 @@
 #include <cerrno>
-#include "pinfeed/runtime/detail/io_failure.hpp"
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
@@ -102,10 +101,7 @@ loader_config loader_config::read(const std::string& path) {
 }
 
 void loader_config::write(const std::string& path) const {
-  const std::string text = to_json();
-  errno = 0;
-  std::ofstream out(path);
-  if (!(out << text << "\n") || !out.flush()) pinfeed::detail::throw_io_failure("cannot write config '" + path + "'");
+  detail::write_whole_file(path, to_json() + "\n", "cannot write config '" + path + "'");
 }
 
 std::string loader::tuning_report::to_string() const {

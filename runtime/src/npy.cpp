@@ -1,4 +1,5 @@
 #include "pinfeed/runtime/npy.hpp"
+#include "pinfeed/runtime/detail/read_file.hpp"
 
 #include <cctype>
 #include <cstring>
@@ -250,10 +251,8 @@ std::vector<std::byte> format_npy(const npy_array& a) {
 
 void write_npy(const std::string& path, const npy_array& a) {
   const auto bytes = format_npy(a);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw pinfeed::runtime_error("npy file '" + path + "': cannot open for writing");
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  if (!out) throw pinfeed::runtime_error("npy file '" + path + "': write failed");
+  detail::write_whole_file(path, {reinterpret_cast<const char*>(bytes.data()), bytes.size()},
+                           "npy file '" + path + "': cannot write");
 }
 
 }  // namespace pinfeed

@@ -1,4 +1,5 @@
 #include "pinfeed/runtime/stats.hpp"
+#include "pinfeed/runtime/detail/read_file.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -183,10 +184,7 @@ std::string trace_recorder::to_json() const {
 }
 
 void trace_recorder::write(const std::string& path) const {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw pinfeed::runtime_error("cannot open trace file '" + path + "' for writing");
-  out << to_json();
-  if (!out) throw pinfeed::runtime_error("failed writing trace file '" + path + "'");
+  detail::write_whole_file(path, to_json(), "cannot write trace file '" + path + "'");
 }
 
 }  // namespace pinfeed

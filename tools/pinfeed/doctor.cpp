@@ -1,6 +1,6 @@
 // pinfeed doctor: the pipeline the options describe, run with caches at each stage.
 #include <cstdio>
-#include "pinfeed/runtime/detail/io_failure.hpp"
+#include "pinfeed/runtime/detail/read_file.hpp"
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -40,7 +40,7 @@ class report_file {
 
  private:
   [[noreturn]] void fail() const {
-    pinfeed::detail::throw_io_failure("doctor: cannot write the " + what_ + " to '" + path_ + "'");
+    pinfeed::detail::throw_write_failure("doctor: cannot write the " + what_ + " to '" + path_ + "'");
   }
   std::string path_, what_;
   std::ofstream out_;

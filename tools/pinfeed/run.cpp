@@ -1,6 +1,5 @@
 // pinfeed run: a loader over the pipeline the options describe, its throughput and statistics.
 #include <cstdio>
-#include "pinfeed/runtime/detail/io_failure.hpp"
 #include <fstream>
 #include <stdexcept>
 
@@ -119,10 +118,7 @@ void write_json(const run_args& a, const loader& l, const stats_snapshot& st, co
     if (!d.nvjpeg.empty()) j["decode"]["nvjpeg"] = d.nvjpeg;
     for (const auto& [reason, n] : d.host_by_reason) j["decode"]["host_by_reason"][reason] = n;
   }
-  const std::string text = j.dump(2) + "\n";
-  errno = 0;
-  std::ofstream out(a.json);
-  if (!(out << text) || !out.flush()) pinfeed::detail::throw_io_failure("cannot write '" + a.json + "'");
+  pinfeed::detail::write_whole_file(a.json, j.dump(2) + "\n", "cannot write '" + a.json + "'");
 }
 
 /// The batches of the epochs asked for (from a resumed state's epoch), each through the consumer;
@@ -190,11 +186,7 @@ int cmd_run(const run_args& a) {
   print_bad_samples(*counted);
   print_decoded(*counted);
   if (!save_path.empty()) {
-    const std::string state = l.state();
-    errno = 0;
-    std::ofstream out(save_path);
-    if (!(out << state << "\n") || !out.flush())
-      pinfeed::detail::throw_io_failure("cannot write loader state '" + save_path + "'");
+    pinfeed::detail::write_whole_file(save_path, l.state() + "\n", "cannot write loader state '" + save_path + "'");
   }
   if (!a.trace.empty()) {
     l.write_trace(a.trace);

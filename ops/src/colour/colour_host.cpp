@@ -191,7 +191,7 @@ void hue_u8(const std::uint8_t* in, std::int64_t pixels, int channels, double fa
     const float hb = hi != r && hi != g ? (gc + 4.0f) - rc : 0.0f;
     float h = std::fmod((hr + hg + hb) * sixth + 1.0f, 1.0f);
     h = std::fmod(h + shift, 1.0f);
-    if (h != 0.0f && h < 0.0f) h += 1.0f;
+    if (h < 0.0f) h += 1.0f;  // torch.remainder: the divisor's sign
     const float h6 = h * 6.0f, whole = std::floor(h6), f = h6 - whole;
     const int sector = static_cast<int>(whole) % 6;
     const float sf = s * f, u = 1.0f - s, v = hi;

@@ -3,8 +3,8 @@
 # LD_PRELOAD shim, tests/fault/malloc_shim.c, counts every malloc from main() on): each
 # run ends with exit 0 and the fault-free run's output, or exit 1 and one line saying that memory
 # ran out; never a signal (std::terminate aborts), never a hang, never other batches.
-# Commands: run over a folder of JPEG, PNG, WebP, BMP and PNM files (rrc, flip, checksums), pack,
-# doctor.
+# Commands: run (rrc, flip, checksums), pack and doctor over a folder of JPEG, PNG, WebP, BMP, PNM
+# and TIFF files (Deflate, LZW, JPEG, PackBits, CCITT G3 and G4, uncompressed).
 # Usage: tool_faults_test.sh PINFEED SHIM PYTHON WORK [POINTS [DOCTOR_POINTS]]   (PYTHON: one with Pillow)
 set -uo pipefail
 pf=$1 shim=$2 python=$3 work=$4 points=${5:-60} doctor_points=${6:-8}
@@ -27,6 +27,12 @@ for c, cls in enumerate(["a", "b"]):
     g.resize((31, 27)).save(f"{root}/{cls}/y.pgm")
     g.resize((35, 30)).convert("RGBA").save(f"{root}/{cls}/z.png")
     g.resize((37, 26)).convert("RGB").save(f"{root}/{cls}/w.webp", quality=80)
+    # TIFF: every codec that registers tags of its own (libtiff's allocations there fail in ways
+    # of their own), and the plain ones.
+    g.resize((30, 28)).convert("RGB").save(f"{root}/{cls}/v.tif", compression=["tiff_deflate", "tiff_lzw"][c])
+    g.resize((29, 31)).convert("RGB").save(f"{root}/{cls}/u.tif", compression=["jpeg", "packbits"][c])
+    g.resize((28, 26)).convert("1").save(f"{root}/{cls}/t.tif", compression=["group4", "group3"][c])
+    g.resize((27, 25)).save(f"{root}/{cls}/s.tif")
 PY
 failed=0
 # Runs "$@" with allocation K failed (0: none); its status, stdout and stderr in $work/{rc,out,err}.

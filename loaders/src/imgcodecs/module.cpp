@@ -3,6 +3,7 @@
 // (nothing goes to stderr), a failed allocation is reported as such, and nothing is retried.
 // Every decode gives the pixels as stored, as Pillow decodes them (tests/loaders/formats_test.cpp).
 #include <algorithm>
+#include <cerrno>
 #include <csetjmp>
 #include <cstdarg>
 #include <cstdint>
@@ -22,22 +23,29 @@
 
 namespace {
 
-/// One call's report: the first error in the library's words, and whether it was memory.
+/// Whether a library's message says that memory ran out (libpng's, libwebp's and libtiff's words).
+/// Nothing allocated here: it runs inside libpng's and libtiff's C callbacks, which no C++
+/// exception may cross.
+bool says_out_of_memory(const char* text) {
+  for (const char* marker : {"out of memory", "insufficient memory", "not enough memory", "cannot allocate",
+                             "can't allocate", "failed to allocate", "unable to allocate", "no space for", "malloc("})
+    if (strcasestr(text, marker) != nullptr) return true;
+  return false;
+}
+
+/// One call's report: the first error in the library's words, and whether any said memory ran out.
 struct report {
   char* message;
   std::size_t size;
   bool out_of_memory = false;
   bool set = false;
   void say(const char* text) {
+    out_of_memory = out_of_memory || says_out_of_memory(text);
     if (set || size == 0) return;
     set = true;
     const std::size_t n = std::min(std::strlen(text), size - 1);
     std::memcpy(message, text, n);
     message[n] = '\0';
-    // Nothing allocated here: it runs inside libpng's and libtiff's C callbacks, which no C++
-    // exception may cross.
-    for (const char* marker : {"out of memory", "insufficient memory", "cannot allocate", "can't allocate"})
-      out_of_memory = out_of_memory || strcasestr(text, marker) != nullptr;
   }
   int status() const { return out_of_memory ? pinfeed_imgcodecs_out_of_memory : pinfeed_imgcodecs_corrupt; }
 };
@@ -182,14 +190,59 @@ int tiff_map(thandle_t h, void** base, toff_t* size) {
 }
 void tiff_unmap(thandle_t, void*, toff_t) {}
 
-int tiff_error(TIFF*, void* user, const char* module, const char* fmt, va_list ap) {
+/// A TIFF call's report, and where libtiff's one unrecoverable failure returns to.
+struct tiff_call {
+  report* rep;
+  std::jmp_buf fields_lost;
+  TIFF* abandoned = nullptr;
+};
+
+int tiff_error(TIFF* tif, void* user, const char* module, const char* fmt, va_list ap) {
+  auto* call = static_cast<tiff_call*>(user);
   char text[400];
   const int n = std::snprintf(text, sizeof text, "libtiff: %s: ", module != nullptr ? module : "");
   std::vsnprintf(text + std::max(0, std::min(n, static_cast<int>(sizeof text) - 1)), sizeof text - static_cast<std::size_t>(std::max(0, std::min(n, static_cast<int>(sizeof text) - 1))), fmt, ap);
-  static_cast<report*>(user)->say(text);
+  call->rep->say(text);
+  // libtiff 4.5 to 4.7: when the realloc in _TIFFMergeFields fails (a codec registering its tags),
+  // the handle keeps its field count with a null field table, and TIFFReadDirectory then reads
+  // through it. Nothing of that handle may run again: back to tiff_open, past libtiff's frames
+  // (C, nothing to unwind), with the handle left to tiff_open.
+  if (module != nullptr && std::strcmp(module, "_TIFFMergeFields") == 0) {
+    call->rep->out_of_memory = true;
+    call->abandoned = tif;
+    std::longjmp(call->fields_lost, 1);
+  }
   return 1;  // handled: libtiff's global handler (stderr) is not called
 }
-int tiff_warning(TIFF*, void*, const char*, const char*, va_list) { return 1; }
+/// A warning that memory ran out (libtiff goes on without a tag, or without a correction) makes
+/// the call out of memory: the pixels it would give are not the file's.
+int tiff_warning(TIFF*, void* user, const char* module, const char* fmt, va_list ap) {
+  char text[400];
+  const int n = std::snprintf(text, sizeof text, "libtiff: %s: ", module != nullptr ? module : "");
+  std::vsnprintf(text + std::max(0, std::min(n, static_cast<int>(sizeof text) - 1)), sizeof text - static_cast<std::size_t>(std::max(0, std::min(n, static_cast<int>(sizeof text) - 1))), fmt, ap);
+  if (says_out_of_memory(text)) static_cast<tiff_call*>(user)->rep->say(text);
+  return 1;
+}
+
+/// TIFFClientOpenExt, or null with the reason in the report. Only trivially destructible objects
+/// live in this frame: tiff_error may jump back into it.
+TIFF* tiff_open(tiff_source& src, tiff_call& call) {
+  TIFFOpenOptions* opts = TIFFOpenOptionsAlloc();
+  if (opts == nullptr) return call.rep->say("out of memory"), call.rep->out_of_memory = true, nullptr;
+  TIFFOpenOptionsSetErrorHandlerExtR(opts, tiff_error, &call);
+  TIFFOpenOptionsSetWarningHandlerExtR(opts, tiff_warning, &call);
+  if (setjmp(call.fields_lost) != 0) {
+    TIFFOpenOptionsFree(opts);
+    // Its field table is gone and TIFFCleanup skips a null one: the rest is freed as libtiff frees
+    // a handle whose first directory failed (what TIFFReadDirectory held in its frame is lost).
+    if (call.abandoned != nullptr) TIFFCleanup(call.abandoned);
+    return nullptr;
+  }
+  TIFF* tif = TIFFClientOpenExt("image", "rm", &src, tiff_read, tiff_write, tiff_seek, tiff_close, tiff_size, tiff_map,
+                                tiff_unmap, opts);
+  TIFFOpenOptionsFree(opts);
+  return tif;
+}
 
 struct tiff_closer {
   TIFF* tif = nullptr;
@@ -238,16 +291,16 @@ bool read_tiff_rows(TIFF* tif, std::uint32_t w, std::uint32_t h, std::uint8_t* o
 /// TIFF (and BigTIFF), its first image, to 8-bit RGB, the rows as stored (the caller applies the
 /// Orientation tag): 8- and 16-bit grey, RGB and CMYK read row by row; JPEG-compressed YCbCr as RGB
 /// from libjpeg; palettes, 1- to 4-bit, tiles and planes by libtiff's RGBA reader.
-int decode_tiff(const unsigned char* bytes, std::size_t size, pinfeed_imgcodecs_output output, void* context, report& rep) {
+int decode_tiff_pixels(const unsigned char* bytes, std::size_t size, pinfeed_imgcodecs_output output, void* context,
+                       report& rep) {
   tiff_source src{bytes, static_cast<toff_t>(size), 0};
-  TIFFOpenOptions* opts = TIFFOpenOptionsAlloc();
-  if (opts == nullptr) throw std::bad_alloc();
-  TIFFOpenOptionsSetErrorHandlerExtR(opts, tiff_error, &rep);
-  TIFFOpenOptionsSetWarningHandlerExtR(opts, tiff_warning, &rep);
+  tiff_call call{&rep, {}};
   tiff_closer t;
-  t.tif = TIFFClientOpenExt("image", "rm", &src, tiff_read, tiff_write, tiff_seek, tiff_close, tiff_size, tiff_map, tiff_unmap, opts);
-  TIFFOpenOptionsFree(opts);
+  t.tif = tiff_open(src, call);
   if (t.tif == nullptr) return rep.set ? rep.status() : (rep.say("libtiff cannot open the file"), pinfeed_imgcodecs_corrupt);
+  // Some of libtiff's allocations fail without a word (a tag's value, JPEGTables among them: its
+  // JPEG codec then reads through the null table). Only errno tells.
+  if (rep.out_of_memory || errno == ENOMEM) return pinfeed_imgcodecs_out_of_memory;
   std::uint32_t w = 0, h = 0;
   std::uint16_t compression = COMPRESSION_NONE, photometric = 0, orientation = ORIENTATION_TOPLEFT;
   TIFFGetField(t.tif, TIFFTAG_IMAGEWIDTH, &w);
@@ -258,7 +311,9 @@ int decode_tiff(const unsigned char* bytes, std::size_t size, pinfeed_imgcodecs_
   if (w == 0 || h == 0) return rep.say("libtiff: no image size"), pinfeed_imgcodecs_corrupt;
   if (compression == COMPRESSION_JPEG && photometric == PHOTOMETRIC_YCBCR)
     TIFFSetField(t.tif, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB);  // libjpeg's YCbCr to RGB, as Pillow's
+  const int before = errno;  // pinfeed's allocation for the pixels leaves errno as it found it
   std::uint8_t* out = output(context, static_cast<int>(h), static_cast<int>(w));
+  errno = before;
   bool failed = false;
   if (read_tiff_rows(t.tif, w, h, out, failed))
     return failed ? (rep.set ? rep.status() : (rep.say("libtiff: cannot read the rows"), pinfeed_imgcodecs_corrupt)) : pinfeed_imgcodecs_ok;
@@ -274,6 +329,17 @@ int decode_tiff(const unsigned char* bytes, std::size_t size, pinfeed_imgcodecs_
     out[3 * i + 2] = static_cast<std::uint8_t>(TIFFGetB(raster[i]));
   }
   return pinfeed_imgcodecs_ok;
+}
+
+/// A TIFF decode: where libtiff said that memory ran out, or an allocation under it failed (ENOMEM)
+/// while it went on (a codec, a tag or a correction left out), the call is out of memory, whatever
+/// it gave: those pixels are not the file's.
+int decode_tiff(const unsigned char* bytes, std::size_t size, pinfeed_imgcodecs_output output, void* context, report& rep) {
+  errno = 0;
+  const int status = decode_tiff_pixels(bytes, size, output, context, rep);
+  if (!rep.out_of_memory && errno != ENOMEM) return status;
+  rep.say("libtiff: out of memory");
+  return pinfeed_imgcodecs_out_of_memory;
 }
 
 int decode(const unsigned char* bytes, std::size_t size, pinfeed_imgcodecs_output output, void* context, char* message,

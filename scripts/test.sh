@@ -53,7 +53,7 @@ if ((${#fetches[@]})); then
     [[ $(cat "$root/build/fetch-$name.rc" 2>/dev/null) == 0 ]] || { echo "test.sh: fetching $name failed" >&2; exit 1; }
   done
 else
-  bash "$root/scripts/install-test-env.sh"  # Chromium, moto and Pillow for the tests
+  bash "$root/scripts/install-test-env.sh"  # Chromium, moto, Pillow and torchvision for the tests
 fi
 build_dir=$root/build${build_args[1]:+-${build_args[1]}}
 ctest_args=(--output-on-failure -j 2)

@@ -16,28 +16,13 @@
 #include "pinfeed/ops/colour.hpp"
 #include "pinfeed/runtime/npy.hpp"
 #include "test_util.hpp"
+#include "torchvision_compare.hpp"
 
 namespace fs = std::filesystem;
 using namespace pinfeed;
 using namespace pinfeed::loaders;
 
-namespace {
-
-/// Runs the one-step pipeline `spelling` over an HWC uint8 image.
-std::vector<std::uint8_t> run_step(const std::string& spelling, std::vector<std::uint8_t> img, std::int64_t h,
-                                   std::int64_t w, int c, int* out_channels = nullptr) {
-  const pipeline p = parse_pipeline(spelling);
-  REQUIRE(p.steps().size() == 1);
-  const image_spec in{h, w, c, dtype::u8};
-  const image_spec out_spec = p.steps()[0]->output_spec(in);
-  std::vector<std::uint8_t> out(static_cast<std::size_t>(out_spec.height * out_spec.width * out_spec.channels));
-  p.steps()[0]->apply({reinterpret_cast<std::byte*>(img.data()), in}, {reinterpret_cast<std::byte*>(out.data()), out_spec},
-                      philox_stream(0, 0, 0));
-  if (out_channels != nullptr) *out_channels = out_spec.channels;
-  return out;
-}
-
-}  // namespace
+using test::run_step;
 
 TEST_CASE("colour.the_header_states_torchvisions_arithmetic") {
   // grey's weights add to 0.9999: white becomes 254, and a grey pixel x becomes x - 1.
@@ -136,52 +121,5 @@ TEST_CASE("colour.bad_values_are_refused_at_parse_time_with_a_caret") {
 }
 
 TEST_CASE("colour.every_step_equals_torchvision_v2") {
-  // torchvision from the Python that PINFEED_TORCH_PYTHON names, else the test environment's.
-  const char* env = std::getenv("PINFEED_TORCH_PYTHON");
-  const std::string python = env != nullptr && *env != '\0' ? env : std::string(PINFEED_TEST_VENV) + "/bin/python";
-  test::temp_dir d;
-  const std::string cmd = python + " " + PINFEED_TEST_DIR + "/loaders/colour/torchvision_colour.py " + d.path.string() + " >" +
-                          (d.path / "log.txt").string() + " 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream log_file(d.path / "log.txt");
-  const std::string log((std::istreambuf_iterator<char>(log_file)), std::istreambuf_iterator<char>());
-  if (rc != 0) {
-    // torch is not yet part of the CI test environment (scripts/install-test-env.sh): where it
-    // cannot be imported this case says so and is skipped, everywhere.
-    REQUIRE_MESSAGE(log.find("torchvision is not importable") != std::string::npos, "torchvision_colour.py failed: " << log);
-    test::skip_case("torchvision is not importable by " + python + " (set PINFEED_TORCH_PYTHON)");
-    return;
-  }
-  MESSAGE(log);
-  const auto manifest = nlohmann::json::parse(std::ifstream(d.path / "manifest.json"));
-  std::map<std::string, std::pair<std::int64_t, std::int64_t>> per_op;  // op -> (samples, identical)
-  for (const auto& e : manifest["entries"]) {
-    const std::string steps = e["steps"];
-    CAPTURE(steps);
-    CAPTURE(e["image"].get<std::string>());
-    const npy_array in = read_npy((d.path / e["image"].get<std::string>()).string());
-    const npy_array want = read_npy((d.path / e["expected"].get<std::string>()).string());
-    REQUIRE(in.shape.size() == 3);
-    std::vector<std::uint8_t> img(in.as<std::uint8_t>(), in.as<std::uint8_t>() + in.elements());
-    const auto got = run_step(steps, img, in.shape[0], in.shape[1], static_cast<int>(in.shape[2]));
-    REQUIRE(got.size() == want.elements());
-    std::int64_t same = 0;
-    int worst = 0;
-    for (std::size_t i = 0; i < got.size(); ++i) {
-      const int diff = std::abs(static_cast<int>(got[i]) - static_cast<int>(want.as<std::uint8_t>()[i]));
-      same += diff == 0;
-      worst = std::max(worst, diff);
-    }
-    CHECK(worst <= 1);
-    const std::string op = steps.substr(0, steps.find('('));
-    per_op[op].first += static_cast<std::int64_t>(got.size());
-    per_op[op].second += same;
-  }
-  std::string table = "torchvision " + manifest["torchvision"].get<std::string>() + ", torch " +
-                      manifest["torch"].get<std::string>() + " (" + manifest["cpu_capability"].get<std::string>() + "):\n";
-  for (const auto& [op, counts] : per_op) {
-    table += "  " + op + ": " + std::to_string(counts.second) + " of " + std::to_string(counts.first) + " samples identical\n";
-    CHECK_MESSAGE(counts.second * 100 >= counts.first * 99, op << ": fewer than 99% of the samples identical");
-  }
-  MESSAGE(table);
+  (void)test::compare_with_torchvision("loaders/colour/torchvision_colour.py");
 }

@@ -5,41 +5,24 @@ Usage: torchvision_colour.py OUT_DIR
 
 Writes OUT_DIR/manifest.json and, per case, an input and torchvision's output as .npy (uint8, HWC):
 every colour step at three magnitudes or more (torchvision.transforms.v2.functional on a uint8 CHW
-tensor, the CPU), over images of odd and even sizes, RGB and grey: smooth photo-like fields with
-noise, a flat image, a two-level image, and a gradient of every value. The manifest names each
+tensor, the CPU), over the images of torchvision_images.py: real photos cut to odd and even sizes,
+RGB and grey, a flat image, a two-level image, and a gradient of every value. The manifest names each
 case's pinfeed spelling. Exits 3 where torch or torchvision cannot be imported (the test then says so).
 """
 import json
 import os
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 try:
     import numpy as np
     import torch
     import torchvision
     from torchvision.transforms.v2 import functional as F
+    from torchvision_images import images
 except Exception as e:  # noqa: BLE001 - any import failure means no reference here
     print("torchvision is not importable: %s" % e)
     sys.exit(3)
-
-
-def images():
-    rng = np.random.default_rng(7)
-    out = []
-    for h, w in [(37, 53), (64, 48), (5, 7)]:
-        y, x = np.mgrid[0:h, 0:w].astype(np.float64)
-        field = np.stack([
-            128 + 100 * np.sin(x / (w / 3.1) + c) * np.cos(y / (h / 2.3) - c) for c in range(3)
-        ], axis=-1)
-        field += rng.normal(0, 12, field.shape)
-        out.append(("photo%dx%d" % (h, w), np.clip(field, 0, 255).astype(np.uint8)))
-    out.append(("flat", np.full((9, 11, 3), 77, np.uint8)))
-    two = np.zeros((12, 10, 3), np.uint8)
-    two[:, 5:] = (200, 31, 140)
-    out.append(("two-level", two))
-    out.append(("every-value", np.arange(256 * 3, dtype=np.int64).reshape(16, 16, 3).astype(np.uint8)))
-    greys = [(name + "-grey", img[..., :1].copy()) for name, img in out[:2]]
-    return out + greys
 
 
 def cases():
@@ -65,7 +48,8 @@ def main():
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
     entries = []
-    for name, img in images():
+    imgs, real = images()
+    for name, img in imgs:
         np.save(os.path.join(out_dir, name + ".in.npy"), img)
         t = torch.from_numpy(img).permute(2, 0, 1).contiguous()
         for k, (spelling, op) in enumerate(cases()):
@@ -78,8 +62,9 @@ def main():
             entries.append({"image": name + ".in.npy", "steps": spelling, "expected": file})
     with open(os.path.join(out_dir, "manifest.json"), "w") as f:
         json.dump({"torch": torch.__version__, "torchvision": torchvision.__version__,
-                   "cpu_capability": torch.backends.cpu.get_cpu_capability(), "entries": entries}, f, indent=1)
-    print("%d cases, torch %s, torchvision %s" % (len(entries), torch.__version__, torchvision.__version__))
+                   "cpu_capability": torch.backends.cpu.get_cpu_capability(), "photos": real, "entries": entries}, f, indent=1)
+    print("%d cases, torch %s, torchvision %s, %s" % (len(entries), torch.__version__, torchvision.__version__,
+                                                   "real photos" if real else "no photos: made fields instead"))
 
 
 if __name__ == "__main__":

@@ -45,23 +45,23 @@ class colour_transform final : public transform {
       case colour_op::saturation:
       case colour_op::sharpness:
         if (!(value >= 0.0) || !std::isfinite(value))
-          throw pinfeed::invalid_argument(what + "the factor must be finite and not negative, got " + format_number(value));
+          throw bad_transform_argument(0, what + "the factor must be finite and not negative, got " + format_number(value));
         break;
       case colour_op::hue:
         if (!(value >= -0.5 && value <= 0.5))
-          throw pinfeed::invalid_argument(what + "the factor must be in [-0.5, 0.5], got " + format_number(value));
+          throw bad_transform_argument(0, what + "the factor must be in [-0.5, 0.5], got " + format_number(value));
         break;
       case colour_op::posterize:
         if (!(value >= 1.0 && value <= 8.0) || value != std::floor(value))
-          throw pinfeed::invalid_argument(what + "bits must be a whole number from 1 to 8, got " + format_number(value));
+          throw bad_transform_argument(0, what + "bits must be a whole number from 1 to 8, got " + format_number(value));
         break;
       case colour_op::solarize:
         if (!(value >= 0.0 && value <= 255.0))
-          throw pinfeed::invalid_argument(what + "the threshold must be in [0, 255], got " + format_number(value));
+          throw bad_transform_argument(0, what + "the threshold must be in [0, 255], got " + format_number(value));
         break;
       case colour_op::grayscale:
         if (value != 1.0 && value != 3.0)
-          throw pinfeed::invalid_argument(what + "1 or 3 output channels, got " + format_number(value));
+          throw bad_transform_argument(0, what + "1 or 3 output channels, got " + format_number(value));
         break;
       default: break;
     }

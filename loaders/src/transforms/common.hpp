@@ -40,6 +40,17 @@ inline std::string format_number(double v) {
   return std::to_string(v);
 }
 
+/// Shortest text that reads back as the same double (for values used in double, the warps').
+inline std::string format_double(double v) {
+  for (int precision = 6; precision <= 17; ++precision) {
+    std::ostringstream os;
+    os.precision(precision);
+    os << v;
+    if (std::stod(os.str()) == v) return os.str();
+  }
+  return std::to_string(v);
+}
+
 /// Copies the window [y0, y0 + h) x [x0, x0 + w) of `in` to `out`.
 inline void copy_window(const image_view& in, const image_view& out, std::int64_t y0, std::int64_t x0) {
   const std::size_t px = static_cast<std::size_t>(in.spec.channels) * dtype_size(in.spec.type);

@@ -16,5 +16,8 @@ void add_random_mask_kinds(std::vector<transform_kind>& kinds);
 void add_random_hflip_kinds(std::vector<transform_kind>& kinds);
 void add_pointwise_kinds(std::vector<transform_kind>& kinds);
 void add_colour_kinds(std::vector<transform_kind>& kinds);
+void add_blur_kinds(std::vector<transform_kind>& kinds);
+void add_geometry_kinds(std::vector<transform_kind>& kinds);
+void add_policy_kinds(std::vector<transform_kind>& kinds);
 
 }  // namespace pinfeed::loaders

@@ -72,6 +72,9 @@ struct registry {
     add_random_hflip_kinds(kinds);
     add_pointwise_kinds(kinds);
     add_colour_kinds(kinds);
+    add_blur_kinds(kinds);
+    add_geometry_kinds(kinds);
+    add_policy_kinds(kinds);
   }
 };
 registry& the_registry() {
@@ -85,28 +88,178 @@ std::string known_names(const std::vector<transform_kind>& kinds) {
   return out;
 }
 
-std::shared_ptr<transform> make_step(std::string_view text, std::size_t at, const std::string& name,
-                                     const std::vector<double>& args, std::size_t args_at) {
-  transform_kind kind;
-  {
-    auto& r = the_registry();
-    std::lock_guard lock(r.mutex);
-    const auto it = std::find_if(r.kinds.begin(), r.kinds.end(), [&](const transform_kind& k) {
-      return std::find(k.names.begin(), k.names.end(), name) != k.names.end();
-    });
-    if (it == r.kinds.end()) parse_error(text, at, "unknown transform '" + name + "' (known: " + known_names(r.kinds) + ")");
-    kind = *it;
+/// A word of a step's text: NAME=VALUE (name, value and where each starts) or a positional word
+/// (name, its place among the values in `place`).
+struct word_arg {
+  std::string name, value;
+  std::size_t name_at = 0, value_at = 0, place = 0;
+};
+
+/// What the text gave one step: its positional values (a word's place holds 0 until the kind says
+/// what the word is) and where each starts, its positional words, its options, and where its
+/// arguments start.
+struct step_args {
+  std::vector<double> values;
+  std::vector<std::size_t> at;
+  std::vector<word_arg> words, named;
+  std::size_t open_at = 0;
+};
+
+/// The text and a position in it.
+struct cursor {
+  std::string_view text;
+  std::size_t i = 0;
+  void skip_ws() {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
   }
-  if (args.size() < kind.min_args || args.size() > kind.max_args)
-    parse_error(text, args_at,
+  [[nodiscard]] bool is(char c) const { return i < text.size() && text[i] == c; }
+  [[nodiscard]] bool word_starts() const {
+    return i < text.size() && (std::isalpha(static_cast<unsigned char>(text[i])) || text[i] == '_');
+  }
+  std::string identifier() {
+    std::string out;
+    while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_')) out += text[i++];
+    return out;
+  }
+  /// After an argument: ',' (true: another follows) or ')' (false); anything else is an error.
+  bool next_or_close() {
+    skip_ws();
+    if (is(',')) return ++i, true;
+    if (is(')')) return ++i, false;
+    parse_error(text, i, "expected ',' or ')'");
+  }
+};
+
+/// One argument at the cursor: a number, a word, or NAME=VALUE.
+void read_argument(cursor& c, step_args& a) {
+  const std::size_t starts = c.i;
+  if (c.word_starts()) {
+    word_arg w{c.identifier(), {}, starts, 0, 0};
+    c.skip_ws();
+    if (!c.is('=')) {  // a word in a positional place (auto_augment(imagenet))
+      if (!a.named.empty()) parse_error(c.text, starts, "a positional argument after NAME=VALUE");
+      w.place = a.values.size();
+      a.words.push_back(std::move(w));
+      a.values.push_back(0.0);
+      a.at.push_back(starts);
+      return;
+    }
+    ++c.i;
+    c.skip_ws();
+    w.value_at = c.i;
+    while (c.i < c.text.size() && c.text[c.i] != ',' && c.text[c.i] != ')' && !std::isspace(static_cast<unsigned char>(c.text[c.i])))
+      w.value += c.text[c.i++];
+    if (w.value.empty()) parse_error(c.text, w.value_at, "expected a value for " + w.name);
+    a.named.push_back(std::move(w));
+    return;
+  }
+  if (!a.named.empty()) parse_error(c.text, starts, "a positional argument after NAME=VALUE");
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(std::string(c.text.substr(c.i)), &used);
+  } catch (const std::exception&) {
+    parse_error(c.text, starts, "expected a number");
+  }
+  if (!std::isfinite(v)) parse_error(c.text, starts, "expected a finite number");
+  a.values.push_back(v);
+  a.at.push_back(starts);
+  c.i += used;
+}
+
+/// A step's arguments, the cursor on its '(' (or past its name, where it has none).
+step_args read_arguments(cursor& c) {
+  step_args a;
+  a.open_at = c.i;
+  if (!c.is('(')) return a;
+  a.open_at = ++c.i;
+  c.skip_ws();
+  if (c.is(')')) return ++c.i, a;
+  do {
+    c.skip_ws();
+    read_argument(c, a);
+  } while (c.next_or_close());
+  return a;
+}
+
+std::string listed(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+transform_kind find_kind(std::string_view text, std::size_t at, const std::string& name) {
+  auto& r = the_registry();
+  std::lock_guard lock(r.mutex);
+  const auto it = std::find_if(r.kinds.begin(), r.kinds.end(), [&](const transform_kind& k) {
+    return std::find(k.names.begin(), k.names.end(), name) != k.names.end();
+  });
+  if (it == r.kinds.end()) parse_error(text, at, "unknown transform '" + name + "' (known: " + known_names(r.kinds) + ")");
+  return *it;
+}
+
+/// The options' values after the positional ones, in the kind's order: given, or their fallback.
+void resolve_options(std::string_view text, const std::string& name, const transform_kind& kind, step_args& a) {
+  const std::size_t first = a.values.size();
+  for (const auto& option : kind.options) {
+    a.values.push_back(option.fallback);
+    a.at.push_back(a.open_at);
+  }
+  std::vector<std::string> option_names;
+  for (const auto& o : kind.options) option_names.push_back(o.name);
+  for (std::size_t k = 0; k < a.named.size(); ++k) {
+    const word_arg& n = a.named[k];
+    const auto it = std::find(option_names.begin(), option_names.end(), n.name);
+    if (it == option_names.end())
+      parse_error(text, n.name_at, name + " has no option '" + n.name + "' (" +
+                                       (option_names.empty() ? "it takes none" : "its options: " + listed(option_names)) + ")");
+    for (std::size_t before = 0; before < k; ++before)
+      if (a.named[before].name == n.name) parse_error(text, n.name_at, name + ": the option '" + n.name + "' is given twice");
+    const auto& option = kind.options[static_cast<std::size_t>(it - option_names.begin())];
+    const std::size_t slot = first + static_cast<std::size_t>(it - option_names.begin());
+    a.at[slot] = n.value_at;
+    if (!option.words.empty()) {
+      const auto w = std::find(option.words.begin(), option.words.end(), n.value);
+      if (w == option.words.end())
+        parse_error(text, n.value_at, name + ": " + n.name + " must be one of " + listed(option.words) + ", not '" + n.value + "'");
+      a.values[slot] = static_cast<double>(w - option.words.begin());
+      continue;
+    }
+    std::size_t used = 0;
+    try {
+      a.values[slot] = std::stod(n.value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != n.value.size() || !std::isfinite(a.values[slot]))
+      parse_error(text, n.value_at, name + ": " + n.name + " must be a finite number, not '" + n.value + "'");
+  }
+}
+
+std::shared_ptr<transform> make_step(std::string_view text, std::size_t at, const std::string& name, step_args a) {
+  const transform_kind kind = find_kind(text, at, name);
+  const std::size_t n = a.values.size();
+  if (n < kind.min_args || n > kind.max_args)
+    parse_error(text, a.open_at,
                 name + " takes " +
                     (kind.min_args == kind.max_args ? std::to_string(kind.min_args)
                                                     : std::to_string(kind.min_args) + " to " + std::to_string(kind.max_args)) +
-                    " argument(s), got " + std::to_string(args.size()) + " (" + kind.usage + ")");
+                    " argument(s), got " + std::to_string(n) + " (" + kind.usage + ")");
+  for (const word_arg& w : a.words) {
+    const auto it = std::find(kind.words.begin(), kind.words.end(), w.name);
+    if (it == kind.words.end())
+      parse_error(text, w.name_at,
+                  kind.words.empty() ? name + ": expected a number, not '" + w.name + "'"
+                                     : name + ": '" + w.name + "' is not one of " + listed(kind.words));
+    a.values[w.place] = static_cast<double>(it - kind.words.begin());
+  }
+  resolve_options(text, name, kind, a);
   try {
-    return kind.make(args);
+    return kind.make(a.values);
+  } catch (const bad_transform_argument& e) {
+    parse_error(text, e.index() < a.at.size() ? a.at[e.index()] : a.open_at, e.what());
   } catch (const std::invalid_argument& e) {
-    parse_error(text, args_at, e.what());
+    parse_error(text, a.open_at, e.what());
   }
 }
 
@@ -114,58 +267,20 @@ std::shared_ptr<transform> make_step(std::string_view text, std::size_t at, cons
 
 pipeline parse_pipeline(std::string_view text) {
   std::vector<std::shared_ptr<transform>> steps;
-  std::size_t i = 0;
-  auto skip_ws = [&] {
-    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
-  };
-  skip_ws();
-  if (i == text.size()) return pipeline();
+  cursor c{text, 0};
+  c.skip_ws();
+  if (c.i == text.size()) return pipeline();
   for (;;) {
-    skip_ws();
-    const std::size_t at = i;
-    std::string name;
-    while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_')) name += text[i++];
+    c.skip_ws();
+    const std::size_t at = c.i;
+    const std::string name = c.identifier();
     if (name.empty()) parse_error(text, at, "expected a transform name");
-    skip_ws();
-    std::vector<double> args;
-    std::size_t args_at = i;
-    if (i < text.size() && text[i] == '(') {
-      ++i;
-      args_at = i;
-      for (;;) {
-        skip_ws();
-        if (i < text.size() && text[i] == ')' && args.empty()) {
-          ++i;
-          break;
-        }
-        const std::size_t num_at = i;
-        std::size_t used = 0;
-        double v = 0;
-        try {
-          v = std::stod(std::string(text.substr(i)), &used);
-        } catch (const std::exception&) {
-          parse_error(text, num_at, "expected a number");
-        }
-        if (!std::isfinite(v)) parse_error(text, num_at, "expected a finite number");
-        args.push_back(v);
-        i += used;
-        skip_ws();
-        if (i < text.size() && text[i] == ',') {
-          ++i;
-          continue;
-        }
-        if (i < text.size() && text[i] == ')') {
-          ++i;
-          break;
-        }
-        parse_error(text, i, "expected ',' or ')'");
-      }
-    }
-    steps.push_back(make_step(text, at, name, args, args_at));
-    skip_ws();
-    if (i == text.size()) break;
-    if (text[i] != ',') parse_error(text, i, "expected ',' between transforms");
-    ++i;
+    c.skip_ws();
+    steps.push_back(make_step(text, at, name, read_arguments(c)));
+    c.skip_ws();
+    if (c.i == text.size()) break;
+    if (!c.is(',')) parse_error(text, c.i, "expected ',' between transforms");
+    ++c.i;
   }
   return pipeline(std::move(steps));
 }

@@ -17,8 +17,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
+#include "pinfeed/ops/geometry.hpp"
+#include "pinfeed/ops/policies.hpp"
+#include "pinfeed/runtime/exception.hpp"
 #include "pinfeed/runtime/philox.hpp"
 #include "pinfeed/runtime/tensor.hpp"
 
@@ -142,6 +146,75 @@ class transform {
 [[nodiscard]] std::shared_ptr<transform> make_equalize();
 [[nodiscard]] std::shared_ptr<transform> make_invert();
 [[nodiscard]] std::shared_ptr<transform> make_grayscale(int channels = 1);
+/// The affine warps on uint8 images of 1 or 3 channels, each torchvision v2's arithmetic on a uint8
+/// tensor (affine, rotate, and the auto-augment policies' ShearX, ShearY, TranslateX, TranslateY),
+/// stated in pinfeed/ops/geometry.hpp: nearest (torchvision's default) or bilinear; without a fill
+/// the outside is 0 (torchvision's None), with one (in [0, 255]) torchvision's mask blend. `angle`
+/// in degrees (affine: clockwise; rotate: counter-clockwise), shears in degrees (affine) or as
+/// factors (shear_x, shear_y: about the top-left corner), translations in pixels (translate_x and
+/// translate_y truncate them). Each throws bad_transform_argument for a bad value.
+[[nodiscard]] std::shared_ptr<transform> make_rotate(double degrees, std::optional<double> fill = std::nullopt,
+                                                     ops::interpolation mode = ops::interpolation::nearest);
+[[nodiscard]] std::shared_ptr<transform> make_affine(double angle, double tx, double ty, double scale, double shear_x,
+                                                     double shear_y, std::optional<double> fill = std::nullopt,
+                                                     ops::interpolation mode = ops::interpolation::nearest);
+[[nodiscard]] std::shared_ptr<transform> make_shear_x(double factor, std::optional<double> fill = std::nullopt,
+                                                      ops::interpolation mode = ops::interpolation::nearest);
+[[nodiscard]] std::shared_ptr<transform> make_shear_y(double factor, std::optional<double> fill = std::nullopt,
+                                                      ops::interpolation mode = ops::interpolation::nearest);
+[[nodiscard]] std::shared_ptr<transform> make_translate_x(double pixels, std::optional<double> fill = std::nullopt,
+                                                          ops::interpolation mode = ops::interpolation::nearest);
+[[nodiscard]] std::shared_ptr<transform> make_translate_y(double pixels, std::optional<double> fill = std::nullopt,
+                                                          ops::interpolation mode = ops::interpolation::nearest);
+/// One op a policy applies to a sample: the op, its magnitude bin (-1: the op takes none) and the
+/// magnitude it drew (signed; what pinfeed/ops/policies.hpp's apply_aug_op_u8 takes).
+struct augment_choice {
+  ops::aug_op op = ops::aug_op::identity;
+  int bin = -1;
+  double magnitude = 0.0;
+};
+/// An augmentation policy: a step that draws ops and magnitudes from the sample's stream.
+class augment_policy : public transform {
+ public:
+  /// The ops this sample gets, in order: what apply() draws from the same stream and applies.
+  [[nodiscard]] virtual std::vector<augment_choice> choices(std::int64_t height, std::int64_t width,
+                                                            philox_stream rng) const = 0;
+};
+/// An op of a policy of your own: its table (pinfeed/ops/policies.hpp; linspace or none) and
+/// whether its sign is drawn.
+struct policy_op {
+  ops::aug_op op = ops::aug_op::identity;
+  ops::magnitude_table table;
+  bool signed_magnitude = false;
+};
+/// A policy of your own: `num_ops` times, one of `ops` uniformly, then its magnitude: entry
+/// `fixed_bin` of its table of `bins` (or, with fixed_bin -1, a bin drawn uniformly), negated with
+/// probability 1/2 where signed (RandAugment's shape; TrivialAugment's with num_ops 1 and no
+/// fixed bin). Throws bad_transform_argument for no ops, num_ops outside 0..64, bins outside
+/// 1..10^6, a fixed bin not below bins, or a fill outside [0, 255].
+[[nodiscard]] std::shared_ptr<augment_policy> make_augment_policy(
+    std::vector<policy_op> ops, int num_ops, int bins, int fixed_bin = -1,
+    ops::interpolation mode = ops::interpolation::nearest, std::optional<double> fill = std::nullopt);
+/// TrivialAugmentWide(num_magnitude_bins): one of its 14 ops, a bin uniformly, the wide tables.
+[[nodiscard]] std::shared_ptr<augment_policy> make_trivial_augment(
+    int bins = 31, ops::interpolation mode = ops::interpolation::nearest, std::optional<double> fill = std::nullopt);
+/// RandAugment(num_ops, magnitude, num_magnitude_bins): num_ops of its 14 ops at bin `magnitude`.
+[[nodiscard]] std::shared_ptr<augment_policy> make_rand_augment(
+    int num_ops = 2, int magnitude = 9, int bins = 31, ops::interpolation mode = ops::interpolation::nearest,
+    std::optional<double> fill = std::nullopt);
+/// AutoAugment's learned policies: one of 25 sub-policies, each op of it with its probability.
+enum class auto_augment_policy { imagenet, cifar10, svhn };
+[[nodiscard]] std::shared_ptr<augment_policy> make_auto_augment(
+    auto_augment_policy policy = auto_augment_policy::imagenet, ops::interpolation mode = ops::interpolation::nearest,
+    std::optional<double> fill = std::nullopt);
+/// A policy's 25 sub-policies: (op, probability, magnitude bin or -1) twice each, torchvision's order.
+[[nodiscard]] std::vector<std::array<std::tuple<ops::aug_op, float, int>, 2>> auto_augment_subpolicies(
+    auto_augment_policy policy);
+/// GaussianBlur with a kx x ky kernel (odd, kx across) and sigmas sx, sy (> 0; <= 0: torchvision's
+/// default 0.15 k + 0.35), on uint8 images of 1 or 3 channels: torchvision v2's gaussian_blur,
+/// stated in pinfeed/ops/blur.hpp. Throws bad_transform_argument for a bad value (index 0: the
+/// kernel, 1: sigma).
+[[nodiscard]] std::shared_ptr<transform> make_gaussian_blur(int kx, int ky, double sx = 0.0, double sy = 0.0);
 /// ConvertColor: RGB -> YCbCr with the full-range BT.601 matrix and [0, 128, 128] offset; float output.
 [[nodiscard]] std::shared_ptr<transform> make_convert_ycbcr();
 /// Scale: x * factor (default 1/255); float output.
@@ -176,12 +249,36 @@ class pipeline {
 };
 
 /// How the parser and the pipeline-file loader make a transform from its name and arguments.
+/// What a transform_kind's make (or a factory) throws for one bad argument: the parser quotes the
+/// text with its caret under that argument (index from 0).
+class bad_transform_argument : public pinfeed::invalid_argument {
+ public:
+  bad_transform_argument(std::size_t index, const std::string& what) : pinfeed::invalid_argument(what), index_(index) {}
+  [[nodiscard]] std::size_t index() const noexcept { return index_; }
+
+ private:
+  std::size_t index_;
+};
+
+/// A named argument of a transform kind, spelled NAME=VALUE after the positional ones, in any order:
+/// a number, or one of `words` (given to make as its index in the list).
+struct transform_option {
+  std::string name;
+  std::vector<std::string> words;  ///< empty: the value is a number
+  double fallback = 0;             ///< its value when it is not given (may be NaN: "none")
+};
+
 struct transform_kind {
   std::vector<std::string> names;  ///< its name and aliases ("crop", "random_crop"): letters, digits, _
   std::size_t min_args = 0, max_args = 0;
   std::string usage;               ///< for messages, e.g. "crop(N)"
-  /// Makes the step from min_args..max_args numbers; throws std::invalid_argument for a bad value.
+  /// Makes the step from min_args..max_args numbers, followed by one value per option (in the
+  /// order of `options`); throws std::invalid_argument for a bad value (bad_transform_argument
+  /// with the index in that list puts the parser's caret under it).
   std::function<std::shared_ptr<transform>(std::span<const double> args)> make;
+  std::vector<transform_option> options;
+  /// Words a positional argument may be (auto_augment(imagenet)): given to make as their index.
+  std::vector<std::string> words;
 };
 /// Makes a transform of the trainer's own known to parse_pipeline() and load_pipeline_file() by
 /// its names. Thread-safe. Throws std::invalid_argument for a name taken (by a built-in too), an
@@ -194,8 +291,14 @@ void register_transform(transform_kind kind);
 /// resize(N), rrc|random_resized_crop(N[, smin, smax[, rmin, rmax]]),
 /// mask|random_mask(R), hflip|random_hflip[(P)], ycbcr|convert_color, scale[(F)],
 /// normalize(m0,m1,m2,s0,s1,s2), brightness(F), contrast(F), saturation(F), hue(F), sharpness(F),
-/// posterize(BITS), solarize(THRESHOLD), autocontrast, equalize, invert, grayscale[(CHANNELS)].
-/// Throws std::invalid_argument quoting the text with a caret under the bad token.
+/// posterize(BITS), solarize(THRESHOLD), autocontrast, equalize, invert, grayscale[(CHANNELS)],
+/// gaussian_blur(KERNEL[, SIGMA]) or (KX, SX, KY, SY), rotate(DEGREES[, FILL]),
+/// affine(ANGLE, TX, TY, SCALE, SHEAR_X, SHEAR_Y[, FILL]), shear_x(F[, FILL]), shear_y(F[, FILL]),
+/// translate_x(PX[, FILL]), translate_y(PX[, FILL]) (the warps take interpolation=nearest|bilinear),
+/// trivial_augment[(BINS)], rand_augment[(N, M[, BINS])], auto_augment[(imagenet|cifar10|svhn)] (the
+/// policies take interpolation= and fill=).
+/// Options are NAME=VALUE after the numbers. Throws std::invalid_argument quoting the text with a
+/// caret under the bad token.
 [[nodiscard]] pipeline parse_pipeline(std::string_view text);
 /// Reads a JSON pipeline file: {"transforms": ["crop(256)", ...]} or a bare list of such strings.
 /// Throws std::invalid_argument naming the file and the bad entry.

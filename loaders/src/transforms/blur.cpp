@@ -1,0 +1,79 @@
+// The blur step: gaussian_blur (pinfeed/ops/blur.hpp states its arithmetic, torchvision v2's on
+// uint8 tensors).
+#include <string>
+
+#include "common.hpp"
+#include "kinds.hpp"
+#include "pinfeed/ops/blur.hpp"
+
+namespace pinfeed::loaders {
+using namespace detail;
+namespace {
+
+/// A kernel size from the text (odd, 1..1023), argument `index` where it is not one.
+int kernel_size(double k, std::size_t index) {
+  if (!(k >= 1.0 && k <= 1023.0) || k != std::floor(k) || std::fmod(k, 2.0) != 1.0)
+    throw bad_transform_argument(index, "gaussian_blur: the kernel size must be an odd whole number from 1 to 1023, got " +
+                                            format_number(k));
+  return static_cast<int>(k);
+}
+
+/// A sigma from the text (> 0, or 0 for torchvision's default 0.15 k + 0.35, in double).
+double sigma_for(double s, int k, std::size_t index) {
+  if (!std::isfinite(s) || s < 0.0 || (s == 0.0 && std::signbit(s)))
+    throw bad_transform_argument(index, "gaussian_blur: sigma must be greater than 0 (or 0 for torchvision's default "
+                                        "0.15 k + 0.35), got " + format_number(s));
+  return s > 0.0 ? s : k * 0.15 + 0.35;
+}
+
+class gaussian_blur_transform final : public transform {
+ public:
+  gaussian_blur_transform(int kx, int ky, double sx, double sy) : kx_(kx), ky_(ky), sx_(sx), sy_(sy) {}
+  std::string name() const override {
+    if (kx_ == ky_ && sx_ == sy_) return "gaussian_blur(" + std::to_string(kx_) + "," + format_number(sx_) + ")";
+    return "gaussian_blur(" + std::to_string(kx_) + "," + format_number(sx_) + "," + std::to_string(ky_) + "," +
+           format_number(sy_) + ")";
+  }
+  image_spec output_spec(const image_spec& in) const override {
+    require_type(*this, in, false);
+    if (in.channels != 1 && in.channels != 3)
+      throw pinfeed::invalid_argument(name() + ": needs 1 or 3 channels, input is " + shape_text(in));
+    if (in.width >= 0 && in.height >= 0 && (kx_ / 2 >= in.width || ky_ / 2 >= in.height))
+      throw pinfeed::invalid_argument(name() + ": the image must be wider than " + std::to_string(kx_ / 2) +
+                                      " and taller than " + std::to_string(ky_ / 2) + " pixels (the reflected border), input is " +
+                                      shape_text(in));
+    return in;
+  }
+  bool in_place() const override { return true; }
+  void apply(const image_view& in, const image_view& out, philox_stream) const override {
+    ops::gaussian_blur_u8(in.as<std::uint8_t>(), in.spec.height, in.spec.width, in.spec.channels, kx_, ky_, sx_, sy_,
+                          out.as<std::uint8_t>());
+  }
+
+ private:
+  int kx_ = 1, ky_ = 1;
+  double sx_ = 0, sy_ = 0;
+};
+
+}  // namespace
+
+std::shared_ptr<transform> make_gaussian_blur(int kx, int ky, double sx, double sy) {
+  const int x = kernel_size(kx, 0), y = kernel_size(ky, 0);
+  return std::make_shared<gaussian_blur_transform>(x, y, sigma_for(sx, x, 1), sigma_for(sy, y, 1));
+}
+
+void add_blur_kinds(std::vector<transform_kind>& kinds) {
+  kinds.push_back({{"gaussian_blur"}, 1, 4, "gaussian_blur(KERNEL[, SIGMA]) or gaussian_blur(KX, SX, KY, SY)",
+                   [](std::span<const double> a) -> std::shared_ptr<transform> {
+                     if (a.size() == 3)
+                       throw bad_transform_argument(2, "gaussian_blur: a kernel and a sigma, or both per axis (KX, SX, KY, SY): "
+                                                       "1, 2 or 4 numbers, not 3");
+                     const int kx = kernel_size(a[0], 0);
+                     const double sx = sigma_for(a.size() > 1 ? a[1] : 0.0, kx, 1);
+                     if (a.size() < 4) return std::make_shared<gaussian_blur_transform>(kx, kx, sx, sx);
+                     const int ky = kernel_size(a[2], 2);
+                     return std::make_shared<gaussian_blur_transform>(kx, ky, sx, sigma_for(a[3], ky, 3));
+                   }});
+}
+
+}  // namespace pinfeed::loaders

@@ -1,0 +1,97 @@
+// The Gaussian blur of blur.hpp, on the host: two passes in float32 over a per-thread scratch
+// image (grown, never shrunk: no allocation per image once a worker has seen its largest).
+#include "pinfeed/ops/blur.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "pinfeed/runtime/exception.hpp"
+
+namespace pinfeed::ops {
+namespace {
+
+void check_kernel(int size, double sigma) {
+  if (size < 1 || size % 2 == 0)
+    throw pinfeed::invalid_argument("gaussian_blur: the kernel size must be odd and at least 1, not " + std::to_string(size));
+  if (!(sigma > 0.0) || !std::isfinite(sigma))
+    throw pinfeed::invalid_argument("gaussian_blur: sigma must be finite and greater than 0, not " + std::to_string(sigma));
+}
+
+/// The reflected index of p in [0, n): -1 -> 1, n -> n - 2 (n > the reach, checked by the caller).
+inline std::int64_t reflect(std::int64_t p, std::int64_t n) { return p < 0 ? -p : p >= n ? 2 * (n - 1) - p : p; }
+
+}  // namespace
+
+std::vector<float> gaussian_kernel1d(int size, double sigma) {
+  check_kernel(size, sigma);
+  const double lim = (size - 1) / (2.0 * std::sqrt(2.0));
+  const float a = static_cast<float>(-lim), b = static_cast<float>(lim);
+  const float step = size > 1 ? (b - a) / static_cast<float>(size - 1) : 0.0f;
+  const float s = static_cast<float>(sigma);
+  std::vector<float> v(static_cast<std::size_t>(size));
+  for (int i = 0; i < size; ++i) {
+    const float x = i < size / 2 ? a + step * static_cast<float>(i) : b - step * static_cast<float>(size - 1 - i);
+    const float t = x / s;
+    v[static_cast<std::size_t>(i)] = -(t * t);
+  }
+  const float top = *std::max_element(v.begin(), v.end());
+  float sum = 0.0f;
+  for (float& e : v) sum += (e = std::exp(e - top));
+  for (float& e : v) e /= sum;
+  return v;
+}
+
+void gaussian_blur_u8(const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels, int kx, int ky,
+                      double sx, double sy, std::uint8_t* out) {
+  check_kernel(kx, sx);
+  check_kernel(ky, sy);
+  if (channels != 1 && channels != 3)
+    throw pinfeed::invalid_argument("gaussian_blur: images of 1 or 3 channels, not " + std::to_string(channels));
+  if (height < 0 || width < 0)
+    throw pinfeed::invalid_argument("gaussian_blur: a negative size " + std::to_string(height) + "x" + std::to_string(width));
+  if (height * width == 0) return;
+  if (in == nullptr || out == nullptr) throw pinfeed::invalid_argument("gaussian_blur: a null image");
+  const int rx = kx / 2, ry = ky / 2;
+  if (rx >= width || ry >= height)
+    throw pinfeed::invalid_argument("gaussian_blur: a " + std::to_string(kx) + "x" + std::to_string(ky) +
+                                    " kernel reflects " + std::to_string(rx) + " columns and " + std::to_string(ry) +
+                                    " rows: the image must be wider and taller than that, not " +
+                                    std::to_string(width) + "x" + std::to_string(height));
+  const std::vector<float> wx = gaussian_kernel1d(kx, sx), wy = gaussian_kernel1d(ky, sy);
+  const std::int64_t c = channels, row = width * c;
+  // Scratch: the rows pass's result (height x row floats), one padded source row, one output row.
+  thread_local std::vector<float> scratch;
+  const std::size_t need = static_cast<std::size_t>(height * row + (width + 2 * rx) * c + row);
+  if (scratch.size() < need) scratch.resize(need);
+  float* across = scratch.data();
+  float* padded = across + height * row;
+  float* acc = padded + (width + 2 * rx) * c;
+  for (std::int64_t y = 0; y < height; ++y) {
+    const std::uint8_t* src = in + y * row;
+    for (std::int64_t p = -rx; p < width + rx; ++p)
+      for (std::int64_t k = 0; k < c; ++k) padded[(p + rx) * c + k] = static_cast<float>(src[reflect(p, width) * c + k]);
+    float* dst = across + y * row;
+    std::fill(dst, dst + row, 0.0f);
+    for (int j = 0; j < kx; ++j) {
+      const float w = wx[static_cast<std::size_t>(j)];
+      const float* from = padded + static_cast<std::int64_t>(j) * c;
+      for (std::int64_t k = 0; k < row; ++k) dst[k] += w * from[k];
+    }
+  }
+  // Columns: every input row is in `across` before the first output row is written, so `out`
+  // may be `in`.
+  for (std::int64_t y = 0; y < height; ++y) {
+    std::fill(acc, acc + row, 0.0f);
+    for (int i = 0; i < ky; ++i) {
+      const float w = wy[static_cast<std::size_t>(i)];
+      const float* from = across + reflect(y + i - ry, height) * row;
+      for (std::int64_t k = 0; k < row; ++k) acc[k] += w * from[k];
+    }
+    std::uint8_t* dst = out + y * row;
+    for (std::int64_t k = 0; k < row; ++k)
+      dst[k] = static_cast<std::uint8_t>(static_cast<int>(std::clamp(std::nearbyint(acc[k]), 0.0f, 255.0f)));
+  }
+}
+
+}  // namespace pinfeed::ops

@@ -1,0 +1,213 @@
+// The affine warps of geometry.hpp, on the host: the header's statement, pixel by pixel (the
+// coordinates once a pixel, then each channel).
+#include "pinfeed/ops/geometry.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "pinfeed/runtime/exception.hpp"
+
+namespace pinfeed::ops {
+namespace {
+
+constexpr double kPi = 3.141592653589793;
+constexpr double kDegToRad = kPi / 180.0;  // CPython's math.radians: x * (pi / 180)
+constexpr double kRadToDeg = 180.0 / kPi;  // math.degrees
+
+void check(const char* op, const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels,
+           std::optional<double> fill, const std::uint8_t* out) {
+  if (channels != 1 && channels != 3)
+    throw pinfeed::invalid_argument(std::string(op) + ": images of 1 or 3 channels, not " + std::to_string(channels));
+  if (height < 0 || width < 0)
+    throw pinfeed::invalid_argument(std::string(op) + ": a negative size " + std::to_string(height) + "x" +
+                                    std::to_string(width));
+  if (fill && !(*fill >= 0.0 && *fill <= 255.0))
+    throw pinfeed::invalid_argument(std::string(op) + ": the fill must be in [0, 255], not " + std::to_string(*fill));
+  if (height * width > 0 && (in == nullptr || out == nullptr)) throw pinfeed::invalid_argument(std::string(op) + ": a null image");
+  if (height * width > 0 && in == out) throw pinfeed::invalid_argument(std::string(op) + ": the output must not be the input");
+}
+
+void check_finite(const char* op, const char* what, double v) {
+  if (!std::isfinite(v)) throw pinfeed::invalid_argument(std::string(op) + ": " + what + " must be finite, not " + std::to_string(v));
+}
+
+/// A float sample to uint8: rounded to the nearest, ties to even, clamped.
+inline std::uint8_t to_u8(float v) {
+  return static_cast<std::uint8_t>(static_cast<int>(std::clamp(std::nearbyint(v), 0.0f, 255.0f)));
+}
+
+/// Python's float modulo 360: the result in [0, 360) with the divisor's sign (-9 -> 351).
+double python_mod_360(double a) {
+  double r = std::fmod(a, 360.0);
+  if (r != 0.0 && r < 0.0) r += 360.0;
+  return r == 0.0 ? 0.0 : r;
+}
+
+}  // namespace
+
+std::array<double, 6> inverse_affine_matrix(double cx, double cy, double angle, double tx, double ty, double scale,
+                                             double shear_x, double shear_y) {
+  const double rot = angle * kDegToRad, sx = shear_x * kDegToRad, sy = shear_y * kDegToRad;
+  const double cos_sy = std::cos(sy), tan_sx = std::tan(sx), rot_minus_sy = rot - sy;
+  const double cx_plus_tx = cx + tx, cy_plus_ty = cy + ty;
+  const double a = std::cos(rot_minus_sy) / cos_sy;
+  const double b = -(a * tan_sx + std::sin(rot));
+  const double c = std::sin(rot_minus_sy) / cos_sy;
+  const double d = std::cos(rot) - c * tan_sx;
+  std::array<double, 6> m{d / scale, -b / scale, 0.0, -c / scale, a / scale, 0.0};
+  m[2] += cx - m[0] * cx_plus_tx - m[1] * cy_plus_ty;
+  m[5] += cy - m[3] * cx_plus_tx - m[4] * cy_plus_ty;
+  return m;
+}
+
+namespace {
+
+/// An input image and how to sample it (the header's sampling and fill).
+struct sampler {
+  const std::uint8_t* in;
+  std::int64_t height, width, c;
+  std::optional<double> fill;
+  float fw, fh, fill_v;
+
+  /// Nearest: the pixel at (rne(iy), rne(ix)), else 0 or the fill.
+  void nearest(float ix, float iy, std::uint8_t* o) const {
+    const float rx = std::nearbyint(ix), ry = std::nearbyint(iy);
+    if (rx >= 0.0f && rx < fw && ry >= 0.0f && ry < fh) {  // false for NaN too
+      std::memcpy(o, in + (static_cast<std::int64_t>(ry) * width + static_cast<std::int64_t>(rx)) * c, static_cast<std::size_t>(c));
+      return;
+    }
+    std::fill(o, o + c, to_u8(fill_v));  // 0 without a fill
+  }
+
+  /// Bilinear: the four corners' fused sum, corners outside counting 0; with a fill, the mask blend.
+  void bilinear(float ix, float iy, std::uint8_t* o) const {
+    const float x0 = std::floor(ix), y0 = std::floor(iy);
+    const float u = ix - x0, e = 1.0f - u, n = iy - y0, s = 1.0f - n;
+    const float nw = s * e, ne = s * u, sw = n * e, se = n * u;
+    // Inside tested as floats (a coordinate far outside is no index); where any corner is inside,
+    // x0 is in [-1, width) and y0 in [-1, height).
+    const bool x0_in = x0 >= 0.0f && x0 < fw, x1_in = x0 >= -1.0f && x0 + 1.0f < fw;
+    const bool y0_in = y0 >= 0.0f && y0 < fh, y1_in = y0 >= -1.0f && y0 + 1.0f < fh;
+    const bool in_nw = y0_in && x0_in, in_ne = y0_in && x1_in, in_sw = y1_in && x0_in, in_se = y1_in && x1_in;
+    const bool any = in_nw || in_ne || in_sw || in_se;
+    const std::int64_t xi = any ? static_cast<std::int64_t>(x0) : 0, yi = any ? static_cast<std::int64_t>(y0) : 0;
+    const auto at = [&](bool inside, std::int64_t yy, std::int64_t xx, std::int64_t k) {
+      return inside ? static_cast<float>(in[(yy * width + xx) * c + k]) : 0.0f;
+    };
+    const auto weigh = [&](float p_nw, float p_ne, float p_sw, float p_se) {
+      return std::fmaf(p_se, se, std::fmaf(p_sw, sw, std::fmaf(p_ne, ne, p_nw * nw)));
+    };
+    const auto one = [](bool inside) { return inside ? 1.0f : 0.0f; };
+    const float mask = fill ? weigh(one(in_nw), one(in_ne), one(in_sw), one(in_se)) : 1.0f;
+    for (std::int64_t k = 0; k < c; ++k) {
+      float v = weigh(at(in_nw, yi, xi, k), at(in_ne, yi, xi + 1, k), at(in_sw, yi + 1, xi, k), at(in_se, yi + 1, xi + 1, k));
+      if (fill) v = (v - fill_v) * mask + fill_v;
+      o[k] = to_u8(v);
+    }
+  }
+};
+
+}  // namespace
+
+void warp_affine_u8(const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels,
+                    const std::array<double, 6>& matrix, interpolation mode, std::optional<double> fill, std::uint8_t* out) {
+  check("affine", in, height, width, channels, fill, out);
+  for (const double v : matrix) check_finite("affine", "the matrix", v);
+  if (height * width == 0) return;
+  // The grid's factors: theta over (w / 2, h / 2), in float32.
+  const float half_w = static_cast<float>(0.5 * static_cast<double>(width));
+  const float half_h = static_cast<float>(0.5 * static_cast<double>(height));
+  const float A = static_cast<float>(matrix[0]) / half_w, B = static_cast<float>(matrix[1]) / half_w,
+              C = static_cast<float>(matrix[2]) / half_w;
+  const float D = static_cast<float>(matrix[3]) / half_h, E = static_cast<float>(matrix[4]) / half_h,
+              F = static_cast<float>(matrix[5]) / half_h;
+  // grid_sample's scaling: size / 2 in float32.
+  const float scale_x = static_cast<float>(width) / 2.0f, scale_y = static_cast<float>(height) / 2.0f;
+  const sampler at{in, height, width, channels, fill, static_cast<float>(width), static_cast<float>(height),
+                   fill ? static_cast<float>(*fill) : 0.0f};
+  for (std::int64_t i = 0; i < height; ++i) {
+    const float y = static_cast<float>(static_cast<double>(i) - static_cast<double>(height - 1) * 0.5);
+    const float yB = y * B, yE = y * E;
+    std::uint8_t* o = out + i * width * channels;
+    for (std::int64_t j = 0; j < width; ++j, o += channels) {
+      const float x = static_cast<float>(static_cast<double>(j) - static_cast<double>(width - 1) * 0.5);
+      const float ix = std::fmaf(((x * A + yB) + C) + 1.0f, scale_x, -0.5f);
+      const float iy = std::fmaf(((x * D + yE) + F) + 1.0f, scale_y, -0.5f);
+      if (mode == interpolation::nearest) at.nearest(ix, iy, o);
+      else at.bilinear(ix, iy, o);
+    }
+  }
+}
+
+void affine_u8(const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels, double angle, double tx,
+               double ty, double scale, double shear_x, double shear_y, interpolation mode, std::optional<double> fill,
+               std::uint8_t* out) {
+  for (const double v : {angle, tx, ty, shear_x, shear_y}) check_finite("affine", "every parameter", v);
+  if (!(scale > 0.0) || !std::isfinite(scale))
+    throw pinfeed::invalid_argument("affine: the scale must be finite and greater than 0, not " + std::to_string(scale));
+  warp_affine_u8(in, height, width, channels, inverse_affine_matrix(0.0, 0.0, angle, tx, ty, scale, shear_x, shear_y), mode,
+                 fill, out);
+}
+
+void rotate_u8(const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels, double angle,
+               interpolation mode, std::optional<double> fill, std::uint8_t* out) {
+  check("rotate", in, height, width, channels, fill, out);
+  check_finite("rotate", "the angle", angle);
+  if (height * width == 0) return;
+  const double a = python_mod_360(angle);
+  const std::int64_t c = channels;
+  const auto px = static_cast<std::size_t>(c);
+  if (a == 0.0) {
+    std::memcpy(out, in, static_cast<std::size_t>(height * width) * px);
+    return;
+  }
+  if (a == 180.0) {
+    for (std::int64_t i = 0; i < height; ++i)
+      for (std::int64_t j = 0; j < width; ++j)
+        std::memcpy(out + (i * width + j) * c, in + ((height - 1 - i) * width + (width - 1 - j)) * c, px);
+    return;
+  }
+  if (height == width && (a == 90.0 || a == 270.0)) {  // torch.rot90, a quarter counter-clockwise (or three)
+    for (std::int64_t i = 0; i < height; ++i)
+      for (std::int64_t j = 0; j < width; ++j) {
+        const std::int64_t from = a == 90.0 ? j * width + (width - 1 - i) : (height - 1 - j) * width + i;
+        std::memcpy(out + (i * width + j) * c, in + from * c, px);
+      }
+    return;
+  }
+  warp_affine_u8(in, height, width, channels, inverse_affine_matrix(0.0, 0.0, -a, 0.0, 0.0, 1.0, 0.0, 0.0), mode, fill, out);
+}
+
+void shear_x_u8(const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels, double factor,
+                interpolation mode, std::optional<double> fill, std::uint8_t* out) {
+  check_finite("shear_x", "the factor", factor);
+  const double cx = 0.0 - static_cast<double>(width) * 0.5, cy = 0.0 - static_cast<double>(height) * 0.5;
+  warp_affine_u8(in, height, width, channels,
+                 inverse_affine_matrix(cx, cy, 0.0, 0.0, 0.0, 1.0, std::atan(factor) * kRadToDeg, 0.0), mode, fill, out);
+}
+
+void shear_y_u8(const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels, double factor,
+                interpolation mode, std::optional<double> fill, std::uint8_t* out) {
+  check_finite("shear_y", "the factor", factor);
+  const double cx = 0.0 - static_cast<double>(width) * 0.5, cy = 0.0 - static_cast<double>(height) * 0.5;
+  warp_affine_u8(in, height, width, channels,
+                 inverse_affine_matrix(cx, cy, 0.0, 0.0, 0.0, 1.0, 0.0, std::atan(factor) * kRadToDeg), mode, fill, out);
+}
+
+void translate_x_u8(const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels, double pixels,
+                    interpolation mode, std::optional<double> fill, std::uint8_t* out) {
+  check_finite("translate_x", "the offset", pixels);
+  warp_affine_u8(in, height, width, channels, inverse_affine_matrix(0.0, 0.0, 0.0, std::trunc(pixels), 0.0, 1.0, 0.0, 0.0),
+                 mode, fill, out);
+}
+
+void translate_y_u8(const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels, double pixels,
+                    interpolation mode, std::optional<double> fill, std::uint8_t* out) {
+  check_finite("translate_y", "the offset", pixels);
+  warp_affine_u8(in, height, width, channels, inverse_affine_matrix(0.0, 0.0, 0.0, 0.0, std::trunc(pixels), 1.0, 0.0, 0.0),
+                 mode, fill, out);
+}
+
+}  // namespace pinfeed::ops

@@ -55,7 +55,42 @@ class gaussian_blur_transform final : public transform {
   double sx_ = 0, sy_ = 0;
 };
 
+/// GaussianBlur(kernel, (smin, smax)): each sample's sigma drawn from [smin, smax], both axes.
+class random_gaussian_blur_transform final : public transform {
+ public:
+  random_gaussian_blur_transform(int k, double smin, double smax) : k_(k), smin_(smin), smax_(smax) {}
+  std::string name() const override {
+    return "random_gaussian_blur(" + std::to_string(k_) + "," + format_number(smin_) + "," + format_number(smax_) + ")";
+  }
+  image_spec output_spec(const image_spec& in) const override {
+    return gaussian_blur_transform(k_, k_, smin_, smin_).output_spec(in);
+  }
+  bool in_place() const override { return true; }
+  std::string explain(const image_spec&, philox_stream rng) const override {
+    return "gaussian_blur(" + std::to_string(k_) + "," + format_double(uniform_between(rng, smin_, smax_)) + ")";
+  }
+  void apply(const image_view& in, const image_view& out, philox_stream rng) const override {
+    const double sigma = uniform_between(rng, smin_, smax_);
+    ops::gaussian_blur_u8(in.as<std::uint8_t>(), in.spec.height, in.spec.width, in.spec.channels, k_, k_, sigma, sigma,
+                          out.as<std::uint8_t>());
+  }
+
+ private:
+  int k_;
+  double smin_, smax_;
+};
+
 }  // namespace
+
+std::shared_ptr<transform> make_random_gaussian_blur(int kernel, double sigma_min, double sigma_max) {
+  const int k = kernel_size(kernel, 0);
+  if (!(sigma_min > 0.0) || !std::isfinite(sigma_min))
+    throw bad_transform_argument(1, "random_gaussian_blur: sigma's least must be greater than 0, got " + format_number(sigma_min));
+  if (!(sigma_max >= sigma_min) || !std::isfinite(sigma_max))
+    throw bad_transform_argument(2, "random_gaussian_blur: sigma's greatest must be finite and at least its least, got " +
+                                        format_number(sigma_max));
+  return std::make_shared<random_gaussian_blur_transform>(k, sigma_min, sigma_max);
+}
 
 std::shared_ptr<transform> make_gaussian_blur(int kx, int ky, double sx, double sy) {
   const int x = kernel_size(kx, 0), y = kernel_size(ky, 0);
@@ -73,6 +108,11 @@ void add_blur_kinds(std::vector<transform_kind>& kinds) {
                      if (a.size() < 4) return std::make_shared<gaussian_blur_transform>(kx, kx, sx, sx);
                      const int ky = kernel_size(a[2], 2);
                      return std::make_shared<gaussian_blur_transform>(kx, ky, sx, sigma_for(a[3], ky, 3));
+                   }});
+  kinds.push_back({{"random_gaussian_blur"}, 1, 3, "random_gaussian_blur(KERNEL[, SIGMA_MIN, SIGMA_MAX])",
+                   [](std::span<const double> a) {
+                     if (a.size() == 2) throw bad_transform_argument(1, "random_gaussian_blur: both sigma's least and greatest, or neither");
+                     return make_random_gaussian_blur(kernel_size(a[0], 0), a.size() > 1 ? a[1] : 0.1, a.size() > 2 ? a[2] : 2.0);
                    }});
 }
 

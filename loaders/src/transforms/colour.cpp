@@ -1,7 +1,9 @@
 // The colour and histogram steps: brightness, contrast, saturation, hue, sharpness, posterize, solarize,
 // autocontrast, equalize, invert, grayscale (pinfeed/ops/colour.hpp states each one's arithmetic,
 // torchvision v2's on uint8 tensors).
+#include <array>
 #include <string>
+#include <utility>
 
 #include "common.hpp"
 #include "kinds.hpp"
@@ -107,7 +109,115 @@ class colour_transform final : public transform {
   double value_;
 };
 
+/// ColorJitter: brightness, contrast and saturation factors drawn from [max(0, 1 - x), 1 + x], hue
+/// from [-h, h] (0: that one is off), applied in an order drawn as torch.randperm(4); hue leaves a
+/// grey image as it is (as torchvision's adjust_hue).
+class color_jitter_transform final : public transform {
+ public:
+  color_jitter_transform(double b, double c, double s, double h) : amounts_{b, c, s, h} {
+    const char* names[] = {"brightness", "contrast", "saturation", "hue"};
+    for (std::size_t k = 0; k < 4; ++k) {
+      const double v = amounts_[k];
+      const double top = k == 3 ? 0.5 : 1e6;
+      if (!(v >= 0.0 && v <= top))
+        throw bad_transform_argument(k, std::string("color_jitter: ") + names[k] + " must be in [0, " + format_number(top) +
+                                            "], got " + format_number(v));
+    }
+  }
+  std::string name() const override {
+    return "color_jitter(" + format_number(amounts_[0]) + "," + format_number(amounts_[1]) + "," + format_number(amounts_[2]) +
+           "," + format_number(amounts_[3]) + ")";
+  }
+  image_spec output_spec(const image_spec& in) const override {
+    require_type(*this, in, false);
+    if (in.channels != 1 && in.channels != 3)
+      throw pinfeed::invalid_argument(name() + ": needs 1 or 3 channels, input is " + shape_text(in));
+    return in;
+  }
+  bool in_place() const override { return true; }
+  /// The order (0 brightness, 1 contrast, 2 saturation, 3 hue) and each factor, NaN where off.
+  std::pair<std::array<int, 4>, std::array<double, 4>> draw(philox_stream& rng) const {
+    std::array<int, 4> order{0, 1, 2, 3};
+    for (int i = 0; i < 3; ++i) std::swap(order[static_cast<std::size_t>(i)], order[static_cast<std::size_t>(i + static_cast<int>(rng.below(static_cast<std::uint32_t>(4 - i))))]);
+    std::array<double, 4> f{};
+    for (std::size_t k = 0; k < 4; ++k) {
+      const double a = amounts_[k];
+      f[k] = a == 0.0 ? std::nan("") : k == 3 ? uniform_between(rng, -a, a) : uniform_between(rng, std::max(0.0, 1.0 - a), 1.0 + a);
+    }
+    return {order, f};
+  }
+  std::string explain(const image_spec& in, philox_stream rng) const override {
+    const char* names[] = {"brightness", "contrast", "saturation", "hue"};
+    const auto [order, f] = draw(rng);
+    std::string out;
+    for (const int k : order) {
+      const double v = f[static_cast<std::size_t>(k)];
+      if (std::isnan(v) || (k == 3 && in.channels != 3)) continue;
+      out += std::string(out.empty() ? "" : ",") + names[k] + "(" + format_double(v) + ")";
+    }
+    return out;
+  }
+  void apply(const image_view& in, const image_view& out, philox_stream rng) const override {
+    const std::int64_t pixels = in.spec.height * in.spec.width;
+    const int c = in.spec.channels;
+    if (out.data != in.data) std::memcpy(out.data, in.data, static_cast<std::size_t>(pixels * c));
+    auto* px = out.as<std::uint8_t>();
+    const auto [order, f] = draw(rng);
+    for (const int k : order) {
+      const double v = f[static_cast<std::size_t>(k)];
+      if (std::isnan(v)) continue;
+      switch (k) {
+        case 0: ops::brightness_u8(px, pixels, c, v, px); break;
+        case 1: ops::contrast_u8(px, pixels, c, v, px); break;
+        case 2: ops::saturation_u8(px, pixels, c, v, px); break;
+        default:
+          if (c == 3) ops::hue_u8(px, pixels, c, v, px);
+          break;
+      }
+    }
+  }
+
+ private:
+  std::array<double, 4> amounts_;
+};
+
+/// RandomGrayscale: with probability p, grey in as many channels as the input has.
+class random_grayscale_transform final : public transform {
+ public:
+  explicit random_grayscale_transform(double p) : p_(p) {
+    if (!(p >= 0.0 && p <= 1.0)) throw bad_transform_argument(0, "random_grayscale: p must be in [0, 1], got " + format_number(p));
+  }
+  std::string name() const override { return "random_grayscale(" + format_number(p_) + ")"; }
+  image_spec output_spec(const image_spec& in) const override {
+    require_type(*this, in, false);
+    if (in.channels != 1 && in.channels != 3)
+      throw pinfeed::invalid_argument(name() + ": needs 1 or 3 channels, input is " + shape_text(in));
+    return in;
+  }
+  bool in_place() const override { return true; }
+  std::string explain(const image_spec& in, philox_stream rng) const override {
+    return rng.uniform() < p_ && in.channels == 3 ? "grayscale(3)" : "";
+  }
+  void apply(const image_view& in, const image_view& out, philox_stream rng) const override {
+    const std::int64_t pixels = in.spec.height * in.spec.width;
+    const int c = in.spec.channels;
+    if (rng.uniform() < p_ && c == 3) {
+      ops::grayscale_u8(in.as<std::uint8_t>(), pixels, c, out.as<std::uint8_t>(), 3);
+    } else if (out.data != in.data) {
+      std::memcpy(out.data, in.data, static_cast<std::size_t>(pixels * c));
+    }
+  }
+
+ private:
+  double p_;
+};
+
 }  // namespace
+
+std::shared_ptr<transform> make_color_jitter(double brightness, double contrast, double saturation, double hue) {
+  return std::make_shared<color_jitter_transform>(brightness, contrast, saturation, hue);
+}
+std::shared_ptr<transform> make_random_grayscale(double p) { return std::make_shared<random_grayscale_transform>(p); }
 
 std::shared_ptr<transform> make_brightness(double f) { return std::make_shared<colour_transform>(colour_op::brightness, f); }
 std::shared_ptr<transform> make_contrast(double f) { return std::make_shared<colour_transform>(colour_op::contrast, f); }
@@ -142,6 +252,12 @@ void add_colour_kinds(std::vector<transform_kind>& kinds) {
   for (const colour_op op : {colour_op::autocontrast, colour_op::equalize, colour_op::invert})
     kinds.push_back({{op_name(op)}, 0, 0, op_name(op),
                      [op](std::span<const double>) { return std::make_shared<colour_transform>(op, 0.0); }});
+  kinds.push_back({{"color_jitter"}, 1, 4, "color_jitter(BRIGHTNESS[, CONTRAST[, SATURATION[, HUE]]])",
+                   [](std::span<const double> a) {
+                     return make_color_jitter(a[0], a.size() > 1 ? a[1] : 0.0, a.size() > 2 ? a[2] : 0.0, a.size() > 3 ? a[3] : 0.0);
+                   }});
+  kinds.push_back({{"random_grayscale"}, 0, 1, "random_grayscale[(P)]",
+                   [](std::span<const double> a) { return make_random_grayscale(a.empty() ? 0.1 : a[0]); }});
   kinds.push_back({{"grayscale"}, 0, 1, "grayscale[(CHANNELS)]", [](std::span<const double> a) {
                      return std::make_shared<colour_transform>(colour_op::grayscale, a.empty() ? 1.0 : a[0]);
                    }});

@@ -51,6 +51,11 @@ inline std::string format_double(double v) {
   return std::to_string(v);
 }
 
+/// A value drawn uniformly from [lo, hi) (torch's uniform_(lo, hi): 24 random bits).
+inline double uniform_between(philox_stream& rng, double lo, double hi) {
+  return lo + (hi - lo) * static_cast<double>(rng.uniform());
+}
+
 /// Copies the window [y0, y0 + h) x [x0, x0 + w) of `in` to `out`.
 inline void copy_window(const image_view& in, const image_view& out, std::int64_t y0, std::int64_t x0) {
   const std::size_t px = static_cast<std::size_t>(in.spec.channels) * dtype_size(in.spec.type);

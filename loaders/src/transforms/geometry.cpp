@@ -1,6 +1,7 @@
 // The geometry steps: rotate, affine, shear_x, shear_y, translate_x, translate_y (pinfeed/ops/geometry.hpp
 // states their arithmetic, torchvision v2's on uint8 tensors). Each takes an optional fill after its
 // numbers and interpolation=nearest|bilinear (nearest by default, as torchvision's).
+#include <array>
 #include <string>
 
 #include "common.hpp"
@@ -85,7 +86,88 @@ std::shared_ptr<transform> make_geometry(geometry_op op, std::vector<double> val
   return std::make_shared<geometry_transform>(op, std::move(values), fill, mode);
 }
 
+/// RandomRotation and RandomAffine: each sample's parameters drawn as torchvision draws them, then
+/// the warp; their fill is 0 by default, as torchvision's (its mask blend: with bilinear the border
+/// differs from no fill).
+class random_warp_transform final : public transform {
+ public:
+  /// rotation: {min, max}; affine: {min, max, translate_x, translate_y, scale_min, scale_max, shear_min, shear_max}
+  random_warp_transform(bool affine, std::vector<double> ranges, std::optional<double> fill, ops::interpolation mode)
+      : affine_(affine), r_(std::move(ranges)), fill_(fill), mode_(mode) {
+    const std::string what = affine ? "random_affine: " : "random_rotation: ";
+    for (std::size_t k = 0; k < r_.size(); ++k)
+      if (!std::isfinite(r_[k])) throw bad_transform_argument(k, what + "every value must be finite, got " + format_number(r_[k]));
+    if (r_[0] > r_[1]) throw bad_transform_argument(0, what + "the degrees' range is empty: " + format_number(r_[0]) + " > " + format_number(r_[1]));
+    if (affine) {
+      for (const std::size_t k : {std::size_t{2}, std::size_t{3}})
+        if (!(r_[k] >= 0.0 && r_[k] <= 1.0))
+          throw bad_transform_argument(k - 1, what + "a translation is a fraction of the size in [0, 1], got " + format_number(r_[k]));
+      if (!(r_[4] > 0.0 && r_[4] <= r_[5]))
+        throw bad_transform_argument(3, what + "the scale range must be positive and increasing, got " + format_number(r_[4]) + ", " + format_number(r_[5]));
+      if (r_[6] > r_[7]) throw bad_transform_argument(5, what + "the shear's range is empty");
+    }
+    if (fill_ && !(*fill_ >= 0.0 && *fill_ <= 255.0))
+      throw bad_transform_argument(affine ? 6 : 1, what + "the fill must be in [0, 255], got " + format_number(*fill_));
+  }
+  std::string name() const override {
+    std::string s = affine_ ? "random_affine(" + format_double(r_[1]) + "," + format_double(r_[2]) + "," + format_double(r_[3]) +
+                                  "," + format_double(r_[4]) + "," + format_double(r_[5]) + "," + format_double(r_[7])
+                            : "random_rotation(" + format_double(r_[1]);
+    s += "," + (fill_ ? format_number(*fill_) : std::string("0"));
+    if (mode_ == ops::interpolation::bilinear) s += ",interpolation=bilinear";
+    return s + ")";
+  }
+  image_spec output_spec(const image_spec& in) const override {
+    require_type(*this, in, false);
+    if (in.channels != 1 && in.channels != 3)
+      throw pinfeed::invalid_argument(name() + ": needs 1 or 3 channels, input is " + shape_text(in));
+    return in;
+  }
+  /// angle, tx, ty, scale, shear: RandomAffine's order (the translations rounded half to even).
+  std::array<double, 5> draw(std::int64_t h, std::int64_t w, philox_stream& rng) const {
+    std::array<double, 5> d{uniform_between(rng, r_[0], r_[1]), 0.0, 0.0, 1.0, 0.0};
+    if (!affine_) return d;
+    const double max_dx = r_[2] * static_cast<double>(w), max_dy = r_[3] * static_cast<double>(h);
+    d[1] = std::nearbyint(uniform_between(rng, -max_dx, max_dx));
+    d[2] = std::nearbyint(uniform_between(rng, -max_dy, max_dy));
+    d[3] = uniform_between(rng, r_[4], r_[5]);
+    d[4] = uniform_between(rng, r_[6], r_[7]);
+    return d;
+  }
+  std::string explain(const image_spec& in, philox_stream rng) const override {
+    const auto d = draw(in.height, in.width, rng);
+    std::string s = affine_ ? "affine(" + format_double(d[0]) + "," + format_double(d[1]) + "," + format_double(d[2]) + "," +
+                                  format_double(d[3]) + "," + format_double(d[4]) + ",0"
+                            : "rotate(" + format_double(d[0]);
+    if (fill_) s += "," + format_number(*fill_);
+    if (mode_ == ops::interpolation::bilinear) s += ",interpolation=bilinear";
+    return s + ")";
+  }
+  void apply(const image_view& in, const image_view& out, philox_stream rng) const override {
+    const std::int64_t h = in.spec.height, w = in.spec.width;
+    const auto d = draw(h, w, rng);
+    if (!affine_) return ops::rotate_u8(in.as<std::uint8_t>(), h, w, in.spec.channels, d[0], mode_, fill_, out.as<std::uint8_t>());
+    ops::affine_u8(in.as<std::uint8_t>(), h, w, in.spec.channels, d[0], d[1], d[2], d[3], d[4], 0.0, mode_, fill_,
+                   out.as<std::uint8_t>());
+  }
+
+ private:
+  bool affine_;
+  std::vector<double> r_;
+  std::optional<double> fill_;
+  ops::interpolation mode_;
+};
+
 }  // namespace
+
+std::shared_ptr<transform> make_random_rotation(double degrees, std::optional<double> fill, ops::interpolation mode) {
+  return std::make_shared<random_warp_transform>(false, std::vector<double>{-degrees, degrees}, fill, mode);
+}
+std::shared_ptr<transform> make_random_affine(double degrees, double translate_x, double translate_y, double scale_min,
+                                              double scale_max, double shear, std::optional<double> fill, ops::interpolation mode) {
+  return std::make_shared<random_warp_transform>(
+      true, std::vector<double>{-degrees, degrees, translate_x, translate_y, scale_min, scale_max, -shear, shear}, fill, mode);
+}
 
 std::shared_ptr<transform> make_rotate(double degrees, std::optional<double> fill, ops::interpolation mode) {
   return make_geometry(geometry_op::rotate, {degrees}, fill, mode);
@@ -122,6 +204,21 @@ void add_geometry_kinds(std::vector<transform_kind>& kinds) {
                      },
                      {{"interpolation", {"nearest", "bilinear"}, 0.0}}});
   }
+  const auto mode_of = [](double v) { return v == 0.0 ? ops::interpolation::nearest : ops::interpolation::bilinear; };
+  kinds.push_back({{"random_rotation"}, 1, 2, "random_rotation(DEGREES[, FILL][, interpolation=nearest|bilinear])",
+                   [=](std::span<const double> a) {
+                     if (!(a[0] >= 0.0)) throw bad_transform_argument(0, "random_rotation: degrees must be >= 0, got " + format_number(a[0]));
+                     return make_random_rotation(a[0], a.size() > 2 ? a[1] : 0.0, mode_of(a.back()));
+                   },
+                   {{"interpolation", {"nearest", "bilinear"}, 0.0}}});
+  kinds.push_back({{"random_affine"}, 6, 7,
+                   "random_affine(DEGREES, TRANSLATE_X, TRANSLATE_Y, SCALE_MIN, SCALE_MAX, SHEAR[, FILL][, interpolation=nearest|bilinear])",
+                   [=](std::span<const double> a) {
+                     for (const std::size_t k : {std::size_t{0}, std::size_t{5}})
+                       if (!(a[k] >= 0.0)) throw bad_transform_argument(k, "random_affine: degrees and shear must be >= 0, got " + format_number(a[k]));
+                     return make_random_affine(a[0], a[1], a[2], a[3], a[4], a[5], a.size() > 7 ? a[6] : 0.0, mode_of(a.back()));
+                   },
+                   {{"interpolation", {"nearest", "bilinear"}, 0.0}}});
 }
 
 }  // namespace pinfeed::loaders

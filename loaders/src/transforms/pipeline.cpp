@@ -75,6 +75,7 @@ struct registry {
     add_blur_kinds(kinds);
     add_geometry_kinds(kinds);
     add_policy_kinds(kinds);
+    add_erasing_kinds(kinds);
   }
 };
 registry& the_registry() {
@@ -220,10 +221,14 @@ void resolve_options(std::string_view text, const std::string& name, const trans
     a.at[slot] = n.value_at;
     if (!option.words.empty()) {
       const auto w = std::find(option.words.begin(), option.words.end(), n.value);
-      if (w == option.words.end())
+      const bool word = w != option.words.end();
+      if (!word && !option.numbers_too)
         parse_error(text, n.value_at, name + ": " + n.name + " must be one of " + listed(option.words) + ", not '" + n.value + "'");
-      a.values[slot] = static_cast<double>(w - option.words.begin());
-      continue;
+      if (word) {
+        const auto index = static_cast<double>(w - option.words.begin());
+        a.values[slot] = option.numbers_too ? -1.0 - index : index;
+        continue;
+      }
     }
     std::size_t used = 0;
     try {
@@ -232,7 +237,8 @@ void resolve_options(std::string_view text, const std::string& name, const trans
       used = 0;
     }
     if (used != n.value.size() || !std::isfinite(a.values[slot]))
-      parse_error(text, n.value_at, name + ": " + n.name + " must be a finite number, not '" + n.value + "'");
+      parse_error(text, n.value_at, name + ": " + n.name + " must be a finite number" +
+                                        (option.words.empty() ? "" : " or one of " + listed(option.words)) + ", not '" + n.value + "'");
   }
 }
 

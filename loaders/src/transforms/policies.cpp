@@ -139,6 +139,14 @@ class policy_transform final : public augment_policy {
     return out;
   }
 
+  std::string explain(const image_spec& in, philox_stream rng) const override {
+    std::string out;
+    for (const auto& c : choices(in.height, in.width, rng)) {
+      const std::string step = spelled(c);
+      if (!step.empty()) out += (out.empty() ? "" : ",") + step;
+    }
+    return out;
+  }
   void apply(const image_view& in, const image_view& out, philox_stream rng) const override {
     const std::int64_t h = in.spec.height, w = in.spec.width;
     const int c = in.spec.channels;
@@ -161,6 +169,29 @@ class policy_transform final : public augment_policy {
   }
 
  private:
+  /// A choice as the deterministic step that gives its pixels ("" for identity).
+  std::string spelled(const augment_choice& c) const {
+    const double m = c.magnitude;
+    std::string opts;
+    if (fill_) opts += "," + format_number(*fill_);
+    if (mode_ == ops::interpolation::bilinear) opts += ",interpolation=bilinear";
+    switch (c.op) {
+      case aug_op::identity: return "";
+      case aug_op::shear_x:
+      case aug_op::shear_y:
+      case aug_op::translate_x:
+      case aug_op::translate_y:
+      case aug_op::rotate: return std::string(ops::aug_op_name(c.op)) + "(" + format_double(m) + opts + ")";
+      case aug_op::brightness:
+      case aug_op::saturation:
+      case aug_op::contrast:
+      case aug_op::sharpness: return std::string(ops::aug_op_name(c.op)) + "(" + format_double(1.0 + m) + ")";
+      case aug_op::posterize: return "posterize(" + std::to_string(static_cast<int>(m)) + ")";
+      case aug_op::solarize: return "solarize(" + format_double(255.0 * m) + ")";
+      default: return ops::aug_op_name(c.op);
+    }
+  }
+
   std::string name_, args_;  // "rand_augment", "2,9,31"
   std::vector<policy_op> ops_;
   int num_ops_ = 1, bins_ = 31, fixed_bin_ = -1;

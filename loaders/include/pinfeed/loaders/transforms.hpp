@@ -103,6 +103,15 @@ class transform {
     (void)rng;
     return std::nullopt;
   }
+  /// What this step does to this sample, as a pipeline of deterministic steps that gives the same
+  /// pixels ("" for the image as it is), drawn from the same stream as apply(): a random step names
+  /// the parameters it drew ("rotate(-12.25,0)"), a policy the ops it chose. By default the step's
+  /// own name.
+  [[nodiscard]] virtual std::string explain(const image_spec& in, philox_stream rng) const {
+    (void)in;
+    (void)rng;
+    return name();
+  }
   /// For a step that only mirrors the image left to right or leaves it as it is (a random flip):
   /// whether it mirrors this sample, drawn from the same stream as apply(). nullopt for any other
   /// step. Lets the device path of decoding fold it into its resize.
@@ -166,6 +175,32 @@ class transform {
                                                           ops::interpolation mode = ops::interpolation::nearest);
 [[nodiscard]] std::shared_ptr<transform> make_translate_y(double pixels, std::optional<double> fill = std::nullopt,
                                                           ops::interpolation mode = ops::interpolation::nearest);
+/// The random steps, each drawing its parameters from the sample's stream as torchvision v2's
+/// transforms draw them (their distributions; the streams are pinfeed's own):
+/// ColorJitter(brightness, contrast, saturation, hue) (factors from [max(0, 1 - x), 1 + x], hue from
+/// [-h, h], 0: off; an order drawn as randperm(4); hue skips a grey image); RandomGrayscale(p);
+/// RandomRotation(degrees) and RandomAffine(degrees, translate, scale, shear) (fill 0 by default,
+/// as torchvision's); GaussianBlur(kernel, (sigma_min, sigma_max)); RandomErasing(p, scale, ratio,
+/// value) (torchvision's box search, 10 tries; value: one for every channel, one per channel, or
+/// empty for torchvision's "random", N(0, 1) noise truncated to uint8 modulo 256). Each throws
+/// bad_transform_argument for a bad value.
+[[nodiscard]] std::shared_ptr<transform> make_color_jitter(double brightness, double contrast = 0.0, double saturation = 0.0,
+                                                           double hue = 0.0);
+[[nodiscard]] std::shared_ptr<transform> make_random_grayscale(double p = 0.1);
+[[nodiscard]] std::shared_ptr<transform> make_random_rotation(double degrees, std::optional<double> fill = 0.0,
+                                                              ops::interpolation mode = ops::interpolation::nearest);
+[[nodiscard]] std::shared_ptr<transform> make_random_affine(double degrees, double translate_x, double translate_y,
+                                                            double scale_min, double scale_max, double shear,
+                                                            std::optional<double> fill = 0.0,
+                                                            ops::interpolation mode = ops::interpolation::nearest);
+[[nodiscard]] std::shared_ptr<transform> make_random_gaussian_blur(int kernel, double sigma_min = 0.1, double sigma_max = 2.0);
+/// erase(i, j, h, w, value): torchvision's F.erase, the box of h x w pixels from row i, column j
+/// set to `value` (one for every channel, or one per channel; truncated to uint8).
+[[nodiscard]] std::shared_ptr<transform> make_erase(std::int64_t i, std::int64_t j, std::int64_t h, std::int64_t w,
+                                                    std::vector<double> value = {0.0});
+[[nodiscard]] std::shared_ptr<transform> make_random_erasing(double p = 0.5, double scale_min = 0.02, double scale_max = 0.33,
+                                                             double ratio_min = 0.3, double ratio_max = 3.3,
+                                                             std::vector<double> value = {0.0});
 /// One op a policy applies to a sample: the op, its magnitude bin (-1: the op takes none) and the
 /// magnitude it drew (signed; what pinfeed/ops/policies.hpp's apply_aug_op_u8 takes).
 struct augment_choice {
@@ -266,6 +301,8 @@ struct transform_option {
   std::string name;
   std::vector<std::string> words;  ///< empty: the value is a number
   double fallback = 0;             ///< its value when it is not given (may be NaN: "none")
+  /// A number or one of `words`: a word is then given as -1 - its index (value=random: -1).
+  bool numbers_too = false;
 };
 
 struct transform_kind {

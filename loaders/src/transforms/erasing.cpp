@@ -1,0 +1,186 @@
+// RandomErasing (torchvision v2's): with probability p, a box of the drawn area and aspect, as
+// torchvision searches for one (10 tries; none fitting: the image as it is), set to a value: 0, a
+// constant (per channel through the C++ API) or `random` (standard normal noise converted to uint8
+// as torchvision converts it: truncated toward zero, then modulo 256).
+#include <array>
+#include <optional>
+#include <string>
+
+#include "common.hpp"
+#include "kinds.hpp"
+
+namespace pinfeed::loaders {
+using namespace detail;
+namespace {
+
+class random_erasing_transform final : public transform {
+ public:
+  random_erasing_transform(double p, double smin, double smax, double rmin, double rmax, std::vector<double> value)
+      : p_(p), smin_(smin), smax_(smax), rmin_(rmin), rmax_(rmax), value_(std::move(value)) {
+    const std::string what = "random_erasing: ";
+    if (!(p >= 0.0 && p <= 1.0)) throw bad_transform_argument(0, what + "p must be in [0, 1], got " + format_number(p));
+    if (!(smin > 0.0 && smin <= smax && smax <= 1.0))
+      throw bad_transform_argument(1, what + "the scale range must be within (0, 1] and increasing, got " + format_number(smin) + ", " +
+                                          format_number(smax));
+    if (!(rmin > 0.0 && rmin <= rmax && std::isfinite(rmax)))
+      throw bad_transform_argument(3, what + "the ratio range must be positive and increasing, got " + format_number(rmin) + ", " +
+                                          format_number(rmax));
+    for (const double v : value_)
+      if (!(v >= 0.0 && v <= 255.0)) throw bad_transform_argument(5, what + "the value must be in [0, 255] or random, got " + format_number(v));
+    log_rmin_ = static_cast<float>(std::log(static_cast<float>(rmin)));
+    log_rmax_ = static_cast<float>(std::log(static_cast<float>(rmax)));
+  }
+  std::string name() const override {
+    std::string s = "random_erasing(" + format_number(p_) + "," + format_number(smin_) + "," + format_number(smax_) + "," +
+                    format_number(rmin_) + "," + format_number(rmax_);
+    if (value_.empty()) return s + ",value=random)";
+    if (value_.size() == 1) return s + (value_[0] == 0.0 ? ")" : ",value=" + format_number(value_[0]) + ")");
+    return s + ",value=per-channel)";  // through the C++ API only
+  }
+  image_spec output_spec(const image_spec& in) const override {
+    require_type(*this, in, false);
+    if (in.channels != 1 && in.channels != 3)
+      throw pinfeed::invalid_argument(name() + ": needs 1 or 3 channels, input is " + shape_text(in));
+    if (value_.size() > 1 && static_cast<int>(value_.size()) != in.channels)
+      throw pinfeed::invalid_argument(name() + ": " + std::to_string(value_.size()) + " values for an image of " +
+                                      std::to_string(in.channels) + " channels");
+    return in;
+  }
+  bool in_place() const override { return true; }
+  /// torchvision's box: {i, j, h, w}, or nothing (not drawn, or no try fitted).
+  std::optional<std::array<std::int64_t, 4>> draw(std::int64_t H, std::int64_t W, philox_stream& rng) const {
+    if (!(rng.uniform() < p_)) return std::nullopt;
+    const double area = static_cast<double>(H * W);
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      const double erase_area = area * uniform_between(rng, smin_, smax_);
+      const double aspect = static_cast<double>(std::exp(static_cast<float>(uniform_between(rng, log_rmin_, log_rmax_))));
+      const auto h = static_cast<std::int64_t>(std::nearbyint(std::sqrt(erase_area * aspect)));  // Python's round: ties to even
+      const auto w = static_cast<std::int64_t>(std::nearbyint(std::sqrt(erase_area / aspect)));
+      if (!(h < H && w < W)) continue;
+      const auto i = static_cast<std::int64_t>(rng.below(static_cast<std::uint32_t>(H - h + 1)));
+      const auto j = static_cast<std::int64_t>(rng.below(static_cast<std::uint32_t>(W - w + 1)));
+      return std::array<std::int64_t, 4>{i, j, h, w};
+    }
+    return std::nullopt;
+  }
+  std::string explain(const image_spec& in, philox_stream rng) const override {
+    const auto box = draw(in.height, in.width, rng);
+    if (!box) return "";
+    std::string s = "erase(" + std::to_string((*box)[0]) + "," + std::to_string((*box)[1]) + "," + std::to_string((*box)[2]) + "," +
+                    std::to_string((*box)[3]);
+    if (value_.empty()) return s + ",value=random)";  // noise from the stream: not a step of its own
+    if (value_.size() == 1) return s + ",value=" + format_number(value_[0]) + ")";
+    return s + ",value=per-channel)";
+  }
+  void apply(const image_view& in, const image_view& out, philox_stream rng) const override {
+    const std::int64_t H = in.spec.height, W = in.spec.width;
+    const int c = in.spec.channels;
+    if (out.data != in.data) std::memcpy(out.data, in.data, static_cast<std::size_t>(H * W * c));
+    const auto box = draw(H, W, rng);
+    if (!box) return;
+    const auto [i, j, h, w] = *box;
+    auto* px = out.as<std::uint8_t>();
+    for (std::int64_t y = i; y < i + h; ++y)
+      for (std::int64_t x = j; x < j + w; ++x)
+        for (int k = 0; k < c; ++k) px[(y * W + x) * c + k] = value_at(rng, k);
+  }
+
+ private:
+  /// The value for channel k: a constant truncated, or N(0, 1) noise (Box-Muller) truncated and
+  /// taken modulo 256 (-1.3 -> 255).
+  std::uint8_t value_at(philox_stream& rng, int k) const {
+    if (!value_.empty()) return static_cast<std::uint8_t>(static_cast<int>(value_[value_.size() == 1 ? 0 : static_cast<std::size_t>(k)]));
+    const double u1 = (static_cast<double>(rng.next_u32()) + 1.0) / 4294967296.0;
+    const double u2 = static_cast<double>(rng.next_u32()) / 4294967296.0;
+    const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * 3.141592653589793 * u2);
+    return static_cast<std::uint8_t>(static_cast<std::int64_t>(static_cast<float>(z)) & 0xFF);
+  }
+
+  double p_, smin_, smax_, rmin_, rmax_;
+  std::vector<double> value_;  // empty: random
+  float log_rmin_ = 0, log_rmax_ = 0;
+};
+
+/// erase(i, j, h, w, value): torchvision's F.erase.
+class erase_transform final : public transform {
+ public:
+  erase_transform(std::array<std::int64_t, 4> box, std::vector<double> value) : box_(box), value_(std::move(value)) {
+    for (std::size_t k = 0; k < 4; ++k)
+      if (box_[k] < 0) throw bad_transform_argument(k, "erase: a negative position or size " + std::to_string(box_[k]));
+    if (value_.empty()) throw bad_transform_argument(4, "erase: no value");
+    for (const double v : value_)
+      if (!(v >= 0.0 && v <= 255.0)) throw bad_transform_argument(4, "erase: the value must be in [0, 255], got " + format_number(v));
+  }
+  std::string name() const override {
+    std::string s = "erase(" + std::to_string(box_[0]) + "," + std::to_string(box_[1]) + "," + std::to_string(box_[2]) + "," +
+                    std::to_string(box_[3]);
+    return value_.size() == 1 ? s + ",value=" + format_number(value_[0]) + ")" : s + ",value=per-channel)";
+  }
+  image_spec output_spec(const image_spec& in) const override {
+    require_type(*this, in, false);
+    if (in.channels != 1 && in.channels != 3)
+      throw pinfeed::invalid_argument(name() + ": needs 1 or 3 channels, input is " + shape_text(in));
+    if (in.height >= 0 && in.width >= 0 && (box_[0] + box_[2] > in.height || box_[1] + box_[3] > in.width))
+      throw pinfeed::invalid_argument(name() + ": the box reaches past the image, input is " + shape_text(in));
+    if (value_.size() > 1 && static_cast<int>(value_.size()) != in.channels)
+      throw pinfeed::invalid_argument(name() + ": " + std::to_string(value_.size()) + " values for " + shape_text(in));
+    return in;
+  }
+  bool in_place() const override { return true; }
+  void apply(const image_view& in, const image_view& out, philox_stream) const override {
+    const std::int64_t W = in.spec.width;
+    const int c = in.spec.channels;
+    if (out.data != in.data) std::memcpy(out.data, in.data, static_cast<std::size_t>(in.spec.height * W * c));
+    auto* px = out.as<std::uint8_t>();
+    const auto [i, j, h, w] = box_;
+    for (std::int64_t y = i; y < i + h; ++y)
+      for (std::int64_t x = j; x < j + w; ++x)
+        for (int k = 0; k < c; ++k)
+          px[(y * W + x) * c + k] = static_cast<std::uint8_t>(static_cast<int>(value_[value_.size() == 1 ? 0 : static_cast<std::size_t>(k)]));
+  }
+
+ private:
+  std::array<std::int64_t, 4> box_;
+  std::vector<double> value_;
+};
+
+}  // namespace
+
+std::shared_ptr<transform> make_erase(std::int64_t i, std::int64_t j, std::int64_t h, std::int64_t w, std::vector<double> value) {
+  return std::make_shared<erase_transform>(std::array<std::int64_t, 4>{i, j, h, w}, std::move(value));
+}
+
+std::shared_ptr<transform> make_random_erasing(double p, double scale_min, double scale_max, double ratio_min,
+                                               double ratio_max, std::vector<double> value) {
+  return std::make_shared<random_erasing_transform>(p, scale_min, scale_max, ratio_min, ratio_max, std::move(value));
+}
+
+void add_erasing_kinds(std::vector<transform_kind>& kinds) {
+  kinds.push_back({{"erase"}, 4, 4, "erase(I, J, H, W[, value=V])",
+                   [](std::span<const double> a) {
+                     for (std::size_t k = 0; k < 4; ++k)
+                       if (a[k] != std::floor(a[k]) || !(std::abs(a[k]) < 1e15))
+                         throw bad_transform_argument(k, "erase: positions and sizes are whole numbers, got " + format_number(a[k]));
+                     return make_erase(static_cast<std::int64_t>(a[0]), static_cast<std::int64_t>(a[1]), static_cast<std::int64_t>(a[2]),
+                                       static_cast<std::int64_t>(a[3]), {a[4]});
+                   },
+                   {{"value", {}, 0.0}}});
+  transform_option value{"value", {"random"}, 0.0};
+  value.numbers_too = true;
+  kinds.push_back({{"random_erasing"}, 0, 5, "random_erasing[(P[, SCALE_MIN, SCALE_MAX[, RATIO_MIN, RATIO_MAX]])][, value=V|random]",
+                   [](std::span<const double> a) {
+                     const std::size_t n = a.size() - 1;
+                     if (n == 2 || n == 4)
+                       throw bad_transform_argument(n - 1, "random_erasing: P, then the scale's least and greatest, then the ratio's");
+                     const double v = a.back();
+                     try {
+                       return make_random_erasing(n > 0 ? a[0] : 0.5, n > 1 ? a[1] : 0.02, n > 2 ? a[2] : 0.33, n > 3 ? a[3] : 0.3,
+                                                  n > 4 ? a[4] : 3.3, v < 0 ? std::vector<double>{} : std::vector<double>{v});
+                     } catch (const bad_transform_argument& e) {
+                       throw bad_transform_argument(e.index() == 5 ? n : e.index(), e.what());  // the value: the option
+                     }
+                   },
+                   {value}});
+}
+
+}  // namespace pinfeed::loaders

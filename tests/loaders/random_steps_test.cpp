@@ -1,0 +1,226 @@
+// The random steps (color_jitter, random_grayscale, random_rotation, random_affine,
+// random_gaussian_blur, random_erasing) and the policies: every output is the pipeline of
+// deterministic steps that explain() names for that sample; what they draw follows torchvision's
+// distributions (chi-square or counts over 20,000 samples, p printed); the refusals.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "pinfeed/loaders/transforms.hpp"
+#include "test_util.hpp"
+
+using namespace pinfeed;
+using namespace pinfeed::loaders;
+
+namespace {
+
+std::vector<std::uint8_t> textured(std::int64_t h, std::int64_t w, int c, std::uint64_t seed) {
+  std::vector<std::uint8_t> img(static_cast<std::size_t>(h * w * c));
+  philox_stream rng(seed, 0, 0);
+  for (std::size_t i = 0; i < img.size(); ++i) img[i] = static_cast<std::uint8_t>((i * 7 + rng.below(90)) % 256);
+  return img;
+}
+
+/// Runs `steps` (a parsed pipeline of deterministic steps) over an image.
+std::vector<std::uint8_t> run_pipeline(const pipeline& p, std::vector<std::uint8_t> img, image_spec spec) {
+  for (const auto& step : p.steps()) {
+    const image_spec out_spec = step->output_spec(spec);
+    std::vector<std::uint8_t> out(static_cast<std::size_t>(out_spec.height * out_spec.width * out_spec.channels));
+    step->apply({reinterpret_cast<std::byte*>(img.data()), spec}, {reinterpret_cast<std::byte*>(out.data()), out_spec},
+                philox_stream(0, 0, 0));
+    img = std::move(out);
+    spec = out_spec;
+  }
+  return img;
+}
+
+/// Numbers in a text, in order.
+std::vector<double> numbers_in(const std::string& s) {
+  std::vector<double> out;
+  static const std::regex number(R"(-?[0-9]+(\.[0-9]+)?(e-?[0-9]+)?)");
+  for (auto it = std::sregex_iterator(s.begin(), s.end(), number); it != std::sregex_iterator(); ++it) out.push_back(std::stod(it->str()));
+  return out;
+}
+
+double p_value(double x, int dof) {  // the chi-square's upper tail: Q(dof / 2, x / 2)
+  const double a = dof / 2.0, z = x / 2.0;
+  if (z <= 0) return 1.0;
+  const double front = std::exp(-z + a * std::log(z) - std::lgamma(a));
+  if (z < a + 1) {
+    double term = 1.0 / a, sum = term;
+    for (int n = 1; n < 10000 && std::abs(term) > std::abs(sum) * 1e-15; ++n) sum += (term *= z / (a + n));
+    return 1.0 - sum * front;
+  }
+  double b = z + 1 - a, c = 1e300, d = 1 / b, h = d;
+  for (int i = 1; i < 10000; ++i) {
+    const double an = -i * (i - a);
+    b += 2;
+    d = 1 / (an * d + b);
+    c = b + an / c;
+    h *= d * c;
+    if (std::abs(d * c - 1) < 1e-15) break;
+  }
+  return front * h;
+}
+
+void uniform_over(const std::string& what, const std::vector<double>& counts) {
+  double total = 0, x = 0;
+  for (double v : counts) total += v;
+  const double e = total / static_cast<double>(counts.size());
+  for (double v : counts) x += (v - e) * (v - e) / e;
+  const double p = p_value(x, static_cast<int>(counts.size()) - 1);
+  MESSAGE(what << ": chi-square " << x << " with " << counts.size() - 1 << " degrees of freedom, p = " << p);
+  CHECK_MESSAGE(p > 0.001, what);
+}
+
+}  // namespace
+
+TEST_CASE("random_steps.every_output_is_the_pipeline_its_explanation_names") {
+  for (const char* spelling :
+       {"color_jitter(0.4,0.4,0.4,0.1)", "color_jitter(0.8,0,0.5,0.5)", "random_grayscale(0.5)", "random_rotation(45)",
+        "random_rotation(180,interpolation=bilinear)", "random_affine(30,0.2,0.1,0.8,1.2,10)",
+        "random_affine(5,0,0.3,1,1,0,128,interpolation=bilinear)", "random_gaussian_blur(5,0.1,3)", "random_erasing(0.7)",
+        "random_erasing(1,0.02,0.5,0.3,3.3,value=200)", "trivial_augment", "rand_augment(3,15)", "auto_augment(svhn)",
+        "trivial_augment(interpolation=bilinear,fill=77)"}) {
+    CAPTURE(spelling);
+    const pipeline p = parse_pipeline(spelling);
+    const auto& step = *p.steps()[0];
+    int explained_empty = 0;
+    for (const int c : {3, 1}) {
+      for (std::uint64_t index = 0; index < 150; ++index) {
+        const image_spec spec{23, 30, c, dtype::u8};
+        const auto img = textured(23, 30, c, index);
+        const philox_stream rng(9, 2, index);
+        std::vector<std::uint8_t> got(img.size());
+        step.apply({reinterpret_cast<std::byte*>(const_cast<std::uint8_t*>(img.data())), spec},
+                   {reinterpret_cast<std::byte*>(got.data()), spec}, rng);
+        const std::string why = step.explain(spec, rng);
+        CAPTURE(why);
+        explained_empty += why.empty();
+        const auto want = run_pipeline(parse_pipeline(why), img, spec);
+        CHECK(got == want);
+        if (got != want) break;
+      }
+    }
+    MESSAGE(std::string(spelling) << ": " << explained_empty << " of 300 samples as they were");
+  }
+}
+
+TEST_CASE("random_steps.draws_follow_torchvisions_distributions") {
+  constexpr int samples = 20000;
+  const image_spec spec{224, 200, 3, dtype::u8};
+  const auto explain = [&](const char* spelling, std::uint64_t index) {
+    return parse_pipeline(spelling).steps()[0]->explain(spec, philox_stream(21, 0, index));
+  };
+  {  // random_rotation(40): the angle uniform over [-40, 40).
+    std::vector<double> bins(16);
+    for (int i = 0; i < samples; ++i) {
+      const double a = numbers_in(explain("random_rotation(40)", static_cast<std::uint64_t>(i)))[0];
+      REQUIRE(a >= -40.0);
+      REQUIRE(a < 40.0);
+      bins[static_cast<std::size_t>((a + 40.0) / 5.0)] += 1;
+    }
+    uniform_over("random_rotation(40): angle in 16 bins", bins);
+  }
+  {  // color_jitter(0.5, 0.5, 0.5, 0.2): each order of the four equally likely; the factors in range.
+    std::map<std::string, double> orders;
+    std::vector<double> brightness(10);
+    for (int i = 0; i < samples; ++i) {
+      const std::string e = explain("color_jitter(0.5,0.5,0.5,0.2)", static_cast<std::uint64_t>(i));
+      std::vector<std::pair<std::size_t, std::string>> at;
+      for (const char* name : {"brightness", "contrast", "saturation", "hue"}) at.emplace_back(e.find(name), name);
+      std::sort(at.begin(), at.end());
+      std::string order;
+      for (const auto& [pos, name] : at) order += name + " ";
+      orders[order] += 1;
+      const double b = numbers_in(e.substr(e.find("brightness(")))[0];
+      REQUIRE(b >= 0.5);
+      REQUIRE(b < 1.5);
+      brightness[static_cast<std::size_t>((b - 0.5) * 10)] += 1;
+      const double h = numbers_in(e.substr(e.find("hue(")))[0];
+      REQUIRE(std::abs(h) <= 0.2);
+    }
+    REQUIRE(orders.size() == 24);
+    std::vector<double> counts;
+    for (const auto& [k, v] : orders) counts.push_back(v);
+    uniform_over("color_jitter: the 24 orders", counts);
+    uniform_over("color_jitter: the brightness factor in 10 bins", brightness);
+  }
+  {  // random_grayscale(0.3) and random_erasing(0.25): applied with their probability.
+    for (const auto& [spelling, p] : std::vector<std::pair<const char*, double>>{{"random_grayscale(0.3)", 0.3}, {"random_erasing(0.25)", 0.25}}) {
+      double applied = 0;
+      for (int i = 0; i < samples; ++i) applied += !explain(spelling, static_cast<std::uint64_t>(i)).empty();
+      const double e = samples * p;
+      const double x = (applied - e) * (applied - e) / e + (applied - e) * (applied - e) / (samples - e);
+      const double pv = p_value(x, 1);
+      MESSAGE(std::string(spelling) << ": applied " << applied << " of " << samples << ", chi-square " << x << ", p = " << pv);
+      CHECK(pv > 0.001);
+    }
+  }
+  {  // random_erasing(1): the box inside the image, its area within the scale range (rounded), its
+     // aspect within the ratio range (rounded), its left edge uniform over the places it can take.
+    double placed = 0;
+    for (int i = 0; i < samples; ++i) {
+      const std::string e = explain("random_erasing(1)", static_cast<std::uint64_t>(i));
+      if (e.empty()) continue;
+      const auto v = numbers_in(e);
+      REQUIRE(v.size() >= 4);
+      const double y = v[0], x = v[1], h = v[2], w = v[3];
+      CHECK(y + h <= 224);
+      CHECK(x + w <= 200);
+      CHECK(h * w <= 0.33 * 224 * 200 * 1.2 + 2 * (h + w));
+      CHECK(h * w >= 0.02 * 224 * 200 * 0.8 - 2 * (h + w));
+      if (h >= 2 && w >= 2) {
+        CHECK(h / w <= 3.3 * (h + 1) / (h - 1) * (w + 1) / (w - 1));
+        CHECK(h / w >= 0.3 * (h - 1) / (h + 1) * (w - 1) / (w + 1));
+      }
+      placed += 1;
+    }
+    CHECK(placed > samples * 0.99);  // the box fits within 10 tries almost always at 224 x 200
+  }
+}
+
+TEST_CASE("random_steps.bad_values_are_refused_with_a_caret") {
+  for (const auto& [text, where, says] : std::vector<std::tuple<std::string, std::size_t, std::string>>{
+           {"color_jitter(0.4,0.4,0.4,0.6)", 25, "hue must be in [0, 0.5], got 0.6"},
+           {"color_jitter(-1)", 13, "brightness must be in [0, 1e+06], got -1"},
+           {"random_grayscale(1.5)", 17, "p must be in [0, 1], got 1.5"},
+           {"random_rotation(-3)", 16, "degrees must be >= 0, got -3"},
+           {"random_rotation(30,300)", 19, "the fill must be in [0, 255], got 300"},
+           {"random_affine(10,1.5,0,1,1,0)", 17, "a fraction of the size in [0, 1], got 1.5"},
+           {"random_affine(10,0,0,1.2,1.1,0)", 21, "the scale range must be positive and increasing"},
+           {"random_gaussian_blur(4)", 21, "odd whole number"},
+           {"random_gaussian_blur(3,0,2)", 23, "sigma's least must be greater than 0"},
+           {"random_gaussian_blur(3,1)", 23, "both sigma's least and greatest, or neither"},
+           {"random_erasing(2)", 15, "p must be in [0, 1], got 2"},
+           {"random_erasing(0.5,0.5,0.1,0.3,3.3)", 19, "the scale range must be within (0, 1] and increasing"},
+           {"random_erasing(0.5,value=300)", 25, "the value must be in [0, 255] or random, got 300"},
+           {"random_erasing(0.5,value=noise)", 25, "value must be a finite number or one of random, not 'noise'"},
+           {"erase(1,2,3.5,4)", 10, "whole numbers, got 3.5"}}) {
+    CAPTURE(text);
+    try {
+      (void)parse_pipeline(text);
+      FAIL("accepted");
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what();
+      CHECK(what.find(says) != std::string::npos);
+      CHECK(what.find("\n  " + text + "\n  " + std::string(where, ' ') + "^") != std::string::npos);
+    }
+  }
+  // Names read back as the same step.
+  for (const char* s : {"color_jitter(0.4,0.4,0.4,0.1)", "random_grayscale(0.1)", "random_rotation(30,0)",
+                        "random_affine(10,0.1,0.2,0.9,1.1,5,0,interpolation=bilinear)", "random_gaussian_blur(5,0.1,2)",
+                        "random_erasing(0.5,0.02,0.33,0.3,3.3)", "random_erasing(0.25,0.02,0.33,0.3,3.3,value=random)",
+                        "erase(1,2,3,4,value=9)"}) {
+    CAPTURE(s);
+    CHECK(parse_pipeline(s).steps()[0]->name() == s);
+  }
+  // erase's box must lie inside the image.
+  CHECK_THROWS_WITH_AS((void)parse_pipeline("erase(5,5,10,10)").steps()[0]->output_spec({12, 12, 3, dtype::u8}),
+                       doctest::Contains("the box reaches past the image"), std::invalid_argument);
+}

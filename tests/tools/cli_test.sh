@@ -455,5 +455,50 @@ echo '{"schema": "pinfeed.config/1", "workers": 0}' >"$work/bad-config.json"
 expect_error "run --config with a bad value names the file, field and value" "bad-config.json': \"workers\" is 0, expected a whole number from 1 to 1024" run --device cpu --samples 64 --limit 1 --config "$work/bad-config.json"
 expect_error "run --config with a missing file names it" "cannot read config '$work/none.json'" run --device cpu --samples 64 --limit 1 --config "$work/none.json"
 
+# preview draws what run delivers: its tiles equal the batch run --save-batches writes, sample for
+# sample (the same streams), and its PNG is a grid of that size, not blank.
+aug="rrc(40),hflip,trivial_augment,color_jitter(0.4,0.4,0.4,0.1),random_erasing(0.5)"
+"$pf" run --device cpu --samples 64 --height 70 --width 90 --transforms "$aug" --batch 7 --limit 2 --workers 2 --seed 5 \
+  --save-batches "$work/saved" >/dev/null 2>"$work/saved.err"
+check "run --save-batches writes each batch's fields as .npy" test -s "$work/saved/000001.image.npy" -a -s "$work/saved/000001.label.npy" \
+  -a ! -e "$work/saved/000002.image.npy"
+"$pf" preview --source synthetic --height 70 --width 90 --transforms "$aug" --samples 7 --seed 5 --out "$work/sheet.png" \
+  --explain >"$work/sheet.txt" 2>&1
+check "preview --explain says what each step drew for each sample" bash -c "grep -c '^sample [0-6]: rrc(40' '$work/sheet.txt' | grep -qx 7"
+check "preview's tiles are the batch run delivers, and its sheet a 3 x 3 grid of them" python3 - "$work/sheet.png" "$work/saved/000000.image.npy" <<'PY'
+import struct, sys, zlib
+png = open(sys.argv[1], "rb").read()
+assert png[:8] == b"\x89PNG\r\n\x1a\n"
+at, idat, w, h = 8, b"", 0, 0
+while at < len(png):
+    n, kind = struct.unpack(">I4s", png[at:at + 8])
+    body = png[at + 8:at + 8 + n]
+    if kind == b"IHDR":
+        w, h, depth, colour = struct.unpack(">IIBB", body[:10])
+        assert (depth, colour) == (8, 2)
+    if kind == b"IDAT":
+        idat += body
+    at += 12 + n
+raw = zlib.decompress(idat)
+rows = [raw[y * (3 * w + 1) + 1:(y + 1) * (3 * w + 1)] for y in range(h)]
+gap, label, tile = 4, 16, 40
+assert (w, h) == (3 * (tile + gap) + gap, 3 * (tile + label + gap) + gap), (w, h)
+npy = open(sys.argv[2], "rb").read()
+header_len = struct.unpack("<H", npy[8:10])[0]
+header, data = npy[10:10 + header_len].decode(), npy[10 + header_len:]
+assert "'|u1'" in header and "(7, 40, 40, 3)" in header, header
+for n in range(7):
+    x0, y0 = gap + (n % 3) * (tile + gap), gap + (n // 3) * (tile + label + gap)
+    for y in range(tile):
+        got = rows[y0 + y][3 * x0:3 * (x0 + tile)]
+        want = data[(n * tile + y) * tile * 3:(n * tile + y + 1) * tile * 3]
+        assert got == want, (n, y)
+assert len(set(raw)) > 16  # not blank
+PY
+expect_error "preview past the source's end says so" "samples 2046 to 2049 asked for; the source has 2048" preview \
+  --source synthetic --samples 4 --first 2046 --transforms "rrc(8)" --out "$work/none.png" --height 16 --width 16
+expect_error "run --save-batches into a file names it" "--save-batches: cannot make the folder" run --device cpu --samples 8 \
+  --height 16 --width 16 --limit 1 --save-batches "$work/sheet.png"
+
 echo "$fails failed"
 exit $((fails > 0))

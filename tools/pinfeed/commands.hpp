@@ -28,6 +28,7 @@ void add_run(CLI::App& app, command_list& out);
 void add_doctor(CLI::App& app, command_list& out);
 void add_sample(CLI::App& app, command_list& out);
 void add_pack(CLI::App& app, command_list& out);  ///< pack and index
+void add_preview(CLI::App& app, command_list& out);
 void add_bench(CLI::App& app, command_list& out);  ///< bench's subcommands (none in a build without benchmarks)
 
 }  // namespace pinfeed::tool

@@ -62,7 +62,7 @@ int run_program(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "pinfeed " PINFEED_VERSION_STRING);
   command_list commands;
-  for (auto add : {&add_info, &add_run, &add_doctor, &add_sample, &add_pack, &add_bench}) add(app, commands);
+  for (auto add : {&add_info, &add_run, &add_doctor, &add_sample, &add_pack, &add_preview, &add_bench}) add(app, commands);
   CLI11_PARSE(app, argc, argv);
   (void)pinfeed::get_log_level();  // reads PINFEED_LOG_LEVEL now: a value that is no level is named at once
   // This program owns its process, so it (not the library) sets TBB's process-wide thread cap: as

@@ -30,6 +30,7 @@ struct run_args {
   std::uint64_t limit = 0;
   std::uint32_t epochs = 1;
   std::uint64_t seed = 0;
+  std::string save_batches;  ///< --save-batches DIR (run)
   std::string trace, json, resume, save_state, transforms, pipeline_file, on_error = "fail", cache = "none";
   std::size_t cache_pool = 64;
   std::int64_t shard_window = -1;  ///< -1: the reader's default (local: 0; remote: whole shards)

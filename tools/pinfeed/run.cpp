@@ -1,5 +1,7 @@
 // pinfeed run: a loader over the pipeline the options describe, its throughput and statistics.
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
@@ -14,6 +16,7 @@
 #include "pinfeed/runtime/cuda_api.hpp"
 #include "pinfeed/runtime/detail/read_file.hpp"
 #include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/npy.hpp"
 #include "pipeline_options.hpp"
 
 namespace pinfeed::tool {
@@ -121,10 +124,38 @@ void write_json(const run_args& a, const loader& l, const stats_snapshot& st, co
   pinfeed::detail::write_whole_file(a.json, j.dump(2) + "\n", "cannot write '" + a.json + "'");
 }
 
+/// --save-batches: each field of the batch as DIR/<number, 6 digits>.<field>.npy ([samples, shape...],
+/// its dtype; a device batch copied to the host first).
+void save_batch(const std::string& dir, std::uint64_t number, const batch& b, const loader& l) {
+  char name[32];
+  std::snprintf(name, sizeof name, "%06llu", static_cast<unsigned long long>(number));
+  for (std::size_t i = 0; i < b.field_count(); ++i) {
+    const tensor_view f = b.field(i);
+    npy_array a;
+    a.type = f.type;
+    a.shape.assign(f.shape.begin(), f.shape.begin() + static_cast<std::ptrdiff_t>(f.shape.size()));
+    a.data.resize(f.bytes());
+    if (f.location.is_cuda()) {
+      PINFEED_CUDA_TRY(cudaStreamSynchronize(l.stream()));
+      PINFEED_CUDA_TRY(cudaMemcpy(a.data.data(), f.data, f.bytes(), cudaMemcpyDeviceToHost));
+    } else if (f.bytes() > 0) {
+      std::memcpy(a.data.data(), f.data, f.bytes());
+    }
+    write_npy(dir + "/" + name + "." + b.spec(i).name + ".npy", a);
+  }
+}
+
 /// The batches of the epochs asked for (from a resumed state's epoch), each through the consumer;
-/// checksum and index lines printed as asked.
+/// checksum and index lines printed and batches saved as asked.
 void consume_epochs(const run_args& a, loader& l, std::uint32_t first_epoch, batch_consumer& consume) {
   std::uint64_t delivered = 0;
+  const std::string save_dir = a.save_batches.empty() ? std::string() : ranked(a.save_batches, l.order().rank());
+  if (!save_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(save_dir, ec);
+    if (ec || !std::filesystem::is_directory(save_dir))
+      throw pinfeed::invalid_argument("--save-batches: cannot make the folder '" + save_dir + "'" + (ec ? ": " + ec.message() : ""));
+  }
   for (std::uint32_t e = first_epoch; e < a.epochs && (a.limit == 0 || delivered < a.limit); ++e) {
     if (e != first_epoch || a.resume.empty()) l.start_epoch(e);
     while (a.limit == 0 || delivered < a.limit) {
@@ -132,6 +163,7 @@ void consume_epochs(const run_args& a, loader& l, std::uint32_t first_epoch, bat
       if (!b) break;
       ++delivered;
       consume(step_view(*b));
+      if (!save_dir.empty()) save_batch(save_dir, delivered - 1, *b, l);
       if (a.checksums) std::printf("%s\n", checksum_line(*b).c_str());
       if (a.print_indices) {
         std::printf("indices %u:%llu", b->epoch(), static_cast<unsigned long long>(b->index()));
@@ -213,6 +245,8 @@ void add_run(CLI::App& app, command_list& out) {
   run->add_option("--trace", ra.trace, "write a Chrome trace (Perfetto, chrome://tracing) to this file");
   run->add_option("--json", ra.json, "write the statistics as JSON to this file");
   run->add_flag("--checksums", ra.checksums, "print one digest line per batch (to compare runs exactly)");
+  run->add_option("--save-batches", ra.save_batches,
+                  "write each delivered batch's fields as DIR/<batch number, 6 digits>.<field>.npy (--limit: the first N; {rank} becomes the rank)");
   run->add_flag("--print-indices", ra.print_indices, "print the dataset indices of every batch");
   run->add_option("--resume", ra.resume,
                   "continue from a state file written by --save-state (any rank's, at any world size; {rank}: this rank)");

@@ -4,6 +4,7 @@
 #include "commands.hpp"
 
 #if PINFEED_TOOL_BENCH
+#include "augment_bench.hpp"
 #include "autotune_bench.hpp"
 #include "decode_bench.hpp"
 #include "doctor_bench.hpp"
@@ -148,6 +149,18 @@ void add_decode(CLI::App* bench, command_list& out) {
   registered(out, d, deo, &bench::run_decode_bench);
 }
 
+void add_augment(CLI::App* bench, command_list& out) {
+  static bench::augment_bench_options ao;
+  auto* a = bench->add_subcommand("augment", "each augmentation op's microseconds per 224x224 image, and a recipe's images/s on JPEGs");
+  add_dataset_options(a, ao);
+  a->add_option("--photos", ao.photos_dir, "photos to cut the 224x224 image from (scripts/fetch-photos.sh DIR)");
+  a->add_option("--ops", ao.ops, "the op spellings to time (default: every op)")->delimiter(';');
+  a->add_option("--recipe", ao.recipe, "the pipeline timed over the JPEG dataset");
+  a->add_flag("!--no-recipe", ao.run_recipe, "time the ops only");
+  a->add_option("--seconds", ao.seconds, "seconds per op and round")->check(CLI::PositiveNumber);
+  registered(out, a, ao, &bench::run_augment_bench, &bench::augment_bench_options::workers);
+}
+
 }  // namespace
 
 void add_bench(CLI::App& app, command_list& out) {
@@ -161,6 +174,7 @@ void add_bench(CLI::App& app, command_list& out) {
   add_autotune(bench, out);
   add_node(bench, out);
   add_decode(bench, out);
+  add_augment(bench, out);
 }
 #else
 void add_bench(CLI::App&, command_list&) {}

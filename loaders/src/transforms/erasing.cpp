@@ -1,7 +1,8 @@
 // RandomErasing (torchvision v2's): with probability p, a box of the drawn area and aspect, as
 // torchvision searches for one (10 tries; none fitting: the image as it is), set to a value: 0, a
-// constant (per channel through the C++ API) or `random` (standard normal noise converted to uint8
-// as torchvision converts it: truncated toward zero, then modulo 256).
+// constant (per channel through the C++ API) or `random` (standard normal noise; into a uint8
+// image as torchvision converts it: truncated toward zero, then modulo 256). On uint8 images, or
+// float ones (after normalize, where torchvision's recipes erase).
 #include <array>
 #include <optional>
 #include <string>
@@ -38,7 +39,7 @@ class random_erasing_transform final : public transform {
     return s + ",value=per-channel)";  // through the C++ API only
   }
   image_spec output_spec(const image_spec& in) const override {
-    require_type(*this, in, false);
+    require_type(*this, in, true);  // uint8, or float after normalize (torchvision's recipes erase there)
     if (in.channels != 1 && in.channels != 3)
       throw pinfeed::invalid_argument(name() + ": needs 1 or 3 channels, input is " + shape_text(in));
     if (value_.size() > 1 && static_cast<int>(value_.size()) != in.channels)
@@ -75,26 +76,31 @@ class random_erasing_transform final : public transform {
   void apply(const image_view& in, const image_view& out, philox_stream rng) const override {
     const std::int64_t H = in.spec.height, W = in.spec.width;
     const int c = in.spec.channels;
-    if (out.data != in.data) std::memcpy(out.data, in.data, static_cast<std::size_t>(H * W * c));
+    const bool f32 = in.spec.type == dtype::f32;
+    if (out.data != in.data) std::memcpy(out.data, in.data, in.spec.bytes());
     const auto box = draw(H, W, rng);
     if (!box) return;
     const auto [i, j, h, w] = *box;
-    auto* px = out.as<std::uint8_t>();
     for (std::int64_t y = i; y < i + h; ++y)
       for (std::int64_t x = j; x < j + w; ++x)
-        for (int k = 0; k < c; ++k) px[(y * W + x) * c + k] = value_at(rng, k);
+        for (int k = 0; k < c; ++k) {
+          const std::int64_t at = (y * W + x) * c + k;
+          const double v = value_at(rng, k);
+          if (f32) out.as<float>()[at] = static_cast<float>(v);
+          else out.as<std::uint8_t>()[at] = to_u8(v);
+        }
   }
 
  private:
-  /// The value for channel k: a constant truncated, or N(0, 1) noise (Box-Muller) truncated and
-  /// taken modulo 256 (-1.3 -> 255).
-  std::uint8_t value_at(philox_stream& rng, int k) const {
-    if (!value_.empty()) return static_cast<std::uint8_t>(static_cast<int>(value_[value_.size() == 1 ? 0 : static_cast<std::size_t>(k)]));
+  /// The value for channel k: the constant, or N(0, 1) noise (Box-Muller, in float32).
+  double value_at(philox_stream& rng, int k) const {
+    if (!value_.empty()) return value_[value_.size() == 1 ? 0 : static_cast<std::size_t>(k)];
     const double u1 = (static_cast<double>(rng.next_u32()) + 1.0) / 4294967296.0;
     const double u2 = static_cast<double>(rng.next_u32()) / 4294967296.0;
-    const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * 3.141592653589793 * u2);
-    return static_cast<std::uint8_t>(static_cast<std::int64_t>(static_cast<float>(z)) & 0xFF);
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * 3.141592653589793 * u2));
   }
+  /// A value into uint8 as torchvision's copy converts it: truncated toward zero, modulo 256 (-1.3 -> 255).
+  static std::uint8_t to_u8(double v) { return static_cast<std::uint8_t>(static_cast<std::int64_t>(v) & 0xFF); }
 
   double p_, smin_, smax_, rmin_, rmax_;
   std::vector<double> value_;  // empty: random

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "../clones.hpp"
 #include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::ops {
@@ -19,7 +20,7 @@ void check_kernel(int size, double sigma) {
 }
 
 /// The reflected index of p in [0, n): -1 -> 1, n -> n - 2 (n > the reach, checked by the caller).
-inline std::int64_t reflect(std::int64_t p, std::int64_t n) { return p < 0 ? -p : p >= n ? 2 * (n - 1) - p : p; }
+PINFEED_INLINE std::int64_t reflect(std::int64_t p, std::int64_t n) { return p < 0 ? -p : p >= n ? 2 * (n - 1) - p : p; }
 
 }  // namespace
 
@@ -42,7 +43,7 @@ std::vector<float> gaussian_kernel1d(int size, double sigma) {
   return v;
 }
 
-void gaussian_blur_u8(const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels, int kx, int ky,
+PINFEED_FMA_CLONES void gaussian_blur_u8(const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels, int kx, int ky,
                       double sx, double sy, std::uint8_t* out) {
   check_kernel(kx, sx);
   check_kernel(ky, sy);

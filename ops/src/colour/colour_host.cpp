@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "../clones.hpp"
 #include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::ops {
@@ -26,12 +27,12 @@ void check_factor(const char* op, double factor) {
 }
 
 /// A float in [0, 255] (or past it) to a sample: clamped, then truncated.
-inline std::uint8_t to_u8(float v) {
+PINFEED_INLINE std::uint8_t to_u8(float v) {
   return static_cast<std::uint8_t>(static_cast<int>(std::min(std::max(v, 0.0f), 255.0f)));
 }
 
 /// grey(p) of the header, a float.
-inline float grey(const std::uint8_t* p) {
+PINFEED_INLINE float grey(const std::uint8_t* p) {
   const float l = static_cast<float>(p[0]) * 0.2989f;
   return std::fmaf(static_cast<float>(p[2]), 0.114f, std::fmaf(static_cast<float>(p[1]), 0.587f, l));
 }
@@ -39,15 +40,15 @@ inline float grey(const std::uint8_t* p) {
 /// The two float factors of blend(x, o, r): f32(r) and f32(1 - r).
 struct blend_factors {
   float r, rest;
-  explicit blend_factors(double ratio) : r(static_cast<float>(ratio)), rest(static_cast<float>(1.0 - ratio)) {}
-  [[nodiscard]] std::uint8_t operator()(std::uint8_t x, float other) const {
+  PINFEED_INLINE explicit blend_factors(double ratio) : r(static_cast<float>(ratio)), rest(static_cast<float>(1.0 - ratio)) {}
+  [[nodiscard]] PINFEED_INLINE std::uint8_t operator()(std::uint8_t x, float other) const {
     return to_u8(std::fmaf(other, rest, static_cast<float>(x) * r));
   }
 };
 
 }  // namespace
 
-void grayscale_u8(const std::uint8_t* in, std::int64_t pixels, int channels, std::uint8_t* out, int out_channels) {
+PINFEED_FMA_CLONES void grayscale_u8(const std::uint8_t* in, std::int64_t pixels, int channels, std::uint8_t* out, int out_channels) {
   check("grayscale", in, pixels, channels, out);
   if (out_channels != 1 && out_channels != 3)
     throw pinfeed::invalid_argument("grayscale: 1 or 3 output channels, not " + std::to_string(out_channels));
@@ -69,14 +70,14 @@ void grayscale_u8(const std::uint8_t* in, std::int64_t pixels, int channels, std
   }
 }
 
-void brightness_u8(const std::uint8_t* in, std::int64_t pixels, int channels, double factor, std::uint8_t* out) {
+PINFEED_FMA_CLONES void brightness_u8(const std::uint8_t* in, std::int64_t pixels, int channels, double factor, std::uint8_t* out) {
   check("brightness", in, pixels, channels, out);
   check_factor("brightness", factor);
   const float f = static_cast<float>(factor);
   for (std::int64_t i = 0, n = pixels * channels; i < n; ++i) out[i] = to_u8(static_cast<float>(in[i]) * f);
 }
 
-void saturation_u8(const std::uint8_t* in, std::int64_t pixels, int channels, double factor, std::uint8_t* out) {
+PINFEED_FMA_CLONES void saturation_u8(const std::uint8_t* in, std::int64_t pixels, int channels, double factor, std::uint8_t* out) {
   check("saturation", in, pixels, channels, out);
   check_factor("saturation", factor);
   if (channels == 1) {
@@ -90,7 +91,7 @@ void saturation_u8(const std::uint8_t* in, std::int64_t pixels, int channels, do
   }
 }
 
-void contrast_u8(const std::uint8_t* in, std::int64_t pixels, int channels, double factor, std::uint8_t* out) {
+PINFEED_FMA_CLONES void contrast_u8(const std::uint8_t* in, std::int64_t pixels, int channels, double factor, std::uint8_t* out) {
   check("contrast", in, pixels, channels, out);
   check_factor("contrast", factor);
   if (pixels == 0) return;
@@ -109,7 +110,7 @@ void posterize_u8(const std::uint8_t* in, std::int64_t pixels, int channels, int
   for (std::int64_t i = 0, n = pixels * channels; i < n; ++i) out[i] = in[i] & mask;
 }
 
-void solarize_u8(const std::uint8_t* in, std::int64_t pixels, int channels, double threshold, std::uint8_t* out) {
+PINFEED_FMA_CLONES void solarize_u8(const std::uint8_t* in, std::int64_t pixels, int channels, double threshold, std::uint8_t* out) {
   check("solarize", in, pixels, channels, out);
   if (!(threshold >= 0.0 && threshold <= 255.0))
     throw pinfeed::invalid_argument("solarize: the threshold must be in [0, 255], not " + std::to_string(threshold));
@@ -118,7 +119,7 @@ void solarize_u8(const std::uint8_t* in, std::int64_t pixels, int channels, doub
     out[i] = static_cast<float>(in[i]) >= t ? static_cast<std::uint8_t>(255 - in[i]) : in[i];
 }
 
-void autocontrast_u8(const std::uint8_t* in, std::int64_t pixels, int channels, std::uint8_t* out) {
+PINFEED_FMA_CLONES void autocontrast_u8(const std::uint8_t* in, std::int64_t pixels, int channels, std::uint8_t* out) {
   check("autocontrast", in, pixels, channels, out);
   std::array<std::uint8_t, 3> lo{255, 255, 255}, hi{0, 0, 0};
   for (std::int64_t i = 0; i < pixels; ++i)
@@ -169,7 +170,7 @@ void invert_u8(const std::uint8_t* in, std::int64_t pixels, int channels, std::u
   for (std::int64_t i = 0, n = pixels * channels; i < n; ++i) out[i] = static_cast<std::uint8_t>(255 - in[i]);
 }
 
-void hue_u8(const std::uint8_t* in, std::int64_t pixels, int channels, double factor, std::uint8_t* out) {
+PINFEED_FMA_CLONES void hue_u8(const std::uint8_t* in, std::int64_t pixels, int channels, double factor, std::uint8_t* out) {
   check("hue", in, pixels, channels, out);
   if (channels != 3) throw pinfeed::invalid_argument("hue: images of 3 channels (a grey image has no hue)");
   if (!(factor >= -0.5 && factor <= 0.5))
@@ -202,7 +203,7 @@ void hue_u8(const std::uint8_t* in, std::int64_t pixels, int channels, double fa
   }
 }
 
-void sharpness_u8(const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels, double factor,
+PINFEED_FMA_CLONES void sharpness_u8(const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels, double factor,
                   std::uint8_t* out) {
   if (height < 0 || width < 0)
     throw pinfeed::invalid_argument("sharpness: a negative size " + std::to_string(height) + "x" + std::to_string(width));

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "../clones.hpp"
 #include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::ops {
@@ -34,7 +35,7 @@ void check_finite(const char* op, const char* what, double v) {
 }
 
 /// A float sample to uint8: rounded to the nearest, ties to even, clamped.
-inline std::uint8_t to_u8(float v) {
+PINFEED_INLINE std::uint8_t to_u8(float v) {
   return static_cast<std::uint8_t>(static_cast<int>(std::clamp(std::nearbyint(v), 0.0f, 255.0f)));
 }
 
@@ -72,7 +73,7 @@ struct sampler {
   float fw, fh, fill_v;
 
   /// Nearest: the pixel at (rne(iy), rne(ix)), else 0 or the fill.
-  void nearest(float ix, float iy, std::uint8_t* o) const {
+  PINFEED_INLINE void nearest(float ix, float iy, std::uint8_t* o) const {
     const float rx = std::nearbyint(ix), ry = std::nearbyint(iy);
     if (rx >= 0.0f && rx < fw && ry >= 0.0f && ry < fh) {  // false for NaN too
       std::memcpy(o, in + (static_cast<std::int64_t>(ry) * width + static_cast<std::int64_t>(rx)) * c, static_cast<std::size_t>(c));
@@ -82,7 +83,7 @@ struct sampler {
   }
 
   /// Bilinear: the four corners' fused sum, corners outside counting 0; with a fill, the mask blend.
-  void bilinear(float ix, float iy, std::uint8_t* o) const {
+  PINFEED_INLINE void bilinear(float ix, float iy, std::uint8_t* o) const {
     const float x0 = std::floor(ix), y0 = std::floor(iy);
     const float u = ix - x0, e = 1.0f - u, n = iy - y0, s = 1.0f - n;
     const float nw = s * e, ne = s * u, sw = n * e, se = n * u;
@@ -93,13 +94,13 @@ struct sampler {
     const bool in_nw = y0_in && x0_in, in_ne = y0_in && x1_in, in_sw = y1_in && x0_in, in_se = y1_in && x1_in;
     const bool any = in_nw || in_ne || in_sw || in_se;
     const std::int64_t xi = any ? static_cast<std::int64_t>(x0) : 0, yi = any ? static_cast<std::int64_t>(y0) : 0;
-    const auto at = [&](bool inside, std::int64_t yy, std::int64_t xx, std::int64_t k) {
+    const auto at = [&](bool inside, std::int64_t yy, std::int64_t xx, std::int64_t k) __attribute__((always_inline)) {
       return inside ? static_cast<float>(in[(yy * width + xx) * c + k]) : 0.0f;
     };
-    const auto weigh = [&](float p_nw, float p_ne, float p_sw, float p_se) {
+    const auto weigh = [&](float p_nw, float p_ne, float p_sw, float p_se) __attribute__((always_inline)) {
       return std::fmaf(p_se, se, std::fmaf(p_sw, sw, std::fmaf(p_ne, ne, p_nw * nw)));
     };
-    const auto one = [](bool inside) { return inside ? 1.0f : 0.0f; };
+    const auto one = [](bool inside) __attribute__((always_inline)) { return inside ? 1.0f : 0.0f; };
     const float mask = fill ? weigh(one(in_nw), one(in_ne), one(in_sw), one(in_se)) : 1.0f;
     for (std::int64_t k = 0; k < c; ++k) {
       float v = weigh(at(in_nw, yi, xi, k), at(in_ne, yi, xi + 1, k), at(in_sw, yi + 1, xi, k), at(in_se, yi + 1, xi + 1, k));
@@ -111,7 +112,7 @@ struct sampler {
 
 }  // namespace
 
-void warp_affine_u8(const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels,
+PINFEED_FMA_CLONES void warp_affine_u8(const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels,
                     const std::array<double, 6>& matrix, interpolation mode, std::optional<double> fill, std::uint8_t* out) {
   check("affine", in, height, width, channels, fill, out);
   for (const double v : matrix) check_finite("affine", "the matrix", v);

@@ -1,0 +1,134 @@
+// `pinfeed bench augment` (augment_bench.hpp).
+#include "augment_bench.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "bench_rows.hpp"
+#include "pinfeed/loaders/decode.hpp"
+#include "pinfeed/loaders/image_files.hpp"
+#include "pinfeed/loaders/pipeline_source.hpp"
+#include "pinfeed/loaders/transforms.hpp"
+#include "pinfeed/runtime/detail/read_file.hpp"
+#include "pinfeed/runtime/loader.hpp"
+#include "pipeline_bench.hpp"
+
+namespace fs = std::filesystem;
+
+namespace pinfeed::bench {
+namespace {
+
+/// A 224x224 RGB image: cut from the first photo found (resized so that its shorter side is 224),
+/// else made (smooth fields and noise).
+std::vector<std::uint8_t> test_image(const std::string& photos) {
+  const std::int64_t n = 224;
+  for (const char* name : {"astronaut.png", "coffee.png", "chelsea.png"}) {
+    const auto bytes = pinfeed::detail::read_whole_file((fs::path(photos) / name).string());
+    if (!bytes) continue;
+    std::vector<std::byte> px;
+    const auto spec = loaders::decode_image(std::span<const std::byte>(reinterpret_cast<const std::byte*>(bytes->data()), bytes->size()), px,
+                                            loaders::decode_options{}, name);
+    const loaders::pipeline p = loaders::parse_pipeline("resize(224),center_crop(224)");
+    loaders::image_spec cur = spec;
+    for (const auto& step : p.steps()) {
+      const auto next = step->output_spec(cur);
+      std::vector<std::byte> out(next.bytes());
+      step->apply({px.data(), cur}, {out.data(), next}, philox_stream(0, 0, 0));
+      px = std::move(out);
+      cur = next;
+    }
+    if (cur.channels == 3 && cur.height == n && cur.width == n)
+      return {reinterpret_cast<const std::uint8_t*>(px.data()), reinterpret_cast<const std::uint8_t*>(px.data()) + px.size()};
+  }
+  std::vector<std::uint8_t> img(static_cast<std::size_t>(n * n * 3));
+  philox_stream rng(3, 0, 0);
+  for (std::int64_t i = 0; i < n * n * 3; ++i)
+    img[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(((i / 3) % n + (i / (3 * n)) * 2 + rng.below(30)) % 256);
+  return img;
+}
+
+/// Microseconds a call of `step` on `img` takes: the median of `repeats` timings of `seconds` each.
+double op_microseconds(const loaders::transform& step, const std::vector<std::uint8_t>& img, int repeats, double seconds) {
+  const loaders::image_spec spec{224, 224, 3, dtype::u8};
+  const auto out_spec = step.output_spec(spec);
+  std::vector<std::uint8_t> in = img, out(out_spec.bytes());
+  std::vector<double> t;
+  std::uint64_t index = 0;
+  for (int r = 0; r <= repeats; ++r) {
+    std::uint64_t calls = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    double elapsed = 0;
+    do {
+      // A fresh input each call (an in-place step would otherwise work on its own output).
+      std::copy(img.begin(), img.end(), in.begin());
+      step.apply({reinterpret_cast<std::byte*>(in.data()), spec}, {reinterpret_cast<std::byte*>(out.data()), out_spec},
+                 philox_stream(1, 0, index++));
+      ++calls;
+      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } while (elapsed < seconds);
+    if (r > 0) t.push_back(elapsed * 1e6 / static_cast<double>(calls));  // the first round warms up
+  }
+  return median_of(t);
+}
+
+}  // namespace
+
+std::vector<std::string> default_augment_ops() {
+  return {"brightness(1.3)",      "contrast(1.3)",         "saturation(1.3)",
+          "hue(0.1)",             "sharpness(1.5)",        "posterize(4)",
+          "solarize(128)",        "autocontrast",          "equalize",
+          "invert",               "grayscale(3)",          "gaussian_blur(9,2)",
+          "rotate(30)",           "rotate(30,interpolation=bilinear)", "affine(10,5,-5,1.1,8,0)",
+          "affine(10,5,-5,1.1,8,0,interpolation=bilinear)",  "shear_x(0.3)", "translate_x(20)",
+          "trivial_augment",      "rand_augment(2,9)",     "auto_augment(imagenet)",
+          "color_jitter(0.4,0.4,0.4,0.1)", "random_erasing(1)"};
+}
+
+void run_augment_bench(const augment_bench_options& o, std::ostream& out) {
+  const auto img = test_image(o.photos_dir);
+  for (const auto& spelling : o.ops.empty() ? default_augment_ops() : o.ops) {
+    const loaders::pipeline p = loaders::parse_pipeline(spelling);
+    if (p.steps().size() != 1) throw pinfeed::invalid_argument("bench augment: '" + spelling + "' is not one step");
+    out << with_host({{"bench", "augment"},
+                      {"op", spelling},
+                      {"image", "224x224x3"},
+                      {"threads", 1},
+                      {"repeats", o.repeats},
+                      {"us_per_image", op_microseconds(*p.steps()[0], img, o.repeats, o.seconds)}})
+               .dump()
+        << std::endl;
+  }
+  if (!o.run_recipe) return;
+  ensure_jpeg_dataset(o.data_dir, o.images);
+  const std::size_t workers = o.workers > 0 ? o.workers : std::max(1u, std::thread::hardware_concurrency());
+  auto src = std::make_shared<loaders::pipeline_source>(
+      loaders::make_image_files_reader(loaders::list_image_folder((fs::path(o.data_dir) / "jpeg").string()).files),
+      loaders::parse_pipeline(o.recipe));
+  loader_options lo;
+  lo.batch_size = o.batch;
+  lo.workers = workers;
+  lo.prefetch = 4;
+  lo.device = "cpu";
+  loader l(src, lo);
+  std::vector<double> t;
+  for (int r = 0; r <= o.repeats; ++r) {
+    l.start_epoch(static_cast<std::uint32_t>(r));
+    const auto t0 = std::chrono::steady_clock::now();
+    while (auto b = l.next()) {
+    }
+    if (r > 0) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  const double s = median_of(t);
+  out << with_host({{"bench", "augment"},
+                    {"workload", "recipe"},
+                    {"transforms", o.recipe},
+                    {"workers", workers},
+                    {"images", o.images},
+                    {"median_s", s},
+                    {"images_per_s", static_cast<double>(o.images) / s}})
+             .dump()
+      << std::endl;
+}
+
+}  // namespace pinfeed::bench

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "pinfeed/ops/normalize.hpp"
+#include "pinfeed/runtime/detail/clones.hpp"
 #include "pinfeed/runtime/exception.hpp"
 
 #include "common.hpp"
@@ -11,6 +12,33 @@
 namespace pinfeed::loaders {
 using namespace detail;
 namespace {
+
+/// The pointwise arithmetic over `pixels` RGB pixels: YCbCr, or fma(v, a[c], b[c]) per sample.
+template <class In>
+PINFEED_INLINE void pointwise_body(const In* in, std::size_t pixels, bool ycbcr, const float a[3], const float b[3], float* dst) {
+  for (std::size_t p = 0; p < pixels; ++p) {
+    float v[3];
+    for (int c = 0; c < 3; ++c) v[c] = static_cast<float>(in[3 * p + c]);
+    if (ycbcr) {
+      float t[3];
+      for (int c = 0; c < 3; ++c)
+        t[c] = std::fma(ops::detail::ycbcr_matrix(c, 0), v[0],
+                        std::fma(ops::detail::ycbcr_matrix(c, 1), v[1],
+                                 std::fma(ops::detail::ycbcr_matrix(c, 2), v[2], ops::detail::ycbcr_offset(c))));
+      for (int c = 0; c < 3; ++c) dst[3 * p + c] = t[c];
+    } else {
+      for (int c = 0; c < 3; ++c) dst[3 * p + c] = std::fma(v[c], a[c], b[c]);
+    }
+  }
+}
+PINFEED_FMA_CLONES void pointwise_pixels(const std::uint8_t* in, std::size_t pixels, bool ycbcr, const float a[3],
+                                         const float b[3], float* dst) {
+  pointwise_body(in, pixels, ycbcr, a, b, dst);
+}
+PINFEED_FMA_CLONES void pointwise_pixels(const float* in, std::size_t pixels, bool ycbcr, const float a[3], const float b[3],
+                                         float* dst) {
+  pointwise_body(in, pixels, ycbcr, a, b, dst);
+}
 
 class pointwise_transform final : public transform {
  public:
@@ -53,7 +81,6 @@ class pointwise_transform final : public transform {
   }
   void apply(const image_view& in, const image_view& out, philox_stream) const override {
     const auto pixels = static_cast<std::size_t>(in.spec.height * in.spec.width);
-    float* dst = out.as<float>();
     float a[3] = {1, 1, 1}, b[3] = {0, 0, 0};
     if (kind_ == kind::scale) a[0] = a[1] = a[2] = factor_;
     if (kind_ == kind::normalize)
@@ -61,21 +88,8 @@ class pointwise_transform final : public transform {
         a[c] = 1.0f / std_[c];
         b[c] = -mean_[c] / std_[c];
       }
-    for (std::size_t p = 0; p < pixels; ++p) {
-      float v[3];
-      for (int c = 0; c < 3; ++c)
-        v[c] = in.spec.type == dtype::u8 ? static_cast<float>(in.as<std::uint8_t>()[3 * p + c]) : in.as<float>()[3 * p + c];
-      if (kind_ == kind::ycbcr) {
-        float t[3];
-        for (int c = 0; c < 3; ++c)
-          t[c] = std::fma(ops::detail::ycbcr_matrix(c, 0), v[0],
-                          std::fma(ops::detail::ycbcr_matrix(c, 1), v[1],
-                                   std::fma(ops::detail::ycbcr_matrix(c, 2), v[2], ops::detail::ycbcr_offset(c))));
-        for (int c = 0; c < 3; ++c) dst[3 * p + c] = t[c];
-      } else {
-        for (int c = 0; c < 3; ++c) dst[3 * p + c] = std::fma(v[c], a[c], b[c]);
-      }
-    }
+    if (in.spec.type == dtype::u8) pointwise_pixels(in.as<std::uint8_t>(), pixels, kind_ == kind::ycbcr, a, b, out.as<float>());
+    else pointwise_pixels(in.as<float>(), pixels, kind_ == kind::ycbcr, a, b, out.as<float>());
   }
 
  private:

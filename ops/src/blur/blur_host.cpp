@@ -6,7 +6,7 @@
 #include <cmath>
 #include <string>
 
-#include "../clones.hpp"
+#include "pinfeed/runtime/detail/clones.hpp"
 #include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::ops {

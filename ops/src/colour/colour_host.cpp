@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "../clones.hpp"
+#include "pinfeed/runtime/detail/clones.hpp"
 #include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::ops {

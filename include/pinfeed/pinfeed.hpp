@@ -21,6 +21,7 @@
 #include "pinfeed/ops/colour.hpp"
 #include "pinfeed/ops/encode.hpp"
 #include "pinfeed/ops/geometry.hpp"
+#include "pinfeed/ops/histogram.hpp"
 #include "pinfeed/ops/jpeg_planes.hpp"
 #include "pinfeed/ops/normalize.hpp"
 #include "pinfeed/ops/policies.hpp"

@@ -1,4 +1,4 @@
-// The colour and histogram ops of colour.hpp, on the host: the header's statement, sample by sample.
+// The colour ops of colour.hpp, on the host: the header's statement, sample by sample.
 #include "pinfeed/ops/colour.hpp"
 
 #include <algorithm>
@@ -8,28 +8,14 @@
 #include <string>
 
 #include "pinfeed/runtime/detail/clones.hpp"
+#include "samples.hpp"
 #include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::ops {
+using samples::check;
+using samples::check_factor;
+using samples::to_u8;
 namespace {
-
-void check(const char* op, const std::uint8_t* in, std::int64_t pixels, int channels, const std::uint8_t* out) {
-  if (channels != 1 && channels != 3)
-    throw pinfeed::invalid_argument(std::string(op) + ": images of 1 or 3 channels, not " + std::to_string(channels));
-  if (pixels < 0) throw pinfeed::invalid_argument(std::string(op) + ": a negative pixel count " + std::to_string(pixels));
-  if (pixels > 0 && (in == nullptr || out == nullptr)) throw pinfeed::invalid_argument(std::string(op) + ": a null image");
-}
-
-void check_factor(const char* op, double factor) {
-  if (!(factor >= 0.0) || !std::isfinite(factor))
-    throw pinfeed::invalid_argument(std::string(op) + ": the factor must be finite and not negative, not " +
-                                    std::to_string(factor));
-}
-
-/// A float in [0, 255] (or past it) to a sample: clamped, then truncated.
-PINFEED_INLINE std::uint8_t to_u8(float v) {
-  return static_cast<std::uint8_t>(static_cast<int>(std::min(std::max(v, 0.0f), 255.0f)));
-}
 
 /// grey(p) of the header, a float.
 PINFEED_INLINE float grey(const std::uint8_t* p) {
@@ -117,52 +103,6 @@ PINFEED_FMA_CLONES void solarize_u8(const std::uint8_t* in, std::int64_t pixels,
   const float t = static_cast<float>(threshold);
   for (std::int64_t i = 0, n = pixels * channels; i < n; ++i)
     out[i] = static_cast<float>(in[i]) >= t ? static_cast<std::uint8_t>(255 - in[i]) : in[i];
-}
-
-PINFEED_FMA_CLONES void autocontrast_u8(const std::uint8_t* in, std::int64_t pixels, int channels, std::uint8_t* out) {
-  check("autocontrast", in, pixels, channels, out);
-  std::array<std::uint8_t, 3> lo{255, 255, 255}, hi{0, 0, 0};
-  for (std::int64_t i = 0; i < pixels; ++i)
-    for (int c = 0; c < channels; ++c) {
-      lo[c] = std::min(lo[c], in[channels * i + c]);
-      hi[c] = std::max(hi[c], in[channels * i + c]);
-    }
-  std::array<std::array<std::uint8_t, 256>, 3> lut{};
-  for (int c = 0; c < channels; ++c)
-    for (int x = 0; x < 256; ++x) {
-      if (lo[c] >= hi[c]) {
-        lut[c][x] = static_cast<std::uint8_t>(x);
-        continue;
-      }
-      const float inv = static_cast<float>(hi[c] - lo[c]) * static_cast<float>(1.0 / 255.0);
-      lut[c][x] = to_u8((static_cast<float>(x) - static_cast<float>(lo[c])) / inv);
-    }
-  for (std::int64_t i = 0; i < pixels; ++i)
-    for (int c = 0; c < channels; ++c) out[channels * i + c] = lut[c][in[channels * i + c]];
-}
-
-void equalize_u8(const std::uint8_t* in, std::int64_t pixels, int channels, std::uint8_t* out) {
-  check("equalize", in, pixels, channels, out);
-  std::array<std::array<std::int64_t, 256>, 3> hist{};
-  for (std::int64_t i = 0; i < pixels; ++i)
-    for (int c = 0; c < channels; ++c) ++hist[c][in[channels * i + c]];
-  std::array<std::array<std::uint8_t, 256>, 3> lut{};
-  for (int c = 0; c < channels; ++c) {
-    int top = 255;
-    while (top > 0 && hist[c][top] == 0) --top;
-    const std::int64_t step = (pixels - hist[c][top]) / 255;
-    std::int64_t cum = 0;
-    for (int x = 0; x < 256; ++x) {
-      if (step == 0) {
-        lut[c][x] = static_cast<std::uint8_t>(x);
-        continue;
-      }
-      lut[c][x] = static_cast<std::uint8_t>(x == 0 ? 0 : std::min<std::int64_t>(255, (cum + step / 2) / step));
-      cum += hist[c][x];
-    }
-  }
-  for (std::int64_t i = 0; i < pixels; ++i)
-    for (int c = 0; c < channels; ++c) out[channels * i + c] = lut[c][in[channels * i + c]];
 }
 
 void invert_u8(const std::uint8_t* in, std::int64_t pixels, int channels, std::uint8_t* out) {

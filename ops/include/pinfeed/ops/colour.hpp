@@ -1,6 +1,6 @@
 #pragma once
 /// @file colour.hpp
-/// pinfeed's colour and histogram ops on 8-bit images (rows of pixels, 1 or 3 samples a pixel,
+/// pinfeed's colour ops on 8-bit images (rows of pixels, 1 or 3 samples a pixel,
 /// packed): each the arithmetic of torchvision.transforms.v2.functional on a uint8 tensor on the
 /// CPU, stated here. Floats are IEEE float32; F(x) is sample x as a float (exact); f32(v) rounds a
 /// real or double to float32 (ties to even); fma(a, b, c) = a b + c rounded once (std::fmaf: what
@@ -25,12 +25,6 @@
 ///   and columns as they are; images of 2 rows or columns or fewer as they are.
 /// - posterize(bits): x & ((2^bits - 1) << (8 - bits)), bits 1..8.
 /// - solarize(t): 255 - x where F(x) >= f32(t), else x.
-/// - autocontrast: per channel, lo and hi its least and greatest sample; lo == hi: as it is; else
-///   trunc(clamp(f32((F(x) - F(lo)) / f32(f32(F(hi - lo)) f32(1/255))), 0, 255)) (a float division:
-///   the greatest sample becomes 254 for most ranges, as torchvision's does).
-/// - equalize: per channel, hist its 256 counts, cum their running sums, top the greatest sample,
-///   step = floor((N - hist[top]) / 255); step 0: as it is; else lut[0] = 0, lut[k] =
-///   min(255, floor((cum[k - 1] + floor(step / 2)) / step)), out = lut[x] (integers: PIL's scheme).
 /// - invert: 255 - x.
 /// - hue(h), h in [-0.5, 0.5], 3 channels: each sample to v = f32(F(x) f32(1/255)); then HSV:
 ///   hi, lo the greatest and least of r, g, b; eq = (hi == lo); s = (hi - lo) / (eq ? 1 : hi);
@@ -45,6 +39,8 @@
 
 #include <cstdint>
 
+#include "pinfeed/ops/histogram.hpp"  // autocontrast, equalize
+
 namespace pinfeed::ops {
 
 /// Each takes `pixels` pixels of `channels` (1 or 3) samples at `in` and writes as many to `out`
@@ -58,8 +54,6 @@ void saturation_u8(const std::uint8_t* in, std::int64_t pixels, int channels, do
 void contrast_u8(const std::uint8_t* in, std::int64_t pixels, int channels, double factor, std::uint8_t* out);
 void posterize_u8(const std::uint8_t* in, std::int64_t pixels, int channels, int bits, std::uint8_t* out);
 void solarize_u8(const std::uint8_t* in, std::int64_t pixels, int channels, double threshold, std::uint8_t* out);
-void autocontrast_u8(const std::uint8_t* in, std::int64_t pixels, int channels, std::uint8_t* out);
-void equalize_u8(const std::uint8_t* in, std::int64_t pixels, int channels, std::uint8_t* out);
 void invert_u8(const std::uint8_t* in, std::int64_t pixels, int channels, std::uint8_t* out);
 /// 3 channels only (a grey image has no hue); throws std::invalid_argument naming a factor
 /// outside [-0.5, 0.5].

@@ -10,6 +10,7 @@
 #include "pinfeed/loaders/transforms.hpp"
 #include "pinfeed/ops/blur.hpp"
 #include "test_util.hpp"
+#include "step_checks.hpp"
 #include "torchvision_compare.hpp"
 
 using namespace pinfeed;
@@ -74,16 +75,9 @@ TEST_CASE("blur.bad_values_are_refused_with_a_caret_under_the_value") {
                                                                       {"gaussian_blur(3, 1, 6, 1)", 20},
                                                                       {"gaussian_blur(3,1,5,-2)", 20},
                                                                       {"gaussian_blur(3,1,5)", 18}}) {
-    CAPTURE(text);
-    try {
-      (void)parse_pipeline(text);
-      FAIL("accepted");
-    } catch (const std::invalid_argument& e) {
-      const std::string what = e.what();
-      CHECK(what.find("gaussian_blur: ") != std::string::npos);
-      CHECK(what.find("\n  " + text + "\n  " + std::string(where, ' ') + "^") != std::string::npos);
-    }
+    test::check_refused_at(text, "gaussian_blur: ", where);
   }
+
   CHECK_THROWS_WITH_AS((void)parse_pipeline("gaussian_blur(4)"), doctest::Contains("odd whole number from 1 to 1023, got 4"),
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS((void)parse_pipeline("gaussian_blur(3,-0.5)"), doctest::Contains("sigma must be greater than 0"),

@@ -11,6 +11,7 @@
 #include "pinfeed/loaders/transforms.hpp"
 #include "pinfeed/ops/geometry.hpp"
 #include "test_util.hpp"
+#include "step_checks.hpp"
 #include "torchvision_compare.hpp"
 
 using namespace pinfeed;
@@ -74,14 +75,9 @@ TEST_CASE("geometry.bad_values_are_refused_with_a_caret_under_the_value") {
                                                                       {"shear_x(0.3,interpolation=nearest,interpolation=bilinear)", 34},
                                                                       {"translate_y(2,-1)", 14},
                                                                       {"rotate(interpolation=bilinear,30)", 30}}) {
-    CAPTURE(text);
-    try {
-      (void)parse_pipeline(text);
-      FAIL("accepted");
-    } catch (const std::invalid_argument& e) {
-      CHECK(std::string(e.what()).find("\n  " + text + "\n  " + std::string(where, ' ') + "^") != std::string::npos);
-    }
+    test::check_refused_at(text, "", where);
   }
+
   CHECK_THROWS_WITH_AS((void)parse_pipeline("rotate(30,interpolation=cubic)"),
                        doctest::Contains("interpolation must be one of nearest, bilinear, not 'cubic'"), std::invalid_argument);
   CHECK_THROWS_WITH_AS((void)parse_pipeline("rotate(30,interp=bilinear)"), doctest::Contains("its options: interpolation"),

@@ -16,53 +16,16 @@
 #include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/loader.hpp"
 #include "test_util.hpp"
+#include "step_checks.hpp"
 #include "torchvision_compare.hpp"
 
 using namespace pinfeed;
 using namespace pinfeed::loaders;
 using ops::aug_op;
+using test::check_chi_square;
+using test::chi_square_p;
 
 namespace {
-
-/// The upper tail of the chi-square distribution with `dof` degrees of freedom at `x`: Q(dof / 2,
-/// x / 2), the regularized upper incomplete gamma function (its series below a + 1, its continued
-/// fraction above).
-double chi_square_p(double x, int dof) {
-  const double a = dof / 2.0, z = x / 2.0;
-  if (z <= 0) return 1.0;
-  const double front = std::exp(-z + a * std::log(z) - std::lgamma(a));
-  if (z < a + 1) {
-    double term = 1.0 / a, sum = term;
-    for (int n = 1; n < 10000 && std::abs(term) > std::abs(sum) * 1e-15; ++n) sum += (term *= z / (a + n));
-    return 1.0 - sum * front;
-  }
-  constexpr double tiny = 1e-300;
-  double b = z + 1 - a, c = 1 / tiny, d = 1 / b, h = d;
-  for (int i = 1; i < 10000; ++i) {
-    const double an = -i * (i - a);
-    b += 2;
-    d = an * d + b;
-    d = std::abs(d) < tiny ? tiny : d;
-    c = b + an / c;
-    c = std::abs(c) < tiny ? tiny : c;
-    d = 1 / d;
-    const double step = d * c;
-    h *= step;
-    if (std::abs(step - 1) < 1e-15) break;
-  }
-  return front * h;
-}
-
-/// Chi-square of observed counts against expected ones; prints the statistic and p, checks p > 0.001.
-double check_chi_square(const std::string& what, const std::vector<double>& observed, const std::vector<double>& expected) {
-  double x = 0;
-  for (std::size_t i = 0; i < observed.size(); ++i) x += (observed[i] - expected[i]) * (observed[i] - expected[i]) / expected[i];
-  const int dof = static_cast<int>(observed.size()) - 1;
-  const double p = chi_square_p(x, dof);
-  MESSAGE(what << ": chi-square " << x << " with " << dof << " degrees of freedom, p = " << p);
-  CHECK_MESSAGE(p > 0.001, what);
-  return p;
-}
 
 std::vector<std::uint8_t> photo_like(std::int64_t h, std::int64_t w, int c, std::uint32_t seed) {
   std::vector<std::uint8_t> img(static_cast<std::size_t>(h * w * c));
@@ -341,15 +304,7 @@ TEST_CASE("policies.bad_values_are_refused_with_a_caret") {
            {"trivial_augment(2.5)", 16, "bins must be a whole number, got 2.5"},
            {"trivial_augment(interpolation=bicubic)", 30, "must be one of nearest, bilinear, not 'bicubic'"},
            {"rotate(imagenet)", 7, "rotate: expected a number, not 'imagenet'"}}) {
-    CAPTURE(text);
-    try {
-      (void)parse_pipeline(text);
-      FAIL("accepted");
-    } catch (const std::invalid_argument& e) {
-      const std::string what = e.what();
-      CHECK(what.find(says) != std::string::npos);
-      CHECK(what.find("\n  " + text + "\n  " + std::string(where, ' ') + "^") != std::string::npos);
-    }
+    test::check_refused_at(text, says, where);
   }
   // Names read back as the same step.
   for (const char* s : {"trivial_augment", "trivial_augment(15)", "rand_augment(2,9,31)", "auto_augment(cifar10)",

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "pinfeed/loaders/transforms.hpp"
+#include "step_checks.hpp"
 #include "test_util.hpp"
 
 using namespace pinfeed;
@@ -45,37 +46,6 @@ std::vector<double> numbers_in(const std::string& s) {
   static const std::regex number(R"(-?[0-9]+(\.[0-9]+)?(e-?[0-9]+)?)");
   for (auto it = std::sregex_iterator(s.begin(), s.end(), number); it != std::sregex_iterator(); ++it) out.push_back(std::stod(it->str()));
   return out;
-}
-
-double p_value(double x, int dof) {  // the chi-square's upper tail: Q(dof / 2, x / 2)
-  const double a = dof / 2.0, z = x / 2.0;
-  if (z <= 0) return 1.0;
-  const double front = std::exp(-z + a * std::log(z) - std::lgamma(a));
-  if (z < a + 1) {
-    double term = 1.0 / a, sum = term;
-    for (int n = 1; n < 10000 && std::abs(term) > std::abs(sum) * 1e-15; ++n) sum += (term *= z / (a + n));
-    return 1.0 - sum * front;
-  }
-  double b = z + 1 - a, c = 1e300, d = 1 / b, h = d;
-  for (int i = 1; i < 10000; ++i) {
-    const double an = -i * (i - a);
-    b += 2;
-    d = 1 / (an * d + b);
-    c = b + an / c;
-    h *= d * c;
-    if (std::abs(d * c - 1) < 1e-15) break;
-  }
-  return front * h;
-}
-
-void uniform_over(const std::string& what, const std::vector<double>& counts) {
-  double total = 0, x = 0;
-  for (double v : counts) total += v;
-  const double e = total / static_cast<double>(counts.size());
-  for (double v : counts) x += (v - e) * (v - e) / e;
-  const double p = p_value(x, static_cast<int>(counts.size()) - 1);
-  MESSAGE(what << ": chi-square " << x << " with " << counts.size() - 1 << " degrees of freedom, p = " << p);
-  CHECK_MESSAGE(p > 0.001, what);
 }
 
 }  // namespace
@@ -125,7 +95,7 @@ TEST_CASE("random_steps.draws_follow_torchvisions_distributions") {
       REQUIRE(a < 40.0);
       bins[static_cast<std::size_t>((a + 40.0) / 5.0)] += 1;
     }
-    uniform_over("random_rotation(40): angle in 16 bins", bins);
+    test::check_uniform("random_rotation(40): angle in 16 bins", bins);
   }
   {  // color_jitter(0.5, 0.5, 0.5, 0.2): each order of the four equally likely; the factors in range.
     std::map<std::string, double> orders;
@@ -148,8 +118,8 @@ TEST_CASE("random_steps.draws_follow_torchvisions_distributions") {
     REQUIRE(orders.size() == 24);
     std::vector<double> counts;
     for (const auto& [k, v] : orders) counts.push_back(v);
-    uniform_over("color_jitter: the 24 orders", counts);
-    uniform_over("color_jitter: the brightness factor in 10 bins", brightness);
+    test::check_uniform("color_jitter: the 24 orders", counts);
+    test::check_uniform("color_jitter: the brightness factor in 10 bins", brightness);
   }
   {  // random_grayscale(0.3) and random_erasing(0.25): applied with their probability.
     for (const auto& [spelling, p] : std::vector<std::pair<const char*, double>>{{"random_grayscale(0.3)", 0.3}, {"random_erasing(0.25)", 0.25}}) {
@@ -157,7 +127,7 @@ TEST_CASE("random_steps.draws_follow_torchvisions_distributions") {
       for (int i = 0; i < samples; ++i) applied += !explain(spelling, static_cast<std::uint64_t>(i)).empty();
       const double e = samples * p;
       const double x = (applied - e) * (applied - e) / e + (applied - e) * (applied - e) / (samples - e);
-      const double pv = p_value(x, 1);
+      const double pv = test::chi_square_p(x, 1);
       MESSAGE(std::string(spelling) << ": applied " << applied << " of " << samples << ", chi-square " << x << ", p = " << pv);
       CHECK(pv > 0.001);
     }
@@ -202,15 +172,7 @@ TEST_CASE("random_steps.bad_values_are_refused_with_a_caret") {
            {"random_erasing(0.5,value=300)", 25, "the value must be in [0, 255] or random, got 300"},
            {"random_erasing(0.5,value=noise)", 25, "value must be a finite number or one of random, not 'noise'"},
            {"erase(1,2,3.5,4)", 10, "whole numbers, got 3.5"}}) {
-    CAPTURE(text);
-    try {
-      (void)parse_pipeline(text);
-      FAIL("accepted");
-    } catch (const std::invalid_argument& e) {
-      const std::string what = e.what();
-      CHECK(what.find(says) != std::string::npos);
-      CHECK(what.find("\n  " + text + "\n  " + std::string(where, ' ') + "^") != std::string::npos);
-    }
+    test::check_refused_at(text, says, where);
   }
   // Names read back as the same step.
   for (const char* s : {"color_jitter(0.4,0.4,0.4,0.1)", "random_grayscale(0.1)", "random_rotation(30,0)",

@@ -5,6 +5,7 @@ photos/ folder) cut to odd and even sizes, RGB and grey, and three made ones: a 
 two-level image and a gradient of every value. Without the photos (outside the test environment)
 smooth photo-like fields with noise stand in for them, and the manifest says so.
 """
+import json
 import os
 
 import numpy as np
@@ -45,3 +46,36 @@ def images():
     out.append(("every-value", np.arange(256 * 3, dtype=np.int64).reshape(16, 16, 3).astype(np.uint8)))
     greys = [(name + "-grey", np.ascontiguousarray(img[..., :1])) for name, img in out[:3]]
     return out + greys, real
+
+
+def write_manifest(out_dir, entries, real):
+    """Writes OUT_DIR/manifest.json (torch's and torchvision's versions, PyTorch's CPU kernels,
+    whether real photos were cut, the cases) and prints one line saying so."""
+    import torch
+    import torchvision
+    with open(os.path.join(out_dir, "manifest.json"), "w") as f:
+        json.dump({"torch": torch.__version__, "torchvision": torchvision.__version__,
+                   "cpu_capability": torch.backends.cpu.get_cpu_capability(), "photos": real, "entries": entries}, f,
+                  indent=1)
+    print("%d cases, torch %s, torchvision %s, %s" % (len(entries), torch.__version__, torchvision.__version__,
+                                                   "real photos" if real else "no photos: made fields instead"))
+
+
+def save_case(out_dir, name, k, tensor):
+    """Writes torchvision's output (a CHW tensor) as NAME.K.out.npy (HWC) and returns the file name."""
+    file = "%s.%d.out.npy" % (name, k)
+    np.save(os.path.join(out_dir, file), tensor.permute(1, 2, 0).contiguous().numpy())
+    return file
+
+
+def prepared(out_dir):
+    """Makes OUT_DIR and writes each image of images() there as NAME.in.npy: [(name, HWC array, CHW
+    uint8 tensor)], and whether real photos were cut."""
+    import torch
+    os.makedirs(out_dir, exist_ok=True)
+    imgs, real = images()
+    out = []
+    for name, img in imgs:
+        np.save(os.path.join(out_dir, name + ".in.npy"), img)
+        out.append((name, img, torch.from_numpy(img).permute(2, 0, 1).contiguous()))
+    return out, real

@@ -35,9 +35,7 @@ class gaussian_blur_transform final : public transform {
            format_number(sy_) + ")";
   }
   image_spec output_spec(const image_spec& in) const override {
-    require_type(*this, in, false);
-    if (in.channels != 1 && in.channels != 3)
-      throw pinfeed::invalid_argument(name() + ": needs 1 or 3 channels, input is " + shape_text(in));
+    require_grey_or_rgb(*this, in);
     if (in.width >= 0 && in.height >= 0 && (kx_ / 2 >= in.width || ky_ / 2 >= in.height))
       throw pinfeed::invalid_argument(name() + ": the image must be wider than " + std::to_string(kx_ / 2) +
                                       " and taller than " + std::to_string(ky_ / 2) + " pixels (the reflected border), input is " +

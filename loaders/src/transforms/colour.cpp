@@ -72,9 +72,7 @@ class colour_transform final : public transform {
     return takes_value(op_) ? std::string(op_name(op_)) + "(" + format_number(value_) + ")" : op_name(op_);
   }
   image_spec output_spec(const image_spec& in) const override {
-    require_type(*this, in, false);
-    if (in.channels != 1 && in.channels != 3)
-      throw pinfeed::invalid_argument(name() + ": needs 1 or 3 channels, input is " + shape_text(in));
+    require_grey_or_rgb(*this, in);
     if (op_ == colour_op::hue && in.channels != 3)
       throw pinfeed::invalid_argument(name() + ": needs 3 channels (a grey image has no hue), input is " + shape_text(in));
     image_spec out = in;
@@ -129,9 +127,7 @@ class color_jitter_transform final : public transform {
            "," + format_number(amounts_[3]) + ")";
   }
   image_spec output_spec(const image_spec& in) const override {
-    require_type(*this, in, false);
-    if (in.channels != 1 && in.channels != 3)
-      throw pinfeed::invalid_argument(name() + ": needs 1 or 3 channels, input is " + shape_text(in));
+    require_grey_or_rgb(*this, in);
     return in;
   }
   bool in_place() const override { return true; }
@@ -189,9 +185,7 @@ class random_grayscale_transform final : public transform {
   }
   std::string name() const override { return "random_grayscale(" + format_number(p_) + ")"; }
   image_spec output_spec(const image_spec& in) const override {
-    require_type(*this, in, false);
-    if (in.channels != 1 && in.channels != 3)
-      throw pinfeed::invalid_argument(name() + ": needs 1 or 3 channels, input is " + shape_text(in));
+    require_grey_or_rgb(*this, in);
     return in;
   }
   bool in_place() const override { return true; }

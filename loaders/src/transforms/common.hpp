@@ -29,6 +29,14 @@ inline void require_type(const transform& t, const image_spec& in, bool allow_fl
     throw pinfeed::invalid_argument(t.name() + ": unsupported input " + shape_text(in));
 }
 
+/// The checks of an augmentation step: uint8 (or, where `allow_float`, float) images of 1 or 3
+/// channels, refused naming the step and the input otherwise.
+inline void require_grey_or_rgb(const transform& t, const image_spec& in, bool allow_float = false) {
+  require_type(t, in, allow_float);
+  if (in.channels != 1 && in.channels != 3)
+    throw pinfeed::invalid_argument(t.name() + ": needs 1 or 3 channels, input is " + shape_text(in));
+}
+
 /// Shortest text that reads back as the same float (names must round-trip through the parser).
 inline std::string format_number(double v) {
   for (int precision = 6; precision <= 17; ++precision) {

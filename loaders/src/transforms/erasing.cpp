@@ -39,9 +39,7 @@ class random_erasing_transform final : public transform {
     return s + ",value=per-channel)";  // through the C++ API only
   }
   image_spec output_spec(const image_spec& in) const override {
-    require_type(*this, in, true);  // uint8, or float after normalize (torchvision's recipes erase there)
-    if (in.channels != 1 && in.channels != 3)
-      throw pinfeed::invalid_argument(name() + ": needs 1 or 3 channels, input is " + shape_text(in));
+    require_grey_or_rgb(*this, in, true);  // uint8, or float after normalize (torchvision's recipes erase there)
     if (value_.size() > 1 && static_cast<int>(value_.size()) != in.channels)
       throw pinfeed::invalid_argument(name() + ": " + std::to_string(value_.size()) + " values for an image of " +
                                       std::to_string(in.channels) + " channels");
@@ -123,9 +121,7 @@ class erase_transform final : public transform {
     return value_.size() == 1 ? s + ",value=" + format_number(value_[0]) + ")" : s + ",value=per-channel)";
   }
   image_spec output_spec(const image_spec& in) const override {
-    require_type(*this, in, false);
-    if (in.channels != 1 && in.channels != 3)
-      throw pinfeed::invalid_argument(name() + ": needs 1 or 3 channels, input is " + shape_text(in));
+    require_grey_or_rgb(*this, in);
     if (in.height >= 0 && in.width >= 0 && (box_[0] + box_[2] > in.height || box_[1] + box_[3] > in.width))
       throw pinfeed::invalid_argument(name() + ": the box reaches past the image, input is " + shape_text(in));
     if (value_.size() > 1 && static_cast<int>(value_.size()) != in.channels)

@@ -53,9 +53,7 @@ class geometry_transform final : public transform {
     return s + ")";
   }
   image_spec output_spec(const image_spec& in) const override {
-    require_type(*this, in, false);
-    if (in.channels != 1 && in.channels != 3)
-      throw pinfeed::invalid_argument(name() + ": needs 1 or 3 channels, input is " + shape_text(in));
+    require_grey_or_rgb(*this, in);
     return in;
   }
   void apply(const image_view& in, const image_view& out, philox_stream) const override {
@@ -118,9 +116,7 @@ class random_warp_transform final : public transform {
     return s + ")";
   }
   image_spec output_spec(const image_spec& in) const override {
-    require_type(*this, in, false);
-    if (in.channels != 1 && in.channels != 3)
-      throw pinfeed::invalid_argument(name() + ": needs 1 or 3 channels, input is " + shape_text(in));
+    require_grey_or_rgb(*this, in);
     return in;
   }
   /// angle, tx, ty, scale, shear: RandomAffine's order (the translations rounded half to even).

@@ -103,9 +103,7 @@ class policy_transform final : public augment_policy {
     return name_ + "(" + (args_.empty() ? opts.substr(1) : args_ + opts) + ")";
   }
   image_spec output_spec(const image_spec& in) const override {
-    require_type(*this, in, false);
-    if (in.channels != 1 && in.channels != 3)
-      throw pinfeed::invalid_argument(name() + ": needs 1 or 3 channels, input is " + shape_text(in));
+    require_grey_or_rgb(*this, in);
     return in;
   }
 

@@ -9,17 +9,15 @@ tensor, the CPU), over the images of torchvision_images.py: real photos cut to o
 RGB and grey, a flat image, a two-level image, and a gradient of every value. The manifest names each
 case's pinfeed spelling. Exits 3 where torch or torchvision cannot be imported (the test then says so).
 """
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 try:
-    import numpy as np
-    import torch
-    import torchvision
+    import torch  # noqa: F401 - the reference must be importable
+    import torchvision  # noqa: F401
     from torchvision.transforms.v2 import functional as F
-    from torchvision_images import images
+    from torchvision_images import prepared, save_case, write_manifest
 except Exception as e:  # noqa: BLE001 - any import failure means no reference here
     print("torchvision is not importable: %s" % e)
     sys.exit(3)
@@ -46,25 +44,15 @@ def cases():
 
 def main():
     out_dir = sys.argv[1]
-    os.makedirs(out_dir, exist_ok=True)
     entries = []
-    imgs, real = images()
-    for name, img in imgs:
-        np.save(os.path.join(out_dir, name + ".in.npy"), img)
-        t = torch.from_numpy(img).permute(2, 0, 1).contiguous()
+    inputs, real = prepared(out_dir)
+    for name, img, t in inputs:
         for k, (spelling, op) in enumerate(cases()):
             if (spelling.startswith("grayscale") or spelling.startswith("hue")) and img.shape[2] == 1:
                 continue  # a copy in torchvision; pinfeed's grayscale copies too, its hue refuses grey (unit tests)
-            res = op(t)
-            arr = res.permute(1, 2, 0).contiguous().numpy()
-            file = "%s.%d.out.npy" % (name, k)
-            np.save(os.path.join(out_dir, file), arr)
+            file = save_case(out_dir, name, k, op(t))
             entries.append({"image": name + ".in.npy", "steps": spelling, "expected": file})
-    with open(os.path.join(out_dir, "manifest.json"), "w") as f:
-        json.dump({"torch": torch.__version__, "torchvision": torchvision.__version__,
-                   "cpu_capability": torch.backends.cpu.get_cpu_capability(), "photos": real, "entries": entries}, f, indent=1)
-    print("%d cases, torch %s, torchvision %s, %s" % (len(entries), torch.__version__, torchvision.__version__,
-                                                   "real photos" if real else "no photos: made fields instead"))
+    write_manifest(out_dir, entries, real)
 
 
 if __name__ == "__main__":

@@ -9,19 +9,17 @@ auto-augment policies' ShearX, ShearY, TranslateX and TranslateY as torchvision'
 affine, each at several magnitudes, nearest and bilinear, without a fill and with one, over the
 images of torchvision_images.py. Exits 3 where torch or torchvision cannot be imported.
 """
-import json
 import math
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 try:
-    import numpy as np
-    import torch
-    import torchvision
+    import torch  # noqa: F401 - the reference must be importable
+    import torchvision  # noqa: F401
     from torchvision.transforms.v2 import InterpolationMode
     from torchvision.transforms.v2 import functional as F
-    from torchvision_images import images
+    from torchvision_images import prepared, save_case, write_manifest
 except Exception as e:  # noqa: BLE001 - any import failure means no reference here
     print("torchvision is not importable: %s" % e)
     sys.exit(3)
@@ -63,24 +61,15 @@ def cases():
 
 def main():
     out_dir = sys.argv[1]
-    os.makedirs(out_dir, exist_ok=True)
     entries = []
-    imgs, real = images()
-    for name, img in imgs:
-        np.save(os.path.join(out_dir, name + ".in.npy"), img)
-        t = torch.from_numpy(img).permute(2, 0, 1).contiguous()
+    inputs, real = prepared(out_dir)
+    for name, img, t in inputs:
         for k, (op, spelling, fn) in enumerate(cases()):
             res = fn(t)
-            file = "%s.%d.out.npy" % (name, k)
-            np.save(os.path.join(out_dir, file), res.permute(1, 2, 0).contiguous().numpy())
+            file = save_case(out_dir, name, k, res)
             mode = "bilinear" if "bilinear" in spelling else "nearest"
             entries.append({"image": name + ".in.npy", "steps": spelling, "op": op + " " + mode, "expected": file})
-    with open(os.path.join(out_dir, "manifest.json"), "w") as f:
-        json.dump({"torch": torch.__version__, "torchvision": torchvision.__version__,
-                   "cpu_capability": torch.backends.cpu.get_cpu_capability(), "photos": real, "entries": entries}, f,
-                  indent=1)
-    print("%d cases, torch %s, torchvision %s, %s" % (len(entries), torch.__version__, torchvision.__version__,
-                                                   "real photos" if real else "no photos: made fields instead"))
+    write_manifest(out_dir, entries, real)
 
 
 if __name__ == "__main__":

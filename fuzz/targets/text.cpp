@@ -92,6 +92,35 @@ outcome shard_pattern(bytes input) {
   return outcome::accepted;
 }
 
+/// What each step says it did to a sample (transform::explain) is a pipeline that parses and gives
+/// the step's own output shape (noise drawn from the stream, value=random, is no step of its own).
+void explanations_parse(std::string_view name, const loaders::pipeline& p) {
+  const auto same = [](const loaders::image_spec& a, const loaders::image_spec& b) {
+    return a.height == b.height && a.width == b.width && a.channels == b.channels && a.type == b.type;
+  };
+  loaders::image_spec cur{480, 640, 3};
+  for (std::size_t k = 0; k < p.steps().size(); ++k) {
+    const auto& step = *p.steps()[k];
+    loaders::image_spec next;
+    try {
+      next = step.output_spec(cur);
+    } catch (const std::invalid_argument&) {
+      return;
+    }
+    const std::string why = step.explain(cur, philox_stream(1, 0, k));
+    if (why.find("value=random") == std::string::npos && why.find("per-channel") == std::string::npos) {
+      try {
+        const loaders::pipeline e = loaders::parse_pipeline(why);
+        if (!same(e.empty() ? cur : e.output_spec(cur), next))
+          broken(name, "'" + step.name() + "' explained as '" + why + "', which gives another shape");
+      } catch (const std::invalid_argument& x) {
+        broken(name, "'" + step.name() + "' explained as '" + why + "', which is refused: " + x.what());
+      }
+    }
+    cur = next;
+  }
+}
+
 outcome pipeline(bytes input) {
   constexpr std::string_view name = "pipeline";
   const auto text = text_of(input);
@@ -118,6 +147,7 @@ outcome pipeline(bytes input) {
     } catch (const std::invalid_argument&) {
     }
   }
+  explanations_parse(name, p);
   return outcome::accepted;
 }
 

@@ -52,7 +52,7 @@ std::vector<double> numbers_in(const std::string& s) {
 
 TEST_CASE("random_steps.every_output_is_the_pipeline_its_explanation_names") {
   for (const char* spelling :
-       {"color_jitter(0.4,0.4,0.4,0.1)", "color_jitter(0.8,0,0.5,0.5)", "random_grayscale(0.5)", "random_rotation(45)",
+       {"hflip(0.5)", "color_jitter(0.4,0.4,0.4,0.1)", "color_jitter(0.8,0,0.5,0.5)", "random_grayscale(0.5)", "random_rotation(45)",
         "random_rotation(180,interpolation=bilinear)", "random_affine(30,0.2,0.1,0.8,1.2,10)",
         "random_affine(5,0,0.3,1,1,0,128,interpolation=bilinear)", "random_gaussian_blur(5,0.1,3)", "random_erasing(0.7)",
         "random_erasing(1,0.02,0.5,0.3,3.3,value=200)", "trivial_augment", "rand_augment(3,15)", "auto_augment(svhn)",

@@ -92,6 +92,7 @@ class hflip_transform final : public transform {
     }
   }
   bool in_place() const override { return true; }
+  std::string explain(const image_spec&, philox_stream rng) const override { return *mirrors(rng) ? "hflip(1)" : ""; }
   std::optional<bool> mirrors(philox_stream rng) const override {
     return static_cast<double>(rng.next_u32()) < p_ * 4294967296.0;
   }

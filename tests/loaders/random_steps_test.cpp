@@ -143,6 +143,8 @@ TEST_CASE("random_steps.draws_follow_torchvisions_distributions") {
       const double y = v[0], x = v[1], h = v[2], w = v[3];
       CHECK(y + h <= 224);
       CHECK(x + w <= 200);
+      CHECK(h < 224);  // torchvision's rule: strictly inside
+      CHECK(w < 200);
       CHECK(h * w <= 0.33 * 224 * 200 * 1.2 + 2 * (h + w));
       CHECK(h * w >= 0.02 * 224 * 200 * 0.8 - 2 * (h + w));
       if (h >= 2 && w >= 2) {
@@ -152,6 +154,20 @@ TEST_CASE("random_steps.draws_follow_torchvisions_distributions") {
       placed += 1;
     }
     CHECK(placed > samples * 0.99);  // the box fits within 10 tries almost always at 224 x 200
+  }
+  {  // A box as large as a side is refused (strictly inside, as torchvision's): on 20 x 20 with 90-99%
+     // of the area and a square-ish aspect, sides of 19 pass and sides of 20 try again.
+    const image_spec small{20, 20, 3, dtype::u8};
+    const auto big = parse_pipeline("random_erasing(1,0.9,0.99,0.9,1.1)").steps()[0];
+    int nineteen = 0;
+    for (int i = 0; i < 2000; ++i) {
+      const auto v = numbers_in(big->explain(small, philox_stream(22, 0, static_cast<std::uint64_t>(i))));
+      if (v.empty()) continue;
+      CHECK(v[2] < 20);
+      CHECK(v[3] < 20);
+      nineteen += v[2] == 19 && v[3] == 19;
+    }
+    CHECK(nineteen > 100);
   }
 }
 

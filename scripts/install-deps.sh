@@ -20,6 +20,7 @@ packages=("$@")
   libopencv-core-dev libopencv-imgproc-dev  # resize, colour conversion
   libopencv-imgcodecs-dev  # tests: images of every format made at test time
   libpng-dev libwebp-dev libtiff-dev  # PNG, WebP and TIFF (the codec module)
+  zlib1g-dev  # pinfeed preview writes its sheet as a PNG (libpng-dev brings it too)
   libcurl4-openssl-dev  # remote shards: HTTP(S) and S3 (SigV4) through libcurl
   libexpat1-dev         # remote shards: S3 listings (XML)
   libhwloc-dev          # the node plan: CPUs and NUMA node close to each GPU

@@ -24,22 +24,31 @@ PINFEED_INLINE std::int64_t reflect(std::int64_t p, std::int64_t n) { return p <
 
 }  // namespace
 
-std::vector<float> gaussian_kernel1d(int size, double sigma) {
-  check_kernel(size, sigma);
+namespace {
+
+/// The kernel of blur.hpp into v[0, size) (checked by the caller).
+void fill_kernel1d(int size, double sigma, float* v) {
   const double lim = (size - 1) / (2.0 * std::sqrt(2.0));
   const float a = static_cast<float>(-lim), b = static_cast<float>(lim);
   const float step = size > 1 ? (b - a) / static_cast<float>(size - 1) : 0.0f;
   const float s = static_cast<float>(sigma);
-  std::vector<float> v(static_cast<std::size_t>(size));
   for (int i = 0; i < size; ++i) {
     const float x = i < size / 2 ? a + step * static_cast<float>(i) : b - step * static_cast<float>(size - 1 - i);
     const float t = x / s;
-    v[static_cast<std::size_t>(i)] = -(t * t);
+    v[i] = -(t * t);
   }
-  const float top = *std::max_element(v.begin(), v.end());
+  const float top = *std::max_element(v, v + size);
   float sum = 0.0f;
-  for (float& e : v) sum += (e = std::exp(e - top));
-  for (float& e : v) e /= sum;
+  for (int i = 0; i < size; ++i) sum += (v[i] = std::exp(v[i] - top));
+  for (int i = 0; i < size; ++i) v[i] /= sum;
+}
+
+}  // namespace
+
+std::vector<float> gaussian_kernel1d(int size, double sigma) {
+  check_kernel(size, sigma);
+  std::vector<float> v(static_cast<std::size_t>(size));
+  fill_kernel1d(size, sigma, v.data());
   return v;
 }
 
@@ -59,13 +68,17 @@ PINFEED_FMA_CLONES void gaussian_blur_u8(const std::uint8_t* in, std::int64_t he
                                     " kernel reflects " + std::to_string(rx) + " columns and " + std::to_string(ry) +
                                     " rows: the image must be wider and taller than that, not " +
                                     std::to_string(width) + "x" + std::to_string(height));
-  const std::vector<float> wx = gaussian_kernel1d(kx, sx), wy = gaussian_kernel1d(ky, sy);
   const std::int64_t c = channels, row = width * c;
-  // Scratch: the rows pass's result (height x row floats), one padded source row, one output row.
+  // Scratch, grown once a worker: the two kernels, the rows pass's result (height x row floats),
+  // one padded source row, one output row.
   thread_local std::vector<float> scratch;
-  const std::size_t need = static_cast<std::size_t>(height * row + (width + 2 * rx) * c + row);
+  const std::size_t need = static_cast<std::size_t>(kx + ky + height * row + (width + 2 * rx) * c + row);
   if (scratch.size() < need) scratch.resize(need);
-  float* across = scratch.data();
+  float* wx = scratch.data();
+  float* wy = wx + kx;
+  fill_kernel1d(kx, sx, wx);
+  fill_kernel1d(ky, sy, wy);
+  float* across = wy + ky;
   float* padded = across + height * row;
   float* acc = padded + (width + 2 * rx) * c;
   for (std::int64_t y = 0; y < height; ++y) {
@@ -75,7 +88,7 @@ PINFEED_FMA_CLONES void gaussian_blur_u8(const std::uint8_t* in, std::int64_t he
     float* dst = across + y * row;
     std::fill(dst, dst + row, 0.0f);
     for (int j = 0; j < kx; ++j) {
-      const float w = wx[static_cast<std::size_t>(j)];
+      const float w = wx[j];
       const float* from = padded + static_cast<std::int64_t>(j) * c;
       for (std::int64_t k = 0; k < row; ++k) dst[k] += w * from[k];
     }
@@ -85,7 +98,7 @@ PINFEED_FMA_CLONES void gaussian_blur_u8(const std::uint8_t* in, std::int64_t he
   for (std::int64_t y = 0; y < height; ++y) {
     std::fill(acc, acc + row, 0.0f);
     for (int i = 0; i < ky; ++i) {
-      const float w = wy[static_cast<std::size_t>(i)];
+      const float w = wy[i];
       const float* from = across + reflect(y + i - ry, height) * row;
       for (std::int64_t k = 0; k < row; ++k) acc[k] += w * from[k];
     }

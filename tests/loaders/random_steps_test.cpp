@@ -198,6 +198,15 @@ TEST_CASE("random_steps.bad_values_are_refused_with_a_caret") {
     CAPTURE(s);
     CHECK(parse_pipeline(s).steps()[0]->name() == s);
   }
+  // random_erasing after normalize explains itself as erase on a float image: erase takes it.
+  const auto erased = parse_pipeline("erase(1,2,3,4,value=0)").steps()[0];
+  CHECK(erased->output_spec({8, 8, 3, dtype::f32}).type == dtype::f32);
+  std::vector<float> floats(8 * 8 * 3, -1.5f);
+  erased->apply({reinterpret_cast<std::byte*>(floats.data()), {8, 8, 3, dtype::f32}},
+                {reinterpret_cast<std::byte*>(floats.data()), {8, 8, 3, dtype::f32}}, philox_stream(0, 0, 0));
+  CHECK(floats[(1 * 8 + 2) * 3] == 0.0f);
+  CHECK(floats[(3 * 8 + 5) * 3 + 2] == 0.0f);  // the box's last pixel (rows 1-3, columns 2-5)
+  CHECK(floats[(4 * 8 + 2) * 3] == -1.5f);      // the row below it
   // erase's box must lie inside the image.
   CHECK_THROWS_WITH_AS((void)parse_pipeline("erase(5,5,10,10)").steps()[0]->output_spec({12, 12, 3, dtype::u8}),
                        doctest::Contains("the box reaches past the image"), std::invalid_argument);

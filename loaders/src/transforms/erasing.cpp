@@ -14,6 +14,24 @@ namespace pinfeed::loaders {
 using namespace detail;
 namespace {
 
+/// Sets the box {i, j, h, w} of `out` to value(k) in channel k: into uint8 as torchvision's copy
+/// converts it (truncated toward zero, modulo 256: -1.3 -> 255), into float as it is.
+template <class Value>
+void fill_box(const image_view& out, const std::array<std::int64_t, 4>& box, Value&& value) {
+  const auto [i, j, h, w] = box;
+  const std::int64_t W = out.spec.width;
+  const int c = out.spec.channels;
+  const bool f32 = out.spec.type == dtype::f32;
+  for (std::int64_t y = i; y < i + h; ++y)
+    for (std::int64_t x = j; x < j + w; ++x)
+      for (int k = 0; k < c; ++k) {
+        const std::int64_t at = (y * W + x) * c + k;
+        const double v = value(k);
+        if (f32) out.as<float>()[at] = static_cast<float>(v);
+        else out.as<std::uint8_t>()[at] = static_cast<std::uint8_t>(static_cast<std::int64_t>(v) & 0xFF);
+      }
+}
+
 class random_erasing_transform final : public transform {
  public:
   random_erasing_transform(double p, double smin, double smax, double rmin, double rmax, std::vector<double> value)
@@ -72,21 +90,10 @@ class random_erasing_transform final : public transform {
     return s + ",value=per-channel)";
   }
   void apply(const image_view& in, const image_view& out, philox_stream rng) const override {
-    const std::int64_t H = in.spec.height, W = in.spec.width;
-    const int c = in.spec.channels;
-    const bool f32 = in.spec.type == dtype::f32;
     if (out.data != in.data) std::memcpy(out.data, in.data, in.spec.bytes());
-    const auto box = draw(H, W, rng);
+    const auto box = draw(in.spec.height, in.spec.width, rng);
     if (!box) return;
-    const auto [i, j, h, w] = *box;
-    for (std::int64_t y = i; y < i + h; ++y)
-      for (std::int64_t x = j; x < j + w; ++x)
-        for (int k = 0; k < c; ++k) {
-          const std::int64_t at = (y * W + x) * c + k;
-          const double v = value_at(rng, k);
-          if (f32) out.as<float>()[at] = static_cast<float>(v);
-          else out.as<std::uint8_t>()[at] = to_u8(v);
-        }
+    fill_box(out, *box, [&](int k) { return value_at(rng, k); });
   }
 
  private:
@@ -97,8 +104,6 @@ class random_erasing_transform final : public transform {
     const double u2 = static_cast<double>(rng.next_u32()) / 4294967296.0;
     return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * 3.141592653589793 * u2));
   }
-  /// A value into uint8 as torchvision's copy converts it: truncated toward zero, modulo 256 (-1.3 -> 255).
-  static std::uint8_t to_u8(double v) { return static_cast<std::uint8_t>(static_cast<std::int64_t>(v) & 0xFF); }
 
   double p_, smin_, smax_, rmin_, rmax_;
   std::vector<double> value_;  // empty: random
@@ -121,7 +126,7 @@ class erase_transform final : public transform {
     return value_.size() == 1 ? s + ",value=" + format_number(value_[0]) + ")" : s + ",value=per-channel)";
   }
   image_spec output_spec(const image_spec& in) const override {
-    require_grey_or_rgb(*this, in);
+    require_grey_or_rgb(*this, in, true);  // float too: what random_erasing after normalize explains itself as
     if (in.height >= 0 && in.width >= 0 && (box_[0] + box_[2] > in.height || box_[1] + box_[3] > in.width))
       throw pinfeed::invalid_argument(name() + ": the box reaches past the image, input is " + shape_text(in));
     if (value_.size() > 1 && static_cast<int>(value_.size()) != in.channels)
@@ -130,15 +135,8 @@ class erase_transform final : public transform {
   }
   bool in_place() const override { return true; }
   void apply(const image_view& in, const image_view& out, philox_stream) const override {
-    const std::int64_t W = in.spec.width;
-    const int c = in.spec.channels;
-    if (out.data != in.data) std::memcpy(out.data, in.data, static_cast<std::size_t>(in.spec.height * W * c));
-    auto* px = out.as<std::uint8_t>();
-    const auto [i, j, h, w] = box_;
-    for (std::int64_t y = i; y < i + h; ++y)
-      for (std::int64_t x = j; x < j + w; ++x)
-        for (int k = 0; k < c; ++k)
-          px[(y * W + x) * c + k] = static_cast<std::uint8_t>(static_cast<int>(value_[value_.size() == 1 ? 0 : static_cast<std::size_t>(k)]));
+    if (out.data != in.data) std::memcpy(out.data, in.data, in.spec.bytes());
+    fill_box(out, box_, [&](int k) { return value_[value_.size() == 1 ? 0 : static_cast<std::size_t>(k)]; });
   }
 
  private:

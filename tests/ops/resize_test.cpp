@@ -51,7 +51,10 @@ std::vector<std::uint8_t> reference(const std::vector<std::uint8_t>& in, std::si
 
 TEST_CASE("resize.every_byte_as_the_stated_arithmetic") {
   const int sizes[][4] = {{1, 1, 1, 1},   {1, 1, 7, 5},     {7, 5, 1, 1},     {9, 13, 9, 13},  {375, 500, 224, 224},
-                          {31, 17, 224, 224}, {224, 224, 31, 17}, {100, 3, 7, 200}, {2, 2, 3, 3},    {64, 48, 32, 24}};
+                          {31, 17, 224, 224}, {224, 224, 31, 17}, {100, 3, 7, 200}, {2, 2, 3, 3},    {64, 48, 32, 24},
+                          // Both orders of the host's resize: rows first (shrinking, rows up to 4 outputs wide),
+                          // columns first (growing, or rows wider than that).
+                          {300, 260, 224, 224}, {1000, 900, 224, 224}};
   std::uint32_t state = 1;
   int cases = 0;
   for (const auto& s : sizes)
@@ -71,7 +74,7 @@ TEST_CASE("resize.every_byte_as_the_stated_arithmetic") {
         CHECK(out == reference(in, stride, s[0], s[1], ch, s[2], s[3], flip));
         ++cases;
       }
-  CHECK(cases == 60);
+  CHECK(cases == 72);
 }
 
 TEST_CASE("resize.same_size_is_a_copy_and_extremes_hold") {

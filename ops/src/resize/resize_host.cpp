@@ -1,10 +1,16 @@
-// pinfeed's bilinear resize on the host (pinfeed/ops/resize.hpp): each source row a column tap
-// reads is taken across once (two rows kept), then the rows are blended down. The arithmetic is
+// pinfeed's bilinear resize on the host (pinfeed/ops/resize.hpp), in one of two orders that give the
+// same integers: columns first (each source row taken across once, two rows kept, then blended
+// down) or rows first (two rows weighed down, then taken across). The arithmetic is
 // resize_math.hpp's, shared with the device.
+#include <cstring>
 #include <string>
 #include <vector>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "pinfeed/ops/resize.hpp"
+#include "pinfeed/runtime/detail/clones.hpp"
 #include "pinfeed/runtime/detail/thread_scratch.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/random.hpp"
@@ -24,11 +30,14 @@ struct row_scratch {
   std::vector<std::int32_t> x0, x1, w1;  ///< each output column's taps: byte offsets and weight
   std::vector<std::int32_t> rows[2];
   std::int64_t row_of[2] = {-1, -1};  ///< the source row each holds
+  std::vector<std::int32_t> at0, at1, wv;  ///< rows first: each output value's two columns (of `column`) and weight
+  std::vector<std::int32_t> column;        ///< rows first: the two source rows weighed down, over the columns read
 };
 
 /// One source row taken across: each output column's samples (mirrored where `flip`).
 template <int C>
-inline void across_row(const std::uint8_t* p, const row_scratch& s, std::int64_t out_w, int channels, bool flip, std::int32_t* dst) {
+PINFEED_INLINE void across_row(const std::uint8_t* p, const row_scratch& s, std::int64_t out_w, int channels, bool flip,
+                               std::int32_t* dst) {
   const int ch = C > 0 ? C : channels;
   for (std::int64_t d = 0; d < out_w; ++d) {
     const auto k = static_cast<std::size_t>(d);
@@ -40,20 +49,12 @@ inline void across_row(const std::uint8_t* p, const row_scratch& s, std::int64_t
   }
 }
 
-/// The whole resize; compiled twice on x86-64 (baseline and AVX2: the same integers either way).
-inline void resize_body(const std::uint8_t* in, std::size_t in_stride, std::int64_t in_h, std::int64_t in_w, int channels,
-                        std::uint8_t* out, std::int64_t out_h, std::int64_t out_w, bool flip, row_scratch& s) {
-  const auto n = static_cast<std::size_t>(out_w);
-  s.x0.resize(n);
-  s.x1.resize(n);
-  s.w1.resize(n);
-  for (std::size_t d = 0; d < n; ++d) {
-    const resize::tap t = resize::tap_at(static_cast<std::int64_t>(d), in_w, out_w);
-    s.x0[d] = t.i0 * channels;
-    s.x1[d] = t.i1 * channels;
-    s.w1[d] = t.w1;
-  }
-  const std::size_t values = n * static_cast<std::size_t>(channels);
+/// Columns first: each source row a column tap reads is taken across once (two rows kept), then the
+/// rows are blended down. Best where rows are read more than once (growing) or a row is much wider
+/// than the output.
+PINFEED_INLINE void columns_first(const std::uint8_t* in, std::size_t in_stride, std::int64_t in_h, int channels,
+                                  std::uint8_t* out, std::int64_t out_h, std::int64_t out_w, bool flip, row_scratch& s) {
+  const std::size_t values = static_cast<std::size_t>(out_w) * static_cast<std::size_t>(channels);
   for (auto& r : s.rows) r.resize(values);
   s.row_of[0] = s.row_of[1] = -1;
   const auto across = [&](std::int64_t src) -> const std::int32_t* {  // source row `src` taken across
@@ -77,15 +78,145 @@ inline void resize_body(const std::uint8_t* in, std::size_t in_stride, std::int6
   }
 }
 
+/// Rows first's second pass: each output value from its two columns of `col`, as resize::down.
+PINFEED_INLINE void take_across(const std::int32_t* col, const std::int32_t* at0, const std::int32_t* at1, const std::int32_t* wv,
+                                std::size_t values, std::uint8_t* o) {
+  for (std::size_t i = 0; i < values; ++i) o[i] = resize::down(col[at0[i]], col[at1[i]], wv[i]);
+}
+#if defined(__x86_64__)
+/// take_across eight values at a time with AVX2's gathers (the compiler does not gather here): the
+/// same 32-bit products and sums, so the same bytes. A call a row.
+__attribute__((target("avx2"))) void take_across_avx2(const std::int32_t* col, const std::int32_t* at0,
+                                                                              const std::int32_t* at1, const std::int32_t* wv,
+                                                                              std::size_t values, std::uint8_t* o) {
+  const __m256i full = _mm256_set1_epi32(2048), half = _mm256_set1_epi32(1 << 21);
+  std::size_t i = 0;
+  for (; i + 8 <= values; i += 8) {
+    const __m256i a = _mm256_i32gather_epi32(col, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at0 + i)), 4);
+    const __m256i b = _mm256_i32gather_epi32(col, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at1 + i)), 4);
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wv + i));
+    const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(_mm256_mullo_epi32(a, _mm256_sub_epi32(full, w)), _mm256_mullo_epi32(b, w)), half);
+    const __m256i v = _mm256_srai_epi32(sum, 22);  // 0 to 255
+    const __m128i words = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(o + i), _mm_packus_epi16(words, words));
+  }
+  take_across(col, at0 + i, at1 + i, wv + i, values - i, o + i);
+}
+
+/// Pixels p and p + 1 of take_across_rgb_avx2: [r g b - | r g b -], each 0 to 255.
+__attribute__((target("avx2"), always_inline)) inline __m256i two_rgb_avx2(const std::int32_t* col, const std::int32_t* at0,
+                                                                             const std::int32_t* at1, const std::int32_t* wv,
+                                                                             std::size_t p) {
+  const __m256i full = _mm256_set1_epi32(2048), half = _mm256_set1_epi32(1 << 21);
+  const __m256i a = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col + at0[3 * p]))),
+                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(col + at0[3 * p + 3])), 1);
+  const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col + at1[3 * p]))),
+                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(col + at1[3 * p + 3])), 1);
+  const __m256i w = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi32(wv[3 * p])), _mm_set1_epi32(wv[3 * p + 3]), 1);
+  const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(_mm256_mullo_epi32(a, _mm256_sub_epi32(full, w)), _mm256_mullo_epi32(b, w)), half);
+  return _mm256_srai_epi32(sum, 22);
+}
+
+/// take_across for RGB, four pixels at a time: each pixel's two columns loaded as four values (the
+/// fourth, the next pixel's or the padding after `col`, is dropped), so no gathers. The same
+/// products and sums as resize::down.
+__attribute__((target("avx2"))) void take_across_rgb_avx2(const std::int32_t* col, const std::int32_t* at0, const std::int32_t* at1,
+                                                          const std::int32_t* wv, std::size_t pixels, std::uint8_t* o) {
+  // Bytes 0-2 of each of the four pixels' words, then nothing.
+  const __m128i keep = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+  std::size_t p = 0;
+  for (; p + 4 <= pixels; p += 4) {
+    // Packing works within 128-bit halves: the low half holds pixels p and p + 2, the high p + 1, p + 3.
+    const __m256i words = _mm256_packus_epi32(two_rgb_avx2(col, at0, at1, wv, p), two_rgb_avx2(col, at0, at1, wv, p + 2));
+    const __m256i bytes = _mm256_packus_epi16(words, words);
+    const __m128i four = _mm_unpacklo_epi32(_mm256_castsi256_si128(bytes), _mm256_extracti128_si256(bytes, 1));
+    const __m128i rgb = _mm_shuffle_epi8(four, keep);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(o + 3 * p), rgb);
+    const auto tail = static_cast<std::uint32_t>(_mm_extract_epi32(rgb, 2));
+    std::memcpy(o + 3 * p + 8, &tail, 4);
+  }
+  take_across(col, at0 + 3 * p, at1 + 3 * p, wv + 3 * p, 3 * (pixels - p), o + 3 * p);
+}
+#endif
+
+/// Rows first: for each output row its two source rows are weighed down over the columns read (one
+/// pass the compiler vectorises), then each output value takes its two columns across. The same
+/// four products summed, so the same bytes as columns_first (resize_math.hpp): best where each
+/// output row reads rows of its own (shrinking) and the rows are not much wider than the output.
+template <bool Gather>
+PINFEED_INLINE void rows_first(const std::uint8_t* in, std::size_t in_stride, std::int64_t in_h, int channels,
+                               std::uint8_t* out, std::int64_t out_h, std::int64_t out_w, bool flip, row_scratch& s) {
+  const std::size_t values = static_cast<std::size_t>(out_w) * static_cast<std::size_t>(channels);
+  s.at0.resize(values);
+  s.at1.resize(values);
+  s.wv.resize(values);
+  // The columns read, in bytes of a row: [first, last).
+  const std::int32_t first = s.x0[0], last = s.x1[static_cast<std::size_t>(out_w) - 1] + channels;
+  for (std::int64_t d = 0; d < out_w; ++d) {
+    const auto k = static_cast<std::size_t>(d);
+    const std::size_t o = static_cast<std::size_t>(flip ? out_w - 1 - d : d) * static_cast<std::size_t>(channels);
+    for (int c = 0; c < channels; ++c) {
+      s.at0[o + static_cast<std::size_t>(c)] = s.x0[k] - first + c;
+      s.at1[o + static_cast<std::size_t>(c)] = s.x1[k] - first + c;
+      s.wv[o + static_cast<std::size_t>(c)] = s.w1[k];
+    }
+  }
+  const auto width = static_cast<std::size_t>(last - first);
+  s.column.resize(width + 1);  // + 1: take_across_rgb_avx2 loads four values a pixel
+  std::int32_t* col = s.column.data();
+  const std::int32_t* at0 = s.at0.data();
+  const std::int32_t* at1 = s.at1.data();
+  const std::int32_t* wv = s.wv.data();
+  for (std::int64_t y = 0; y < out_h; ++y) {
+    const resize::tap t = resize::tap_at(y, in_h, out_h);
+    const std::uint8_t* top = in + static_cast<std::size_t>(t.i0) * in_stride + first;
+    const std::uint8_t* bottom = in + static_cast<std::size_t>(t.i1) * in_stride + first;
+    const std::int32_t fy = t.w1;
+    for (std::size_t j = 0; j < width; ++j) col[j] = resize::across(top[j], bottom[j], fy);
+    std::uint8_t* o = out + static_cast<std::size_t>(y) * values;
+#if defined(__x86_64__)
+    if constexpr (Gather) {
+      if (channels == 3) take_across_rgb_avx2(col, at0, at1, wv, static_cast<std::size_t>(out_w), o);
+      else take_across_avx2(col, at0, at1, wv, values, o);
+      continue;
+    }
+#endif
+    take_across(col, at0, at1, wv, values, o);
+  }
+}
+
+/// The whole resize; compiled twice on x86-64 (baseline and AVX2 with gathers: the same integers
+/// either way).
+template <bool Gather>
+PINFEED_INLINE void resize_body(const std::uint8_t* in, std::size_t in_stride, std::int64_t in_h, std::int64_t in_w, int channels,
+                                std::uint8_t* out, std::int64_t out_h, std::int64_t out_w, bool flip, row_scratch& s) {
+  const auto n = static_cast<std::size_t>(out_w);
+  s.x0.resize(n);
+  s.x1.resize(n);
+  s.w1.resize(n);
+  for (std::size_t d = 0; d < n; ++d) {
+    const resize::tap t = resize::tap_at(static_cast<std::int64_t>(d), in_w, out_w);
+    s.x0[d] = t.i0 * channels;
+    s.x1[d] = t.i1 * channels;
+    s.w1[d] = t.w1;
+  }
+  // Rows first reads each output row's source rows afresh over the columns read: worth it where
+  // the rows are not reused (shrinking in height) and are at most 4 output rows wide.
+  if (in_h >= out_h && in_w <= 4 * out_w)
+    rows_first<Gather>(in, in_stride, in_h, channels, out, out_h, out_w, flip, s);
+  else
+    columns_first(in, in_stride, in_h, channels, out, out_h, out_w, flip, s);
+}
+
 void resize_portable(const std::uint8_t* in, std::size_t in_stride, std::int64_t in_h, std::int64_t in_w, int channels, std::uint8_t* out,
                      std::int64_t out_h, std::int64_t out_w, bool flip, row_scratch& s) {
-  resize_body(in, in_stride, in_h, in_w, channels, out, out_h, out_w, flip, s);
+  resize_body<false>(in, in_stride, in_h, in_w, channels, out, out_h, out_w, flip, s);
 }
 #if defined(__x86_64__)
 __attribute__((target("avx2"))) void resize_avx2(const std::uint8_t* in, std::size_t in_stride, std::int64_t in_h, std::int64_t in_w,
                                                  int channels, std::uint8_t* out, std::int64_t out_h, std::int64_t out_w, bool flip,
                                                  row_scratch& s) {
-  resize_body(in, in_stride, in_h, in_w, channels, out, out_h, out_w, flip, s);
+  resize_body<true>(in, in_stride, in_h, in_w, channels, out, out_h, out_w, flip, s);
 }
 #endif
 

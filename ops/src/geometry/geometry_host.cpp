@@ -110,6 +110,45 @@ struct sampler {
   }
 };
 
+/// The nearest warp of one output row, `C` channels, a run of columns at a time: first each
+/// column's source pixel (the same float arithmetic as warp_affine_u8's, vectorised by the
+/// compiler; -1 where it falls outside), then the copies. Images under 2^31 pixels and 2^23 wide.
+template <int C>
+PINFEED_INLINE void nearest_row(const sampler& at, float A, float C_, float D, float F, float yB, float yE, float scale_x,
+                                float scale_y, std::uint8_t* o) {
+  constexpr std::int32_t kRun = 64;
+  const auto width = static_cast<std::int32_t>(at.width);
+  // j - (width - 1) / 2 is a multiple of 1/2 under 2^23: exact in float32 as in the double the
+  // other loop rounds from.
+  const float mid = static_cast<float>(width - 1) * 0.5f;
+  const std::uint8_t fill = to_u8(at.fill_v);
+  const float last_x = at.fw - 1.0f, last_y = at.fh - 1.0f;
+  std::int32_t src[kRun];
+  for (std::int32_t j0 = 0; j0 < width; j0 += kRun) {
+    const std::int32_t n = std::min(kRun, width - j0);
+    // Branch-free, so the compiler vectorises it: the index is taken from the coordinates clamped
+    // into the image (NaN to 0), and kept where they were inside.
+    for (std::int32_t t = 0; t < n; ++t) {
+      const float x = static_cast<float>(j0 + t) - mid;
+      const float ix = std::fmaf(((x * A + yB) + C_) + 1.0f, scale_x, -0.5f);
+      const float iy = std::fmaf(((x * D + yE) + F) + 1.0f, scale_y, -0.5f);
+      const float rx = std::nearbyint(ix), ry = std::nearbyint(iy);
+      const bool inside = (rx >= 0.0f) & (rx < at.fw) & (ry >= 0.0f) & (ry < at.fh);  // false for NaN too
+      const float cx = rx > 0.0f ? (rx < last_x ? rx : last_x) : 0.0f, cy = ry > 0.0f ? (ry < last_y ? ry : last_y) : 0.0f;
+      const std::int32_t k = static_cast<std::int32_t>(cy) * width + static_cast<std::int32_t>(cx);
+      src[t] = inside ? k : -1;
+    }
+    for (std::int32_t t = 0; t < n; ++t, o += C) {
+      if (src[t] < 0) {
+        for (int k = 0; k < C; ++k) o[k] = fill;
+        continue;
+      }
+      const std::uint8_t* p = at.in + static_cast<std::int64_t>(src[t]) * C;
+      for (int k = 0; k < C; ++k) o[k] = p[k];
+    }
+  }
+}
+
 }  // namespace
 
 PINFEED_FMA_CLONES void warp_affine_u8(const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels,
@@ -128,10 +167,16 @@ PINFEED_FMA_CLONES void warp_affine_u8(const std::uint8_t* in, std::int64_t heig
   const float scale_x = static_cast<float>(width) / 2.0f, scale_y = static_cast<float>(height) / 2.0f;
   const sampler at{in, height, width, channels, fill, static_cast<float>(width), static_cast<float>(height),
                    fill ? static_cast<float>(*fill) : 0.0f};
+  const bool runs = mode == interpolation::nearest && height * width < (std::int64_t{1} << 31) && width < (std::int64_t{1} << 23);
   for (std::int64_t i = 0; i < height; ++i) {
     const float y = static_cast<float>(static_cast<double>(i) - static_cast<double>(height - 1) * 0.5);
     const float yB = y * B, yE = y * E;
     std::uint8_t* o = out + i * width * channels;
+    if (runs) {
+      if (channels == 3) nearest_row<3>(at, A, C, D, F, yB, yE, scale_x, scale_y, o);
+      else nearest_row<1>(at, A, C, D, F, yB, yE, scale_x, scale_y, o);
+      continue;
+    }
     for (std::int64_t j = 0; j < width; ++j, o += channels) {
       const float x = static_cast<float>(static_cast<double>(j) - static_cast<double>(width - 1) * 0.5);
       const float ix = std::fmaf(((x * A + yB) + C) + 1.0f, scale_x, -0.5f);

@@ -15,6 +15,7 @@
 
 #include "hybrid_decode.hpp"
 #include "image_header.hpp"
+#include "transforms/common.hpp"
 #include "pinfeed/runtime/detail/thread_scratch.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/log.hpp"
@@ -387,8 +388,14 @@ void pipeline_source::run_steps(sample& s, image_view cur, bool window_only, std
   const auto same = [](const image_spec& x, const image_spec& y) {
     return x.height == y.height && x.width == y.width && x.channels == y.channels && x.type == y.type;
   };
-  for (std::size_t k = 0; k < steps.size(); ++k) {
-    const bool last = k + 1 == steps.size() && !host_tail_;
+  // A window's resize takes along the flip that follows it (drawn from the flip's own stream, as
+  // the flip would draw it): one pass over the pixels, not two.
+  std::optional<bool> flip_along;
+  if (window_only && steps.size() >= 2) flip_along = steps[1]->mirrors(s.rng(101));
+  const auto after = [&](std::size_t k) { return k == 0 && flip_along ? k + 2 : k + 1; };  // the next step run
+  for (std::size_t k = 0; k < steps.size(); k = after(k)) {
+    const std::size_t then = after(k);
+    const bool last = then >= steps.size() && !host_tail_;
     try {
       // A reader that decoded only the first step's window leaves that step a resize.
       const bool resize_only = k == 0 && window_only;
@@ -400,8 +407,8 @@ void pipeline_source::run_steps(sample& s, image_view cur, bool window_only, std
       const bool own = cur.data == a.data() || cur.data == b.data() || cur.data == slot_image;
       const bool in_place = !resize_only && steps[k]->in_place() && own && same(next, cur.spec) &&
                             (!last || cur.data == slot_image);
-      const bool feeds_slot = !host_tail_ && k + 2 == steps.size() && steps[k + 1]->in_place() &&
-                              same(steps[k + 1]->output_spec(next), next);
+      const bool feeds_slot = !host_tail_ && then + 1 == steps.size() && steps[then]->in_place() &&
+                              same(steps[then]->output_spec(next), next);
       std::vector<std::byte>& other = cur.data == a.data() ? b : a;
       std::byte* target = (last || feeds_slot) ? slot_image : in_place ? cur.data : nullptr;
       if (target == nullptr) {
@@ -409,7 +416,8 @@ void pipeline_source::run_steps(sample& s, image_view cur, bool window_only, std
         target = other.data();
       }
       const image_view dst{target, next};
-      if (resize_only) resize_into(cur, dst);
+      if (resize_only && flip_along) detail::resize_window(cur, 0, 0, cur.spec.height, cur.spec.width, dst, *flip_along);
+      else if (resize_only) resize_into(cur, dst);
       else steps[k]->apply(cur, dst, s.rng(100 + static_cast<std::uint32_t>(k)));
       cur = dst;
     } catch (...) {

@@ -484,7 +484,8 @@ TEST_CASE("image_files.jpeg_window_decoding_in_the_pipeline") {
   temp_dir d;
   const auto files = jpeg_class_folder(d.path, 6, 300, 10, 400);
   const loader_options o = pinfeed::test::cpu_loader(6, 2, 4);
-  for (const char* spec : {"rrc(32)", "center_crop(64)", "crop(48)"}) {
+  // rrc then hflip: the flip rides along in the window's resize (drawn from the flip's own stream).
+  for (const char* spec : {"rrc(32)", "rrc(32),hflip", "rrc(32),hflip(1)", "center_crop(64)", "crop(48)"}) {
     CAPTURE(spec);
     const auto steps = parse_pipeline(spec);
     loader l(std::make_shared<pipeline_source>(make_image_files_reader(files), steps), o);
@@ -500,10 +501,13 @@ TEST_CASE("image_files.jpeg_window_decoding_in_the_pipeline") {
       const philox_stream rng(4, 0, i, 100);
       const auto plan = steps.steps()[0]->window(whole.height, whole.width, rng);
       REQUIRE(plan.has_value());
-      if (std::string(spec) == "rrc(32)") {
-        // The window decoded alone (maybe at a DCT scale), resized: what the loader did.
+      if (std::string(spec).starts_with("rrc")) {
+        // The window decoded alone (maybe at a DCT scale), resized, then the flip step on its own:
+        // what the loader did in one pass.
         const auto ws = decode_image_region(bytes, window, {}, plan->window, 32, "ref");
-        resize_into({window.data(), ws}, {expect.data(), {32, 32, 3, dtype::u8}});
+        const image_view resized{expect.data(), {32, 32, 3, dtype::u8}};
+        resize_into({window.data(), ws}, resized);
+        if (steps.steps().size() > 1) steps.steps()[1]->apply(resized, resized, philox_stream(4, 0, i, 101));
       } else {
         // Crops: exactly the window of the full decode.
         for (std::int64_t y = 0; y < plan->out_height; ++y)

@@ -73,10 +73,11 @@ inline void copy_window(const image_view& in, const image_view& out, std::int64_
                 static_cast<std::size_t>(out.spec.width) * px);
 }
 
-/// Bilinear resize of an 8-bit (or float) HWC window of `in` to out's shape (OpenCV, fixed point
-/// for uint8). In resize.cpp.
+/// Bilinear resize of an 8-bit (or float) HWC window of `in` to out's shape (uint8: pinfeed's
+/// arithmetic, pinfeed/ops/resize.hpp; float: OpenCV), mirrored left to right where `flip`. In
+/// resize.cpp.
 void resize_window(const image_view& in, std::int64_t y0, std::int64_t x0, std::int64_t h, std::int64_t w,
-                   const image_view& out);
+                   const image_view& out, bool flip = false);
 
 /// A size argument of the parser: a positive integer (up to 1e9), else std::invalid_argument.
 inline std::int64_t size_argument(const std::string& name, double v) {

@@ -3,9 +3,11 @@
 // constant (per channel through the C++ API) or `random` (standard normal noise; into a uint8
 // image as torchvision converts it: truncated toward zero, then modulo 256). On uint8 images, or
 // float ones (after normalize, where torchvision's recipes erase).
+#include <algorithm>
 #include <array>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common.hpp"
 #include "kinds.hpp"
@@ -30,6 +32,23 @@ void fill_box(const image_view& out, const std::array<std::int64_t, 4>& box, Val
         if (f32) out.as<float>()[at] = static_cast<float>(v);
         else out.as<std::uint8_t>()[at] = static_cast<std::uint8_t>(static_cast<std::int64_t>(v) & 0xFF);
       }
+}
+
+/// fill_box with one value a channel (`values`: 1, the same for every channel, or one a channel),
+/// converted once: each row of the box one fill where the channels agree.
+void fill_box(const image_view& out, const std::array<std::int64_t, 4>& box, const std::vector<double>& values) {
+  const auto [i, j, h, w] = box;
+  const int c = out.spec.channels;
+  const auto value = [&](int k) { return values[values.size() == 1 ? 0 : static_cast<std::size_t>(k)]; };
+  bool same = true;
+  for (int k = 1; k < c; ++k) same = same && value(k) == value(0);
+  if (!same) return fill_box(out, box, value);
+  const std::int64_t W = out.spec.width;
+  for (std::int64_t y = i; y < i + h; ++y) {
+    const auto first = static_cast<std::size_t>((y * W + j) * c), n = static_cast<std::size_t>(w * c);
+    if (out.spec.type == dtype::f32) std::fill_n(out.as<float>() + first, n, static_cast<float>(value(0)));
+    else std::fill_n(out.as<std::uint8_t>() + first, n, static_cast<std::uint8_t>(static_cast<std::int64_t>(value(0)) & 0xFF));
+  }
 }
 
 class random_erasing_transform final : public transform {
@@ -93,7 +112,8 @@ class random_erasing_transform final : public transform {
     if (out.data != in.data) std::memcpy(out.data, in.data, in.spec.bytes());
     const auto box = draw(in.spec.height, in.spec.width, rng);
     if (!box) return;
-    fill_box(out, *box, [&](int k) { return value_at(rng, k); });
+    if (!value_.empty()) fill_box(out, *box, value_);
+    else fill_box(out, *box, [&](int k) { return value_at(rng, k); });
   }
 
  private:
@@ -136,7 +156,7 @@ class erase_transform final : public transform {
   bool in_place() const override { return true; }
   void apply(const image_view& in, const image_view& out, philox_stream) const override {
     if (out.data != in.data) std::memcpy(out.data, in.data, in.spec.bytes());
-    fill_box(out, box_, [&](int k) { return value_[value_.size() == 1 ? 0 : static_cast<std::size_t>(k)]; });
+    fill_box(out, box_, value_);
   }
 
  private:

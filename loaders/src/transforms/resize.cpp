@@ -43,12 +43,12 @@ class resize_transform final : public transform {
 
 namespace detail {
 void resize_window(const image_view& in, std::int64_t y0, std::int64_t x0, std::int64_t h, std::int64_t w,
-                   const image_view& out) {
+                   const image_view& out, bool flip) {
   if (in.spec.type == dtype::u8) {  // pinfeed's arithmetic, the device's too (pinfeed/ops/resize.hpp)
     const auto c = static_cast<std::size_t>(in.spec.channels);
     const std::size_t stride = static_cast<std::size_t>(in.spec.width) * c;
     ops::resize_bilinear_u8(reinterpret_cast<const std::uint8_t*>(in.data) + static_cast<std::size_t>(y0) * stride + static_cast<std::size_t>(x0) * c,
-                            stride, h, w, static_cast<int>(c), reinterpret_cast<std::uint8_t*>(out.data), out.spec.height, out.spec.width);
+                            stride, h, w, static_cast<int>(c), reinterpret_cast<std::uint8_t*>(out.data), out.spec.height, out.spec.width, flip);
     return;
   }
   const int type = CV_MAKETYPE(in.spec.type == dtype::u8 ? CV_8U : CV_32F, static_cast<int>(in.spec.channels));
@@ -56,6 +56,7 @@ void resize_window(const image_view& in, std::int64_t y0, std::int64_t x0, std::
   cv::Mat dst(static_cast<int>(out.spec.height), static_cast<int>(out.spec.width), type, out.data);
   cv::resize(src(cv::Rect(static_cast<int>(x0), static_cast<int>(y0), static_cast<int>(w), static_cast<int>(h))), dst,
              dst.size(), 0, 0, cv::INTER_LINEAR);
+  if (flip) cv::flip(dst, dst, 1);
 }
 }  // namespace detail
 

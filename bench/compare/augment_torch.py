@@ -79,7 +79,7 @@ def op_us(fn, t, seconds):
     return (time.perf_counter() - t0) * 1e6 / calls
 
 
-def recipe_images_per_s(data, workers, batch):
+def recipe_images_per_s(data, workers, batch, epochs):
     tf = v2.Compose([v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip(), v2.TrivialAugmentWide(),
                      v2.PILToTensor(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD),
                      v2.RandomErasing(0.25)])
@@ -87,10 +87,13 @@ def recipe_images_per_s(data, workers, batch):
     dl = DataLoader(ds, batch_size=batch, num_workers=workers, persistent_workers=workers > 0, shuffle=True)
     for _ in dl:  # warm-up epoch (workers started)
         pass
-    t0 = time.perf_counter()
-    for _ in dl:
-        pass
-    return len(ds) / (time.perf_counter() - t0)
+    rates = []
+    for _ in range(epochs):  # the median of the timed epochs, as pinfeed's --repeats
+        t0 = time.perf_counter()
+        for _ in dl:
+            pass
+        rates.append(len(ds) / (time.perf_counter() - t0))
+    return median_of(rates)
 
 
 def main():
@@ -102,6 +105,7 @@ def main():
     ap.add_argument("--workers", type=int, default=os.cpu_count())
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=3, help="timed epochs of the recipe a round, each side (median)")
     ap.add_argument("--seconds", type=float, default=0.2)
     ap.add_argument("--json", default="")
     a = ap.parse_args()
@@ -109,7 +113,7 @@ def main():
     t = test_image(a.photos)
     ours, theirs, recipe_ours, recipe_theirs = {}, {}, [], []
     base = [a.pinfeed, "bench", "augment", "--data", a.data, "--photos", a.photos, "--images", str(a.images), "-w",
-            str(a.workers), "-b", str(a.batch), "--seconds", str(a.seconds), "--repeats", "1", "--ops", ";".join(OPS)]
+            str(a.workers), "-b", str(a.batch), "--seconds", str(a.seconds), "--repeats", str(a.epochs), "--ops", ";".join(OPS)]
     for r in range(a.rounds):
         for row in pinfeed_rows(base + ["--recipe", RECIPE]):
             if "op" in row:
@@ -120,7 +124,7 @@ def main():
         for name, fn in OPS.items():
             theirs.setdefault(name, []).append(op_us(fn, t, a.seconds))
         torch.set_num_threads(1)
-        recipe_theirs.append(recipe_images_per_s(a.data, a.workers, a.batch))
+        recipe_theirs.append(recipe_images_per_s(a.data, a.workers, a.batch, a.epochs))
     rows = []
     for name in OPS:
         p, tv = median_of(ours[name]), median_of(theirs[name])
@@ -128,7 +132,7 @@ def main():
                      "speedup": tv / p, "rounds": a.rounds})
     p, tv = median_of(recipe_ours), median_of(recipe_theirs)
     rows.append({"bench": "augment_compare", "workload": "recipe", "transforms": RECIPE, "workers": a.workers,
-                 "batch": a.batch, "images": a.images, "pinfeed_images_per_s": p, "dataloader_images_per_s": tv,
+                 "batch": a.batch, "images": a.images, "epochs": a.epochs, "pinfeed_images_per_s": p, "dataloader_images_per_s": tv,
                  "ratio": p / tv, "rounds": a.rounds})
     for r in rows:
         r.update({"cpu": cpu, "torch": torch.__version__, "torchvision": torchvision.__version__,

@@ -379,6 +379,8 @@ decode_probe probe_decode_paths(const std::shared_ptr<image_reader>& reader, con
 
 void pipeline_source::choose_decode_path() {
   device_refusal_ = detail::hybrid_decoder::refusal(host_, *reader_, host_tail_.has_value());
+  if (device_refusal_.empty() && batch_)
+    device_refusal_ = "the batch op " + steps_.steps().back()->name() + " mixes the batches the host's steps make";
   place_ = options_.decode;
   if (place_ == decode_place::automatic) {
     const bool gpu = device_refusal_.empty() && cuda_devices().usable;
@@ -423,6 +425,7 @@ void pipeline_source::before_copy(const slot_view& slot) {
 
 void pipeline_source::after_copy(const slot_view& slot) {
   if (hybrid_) hybrid_->after_copy(slot);
+  if (batch_) mix_batch(slot, true);  // on the copy stream, after the copy: the consumer's side
 }
 
 }  // namespace pinfeed::loaders

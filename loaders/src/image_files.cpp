@@ -121,6 +121,12 @@ class files_reader final : public image_reader {
   std::uint64_t size() const override { return files_.size(); }
   image_spec image_shape() const override { return {-1, -1, 3, dtype::u8}; }
   std::vector<field_spec> extra_fields() const override { return {{"label", dtype::i64, {}}}; }
+  /// The largest label + 1 (a folder's classes up to its last one with an image).
+  std::int64_t classes() const override {
+    std::int64_t top = -1;
+    for (const auto& f : files_) top = std::max(top, f.label);
+    return top + 1;
+  }
   std::string name() const override { return std::to_string(files_.size()) + " image files"; }
   storage_kind storage() const override { return storage_kind::image_files; }
   std::string identity() const override {

@@ -235,6 +235,9 @@ pipeline_source::pipeline_source(std::shared_ptr<image_reader> reader, pipeline 
   if (!(options_.max_bad_fraction >= 0.0 && options_.max_bad_fraction <= 1.0))
     throw pinfeed::invalid_argument("pipeline_source: max_bad_fraction must be in [0, 1], got " +
                                 std::to_string(options_.max_bad_fraction));
+  // A batch op: the last step, run on whole batches (finish_batch, after_copy); the steps before it
+  // run on samples.
+  const std::optional<batch_mix> mix = split_batch_op(steps);
   const image_spec in = reader_->image_shape();
   if (steps.empty() && !in.fixed())
     throw pinfeed::invalid_argument("pipeline_source: images of '" + reader_->name() +
@@ -257,6 +260,8 @@ pipeline_source::pipeline_source(std::shared_ptr<image_reader> reader, pipeline 
   (void)out;
   fields_.push_back(image);
   for (auto& f : reader_->extra_fields()) fields_.push_back(f);
+  reader_fields_ = fields_;
+  if (mix) plan_batch_op(*mix);
   choose_decode_path();
   validate_fields(fields_);
 }
@@ -329,14 +334,18 @@ void pipeline_source::produce_one(sample& out, std::uint64_t index) {
   struct scratch {
     std::vector<std::byte> a, b, stored;
     std::vector<std::byte*> buffers;
+    alignas(8) std::byte label[8];  ///< the reader's class index, where a batch op makes soft labels
   };
   // Per-thread scratch is safe: the only TBB wait inside (the fused tail's pinfeed::parallel_for)
   // is isolated, so no other sample runs on this thread before this one is done.
   auto& t = pinfeed::detail::thread_scratch<scratch, struct pipeline_scratch>();
   // The stand-in sample keeps the output's buffers but reads index `index` with its own stream.
+  // With a batch op the reader writes its class index aside, and the sample's row of soft labels
+  // is that class's one-hot row (the batch op mixes the rows).
   t.buffers.resize(fields_.size());
   for (std::size_t i = 0; i < fields_.size(); ++i) t.buffers[i] = fields_[i].variable ? nullptr : out.bytes(i).data();
-  sample s(index, out.epoch(), out.seed(), fields_, t.buffers, out.stats(), out.trace());
+  if (batch_) t.buffers[batch_->label_field] = t.label;
+  sample s(index, out.epoch(), out.seed(), batch_ ? reader_fields_ : fields_, t.buffers, out.stats(), out.trace());
   s.share_place(out);  // readers that fetch ahead follow the epoch's order from here
   if (hybrid_) {  // the stored bytes first: packed for the device, else decoded here
     std::span<const std::byte> stored;
@@ -358,6 +367,7 @@ void pipeline_source::produce_one(sample& out, std::uint64_t index) {
     host_decodes_->fetch_add(1, std::memory_order_relaxed);
     const read_result r = reader_->decode_stored(s, stored, t.a, planner(s));
     run_steps(s, image_view{const_cast<std::byte*>(r.data != nullptr ? r.data : t.a.data()), r.spec}, r.window_only, t.a, t.b);
+    if (batch_) write_soft_label(out, index, t.label, s.origin());
     return;
   }
   if (reader_->stores_encoded()) host_decodes_->fetch_add(1, std::memory_order_relaxed);
@@ -378,6 +388,7 @@ void pipeline_source::produce_one(sample& out, std::uint64_t index) {
   out.set_origin(s.origin());
   // A lent image is read in place and never written: run_steps writes only into its own buffers.
   run_steps(s, image_view{const_cast<std::byte*>(image), in}, window_only, t.a, t.b);
+  if (batch_) write_soft_label(out, index, t.label, s.origin());
 }
 
 void pipeline_source::run_steps(sample& s, image_view cur, bool window_only, std::vector<std::byte>& a,

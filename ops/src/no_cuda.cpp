@@ -7,6 +7,7 @@
 #include "finishing/encode_checks.hpp"
 #include "jpeg/jpeg_math.hpp"
 #include "pinfeed/ops/encode.hpp"
+#include "pinfeed/ops/mix.hpp"
 #include "pinfeed/ops/normalize.hpp"
 #include "pinfeed/ops/resize.hpp"
 #include "pinfeed/ops/sampler.hpp"
@@ -54,6 +55,12 @@ void normalize_hwc_to_chw_device(const normalize_args& args, const normalize_par
   float a[3], b[3];
   if (!detail::validate_normalize(args.in, args.out, args.shape, params, a, b)) return;
   no_gpu("normalize_hwc_to_chw_device");
+}
+
+void mix_batch_device(const mix_batch_args& a, const mix_params& p, cudaStream_t) {
+  check_mix_batch(a, p);
+  if (a.count == 0) return;
+  no_gpu("mix_batch_device");
 }
 
 void one_hot_device(const one_hot_args& a, cudaStream_t) {

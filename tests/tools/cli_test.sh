@@ -462,6 +462,24 @@ aug="rrc(40),hflip,trivial_augment,color_jitter(0.4,0.4,0.4,0.1),random_erasing(
   --save-batches "$work/saved" >/dev/null 2>"$work/saved.err"
 check "run --save-batches writes each batch's fields as .npy" test -s "$work/saved/000001.image.npy" -a -s "$work/saved/000001.label.npy" \
   -a ! -e "$work/saved/000002.image.npy"
+# A batch op ends the pipeline: the saved labels are soft, float32 [batch, num_classes], rows summing to 1.
+mix="rrc(24),normalize(0.485,0.456,0.406,0.229,0.224,0.225),mixup_cutmix(0.8,1,num_classes=1000)"
+"$pf" run --device cpu --samples 64 --height 40 --width 40 --transforms "$mix" --batch 8 --limit 2 --workers 2 --seed 5 \
+  --save-batches "$work/mixed" >/dev/null 2>"$work/mixed.err"
+check "run with mixup_cutmix saves soft labels, float32 [8, 1000], each row summing to 1" python3 - "$work/mixed/000001.label.npy" <<'PY'
+import struct, sys
+npy = open(sys.argv[1], "rb").read()
+n = struct.unpack("<H", npy[8:10])[0]
+header, data = npy[10:10 + n].decode(), npy[10 + n:]
+assert "'<f4'" in header and "(8, 1000)" in header, header
+rows = [struct.unpack("<1000f", data[r * 4000:(r + 1) * 4000]) for r in range(8)]
+assert all(abs(sum(r) - 1.0) <= 1e-6 for r in rows), [sum(r) for r in rows]
+assert any(sorted(r)[-2] > 0 for r in rows)  # some rows weigh two labels
+PY
+expect_error "a batch op without num_classes on a source that has no class count names it" "num_classes is unknown" run --device cpu \
+  --samples 8 --height 16 --width 16 --limit 1 --transforms "rrc(8),scale,mixup(0.2)"
+expect_error "a batch op before another step is refused" "must be the pipeline's last step" run --device cpu --samples 8 --height 16 \
+  --width 16 --limit 1 --transforms "rrc(8),scale,cutmix(1,num_classes=10),hflip"
 "$pf" preview --source synthetic --height 70 --width 90 --transforms "$aug" --samples 7 --seed 5 --out "$work/sheet.png" \
   --explain >"$work/sheet.txt" 2>&1
 check "preview --explain says what each step drew for each sample" bash -c "grep -c '^sample [0-6]: rrc(40' '$work/sheet.txt' | grep -qx 7"

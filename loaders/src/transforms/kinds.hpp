@@ -20,5 +20,6 @@ void add_blur_kinds(std::vector<transform_kind>& kinds);
 void add_geometry_kinds(std::vector<transform_kind>& kinds);
 void add_policy_kinds(std::vector<transform_kind>& kinds);
 void add_erasing_kinds(std::vector<transform_kind>& kinds);
+void add_mix_kinds(std::vector<transform_kind>& kinds);
 
 }  // namespace pinfeed::loaders

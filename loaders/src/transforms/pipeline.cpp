@@ -76,6 +76,7 @@ struct registry {
     add_geometry_kinds(kinds);
     add_policy_kinds(kinds);
     add_erasing_kinds(kinds);
+    add_mix_kinds(kinds);
   }
 };
 registry& the_registry() {

@@ -4,6 +4,7 @@
 
 #include "encode_checks.hpp"
 #include "pinfeed/ops/encode.hpp"
+#include "pinfeed/ops/mix.hpp"
 #include "pinfeed/ops/normalize.hpp"
 #include "pinfeed/runtime/device.hpp"
 #include "pinfeed/runtime/error.hpp"
@@ -93,6 +94,45 @@ __global__ void pack_kernel(const std::uint8_t* planes, std::uint8_t* packed, st
   }
 }
 
+/// MixUp over `n` values a sample (mix.hpp): thread e owns position e of every sample and walks the
+/// batch in order, carrying the previous sample's original value (the last sample's for sample 0):
+/// in place, and no two threads touch one value.
+__global__ void mix_kernel(float* __restrict__ data, std::size_t count, std::size_t n, mix_weights w) {
+  for (std::size_t e = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; e < n;
+       e += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    float prev = data[(count - 1) * n + e];
+    for (std::size_t i = 0; i < count; ++i) {
+      const float cur = data[i * n + e];
+      data[i * n + e] = mix_value(cur, prev, w);
+      prev = cur;
+    }
+  }
+}
+
+/// CutMix's paste (mix.hpp): thread e owns position e of the box in every sample, as mix_kernel.
+__global__ void paste_kernel(float* __restrict__ data, std::size_t count, std::size_t per, std::size_t height, std::size_t width,
+                             std::size_t channels, std::size_t x1, std::size_t y1, std::size_t box_w, std::size_t box_h,
+                             bool chw) {
+  const std::size_t total = box_w * box_h * channels;
+  for (std::size_t e = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    std::size_t at;
+    if (chw) {
+      const std::size_t c = e / (box_h * box_w), r = e % (box_h * box_w);
+      at = (c * height + y1 + r / box_w) * width + x1 + r % box_w;
+    } else {
+      const std::size_t y = e / (box_w * channels), r = e % (box_w * channels);
+      at = ((y1 + y) * width + x1 + r / channels) * channels + r % channels;
+    }
+    float prev = data[(count - 1) * per + at];
+    for (std::size_t i = 0; i < count; ++i) {
+      const float cur = data[i * per + at];
+      data[i * per + at] = prev;
+      prev = cur;
+    }
+  }
+}
+
 }  // namespace
 
 void normalize_hwc_to_chw_device(const normalize_args& args, const normalize_params& params, cudaStream_t stream) {
@@ -143,6 +183,28 @@ void pack_bits_device(const bit_planes_args& a, cudaStream_t stream) {
   if (total == 0) return;
   pack_kernel<<<grid_for(total), kThreads, 0, stream>>>(a.in, a.out, a.shape.pixels, total);
   PINFEED_CHECK_LAUNCH();
+}
+
+void mix_batch_device(const mix_batch_args& a, const mix_params& p, cudaStream_t stream) {
+  check_mix_batch(a, p);
+  if (a.count == 0) return;
+  const auto H = static_cast<std::size_t>(a.height), W = static_cast<std::size_t>(a.width), C = static_cast<std::size_t>(a.channels);
+  const std::size_t per = H * W * C;
+  if (p.op == mix_op::mixup) {
+    mix_kernel<<<grid_for(per), kThreads, 0, stream>>>(a.images, a.count, per, weights_of(p.lambda));
+    PINFEED_CHECK_LAUNCH();
+  } else if (p.x1 < p.x2 && p.y1 < p.y2) {
+    const auto box_w = static_cast<std::size_t>(p.x2 - p.x1), box_h = static_cast<std::size_t>(p.y2 - p.y1);
+    paste_kernel<<<grid_for(box_w * box_h * C), kThreads, 0, stream>>>(a.images, a.count, per, H, W, C, static_cast<std::size_t>(p.x1),
+                                                                        static_cast<std::size_t>(p.y1), box_w, box_h,
+                                                                        a.layout == mix_layout::chw);
+    PINFEED_CHECK_LAUNCH();
+  }
+  if (a.classes > 0) {
+    const auto k = static_cast<std::size_t>(a.classes);
+    mix_kernel<<<grid_for(k), kThreads, 0, stream>>>(a.labels, a.count, k, weights_of(p.label_lambda));
+    PINFEED_CHECK_LAUNCH();
+  }
 }
 
 }  // namespace pinfeed::ops

@@ -8,6 +8,7 @@
 
 #include "loader_impl.hpp"
 #include "pinfeed/runtime/cuda_handles.hpp"
+#include "pinfeed/runtime/detail/thread_scratch.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/log.hpp"
 
@@ -136,13 +137,33 @@ void loader_core::release_slot(std::size_t slot) noexcept {
 
 }  // namespace detail
 
+namespace {
+/// The source's work on a whole batch (source::finish_batch: a batch op), on the host slot of a
+/// batch that has not failed; a throw fails it. False for a failed batch.
+bool finish_batch(detail::loader_core& c, source& src, std::size_t slot) noexcept {
+  auto& m = c.meta[slot];
+  if (m.error) return false;
+  try {
+    auto& hooks = pinfeed::detail::thread_scratch<detail::loader_core::hook_view, struct finish_hooks>();
+    c.view_slot(slot, hooks);
+    src.finish_batch(hooks.view);
+    return true;
+  } catch (...) {
+    std::lock_guard lock(m.error_mutex);
+    m.error = std::current_exception();
+    m.error_index = m.indices[0];
+    return false;
+  }
+}
+}  // namespace
+
 void loader::impl::finish_slot(std::size_t slot) noexcept {
   auto& c = *core;
   if (stopping.load(std::memory_order_acquire)) return;  // cancel() resets the slot
   auto& m = c.meta[slot];
   assert(m.remaining.load(std::memory_order_acquire) == 0);  // the last chunk's thread, or the feeder
   c.ring.advance(slot, slot_state::filling, slot_state::filled);
-  if (!c.dev.is_cuda() || m.error) {
+  if (!finish_batch(c, *src, slot) || !c.dev.is_cuda()) {
     c.ring.publish(slot, slot_state::filled);
     return;
   }

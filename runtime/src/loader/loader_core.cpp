@@ -198,7 +198,7 @@ void loader_core::view_slot(std::size_t s, hook_view& out) const {
     out.used[f] = arena_bytes(s, f) / dtype_size(fields[f].type);
   }
   out.view = slot_view{fields, out.host, out.device, out.extents, out.used, meta[s].count, meta[s].batch,
-                       copy_stream.get(), dev.index};
+                       copy_stream.get(), dev.index, options.seed, meta[s].epoch};
 }
 
 }  // namespace pinfeed::detail

@@ -109,6 +109,9 @@ class image_reader {
   /// True for readers of encoded files, whose read() is read_stored() then decode_stored(): a cache
   /// can then keep the stored bytes and still decode every time.
   [[nodiscard]] virtual bool stores_encoded() const { return false; }
+  /// How many classes its labels (field "label") count, 0 where it does not say: the soft labels
+  /// of a batch op (mixup, cutmix) have that many columns unless the op names num_classes.
+  [[nodiscard]] virtual std::int64_t classes() const { return 0; }
   /// Sample s's bytes as stored (a view into `storage`, or into memory the reader owns) with its
   /// extra fields written into s. Only for stores_encoded() readers; throws sample_error (stage read).
   virtual std::span<const std::byte> read_stored(sample& s, std::vector<std::byte>& storage);
@@ -265,8 +268,21 @@ class pipeline_source final : public source {
   /// Refuses a loader on the CPU when JPEGs are decoded on the device; opens nvJPEG on the
   /// loader's device for device_inexact (or warns why not, and takes the exact path).
   void on_loader(const device_choice& device) override;
+  /// With a batch op (mixup, cutmix, mixup_cutmix as the pipeline's last step): on a CPU loader,
+  /// mixes the batch in the host slot; on a CUDA loader after_copy mixes it on the device, after
+  /// the copy, on the copy stream.
+  void finish_batch(const slot_view& slot) override;
   void before_copy(const slot_view& slot) override;
   void after_copy(const slot_view& slot) override;
+  /// The batch op, its soft labels' field and classes (nullopt without one).
+  struct batch_op_plan {
+    batch_mix mix;
+    std::size_t label_field = 0;  ///< in fields()
+    std::int64_t classes = 0;
+    ops::mix_layout layout = ops::mix_layout::hwc;
+    dtype label_type = dtype::i64;  ///< what the reader writes (int64 or int32, one a sample)
+  };
+  [[nodiscard]] const std::optional<batch_op_plan>& batch_op() const noexcept { return batch_; }
   ~pipeline_source() override;
 
  private:
@@ -284,6 +300,19 @@ class pipeline_source final : public source {
   pipeline steps_, host_;
   std::optional<ops::normalize_params> host_tail_, consumer_tail_;
   std::vector<field_spec> fields_;
+  /// What the reader writes: fields_, but the label as the reader gives it when a batch op turns
+  /// fields_'s label into soft labels.
+  std::vector<field_spec> reader_fields_;
+  std::optional<batch_op_plan> batch_;
+  /// Checks a batch op against the fields and makes batch_ (the label field turns into soft labels).
+  void plan_batch_op(const batch_mix& mix);
+  /// The batch op's mix of one batch (device pointers where `device`).
+  void mix_batch(const slot_view& slot, bool device) const;
+  /// The one-hot row of the class index the reader wrote at `label` for sample `index`, into
+  /// `out`'s soft labels.
+  void write_soft_label(sample& out, std::uint64_t index, const std::byte* label, const std::string& origin) const;
+  /// Takes a batch op off the end of `steps` (refusing one elsewhere, naming it and its place).
+  static std::optional<batch_mix> split_batch_op(pipeline& steps);
   std::unique_ptr<detail::bad_samples> bad_;  ///< which samples were found bad, per epoch (thread-safe)
   decode_place place_ = decode_place::host;
   std::string device_refusal_;

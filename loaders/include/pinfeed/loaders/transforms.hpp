@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "pinfeed/ops/geometry.hpp"
+#include "pinfeed/ops/mix.hpp"
 #include "pinfeed/ops/policies.hpp"
 #include "pinfeed/runtime/exception.hpp"
 #include "pinfeed/runtime/philox.hpp"
@@ -57,6 +58,13 @@ struct pointwise_step {
   float factor = 1.0f;                      ///< scale
   std::array<float, 3> mean{0.f, 0.f, 0.f};  ///< normalize
   std::array<float, 3> std{1.f, 1.f, 1.f};   ///< normalize
+};
+
+/// What a batch op (mixup, cutmix, mixup_cutmix) does: its recipe (pinfeed/ops/mix.hpp) and the
+/// number of classes of the soft labels (0: the source's).
+struct batch_mix {
+  ops::mix_recipe recipe{};
+  std::int64_t classes = 0;
 };
 
 /// The part of a full-size image a step will use for a sample, and the size it turns it into.
@@ -119,6 +127,11 @@ class transform {
     (void)rng;
     return std::nullopt;
   }
+  /// For a batch op (mixup, cutmix, mixup_cutmix), what it does to each batch; nullopt for a step
+  /// on samples. A batch op is the last step of a pipeline and works on whole batches: a
+  /// pipeline_source runs it once a batch's samples are all produced (on the host, or on the GPU
+  /// after the copy), and leaves each sample as the steps before it made it.
+  [[nodiscard]] virtual std::optional<batch_mix> batch_op() const { return std::nullopt; }
 };
 
 /// RandomCrop: a uniformly placed size x size window. Throws when the image is smaller.
@@ -196,6 +209,10 @@ class transform {
 [[nodiscard]] std::shared_ptr<transform> make_random_gaussian_blur(int kernel, double sigma_min = 0.1, double sigma_max = 2.0);
 /// erase(i, j, h, w, value): torchvision's F.erase, the box of h x w pixels from row i, column j
 /// set to `value` (one for every channel, or one per channel; truncated to uint8).
+/// A batch op (transform::batch_op): MixUp, CutMix or one of the two a batch, on float images
+/// (after normalize or scale), with soft labels of `classes` classes (0: the source's count).
+/// Throws pinfeed::invalid_argument for an alpha that is not finite and > 0, or classes below 0.
+[[nodiscard]] std::shared_ptr<transform> make_batch_mix(const ops::mix_recipe& recipe, std::int64_t classes = 0);
 [[nodiscard]] std::shared_ptr<transform> make_erase(std::int64_t i, std::int64_t j, std::int64_t h, std::int64_t w,
                                                     std::vector<double> value = {0.0});
 [[nodiscard]] std::shared_ptr<transform> make_random_erasing(double p = 0.5, double scale_min = 0.02, double scale_max = 0.33,
@@ -333,7 +350,8 @@ void register_transform(transform_kind kind);
 /// affine(ANGLE, TX, TY, SCALE, SHEAR_X, SHEAR_Y[, FILL]), shear_x(F[, FILL]), shear_y(F[, FILL]),
 /// translate_x(PX[, FILL]), translate_y(PX[, FILL]) (the warps take interpolation=nearest|bilinear),
 /// trivial_augment[(BINS)], rand_augment[(N, M[, BINS])], auto_augment[(imagenet|cifar10|svhn)] (the
-/// policies take interpolation= and fill=).
+/// policies take interpolation= and fill=), and as the last step a batch op: mixup(ALPHA),
+/// cutmix(ALPHA), mixup_cutmix(MIXUP_ALPHA, CUTMIX_ALPHA) (each takes num_classes=N).
 /// Options are NAME=VALUE after the numbers. Throws std::invalid_argument quoting the text with a
 /// caret under the bad token.
 [[nodiscard]] pipeline parse_pipeline(std::string_view text);

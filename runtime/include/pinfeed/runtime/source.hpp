@@ -230,7 +230,8 @@ struct memory_use {
   std::uint64_t bytes = 0;  ///< the most it holds
 };
 
-/// One batch's slot as a source's copy hooks see it (source::before_copy, source::after_copy).
+/// One batch's slot as a source's batch hooks see it (source::finish_batch, source::before_copy,
+/// source::after_copy).
 struct slot_view {
   std::span<const field_spec> specs;
   /// Field i's first byte in the host slot (a variable-size field's arena).
@@ -246,6 +247,8 @@ struct slot_view {
   std::uint64_t batch = 0;   ///< the batch's number in its epoch
   cudaStream_t stream = nullptr;  ///< the loader's copy stream
   int device_index = -1;     ///< the CUDA device
+  std::uint64_t seed = 0;    ///< the loader's seed (loader_options::seed)
+  std::uint32_t epoch = 0;   ///< the batch's epoch
 };
 
 /// A dataset of `size()` samples with the fields `fields()`.
@@ -282,6 +285,11 @@ class source {
   /// device its batches go to: a source that needs a GPU (or the CPU) refuses the other by throwing
   /// std::invalid_argument, and the loader is not made. Default: any.
   virtual void on_loader(const device_choice& device) { (void)device; }
+  /// For every loader (CPU or CUDA), once a batch's samples are all produced, before anything else
+  /// sees the batch (before before_copy on a CUDA device): the source may work on the host slot as
+  /// a whole (a batch op). Runs on the thread that finished the batch; slot.device and slot.stream
+  /// are set on a CUDA device only. Throwing fails the batch. Default: nothing.
+  virtual void finish_batch(const slot_view& slot) { (void)slot; }
   /// For a loader on a CUDA device, once a batch's samples are all produced and before its slot is
   /// copied: the source may rewrite the host slot (gather what its device work needs, say). Runs
   /// on the thread that finished the batch. Throwing fails the batch. Default: nothing.

@@ -1,6 +1,7 @@
 #pragma once
-// Checks the augmentation steps' tests share: a refusal with its caret, and the chi-square test of
-// drawn counts (its p from the regularized upper incomplete gamma function).
+// Checks the augmentation steps' tests share: a refusal with its caret, the chi-square test of
+// drawn counts (its p from the regularized upper incomplete gamma function), and the same batches
+// for any worker count and across a resume.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -10,8 +11,43 @@
 #include <vector>
 
 #include "pinfeed/loaders/transforms.hpp"
+#include "pinfeed/runtime/checksum.hpp"
+#include "pinfeed/runtime/loader.hpp"
+#include "test_util.hpp"
 
 namespace pinfeed::test {
+
+/// Two epochs of `src` in batches of `batch` (seed 3) give the same checksum lines for 1, 2 and 4
+/// workers, and a loader resumed after two batches of epoch 1 gives the rest of them. Returns the
+/// lines (1 worker).
+inline std::vector<std::string> check_same_batches(const std::shared_ptr<source>& src, std::size_t batch) {
+  const auto run = [&](std::size_t workers) {
+    loader l(src, cpu_loader(batch, workers, 3));
+    std::vector<std::string> lines;
+    for (std::uint32_t epoch = 0; epoch < 2; ++epoch) {
+      l.start_epoch(epoch);
+      while (auto b = l.next()) lines.push_back(checksum_line(*b));
+    }
+    return lines;
+  };
+  const auto one = run(1);
+  for (const std::size_t workers : {std::size_t{2}, std::size_t{4}}) {
+    CAPTURE(workers);
+    CHECK(run(workers) == one);
+  }
+  loader first(src, cpu_loader(batch, 2, 3));
+  first.start_epoch(1);
+  (void)first.next();
+  (void)first.next();
+  loader second(src, cpu_loader(batch, 2, 3));
+  second.resume(first.state());
+  std::vector<std::string> rest;
+  while (auto b = second.next()) rest.push_back(checksum_line(*b));
+  const std::size_t first_epoch = (src->size() + batch - 1) / batch;
+  REQUIRE(one.size() == 2 * first_epoch);
+  CHECK(rest == std::vector<std::string>(one.begin() + static_cast<std::ptrdiff_t>(first_epoch + 2), one.end()));
+  return one;
+}
 
 /// parse_pipeline(text) must throw std::invalid_argument that says `says` and quotes the text with
 /// its caret at character `where`.

@@ -476,6 +476,8 @@ rows = [struct.unpack("<1000f", data[r * 4000:(r + 1) * 4000]) for r in range(8)
 assert all(abs(sum(r) - 1.0) <= 1e-6 for r in rows), [sum(r) for r in rows]
 assert any(sorted(r)[-2] > 0 for r in rows)  # some rows weigh two labels
 PY
+check "preview leaves the batch op and the normalize out: a sheet of the samples" "$pf" preview --source synthetic --height 40 \
+  --width 40 --transforms "$mix" --samples 4 --seed 5 --out "$work/mixed.png"
 expect_error "a batch op without num_classes on a source that has no class count names it" "num_classes is unknown" run --device cpu \
   --samples 8 --height 16 --width 16 --limit 1 --transforms "rrc(8),scale,mixup(0.2)"
 expect_error "a batch op before another step is refused" "must be the pipeline's last step" run --device cpu --samples 8 --height 16 \

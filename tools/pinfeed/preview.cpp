@@ -136,7 +136,12 @@ std::pair<held_image, std::vector<std::string>> one_sample(const pipeline_parts&
 int cmd_preview(preview_args a) {
   if (a.count == 0 || a.count > 4096) throw pinfeed::invalid_argument("preview: --samples from 1 to 4096, not " + std::to_string(a.count));
   const pipeline_parts p = make_pipeline(a.run, resolve_device("cpu"));
-  const loaders::pipeline steps = p.steps.host_part();  // the device tail (scale, normalize) is no picture
+  // A batch op mixes whole batches and the device tail (scale, normalize) makes floats: neither is a
+  // picture of a sample.
+  loaders::pipeline per_sample = p.steps;
+  if (!per_sample.steps().empty() && per_sample.steps().back()->batch_op())
+    per_sample = loaders::pipeline({per_sample.steps().begin(), per_sample.steps().end() - 1});
+  const loaders::pipeline steps = per_sample.host_part();
   if (a.first + a.count > p.reader->size())
     throw pinfeed::invalid_argument("preview: samples " + std::to_string(a.first) + " to " + std::to_string(a.first + a.count - 1) +
                                     " asked for; the source has " + std::to_string(p.reader->size()));

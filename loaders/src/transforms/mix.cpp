@@ -42,14 +42,7 @@ class batch_mix_transform final : public transform {
   std::optional<batch_mix> batch_op() const override { return mix_; }
 
  private:
-  std::string op_name() const {
-    switch (mix_.recipe.op) {
-      case ops::mix_op::mixup: return "mixup";
-      case ops::mix_op::cutmix: return "cutmix";
-      case ops::mix_op::mixup_cutmix: return "mixup_cutmix";
-    }
-    return "?";
-  }
+  std::string op_name() const { return ops::mix_op_name(mix_.recipe.op); }
   batch_mix mix_;
 };
 

@@ -22,15 +22,6 @@ std::string number(double v) {
   return text;
 }
 
-const char* op_name(mix_op op) {
-  switch (op) {
-    case mix_op::mixup: return "mixup";
-    case mix_op::cutmix: return "cutmix";
-    case mix_op::mixup_cutmix: return "mixup_cutmix";
-  }
-  return "?";
-}
-
 /// The batch's stream, as the doubles the draw needs.
 struct draw_stream {
   philox_stream words;
@@ -117,7 +108,7 @@ void check_mix_recipe(const mix_recipe& recipe) {
                                     " is none of mixup, cutmix, mixup_cutmix");
   const auto check = [&](const char* which, double alpha) {
     if (!(alpha > 0.0) || !std::isfinite(alpha))
-      throw pinfeed::invalid_argument(std::string(op_name(recipe.op)) + ": " + which + " must be finite and > 0, not " +
+      throw pinfeed::invalid_argument(std::string(mix_op_name(recipe.op)) + ": " + which + " must be finite and > 0, not " +
                                       number(alpha));
   };
   if (recipe.op != mix_op::cutmix) check("alpha (MixUp's)", recipe.alpha_mixup);
@@ -128,7 +119,7 @@ mix_params draw_mix(const mix_recipe& recipe, std::uint64_t seed, std::uint32_t 
                     std::int64_t width) {
   check_mix_recipe(recipe);
   if (height < 1 || width < 1 || height > 0x7FFFFFFF || width > 0x7FFFFFFF)
-    throw pinfeed::invalid_argument(std::string(op_name(recipe.op)) + ": images of " + std::to_string(width) + "x" +
+    throw pinfeed::invalid_argument(std::string(mix_op_name(recipe.op)) + ": images of " + std::to_string(width) + "x" +
                                     std::to_string(height) + " (sides 1 to 2^31 - 1)");
   draw_stream r{philox_stream(seed, epoch, batch, kMixSubstream)};
   mix_params p;
@@ -152,9 +143,9 @@ mix_params draw_mix(const mix_recipe& recipe, std::uint64_t seed, std::uint32_t 
 }
 
 void check_mix_batch(const mix_batch_args& a, const mix_params& p) {
-  const std::string what = std::string(op_name(p.op)) + " batch: ";
+  const std::string what = std::string(mix_op_name(p.op)) + " batch: ";
   if (p.op != mix_op::mixup && p.op != mix_op::cutmix)
-    throw pinfeed::invalid_argument(what + "a batch's op is mixup or cutmix, not " + op_name(p.op));
+    throw pinfeed::invalid_argument(what + "a batch's op is mixup or cutmix, not " + mix_op_name(p.op));
   if (a.height < 1 || a.width < 1 || a.channels < 1)
     throw pinfeed::invalid_argument(what + std::to_string(a.width) + "x" + std::to_string(a.height) + "x" + std::to_string(a.channels) +
                                     " images: sides and channels must be 1 or more");

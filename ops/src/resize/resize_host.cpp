@@ -160,7 +160,7 @@ __attribute__((target("avx2"))) void take_across_rgb_avx2(const std::int32_t* co
 /// pass the compiler vectorises), then each output value takes its two columns across. The same
 /// four products summed, so the same bytes as columns_first (resize_math.hpp): best where each
 /// output row reads rows of its own (shrinking) and the rows are not much wider than the output.
-template <bool Gather>
+template <bool Avx2>
 PINFEED_INLINE void rows_first(const std::uint8_t* in, std::size_t in_stride, std::int64_t in_h, int channels,
                                std::uint8_t* out, std::int64_t out_h, std::int64_t out_w, bool flip, row_scratch& s) {
   const std::size_t values = static_cast<std::size_t>(out_w) * static_cast<std::size_t>(channels);
@@ -191,7 +191,7 @@ PINFEED_INLINE void rows_first(const std::uint8_t* in, std::size_t in_stride, st
     const std::int32_t fy = t.w1;
     std::uint8_t* o = out + static_cast<std::size_t>(y) * values;
 #if defined(__x86_64__)
-    if constexpr (Gather) {
+    if constexpr (Avx2) {
       weigh_down_avx2(top, bottom, fy, width, col);
       if (channels == 3) take_across_rgb_avx2(col, at0, at1, wv, static_cast<std::size_t>(out_w), o);
       else take_across_avx2(col, at0, at1, wv, values, o);
@@ -203,9 +203,9 @@ PINFEED_INLINE void rows_first(const std::uint8_t* in, std::size_t in_stride, st
   }
 }
 
-/// The whole resize; compiled twice on x86-64 (baseline and AVX2 with gathers: the same integers
-/// either way).
-template <bool Gather>
+/// The whole resize; compiled twice on x86-64 (baseline, and AVX2 with its own kernels: the same
+/// integers either way).
+template <bool Avx2>
 PINFEED_INLINE void resize_body(const std::uint8_t* in, std::size_t in_stride, std::int64_t in_h, std::int64_t in_w, int channels,
                                 std::uint8_t* out, std::int64_t out_h, std::int64_t out_w, bool flip, row_scratch& s) {
   const auto n = static_cast<std::size_t>(out_w);
@@ -221,7 +221,7 @@ PINFEED_INLINE void resize_body(const std::uint8_t* in, std::size_t in_stride, s
   // Rows first reads each output row's source rows afresh over the columns read: worth it where
   // the rows are not reused (shrinking in height) and are at most 4 output rows wide.
   if (in_h >= out_h && in_w <= 4 * out_w)
-    rows_first<Gather>(in, in_stride, in_h, channels, out, out_h, out_w, flip, s);
+    rows_first<Avx2>(in, in_stride, in_h, channels, out, out_h, out_w, flip, s);
   else
     columns_first(in, in_stride, in_h, channels, out, out_h, out_w, flip, s);
 }

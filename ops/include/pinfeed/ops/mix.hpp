@@ -37,6 +37,16 @@ inline constexpr std::uint32_t kMixSubstream = 0xB47C;
 /// Which op: MixUp, CutMix, or one of the two a batch (torchvision's RandomChoice, even odds).
 enum class mix_op : std::uint32_t { mixup = 0, cutmix = 1, mixup_cutmix = 2 };
 
+/// The op's spelling: "mixup", "cutmix", "mixup_cutmix" ("?" for another value).
+[[nodiscard]] inline const char* mix_op_name(mix_op op) {
+  switch (op) {
+    case mix_op::mixup: return "mixup";
+    case mix_op::cutmix: return "cutmix";
+    case mix_op::mixup_cutmix: return "mixup_cutmix";
+  }
+  return "?";
+}
+
 /// A batch op's recipe. alpha_mixup is used by mixup and mixup_cutmix, alpha_cutmix by cutmix and
 /// mixup_cutmix; each used one must be finite and > 0 (check_mix_recipe).
 struct mix_recipe {

@@ -3,7 +3,7 @@
 # (tools/gpu-sim/build.sh), builds pinfeed's GPU test suites as PTX for compute_75 with the shared
 # CUDA runtime (PINFEED_GPU_SIM) and a DLPack 1.x header (scripts/fetch-dlpack.sh), and runs every GPU case there (ctest -L gpu-sim): each case's
 # kernels, copies, streams and events execute on the simulator and are compared with the CPU
-# reference. The mutants of the sampler and of the JPEG planes must fail (the step can be seen to catch bugs).
+# reference. The mutants of the sampler, of the JPEG planes and of the augmentation jobs must fail (the step can be seen to catch bugs).
 # Usage: scripts/gpu-sim-tests.sh [--build-only] [extra ctest arguments]
 #   --build-only builds the simulator and the suites and runs nothing (scripts/flake-hunt.sh runs
 #   them itself, many times).
@@ -31,7 +31,7 @@ targets=(runtime_tests ops_tests doctor_tests)
 # SIGPIPE then failed the pipeline (pipefail), so bench_tests was left out at random.
 target_list=$(cmake --build "$build" --target help)
 grep -q '^bench_tests:' <<<"$target_list" && targets+=(bench_tests)
-targets+=($(sed -n 's/^\(\(sampler\|jpeg\)_mutant_[a-z_]*\):.*/\1/p' <<<"$target_list"))
+targets+=($(sed -n 's/^\(\(sampler\|jpeg\|augment\)_mutant_[a-z_]*\):.*/\1/p' <<<"$target_list"))
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 echo "gpu-sim-tests: built ($(($(date +%s) - start)) s)"
 if ((build_only)); then exit 0; fi

@@ -63,10 +63,17 @@ struct hybrid_folder {
 
   /// A pipeline source over the folder: random_resized_crop(16) then a coin-flip mirror.
   [[nodiscard]] std::shared_ptr<loaders::pipeline_source> source(loaders::decode_place place) const {
+    return source(place, "random_resized_crop(16),hflip");
+  }
+  /// A pipeline source over the folder with `steps`, the steps after the decode where `augment_on` says.
+  [[nodiscard]] std::shared_ptr<loaders::pipeline_source> source(
+      loaders::decode_place place, const std::string& steps,
+      loaders::augment_place augment_on = loaders::augment_place::automatic, bool device_tail = true) const {
     loaders::pipeline_source_options o;
     o.decode = place;
-    return std::make_shared<loaders::pipeline_source>(loaders::make_image_files_reader(files),
-                                                      loaders::parse_pipeline("random_resized_crop(16),hflip"), o);
+    o.augment_on = augment_on;
+    o.device_tail = device_tail;
+    return std::make_shared<loaders::pipeline_source>(loaders::make_image_files_reader(files), loaders::parse_pipeline(steps), o);
   }
 };
 

@@ -23,6 +23,7 @@
 #include "pinfeed/ops/geometry.hpp"
 #include "pinfeed/ops/histogram.hpp"
 #include "pinfeed/ops/jpeg_planes.hpp"
+#include "pinfeed/ops/augment.hpp"
 #include "pinfeed/ops/mix.hpp"
 #include "pinfeed/ops/normalize.hpp"
 #include "pinfeed/ops/policies.hpp"

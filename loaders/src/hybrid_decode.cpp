@@ -1,4 +1,5 @@
 #include "hybrid_decode.hpp"
+#include "device_augment.hpp"
 #include "hybrid_layout.hpp"
 
 #include <algorithm>
@@ -111,7 +112,9 @@ std::string hybrid_decoder::refusal(const pipeline& steps, const image_reader& r
     return "its first step, " + all.front()->name() + ", does not decode a window (random_resized_crop or a crop does)";
   for (std::size_t k = 1; k < all.size(); ++k)
     if (!all[k]->mirrors(philox_stream(0, 0, 0, 100)))
-      return "step " + all[k]->name() + " runs after the window: only flips may follow it on the device";
+      return "step " + all[k]->name() +
+             " runs after the window: only flips may follow it in the decode (augment_on device or auto moves the steps with a "
+             "device form after them to the GPU)";
   return {};
 }
 
@@ -409,6 +412,10 @@ decode_counts pipeline_source::decoded() const {
 }
 
 void pipeline_source::on_loader(const device_choice& device) {
+  if (augmenter_ && !device.is_cuda())
+    throw pinfeed::invalid_argument("pipeline_source runs " + augmenter_->steps().to_string() + " on the device (augment_on " +
+                                    std::string(to_string(options_.augment_on)) + "), but the loader's batches stay on the " +
+                                    device.to_string() + ": use augment_on host");
   if (hybrid_ && !device.is_cuda())
     throw pinfeed::invalid_argument("pipeline_source decodes JPEGs on the device (decode " +
                                     std::string(to_string(options_.decode)) + "), but the loader's batches stay on the " +
@@ -421,10 +428,12 @@ void pipeline_source::on_loader(const device_choice& device) {
 
 void pipeline_source::before_copy(const slot_view& slot) {
   if (hybrid_) hybrid_->before_copy(slot);
+  if (augmenter_) augmenter_->before_copy(slot);
 }
 
 void pipeline_source::after_copy(const slot_view& slot) {
   if (hybrid_) hybrid_->after_copy(slot);
+  if (augmenter_) augmenter_->after_copy(slot);  // on the decoded (or copied) pixels, on the same stream
   if (batch_) mix_batch(slot, true);  // on the copy stream, after the copy: the consumer's side
 }
 

@@ -13,6 +13,7 @@
 
 #include <oneapi/tbb/task_arena.h>
 
+#include "device_augment.hpp"
 #include "hybrid_decode.hpp"
 #include "image_header.hpp"
 #include "transforms/common.hpp"
@@ -242,7 +243,7 @@ pipeline_source::pipeline_source(std::shared_ptr<image_reader> reader, pipeline 
   if (steps.empty() && !in.fixed())
     throw pinfeed::invalid_argument("pipeline_source: images of '" + reader_->name() +
                                 "' vary in size: give a pipeline that ends in a fixed size (a crop)");
-  const image_spec out = steps.empty() ? in : steps.output_spec(in);  // validates every step
+  if (!steps.empty()) (void)steps.output_spec(in);  // validates every step
   const auto tail = fused_tail(steps);
   if (!steps.device_tail().empty() && tail) {
     host_ = steps.host_part();
@@ -257,17 +258,17 @@ pipeline_source::pipeline_source(std::shared_ptr<image_reader> reader, pipeline 
       throw pinfeed::invalid_argument("pipeline_source: the colour/scale tail needs uint8 RGB before it");
     image = {"image", dtype::f32, {3, host_out.height, host_out.width}};  // CHW, as the device op writes it
   }
-  (void)out;
   fields_.push_back(image);
   for (auto& f : reader_->extra_fields()) fields_.push_back(f);
   reader_fields_ = fields_;
   if (mix) plan_batch_op(*mix);
-  choose_decode_path();
+  choose_augment_path();  // (which resolves the decode path too)
   validate_fields(fields_);
 }
 
 std::string pipeline_source::name() const {
   std::string s = reader_->name() + " -> " + (host_.empty() ? std::string("(no host steps)") : host_.to_string());
+  if (augmenter_) s += " -> on the device: " + augmenter_->steps().to_string();
   if (host_tail_) s += " -> fused tail (host, CHW float)";
   if (consumer_tail_) s += " -> tail on the consumer's device";
   return s;
@@ -358,17 +359,16 @@ void pipeline_source::produce_one(sample& out, std::uint64_t index) {
       }
     }
     out.set_origin(s.origin());
-    bool packed = false;
-    {
+    const bool packed = [&] {
       stage_timer timer(stage::decode, s.stats(), s.trace(), index);
-      packed = hybrid_->pack(s, stored, host_, decoding_);
+      return hybrid_->pack(s, stored, host_, decoding_);
+    }();
+    if (!packed) {  // (a batch op takes no device decode: no soft label here)
+      host_decodes_->fetch_add(1, std::memory_order_relaxed);
+      const read_result r = reader_->decode_stored(s, stored, t.a, planner(s));
+      run_steps(s, image_view{const_cast<std::byte*>(r.data != nullptr ? r.data : t.a.data()), r.spec}, r.window_only, t.a, t.b);
     }
-    if (packed) return;
-    host_decodes_->fetch_add(1, std::memory_order_relaxed);
-    const read_result r = reader_->decode_stored(s, stored, t.a, planner(s));
-    run_steps(s, image_view{const_cast<std::byte*>(r.data != nullptr ? r.data : t.a.data()), r.spec}, r.window_only, t.a, t.b);
-    if (batch_) write_soft_label(out, index, t.label, s.origin());
-    return;
+    return write_device_jobs(s);
   }
   if (reader_->stores_encoded()) host_decodes_->fetch_add(1, std::memory_order_relaxed);
   image_spec in;
@@ -389,6 +389,7 @@ void pipeline_source::produce_one(sample& out, std::uint64_t index) {
   // A lent image is read in place and never written: run_steps writes only into its own buffers.
   run_steps(s, image_view{const_cast<std::byte*>(image), in}, window_only, t.a, t.b);
   if (batch_) write_soft_label(out, index, t.label, s.origin());
+  write_device_jobs(s);
 }
 
 void pipeline_source::run_steps(sample& s, image_view cur, bool window_only, std::vector<std::byte>& a,

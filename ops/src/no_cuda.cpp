@@ -6,6 +6,7 @@
 
 #include "finishing/encode_checks.hpp"
 #include "jpeg/jpeg_math.hpp"
+#include "pinfeed/ops/augment.hpp"
 #include "pinfeed/ops/encode.hpp"
 #include "pinfeed/ops/mix.hpp"
 #include "pinfeed/ops/normalize.hpp"
@@ -40,6 +41,13 @@ void unpack_jpeg_blocks_device(const std::uint8_t* bytes, std::uint64_t size, co
   jpeg::check_unpack_call(bytes, size, starts, block_count, blocks, malformed);
   if (block_count == 0) return;
   no_gpu("unpack_jpeg_blocks_device");
+}
+
+void augment_batch_device(const aug_job*, const aug_job* host_jobs, std::size_t samples, std::size_t rounds, std::uint8_t*,
+                          std::uint8_t*, std::uint64_t bytes, void*, std::uint64_t, cudaStream_t) {
+  check_aug_jobs(host_jobs, samples, rounds, bytes);
+  if (samples * rounds == 0) return;
+  no_gpu("augment_batch_device");
 }
 
 void resize_bilinear_u8_device(const resize_job*, const resize_job* host_jobs, std::size_t count, const std::uint8_t*, std::uint64_t in_bytes,

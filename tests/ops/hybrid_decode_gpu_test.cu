@@ -139,3 +139,25 @@ TEST_CASE("gpu.jpeg.device_inexact_is_nvjpeg_near_the_host_path_or_the_exact_pat
   MESSAGE("mean absolute difference from the host path: " << total / static_cast<double>(samples));
   CHECK(total / static_cast<double>(samples) <= test::kInexactMeanBound);
 }
+
+TEST_CASE("gpu.augment.loader_runs_the_steps_after_the_decode_on_the_device_as_the_host" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("augmentations on the device in a loader")) return;
+  // decode device with a policy and the counting ops after the window and flip (auto moves them to
+  // the GPU), and decode host with augment device: the same checksum lines and images as the host
+  // pipeline's. The rounds run on the copy stream after the decode, with no host synchronisation.
+  const test::hybrid_folder f;
+  const std::string steps = "random_resized_crop(16),hflip,trivial_augment(interpolation=bilinear,fill=77),equalize,contrast(0.6)";
+  std::vector<std::string> host_lines;
+  loader host(f.source(decode_place::host, steps, loaders::augment_place::host), on_gpu(6));
+  const auto want = images_of(host, host_lines);
+  for (const auto d : {decode_place::device, decode_place::host}) {
+    CAPTURE(static_cast<int>(d));
+    const auto src = f.source(d, steps, d == decode_place::host ? loaders::augment_place::device : loaders::augment_place::automatic);
+    REQUIRE(src->augment_path() == loaders::augment_place::device);
+    std::vector<std::string> lines;
+    loader l(src, on_gpu(6));
+    const auto got = images_of(l, lines);
+    CHECK(lines == host_lines);
+    CHECK(got == want);
+  }
+}

@@ -121,6 +121,10 @@ loaders::pipeline_source_options source_options(const run_args& a, const device_
     throw pinfeed::invalid_argument("--max-bad-fraction " + std::to_string(a.max_bad_fraction) +
                                 " caps --on-error skip; with --on-error fail the first bad sample already fails");
   po.max_bad_fraction = a.max_bad_fraction;
+  po.augment_on = loaders::parse_augment_place(a.augment_on);
+  if (po.augment_on == loaders::augment_place::device && !dev.is_cuda())
+    throw pinfeed::invalid_argument("--augment-on device runs the steps on the GPU, but the batches stay on the " + dev.to_string() +
+                                    " (--device): use --augment-on host or auto");
   const auto& config = config_of(a);
   po.decode = loaders::parse_decode_place(!a.decode.empty() ? a.decode : config && config->decode ? *config->decode : "host");
   if (po.decode == loaders::decode_place::automatic && !dev.is_cuda()) po.decode = loaders::decode_place::host;  // batches stay here
@@ -184,6 +188,11 @@ void add_sample_options(CLI::App* app, run_args& a) {
                   "device-inexact (nvJPEG, loaded at run time, on the GPU: other pixels than the host's; the exact device "
                   "path where nvJPEG is missing or fails to start); default: the --config file's, else host")
       ->check(CLI::IsMember({"host", "device", "auto", "device-inexact"}));
+  app->add_option("--augment-on", a.augment_on,
+                  "where the steps after the decode's window and flips run: host, device (on the GPU after the copy, "
+                  "the host's pixels bit for bit; every such step needs a device form, the tail runs on the GPU after "
+                  "them) or auto (default: device where --decode puts the JPEGs on the GPU and the steps allow it)")
+      ->check(CLI::IsMember({"host", "device", "auto"}));
 }
 
 void add_pipeline_options(CLI::App* app, run_args& a) {

@@ -37,6 +37,7 @@ struct run_args {
   double remote_cache_mb = 1024;
   std::string remote_cache_dir, remote_index_cache;
   std::string memory_budget;  ///< a size (parse_bytes), empty: none
+  std::string augment_on = "auto";  ///< host, device or auto (loaders::parse_augment_place)
   std::string decode;  ///< host, device or auto (loaders::parse_decode_place); empty: from --config, else host
   std::int64_t max_pixels = std::int64_t{1} << 28;
   std::string max_decode_memory;  ///< a size (parse_bytes), 0: none; empty: the node plan's (decode_options)

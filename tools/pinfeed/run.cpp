@@ -100,6 +100,15 @@ void print_decoded(const loaders::pipeline_source& counted) {
   std::fprintf(stderr, "decode: on the %s; %s\n", where.c_str(), d.to_string().c_str());
 }
 
+/// Where the steps after the decode ran, and why not on the device where they could not.
+void print_augmented(const loaders::pipeline_source& counted) {
+  if (counted.augment_path() == loaders::augment_place::device) {
+    std::fprintf(stderr, "augment: on the device: %s\n", counted.device_steps().to_string().c_str());
+  } else if (!counted.augment_refusal().empty()) {
+    std::fprintf(stderr, "augment: on the host (not the device: %s)\n", counted.augment_refusal().c_str());
+  }
+}
+
 void write_json(const run_args& a, const loader& l, const stats_snapshot& st, const loaders::pipeline_source& counted,
                 const std::optional<loaders::remote_counters>& fetched) {
   nlohmann::json j{{"samples_per_s", st.samples_per_s()}, {"mb_per_s", st.megabytes_per_s()},
@@ -121,6 +130,8 @@ void write_json(const run_args& a, const loader& l, const stats_snapshot& st, co
     if (!d.nvjpeg.empty()) j["decode"]["nvjpeg"] = d.nvjpeg;
     for (const auto& [reason, n] : d.host_by_reason) j["decode"]["host_by_reason"][reason] = n;
   }
+  j["augment"] = {{"path", to_string(counted.augment_path())}, {"device_steps", counted.device_steps().to_string()}};
+  if (!counted.augment_refusal().empty()) j["augment"]["not_on_device"] = counted.augment_refusal();
   pinfeed::detail::write_whole_file(a.json, j.dump(2) + "\n", "cannot write '" + a.json + "'");
 }
 
@@ -217,6 +228,7 @@ int cmd_run(const run_args& a) {
   if (fetched) print_fetch(*fetched);
   print_bad_samples(*counted);
   print_decoded(*counted);
+  print_augmented(*counted);
   if (!save_path.empty()) {
     pinfeed::detail::write_whole_file(save_path, l.state() + "\n", "cannot write loader state '" + save_path + "'");
   }

@@ -79,6 +79,31 @@ class colour_transform final : public transform {
     if (op_ == colour_op::grayscale) out.channels = static_cast<int>(value_);
     return out;
   }
+  int device_rounds() const override { return 1; }
+  std::optional<std::vector<ops::aug_job>> device_jobs(const image_spec& in, philox_stream) const override {
+    if (in.type != dtype::u8) return std::nullopt;
+    const auto h = static_cast<std::uint32_t>(in.height), w = static_cast<std::uint32_t>(in.width);
+    const int c = static_cast<int>(in.channels);
+    const auto op = [&](ops::aug_op o) {
+      return std::vector<ops::aug_job>{ops::aug_job_of(o, value_, h, w, c, ops::interpolation::nearest, std::nullopt)};
+    };
+    switch (op_) {
+      case colour_op::brightness: return op(ops::aug_op::brightness);
+      case colour_op::contrast: return op(ops::aug_op::contrast);
+      case colour_op::saturation: return op(ops::aug_op::saturation);
+      case colour_op::sharpness: return op(ops::aug_op::sharpness);
+      case colour_op::posterize: return op(ops::aug_op::posterize);
+      case colour_op::solarize: return op(ops::aug_op::solarize);
+      case colour_op::autocontrast: return op(ops::aug_op::autocontrast);
+      case colour_op::equalize: return op(ops::aug_op::equalize);
+      case colour_op::invert: return op(ops::aug_op::invert);
+      case colour_op::hue: return std::vector<ops::aug_job>{ops::hue_job(value_, h, w, c)};
+      case colour_op::grayscale:  // as many channels out as in only: the device keeps the image's size
+        if (static_cast<int>(value_) != c) return std::nullopt;
+        return std::vector<ops::aug_job>{ops::grayscale_job(h, w, c)};
+    }
+    return std::nullopt;
+  }
   // In place but for sharpness (it reads the neighbours' old values) and for a grey image made
   // 3 channels (the output is larger than the input).
   bool in_place() const override { return op_ != colour_op::sharpness && op_ != colour_op::grayscale; }
@@ -153,6 +178,24 @@ class color_jitter_transform final : public transform {
     }
     return out;
   }
+  int device_rounds() const override { return 4; }
+  std::optional<std::vector<ops::aug_job>> device_jobs(const image_spec& in, philox_stream rng) const override {
+    if (in.type != dtype::u8) return std::nullopt;
+    const auto h = static_cast<std::uint32_t>(in.height), w = static_cast<std::uint32_t>(in.width);
+    const int c = static_cast<int>(in.channels);
+    std::vector<ops::aug_job> jobs;
+    const auto [order, f] = draw(rng);
+    for (const int k : order) {
+      const double v = f[static_cast<std::size_t>(k)];
+      if (std::isnan(v)) continue;
+      const auto none = ops::interpolation::nearest;
+      if (k == 0) jobs.push_back(ops::aug_job_of(ops::aug_op::brightness, v, h, w, c, none, std::nullopt));
+      if (k == 1) jobs.push_back(ops::aug_job_of(ops::aug_op::contrast, v, h, w, c, none, std::nullopt));
+      if (k == 2) jobs.push_back(ops::aug_job_of(ops::aug_op::saturation, v, h, w, c, none, std::nullopt));
+      if (k == 3 && c == 3) jobs.push_back(ops::hue_job(v, h, w, c));
+    }
+    return jobs;
+  }
   void apply(const image_view& in, const image_view& out, philox_stream rng) const override {
     const std::int64_t pixels = in.spec.height * in.spec.width;
     const int c = in.spec.channels;
@@ -191,6 +234,14 @@ class random_grayscale_transform final : public transform {
   bool in_place() const override { return true; }
   std::string explain(const image_spec& in, philox_stream rng) const override {
     return rng.uniform() < p_ && in.channels == 3 ? "grayscale(3)" : "";
+  }
+  int device_rounds() const override { return 1; }
+  std::optional<std::vector<ops::aug_job>> device_jobs(const image_spec& in, philox_stream rng) const override {
+    if (in.type != dtype::u8) return std::nullopt;
+    std::vector<ops::aug_job> jobs;
+    if (rng.uniform() < p_ && in.channels == 3)
+      jobs.push_back(ops::grayscale_job(static_cast<std::uint32_t>(in.height), static_cast<std::uint32_t>(in.width), 3));
+    return jobs;
   }
   void apply(const image_view& in, const image_view& out, philox_stream rng) const override {
     const std::int64_t pixels = in.spec.height * in.spec.width;

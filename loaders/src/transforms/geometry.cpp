@@ -56,6 +56,24 @@ class geometry_transform final : public transform {
     require_grey_or_rgb(*this, in);
     return in;
   }
+  int device_rounds() const override { return 1; }
+  std::optional<std::vector<ops::aug_job>> device_jobs(const image_spec& in, philox_stream) const override {
+    if (in.type != dtype::u8) return std::nullopt;
+    const auto h = static_cast<std::uint32_t>(in.height), w = static_cast<std::uint32_t>(in.width);
+    const int c = static_cast<int>(in.channels);
+    const auto& v = values_;
+    const auto op = [&](ops::aug_op o) { return std::vector<ops::aug_job>{ops::aug_job_of(o, v[0], h, w, c, mode_, fill_)}; };
+    switch (op_) {
+      case geometry_op::rotate: return op(ops::aug_op::rotate);
+      case geometry_op::affine:
+        return std::vector<ops::aug_job>{ops::affine_job(v[0], v[1], v[2], v[3], v[4], v[5], h, w, c, mode_, fill_)};
+      case geometry_op::shear_x: return op(ops::aug_op::shear_x);
+      case geometry_op::shear_y: return op(ops::aug_op::shear_y);
+      case geometry_op::translate_x: return op(ops::aug_op::translate_x);
+      case geometry_op::translate_y: return op(ops::aug_op::translate_y);
+    }
+    return std::nullopt;
+  }
   void apply(const image_view& in, const image_view& out, philox_stream) const override {
     const auto* src = in.as<std::uint8_t>();
     auto* dst = out.as<std::uint8_t>();
@@ -138,6 +156,15 @@ class random_warp_transform final : public transform {
     if (fill_) s += "," + format_number(*fill_);
     if (mode_ == ops::interpolation::bilinear) s += ",interpolation=bilinear";
     return s + ")";
+  }
+  int device_rounds() const override { return 1; }
+  std::optional<std::vector<ops::aug_job>> device_jobs(const image_spec& in, philox_stream rng) const override {
+    if (in.type != dtype::u8) return std::nullopt;
+    const auto h = static_cast<std::uint32_t>(in.height), w = static_cast<std::uint32_t>(in.width);
+    const int c = static_cast<int>(in.channels);
+    const auto d = draw(in.height, in.width, rng);
+    if (!affine_) return std::vector<ops::aug_job>{ops::aug_job_of(ops::aug_op::rotate, d[0], h, w, c, mode_, fill_)};
+    return std::vector<ops::aug_job>{ops::affine_job(d[0], d[1], d[2], d[3], d[4], 0.0, h, w, c, mode_, fill_)};
   }
   void apply(const image_view& in, const image_view& out, philox_stream rng) const override {
     const std::int64_t h = in.spec.height, w = in.spec.width;

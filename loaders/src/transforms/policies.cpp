@@ -145,6 +145,16 @@ class policy_transform final : public augment_policy {
     }
     return out;
   }
+  int device_rounds() const override { return subs_ != nullptr ? 2 : num_ops_; }
+  std::optional<std::vector<ops::aug_job>> device_jobs(const image_spec& in, philox_stream rng) const override {
+    if (in.type != dtype::u8) return std::nullopt;
+    std::vector<ops::aug_job> jobs;
+    for (const auto& c : choices(in.height, in.width, rng))
+      if (c.op != aug_op::identity)
+        jobs.push_back(ops::aug_job_for(c.op, c.magnitude, static_cast<std::uint32_t>(in.height),
+                                        static_cast<std::uint32_t>(in.width), static_cast<int>(in.channels), mode_, fill_));
+    return jobs;
+  }
   void apply(const image_view& in, const image_view& out, philox_stream rng) const override {
     const std::int64_t h = in.spec.height, w = in.spec.width;
     const int c = in.spec.channels;

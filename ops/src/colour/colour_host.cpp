@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "../augment/aug_math.hpp"
 #include "pinfeed/runtime/detail/clones.hpp"
 #include "samples.hpp"
 #include "pinfeed/runtime/exception.hpp"
@@ -17,19 +18,13 @@ using samples::check_factor;
 using samples::to_u8;
 namespace {
 
-/// grey(p) of the header, a float.
-PINFEED_INLINE float grey(const std::uint8_t* p) {
-  const float l = static_cast<float>(p[0]) * 0.2989f;
-  return std::fmaf(static_cast<float>(p[2]), 0.114f, std::fmaf(static_cast<float>(p[1]), 0.587f, l));
-}
+using aug::grey;  // the arithmetic the device's kernels share (aug_math.hpp)
 
 /// The two float factors of blend(x, o, r): f32(r) and f32(1 - r).
 struct blend_factors {
   float r, rest;
   PINFEED_INLINE explicit blend_factors(double ratio) : r(static_cast<float>(ratio)), rest(static_cast<float>(1.0 - ratio)) {}
-  [[nodiscard]] PINFEED_INLINE std::uint8_t operator()(std::uint8_t x, float other) const {
-    return to_u8(std::fmaf(other, rest, static_cast<float>(x) * r));
-  }
+  [[nodiscard]] PINFEED_INLINE std::uint8_t operator()(std::uint8_t x, float other) const { return aug::blend(x, other, r, rest); }
 };
 
 }  // namespace
@@ -139,32 +134,8 @@ PINFEED_FMA_CLONES void hue_u8(const std::uint8_t* in, std::int64_t pixels, int 
   if (channels != 3) throw pinfeed::invalid_argument("hue: images of 3 channels (a grey image has no hue)");
   if (!(factor >= -0.5 && factor <= 0.5))
     throw pinfeed::invalid_argument("hue: the factor must be in [-0.5, 0.5], not " + std::to_string(factor));
-  const float shift = static_cast<float>(factor), to_unit = static_cast<float>(1.0 / 255.0);
-  const float sixth = static_cast<float>(1.0 / 6.0), to_u8_scale = static_cast<float>(255.999);
-  static constexpr int kSelect[3][6] = {{0, 2, 1, 1, 3, 0}, {3, 0, 0, 2, 1, 1}, {1, 1, 3, 0, 0, 2}};
-  for (std::int64_t i = 0; i < pixels; ++i) {
-    const std::uint8_t* px = in + 3 * i;
-    const float r = static_cast<float>(px[0]) * to_unit, g = static_cast<float>(px[1]) * to_unit,
-                b = static_cast<float>(px[2]) * to_unit;
-    const float hi = std::max(r, std::max(g, b)), lo = std::min(r, std::min(g, b));
-    const bool eq = hi == lo;
-    const float s = (hi - lo) / (eq ? 1.0f : hi);
-    const float d = eq ? 1.0f : hi - lo;
-    const float rc = (hi - r) / d, gc = (hi - g) / d, bc = (hi - b) / d;
-    const float hg = hi == g && hi != r ? (rc + 2.0f) - bc : 0.0f;
-    const float hr = hi == r ? bc - gc : 0.0f;
-    const float hb = hi != r && hi != g ? (gc + 4.0f) - rc : 0.0f;
-    float h = std::fmod((hr + hg + hb) * sixth + 1.0f, 1.0f);
-    h = std::fmod(h + shift, 1.0f);
-    if (h < 0.0f) h += 1.0f;  // torch.remainder: the divisor's sign
-    const float h6 = h * 6.0f, whole = std::floor(h6), f = h6 - whole;
-    const int sector = static_cast<int>(whole) % 6;
-    const float sf = s * f, u = 1.0f - s, v = hi;
-    const float vpqt[4] = {v, std::clamp(u * v, 0.0f, 1.0f), std::clamp((1.0f - sf) * v, 0.0f, 1.0f),
-                           std::clamp((sf + u) * v, 0.0f, 1.0f)};
-    for (int c = 0; c < 3; ++c)
-      out[3 * i + c] = static_cast<std::uint8_t>(static_cast<int>(vpqt[kSelect[c][sector]] * to_u8_scale));
-  }
+  const float shift = static_cast<float>(factor);
+  for (std::int64_t i = 0; i < pixels; ++i) aug::hue_pixel(in + 3 * i, shift, out + 3 * i);
 }
 
 PINFEED_FMA_CLONES void sharpness_u8(const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels, double factor,
@@ -187,9 +158,7 @@ PINFEED_FMA_CLONES void sharpness_u8(const std::uint8_t* in, std::int64_t height
     for (std::int64_t k = channels, end = static_cast<std::int64_t>(row) - channels; k < end; ++k) {
       const int s = up[k - channels] + up[k] + up[k + channels] + mid[k - channels] + 5 * mid[k] + mid[k + channels] +
                     down[k - channels] + down[k] + down[k + channels];
-      const int b = (2 * s + 13) / 26;
-      const float x = static_cast<float>(mid[k]);
-      o[k] = to_u8(std::fmaf(static_cast<float>(b) - x, rest, x));
+      o[k] = aug::sharpen(s, mid[k], rest);
     }
   }
 }

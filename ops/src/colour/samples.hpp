@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "../augment/aug_math.hpp"
 #include "pinfeed/runtime/detail/clones.hpp"
 #include "pinfeed/runtime/exception.hpp"
 
@@ -24,9 +25,7 @@ inline void check_factor(const char* op, double factor) {
                                     std::to_string(factor));
 }
 
-/// A float in [0, 255] (or past it) to a sample: clamped, then truncated.
-PINFEED_INLINE std::uint8_t to_u8(float v) {
-  return static_cast<std::uint8_t>(static_cast<int>(std::min(std::max(v, 0.0f), 255.0f)));
-}
+/// A float in [0, 255] (or past it) to a sample: clamped, then truncated (aug_math.hpp's, as the device's).
+using aug::to_u8;
 
 }  // namespace pinfeed::ops::samples

@@ -7,7 +7,9 @@
 #include <cstring>
 #include <string>
 
+#include "../augment/aug_math.hpp"
 #include "pinfeed/runtime/detail/clones.hpp"
+#include "warp_plan.hpp"
 #include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::ops {
@@ -15,7 +17,6 @@ namespace {
 
 constexpr double kPi = 3.141592653589793;
 constexpr double kDegToRad = kPi / 180.0;  // CPython's math.radians: x * (pi / 180)
-constexpr double kRadToDeg = 180.0 / kPi;  // math.degrees
 
 void check(const char* op, const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels,
            std::optional<double> fill, const std::uint8_t* out) {
@@ -34,17 +35,7 @@ void check_finite(const char* op, const char* what, double v) {
   if (!std::isfinite(v)) throw pinfeed::invalid_argument(std::string(op) + ": " + what + " must be finite, not " + std::to_string(v));
 }
 
-/// A float sample to uint8: rounded to the nearest, ties to even, clamped.
-PINFEED_INLINE std::uint8_t to_u8(float v) {
-  return static_cast<std::uint8_t>(static_cast<int>(std::clamp(std::nearbyint(v), 0.0f, 255.0f)));
-}
-
-/// Python's float modulo 360: the result in [0, 360) with the divisor's sign (-9 -> 351).
-double python_mod_360(double a) {
-  double r = std::fmod(a, 360.0);
-  if (r != 0.0 && r < 0.0) r += 360.0;
-  return r == 0.0 ? 0.0 : r;
-}
+using aug::to_u8_rne;
 
 }  // namespace
 
@@ -72,41 +63,13 @@ struct sampler {
   std::optional<double> fill;
   float fw, fh, fill_v;
 
-  /// Nearest: the pixel at (rne(iy), rne(ix)), else 0 or the fill.
+  /// Nearest: the pixel at (rne(iy), rne(ix)), else 0 or the fill (aug_math.hpp's, as the device's).
   PINFEED_INLINE void nearest(float ix, float iy, std::uint8_t* o) const {
-    const float rx = std::nearbyint(ix), ry = std::nearbyint(iy);
-    if (rx >= 0.0f && rx < fw && ry >= 0.0f && ry < fh) {  // false for NaN too
-      std::memcpy(o, in + (static_cast<std::int64_t>(ry) * width + static_cast<std::int64_t>(rx)) * c, static_cast<std::size_t>(c));
-      return;
-    }
-    std::fill(o, o + c, to_u8(fill_v));  // 0 without a fill
+    aug::nearest_sample({in, height, width, c, fill.has_value(), fill_v}, ix, iy, o);
   }
-
   /// Bilinear: the four corners' fused sum, corners outside counting 0; with a fill, the mask blend.
   PINFEED_INLINE void bilinear(float ix, float iy, std::uint8_t* o) const {
-    const float x0 = std::floor(ix), y0 = std::floor(iy);
-    const float u = ix - x0, e = 1.0f - u, n = iy - y0, s = 1.0f - n;
-    const float nw = s * e, ne = s * u, sw = n * e, se = n * u;
-    // Inside tested as floats (a coordinate far outside is no index); where any corner is inside,
-    // x0 is in [-1, width) and y0 in [-1, height).
-    const bool x0_in = x0 >= 0.0f && x0 < fw, x1_in = x0 >= -1.0f && x0 + 1.0f < fw;
-    const bool y0_in = y0 >= 0.0f && y0 < fh, y1_in = y0 >= -1.0f && y0 + 1.0f < fh;
-    const bool in_nw = y0_in && x0_in, in_ne = y0_in && x1_in, in_sw = y1_in && x0_in, in_se = y1_in && x1_in;
-    const bool any = in_nw || in_ne || in_sw || in_se;
-    const std::int64_t xi = any ? static_cast<std::int64_t>(x0) : 0, yi = any ? static_cast<std::int64_t>(y0) : 0;
-    const auto at = [&](bool inside, std::int64_t yy, std::int64_t xx, std::int64_t k) __attribute__((always_inline)) {
-      return inside ? static_cast<float>(in[(yy * width + xx) * c + k]) : 0.0f;
-    };
-    const auto weigh = [&](float p_nw, float p_ne, float p_sw, float p_se) __attribute__((always_inline)) {
-      return std::fmaf(p_se, se, std::fmaf(p_sw, sw, std::fmaf(p_ne, ne, p_nw * nw)));
-    };
-    const auto one = [](bool inside) __attribute__((always_inline)) { return inside ? 1.0f : 0.0f; };
-    const float mask = fill ? weigh(one(in_nw), one(in_ne), one(in_sw), one(in_se)) : 1.0f;
-    for (std::int64_t k = 0; k < c; ++k) {
-      float v = weigh(at(in_nw, yi, xi, k), at(in_ne, yi, xi + 1, k), at(in_sw, yi + 1, xi, k), at(in_se, yi + 1, xi + 1, k));
-      if (fill) v = (v - fill_v) * mask + fill_v;
-      o[k] = to_u8(v);
-    }
+    aug::bilinear_sample({in, height, width, c, fill.has_value(), fill_v}, ix, iy, o);
   }
 };
 
@@ -121,7 +84,7 @@ PINFEED_INLINE void nearest_row(const sampler& at, float A, float C_, float D, f
   // j - (width - 1) / 2 is a multiple of 1/2 under 2^23: exact in float32 as in the double the
   // other loop rounds from.
   const float mid = static_cast<float>(width - 1) * 0.5f;
-  const std::uint8_t fill = to_u8(at.fill_v);
+  const std::uint8_t fill = to_u8_rne(at.fill_v);
   const float last_x = at.fw - 1.0f, last_y = at.fh - 1.0f;
   std::int32_t src[kRun];
   for (std::int32_t j0 = 0; j0 < width; j0 += kRun) {
@@ -156,15 +119,9 @@ PINFEED_FMA_CLONES void warp_affine_u8(const std::uint8_t* in, std::int64_t heig
   check("affine", in, height, width, channels, fill, out);
   for (const double v : matrix) check_finite("affine", "the matrix", v);
   if (height * width == 0) return;
-  // The grid's factors: theta over (w / 2, h / 2), in float32.
-  const float half_w = static_cast<float>(0.5 * static_cast<double>(width));
-  const float half_h = static_cast<float>(0.5 * static_cast<double>(height));
-  const float A = static_cast<float>(matrix[0]) / half_w, B = static_cast<float>(matrix[1]) / half_w,
-              C = static_cast<float>(matrix[2]) / half_w;
-  const float D = static_cast<float>(matrix[3]) / half_h, E = static_cast<float>(matrix[4]) / half_h,
-              F = static_cast<float>(matrix[5]) / half_h;
-  // grid_sample's scaling: size / 2 in float32.
-  const float scale_x = static_cast<float>(width) / 2.0f, scale_y = static_cast<float>(height) / 2.0f;
+  // The grid's factors: theta over (w / 2, h / 2), in float32, and grid_sample's scaling.
+  const auto g = warp::grid_of(matrix, height, width);
+  const float A = g[0], B = g[1], C = g[2], D = g[3], E = g[4], F = g[5], scale_x = g[6], scale_y = g[7];
   const sampler at{in, height, width, channels, fill, static_cast<float>(width), static_cast<float>(height),
                    fill ? static_cast<float>(*fill) : 0.0f};
   const bool runs = mode == interpolation::nearest && height * width < (std::int64_t{1} << 31) && width < (std::int64_t{1} << 23);
@@ -178,9 +135,8 @@ PINFEED_FMA_CLONES void warp_affine_u8(const std::uint8_t* in, std::int64_t heig
       continue;
     }
     for (std::int64_t j = 0; j < width; ++j, o += channels) {
-      const float x = static_cast<float>(static_cast<double>(j) - static_cast<double>(width - 1) * 0.5);
-      const float ix = std::fmaf(((x * A + yB) + C) + 1.0f, scale_x, -0.5f);
-      const float iy = std::fmaf(((x * D + yE) + F) + 1.0f, scale_y, -0.5f);
+      float ix, iy;
+      aug::grid_position(g.data(), height, width, i, j, ix, iy);
       if (mode == interpolation::nearest) at.nearest(ix, iy, o);
       else at.bilinear(ix, iy, o);
     }
@@ -202,58 +158,52 @@ void rotate_u8(const std::uint8_t* in, std::int64_t height, std::int64_t width, 
   check("rotate", in, height, width, channels, fill, out);
   check_finite("rotate", "the angle", angle);
   if (height * width == 0) return;
-  const double a = python_mod_360(angle);
   const std::int64_t c = channels;
   const auto px = static_cast<std::size_t>(c);
-  if (a == 0.0) {
+  const int quarters = warp::rotate_quarters(angle, height, width);
+  if (quarters == 0) {
     std::memcpy(out, in, static_cast<std::size_t>(height * width) * px);
     return;
   }
-  if (a == 180.0) {
+  if (quarters == 2) {
     for (std::int64_t i = 0; i < height; ++i)
       for (std::int64_t j = 0; j < width; ++j)
         std::memcpy(out + (i * width + j) * c, in + ((height - 1 - i) * width + (width - 1 - j)) * c, px);
     return;
   }
-  if (height == width && (a == 90.0 || a == 270.0)) {  // torch.rot90, a quarter counter-clockwise (or three)
+  if (quarters > 0) {  // torch.rot90, a quarter counter-clockwise (or three), on a square image
     for (std::int64_t i = 0; i < height; ++i)
       for (std::int64_t j = 0; j < width; ++j) {
-        const std::int64_t from = a == 90.0 ? j * width + (width - 1 - i) : (height - 1 - j) * width + i;
+        const std::int64_t from = quarters == 1 ? j * width + (width - 1 - i) : (height - 1 - j) * width + i;
         std::memcpy(out + (i * width + j) * c, in + from * c, px);
       }
     return;
   }
-  warp_affine_u8(in, height, width, channels, inverse_affine_matrix(0.0, 0.0, -a, 0.0, 0.0, 1.0, 0.0, 0.0), mode, fill, out);
+  warp_affine_u8(in, height, width, channels, warp::rotate_matrix(angle), mode, fill, out);
 }
 
 void shear_x_u8(const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels, double factor,
                 interpolation mode, std::optional<double> fill, std::uint8_t* out) {
   check_finite("shear_x", "the factor", factor);
-  const double cx = 0.0 - static_cast<double>(width) * 0.5, cy = 0.0 - static_cast<double>(height) * 0.5;
-  warp_affine_u8(in, height, width, channels,
-                 inverse_affine_matrix(cx, cy, 0.0, 0.0, 0.0, 1.0, std::atan(factor) * kRadToDeg, 0.0), mode, fill, out);
+  warp_affine_u8(in, height, width, channels, warp::shear_matrix(true, factor, height, width), mode, fill, out);
 }
 
 void shear_y_u8(const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels, double factor,
                 interpolation mode, std::optional<double> fill, std::uint8_t* out) {
   check_finite("shear_y", "the factor", factor);
-  const double cx = 0.0 - static_cast<double>(width) * 0.5, cy = 0.0 - static_cast<double>(height) * 0.5;
-  warp_affine_u8(in, height, width, channels,
-                 inverse_affine_matrix(cx, cy, 0.0, 0.0, 0.0, 1.0, 0.0, std::atan(factor) * kRadToDeg), mode, fill, out);
+  warp_affine_u8(in, height, width, channels, warp::shear_matrix(false, factor, height, width), mode, fill, out);
 }
 
 void translate_x_u8(const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels, double pixels,
                     interpolation mode, std::optional<double> fill, std::uint8_t* out) {
   check_finite("translate_x", "the offset", pixels);
-  warp_affine_u8(in, height, width, channels, inverse_affine_matrix(0.0, 0.0, 0.0, std::trunc(pixels), 0.0, 1.0, 0.0, 0.0),
-                 mode, fill, out);
+  warp_affine_u8(in, height, width, channels, warp::translate_matrix(true, pixels), mode, fill, out);
 }
 
 void translate_y_u8(const std::uint8_t* in, std::int64_t height, std::int64_t width, int channels, double pixels,
                     interpolation mode, std::optional<double> fill, std::uint8_t* out) {
   check_finite("translate_y", "the offset", pixels);
-  warp_affine_u8(in, height, width, channels, inverse_affine_matrix(0.0, 0.0, 0.0, 0.0, std::trunc(pixels), 1.0, 0.0, 0.0),
-                 mode, fill, out);
+  warp_affine_u8(in, height, width, channels, warp::translate_matrix(false, pixels), mode, fill, out);
 }
 
 }  // namespace pinfeed::ops

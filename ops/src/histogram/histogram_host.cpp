@@ -5,11 +5,11 @@
 #include <array>
 #include <cstring>
 
+#include "../augment/aug_math.hpp"
 #include "../colour/samples.hpp"
 
 namespace pinfeed::ops {
 using samples::check;
-using samples::to_u8;
 
 namespace {
 /// out = lut[channel][in] for every sample; RGB a pixel at a time with the channel known.
@@ -62,14 +62,7 @@ PINFEED_FMA_CLONES void autocontrast_u8(const std::uint8_t* in, std::int64_t pix
     }
   std::array<std::array<std::uint8_t, 256>, 3> lut{};
   for (int c = 0; c < channels; ++c)
-    for (int x = 0; x < 256; ++x) {
-      if (lo[c] >= hi[c]) {
-        lut[c][x] = static_cast<std::uint8_t>(x);
-        continue;
-      }
-      const float inv = static_cast<float>(hi[c] - lo[c]) * static_cast<float>(1.0 / 255.0);
-      lut[c][x] = to_u8((static_cast<float>(x) - static_cast<float>(lo[c])) / inv);
-    }
+    for (int x = 0; x < 256; ++x) lut[c][x] = aug::autocontrast_entry(x, lo[c], hi[c]);
   apply_luts(in, pixels, channels, lut, out);
 }
 
@@ -98,20 +91,7 @@ void equalize_u8(const std::uint8_t* in, std::int64_t pixels, int channels, std:
     for (std::int64_t i = 0; i < pixels; ++i) ++hist[0][in[i]];
   }
   std::array<std::array<std::uint8_t, 256>, 3> lut{};
-  for (int c = 0; c < channels; ++c) {
-    int top = 255;
-    while (top > 0 && hist[c][top] == 0) --top;
-    const std::int64_t step = (pixels - hist[c][top]) / 255;
-    std::int64_t cum = 0;
-    for (int x = 0; x < 256; ++x) {
-      if (step == 0) {
-        lut[c][x] = static_cast<std::uint8_t>(x);
-        continue;
-      }
-      lut[c][x] = static_cast<std::uint8_t>(x == 0 ? 0 : std::min<std::int64_t>(255, (cum + step / 2) / step));
-      cum += hist[c][x];
-    }
-  }
+  for (int c = 0; c < channels; ++c) aug::equalize_table(hist[c].data(), static_cast<std::uint64_t>(pixels), lut[c].data());
   apply_luts(in, pixels, channels, lut, out);
 }
 

@@ -70,10 +70,12 @@ class plan_builder {
   /// Without a budget, this rank's share of the node's memory (the node plan: physical memory or
   /// a cgroup limit, divided among the local ranks) is the budget of the host's parts.
   void limit_source(source& src) {
+    if (cuda_) device_memory_ = src.device_memory(o_.batch_size);
     const std::size_t first = (prefetch_auto_ ? 2 : o_.prefetch) + o_.max_batches_in_use;
     const auto n = need_for(first);
     if (o_.memory_budget) {
-      const std::uint64_t slots = n ? n->host + (cuda_ ? n->data : 0) : ~std::uint64_t{0};
+      const std::uint64_t device = memory_total(device_memory_);
+      const std::uint64_t slots = n ? n->host + (cuda_ ? n->data + device : 0) : ~std::uint64_t{0};
       src.limit_memory(*o_.memory_budget - std::min<std::uint64_t>(*o_.memory_budget, slots));
       source_memory_ = src.memory();
     } else if (rank_memory_ > 0) {
@@ -149,7 +151,10 @@ class plan_builder {
   /// The host's parts and, with a GPU, the device slots after the host slots.
   std::vector<memory_use> all_parts(const slot_need& n) const {
     std::vector<memory_use> parts = host_parts(n);
-    if (cuda_) parts.insert(parts.begin() + 1, memory_use{"device slots", n.data});
+    if (cuda_) {
+      parts.insert(parts.begin() + 1, memory_use{"device slots", n.data});
+      parts.insert(parts.begin() + 2, device_memory_.begin(), device_memory_.end());
+    }
     return parts;
   }
   std::string rank_memory_text() const {
@@ -164,6 +169,7 @@ class plan_builder {
   const node_plan& plan_ = this_node_plan_without_gpu();
   const std::uint64_t rank_memory_ = plan_.rank_memory;
   std::vector<memory_use> source_memory_;
+  std::vector<memory_use> device_memory_;  ///< the source's on the loader's device (source::device_memory)
   slot_plan p_;
 };
 

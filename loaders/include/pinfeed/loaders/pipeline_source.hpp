@@ -149,6 +149,23 @@ enum class decode_place {
 /// "host", "device", "auto" or "device-inexact"; throws std::invalid_argument naming the text otherwise.
 [[nodiscard]] decode_place parse_decode_place(std::string_view text);
 
+/// Where a pipeline's per-sample steps after the decode run (pipeline_source_options::augment_on;
+/// CLI --augment-on).
+enum class augment_place {
+  host,    ///< on the workers
+  /// on the loader's GPU, after the copy: every step after the first one (the decode's window or
+  /// crop) and the flips after it, each with a device form (transform::device_rounds: the policies,
+  /// the colour, histogram and geometry steps, color_jitter, random_grayscale, random_rotation,
+  /// random_affine), bit for bit the host's pixels; the colour/scale tail then runs on the consumer
+  /// (device_tail), and no batch op may follow
+  device,
+  /// device where the JPEGs are decoded on the device and every such step has a device form, else host
+  automatic,
+};
+[[nodiscard]] const char* to_string(augment_place p) noexcept;
+/// "host", "device" or "auto"; throws std::invalid_argument naming the text otherwise.
+[[nodiscard]] augment_place parse_augment_place(std::string_view text);
+
 /// How many samples took each decode path, and why those that could not take the device's did not.
 struct decode_counts {
   std::uint64_t device = 0;  ///< decoded on the GPU (packed on the host, or whole files by nvJPEG)
@@ -196,6 +213,10 @@ struct pipeline_source_options {
   /// The device path's worst case per sample: the packed bytes a sample may put into the slot (its
   /// blocks; as many more for their starts); a sample past it is decoded on the host (too_large).
   std::uint64_t device_bytes_per_sample = 160 * 1024;
+  /// Where the steps after the decode's window and flips run (augment_place): on the device, the
+  /// batch has one more field, aug_jobs (each sample's ops and parameters, drawn on the workers),
+  /// and the loader must be on a CUDA device.
+  augment_place augment_on = augment_place::automatic;
   error_policy on_error = error_policy::fail;
   std::size_t max_failed_paths = 1000;  ///< failures listed by failed() (all are counted)
   /// Under skip: when more than this fraction of an epoch's samples is bad, producing fails (the
@@ -211,6 +232,7 @@ struct pipeline_source_options {
 namespace detail {
 class bad_samples;
 class hybrid_decoder;
+class device_augmenter;
 }
 
 /// Decodes the samples `indices` of `reader` both ways on this thread, timing each with its CPU
@@ -265,6 +287,14 @@ class pipeline_source final : public source {
   [[nodiscard]] decode_place decode_path() const noexcept { return place_; }
   /// Why the device path cannot take this pipeline (empty: it can).
   [[nodiscard]] const std::string& device_refusal() const noexcept { return device_refusal_; }
+  /// Where its steps after the decode run: host or device (automatic resolved at construction).
+  [[nodiscard]] augment_place augment_path() const noexcept;
+  /// The steps the GPU runs (empty on the host path).
+  [[nodiscard]] pipeline device_steps() const;
+  /// Why the steps after the decode cannot run on the device (empty: they can, or there are none).
+  [[nodiscard]] const std::string& augment_refusal() const noexcept { return augment_refusal_; }
+  /// What the device steps keep on a loader's GPU (their second image field and counts).
+  [[nodiscard]] std::vector<memory_use> device_memory(std::size_t batch_size) const override;
   /// Refuses a loader on the CPU when JPEGs are decoded on the device; opens nvJPEG on the
   /// loader's device for device_inexact (or warns why not, and takes the exact path).
   void on_loader(const device_choice& device) override;
@@ -289,11 +319,16 @@ class pipeline_source final : public source {
   void produce_one(sample& out, std::uint64_t index);
   /// Resolves options_.decode into place_ and, for the device path, adds its fields.
   void choose_decode_path();
+  /// Resolves options_.augment_on: moves the steps after the decode's window and flips from host_
+  /// to the device (augmenter_) where it can and should, or says why not (augment_refusal_).
+  void choose_augment_path();
   /// The plan the first host step gives the decoder for sample s.
   [[nodiscard]] decode_planner planner(sample& s) const;
   /// Runs the host steps on `cur` (in a or b, or lent by the reader: then never written), then the
   /// fused tail, into field 0 of `s`.
   void run_steps(sample& s, image_view cur, bool window_only, std::vector<std::byte>& a, std::vector<std::byte>& b);
+  /// With steps on the device: sample s's jobs for them (drawn from its streams), into aug_jobs.
+  void write_device_jobs(sample& s) const;
 
   std::shared_ptr<image_reader> reader_;
   pipeline_source_options options_;
@@ -317,6 +352,8 @@ class pipeline_source final : public source {
   decode_place place_ = decode_place::host;
   std::string device_refusal_;
   std::unique_ptr<detail::hybrid_decoder> hybrid_;  ///< the device path's host half and launches
+  std::unique_ptr<detail::device_augmenter> augmenter_;  ///< the steps the GPU runs, and their launches
+  std::string augment_refusal_;
   std::unique_ptr<std::atomic<std::uint64_t>> host_decodes_ = std::make_unique<std::atomic<std::uint64_t>>(0);
   decode_options decoding_;  ///< the reader's, for the device path's checks
 };

@@ -20,6 +20,7 @@
 #include <tuple>
 #include <vector>
 
+#include "pinfeed/ops/augment.hpp"
 #include "pinfeed/ops/geometry.hpp"
 #include "pinfeed/ops/mix.hpp"
 #include "pinfeed/ops/policies.hpp"
@@ -127,6 +128,17 @@ class transform {
     (void)rng;
     return std::nullopt;
   }
+  /// For a step the GPU can run on uint8 images (pipeline_source_options::augment_on): the jobs
+  /// it gives this sample on an image shaped `in`, drawn from the same stream as apply(), in order
+  /// (pinfeed/ops/augment.hpp; offsets 0): the same pixels as apply(). At most device_rounds()
+  /// jobs; none for the image as it is. nullopt: no device form for this input.
+  [[nodiscard]] virtual std::optional<std::vector<ops::aug_job>> device_jobs(const image_spec& in, philox_stream rng) const {
+    (void)in;
+    (void)rng;
+    return std::nullopt;
+  }
+  /// The most jobs device_jobs() gives a sample; 0 for a step without a device form.
+  [[nodiscard]] virtual int device_rounds() const { return 0; }
   /// For a batch op (mixup, cutmix, mixup_cutmix), what it does to each batch; nullopt for a step
   /// on samples. A batch op is the last step of a pipeline and works on whole batches: a
   /// pipeline_source runs it once a batch's samples are all produced (on the host, or on the GPU

@@ -275,6 +275,13 @@ class source {
   /// The memory it holds beyond the loader's slots (caches, read-ahead), each part named. Default:
   /// none.
   [[nodiscard]] virtual std::vector<memory_use> memory() const { return {}; }
+  /// What it keeps on a CUDA loader's device for batches of `batch_size` samples (the scratch its
+  /// after_copy works in), each part named: a CUDA loader counts it in its memory budget with the
+  /// device slots. Default: none.
+  [[nodiscard]] virtual std::vector<memory_use> device_memory(std::size_t batch_size) const {
+    (void)batch_size;
+    return {};
+  }
   /// The most bytes it may hold: a loader with a memory budget calls this once, at construction
   /// and before any produce(), with the budget less its first slots. Parts that adapt (a remote
   /// reader's range read-ahead) then keep within it where they can; memory() reports the result,

@@ -1,0 +1,191 @@
+#include "device_augment.hpp"
+
+#include "pinfeed/loaders/pipeline_source.hpp"
+#include "transforms/common.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "pinfeed/ops/augment.hpp"
+#include "pinfeed/runtime/detail/thread_scratch.hpp"
+#include "pinfeed/runtime/error.hpp"
+#include "pinfeed/runtime/exception.hpp"
+#include "pinfeed/runtime/stats.hpp"
+
+namespace pinfeed::loaders::detail {
+
+/// A loader's copy stream's scratch: the second image field the rounds alternate with, and the
+/// counts and tables. Each batch's launches hold the mutex from the first to the last, so that no
+/// other batch's kernels come between its rounds on the stream and overwrite what they read.
+struct device_augmenter::scratch {
+  std::mutex queueing;
+  std::size_t samples = 0;  ///< the most images a batch may have
+  device_buffer spare, counts;
+};
+
+device_augmenter::device_augmenter(pipeline steps, std::size_t first_index, const image_spec& image, std::size_t jobs_field)
+    : steps_(std::move(steps)), first_(first_index), field_(jobs_field), image_(image), image_bytes_(image.bytes()) {
+  for (const auto& s : steps_.steps()) rounds_ += static_cast<std::size_t>(s->device_rounds());
+}
+
+device_augmenter::~device_augmenter() = default;
+
+field_spec device_augmenter::jobs_field(std::size_t rounds) {
+  return {"aug_jobs", dtype::u8, {static_cast<std::int64_t>(std::max<std::size_t>(rounds, 1) * sizeof(ops::aug_job))}, false, true};
+}
+
+std::string device_augmenter::refusal(const pipeline& steps, std::size_t first, const image_spec& image) {
+  const auto& all = steps.steps();
+  for (std::size_t k = first; k < all.size(); ++k) {
+    const auto& step = all[k];
+    if (step->device_rounds() <= 0) return "step " + step->name() + " has no device form";
+    const image_spec out = step->output_spec(image);
+    if (out.height != image.height || out.width != image.width || out.channels != image.channels || out.type != image.type)
+      return "step " + step->name() + " changes the image's shape, which the device's steps keep";
+    if (!step->device_jobs(image, philox_stream(0, 0, 0, 100)))
+      return "step " + step->name() + " has no device form for " + std::to_string(image.channels) + "-channel images";
+  }
+  return {};
+}
+
+void device_augmenter::write_jobs(sample& s) const {
+  std::byte* out = s.bytes(field_).data();
+  std::size_t r = 0;
+  const auto& all = steps_.steps();
+  for (std::size_t k = 0; k < all.size(); ++k) {
+    const auto jobs = all[k]->device_jobs(image_, s.rng(100 + static_cast<std::uint32_t>(first_ + k)));
+    if (!jobs) throw pinfeed::runtime_error("step " + all[k]->name() + " gave no device jobs");
+    if (jobs->size() > static_cast<std::size_t>(all[k]->device_rounds()))
+      throw pinfeed::runtime_error("step " + all[k]->name() + " gave " + std::to_string(jobs->size()) + " device jobs, past its " +
+                                   std::to_string(all[k]->device_rounds()));
+    for (const ops::aug_job& j : *jobs) std::memcpy(out + (r++) * sizeof(ops::aug_job), &j, sizeof j);
+  }
+  const ops::aug_job copy = ops::aug_job_of(ops::aug_op::identity, 0.0, static_cast<std::uint32_t>(image_.height),
+                                            static_cast<std::uint32_t>(image_.width), static_cast<int>(image_.channels),
+                                            ops::interpolation::nearest, std::nullopt);
+  for (; r < std::max<std::size_t>(rounds_, 1); ++r) std::memcpy(out + r * sizeof(ops::aug_job), &copy, sizeof copy);
+}
+
+void device_augmenter::before_copy(const slot_view& slot) const {
+  // Sample-major (what the workers wrote) to round-major, each job with its sample's place.
+  const std::size_t rounds = std::max<std::size_t>(rounds_, 1);
+  auto& tmp = pinfeed::detail::thread_scratch<std::vector<ops::aug_job>, struct device_augment_jobs>();
+  tmp.resize(slot.count * rounds);
+  std::byte* field = slot.host[field_];
+  for (std::size_t j = 0; j < slot.count; ++j)
+    for (std::size_t r = 0; r < rounds; ++r) {
+      ops::aug_job job;
+      std::memcpy(&job, field + (j * rounds + r) * sizeof job, sizeof job);
+      job.offset = j * image_bytes_;
+      tmp[r * slot.count + j] = job;
+    }
+  std::memcpy(field, tmp.data(), tmp.size() * sizeof(ops::aug_job));
+}
+
+void device_augmenter::after_copy(const slot_view& slot) {
+  if (slot.count == 0 || rounds_ == 0) return;
+  scratch* sc = nullptr;
+  {
+    std::lock_guard lock(scratch_mutex_);
+    auto& p = scratch_[{slot.device_index, slot.stream}];
+    if (!p) p = std::make_unique<scratch>();
+    sc = p.get();
+  }
+  std::lock_guard queueing(sc->queueing);
+  if (sc->samples < slot.count) {  // the first batch (the batch size); a larger one after a smaller first
+    if (sc->samples > 0) PINFEED_CUDA_TRY(cudaStreamSynchronize(slot.stream));  // the batch before may still read it
+    sc->spare = device_buffer(slot.count * image_bytes_);
+    sc->counts = device_buffer(ops::aug_scratch_bytes(slot.count));
+    sc->samples = slot.count;
+  }
+  const auto* host_jobs = reinterpret_cast<const ops::aug_job*>(slot.host[field_]);
+  const auto* device_jobs = reinterpret_cast<const ops::aug_job*>(slot.device[field_]);
+  ops::augment_batch_device(device_jobs, host_jobs, slot.count, rounds_, reinterpret_cast<std::uint8_t*>(slot.device[0]),
+                            reinterpret_cast<std::uint8_t*>(sc->spare.data()), slot.count * image_bytes_, sc->counts.data(),
+                            sc->counts.size(), slot.stream);
+}
+
+std::vector<memory_use> device_augmenter::device_memory(std::size_t batch_size) const {
+  if (rounds_ == 0) return {};
+  return {{"device augmentation scratch (a second image field, the counts)",
+           batch_size * image_bytes_ + ops::aug_scratch_bytes(batch_size)}};
+}
+
+}  // namespace pinfeed::loaders::detail
+
+namespace pinfeed::loaders {
+
+const char* to_string(augment_place p) noexcept {
+  switch (p) {
+    case augment_place::host: return "host";
+    case augment_place::device: return "device";
+    case augment_place::automatic: return "auto";
+  }
+  return "?";
+}
+
+augment_place parse_augment_place(std::string_view text) {
+  for (const auto p : {augment_place::host, augment_place::device, augment_place::automatic})
+    if (text == to_string(p)) return p;
+  throw pinfeed::invalid_argument("augment place '" + std::string(text) + "' is not one of host, device, auto");
+}
+
+augment_place pipeline_source::augment_path() const noexcept { return augmenter_ ? augment_place::device : augment_place::host; }
+
+pipeline pipeline_source::device_steps() const { return augmenter_ ? augmenter_->steps() : pipeline(); }
+
+std::vector<memory_use> pipeline_source::device_memory(std::size_t batch_size) const {
+  return augmenter_ ? augmenter_->device_memory(batch_size) : std::vector<memory_use>{};
+}
+
+void pipeline_source::write_device_jobs(sample& s) const {
+  if (!augmenter_) return;
+  stage_timer timer(stage::transform, s.stats(), s.trace(), s.index());
+  try {
+    augmenter_->write_jobs(s);
+  } catch (...) {
+    rethrow_as_sample_error(s.index(), "transform (the device's jobs)", s.origin());
+  }
+}
+
+void pipeline_source::choose_augment_path() {
+  const auto all = host_.steps();
+  // The decode's part: the first step (a window, a crop, a resize) and the flips right after it.
+  std::size_t split = all.empty() ? 0 : 1;
+  while (split < all.size() && all[split]->mirrors(philox_stream(0, 0, 0, 100))) ++split;
+  const augment_place want = options_.augment_on;
+  image_spec mid{};
+  bool moved = false;
+  if (want != augment_place::host && split < all.size()) {
+    const pipeline prefix(std::vector<std::shared_ptr<transform>>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(split)));
+    try {
+      mid = prefix.output_spec(reader_->image_shape());
+    } catch (const std::invalid_argument&) {  // sizes that vary after them (a resize of varied images)
+      mid = image_spec{};
+    }
+    if (host_tail_) augment_refusal_ = "the colour/scale tail is fused on the host (leave it to the consumer: device_tail)";
+    else if (batch_) augment_refusal_ = "the batch op " + steps_.steps().back()->name() + " mixes the host's normalized floats";
+    else if (mid.type != dtype::u8 || !mid.fixed())
+      augment_refusal_ = "the steps before them (" + prefix.to_string() + ") give " + detail::shape_text(mid) +
+                         ", not uint8 images of one size";
+    else augment_refusal_ = detail::device_augmenter::refusal(host_, split, mid);
+    if (want == augment_place::device && !augment_refusal_.empty())
+      throw pinfeed::invalid_argument("pipeline_source: augment_on device: " + augment_refusal_);
+    // auto follows the decode: a pipeline decoded on the host keeps its steps there.
+    moved = augment_refusal_.empty() && (want == augment_place::device || options_.decode != decode_place::host);
+    if (moved) host_ = prefix;
+  }
+  const pipeline full(all);
+  choose_decode_path();  // sees only the host's steps
+  if (moved && want == augment_place::automatic && place_ == decode_place::host) {
+    host_ = full;  // the decode resolved to the host: so do the steps
+    moved = false;
+  }
+  if (!moved) return;
+  const pipeline suffix(std::vector<std::shared_ptr<transform>>(all.begin() + static_cast<std::ptrdiff_t>(split), all.end()));
+  const std::size_t field = fields_.size();
+  augmenter_ = std::make_unique<detail::device_augmenter>(suffix, split, mid, field);
+  fields_.push_back(detail::device_augmenter::jobs_field(augmenter_->rounds()));
+}
+
+}  // namespace pinfeed::loaders

@@ -1,0 +1,57 @@
+#pragma once
+// The steps a pipeline_source runs on the GPU (pipeline_source_options::augment_on): on the
+// workers, each sample's jobs (pinfeed/ops/augment.hpp) drawn from its own streams into a scratch
+// field, aug_jobs, a job a round; before the copy, the batch's jobs put round by round with each
+// sample's place in the image field; after it, on the copy stream, augment_batch_device over the
+// device slot's image field. The device scratch (a second image field and the counts) is sized
+// from the batch size and counted in the loader's memory budget (device_memory).
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pinfeed/loaders/transforms.hpp"
+#include "pinfeed/runtime/host_memory.hpp"
+#include "pinfeed/runtime/source.hpp"
+
+namespace pinfeed::loaders::detail {
+
+class device_augmenter {
+ public:
+  /// `steps`: those the device runs, in order, the first being step `first_index` of the whole
+  /// pipeline (its stream is rng(100 + index)); `image`: the image field's shape (uint8 HWC, the
+  /// same before and after each step); `jobs_field`: the index of aug_jobs in the fields.
+  device_augmenter(pipeline steps, std::size_t first_index, const image_spec& image, std::size_t jobs_field);
+  ~device_augmenter();
+
+  /// The most jobs a sample takes (the sum of the steps' device_rounds()).
+  [[nodiscard]] std::size_t rounds() const noexcept { return rounds_; }
+  /// The aug_jobs field for `rounds` jobs a sample.
+  [[nodiscard]] static field_spec jobs_field(std::size_t rounds);
+  /// Why the steps from `first` on cannot all run on the device for images shaped `image` (empty:
+  /// they can): the first step without a device form, or one that changes the image's shape.
+  [[nodiscard]] static std::string refusal(const pipeline& steps, std::size_t first, const image_spec& image);
+
+  /// Sample s's jobs into its aug_jobs field (copies after its last). Throws what a step throws.
+  void write_jobs(sample& s) const;
+  void before_copy(const slot_view& slot) const;
+  void after_copy(const slot_view& slot);
+  /// What after_copy keeps on a loader's device for batches of `batch_size`.
+  [[nodiscard]] std::vector<memory_use> device_memory(std::size_t batch_size) const;
+  [[nodiscard]] const pipeline& steps() const noexcept { return steps_; }
+
+ private:
+  struct scratch;
+  pipeline steps_;
+  std::size_t first_, field_, rounds_ = 0;
+  image_spec image_;
+  std::uint64_t image_bytes_;
+  std::mutex scratch_mutex_;
+  std::map<std::pair<int, cudaStream_t>, std::unique_ptr<scratch>> scratch_;
+};
+
+}  // namespace pinfeed::loaders::detail

@@ -1,0 +1,139 @@
+// augment.hpp's batch on the device. A round is up to three launches: the counts of the images
+// whose op needs them (blocks of an image add their shared-memory counts into the image's with
+// atomic additions: sums and counts are the same in any order), the tables (a thread an image,
+// aug_math.hpp's make_tables), and the pixels (an image a blockIdx.y, threads striding over its
+// pixels, aug_math.hpp's apply_pixel). Nothing is allocated and nothing waits on the host: the
+// scratch is the caller's, cleared by cudaMemsetAsync on the stream.
+#include <algorithm>
+#include <string>
+
+#include "aug_math.hpp"
+#include "pinfeed/ops/augment.hpp"
+#include "pinfeed/runtime/device.hpp"
+#include "pinfeed/runtime/error.hpp"
+
+namespace pinfeed::ops {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr std::size_t kMostJobsPerLaunch = 65535;  // gridDim.y
+constexpr int kTableWords = static_cast<int>((sizeof(aug::image_tables) + 3) / 4);
+
+__global__ void counts_kernel(const aug_job* __restrict__ jobs, std::size_t first, const std::uint8_t* __restrict__ from,
+                              aug::image_counts* __restrict__ counts) {
+  const aug_job& j = jobs[first + blockIdx.y];
+  if (!aug::needs_counts(j.kind)) return;  // the whole block: the barriers below stay uniform
+  __shared__ aug::image_counts local;
+  for (int k = threadIdx.x; k < 3 * 256; k += blockDim.x) (&local.hist[0][0])[k] = 0;
+  if (threadIdx.x == 0) local.sum = 0;
+  __syncthreads();
+  const int c = j.channels;
+  const bool histogram = aug::needs_histogram(j.kind);
+  const std::uint64_t pixels = std::uint64_t{j.height} * j.width;
+  const std::uint8_t* in = from + j.offset;
+  unsigned long long sum = 0;
+  for (std::uint64_t p = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; p < pixels;
+       p += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    const std::uint8_t* px = in + p * static_cast<std::uint64_t>(c);
+    if (histogram)
+      for (int k = 0; k < c; ++k) atomicAdd(&local.hist[k][px[k]], 1u);
+    else
+      sum += aug::contrast_term(px, c);
+  }
+  if (!histogram && sum != 0) atomicAdd(&local.sum, sum);
+  __syncthreads();
+  aug::image_counts& g = counts[first + blockIdx.y];
+  if (histogram)
+    for (int k = threadIdx.x; k < c * 256; k += blockDim.x)
+      if (const std::uint32_t v = (&local.hist[0][0])[k]; v != 0) atomicAdd(&g.hist[0][0] + k, v);
+  if (threadIdx.x == 0 && !histogram && local.sum != 0) atomicAdd(&g.sum, local.sum);
+}
+
+__global__ void tables_kernel(const aug_job* __restrict__ jobs, std::size_t samples, const aug::image_counts* __restrict__ counts,
+                              aug::image_tables* __restrict__ tables) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= samples) return;
+  const aug_job j = jobs[i];
+  if (aug::needs_counts(j.kind)) aug::make_tables(j, counts[i], tables[i]);
+}
+
+__global__ void apply_kernel(const aug_job* __restrict__ jobs, std::size_t first, const std::uint8_t* __restrict__ from,
+                             std::uint8_t* __restrict__ to, const aug::image_tables* __restrict__ tables, bool copy_only) {
+  // Read where it is (global memory), not copied to a local: the simulator's PTX loses what the
+  // inlined functions read through a generic pointer into a thread's local copy.
+  const aug_job& j = jobs[first + blockIdx.y];
+  __shared__ aug::image_tables t;
+  if (!copy_only && aug::needs_counts(j.kind)) {  // the whole block: the barrier stays uniform
+    const auto* src = reinterpret_cast<const std::uint32_t*>(tables + first + blockIdx.y);
+    auto* dst = reinterpret_cast<std::uint32_t*>(&t);
+    for (int k = threadIdx.x; k < kTableWords; k += blockDim.x) dst[k] = src[k];
+    __syncthreads();
+  }
+  const std::uint64_t pixels = std::uint64_t{j.height} * j.width;
+  const std::uint8_t* in = from + j.offset;
+  std::uint8_t* out = to + j.offset;
+  for (std::uint64_t p = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; p < pixels;
+       p += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    if (copy_only) {
+      for (int k = 0; k < j.channels; ++k) out[p * j.channels + k] = in[p * j.channels + k];
+      continue;
+    }
+    aug::apply_pixel(j, in, t, p, out);
+  }
+}
+
+static_assert(sizeof(aug::image_counts) % alignof(aug::image_counts) == 0 && alignof(aug::image_tables) <= alignof(aug::image_counts));
+
+}  // namespace
+
+void augment_batch_device(const aug_job* device_jobs, const aug_job* host_jobs, std::size_t samples, std::size_t rounds,
+                          std::uint8_t* images, std::uint8_t* spare, std::uint64_t bytes, void* scratch,
+                          std::uint64_t scratch_bytes, cudaStream_t stream) {
+  check_aug_jobs(host_jobs, samples, rounds, bytes);
+  if (samples * rounds == 0) return;
+  if (device_jobs == nullptr || images == nullptr || spare == nullptr || scratch == nullptr)
+    throw pinfeed::invalid_argument("augment_batch_device: a device pointer is null");
+  if (images < spare + bytes && spare < images + bytes) throw pinfeed::invalid_argument("augment_batch_device: the buffers overlap");
+  if (scratch_bytes < aug_scratch_bytes(samples))
+    throw pinfeed::invalid_argument("augment_batch_device: scratch of " + std::to_string(scratch_bytes) + " bytes, " +
+                                    std::to_string(samples) + " images need " + std::to_string(aug_scratch_bytes(samples)));
+  auto* counts = static_cast<aug::image_counts*>(scratch);
+  auto* tables = reinterpret_cast<aug::image_tables*>(counts + samples);
+  int device = 0;
+  PINFEED_CUDA_TRY(cudaGetDevice(&device));
+  const std::uint64_t cap = 4 * static_cast<std::uint64_t>(multiprocessor_count(device));
+  const auto blocks_for = [&](const aug_job* round, std::size_t first, std::size_t n) {
+    std::uint64_t most = 0;
+    for (std::size_t i = first; i < first + n; ++i) most = std::max(most, std::uint64_t{round[i].height} * round[i].width);
+    return static_cast<unsigned>(std::max<std::uint64_t>(1, std::min<std::uint64_t>((most + kThreads - 1) / kThreads, cap)));
+  };
+  const auto pixels = [&](const aug_job* d_round, const aug_job* h_round, const std::uint8_t* from, std::uint8_t* to, bool copy_only) {
+    for (std::size_t first = 0; first < samples; first += kMostJobsPerLaunch) {
+      const std::size_t n = std::min(kMostJobsPerLaunch, samples - first);
+      apply_kernel<<<dim3(blocks_for(h_round, first, n), static_cast<unsigned>(n)), kThreads, 0, stream>>>(d_round, first, from, to,
+                                                                                                         tables, copy_only);
+      PINFEED_CUDA_TRY(cudaGetLastError());
+    }
+  };
+  for (std::size_t r = 0; r < rounds; ++r) {
+    const aug_job* h_round = host_jobs + r * samples;
+    const aug_job* d_round = device_jobs + r * samples;
+    const std::uint8_t* from = r % 2 == 0 ? images : spare;
+    std::uint8_t* to = r % 2 == 0 ? spare : images;
+    if (std::any_of(h_round, h_round + samples, [](const aug_job& j) { return aug::needs_counts(j.kind); })) {
+      PINFEED_CUDA_TRY(cudaMemsetAsync(counts, 0, samples * sizeof(aug::image_counts), stream));
+      for (std::size_t first = 0; first < samples; first += kMostJobsPerLaunch) {
+        const std::size_t n = std::min(kMostJobsPerLaunch, samples - first);
+        counts_kernel<<<dim3(blocks_for(h_round, first, n), static_cast<unsigned>(n)), kThreads, 0, stream>>>(d_round, first, from,
+                                                                                                             counts);
+        PINFEED_CUDA_TRY(cudaGetLastError());
+      }
+      tables_kernel<<<static_cast<unsigned>((samples + 63) / 64), 64, 0, stream>>>(d_round, samples, counts, tables);
+      PINFEED_CUDA_TRY(cudaGetLastError());
+    }
+    pixels(d_round, h_round, from, to, false);
+  }
+  if (rounds % 2 == 1) pixels(device_jobs, host_jobs, spare, images, true);  // the result back, image by image
+}
+
+}  // namespace pinfeed::ops

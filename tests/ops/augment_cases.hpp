@@ -1,0 +1,84 @@
+#pragma once
+// The augmentation jobs the ops' tests run (augment_test.cpp on the host, augment_gpu_test.cu on
+// the device): every op and policy table at several magnitudes, each with the host op it stands for.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pinfeed/ops/augment.hpp"
+#include "pinfeed/ops/colour.hpp"
+#include "pinfeed/runtime/philox.hpp"
+
+namespace pinfeed::test {
+
+struct aug_case {
+  std::string what;
+  ops::aug_job job;
+  /// The host op the job stands for: in -> out (height x width x channels of the job).
+  std::function<void(const std::uint8_t*, std::uint8_t*)> reference;
+};
+
+/// Random samples, with runs of one value (so that equalize and autocontrast have ties and extremes).
+inline std::vector<std::uint8_t> aug_image(std::uint64_t bytes, std::uint64_t seed) {
+  philox_stream r(seed, 3, 7);
+  std::vector<std::uint8_t> v(bytes);
+  const std::uint32_t lo = r.below(64), span = 64 + r.below(192);
+  for (auto& b : v) b = static_cast<std::uint8_t>(lo + r.below(span) % (256 - lo));
+  for (std::uint64_t i = 0; i + 8 < bytes; i += 97) std::fill(v.begin() + static_cast<std::ptrdiff_t>(i), v.begin() + static_cast<std::ptrdiff_t>(i + 8), v[i]);
+  return v;
+}
+
+/// Every op of policies.hpp at the magnitudes `policy_family`'s tables give at a few bins (both
+/// signs where signed), both interpolations, with and without a fill; affine, hue and grayscale;
+/// for an image of height x width x channels.
+inline std::vector<aug_case> aug_cases(std::uint32_t h, std::uint32_t w, int c) {
+  using namespace ops;
+  std::vector<aug_case> out;
+  const auto H = static_cast<std::int64_t>(h), W = static_cast<std::int64_t>(w);
+  for (int o = 0; o < kAugOps; ++o) {
+    const auto op = static_cast<aug_op>(o);
+    for (const auto family : {policy_family::trivial_augment_wide, policy_family::rand_augment}) {
+      const magnitude_table t = policy_table(family, op);
+      const int bins = family == policy_family::trivial_augment_wide ? 31 : 10;
+      std::vector<double> ms;
+      if (t.type == magnitude_table::kind::none) ms = {0.0};
+      else
+        for (const int bin : {0, 3, bins / 2, bins - 1}) {
+          const double m = t.at(bins, bin, H, W);
+          ms.push_back(m);
+          if (aug_op_signed(op) && m != 0.0) ms.push_back(-m);
+        }
+      if (op == aug_op::rotate) ms.insert(ms.end(), {90.0, -90.0, 180.0, 270.0, 360.0, -450.0});
+      for (const double m : ms)
+        for (const auto mode : {interpolation::nearest, interpolation::bilinear})
+          for (const std::optional<double> fill : {std::optional<double>{}, std::optional<double>{127.6}}) {
+            const bool warp = op == aug_op::shear_x || op == aug_op::shear_y || op == aug_op::translate_x ||
+                              op == aug_op::translate_y || op == aug_op::rotate;
+            if (!warp && (mode != interpolation::nearest || fill)) continue;
+            out.push_back({std::string(aug_op_name(op)) + "(" + std::to_string(m) + (mode == interpolation::bilinear ? ",bilinear" : "") +
+                               (fill ? ",fill" : "") + ")",
+                           aug_job_for(op, m, h, w, c, mode, fill),
+                           [=](const std::uint8_t* in, std::uint8_t* o) { apply_aug_op_u8(op, m, in, H, W, c, mode, fill, o); }});
+          }
+    }
+  }
+  for (const auto mode : {interpolation::nearest, interpolation::bilinear})
+    for (const std::optional<double> fill : {std::optional<double>{}, std::optional<double>{0.0}}) {
+      const double args[6] = {-23.5, 3.0, -2.0, 0.85, 11.0, -7.5};
+      out.push_back({"affine", affine_job(args[0], args[1], args[2], args[3], args[4], args[5], h, w, c, mode, fill),
+                     [=](const std::uint8_t* in, std::uint8_t* o) {
+                       affine_u8(in, H, W, c, args[0], args[1], args[2], args[3], args[4], args[5], mode, fill, o);
+                     }});
+    }
+  if (c == 3)
+    for (const double f : {-0.5, -0.13, 0.0, 0.27, 0.5})
+      out.push_back({"hue(" + std::to_string(f) + ")", hue_job(f, h, w, c),
+                     [=](const std::uint8_t* in, std::uint8_t* o) { hue_u8(in, H * W, c, f, o); }});
+  out.push_back({"grayscale", grayscale_job(h, w, c),
+                 [=](const std::uint8_t* in, std::uint8_t* o) { grayscale_u8(in, H * W, c, o, c); }});
+  return out;
+}
+
+}  // namespace pinfeed::test

@@ -1,0 +1,144 @@
+// The augmentation jobs (pinfeed/ops/augment.hpp) on the host: each job gives its host op's
+// pixels, op by op and magnitude by magnitude, alone and chained over a batch of mixed sizes; and
+// the jobs' refusals.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ops/augment_cases.hpp"
+#include "pinfeed/ops/augment.hpp"
+#include "pinfeed/runtime/exception.hpp"
+
+using namespace pinfeed;
+using namespace pinfeed::ops;
+
+namespace {
+struct size3 {
+  std::uint32_t h, w;
+  int c;
+};
+const std::vector<size3> kSizes{{1, 1, 3}, {2, 5, 1}, {7, 3, 3}, {17, 31, 3}, {32, 32, 1}, {24, 24, 3}, {40, 23, 3}};
+}  // namespace
+
+TEST_CASE("augment.each_job_gives_its_host_op") {
+  int compared = 0, changed = 0;
+  for (const size3& s : kSizes) {
+    const std::uint64_t bytes = std::uint64_t{s.h} * s.w * static_cast<std::uint64_t>(s.c);
+    const auto image = test::aug_image(bytes, s.h * 131 + s.w);
+    for (const test::aug_case& k : test::aug_cases(s.h, s.w, s.c)) {
+      CAPTURE(k.what);
+      CAPTURE(s.h);
+      CAPTURE(s.w);
+      CAPTURE(s.c);
+      std::vector<std::uint8_t> want(bytes), got = image, spare(bytes, 0xA5);
+      k.reference(image.data(), want.data());
+      augment_batch_host(&k.job, 1, 1, got.data(), spare.data(), bytes);
+      CHECK(got == want);
+      ++compared;
+      changed += got != image ? 1 : 0;
+    }
+  }
+  // Every size, every op (15), both tables, several bins and signs: the comparisons are many, and
+  // most jobs change their image (not the identity, a turn by 0 or 360, a 1x1 image) (a job that wrote nothing would pass where its op does nothing).
+  CHECK(compared > 1500);
+  CHECK(changed > compared * 2 / 3);
+}
+
+TEST_CASE("augment.rounds_over_a_batch_of_mixed_sizes_chain_the_host_ops") {
+  // Four samples of different sizes and channels side by side with gaps, 1 to 4 rounds: each
+  // sample's result is its ops applied one after the other; the gaps are not written.
+  for (std::size_t rounds = 1; rounds <= 4; ++rounds) {
+    CAPTURE(rounds);
+    const std::vector<size3> sizes{{17, 31, 3}, {24, 24, 3}, {2, 5, 1}, {40, 23, 3}};
+    std::vector<std::uint64_t> offsets;
+    std::uint64_t bytes = 0;
+    for (const auto& s : sizes) {
+      offsets.push_back(bytes);
+      bytes += std::uint64_t{s.h} * s.w * static_cast<std::uint64_t>(s.c) + 13;
+    }
+    std::vector<std::uint8_t> batch = test::aug_image(bytes, 99 + rounds), spare(bytes);
+    std::vector<std::uint8_t> want = batch;
+    std::vector<aug_job> jobs(sizes.size() * rounds);
+    for (std::size_t j = 0; j < sizes.size(); ++j) {
+      const size3& s = sizes[j];
+      const auto cases = test::aug_cases(s.h, s.w, s.c);
+      const std::uint64_t n = std::uint64_t{s.h} * s.w * static_cast<std::uint64_t>(s.c);
+      std::vector<std::uint8_t> cur(want.begin() + static_cast<std::ptrdiff_t>(offsets[j]),
+                                    want.begin() + static_cast<std::ptrdiff_t>(offsets[j] + n)),
+          next(n);
+      for (std::size_t r = 0; r < rounds; ++r) {
+        const test::aug_case& k = cases[(j * 37 + r * 101 + rounds * 7) % cases.size()];
+        jobs[r * sizes.size() + j] = k.job;
+        jobs[r * sizes.size() + j].offset = offsets[j];
+        k.reference(cur.data(), next.data());
+        cur.swap(next);
+      }
+      std::memcpy(want.data() + offsets[j], cur.data(), n);
+    }
+    augment_batch_host(jobs.data(), sizes.size(), rounds, batch.data(), spare.data(), bytes);
+    CHECK(batch == want);
+  }
+}
+
+TEST_CASE("augment.bad_jobs_are_refused_naming_the_sample_and_the_value") {
+  const auto refused = [](const std::vector<aug_job>& jobs, std::size_t samples, std::size_t rounds, std::uint64_t bytes,
+                          const std::string& words) {
+    std::vector<std::uint8_t> a(bytes), b(bytes);
+    try {
+      augment_batch_host(jobs.data(), samples, rounds, a.data(), b.data(), bytes);
+      FAIL("accepted: " << words);
+    } catch (const pinfeed::invalid_argument& e) {
+      CHECK_MESSAGE(std::string(e.what()).find(words) != std::string::npos, e.what());
+    }
+  };
+  const aug_job ok = aug_job_for(aug_op::invert, 0, 4, 4, 3, interpolation::nearest, std::nullopt, 0);
+  aug_job k = ok;
+  k.kind = aug_kind::count_;
+  refused({k}, 1, 1, 48, "sample 0, round 0 (?): kind 14 is past the last");
+  k = ok;
+  k.channels = 2;
+  refused({k}, 1, 1, 48, "images of 1 or 3 channels, not 2");
+  refused({ok}, 1, 1, 47, "ends past the batch's 47 bytes");
+  aug_job second = ok;
+  second.offset = 40;
+  refused({ok, second}, 2, 1, 100, "sample 1, round 0 (invert): its image overlaps sample 0's");
+  aug_job later = ok;
+  later.offset = 48;
+  refused({ok, later}, 1, 2, 100, "sample 0, round 1 (invert): its image is not the one of its round 0");
+  k = aug_job_for(aug_op::rotate, 90, 4, 4, 3, interpolation::nearest, std::nullopt);
+  CHECK(k.kind == aug_kind::turn);
+  k.width = 2;
+  refused({k}, 1, 1, 48, "1 quarter turns of a 4x2 image");
+  k = ok;
+  k.r = std::numeric_limits<float>::infinity();
+  refused({k}, 1, 1, 48, "a parameter is not finite");
+  // The builders refuse what the host ops refuse, with their words.
+  const auto builder = [](auto make, const std::string& words) {
+    try {
+      (void)make();
+      FAIL("accepted: " << words);
+    } catch (const pinfeed::invalid_argument& e) {
+      CHECK_MESSAGE(std::string(e.what()).find(words) != std::string::npos, e.what());
+    }
+  };
+  builder([] { return aug_job_for(aug_op::posterize, 0.5, 4, 4, 3, interpolation::nearest, std::nullopt); }, "posterize: bits must be 1 to 8");
+  builder([] { return aug_job_for(aug_op::solarize, 1.5, 4, 4, 3, interpolation::nearest, std::nullopt); },
+          "solarize: the threshold must be in [0, 255], not 382.5");
+  builder([] { return aug_job_for(aug_op::shear_x, 0.2, 4, 4, 3, interpolation::nearest, 300.0); }, "shear_x: the fill must be in [0, 255], not 300");
+  builder([] { return aug_job_for(aug_op::brightness, -1.5, 4, 4, 3, interpolation::nearest, std::nullopt); },
+          "brightness: the factor must be finite and not negative, not -0.5");
+  builder([] { return aug_job_for(aug_op::rotate, std::nan(""), 4, 4, 3, interpolation::nearest, std::nullopt); }, "rotate: the angle must be finite");
+  builder([] { return hue_job(0.2, 4, 4, 1); }, "hue: images of 3 channels");
+  builder([] { return hue_job(0.7, 4, 4, 3); }, "hue: the factor must be in [-0.5, 0.5], not 0.7");
+  builder([] { return affine_job(0, 0, 0, 0, 0, 0, 4, 4, 3, interpolation::nearest, std::nullopt); }, "affine: the scale must be finite and greater than 0");
+  builder([] { return grayscale_job(4, 4, 4); }, "grayscale: images of 1 or 3 channels, not 4");
+  // The buffers must be two.
+  std::vector<std::uint8_t> a(96);
+  CHECK_THROWS_WITH_AS(augment_batch_host(&ok, 1, 1, a.data(), a.data() + 40, 48), doctest::Contains("the buffers overlap"),
+                       pinfeed::invalid_argument);
+  CHECK_THROWS_WITH_AS(augment_batch_host(&ok, 1, 1, a.data(), nullptr, 48), doctest::Contains("a null buffer"), pinfeed::invalid_argument);
+}

@@ -23,6 +23,12 @@ struct augment_bench_options {
   std::string recipe =
       "rrc(224),hflip,trivial_augment,normalize(0.485,0.456,0.406,0.229,0.224,0.225),random_erasing(0.25)";
   bool run_recipe = true;
+  /// cpu: the host ops one thread, and the recipe on a CPU loader. cuda: the device ops on batches
+  /// of `batch` images (augment_batch_device), and the recipe (device_recipe) decoded and augmented
+  /// on the GPU against the same recipe on the host, both on CUDA loaders; a row saying it skipped
+  /// where no CUDA device is usable.
+  std::string device = "cpu";
+  std::string device_recipe = "rrc(224),hflip,trivial_augment,normalize(0.485,0.456,0.406,0.229,0.224,0.225)";
 };
 
 /// The ops timed by default, each at a middle magnitude (the warps with both interpolations).
@@ -30,6 +36,9 @@ struct augment_bench_options {
 
 /// JSON lines: {bench: augment, op, us_per_image (median of repeats), repeats} per op, then
 /// {bench: augment, workload: recipe, transforms, workers, images, images_per_s} (median of epochs).
+/// With device cuda: {bench: augment, device: cuda, op, batch, us_per_image} per op with a device
+/// form, then {bench: augment, device: cuda, workload: recipe, host_images_per_s,
+/// device_images_per_s, speedup, same_checksums}; or {bench: augment, device: cuda, skipped, reason}.
 void run_augment_bench(const augment_bench_options& options, std::ostream& out);
 
 }  // namespace pinfeed::bench

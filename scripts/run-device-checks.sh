@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs pinfeed's GPU checks from a bundle made by scripts/gpu-bundle.sh, in two phases that each end
-# by themselves within a phase budget (tests 380 s, bench 220 s), every step under its own time limit:
+# by themselves within a phase budget (tests 390 s, bench 210 s), every step under its own time limit:
 #   tests  nvidia-smi, pinfeed info, the gpu-labelled test suites, compute-sanitizer memcheck on the
 #          device ops and on the runtime's GPU cases (out-of-bounds and misaligned accesses, at the
 #          cases' small shapes), racecheck and synccheck on the sampler's kernels (shared-memory
@@ -42,7 +42,7 @@ fi
 dry=0 phase="" failed=0
 # Each phase's budget in seconds: both together, with the machine's start, within a lent GPU's 15
 # minutes (PINFEED_TESTS_BUDGET_S, PINFEED_BENCH_BUDGET_S override them).
-declare -A budget_of=([tests]=${PINFEED_TESTS_BUDGET_S:-380} [bench]=${PINFEED_BENCH_BUDGET_S:-220})
+declare -A budget_of=([tests]=${PINFEED_TESTS_BUDGET_S:-390} [bench]=${PINFEED_BENCH_BUDGET_S:-210})
 
 # A step's expected seconds: start_ms + unit_ms x its counted units (plan_step), in milliseconds.
 # The bases: a GPU case at its GPU shapes runs in well under a second on an H100/H200 (the sampler's
@@ -52,17 +52,17 @@ declare -A budget_of=([tests]=${PINFEED_TESTS_BUDGET_S:-380} [bench]=${PINFEED_B
 declare -A start_ms=(
   [nvidia-smi]=5000 [info]=5000 [runtime-gpu]=10000 [ops-gpu]=10000 [doctor-gpu]=10000
   [memcheck-ops]=30000 [racecheck-ops]=30000 [synccheck-ops]=30000 [memcheck-runtime]=30000 [ordering-repeat]=2000
-  [bench-h2d]=10000 [bench-sampler]=35000 [doctor-article]=30000 [bench-decode]=10000 [torch-compare]=60000
+  [bench-h2d]=10000 [bench-sampler]=35000 [doctor-article]=30000 [bench-decode]=10000 [bench-augment]=40000 [torch-compare]=60000
 )
 declare -A unit_ms=(
   [nvidia-smi]=0 [info]=0 [runtime-gpu]=1000 [ops-gpu]=1000 [doctor-gpu]=5000
   [memcheck-ops]=1000 [racecheck-ops]=3000 [synccheck-ops]=2000 [memcheck-runtime]=1500 [ordering-repeat]=600
-  [bench-h2d]=0 [bench-sampler]=0 [doctor-article]=0 [bench-decode]=8 [torch-compare]=0
+  [bench-h2d]=0 [bench-sampler]=0 [doctor-article]=0 [bench-decode]=8 [bench-augment]=0 [torch-compare]=0
 )
 declare -A expect_s=() limit=()  # set by plan_step: the expected seconds, and the hard limit (twice)
 tests_steps=(nvidia-smi info runtime-gpu ops-gpu doctor-gpu memcheck-ops racecheck-ops synccheck-ops memcheck-runtime
              ordering-repeat)
-bench_steps=(bench-h2d bench-sampler doctor-article bench-decode torch-compare)
+bench_steps=(bench-h2d bench-sampler doctor-article bench-decode bench-augment torch-compare)
 # Cases that assert timing (a call returns before a busy kernel ends, a copy overlaps a kernel): a
 # sanitizer serializes and slows the device's work, so they are left out of its runs.
 timing_cases='*never_waits*,*copy_overlaps*'
@@ -74,7 +74,7 @@ stream_cases='*dlpack*,*releases_after*,*slot_reuse_waits*,*views_*'
 heavy_cases='*overflow_and_ties*,*one_row_large_k*,*most_rows*,*candidates_overflow*'
 # The sampler's cases that racecheck and synccheck run: its kernels are the ones with shared memory
 # and barriers.
-barrier_cases='*label_and_index_types*,*tie_at_threshold*,*labels_changed*'
+barrier_cases='*label_and_index_types*,*tie_at_threshold*,*labels_changed*,*augment.every_op*,*augment.captured*'
 # Repeats of the stream-ordering cases in ordering-repeat.
 ordering_repeats=${PINFEED_ORDERING_REPEATS:-10}
 
@@ -476,6 +476,34 @@ EOF
   else
     record bench-decode skip 0 "no photos in the bundle"
   fi
+
+  # The device ops on batches of 64, and the recipe decoded and augmented on the GPU against the host
+  # (the same checksum lines, or the step fails); without a GPU (the dry run) the bench says it skipped.
+  step bench-augment "$bin/pinfeed" bench augment --device cuda --images 256 --repeats 3 --seconds 0.1 --data "$work/augment-data" --photos "$here/photos"
+  grep -a '^{' "$work/bench-augment.log" >"$work/bench-augment.jsonl" 2>/dev/null
+  local fig=$no_time
+  if ((rc != -1)); then
+    fig=$(python3 - "$work/bench-augment.jsonl" 2>/dev/null <<'EOF' || echo "no rows"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+ops = [r for r in rows if "us_per_image" in r]
+recipe = [r for r in rows if r.get("workload") == "recipe"]
+skipped = [r for r in rows if r.get("skipped") == "gpu"]
+if skipped:
+    print("skipped: " + skipped[0].get("reason", "?")[:120])
+else:
+    s = f"{len(ops)} device ops, " + ", ".join(f"{r['op']} {r['us_per_image']:.1f} us" for r in ops if r["op"] in ("trivial_augment", "rand_augment(2,9)", "equalize"))
+    for r in recipe:
+        same = "same checksums" if r["same_checksums"] else "CHECKSUMS DIFFER"
+        s += f"; recipe {r['device_images_per_s']:.0f} vs {r['host_images_per_s']:.0f} img/s on the device vs the host ({same})"
+    print(s)
+EOF
+    )
+  fi
+  local st
+  st=$(status_of)
+  [[ $fig == *"CHECKSUMS DIFFER"* ]] && st=fail
+  record bench-augment "$st" "$took" "$fig"
 
   if python3 -c "import torch" >/dev/null 2>&1; then
     if ((dry)) || python3 -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1; then

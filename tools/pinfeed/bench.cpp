@@ -158,6 +158,11 @@ void add_augment(CLI::App* bench, command_list& out) {
   a->add_option("--recipe", ao.recipe, "the pipeline timed over the JPEG dataset");
   a->add_flag("!--no-recipe", ao.run_recipe, "time the ops only");
   a->add_option("--seconds", ao.seconds, "seconds per op and round")->check(CLI::PositiveNumber);
+  a->add_option("--device", ao.device,
+                "cpu (default: the host ops, one thread) or cuda (the device ops on batches, and the recipe decoded and "
+                "augmented on the GPU against the host; says it skipped without a GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  a->add_option("--device-recipe", ao.device_recipe, "with --device cuda: the recipe timed both ways");
   registered(out, a, ao, &bench::run_augment_bench, &bench::augment_bench_options::workers);
 }
 

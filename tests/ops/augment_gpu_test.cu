@@ -8,7 +8,10 @@
 #include <set>
 #include <vector>
 
+#include <chrono>
+
 #include "gpu_setup.hpp"
+#include "pinfeed/doctor/stages.hpp"  // busy_kernel_ms: a stream kept busy
 #include "ops/augment_cases.hpp"
 #include "pinfeed/ops/augment.hpp"
 #include "pinfeed/runtime/cuda_handles.hpp"
@@ -199,3 +202,44 @@ TEST_CASE("gpu.augment.captured_in_a_graph_and_replayed" * doctest::test_suite("
 }
 
 
+
+TEST_CASE("gpu.augment.never_waits_for_the_device" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("augmentation jobs host synchronization")) return;
+  // Queued behind a kernel that keeps the stream busy for a second, the rounds' launches (memset,
+  // counts, tables, pixels, the copy back) return at once: a hidden synchronization would wait for
+  // it. On the simulator too, which runs the stream's work on a thread of its own.
+  const std::uint64_t per = 24 * 24 * 3, bytes = 2 * per;
+  std::vector<aug_job> jobs{aug_job_for(aug_op::equalize, 0, 24, 24, 3, interpolation::nearest, std::nullopt, 0),
+                            aug_job_for(aug_op::contrast, 0.3, 24, 24, 3, interpolation::nearest, std::nullopt, per),
+                            aug_job_for(aug_op::rotate, 20, 24, 24, 3, interpolation::bilinear, 9.0, 0),
+                            aug_job_for(aug_op::autocontrast, 0, 24, 24, 3, interpolation::nearest, std::nullopt, per),
+                            hue_job(0.2, 24, 24, 3, 0),
+                            aug_job_for(aug_op::invert, 0, 24, 24, 3, interpolation::nearest, std::nullopt, per)};
+  device_buffer images(bytes), spare(bytes), scratch(aug_scratch_bytes(2)), d_jobs(jobs.size() * sizeof(aug_job));
+  test::upload(d_jobs.data(), jobs.data(), jobs.size() * sizeof(aug_job));
+  const auto input = test::aug_image(bytes, 77);
+  const cuda_stream stream = cuda_stream::create();
+  const auto run = [&] {
+    augment_batch_device(reinterpret_cast<const aug_job*>(d_jobs.data()), jobs.data(), 2, 3, reinterpret_cast<std::uint8_t*>(images.data()),
+                         reinterpret_cast<std::uint8_t*>(spare.data()), bytes, scratch.data(), scratch.size(), stream.get());
+  };
+  test::upload(images.data(), input.data(), bytes);
+  run();  // warm-up: modules loaded
+  PINFEED_CUDA_TRY(cudaStreamSynchronize(stream.get()));
+  test::upload(images.data(), input.data(), bytes);
+  const cuda_event busy_done = cuda_event::create(0), done = cuda_event::create(0);
+  constexpr double kBusyMs = 1000.0;
+  busy_kernel_ms(kBusyMs, stream.get());
+  PINFEED_CUDA_TRY(cudaEventRecord(busy_done.get(), stream.get()));
+  const auto t0 = std::chrono::steady_clock::now();
+  run();
+  const double call_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(cudaEventQuery(busy_done.get()) == cudaErrorNotReady);
+  CHECK(call_ms < kBusyMs);
+  PINFEED_CUDA_TRY(cudaEventRecord(done.get(), stream.get()));
+  PINFEED_CUDA_TRY(cudaEventSynchronize(done.get()));
+  std::vector<std::uint8_t> got(bytes), want = input, host_spare(bytes);
+  PINFEED_CUDA_TRY(cudaMemcpy(got.data(), images.data(), bytes, cudaMemcpyDeviceToHost));
+  augment_batch_host(jobs.data(), 2, 3, want.data(), host_spare.data(), bytes);
+  CHECK(got == want);
+}

@@ -133,6 +133,7 @@ doctor_report ladder::run() {
     r_.bad_samples = piped_->failures();
     r_.replaced = piped_->replaced();
     judge_decode();
+    judge_augment();
   }
   if (r_.remote) r_.fetch = loaders::remote_stats(*p_.reader);
   analyze(r_);

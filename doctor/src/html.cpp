@@ -2,6 +2,7 @@
 // no script, nothing fetched (its Content-Security-Policy forbids it).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 #include "analysis.hpp"
@@ -9,6 +10,14 @@
 #include "pinfeed/doctor/doctor.hpp"
 
 namespace pinfeed {
+namespace {
+/// "0.123 ms" (the augmentations' cost an image).
+[[maybe_unused]] std::string augment_ms_text(double ms) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3f ms", ms);
+  return b;
+}
+}  // namespace
 
 namespace {
 
@@ -80,6 +89,13 @@ void verdict_html(const doctor_report& r, std::ostream& out) {
   if (!r.decode_path.empty()) {
     out << "<p id=\"decode\">Decoding: on the " << escape(r.decode_path) << "; " << escape(r.decoded.to_string())
         << ". Advice: <b>" << escape(r.decode_choice) << "</b> (" << escape(r.decode_why) << ")</p>\n";
+  }
+  if (!r.augment_steps.empty()) {
+    out << "<p id=\"augment\">Augmentations after the decode (" << escape(r.augment_steps) << "): on the " << escape(r.augment_path);
+    if (r.augment_host_ms >= 0) out << "; " << escape(augment_ms_text(r.augment_host_ms)) << " an image on a worker";
+    if (r.augment_device_ms >= 0) out << ", " << escape(augment_ms_text(r.augment_device_ms)) << " on the GPU";
+    if (!r.augment_why.empty()) out << " (not on the device: " << escape(r.augment_why) << ")";
+    out << "</p>\n";
   }
   out << "</section>\n";
 }

@@ -101,6 +101,8 @@ class ladder {
   void describe();
   /// The report's decode facts: where L0 decoded, the device path's probe, and the advice.
   void judge_decode();
+  /// Where the steps after the decode ran, and their cost an image on a worker and on the GPU.
+  void judge_augment();
 
   std::size_t pool_batches() const { return (pool_ + o_.loader.batch_size - 1) / o_.loader.batch_size; }
 

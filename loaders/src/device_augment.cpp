@@ -156,7 +156,8 @@ void pipeline_source::choose_augment_path() {
   const augment_place want = options_.augment_on;
   image_spec mid{};
   bool moved = false;
-  if (want != augment_place::host && split < all.size()) {
+  if (split < all.size()) {
+    after_decode_ = pipeline(std::vector<std::shared_ptr<transform>>(all.begin() + static_cast<std::ptrdiff_t>(split), all.end()));
     const pipeline prefix(std::vector<std::shared_ptr<transform>>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(split)));
     try {
       mid = prefix.output_spec(reader_->image_shape());
@@ -172,7 +173,8 @@ void pipeline_source::choose_augment_path() {
     if (want == augment_place::device && !augment_refusal_.empty())
       throw pinfeed::invalid_argument("pipeline_source: augment_on device: " + augment_refusal_);
     // auto follows the decode: a pipeline decoded on the host keeps its steps there.
-    moved = augment_refusal_.empty() && (want == augment_place::device || options_.decode != decode_place::host);
+    moved = want != augment_place::host && augment_refusal_.empty() &&
+            (want == augment_place::device || options_.decode != decode_place::host);
     if (moved) host_ = prefix;
   }
   const pipeline full(all);
@@ -182,9 +184,8 @@ void pipeline_source::choose_augment_path() {
     moved = false;
   }
   if (!moved) return;
-  const pipeline suffix(std::vector<std::shared_ptr<transform>>(all.begin() + static_cast<std::ptrdiff_t>(split), all.end()));
   const std::size_t field = fields_.size();
-  augmenter_ = std::make_unique<detail::device_augmenter>(suffix, split, mid, field);
+  augmenter_ = std::make_unique<detail::device_augmenter>(after_decode_, split, mid, field);
   fields_.push_back(detail::device_augmenter::jobs_field(augmenter_->rounds()));
 }
 

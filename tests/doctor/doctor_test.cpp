@@ -274,6 +274,24 @@ TEST_CASE("doctor.says_where_to_decode_and_why") {
   // A source of generated images has no decoding to place.
   doctor_pipeline generated{make_reader_from_source(make_synthetic_source({16, 48, 48, 10})), parse_pipeline("rrc(32)"), {}};
   CHECK(doctor(generated, o).decode_path.empty());
+  // Nothing after the window and the flip: no augmentations to place.
+  CHECK(r.augment_steps.empty());
+  CHECK(j["augment"].is_null());
+  // Augmentations after them: where they ran, and their cost an image on a worker (and on a GPU).
+  doctor_pipeline aug{make_image_files_reader(files), parse_pipeline("rrc(32),hflip,trivial_augment,equalize"), {}};
+  const doctor_report a = doctor(aug, o);
+  CHECK(a.augment_steps == "trivial_augment,equalize");
+  CHECK(a.augment_path == "host");  // auto follows the host decode
+  CHECK(a.augment_why.empty());     // they could move
+  CHECK(a.augment_host_ms > 0);
+  if (!a.gpu) CHECK(a.augment_device_ms == -1);
+  else CHECK(a.augment_device_ms > 0);
+  CHECK(a.to_text().find("augment: trivial_augment,equalize on the host; ") != std::string::npos);
+  const auto ja = nlohmann::json::parse(a.to_json());
+  CHECK(ja["augment"]["path"] == "host");
+  CHECK(ja["augment"]["host_ms_per_image"].get<double>() > 0);
+  CHECK(a.to_html().find("<p id=\"augment\">Augmentations after the decode (trivial_augment,equalize): on the host") != std::string::npos);
+  check_json_and_consistency(a);
 }
 
 #if PINFEED_TEST_HAVE_CURL

@@ -104,7 +104,9 @@ void print_decoded(const loaders::pipeline_source& counted) {
 void print_augmented(const loaders::pipeline_source& counted) {
   if (counted.augment_path() == loaders::augment_place::device) {
     std::fprintf(stderr, "augment: on the device: %s\n", counted.device_steps().to_string().c_str());
-  } else if (!counted.augment_refusal().empty()) {
+  } else if (!counted.augment_refusal().empty() &&  // (auto over a host decode keeps them there: no news)
+             (counted.options().augment_on != loaders::augment_place::automatic ||
+              counted.decode_path() != loaders::decode_place::host)) {
     std::fprintf(stderr, "augment: on the host (not the device: %s)\n", counted.augment_refusal().c_str());
   }
 }

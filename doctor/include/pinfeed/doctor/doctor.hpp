@@ -248,6 +248,13 @@ struct doctor_report {
   loaders::decode_counts decoded{};
   std::optional<loaders::decode_probe> decode_probe{};
   std::string decode_choice, decode_why;
+  /// The steps after the decode's window and flips (pipeline_source's augment_on; augment_steps
+  /// empty where there are none): where the full pipeline ran them ("host" or "device"), why they
+  /// cannot run on the device (empty: they can), and what they cost an image: on a worker (one
+  /// thread, the images of the pipeline's first samples), and on the GPU (batches of 64; -1 where
+  /// no GPU takes the batches, or the steps cannot move).
+  std::string augment_path, augment_steps, augment_why;
+  double augment_host_ms = -1, augment_device_ms = -1;
   /// What to change, each with the numbers behind it; with doctor_options::verify, each that names
   /// a setting measured with a gain beyond the noise (the others move to no_gain).
   std::vector<doctor_suggestion> suggestions;

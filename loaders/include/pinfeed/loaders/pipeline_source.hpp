@@ -293,6 +293,9 @@ class pipeline_source final : public source {
   [[nodiscard]] pipeline device_steps() const;
   /// Why the steps after the decode cannot run on the device (empty: they can, or there are none).
   [[nodiscard]] const std::string& augment_refusal() const noexcept { return augment_refusal_; }
+  /// The steps after the decode's window (or crop) and its flips, before the tail: those augment_on
+  /// places, wherever they run.
+  [[nodiscard]] const pipeline& steps_after_decode() const noexcept { return after_decode_; }
   /// What the device steps keep on a loader's GPU (their second image field and counts).
   [[nodiscard]] std::vector<memory_use> device_memory(std::size_t batch_size) const override;
   /// Refuses a loader on the CPU when JPEGs are decoded on the device; opens nvJPEG on the
@@ -354,6 +357,7 @@ class pipeline_source final : public source {
   std::unique_ptr<detail::hybrid_decoder> hybrid_;  ///< the device path's host half and launches
   std::unique_ptr<detail::device_augmenter> augmenter_;  ///< the steps the GPU runs, and their launches
   std::string augment_refusal_;
+  pipeline after_decode_;
   std::unique_ptr<std::atomic<std::uint64_t>> host_decodes_ = std::make_unique<std::atomic<std::uint64_t>>(0);
   decode_options decoding_;  ///< the reader's, for the device path's checks
 };

@@ -112,7 +112,7 @@ std::string doctor_report::to_json() const {
   j["decode"] = decode_json(*this);
   j["augment"] = augment_steps.empty() ? nullptr
                                        : json{{"path", augment_path}, {"steps", augment_steps}, {"not_on_device", augment_why},
-                                              {"host_ms_per_image", finite(augment_host_ms)},
+                                              {"host_ms_per_image", augment_host_ms >= 0 ? json(augment_host_ms) : json(nullptr)},
                                               {"device_ms_per_image", augment_device_ms >= 0 ? json(augment_device_ms) : json(nullptr)}};
   j["verified"] = verified;
   j["suggestions"] = suggestion_list(suggestions);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hybrid_fixtures.hpp"
+#include "pinfeed/ops/augment.hpp"
 #include "pinfeed/runtime/log.hpp"
 #include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/error.hpp"
@@ -160,4 +161,42 @@ TEST_CASE("gpu.augment.loader_runs_the_steps_after_the_decode_on_the_device_as_t
     CHECK(lines == host_lines);
     CHECK(got == want);
   }
+}
+
+TEST_CASE("gpu.augment.device_scratch_counts_in_the_budget_and_resume_gives_the_same_batches" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("augmentations on the device: budget and resume")) return;
+  const test::hybrid_folder f;
+  const std::string steps = "random_resized_crop(16),hflip,rand_augment(2,9),autocontrast";
+  // The second image field and the counts are named in the budget's refusal, with their bytes.
+  auto small = on_gpu(4);
+  small.memory_budget = 64 * 1024;
+  const auto src = f.source(decode_place::device, steps);
+  REQUIRE(src->augment_path() == loaders::augment_place::device);
+  const std::string scratch = "device augmentation scratch (a second image field, the counts)";
+  try {
+    loader l(src, small);
+    FAIL("a budget of 64 KiB was taken");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find(scratch) != std::string::npos);
+  }
+  CHECK(src->device_memory(4).at(0).bytes == 4 * 16 * 16 * 3 + ops::aug_scratch_bytes(4));
+  // Resume: a loader that took one batch, its state resumed by another, gives the rest of the
+  // uninterrupted run's batches (the jobs are drawn from the samples' streams, not the loader's).
+  // One loader at a time (the simulator takes launches from one loader's threads at once).
+  std::vector<std::string> all, rest;
+  {
+    loader whole(src, on_gpu(4));
+    (void)images_of(whole, all);
+  }
+  std::string state;
+  {
+    loader first(src, on_gpu(4));
+    REQUIRE(first.next());
+    state = first.state();
+  }
+  loader second(src, on_gpu(4));
+  second.resume(state);
+  (void)images_of(second, rest);
+  REQUIRE(rest.size() + 1 == all.size());
+  CHECK(std::equal(rest.begin(), rest.end(), all.begin() + 1));
 }

@@ -26,6 +26,19 @@ namespace pinfeed::test {
 /// The bounds leave a margin over those. What the emulation cannot show is nvJPEG's own decode
 /// against libjpeg's whole decode (its IDCT rounding and chroma upsampling): the GPU case's bounds
 /// add a stated allowance for it, which the GPU runner checks.
+/// A source on the device paths without their refusal of a CPU loader, so that their host half can
+/// be checked on the CPU (nothing on the CPU path calls the copy hooks: the tests do).
+class any_loader final : public source {
+ public:
+  explicit any_loader(std::shared_ptr<loaders::pipeline_source> inner) : inner_(std::move(inner)) {}
+  std::uint64_t size() const override { return inner_->size(); }
+  std::vector<field_spec> fields() const override { return inner_->fields(); }
+  void produce(sample& s) override { inner_->produce(s); }
+
+ private:
+  std::shared_ptr<loaders::pipeline_source> inner_;
+};
+
 inline constexpr double kInexactEmulatedImageBound = 8.0;
 inline constexpr double kInexactEmulatedMeanBound = 1.0;
 inline constexpr double kNvjpegImageAllowance = 4.0, kNvjpegMeanAllowance = 2.0;

@@ -10,14 +10,6 @@
 #include "pinfeed/doctor/doctor.hpp"
 
 namespace pinfeed {
-namespace {
-/// "0.123 ms" (the augmentations' cost an image).
-[[maybe_unused]] std::string augment_ms_text(double ms) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.3f ms", ms);
-  return b;
-}
-}  // namespace
 
 namespace {
 
@@ -92,8 +84,8 @@ void verdict_html(const doctor_report& r, std::ostream& out) {
   }
   if (!r.augment_steps.empty()) {
     out << "<p id=\"augment\">Augmentations after the decode (" << escape(r.augment_steps) << "): on the " << escape(r.augment_path);
-    if (r.augment_host_ms >= 0) out << "; " << escape(augment_ms_text(r.augment_host_ms)) << " an image on a worker";
-    if (r.augment_device_ms >= 0) out << ", " << escape(augment_ms_text(r.augment_device_ms)) << " on the GPU";
+    if (r.augment_host_ms >= 0) out << "; " << escape((analysis::num(r.augment_host_ms, 3) + " ms")) << " an image on a worker";
+    if (r.augment_device_ms >= 0) out << ", " << escape((analysis::num(r.augment_device_ms, 3) + " ms")) << " on the GPU";
     if (!r.augment_why.empty()) out << " (not on the device: " << escape(r.augment_why) << ")";
     out << "</p>\n";
   }

@@ -9,14 +9,6 @@
 #include "pinfeed/loaders/remote.hpp"
 
 namespace pinfeed {
-namespace {
-/// "0.123 ms" (the augmentations' cost an image).
-[[maybe_unused]] std::string augment_ms_text(double ms) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.3f ms", ms);
-  return b;
-}
-}  // namespace
 
 namespace {
 
@@ -273,8 +265,8 @@ std::string doctor_report::to_text() const {
   }
   if (!augment_steps.empty()) {
     out << "augment: " << augment_steps << " on the " << augment_path;
-    if (augment_host_ms >= 0) out << "; " << augment_ms_text(augment_host_ms) << " an image on a worker";
-    if (augment_device_ms >= 0) out << ", " << augment_ms_text(augment_device_ms) << " on the GPU (batches of 64)";
+    if (augment_host_ms >= 0) out << "; " << (analysis::num(augment_host_ms, 3) + " ms") << " an image on a worker";
+    if (augment_device_ms >= 0) out << ", " << (analysis::num(augment_device_ms, 3) + " ms") << " on the GPU (batches of 64)";
     if (!augment_why.empty()) out << " (not on the device: " << augment_why << ")";
     out << "\n";
   }

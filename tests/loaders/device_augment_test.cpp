@@ -19,17 +19,6 @@ using loaders::decode_place;
 
 namespace {
 
-/// A source on the device path without its refusal of a CPU loader (the test calls the copy hooks).
-class any_loader final : public source {
- public:
-  explicit any_loader(std::shared_ptr<loaders::pipeline_source> inner) : inner_(std::move(inner)) {}
-  std::uint64_t size() const override { return inner_->size(); }
-  std::vector<field_spec> fields() const override { return inner_->fields(); }
-  void produce(sample& s) override { inner_->produce(s); }
-
- private:
-  std::shared_ptr<loaders::pipeline_source> inner_;
-};
 
 std::string refusal_of(const test::hybrid_folder& f, decode_place d, const std::string& steps, augment_place a,
                        bool device_tail = true) {
@@ -129,7 +118,7 @@ TEST_CASE("device_augment.jobs_drawn_on_the_workers_give_the_host_pipelines_pixe
     loader host(f.source(decode_place::host, steps, augment_place::host), test::cpu_loader(4, 2, 11));
     const auto inner = f.source(decode_place::host, steps, augment_place::device);
     REQUIRE(inner->augment_path() == augment_place::device);
-    loader dev(std::make_shared<any_loader>(inner), test::cpu_loader(4, 2, 11));
+    loader dev(std::make_shared<test::any_loader>(inner), test::cpu_loader(4, 2, 11));
     const auto specs = dev.fields();
     const std::size_t rounds = specs[2].bytes() / sizeof(ops::aug_job);
     while (auto want = host.next()) {

@@ -22,18 +22,6 @@ using loaders::decode_place;
 
 namespace {
 
-/// The device path's source, minus its refusal of a CPU loader: so the host half can be checked
-/// here (nothing on the CPU path calls the copy hooks; the test does).
-class any_loader final : public source {
- public:
-  explicit any_loader(std::shared_ptr<loaders::pipeline_source> inner) : inner_(std::move(inner)) {}
-  std::uint64_t size() const override { return inner_->size(); }
-  std::vector<field_spec> fields() const override { return inner_->fields(); }
-  void produce(sample& s) override { inner_->produce(s); }
-
- private:
-  std::shared_ptr<loaders::pipeline_source> inner_;
-};
 
 struct header {
   std::uint64_t images, window_bytes, plane_bytes;
@@ -130,7 +118,7 @@ TEST_CASE("hybrid_decode.host_half_and_a_cpu_oracle_of_the_device_half_equal_the
   const test::hybrid_folder f;
   const auto want = host_images(f);
   const auto inner = f.source(decode_place::device);
-  loader l(std::make_shared<any_loader>(inner), test::cpu_loader(4, 2, 11));
+  loader l(std::make_shared<test::any_loader>(inner), test::cpu_loader(4, 2, 11));
   std::size_t batch = 0, compared = 0;
   while (auto b = l.next()) {
     REQUIRE(batch < want.size());
@@ -228,7 +216,7 @@ TEST_CASE("hybrid_decode.every_way_to_the_host_is_counted") {
   const auto inner = std::make_shared<loaders::pipeline_source>(loaders::make_image_files_reader(files),
                                                                 loaders::parse_pipeline("random_resized_crop(48),hflip"), o);
   {
-    loader l(std::make_shared<any_loader>(inner), test::cpu_loader(2, 1, 5));
+    loader l(std::make_shared<test::any_loader>(inner), test::cpu_loader(2, 1, 5));
     while (l.next()) {
     }
   }
@@ -256,7 +244,7 @@ TEST_CASE("hybrid_decode.every_way_to_the_host_is_counted") {
   c.on_error = loaders::error_policy::fail;
   const auto cropped = std::make_shared<loaders::pipeline_source>(loaders::make_image_files_reader(small),
                                                                   loaders::parse_pipeline("crop(8)"), c);
-  loader l(std::make_shared<any_loader>(cropped), test::cpu_loader(1, 1, 5));
+  loader l(std::make_shared<test::any_loader>(cropped), test::cpu_loader(1, 1, 5));
   CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("smaller than the crop"), sample_error);
   CHECK(cropped->decoded().to_string() == "device 0, host 1 (no_window 1)");
 }

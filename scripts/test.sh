@@ -8,7 +8,7 @@
 #   - cross-builds for aarch64 and runs the runtime, ops and loaders tests under qemu
 #     (scripts/cross-aarch64.sh),
 #   - compiles every CUDA translation unit with the newest CUDA 13.x from PyPI (scripts/check-cuda-newest.sh),
-#   - runs every fuzz target for 6 s (PINFEED_CI_FUZZ_SECONDS) from its seeds (scripts/fuzz.sh),
+#   - runs every fuzz target for 4 s (PINFEED_CI_FUZZ_SECONDS) from its seeds (scripts/fuzz.sh),
 #   - runs the GPU suites on the functional GPU simulator (scripts/gpu-sim-tests.sh: ctest -L gpu-sim).
 # Every test run fails a case that passed without a single assertion and recorded no skip (the
 # tests' main counts each case's assertions: tests/test_main.cpp). Each step's start is stamped.
@@ -85,8 +85,8 @@ elif ((${#build_args[@]} == 0)); then
   fi
   if [[ ${PINFEED_SKIP_FUZZ:-0} != 1 ]]; then
     # Every fuzz target for a short while (a found input fails here and is kept in fuzz/regressions/).
-    step "fuzz targets, ${PINFEED_CI_FUZZ_SECONDS:-6} s each"
-    PINFEED_FUZZ_JOBS=$(nproc) bash "$root/scripts/fuzz.sh" "${PINFEED_CI_FUZZ_SECONDS:-6}"
+    step "fuzz targets, ${PINFEED_CI_FUZZ_SECONDS:-4} s each"
+    PINFEED_FUZZ_JOBS=$(nproc) bash "$root/scripts/fuzz.sh" "${PINFEED_CI_FUZZ_SECONDS:-4}"
   fi
   if [[ ${PINFEED_SKIP_GPU_SIM:-0} != 1 ]]; then
     step "GPU suites on the simulator"

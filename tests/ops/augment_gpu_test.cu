@@ -97,21 +97,21 @@ std::vector<std::uint8_t> on_device(const aug_batch& b, cudaStream_t stream) {
 
 TEST_CASE("gpu.augment.every_op_on_a_mixed_batch_equals_the_host_bit_for_bit" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("augmentation jobs CPU == GPU")) return;
-  // Sizes: one pixel, a grey strip, square ones (quarter turns), odd sides, and one large enough
-  // for several blocks an image (the counts' atomics from many blocks).
-  std::vector<std::array<std::uint32_t, 3>> sizes{{1, 1, 3}, {2, 5, 1}, {24, 24, 3}, {17, 31, 3}, {16, 16, 1}, {40, 36, 3}};
+  // Sizes: one pixel, a grey strip, square ones (quarter turns), odd sides; 24x24 and 17x31 take
+  // three blocks an image (the counts' atomics from several blocks).
+  std::vector<std::array<std::uint32_t, 3>> sizes{{1, 1, 3}, {2, 5, 1}, {24, 24, 3}, {17, 31, 3}, {16, 16, 1}};
   if (!test::small_gpu_shapes()) sizes.push_back({224, 224, 3});
   const cuda_stream stream = cuda_stream::create();
   std::size_t next_case = 0, total_cases = 0;
   for (const auto& s : sizes) total_cases = std::max(total_cases, gpu_jobs(s[0], s[1], static_cast<int>(s[2])).size());
   int batches = 0;
-  std::set<int> kinds_on_the_largest;  // the kinds the multi-block image took
+  std::set<int> kinds_on_the_largest;  // the kinds the 24x24 RGB image (three blocks) took
   // Round counts 1 to 3 (odd ones copy the result back), until every entry of the longest list ran.
   for (std::size_t rounds = 1; next_case < total_cases; rounds = rounds % 3 + 1) {
     CAPTURE(rounds);
     CAPTURE(next_case);
     const aug_batch b = make_batch(sizes, rounds, next_case);
-    for (std::size_t r = 0; r < rounds; ++r) kinds_on_the_largest.insert(static_cast<int>(b.jobs[r * b.samples + 5].kind));
+    for (std::size_t r = 0; r < rounds; ++r) kinds_on_the_largest.insert(static_cast<int>(b.jobs[r * b.samples + 2].kind));
     std::vector<std::uint8_t> host = b.images, spare(b.images.size());
     augment_batch_host(b.jobs.data(), b.samples, b.rounds, host.data(), spare.data(), host.size());
     const std::vector<std::uint8_t> device = on_device(b, stream.get());
@@ -156,22 +156,6 @@ TEST_CASE("gpu.augment.captured_in_a_graph_and_replayed" * doctest::test_suite("
   device_buffer images(bytes), spare(bytes), scratch(aug_scratch_bytes(sizes.size())), d_jobs(jobs.size() * sizeof(aug_job));
   test::upload(d_jobs.data(), jobs.data(), jobs.size() * sizeof(aug_job));
   const cuda_stream stream = cuda_stream::create();
-  {  // uncaptured first: the same result
-    aug_batch direct;
-    direct.jobs = jobs;
-    direct.samples = sizes.size();
-    direct.rounds = 2;
-    direct.images = test::aug_image(bytes, 39);
-    std::vector<std::uint8_t> want = direct.images, host_spare(bytes);
-    augment_batch_host(jobs.data(), sizes.size(), 2, want.data(), host_spare.data(), bytes);
-    const auto got = on_device(direct, stream.get());
-    CHECK(got == want);
-    if (got != want) {
-      std::size_t at = 0;
-      while (got[at] == want[at]) ++at;
-      MESSAGE("direct: first difference at byte " << at << ": device " << int{got[at]} << ", host " << int{want[at]});
-    }
-  }
   cudaGraph_t graph = nullptr;
   PINFEED_CUDA_TRY(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeGlobal));
   augment_batch_device(reinterpret_cast<const aug_job*>(d_jobs.data()), jobs.data(), sizes.size(), 2,

@@ -141,11 +141,12 @@ TEST_CASE("gpu.jpeg.device_inexact_is_nvjpeg_near_the_host_path_or_the_exact_pat
   CHECK(total / static_cast<double>(samples) <= test::kInexactMeanBound);
 }
 
-TEST_CASE("gpu.augment.loader_runs_the_steps_after_the_decode_on_the_device_as_the_host" * doctest::test_suite("gpu")) {
+TEST_CASE("gpu.augment.loader_runs_the_steps_after_the_decode_on_the_device_as_the_host_and_keeps_its_contracts" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("augmentations on the device in a loader")) return;
   // decode device with a policy and the counting ops after the window and flip (auto moves them to
   // the GPU), and decode host with augment device: the same checksum lines and images as the host
   // pipeline's. The rounds run on the copy stream after the decode, with no host synchronisation.
+  // Then the contracts: resume, and the scratch in the memory budget.
   const test::hybrid_folder f;
   const std::string steps = "random_resized_crop(16),hflip,trivial_augment(interpolation=bilinear,fill=77),equalize,contrast(0.6)";
   std::vector<std::string> host_lines;
@@ -156,47 +157,34 @@ TEST_CASE("gpu.augment.loader_runs_the_steps_after_the_decode_on_the_device_as_t
     const auto src = f.source(d, steps, d == decode_place::host ? loaders::augment_place::device : loaders::augment_place::automatic);
     REQUIRE(src->augment_path() == loaders::augment_place::device);
     std::vector<std::string> lines;
-    loader l(src, on_gpu(6));
-    const auto got = images_of(l, lines);
-    CHECK(lines == host_lines);
-    CHECK(got == want);
+    {
+      loader l(src, on_gpu(6));
+      const auto got = images_of(l, lines);
+      CHECK(lines == host_lines);
+      CHECK(got == want);
+    }
+    if (d != decode_place::device) continue;
+    // Resume: a loader that took one batch, its state resumed by another, gives the rest of the
+    // batches (the jobs come from the samples' streams, not the loader's). One loader at a time:
+    // the simulator takes launches from one loader's threads at once.
+    std::string state;
+    {
+      loader first(src, on_gpu(6));
+      REQUIRE(first.next());
+      state = first.state();
+    }
+    std::vector<std::string> rest;
+    loader second(src, on_gpu(6));
+    second.resume(state);
+    (void)images_of(second, rest);
+    REQUIRE(rest.size() + 1 == host_lines.size());
+    CHECK(std::equal(rest.begin(), rest.end(), host_lines.begin() + 1));
+    // The second image field and the counts are named in a too-small budget's refusal.
+    auto small = on_gpu(6);
+    small.memory_budget = 64 * 1024;
+    CHECK_THROWS_WITH_AS(loader(src, small), doctest::Contains("device augmentation scratch (a second image field, the counts)"),
+                         std::invalid_argument);
+    CHECK(src->device_memory(6).at(0).bytes == 6 * 16 * 16 * 3 + ops::aug_scratch_bytes(6));
   }
 }
 
-TEST_CASE("gpu.augment.device_scratch_counts_in_the_budget_and_resume_gives_the_same_batches" * doctest::test_suite("gpu")) {
-  if (!test::gpu_available("augmentations on the device: budget and resume")) return;
-  const test::hybrid_folder f;
-  const std::string steps = "random_resized_crop(16),hflip,rand_augment(2,9),autocontrast";
-  // The second image field and the counts are named in the budget's refusal, with their bytes.
-  auto small = on_gpu(4);
-  small.memory_budget = 64 * 1024;
-  const auto src = f.source(decode_place::device, steps);
-  REQUIRE(src->augment_path() == loaders::augment_place::device);
-  const std::string scratch = "device augmentation scratch (a second image field, the counts)";
-  try {
-    loader l(src, small);
-    FAIL("a budget of 64 KiB was taken");
-  } catch (const std::invalid_argument& e) {
-    CHECK(std::string(e.what()).find(scratch) != std::string::npos);
-  }
-  CHECK(src->device_memory(4).at(0).bytes == 4 * 16 * 16 * 3 + ops::aug_scratch_bytes(4));
-  // Resume: a loader that took one batch, its state resumed by another, gives the rest of the
-  // uninterrupted run's batches (the jobs are drawn from the samples' streams, not the loader's).
-  // One loader at a time (the simulator takes launches from one loader's threads at once).
-  std::vector<std::string> all, rest;
-  {
-    loader whole(src, on_gpu(4));
-    (void)images_of(whole, all);
-  }
-  std::string state;
-  {
-    loader first(src, on_gpu(4));
-    REQUIRE(first.next());
-    state = first.state();
-  }
-  loader second(src, on_gpu(4));
-  second.resume(state);
-  (void)images_of(second, rest);
-  REQUIRE(rest.size() + 1 == all.size());
-  CHECK(std::equal(rest.begin(), rest.end(), all.begin() + 1));
-}

@@ -7,7 +7,7 @@
 # and TIFF files (Deflate, LZW, JPEG, PackBits, CCITT G3 and G4, uncompressed).
 # Usage: tool_faults_test.sh PINFEED SHIM PYTHON WORK [POINTS [DOCTOR_POINTS]]   (PYTHON: one with Pillow)
 set -uo pipefail
-pf=$1 shim=$2 python=$3 work=$4 points=${5:-60} doctor_points=${6:-8}
+pf=$1 shim=$2 python=$3 work=$4 points=${5:-40} doctor_points=${6:-8}
 if ! "$python" -c 'import PIL' 2>/dev/null; then
   [[ ${CI:-} == true ]] && { echo "tool_faults: Pillow is missing from $python (scripts/install-test-env.sh)" >&2; exit 1; }
   echo "tool_faults: skipped: Pillow is missing from $python (scripts/install-test-env.sh)"; exit 77

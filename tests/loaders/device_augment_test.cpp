@@ -113,7 +113,8 @@ TEST_CASE("device_augment.jobs_drawn_on_the_workers_give_the_host_pipelines_pixe
         "random_resized_crop(16),auto_augment(imagenet),color_jitter(0.4,0.4,0.4,0.1),random_grayscale(0.5)",
         "random_resized_crop(16),hflip,trivial_augment(interpolation=bilinear,fill=77),random_rotation(45),"
         "random_affine(30,0.2,0.1,0.8,1.2,10),autocontrast,sharpness(1.7),posterize(3),hue(0.2),brightness(1.3),contrast(0.6),"
-        "saturation(1.4),invert,shear_x(0.2),translate_y(3),affine(10,1,2,1.1,5,3,128,interpolation=bilinear)"}) {
+        "saturation(1.4),invert,shear_x(0.2),translate_y(3),affine(10,1,2,1.1,5,3,128,interpolation=bilinear)",
+        "random_resized_crop(16),trivial_augment,random_erasing(0.9,0.05,0.5,value=random),random_erasing(0.8,value=200)"}) {
     CAPTURE(steps);
     loader host(f.source(decode_place::host, steps, augment_place::host), test::cpu_loader(4, 2, 11));
     const auto inner = f.source(decode_place::host, steps, augment_place::device);
@@ -144,5 +145,5 @@ TEST_CASE("device_augment.jobs_drawn_on_the_workers_give_the_host_pipelines_pixe
     }
     CHECK(!dev.next().has_value());
   }
-  CHECK(compared == 4 * 3);  // 12 files in batches of 4, four pipelines
+  CHECK(compared == 5 * 3);  // 12 files in batches of 4, five pipelines
 }

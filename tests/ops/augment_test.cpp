@@ -3,6 +3,7 @@
 // the jobs' refusals.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -98,7 +99,7 @@ TEST_CASE("augment.bad_jobs_are_refused_naming_the_sample_and_the_value") {
   const aug_job ok = aug_job_for(aug_op::invert, 0, 4, 4, 3, interpolation::nearest, std::nullopt, 0);
   aug_job k = ok;
   k.kind = aug_kind::count_;
-  refused({k}, 1, 1, 48, "sample 0, round 0 (?): kind 14 is past the last");
+  refused({k}, 1, 1, 48, "sample 0, round 0 (?): kind 15 is past the last");
   k = ok;
   k.channels = 2;
   refused({k}, 1, 1, 48, "images of 1 or 3 channels, not 2");
@@ -136,9 +137,59 @@ TEST_CASE("augment.bad_jobs_are_refused_naming_the_sample_and_the_value") {
   builder([] { return hue_job(0.7, 4, 4, 3); }, "hue: the factor must be in [-0.5, 0.5], not 0.7");
   builder([] { return affine_job(0, 0, 0, 0, 0, 0, 4, 4, 3, interpolation::nearest, std::nullopt); }, "affine: the scale must be finite and greater than 0");
   builder([] { return grayscale_job(4, 4, 4); }, "grayscale: images of 1 or 3 channels, not 4");
+  const std::uint32_t past[4] = {2, 1, 3, 3};
+  const std::uint8_t value[3] = {1, 2, 3};
+  builder([&] { return erase_job(past, value, 4, 4, 3); }, "erase: the box 3x3 at (2, 1) reaches past the 4x4 image");
+  builder([&] { return erase_noise_job(past, philox_stream(1, 2, 3), 5, 3, 3); }, "erase: the box 3x3 at (2, 1) reaches past the 5x3 image");
+  const std::uint32_t whole[4] = {0, 0, 4, 4};
+  k = erase_noise_job(whole, philox_stream(1, 2, 3), 4, 4, 3);
+  k.box[0] = 1;
+  refused({k}, 1, 1, 48, "sample 0, round 0 (erase): the box 4x4 at (1, 0) reaches past the image");
+  k = erase_noise_job(whole, philox_stream(1, 2, 3), 4, 4, 3);
+  k.noise_first = (std::uint64_t{1} << 34) - 95;  // the box takes 96 words
+  refused({k}, 1, 1, 48, "the noise runs past its stream's 2^34 words");
+  k.noise_first = (std::uint64_t{1} << 34) - 96;  // the last 96: accepted
+  std::vector<std::uint8_t> a4(48), b4(48);
+  CHECK_NOTHROW(augment_batch_host(&k, 1, 1, a4.data(), b4.data(), 48));
   // The buffers must be two.
   std::vector<std::uint8_t> a(96);
   CHECK_THROWS_WITH_AS(augment_batch_host(&ok, 1, 1, a.data(), a.data() + 40, 48), doctest::Contains("the buffers overlap"),
                        pinfeed::invalid_argument);
   CHECK_THROWS_WITH_AS(augment_batch_host(&ok, 1, 1, a.data(), nullptr, 48), doctest::Contains("a null buffer"), pinfeed::invalid_argument);
+}
+
+TEST_CASE("augment.normal_noise_is_box_muller_within_float_rounding_and_standard_normal") {
+  // pinfeed's own log and cos against the C library's in double: the float results agree to a
+  // float's rounding (the two double values differ by ~1e-16 relative, so a result may round the
+  // other way at a float's half-ulp), at the ends of both words' ranges too.
+  const auto libm = [](std::uint32_t a, std::uint32_t b) {
+    const double u1 = (static_cast<double>(a) + 1.0) / 4294967296.0, u2 = static_cast<double>(b) / 4294967296.0;
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * 3.141592653589793 * u2));
+  };
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> words;
+  for (const std::uint32_t a : {0u, 1u, 2u, 0x7FFFFFFFu, 0xB504F333u, 0xFFFFFFFEu, 0xFFFFFFFFu})
+    for (const std::uint32_t b : {0u, 1u, 1u << 29, (1u << 29) + 1, 1u << 30, 0x55555555u, 3u << 30, 0xFFFFFFFFu})
+      words.emplace_back(a, b);
+  philox_stream r(42, 0, 0);
+  for (int i = 0; i < 200000; ++i) {
+    const std::uint32_t a = r.next_u32();
+    words.emplace_back(a, r.next_u32());
+  }
+  double sum = 0, squares = 0;
+  int off_by_an_ulp = 0;
+  for (const auto& [a, b] : words) {
+    const float got = normal_noise(a, b), want = libm(a, b);
+    CAPTURE(a);
+    CAPTURE(b);
+    REQUIRE(std::fabs(got - want) <= std::max(1e-7f, std::fabs(want) * 1.2e-7f));
+    off_by_an_ulp += got != want ? 1 : 0;
+    sum += got;
+    squares += static_cast<double>(got) * got;
+  }
+  CHECK(normal_noise(0xFFFFFFFFu, 123u) == 0.0f);  // u1 = 1: log 1 = 0 exactly
+  CHECK(normal_noise(0u, 0u) == libm(0u, 0u));     // the largest radius, sqrt(64 ln 2), at angle 0
+  CHECK(off_by_an_ulp < static_cast<int>(words.size() / 100));
+  const double n = static_cast<double>(words.size()), mean = sum / n;
+  CHECK(std::fabs(mean) < 0.01);
+  CHECK(std::fabs(squares / n - mean * mean - 1.0) < 0.01);
 }

@@ -10,11 +10,15 @@
 #include <vector>
 
 #include "common.hpp"
+#include "pinfeed/ops/augment.hpp"
 #include "kinds.hpp"
 
 namespace pinfeed::loaders {
 using namespace detail;
 namespace {
+
+/// A value into uint8 as torchvision's copy converts it: truncated toward zero, modulo 256.
+std::uint8_t as_u8(double v) { return static_cast<std::uint8_t>(static_cast<std::int64_t>(v) & 0xFF); }
 
 /// Sets the box {i, j, h, w} of `out` to value(k) in channel k: into uint8 as torchvision's copy
 /// converts it (truncated toward zero, modulo 256: -1.3 -> 255), into float as it is.
@@ -30,7 +34,7 @@ void fill_box(const image_view& out, const std::array<std::int64_t, 4>& box, Val
         const std::int64_t at = (y * W + x) * c + k;
         const double v = value(k);
         if (f32) out.as<float>()[at] = static_cast<float>(v);
-        else out.as<std::uint8_t>()[at] = static_cast<std::uint8_t>(static_cast<std::int64_t>(v) & 0xFF);
+        else out.as<std::uint8_t>()[at] = as_u8(v);
       }
 }
 
@@ -47,7 +51,7 @@ void fill_box(const image_view& out, const std::array<std::int64_t, 4>& box, con
   for (std::int64_t y = i; y < i + h; ++y) {
     const auto first = static_cast<std::size_t>((y * W + j) * c), n = static_cast<std::size_t>(w * c);
     if (out.spec.type == dtype::f32) std::fill_n(out.as<float>() + first, n, static_cast<float>(value(0)));
-    else std::fill_n(out.as<std::uint8_t>() + first, n, static_cast<std::uint8_t>(static_cast<std::int64_t>(value(0)) & 0xFF));
+    else std::fill_n(out.as<std::uint8_t>() + first, n, as_u8(value(0)));
   }
 }
 
@@ -108,6 +112,21 @@ class random_erasing_transform final : public transform {
     if (value_.size() == 1) return s + ",value=" + format_number(value_[0]) + ")";
     return s + ",value=per-channel)";
   }
+  /// On uint8 images: one erase job (none where no box is drawn), its noise from where apply()
+  /// would take it.
+  std::optional<std::vector<ops::aug_job>> device_jobs(const image_spec& in, philox_stream rng) const override {
+    if (in.type != dtype::u8 || (in.channels != 1 && in.channels != 3)) return std::nullopt;
+    const auto box = draw(in.height, in.width, rng);
+    if (!box) return std::vector<ops::aug_job>{};
+    const std::uint32_t b[4] = {static_cast<std::uint32_t>((*box)[0]), static_cast<std::uint32_t>((*box)[1]),
+                                static_cast<std::uint32_t>((*box)[2]), static_cast<std::uint32_t>((*box)[3])};
+    const auto h = static_cast<std::uint32_t>(in.height), w = static_cast<std::uint32_t>(in.width);
+    if (value_.empty()) return std::vector<ops::aug_job>{ops::erase_noise_job(b, rng, h, w, in.channels)};
+    std::uint8_t v[3] = {};
+    for (int k = 0; k < in.channels; ++k) v[k] = as_u8(value_at(rng, k));
+    return std::vector<ops::aug_job>{ops::erase_job(b, v, h, w, in.channels)};
+  }
+  int device_rounds() const override { return 1; }
   void apply(const image_view& in, const image_view& out, philox_stream rng) const override {
     if (out.data != in.data) std::memcpy(out.data, in.data, in.spec.bytes());
     const auto box = draw(in.spec.height, in.spec.width, rng);
@@ -117,12 +136,12 @@ class random_erasing_transform final : public transform {
   }
 
  private:
-  /// The value for channel k: the constant, or N(0, 1) noise (Box-Muller, in float32).
+  /// The value for channel k: the constant, or N(0, 1) noise (ops::normal_noise of the stream's
+  /// next two words: the bits the device's erase job computes).
   double value_at(philox_stream& rng, int k) const {
     if (!value_.empty()) return value_[value_.size() == 1 ? 0 : static_cast<std::size_t>(k)];
-    const double u1 = (static_cast<double>(rng.next_u32()) + 1.0) / 4294967296.0;
-    const double u2 = static_cast<double>(rng.next_u32()) / 4294967296.0;
-    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * 3.141592653589793 * u2));
+    const std::uint32_t a = rng.next_u32();
+    return ops::normal_noise(a, rng.next_u32());
   }
 
   double p_, smin_, smax_, rmin_, rmax_;

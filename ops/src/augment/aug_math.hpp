@@ -65,7 +65,85 @@ PINFEED_AUG_HD float u64_to_float(std::uint64_t v) {
   return static_cast<float>(static_cast<std::uint32_t>(m)) * scale;  // exact: a power of two
 }
 
-PINFEED_AUG_HD float clamp(float v, float lo, float hi) { return v < lo ? lo : (hi < v ? hi : v); }
+/// v clamped to [lo, hi]; NaN (a warp's grid past float's range) gives lo, on both sides alike.
+/// The double steps of normal_noise, each rounded to the nearest, never fused.
+#if defined(__CUDA_ARCH__)
+PINFEED_AUG_HD double dmul(double a, double b) { return __dmul_rn(a, b); }
+PINFEED_AUG_HD double dadd(double a, double b) { return __dadd_rn(a, b); }
+PINFEED_AUG_HD double dquo(double a, double b) { return __ddiv_rn(a, b); }
+PINFEED_AUG_HD double dsqrt(double a) { return __dsqrt_rn(a); }
+PINFEED_AUG_HD int top_bit(std::uint64_t v) { return 63 - __clzll(static_cast<long long>(v)); }
+#else
+PINFEED_AUG_HD double dmul(double a, double b) { return a * b; }
+PINFEED_AUG_HD double dadd(double a, double b) { return a + b; }
+PINFEED_AUG_HD double dquo(double a, double b) { return a / b; }
+PINFEED_AUG_HD double dsqrt(double a) { return std::sqrt(a); }
+PINFEED_AUG_HD int top_bit(std::uint64_t v) { return 63 - __builtin_clzll(v); }
+#endif
+
+/// log(n / 2^32) for n in [1, 2^32]: n = m 2^e with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s)
+/// with s = (m - 1) / (m + 1), |s| < 0.1716, as its series to s^23 (the next term is below 1e-19).
+PINFEED_AUG_HD double log_fraction(std::uint64_t n) {
+  int e = top_bit(n);
+  // n / 2^e, exact: two 16-bit halves as doubles (the simulator converts 64-bit integers wrongly).
+  const double whole = dadd(dmul(static_cast<double>(static_cast<std::uint32_t>(n >> 16)), 65536.0),
+                            static_cast<double>(static_cast<std::uint32_t>(n & 0xFFFFu)));
+  const std::uint64_t scale_bits = static_cast<std::uint64_t>(1023 - e) << 52;  // 2^-e, e in 0..32
+  double scale;
+  __builtin_memcpy(&scale, &scale_bits, sizeof scale);
+  double m = dmul(whole, scale);
+  if (m > 1.4142135623730951) {
+    m = dmul(m, 0.5);
+    ++e;
+  }
+  const double s = dquo(dadd(m, -1.0), dadd(m, 1.0)), s2 = dmul(s, s);
+  double series = dquo(1.0, 23.0);
+  for (int k = 21; k >= 1; k -= 2) series = dadd(dquo(1.0, static_cast<double>(k)), dmul(s2, series));
+  return dadd(dmul(static_cast<double>(e - 32), 0.69314718055994530942), dmul(dmul(2.0, s), series));
+}
+
+/// cos(2 pi b / 2^32): the quadrant from the top two bits, the rest as an angle t in [0, pi/4]
+/// (exactly: the quarter's bits are an integer), cos t or sin t by their series to t^20 and t^21.
+PINFEED_AUG_HD double cos_turn(std::uint32_t b) {
+  const std::uint32_t quadrant = b >> 30, f = b & 0x3FFFFFFFu;
+  const bool past_eighth = f > (1u << 29);  // cos(pi/2 - t) = sin t
+  const double t = dmul(static_cast<double>(past_eighth ? (1u << 30) - f : f), 6.283185307179586 / 4294967296.0);
+  const double t2 = dmul(t, t);
+  // cos t = 1 + t^2 (kCos[0] + t^2 (kCos[1] + ...)), sin t = t + t^3 (kSin[0] + t^2 (...)), Horner
+  constexpr double kCos[10] = {-1.0 / 2, 1.0 / 24, -1.0 / 720, 1.0 / 40320, -1.0 / 3628800, 1.0 / 479001600,
+                               -1.0 / 87178291200.0, 1.0 / 20922789888000.0, -1.0 / 6402373705728000.0,
+                               1.0 / 2432902008176640000.0};
+  constexpr double kSin[10] = {-1.0 / 6, 1.0 / 120, -1.0 / 5040, 1.0 / 362880, -1.0 / 39916800, 1.0 / 6227020800.0,
+                               -1.0 / 1307674368000.0, 1.0 / 355687428096000.0, -1.0 / 121645100408832000.0,
+                               1.0 / 51090942171709440000.0};
+  double c = kCos[9], sn = kSin[9];
+  for (int k = 8; k >= 0; --k) {
+    c = dadd(kCos[k], dmul(t2, c));
+    sn = dadd(kSin[k], dmul(t2, sn));
+  }
+  const double cos_t = dadd(1.0, dmul(t2, c)), sin_t = dadd(t, dmul(dmul(t, t2), sn));
+  const double cos_theta = past_eighth ? sin_t : cos_t, sin_theta = past_eighth ? cos_t : sin_t;  // theta = 2 pi f / 2^32
+  switch (quadrant) {
+    case 0: return cos_theta;
+    case 1: return -sin_theta;
+    case 2: return -cos_theta;
+    default: return sin_theta;
+  }
+}
+
+/// normal_noise of augment.hpp.
+PINFEED_AUG_HD float box_muller(std::uint32_t a, std::uint32_t b) {
+  const double radius = dsqrt(dmul(-2.0, log_fraction(std::uint64_t{a} + 1)));
+  return static_cast<float>(dmul(radius, cos_turn(b)));
+}
+
+/// Word `i` of the erase job's noise stream (philox_stream::word_at of it).
+PINFEED_AUG_HD std::uint32_t noise_word(const aug_job& j, std::uint64_t i) {
+  const philox_block ctr{{static_cast<std::uint32_t>(i >> 2), j.noise_counter[0], j.noise_counter[1], j.noise_counter[2]}};
+  return philox4x32_10(ctr, j.noise_key[0], j.noise_key[1]).v[i & 3];
+}
+
+PINFEED_AUG_HD float clamp(float v, float lo, float hi) { return !(v >= lo) ? lo : (hi < v ? hi : v); }
 /// A float to a sample: clamped to [0, 255], then truncated (the colour ops).
 PINFEED_AUG_HD std::uint8_t to_u8(float v) { return static_cast<std::uint8_t>(static_cast<int>(clamp(v, 0.0f, 255.0f))); }
 /// A float to a sample: rounded to the nearest (ties to even), clamped (the warps).
@@ -301,6 +379,22 @@ PINFEED_AUG_HD void apply_pixel(const aug_job& j, const std::uint8_t* in, const 
     case aug_kind::hue:
       hue_pixel(s, j.r, o);
       return;
+    case aug_kind::erase: {
+      const std::int64_t top = j.box[0], left = j.box[1];
+      if (y < top || y >= top + j.box[2] || x < left || x >= left + j.box[3]) break;
+      if (j.has_fill) {
+        for (int k = 0; k < c; ++k) o[k] = j.value[k];
+        return;
+      }
+      // value n of the box takes words first + 2n and first + 2n + 1; into uint8 truncated toward
+      // zero, modulo 256 (|noise| < 10: an int holds it)
+      const std::uint64_t n = (static_cast<std::uint64_t>(y - top) * j.box[3] + static_cast<std::uint64_t>(x - left)) * c;
+      for (int k = 0; k < c; ++k) {
+        const std::uint64_t w = j.noise_first + 2 * (n + static_cast<std::uint64_t>(k));
+        o[k] = static_cast<std::uint8_t>(static_cast<int>(box_muller(noise_word(j, w), noise_word(j, w + 1))) & 0xFF);
+      }
+      return;
+    }
     case aug_kind::grayscale: {
       if (c == 1) break;
       const auto v = static_cast<std::uint8_t>(static_cast<int>(grey(s)));  // trunc, no clamp

@@ -121,7 +121,9 @@ void augment_batch_device(const aug_job* device_jobs, const aug_job* host_jobs, 
     const std::uint8_t* from = r % 2 == 0 ? images : spare;
     std::uint8_t* to = r % 2 == 0 ? spare : images;
     if (std::any_of(h_round, h_round + samples, [](const aug_job& j) { return aug::needs_counts(j.kind); })) {
-      PINFEED_CUDA_TRY(cudaMemsetAsync(counts, 0, samples * sizeof(aug::image_counts), stream));
+      // The tables too: a job reads only its own rows of them, but the apply kernel copies whole
+      // entries (initcheck would count the rest as unset).
+      PINFEED_CUDA_TRY(cudaMemsetAsync(counts, 0, aug_scratch_bytes(samples), stream));
       for (std::size_t first = 0; first < samples; first += kMostJobsPerLaunch) {
         const std::size_t n = std::min(kMostJobsPerLaunch, samples - first);
         counts_kernel<<<dim3(blocks_for(h_round, first, n), static_cast<unsigned>(n)), kThreads, 0, stream>>>(d_round, first, from,

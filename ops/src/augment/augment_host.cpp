@@ -17,7 +17,8 @@ namespace pinfeed::ops {
 namespace {
 
 constexpr const char* kKindNames[] = {"copy",     "warp",       "turn",   "brightness", "saturation", "contrast", "sharpness",
-                                      "posterize", "solarize", "autocontrast", "equalize", "invert", "hue", "grayscale"};
+                                      "posterize", "solarize", "autocontrast", "equalize", "invert", "hue", "grayscale",
+                                      "erase"};
 static_assert(std::size(kKindNames) == static_cast<std::size_t>(aug_kind::count_));
 
 aug_job base(aug_kind kind, std::uint32_t height, std::uint32_t width, int channels, std::uint64_t offset, const char* op) {
@@ -158,6 +159,41 @@ aug_job grayscale_job(std::uint32_t height, std::uint32_t width, int channels, s
   return base(aug_kind::grayscale, height, width, channels, offset, "grayscale");
 }
 
+float normal_noise(std::uint32_t a, std::uint32_t b) noexcept { return aug::box_muller(a, b); }
+
+namespace {
+aug_job erase_base(const std::uint32_t (&box)[4], std::uint32_t height, std::uint32_t width, int channels, std::uint64_t offset) {
+  aug_job j = base(aug_kind::erase, height, width, channels, offset, "erase");
+  if (std::uint64_t{box[0]} + box[2] > height || std::uint64_t{box[1]} + box[3] > width)
+    throw pinfeed::invalid_argument("erase: the box " + std::to_string(box[2]) + "x" + std::to_string(box[3]) + " at (" +
+                                    std::to_string(box[0]) + ", " + std::to_string(box[1]) + ") reaches past the " +
+                                    std::to_string(height) + "x" + std::to_string(width) + " image");
+  std::copy(std::begin(box), std::end(box), j.box);
+  return j;
+}
+}  // namespace
+
+aug_job erase_job(const std::uint32_t (&box)[4], const std::uint8_t (&value)[3], std::uint32_t height, std::uint32_t width,
+                  int channels, std::uint64_t offset) {
+  aug_job j = erase_base(box, height, width, channels, offset);
+  j.has_fill = 1;
+  std::copy(std::begin(value), std::end(value), j.value);
+  return j;
+}
+
+aug_job erase_noise_job(const std::uint32_t (&box)[4], const philox_stream& noise, std::uint32_t height, std::uint32_t width,
+                        int channels, std::uint64_t offset) {
+  aug_job j = erase_base(box, height, width, channels, offset);
+  const philox_block ctr = noise.counter(0);
+  j.noise_key[0] = noise.key_lo();
+  j.noise_key[1] = noise.key_hi();
+  j.noise_counter[0] = ctr.v[1];
+  j.noise_counter[1] = ctr.v[2];
+  j.noise_counter[2] = ctr.v[3];
+  j.noise_first = noise.position();
+  return j;
+}
+
 void check_aug_jobs(const aug_job* jobs, std::size_t samples, std::size_t rounds, std::uint64_t bytes) {
   if (samples * rounds > 0 && jobs == nullptr) throw pinfeed::invalid_argument("augmentation jobs: null with " + std::to_string(samples * rounds) + " jobs");
   const auto bad = [&](std::size_t r, std::size_t s, const std::string& why) {
@@ -187,6 +223,14 @@ void check_aug_jobs(const aug_job* jobs, std::size_t samples, std::size_t rounds
       if (j.kind == aug_kind::turn && (j.mask < 1 || j.mask > 3 || (j.mask != 2 && j.height != j.width)))
         bad(r, s, std::to_string(j.mask) + " quarter turns of a " + std::to_string(j.height) + "x" + std::to_string(j.width) + " image");
       if (j.kind == aug_kind::hue && j.channels != 3) bad(r, s, "images of 3 channels (a grey image has no hue)");
+      if (j.kind == aug_kind::erase) {
+        if (std::uint64_t{j.box[0]} + j.box[2] > j.height || std::uint64_t{j.box[1]} + j.box[3] > j.width)
+          bad(r, s, "the box " + std::to_string(j.box[2]) + "x" + std::to_string(j.box[3]) + " at (" + std::to_string(j.box[0]) +
+                        ", " + std::to_string(j.box[1]) + ") reaches past the image");
+        // a Philox stream has 2^34 words: the box's noise must end inside it
+        if (!j.has_fill && j.noise_first + 2 * std::uint64_t{j.box[2]} * j.box[3] * j.channels > (std::uint64_t{1} << 34))
+          bad(r, s, "the noise runs past its stream's 2^34 words (from word " + std::to_string(j.noise_first) + ")");
+      }
       for (const float v : j.grid)
         if (!std::isfinite(v)) bad(r, s, "a grid factor is not finite");
       if (!std::isfinite(j.fill) || !std::isfinite(j.r) || !std::isfinite(j.rest)) bad(r, s, "a parameter is not finite");

@@ -156,7 +156,7 @@ enum class augment_place {
   /// on the loader's GPU, after the copy: every step after the first one (the decode's window or
   /// crop) and the flips after it, each with a device form (transform::device_rounds: the policies,
   /// the colour, histogram and geometry steps, color_jitter, random_grayscale, random_rotation,
-  /// random_affine), bit for bit the host's pixels; the colour/scale tail then runs on the consumer
+  /// random_affine, random_erasing on uint8), bit for bit the host's pixels; the colour/scale tail then runs on the consumer
   /// (device_tail), and no batch op may follow
   device,
   /// device where the JPEGs are decoded on the device and every such step has a device form, else host

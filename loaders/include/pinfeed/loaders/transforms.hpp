@@ -207,7 +207,8 @@ class transform {
 /// RandomRotation(degrees) and RandomAffine(degrees, translate, scale, shear) (fill 0 by default,
 /// as torchvision's); GaussianBlur(kernel, (sigma_min, sigma_max)); RandomErasing(p, scale, ratio,
 /// value) (torchvision's box search, 10 tries; value: one for every channel, one per channel, or
-/// empty for torchvision's "random", N(0, 1) noise truncated to uint8 modulo 256). Each throws
+/// empty for torchvision's "random", N(0, 1) noise (ops::normal_noise of the sample's stream) truncated to
+/// uint8 modulo 256; on uint8 images it has a device form). Each throws
 /// bad_transform_argument for a bad value.
 [[nodiscard]] std::shared_ptr<transform> make_color_jitter(double brightness, double contrast = 0.0, double saturation = 0.0,
                                                            double hue = 0.0);

@@ -25,6 +25,7 @@
 
 #include "pinfeed/ops/geometry.hpp"
 #include "pinfeed/ops/policies.hpp"
+#include "pinfeed/runtime/philox.hpp"
 
 #include "pinfeed/runtime/cuda_api.hpp"
 
@@ -32,7 +33,7 @@ namespace pinfeed::ops {
 
 enum class aug_kind : std::uint8_t {
   copy, warp, turn, brightness, saturation, contrast, sharpness, posterize, solarize, autocontrast, equalize, invert, hue,
-  grayscale,
+  grayscale, erase,
   count_
 };
 /// Its name ("warp", "contrast", ...), for messages.
@@ -45,16 +46,38 @@ struct aug_job {
   std::uint8_t channels = 3;  ///< 1 or 3
   aug_kind kind = aug_kind::copy;
   std::uint8_t bilinear = 0;  ///< warp: 0 nearest, 1 bilinear
-  std::uint8_t has_fill = 0;  ///< warp: 1 where a fill is given (torchvision's mask blend), else outside is 0
+  /// warp: 1 where a fill is given (torchvision's mask blend), else outside is 0; erase: 1 where the
+  /// box takes `value`, 0 where it takes noise
+  std::uint8_t has_fill = 0;
   std::uint8_t mask = 0;      ///< posterize: the bits kept; turn: quarter turns counter-clockwise (1, 2, 3)
-  std::uint8_t unused[3] = {};
+  std::uint8_t value[3] = {};  ///< erase: each channel's value (one channel: value[0])
   /// warp: the grid's factors A, B, C (over w / 2), D, E, F (over h / 2) and grid_sample's w / 2, h / 2.
   float grid[8] = {};
   float fill = 0;  ///< warp: the fill value
   /// brightness: r the factor; saturation, contrast: blend's f32(r) and f32(1 - r); sharpness:
   /// rest = f32(1 - r); solarize: r the threshold; hue: r the shift.
   float r = 0, rest = 0;
+  /// erase: the box, {top, left, height, width} (rows top .. top + height - 1).
+  std::uint32_t box[4] = {};
+  /// erase with noise: the Philox stream (pinfeed/runtime/philox.hpp) of the sample, its key (lo,
+  /// hi) and its counter's last three words, and the first word the box takes: value n of the box
+  /// (row by row, channel by channel) is normal_noise(words first + 2n and first + 2n + 1).
+  std::uint32_t noise_key[2] = {}, noise_counter[3] = {};
+  std::uint64_t noise_first = 0;
 };
+
+/// N(0, 1) noise from two uniform words (Box-Muller: sqrt(-2 log u1) cos(2 pi u2), u1 = (a + 1) /
+/// 2^32, u2 = b / 2^32), in double steps each rounded to the nearest, with pinfeed's own log and
+/// cos (series, error below 1e-15), rounded to float at the end: the same bits on the host and
+/// the device (random_erasing's value=random).
+[[nodiscard]] float normal_noise(std::uint32_t a, std::uint32_t b) noexcept;
+/// random_erasing's job: the box {top, left, height, width} set to `value` (one a channel, as
+/// uint8) or, with `noise`, to normal_noise of the stream `noise` from its word `first` on,
+/// truncated toward zero and taken modulo 256 (torchvision's conversion of the noise to uint8).
+[[nodiscard]] aug_job erase_job(const std::uint32_t (&box)[4], const std::uint8_t (&value)[3], std::uint32_t height,
+                                std::uint32_t width, int channels, std::uint64_t offset = 0);
+[[nodiscard]] aug_job erase_noise_job(const std::uint32_t (&box)[4], const philox_stream& noise, std::uint32_t height,
+                                      std::uint32_t width, int channels, std::uint64_t offset = 0);
 
 /// The job that applies `op` at magnitude `m` (apply_aug_op_u8's arguments) to an image of height
 /// x width x channels at `offset`. Throws std::invalid_argument as apply_aug_op_u8 would, naming
@@ -89,6 +112,9 @@ void augment_batch_host(const aug_job* jobs, std::size_t samples, std::size_t ro
 /// The same on the GPU, queued on `stream` with no host synchronisation and no allocation (a CUDA
 /// graph may capture it): `device_jobs` holds what `host_jobs` holds (checked on the host), `images`
 /// and `spare` are device buffers of `bytes`, `scratch` one of at least aug_scratch_bytes(samples).
+/// The launches follow the host jobs (a round's counting launches only where one of its jobs needs
+/// them, grids from the images' sizes): a captured graph may be replayed with other device jobs
+/// only of the same kinds round by round and the same images.
 void augment_batch_device(const aug_job* device_jobs, const aug_job* host_jobs, std::size_t samples, std::size_t rounds,
                           std::uint8_t* images, std::uint8_t* spare, std::uint64_t bytes, void* scratch,
                           std::uint64_t scratch_bytes, cudaStream_t stream);

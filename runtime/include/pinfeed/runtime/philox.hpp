@@ -68,6 +68,9 @@ class philox_stream {
   [[nodiscard]] PINFEED_HD std::uint32_t word_at(std::uint64_t i) const {
     return block_at(static_cast<std::uint32_t>(i >> 2)).v[i & 3];
   }
+  /// The words next_u32 has taken so far: it returns word_at(position()) next (a stream read by
+  /// next_u32, uniform and below alone).
+  [[nodiscard]] PINFEED_HD std::uint64_t position() const { return std::uint64_t{block_} * 4 + used_ - 4; }
   /// The next four words; advances by one block.
   PINFEED_HD philox_block next4() { return block_at(block_++); }
   /// The next word.

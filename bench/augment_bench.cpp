@@ -85,24 +85,22 @@ double op_microseconds(const loaders::transform& step, const std::vector<std::ui
   return median_of(t);
 }
 
-/// Microseconds per image of `step`'s jobs on the device, over batches of `batch` copies of `img`
+/// Microseconds per image of the one step of `step` on the device, over batches of `batch` copies of `img`
 /// (each sample its own draw): the median of `repeats` rounds of `seconds`, each launch after a
 /// refresh of the batch from a pristine copy (timed alone and taken off). Nullopt: no device form.
-std::optional<double> device_op_microseconds(const loaders::transform& step, const std::vector<std::uint8_t>& img,
+std::optional<double> device_op_microseconds(const loaders::pipeline& step, const std::vector<std::uint8_t>& img,
                                              std::size_t batch, int repeats, double seconds, cudaStream_t stream) {
   const loaders::image_spec spec{224, 224, 3, dtype::u8};
-  const std::size_t rounds = static_cast<std::size_t>(std::max(step.device_rounds(), 0));
-  if (rounds == 0 || !step.device_jobs(spec, philox_stream(1, 0, 0, 100))) return std::nullopt;
+  const auto& steps = step.steps();
+  if (steps[0]->device_rounds() <= 0 || !steps[0]->device_jobs(spec, philox_stream(1, 0, 0, 100))) return std::nullopt;
+  const std::size_t rounds = loaders::device_rounds_of(steps);
   const std::uint64_t per = img.size(), bytes = per * batch;
-  std::vector<ops::aug_job> jobs(rounds * batch);
+  std::vector<ops::aug_job> drawn, jobs(rounds * batch);
   for (std::size_t j = 0; j < batch; ++j) {
-    const auto mine = *step.device_jobs(spec, philox_stream(1, 0, j, 100));
-    for (std::size_t r = 0; r < rounds; ++r) {
-      ops::aug_job job = r < mine.size() ? mine[r] : ops::aug_job_of(ops::aug_op::identity, 0, 224, 224, 3, ops::interpolation::nearest, std::nullopt);
-      job.offset = j * per;
-      jobs[r * batch + j] = job;
-    }
+    const auto mine = loaders::device_jobs_of(steps, spec, [&](std::size_t) { return philox_stream(1, 0, j, 100); });
+    drawn.insert(drawn.end(), mine.begin(), mine.end());
   }
+  ops::round_major_jobs(drawn.data(), batch, rounds, per, jobs.data());
   std::vector<std::uint8_t> host(bytes);
   for (std::size_t j = 0; j < batch; ++j) std::copy(img.begin(), img.end(), host.begin() + static_cast<std::ptrdiff_t>(j * per));
   device_buffer pristine(bytes), images(bytes), spare(bytes), scratch(ops::aug_scratch_bytes(batch)), d_jobs(jobs.size() * sizeof(ops::aug_job));
@@ -133,22 +131,21 @@ std::optional<double> device_op_microseconds(const loaders::transform& step, con
   return std::max(0.0, timed(true) - refresh);
 }
 
-/// The recipe's images/s on a CUDA loader, decoded and augmented where `decode` and `augment_on`
-/// say (the tail on the consumer's device), and its batches' checksum lines.
-std::pair<double, std::vector<std::string>> recipe_on_gpu(const augment_bench_options& o, loaders::decode_place decode,
-                                                          loaders::augment_place augment_on, std::size_t workers) {
-  loaders::pipeline_source_options po;
-  po.device_tail = true;
-  po.decode = decode;
-  po.augment_on = augment_on;
+/// The recipe's images/s (its JPEG dataset, `o.recipe` or `o.device_recipe` with `options`) on a
+/// loader on `device` ("cpu", "cuda"), the median of `o.repeats` epochs after one to warm up, and
+/// the first epoch's checksum lines. On a GPU each batch's device work is waited for, as a
+/// trainer's step would need it.
+std::pair<double, std::vector<std::string>> recipe_rate(const augment_bench_options& o, const std::string& recipe,
+                                                        loaders::pipeline_source_options options, const std::string& device,
+                                                        std::size_t workers) {
   auto src = std::make_shared<loaders::pipeline_source>(
       loaders::make_image_files_reader(loaders::list_image_folder((fs::path(o.data_dir) / "jpeg").string()).files),
-      loaders::parse_pipeline(o.device_recipe), po);
+      loaders::parse_pipeline(recipe), options);
   loader_options lo;
   lo.batch_size = o.batch;
   lo.workers = workers;
   lo.prefetch = 4;
-  lo.device = "cuda";
+  lo.device = device;
   loader l(src, lo);
   std::vector<double> t;
   std::vector<std::string> lines;
@@ -157,11 +154,22 @@ std::pair<double, std::vector<std::string>> recipe_on_gpu(const augment_bench_op
     const auto t0 = std::chrono::steady_clock::now();
     while (auto b = l.next()) {
       if (r == 0) lines.push_back(checksum_line(*b));
-      PINFEED_CUDA_TRY(cudaStreamSynchronize(b->stream()));  // the batch's device work done, as a trainer's step would need it
+      if (device != "cpu") PINFEED_CUDA_TRY(cudaStreamSynchronize(b->stream()));
     }
     if (r > 0) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return {static_cast<double>(o.images) / median_of(t), lines};
+}
+
+/// The device recipe on a CUDA loader, decoded and augmented where `decode` and `augment_on` say
+/// (the tail on the consumer's device).
+std::pair<double, std::vector<std::string>> recipe_on_gpu(const augment_bench_options& o, loaders::decode_place decode,
+                                                          loaders::augment_place augment_on, std::size_t workers) {
+  loaders::pipeline_source_options po;
+  po.device_tail = true;
+  po.decode = decode;
+  po.augment_on = augment_on;
+  return recipe_rate(o, o.device_recipe, po, "cuda", workers);
 }
 
 void run_device_bench(const augment_bench_options& o, const std::vector<std::uint8_t>& img, std::ostream& out) {
@@ -170,7 +178,7 @@ void run_device_bench(const augment_bench_options& o, const std::vector<std::uin
   for (const auto& spelling : o.ops.empty() ? default_augment_ops() : o.ops) {
     const loaders::pipeline p = loaders::parse_pipeline(spelling);
     if (p.steps().size() != 1) throw pinfeed::invalid_argument("bench augment: '" + spelling + "' is not one step");
-    const auto us = device_op_microseconds(*p.steps()[0], img, o.batch, o.repeats, o.seconds, stream.get());
+    const auto us = device_op_microseconds(p, img, o.batch, o.repeats, o.seconds, stream.get());
     nlohmann::json row{{"bench", "augment"}, {"device", "cuda"}, {"op", spelling}, {"image", "224x224x3"}, {"batch", o.batch}};
     if (us) row["us_per_image"] = *us;
     else row["skipped"] = "no device form";
@@ -234,31 +242,14 @@ void run_augment_bench(const augment_bench_options& o, std::ostream& out) {
   if (!o.run_recipe) return;
   ensure_jpeg_dataset(o.data_dir, o.images);
   const std::size_t workers = o.workers > 0 ? o.workers : std::max(1u, std::thread::hardware_concurrency());
-  auto src = std::make_shared<loaders::pipeline_source>(
-      loaders::make_image_files_reader(loaders::list_image_folder((fs::path(o.data_dir) / "jpeg").string()).files),
-      loaders::parse_pipeline(o.recipe));
-  loader_options lo;
-  lo.batch_size = o.batch;
-  lo.workers = workers;
-  lo.prefetch = 4;
-  lo.device = "cpu";
-  loader l(src, lo);
-  std::vector<double> t;
-  for (int r = 0; r <= o.repeats; ++r) {
-    l.start_epoch(static_cast<std::uint32_t>(r));
-    const auto t0 = std::chrono::steady_clock::now();
-    while (auto b = l.next()) {
-    }
-    if (r > 0) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  const double s = median_of(t);
+  const double rate = recipe_rate(o, o.recipe, {}, "cpu", workers).first;
   out << with_host({{"bench", "augment"},
                     {"workload", "recipe"},
                     {"transforms", o.recipe},
                     {"workers", workers},
                     {"images", o.images},
-                    {"median_s", s},
-                    {"images_per_s", static_cast<double>(o.images) / s}})
+                    {"median_s", static_cast<double>(o.images) / rate},
+                    {"images_per_s", rate}})
              .dump()
       << std::endl;
 }

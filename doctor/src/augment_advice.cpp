@@ -43,23 +43,18 @@ double host_ms(const loaders::pipeline& steps, std::size_t first_index, const lo
 /// jobs drawn as the workers draw them, the median of 5 launches after one to warm up.
 double device_ms(const loaders::pipeline& steps, std::size_t first_index, const loaders::image_spec& spec,
                  const std::vector<std::vector<std::uint8_t>>& images) {
-  std::size_t rounds = 0;
-  for (const auto& s : steps.steps()) rounds += static_cast<std::size_t>(s->device_rounds());
+  const std::size_t rounds = loaders::device_rounds_of(steps.steps());
   const std::uint64_t per = spec.bytes(), bytes = per * kDeviceBatch;
-  std::vector<ops::aug_job> jobs(std::max<std::size_t>(rounds, 1) * kDeviceBatch);
+  std::vector<ops::aug_job> drawn, jobs(rounds * kDeviceBatch);
   std::vector<std::uint8_t> host(bytes);
   for (std::size_t j = 0; j < kDeviceBatch; ++j) {
     std::copy(images[j % images.size()].begin(), images[j % images.size()].end(), host.begin() + static_cast<std::ptrdiff_t>(j * per));
-    std::size_t r = 0;
-    for (std::size_t k = 0; k < steps.steps().size(); ++k)
-      for (ops::aug_job job : *steps.steps()[k]->device_jobs(spec, philox_stream(0, 0, j, 100 + static_cast<std::uint32_t>(first_index + k))))
-        jobs[(r++) * kDeviceBatch + j] = job;
-    for (; r < std::max<std::size_t>(rounds, 1); ++r)
-      jobs[r * kDeviceBatch + j] = ops::aug_job_of(ops::aug_op::identity, 0, static_cast<std::uint32_t>(spec.height),
-                                                   static_cast<std::uint32_t>(spec.width), static_cast<int>(spec.channels),
-                                                   ops::interpolation::nearest, std::nullopt);
-    for (std::size_t q = 0; q < std::max<std::size_t>(rounds, 1); ++q) jobs[q * kDeviceBatch + j].offset = j * per;
+    const auto mine = loaders::device_jobs_of(steps.steps(), spec, [&](std::size_t k) {
+      return philox_stream(0, 0, j, 100 + static_cast<std::uint32_t>(first_index + k));
+    });
+    drawn.insert(drawn.end(), mine.begin(), mine.end());
   }
+  ops::round_major_jobs(drawn.data(), kDeviceBatch, rounds, per, jobs.data());
   device_buffer images_d(bytes), spare(bytes), scratch(ops::aug_scratch_bytes(kDeviceBatch)), jobs_d(jobs.size() * sizeof(ops::aug_job));
   PINFEED_CUDA_TRY(cudaMemcpy(jobs_d.data(), jobs.data(), jobs.size() * sizeof(ops::aug_job), cudaMemcpyHostToDevice));
   const cuda_stream stream = cuda_stream::create();
@@ -67,7 +62,7 @@ double device_ms(const loaders::pipeline& steps, std::size_t first_index, const 
   for (int k = 0; k < 6; ++k) {
     PINFEED_CUDA_TRY(cudaMemcpy(images_d.data(), host.data(), bytes, cudaMemcpyHostToDevice));
     const auto t0 = std::chrono::steady_clock::now();
-    ops::augment_batch_device(reinterpret_cast<const ops::aug_job*>(jobs_d.data()), jobs.data(), kDeviceBatch, std::max<std::size_t>(rounds, 1),
+    ops::augment_batch_device(reinterpret_cast<const ops::aug_job*>(jobs_d.data()), jobs.data(), kDeviceBatch, rounds,
                               reinterpret_cast<std::uint8_t*>(images_d.data()), reinterpret_cast<std::uint8_t*>(spare.data()), bytes,
                               scratch.data(), scratch.size(), stream.get());
     PINFEED_CUDA_TRY(cudaStreamSynchronize(stream.get()));

@@ -25,13 +25,13 @@ struct device_augmenter::scratch {
 
 device_augmenter::device_augmenter(pipeline steps, std::size_t first_index, const image_spec& image, std::size_t jobs_field)
     : steps_(std::move(steps)), first_(first_index), field_(jobs_field), image_(image), image_bytes_(image.bytes()) {
-  for (const auto& s : steps_.steps()) rounds_ += static_cast<std::size_t>(s->device_rounds());
+  rounds_ = device_rounds_of(steps_.steps());
 }
 
 device_augmenter::~device_augmenter() = default;
 
 field_spec device_augmenter::jobs_field(std::size_t rounds) {
-  return {"aug_jobs", dtype::u8, {static_cast<std::int64_t>(std::max<std::size_t>(rounds, 1) * sizeof(ops::aug_job))}, false, true};
+  return {"aug_jobs", dtype::u8, {static_cast<std::int64_t>(rounds * sizeof(ops::aug_job))}, false, true};
 }
 
 std::string device_augmenter::refusal(const pipeline& steps, std::size_t first, const image_spec& image) {
@@ -49,41 +49,21 @@ std::string device_augmenter::refusal(const pipeline& steps, std::size_t first, 
 }
 
 void device_augmenter::write_jobs(sample& s) const {
-  std::byte* out = s.bytes(field_).data();
-  std::size_t r = 0;
-  const auto& all = steps_.steps();
-  for (std::size_t k = 0; k < all.size(); ++k) {
-    const auto jobs = all[k]->device_jobs(image_, s.rng(100 + static_cast<std::uint32_t>(first_ + k)));
-    if (!jobs) throw pinfeed::runtime_error("step " + all[k]->name() + " gave no device jobs");
-    if (jobs->size() > static_cast<std::size_t>(all[k]->device_rounds()))
-      throw pinfeed::runtime_error("step " + all[k]->name() + " gave " + std::to_string(jobs->size()) + " device jobs, past its " +
-                                   std::to_string(all[k]->device_rounds()));
-    for (const ops::aug_job& j : *jobs) std::memcpy(out + (r++) * sizeof(ops::aug_job), &j, sizeof j);
-  }
-  const ops::aug_job copy = ops::aug_job_of(ops::aug_op::identity, 0.0, static_cast<std::uint32_t>(image_.height),
-                                            static_cast<std::uint32_t>(image_.width), static_cast<int>(image_.channels),
-                                            ops::interpolation::nearest, std::nullopt);
-  for (; r < std::max<std::size_t>(rounds_, 1); ++r) std::memcpy(out + r * sizeof(ops::aug_job), &copy, sizeof copy);
+  const auto jobs = device_jobs_of(steps_.steps(), image_, [&](std::size_t k) { return s.rng(100 + static_cast<std::uint32_t>(first_ + k)); });
+  std::memcpy(s.bytes(field_).data(), jobs.data(), jobs.size() * sizeof(ops::aug_job));
 }
 
 void device_augmenter::before_copy(const slot_view& slot) const {
   // Sample-major (what the workers wrote) to round-major, each job with its sample's place.
-  const std::size_t rounds = std::max<std::size_t>(rounds_, 1);
   auto& tmp = pinfeed::detail::thread_scratch<std::vector<ops::aug_job>, struct device_augment_jobs>();
-  tmp.resize(slot.count * rounds);
-  std::byte* field = slot.host[field_];
-  for (std::size_t j = 0; j < slot.count; ++j)
-    for (std::size_t r = 0; r < rounds; ++r) {
-      ops::aug_job job;
-      std::memcpy(&job, field + (j * rounds + r) * sizeof job, sizeof job);
-      job.offset = j * image_bytes_;
-      tmp[r * slot.count + j] = job;
-    }
+  tmp.resize(slot.count * rounds_);
+  auto* field = reinterpret_cast<ops::aug_job*>(slot.host[field_]);
+  ops::round_major_jobs(field, slot.count, rounds_, image_bytes_, tmp.data());
   std::memcpy(field, tmp.data(), tmp.size() * sizeof(ops::aug_job));
 }
 
 void device_augmenter::after_copy(const slot_view& slot) {
-  if (slot.count == 0 || rounds_ == 0) return;
+  if (slot.count == 0) return;
   scratch* sc = nullptr;
   {
     std::lock_guard lock(scratch_mutex_);
@@ -106,7 +86,6 @@ void device_augmenter::after_copy(const slot_view& slot) {
 }
 
 std::vector<memory_use> device_augmenter::device_memory(std::size_t batch_size) const {
-  if (rounds_ == 0) return {};
   return {{"device augmentation scratch (a second image field, the counts)",
            batch_size * image_bytes_ + ops::aug_scratch_bytes(batch_size)}};
 }
@@ -114,6 +93,32 @@ std::vector<memory_use> device_augmenter::device_memory(std::size_t batch_size) 
 }  // namespace pinfeed::loaders::detail
 
 namespace pinfeed::loaders {
+
+std::size_t device_rounds_of(std::span<const std::shared_ptr<transform>> steps) {
+  std::size_t rounds = 0;
+  for (const auto& s : steps) rounds += static_cast<std::size_t>(std::max(s->device_rounds(), 0));
+  return std::max<std::size_t>(rounds, 1);
+}
+
+std::vector<ops::aug_job> device_jobs_of(std::span<const std::shared_ptr<transform>> steps, const image_spec& in,
+                                         const std::function<philox_stream(std::size_t)>& rng) {
+  std::vector<ops::aug_job> out;
+  const std::size_t rounds = device_rounds_of(steps);
+  out.reserve(rounds);
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    const auto jobs = steps[k]->device_jobs(in, rng(k));
+    if (!jobs) throw pinfeed::runtime_error("step " + steps[k]->name() + " gave no device jobs");
+    if (jobs->size() > static_cast<std::size_t>(std::max(steps[k]->device_rounds(), 0)))
+      throw pinfeed::runtime_error("step " + steps[k]->name() + " gave " + std::to_string(jobs->size()) + " device jobs, past its " +
+                                   std::to_string(steps[k]->device_rounds()));
+    out.insert(out.end(), jobs->begin(), jobs->end());
+  }
+  const ops::aug_job copy = ops::aug_job_of(ops::aug_op::identity, 0.0, static_cast<std::uint32_t>(in.height),
+                                            static_cast<std::uint32_t>(in.width), static_cast<int>(in.channels),
+                                            ops::interpolation::nearest, std::nullopt);
+  out.resize(rounds, copy);
+  return out;
+}
 
 const char* to_string(augment_place p) noexcept {
   switch (p) {

@@ -28,7 +28,7 @@ class device_augmenter {
   device_augmenter(pipeline steps, std::size_t first_index, const image_spec& image, std::size_t jobs_field);
   ~device_augmenter();
 
-  /// The most jobs a sample takes (the sum of the steps' device_rounds()).
+  /// The most jobs a sample takes (device_rounds_of the steps).
   [[nodiscard]] std::size_t rounds() const noexcept { return rounds_; }
   /// The aug_jobs field for `rounds` jobs a sample.
   [[nodiscard]] static field_spec jobs_field(std::size_t rounds);

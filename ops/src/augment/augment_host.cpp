@@ -245,6 +245,15 @@ void check_aug_jobs(const aug_job* jobs, std::size_t samples, std::size_t rounds
       bad(0, spans[k].sample, "its image overlaps sample " + std::to_string(spans[k - 1].sample) + "'s");
 }
 
+void round_major_jobs(const aug_job* sample_major, std::size_t samples, std::size_t rounds, std::uint64_t image_bytes, aug_job* out) {
+  for (std::size_t j = 0; j < samples; ++j)
+    for (std::size_t r = 0; r < rounds; ++r) {
+      aug_job job = sample_major[j * rounds + r];
+      job.offset = j * image_bytes;
+      out[r * samples + j] = job;
+    }
+}
+
 std::uint64_t aug_scratch_bytes(std::size_t samples) {
   return samples * (sizeof(aug::image_counts) + sizeof(aug::image_tables));
 }

@@ -146,6 +146,15 @@ class transform {
   [[nodiscard]] virtual std::optional<batch_mix> batch_op() const { return std::nullopt; }
 };
 
+/// The most jobs a sample takes from `steps` on the device: their device_rounds() together, 1 at
+/// least (a round of copies where none has a device form).
+[[nodiscard]] std::size_t device_rounds_of(std::span<const std::shared_ptr<transform>> steps);
+/// One sample's device jobs for `steps` (each with a device form for `in`), sample-major: step k's
+/// drawn from rng(k), then copies up to device_rounds_of(steps). Throws pinfeed::runtime_error
+/// naming a step that gives none, or more than its device_rounds().
+[[nodiscard]] std::vector<ops::aug_job> device_jobs_of(std::span<const std::shared_ptr<transform>> steps, const image_spec& in,
+                                                       const std::function<philox_stream(std::size_t)>& rng);
+
 /// RandomCrop: a uniformly placed size x size window. Throws when the image is smaller.
 [[nodiscard]] std::shared_ptr<transform> make_random_crop(std::int64_t size);
 /// CenterCrop: the centred size x size window.

@@ -98,6 +98,11 @@ struct aug_job {
 /// grayscale_u8's with as many output channels as input ones.
 [[nodiscard]] aug_job grayscale_job(std::uint32_t height, std::uint32_t width, int channels, std::uint64_t offset = 0);
 
+/// Sample-major jobs (sample j's `rounds` jobs side by side, as a sample's steps draw them) in
+/// the round-major order augment_batch_* take, into `out` (not overlapping), sample j's image at
+/// byte j * image_bytes of the batch.
+void round_major_jobs(const aug_job* sample_major, std::size_t samples, std::size_t rounds, std::uint64_t image_bytes, aug_job* out);
+
 /// Throws std::invalid_argument naming the job (its index) and what is wrong: a kind past the
 /// last, channels not 1 or 3, an image past `bytes`, a quarter turn of a non-square image, a
 /// non-finite parameter, or images of one sample that differ from round to round.

@@ -147,3 +147,55 @@ TEST_CASE("device_augment.jobs_drawn_on_the_workers_give_the_host_pipelines_pixe
   }
   CHECK(compared == 5 * 3);  // 12 files in batches of 4, five pipelines
 }
+
+TEST_CASE("device_augment.erasing_jobs_on_float_images_give_the_steps_pixels_in_both_layouts") {
+  // random_erasing after normalize: each sample's job (drawn as the step draws) run by
+  // erase_float_host equals the step's own result, HWC as the step writes it and CHW as the
+  // fused tail lays it out; noise and values, grey and RGB, boxes drawn or not.
+  int erased = 0, compared = 0;
+  for (const char* steps : {"random_erasing(0.7,0.02,0.4)", "random_erasing(0.7,0.05,0.3,0.5,2,value=random)",
+                            "random_erasing(1,0.1,0.2,value=37.5)"}) {
+    CAPTURE(steps);
+    const auto step = loaders::parse_pipeline(steps).steps()[0];
+    for (const int c : {1, 3})
+      for (std::uint64_t index = 0; index < 12; ++index) {
+        const loaders::image_spec spec{19 + static_cast<std::int64_t>(index), 26, c, dtype::f32};
+        const std::size_t n = static_cast<std::size_t>(spec.height * spec.width * c);
+        std::vector<float> in(n);
+        philox_stream r(3, 0, index);
+        for (auto& v : in) v = r.uniform() * 4.0f - 2.0f;
+        std::vector<float> want = in;
+        const philox_stream rng(11, 2, index, 104);
+        step->apply({reinterpret_cast<std::byte*>(in.data()), spec}, {reinterpret_cast<std::byte*>(want.data()), spec}, rng);
+        const auto jobs = step->device_jobs(spec, rng);
+        REQUIRE(jobs.has_value());
+        REQUIRE(jobs->size() <= 1);
+        const ops::aug_job job = jobs->empty() ? ops::aug_job_of(ops::aug_op::identity, 0, static_cast<std::uint32_t>(spec.height), 26,
+                                                                 c, ops::interpolation::nearest, std::nullopt)
+                                               : jobs->front();
+        std::vector<float> hwc = in;
+        ops::erase_float_host(&job, 1, hwc.data(), n, ops::mix_layout::hwc);
+        CHECK(std::memcmp(hwc.data(), want.data(), n * sizeof(float)) == 0);
+        const auto to_chw = [&](const std::vector<float>& v) {
+          std::vector<float> out(n);
+          for (std::int64_t y = 0; y < spec.height; ++y)
+            for (std::int64_t x = 0; x < spec.width; ++x)
+              for (int k = 0; k < c; ++k)
+                out[static_cast<std::size_t>((k * spec.height + y) * spec.width + x)] = v[static_cast<std::size_t>((y * spec.width + x) * c + k)];
+          return out;
+        };
+        std::vector<float> chw = to_chw(in);
+        ops::erase_float_host(&job, 1, chw.data(), n, ops::mix_layout::chw);
+        CHECK(std::memcmp(chw.data(), to_chw(want).data(), n * sizeof(float)) == 0);
+        erased += want != in ? 1 : 0;
+        ++compared;
+      }
+  }
+  CHECK(compared == 72);
+  CHECK(erased > 40);  // most samples drew a box (p 0.7, 0.7 and 1)
+  // A job of another kind is refused, naming it.
+  const ops::aug_job warp = ops::aug_job_for(ops::aug_op::rotate, 30, 4, 4, 3, ops::interpolation::nearest, std::nullopt);
+  std::vector<float> img(48);
+  CHECK_THROWS_WITH_AS(ops::erase_float_host(&warp, 1, img.data(), 48, ops::mix_layout::hwc),
+                       "erase job of sample 0: a warp job, where float images take erase or copy", pinfeed::invalid_argument);
+}

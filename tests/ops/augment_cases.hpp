@@ -83,7 +83,7 @@ inline std::vector<aug_case> aug_cases(std::uint32_t h, std::uint32_t w, int c) 
   // noise from a stream read from an odd word on (the reference reads it word by word)
   const std::uint32_t boxes[4][4] = {{0, 0, (h + 1) / 2, (w + 2) / 3}, {h / 3, w / 2, h - h / 3 - h / 4, w - w / 2}, {0, 0, h, w}, {h / 2, w / 2, 0, w - w / 2}};
   for (const auto& b : boxes) {
-    const std::uint8_t value[3] = {7, 255, 128};
+    const double value[3] = {7.9, 255.0, 300.6};  // into uint8: 7, 255, 44
     const std::string at = "(" + std::to_string(b[0]) + "," + std::to_string(b[1]) + "," + std::to_string(b[2]) + "," + std::to_string(b[3]) + ")";
     const auto fill_box = [=](const std::uint8_t* in, std::uint8_t* o, const std::function<std::uint8_t(int)>& v) {
       std::copy(in, in + std::uint64_t{h} * w * c, o);
@@ -91,8 +91,9 @@ inline std::vector<aug_case> aug_cases(std::uint32_t h, std::uint32_t w, int c) 
         for (std::uint32_t x = b[1]; x < b[1] + b[3]; ++x)
           for (int k = 0; k < c; ++k) o[(std::uint64_t{y} * w + x) * c + k] = v(k);
     };
-    out.push_back({"erase" + at, erase_job(b, value, h, w, c),
-                   [=](const std::uint8_t* in, std::uint8_t* o) { fill_box(in, o, [&](int k) { return value[k]; }); }});
+    out.push_back({"erase" + at, erase_job(b, value, h, w, c), [=](const std::uint8_t* in, std::uint8_t* o) {
+                     fill_box(in, o, [&](int k) { return static_cast<std::uint8_t>(static_cast<std::int64_t>(value[k]) & 0xFF); });
+                   }});
     philox_stream noise((0x5EEDull << 40) | (h * 131u + w), 9, 0xABCDEF012345ull + c, 3);
     for (int k = 0; k < 3; ++k) (void)noise.next_u32();
     out.push_back({"erase_noise" + at, erase_noise_job(b, noise, h, w, c), [=](const std::uint8_t* in, std::uint8_t* o) {

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <set>
 #include <vector>
@@ -226,4 +227,53 @@ TEST_CASE("gpu.augment.never_waits_for_the_device" * doctest::test_suite("gpu"))
   PINFEED_CUDA_TRY(cudaMemcpy(got.data(), images.data(), bytes, cudaMemcpyDeviceToHost));
   augment_batch_host(jobs.data(), 2, 3, want.data(), host_spare.data(), bytes);
   CHECK(got == want);
+}
+
+TEST_CASE("gpu.augment.erase_on_float_images_equals_the_host_in_both_layouts_and_in_a_graph" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("erase on float images")) return;
+  // random_erasing after normalize: a batch of mixed sizes, boxes of noise (streams read from odd
+  // words on) and of values, a sample with none; HWC and CHW; captured once and replayed.
+  const std::vector<std::array<std::uint32_t, 3>> sizes{{24, 24, 3}, {17, 31, 1}, {40, 23, 3}, {5, 7, 3}};
+  const std::uint64_t per = 40 * 31 * 3, floats = per * sizes.size();
+  std::vector<aug_job> jobs;
+  for (std::size_t j = 0; j < sizes.size(); ++j) {
+    const std::uint32_t h = sizes[j][0], w = sizes[j][1];
+    const int c = static_cast<int>(sizes[j][2]);
+    const std::uint32_t box[4] = {h / 4, w / 3, h - h / 4 - 1, w / 2};
+    philox_stream noise(77, 1, j, 101);
+    for (std::size_t k = 0; k < j; ++k) (void)noise.next_u32();
+    const double value[3] = {-1.75, 0.5, 2.25};
+    if (j == 3) jobs.push_back(aug_job_of(aug_op::identity, 0, h, w, c, interpolation::nearest, std::nullopt, j * per));
+    else jobs.push_back(j == 1 ? erase_job(box, value, h, w, c, j * per) : erase_noise_job(box, noise, h, w, c, j * per));
+  }
+  device_buffer images(floats * sizeof(float)), d_jobs(jobs.size() * sizeof(aug_job));
+  test::upload(d_jobs.data(), jobs.data(), jobs.size() * sizeof(aug_job));
+  const cuda_stream stream = cuda_stream::create();
+  for (const mix_layout layout : {mix_layout::hwc, mix_layout::chw}) {
+    CAPTURE(static_cast<int>(layout));
+    cudaGraph_t graph = nullptr;
+    PINFEED_CUDA_TRY(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeGlobal));
+    erase_float_device(reinterpret_cast<const aug_job*>(d_jobs.data()), jobs.data(), jobs.size(), reinterpret_cast<float*>(images.data()),
+                       floats, layout, stream.get());
+    PINFEED_CUDA_TRY(cudaStreamEndCapture(stream.get(), &graph));
+    cudaGraphExec_t exec = nullptr;
+    PINFEED_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
+    for (int replay = 0; replay < 2; ++replay) {
+      std::vector<float> input(floats);
+      philox_stream r(5, static_cast<std::uint32_t>(replay), 0);
+      for (auto& v : input) v = r.uniform() - 0.5f;
+      test::upload(images.data(), input.data(), floats * sizeof(float));
+      PINFEED_CUDA_TRY(cudaGraphLaunch(exec, stream.get()));
+      std::vector<float> got(floats), want = input;
+      PINFEED_CUDA_TRY(cudaMemcpyAsync(got.data(), images.data(), floats * sizeof(float), cudaMemcpyDeviceToHost, stream.get()));
+      PINFEED_CUDA_TRY(cudaStreamSynchronize(stream.get()));
+      erase_float_host(jobs.data(), jobs.size(), want.data(), floats, layout);
+      CHECK(std::memcmp(got.data(), want.data(), floats * sizeof(float)) == 0);
+      std::size_t changed = 0;
+      for (std::size_t i = 0; i < floats; ++i) changed += std::memcmp(&got[i], &input[i], sizeof(float)) != 0 ? 1 : 0;
+      CHECK(changed > 500);  // three boxes of about a third of their images each
+    }
+    PINFEED_CUDA_TRY(cudaGraphExecDestroy(exec));
+    PINFEED_CUDA_TRY(cudaGraphDestroy(graph));
+  }
 }

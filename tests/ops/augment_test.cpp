@@ -138,7 +138,7 @@ TEST_CASE("augment.bad_jobs_are_refused_naming_the_sample_and_the_value") {
   builder([] { return affine_job(0, 0, 0, 0, 0, 0, 4, 4, 3, interpolation::nearest, std::nullopt); }, "affine: the scale must be finite and greater than 0");
   builder([] { return grayscale_job(4, 4, 4); }, "grayscale: images of 1 or 3 channels, not 4");
   const std::uint32_t past[4] = {2, 1, 3, 3};
-  const std::uint8_t value[3] = {1, 2, 3};
+  const double value[3] = {1, 2, 3};
   builder([&] { return erase_job(past, value, 4, 4, 3); }, "erase: the box 3x3 at (2, 1) reaches past the 4x4 image");
   builder([&] { return erase_noise_job(past, philox_stream(1, 2, 3), 5, 3, 3); }, "erase: the box 3x3 at (2, 1) reaches past the 5x3 image");
   const std::uint32_t whole[4] = {0, 0, 4, 4};

@@ -112,18 +112,18 @@ class random_erasing_transform final : public transform {
     if (value_.size() == 1) return s + ",value=" + format_number(value_[0]) + ")";
     return s + ",value=per-channel)";
   }
-  /// On uint8 images: one erase job (none where no box is drawn), its noise from where apply()
-  /// would take it.
+  /// One erase job (none where no box is drawn), its noise from where apply() would take it: for
+  /// uint8 images (augment_batch_*) and float ones (erase_float_*).
   std::optional<std::vector<ops::aug_job>> device_jobs(const image_spec& in, philox_stream rng) const override {
-    if (in.type != dtype::u8 || (in.channels != 1 && in.channels != 3)) return std::nullopt;
+    if ((in.type != dtype::u8 && in.type != dtype::f32) || (in.channels != 1 && in.channels != 3)) return std::nullopt;
     const auto box = draw(in.height, in.width, rng);
     if (!box) return std::vector<ops::aug_job>{};
     const std::uint32_t b[4] = {static_cast<std::uint32_t>((*box)[0]), static_cast<std::uint32_t>((*box)[1]),
                                 static_cast<std::uint32_t>((*box)[2]), static_cast<std::uint32_t>((*box)[3])};
     const auto h = static_cast<std::uint32_t>(in.height), w = static_cast<std::uint32_t>(in.width);
     if (value_.empty()) return std::vector<ops::aug_job>{ops::erase_noise_job(b, rng, h, w, in.channels)};
-    std::uint8_t v[3] = {};
-    for (int k = 0; k < in.channels; ++k) v[k] = as_u8(value_at(rng, k));
+    double v[3] = {};
+    for (int k = 0; k < in.channels; ++k) v[k] = value_at(rng, k);
     return std::vector<ops::aug_job>{ops::erase_job(b, v, h, w, in.channels)};
   }
   int device_rounds() const override { return 1; }

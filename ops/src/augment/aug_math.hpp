@@ -143,6 +143,39 @@ PINFEED_AUG_HD std::uint32_t noise_word(const aug_job& j, std::uint64_t i) {
   return philox4x32_10(ctr, j.noise_key[0], j.noise_key[1]).v[i & 3];
 }
 
+/// Whether (y, x) lies in the erase job's box.
+PINFEED_AUG_HD bool in_box(const aug_job& j, std::int64_t y, std::int64_t x) {
+  const std::int64_t top = j.box[0], left = j.box[1];
+  return y >= top && y < top + j.box[2] && x >= left && x < left + j.box[3];
+}
+/// The erase job's noise for channel k of (y, x) in its box: value n of the box (row by row,
+/// channel by channel) takes words first + 2n and first + 2n + 1.
+PINFEED_AUG_HD float erase_noise(const aug_job& j, std::int64_t y, std::int64_t x, int k) {
+  const std::uint64_t n = (static_cast<std::uint64_t>(y - j.box[0]) * j.box[3] + static_cast<std::uint64_t>(x - j.box[1])) * j.channels +
+                          static_cast<std::uint64_t>(k);
+  const std::uint64_t w = j.noise_first + 2 * n;
+  return box_muller(noise_word(j, w), noise_word(j, w + 1));
+}
+/// Value n of a float image's erase box, whose sides are the box's (HWC or CHW): its place in the
+/// image and its value.
+PINFEED_AUG_HD void erase_float_value(const aug_job& j, std::uint64_t n, bool chw, float* image) {
+  const std::uint64_t bw = j.box[3], c = j.channels;
+  std::uint64_t yy, xx, k;
+  if (chw) {  // n counts channel by channel, then rows: the writes of a row run along memory
+    k = n / (std::uint64_t{j.box[2]} * bw);
+    const std::uint64_t in_plane = n % (std::uint64_t{j.box[2]} * bw);
+    yy = in_plane / bw;
+    xx = in_plane % bw;
+  } else {
+    k = n % c;
+    yy = n / c / bw;
+    xx = n / c % bw;
+  }
+  const std::uint64_t y = j.box[0] + yy, x = j.box[1] + xx;
+  const std::uint64_t at = chw ? (k * j.height + y) * j.width + x : (y * j.width + x) * c + k;
+  image[at] = j.has_fill ? j.grid[k] : erase_noise(j, static_cast<std::int64_t>(y), static_cast<std::int64_t>(x), static_cast<int>(k));
+}
+
 PINFEED_AUG_HD float clamp(float v, float lo, float hi) { return !(v >= lo) ? lo : (hi < v ? hi : v); }
 /// A float to a sample: clamped to [0, 255], then truncated (the colour ops).
 PINFEED_AUG_HD std::uint8_t to_u8(float v) { return static_cast<std::uint8_t>(static_cast<int>(clamp(v, 0.0f, 255.0f))); }
@@ -380,19 +413,9 @@ PINFEED_AUG_HD void apply_pixel(const aug_job& j, const std::uint8_t* in, const 
       hue_pixel(s, j.r, o);
       return;
     case aug_kind::erase: {
-      const std::int64_t top = j.box[0], left = j.box[1];
-      if (y < top || y >= top + j.box[2] || x < left || x >= left + j.box[3]) break;
-      if (j.has_fill) {
-        for (int k = 0; k < c; ++k) o[k] = j.value[k];
-        return;
-      }
-      // value n of the box takes words first + 2n and first + 2n + 1; into uint8 truncated toward
-      // zero, modulo 256 (|noise| < 10: an int holds it)
-      const std::uint64_t n = (static_cast<std::uint64_t>(y - top) * j.box[3] + static_cast<std::uint64_t>(x - left)) * c;
-      for (int k = 0; k < c; ++k) {
-        const std::uint64_t w = j.noise_first + 2 * (n + static_cast<std::uint64_t>(k));
-        o[k] = static_cast<std::uint8_t>(static_cast<int>(box_muller(noise_word(j, w), noise_word(j, w + 1))) & 0xFF);
-      }
+      if (!in_box(j, y, x)) break;
+      // the noise into uint8 truncated toward zero, modulo 256 (|noise| < 10: an int holds it)
+      for (int k = 0; k < c; ++k) o[k] = j.has_fill ? j.value[k] : static_cast<std::uint8_t>(static_cast<int>(erase_noise(j, y, x, k)) & 0xFF);
       return;
     }
     case aug_kind::grayscale: {

@@ -82,6 +82,17 @@ __global__ void apply_kernel(const aug_job* __restrict__ jobs, std::size_t first
   }
 }
 
+/// Each thread a value of its sample's box (blockIdx.y: the sample; the box's values strided over
+/// the x blocks); only the boxes are written.
+__global__ void erase_float_kernel(const aug_job* __restrict__ jobs, std::size_t first, float* __restrict__ images, bool chw) {
+  const aug_job& j = jobs[first + blockIdx.y];
+  if (j.kind != aug_kind::erase) return;
+  const std::uint64_t values = std::uint64_t{j.box[2]} * j.box[3] * j.channels;
+  for (std::uint64_t n = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; n < values;
+       n += static_cast<std::uint64_t>(gridDim.x) * blockDim.x)
+    aug::erase_float_value(j, n, chw, images + j.offset);
+}
+
 static_assert(sizeof(aug::image_counts) % alignof(aug::image_counts) == 0 && alignof(aug::image_tables) <= alignof(aug::image_counts));
 
 }  // namespace
@@ -136,6 +147,28 @@ void augment_batch_device(const aug_job* device_jobs, const aug_job* host_jobs, 
     pixels(d_round, h_round, from, to, false);
   }
   if (rounds % 2 == 1) pixels(device_jobs, host_jobs, spare, images, true);  // the result back, image by image
+}
+
+void erase_float_device(const aug_job* device_jobs, const aug_job* host_jobs, std::size_t samples, float* images,
+                        std::uint64_t floats, mix_layout layout, cudaStream_t stream) {
+  detail::check_erase_float_jobs(host_jobs, samples, images, floats);
+  if (samples == 0) return;
+  if (device_jobs == nullptr) throw pinfeed::invalid_argument("erase_float_device: the device jobs are null");
+  int device = 0;
+  PINFEED_CUDA_TRY(cudaGetDevice(&device));
+  const std::uint64_t cap = 4 * static_cast<std::uint64_t>(multiprocessor_count(device));
+  for (std::size_t first = 0; first < samples; first += kMostJobsPerLaunch) {
+    const std::size_t n = std::min(kMostJobsPerLaunch, samples - first);
+    std::uint64_t most = 0;
+    for (std::size_t i = first; i < first + n; ++i)
+      if (host_jobs[i].kind == aug_kind::erase)
+        most = std::max(most, std::uint64_t{host_jobs[i].box[2]} * host_jobs[i].box[3] * host_jobs[i].channels);
+    if (most == 0) continue;  // no box in these samples
+    const auto blocks = static_cast<unsigned>(std::min<std::uint64_t>((most + kThreads - 1) / kThreads, cap));
+    erase_float_kernel<<<dim3(blocks, static_cast<unsigned>(n)), kThreads, 0, stream>>>(device_jobs, first, images,
+                                                                                       layout == mix_layout::chw);
+    PINFEED_CUDA_TRY(cudaGetLastError());
+  }
 }
 
 }  // namespace pinfeed::ops

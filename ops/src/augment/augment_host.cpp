@@ -173,11 +173,15 @@ aug_job erase_base(const std::uint32_t (&box)[4], std::uint32_t height, std::uin
 }
 }  // namespace
 
-aug_job erase_job(const std::uint32_t (&box)[4], const std::uint8_t (&value)[3], std::uint32_t height, std::uint32_t width,
+aug_job erase_job(const std::uint32_t (&box)[4], const double (&value)[3], std::uint32_t height, std::uint32_t width,
                   int channels, std::uint64_t offset) {
   aug_job j = erase_base(box, height, width, channels, offset);
   j.has_fill = 1;
-  std::copy(std::begin(value), std::end(value), j.value);
+  for (int k = 0; k < 3; ++k) {
+    if (!std::isfinite(value[k])) throw pinfeed::invalid_argument("erase: the value must be finite, not " + std::to_string(value[k]));
+    j.value[k] = static_cast<std::uint8_t>(static_cast<std::int64_t>(value[k]) & 0xFF);
+    j.grid[k] = static_cast<float>(value[k]);
+  }
   return j;
 }
 
@@ -252,6 +256,25 @@ void round_major_jobs(const aug_job* sample_major, std::size_t samples, std::siz
       job.offset = j * image_bytes;
       out[r * samples + j] = job;
     }
+}
+
+void detail::check_erase_float_jobs(const aug_job* jobs, std::size_t samples, const float* images, std::uint64_t floats) {
+  check_aug_jobs(jobs, samples, 1, floats);  // the offsets and sizes in floats, as bytes in a uint8 batch
+  for (std::size_t s = 0; s < samples; ++s)
+    if (jobs[s].kind != aug_kind::erase && jobs[s].kind != aug_kind::copy)
+      throw pinfeed::invalid_argument("erase job of sample " + std::to_string(s) + ": a " + aug_kind_name(jobs[s].kind) +
+                                      " job, where float images take erase or copy");
+  if (samples > 0 && images == nullptr) throw pinfeed::invalid_argument("erase_float: the images are null");
+}
+
+void erase_float_host(const aug_job* jobs, std::size_t samples, float* images, std::uint64_t floats, mix_layout layout) {
+  detail::check_erase_float_jobs(jobs, samples, images, floats);
+  for (std::size_t s = 0; s < samples; ++s) {
+    const aug_job& j = jobs[s];
+    if (j.kind != aug_kind::erase) continue;
+    const std::uint64_t values = std::uint64_t{j.box[2]} * j.box[3] * j.channels;
+    for (std::uint64_t n = 0; n < values; ++n) aug::erase_float_value(j, n, layout == mix_layout::chw, images + j.offset);
+  }
 }
 
 std::uint64_t aug_scratch_bytes(std::size_t samples) {

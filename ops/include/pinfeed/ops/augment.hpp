@@ -24,6 +24,7 @@
 #include <optional>
 
 #include "pinfeed/ops/geometry.hpp"
+#include "pinfeed/ops/mix.hpp"
 #include "pinfeed/ops/policies.hpp"
 #include "pinfeed/runtime/philox.hpp"
 
@@ -51,7 +52,8 @@ struct aug_job {
   std::uint8_t has_fill = 0;
   std::uint8_t mask = 0;      ///< posterize: the bits kept; turn: quarter turns counter-clockwise (1, 2, 3)
   std::uint8_t value[3] = {};  ///< erase: each channel's value (one channel: value[0])
-  /// warp: the grid's factors A, B, C (over w / 2), D, E, F (over h / 2) and grid_sample's w / 2, h / 2.
+  /// warp: the grid's factors A, B, C (over w / 2), D, E, F (over h / 2) and grid_sample's w / 2,
+  /// h / 2; erase: grid[0..2] each channel's value on float images
   float grid[8] = {};
   float fill = 0;  ///< warp: the fill value
   /// brightness: r the factor; saturation, contrast: blend's f32(r) and f32(1 - r); sharpness:
@@ -71,10 +73,11 @@ struct aug_job {
 /// cos (series, error below 1e-15), rounded to float at the end: the same bits on the host and
 /// the device (random_erasing's value=random).
 [[nodiscard]] float normal_noise(std::uint32_t a, std::uint32_t b) noexcept;
-/// random_erasing's job: the box {top, left, height, width} set to `value` (one a channel, as
-/// uint8) or, with `noise`, to normal_noise of the stream `noise` from its word `first` on,
-/// truncated toward zero and taken modulo 256 (torchvision's conversion of the noise to uint8).
-[[nodiscard]] aug_job erase_job(const std::uint32_t (&box)[4], const std::uint8_t (&value)[3], std::uint32_t height,
+/// random_erasing's job: the box {top, left, height, width} set to `value` (one a channel; on
+/// uint8 images truncated toward zero and taken modulo 256, torchvision's conversion, on float ones
+/// rounded to float) or, with `noise`, to normal_noise of the stream `noise` from its next word on
+/// (on uint8 images converted alike).
+[[nodiscard]] aug_job erase_job(const std::uint32_t (&box)[4], const double (&value)[3], std::uint32_t height,
                                 std::uint32_t width, int channels, std::uint64_t offset = 0);
 [[nodiscard]] aug_job erase_noise_job(const std::uint32_t (&box)[4], const philox_stream& noise, std::uint32_t height,
                                       std::uint32_t width, int channels, std::uint64_t offset = 0);
@@ -102,6 +105,22 @@ struct aug_job {
 /// the round-major order augment_batch_* take, into `out` (not overlapping), sample j's image at
 /// byte j * image_bytes of the batch.
 void round_major_jobs(const aug_job* sample_major, std::size_t samples, std::size_t rounds, std::uint64_t image_bytes, aug_job* out);
+
+/// Erase jobs (random_erasing after normalize) over a batch of `samples` float32 images in
+/// `images` (`floats` long), one job a sample: aug_kind::erase, or aug_kind::copy for none; each
+/// job's offset and sizes in floats, its image HWC or CHW (`layout`); only the boxes are written.
+/// Throws std::invalid_argument naming the job and what is wrong (as check_aug_jobs, and a kind
+/// other than those two).
+void erase_float_host(const aug_job* jobs, std::size_t samples, float* images, std::uint64_t floats, mix_layout layout);
+/// The same on the GPU, queued on `stream`, no host synchronisation, no allocation, capturable:
+/// `device_jobs` holds what `host_jobs` holds (checked on the host), `images` is a device buffer.
+void erase_float_device(const aug_job* device_jobs, const aug_job* host_jobs, std::size_t samples, float* images,
+                        std::uint64_t floats, mix_layout layout, cudaStream_t stream);
+
+namespace detail {
+/// erase_float_*'s checks of their arguments (the host's jobs).
+void check_erase_float_jobs(const aug_job* jobs, std::size_t samples, const float* images, std::uint64_t floats);
+}  // namespace detail
 
 /// Throws std::invalid_argument naming the job (its index) and what is wrong: a kind past the
 /// last, channels not 1 or 3, an image past `bytes`, a quarter turn of a non-square image, a

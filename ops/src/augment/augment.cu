@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <string>
 
+#include "pinfeed/ops/detail/job_launch.hpp"
 #include "aug_math.hpp"
 #include "pinfeed/ops/augment.hpp"
 #include "pinfeed/runtime/device.hpp"
@@ -16,7 +17,6 @@ namespace pinfeed::ops {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr std::size_t kMostJobsPerLaunch = 65535;  // gridDim.y
 constexpr int kTableWords = static_cast<int>((sizeof(aug::image_tables) + 3) / 4);
 
 __global__ void counts_kernel(const aug_job* __restrict__ jobs, std::size_t first, const std::uint8_t* __restrict__ from,
@@ -110,21 +110,10 @@ void augment_batch_device(const aug_job* device_jobs, const aug_job* host_jobs, 
                                     std::to_string(samples) + " images need " + std::to_string(aug_scratch_bytes(samples)));
   auto* counts = static_cast<aug::image_counts*>(scratch);
   auto* tables = reinterpret_cast<aug::image_tables*>(counts + samples);
-  int device = 0;
-  PINFEED_CUDA_TRY(cudaGetDevice(&device));
-  const std::uint64_t cap = 4 * static_cast<std::uint64_t>(multiprocessor_count(device));
-  const auto blocks_for = [&](const aug_job* round, std::size_t first, std::size_t n) {
-    std::uint64_t most = 0;
-    for (std::size_t i = first; i < first + n; ++i) most = std::max(most, std::uint64_t{round[i].height} * round[i].width);
-    return static_cast<unsigned>(std::max<std::uint64_t>(1, std::min<std::uint64_t>((most + kThreads - 1) / kThreads, cap)));
-  };
   const auto pixels = [&](const aug_job* d_round, const aug_job* h_round, const std::uint8_t* from, std::uint8_t* to, bool copy_only) {
-    for (std::size_t first = 0; first < samples; first += kMostJobsPerLaunch) {
-      const std::size_t n = std::min(kMostJobsPerLaunch, samples - first);
-      apply_kernel<<<dim3(blocks_for(h_round, first, n), static_cast<unsigned>(n)), kThreads, 0, stream>>>(d_round, first, from, to,
-                                                                                                         tables, copy_only);
-      PINFEED_CUDA_TRY(cudaGetLastError());
-    }
+    detail::launch_over_jobs(
+        samples, kThreads, [&](std::size_t i) { return std::uint64_t{h_round[i].height} * h_round[i].width; },
+        [&](dim3 grid, std::size_t first) { apply_kernel<<<grid, kThreads, 0, stream>>>(d_round, first, from, to, tables, copy_only); });
   };
   for (std::size_t r = 0; r < rounds; ++r) {
     const aug_job* h_round = host_jobs + r * samples;
@@ -135,12 +124,9 @@ void augment_batch_device(const aug_job* device_jobs, const aug_job* host_jobs, 
       // The tables too: a job reads only its own rows of them, but the apply kernel copies whole
       // entries (initcheck would count the rest as unset).
       PINFEED_CUDA_TRY(cudaMemsetAsync(counts, 0, aug_scratch_bytes(samples), stream));
-      for (std::size_t first = 0; first < samples; first += kMostJobsPerLaunch) {
-        const std::size_t n = std::min(kMostJobsPerLaunch, samples - first);
-        counts_kernel<<<dim3(blocks_for(h_round, first, n), static_cast<unsigned>(n)), kThreads, 0, stream>>>(d_round, first, from,
-                                                                                                             counts);
-        PINFEED_CUDA_TRY(cudaGetLastError());
-      }
+      detail::launch_over_jobs(
+          samples, kThreads, [&](std::size_t i) { return std::uint64_t{h_round[i].height} * h_round[i].width; },
+          [&](dim3 grid, std::size_t first) { counts_kernel<<<grid, kThreads, 0, stream>>>(d_round, first, from, counts); });
       tables_kernel<<<static_cast<unsigned>((samples + 63) / 64), 64, 0, stream>>>(d_round, samples, counts, tables);
       PINFEED_CUDA_TRY(cudaGetLastError());
     }
@@ -154,21 +140,14 @@ void erase_float_device(const aug_job* device_jobs, const aug_job* host_jobs, st
   detail::check_erase_float_jobs(host_jobs, samples, images, floats);
   if (samples == 0) return;
   if (device_jobs == nullptr) throw pinfeed::invalid_argument("erase_float_device: the device jobs are null");
-  int device = 0;
-  PINFEED_CUDA_TRY(cudaGetDevice(&device));
-  const std::uint64_t cap = 4 * static_cast<std::uint64_t>(multiprocessor_count(device));
-  for (std::size_t first = 0; first < samples; first += kMostJobsPerLaunch) {
-    const std::size_t n = std::min(kMostJobsPerLaunch, samples - first);
-    std::uint64_t most = 0;
-    for (std::size_t i = first; i < first + n; ++i)
-      if (host_jobs[i].kind == aug_kind::erase)
-        most = std::max(most, std::uint64_t{host_jobs[i].box[2]} * host_jobs[i].box[3] * host_jobs[i].channels);
-    if (most == 0) continue;  // no box in these samples
-    const auto blocks = static_cast<unsigned>(std::min<std::uint64_t>((most + kThreads - 1) / kThreads, cap));
-    erase_float_kernel<<<dim3(blocks, static_cast<unsigned>(n)), kThreads, 0, stream>>>(device_jobs, first, images,
-                                                                                       layout == mix_layout::chw);
-    PINFEED_CUDA_TRY(cudaGetLastError());
-  }
+  const bool chw = layout == mix_layout::chw;
+  detail::launch_over_jobs(
+      samples, kThreads,
+      [&](std::size_t i) {
+        const aug_job& j = host_jobs[i];
+        return j.kind == aug_kind::erase ? std::uint64_t{j.box[2]} * j.box[3] * j.channels : std::uint64_t{0};
+      },
+      [&](dim3 grid, std::size_t first) { erase_float_kernel<<<grid, kThreads, 0, stream>>>(device_jobs, first, images, chw); });
 }
 
 }  // namespace pinfeed::ops

@@ -7,6 +7,7 @@
 #include "pinfeed/ops/resize.hpp"
 #include "pinfeed/runtime/device.hpp"
 #include "pinfeed/runtime/error.hpp"
+#include "pinfeed/ops/detail/job_launch.hpp"
 #include "resize_math.hpp"
 
 namespace pinfeed::ops {
@@ -14,7 +15,6 @@ namespace pinfeed::ops {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr std::size_t kMostJobsPerLaunch = 65535;  // gridDim.y
 
 __global__ void resize_kernel(const resize_job* __restrict__ jobs, std::size_t first, const std::uint8_t* __restrict__ in,
                               std::uint8_t* __restrict__ out) {
@@ -55,17 +55,9 @@ void resize_bilinear_u8_device(const resize_job* device_jobs, const resize_job* 
   check_resize_jobs(host_jobs, count, in_bytes, out_bytes);
   if (count == 0) return;
   if (device_jobs == nullptr || in == nullptr || out == nullptr) throw pinfeed::invalid_argument("resize batch: a device pointer is null");
-  int device = 0;
-  PINFEED_CUDA_TRY(cudaGetDevice(&device));
-  const std::uint64_t cap = 4 * static_cast<std::uint64_t>(multiprocessor_count(device));
-  for (std::size_t first = 0; first < count; first += kMostJobsPerLaunch) {
-    const std::size_t n = std::min(kMostJobsPerLaunch, count - first);
-    std::uint64_t most = 0;
-    for (std::size_t i = first; i < first + n; ++i) most = std::max(most, std::uint64_t{host_jobs[i].out_h} * host_jobs[i].out_w);
-    const auto grid_x = static_cast<unsigned>(std::max<std::uint64_t>(1, std::min<std::uint64_t>((most + kThreads - 1) / kThreads, cap)));
-    resize_kernel<<<dim3(grid_x, static_cast<unsigned>(n)), kThreads, 0, stream>>>(device_jobs, first, in, out);
-    PINFEED_CUDA_TRY(cudaGetLastError());
-  }
+  detail::launch_over_jobs(
+      count, kThreads, [&](std::size_t i) { return std::uint64_t{host_jobs[i].out_h} * host_jobs[i].out_w; },
+      [&](dim3 grid, std::size_t first) { resize_kernel<<<grid, kThreads, 0, stream>>>(device_jobs, first, in, out); });
 }
 
 }  // namespace pinfeed::ops

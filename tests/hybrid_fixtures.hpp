@@ -32,7 +32,12 @@ class any_loader final : public source {
  public:
   explicit any_loader(std::shared_ptr<loaders::pipeline_source> inner) : inner_(std::move(inner)) {}
   std::uint64_t size() const override { return inner_->size(); }
-  std::vector<field_spec> fields() const override { return inner_->fields(); }
+  /// The inner source's fields, a device_only one as a host field (the CPU oracle makes it).
+  std::vector<field_spec> fields() const override {
+    auto f = inner_->fields();
+    for (auto& x : f) x.device_only = false;
+    return f;
+  }
   void produce(sample& s) override { inner_->produce(s); }
 
  private:

@@ -174,11 +174,17 @@ void ladder::describe() {
     r_.planned_decode = host_steps_.front()->window(4096, 4096, probe).has_value() ||
                         host_steps_.front()->min_short_side(4096, 4096, probe) > 0;
   }
-  for (const auto& f : full_->fields()) r_.batch_bytes += f.bytes() * o_.loader.batch_size;
+  for (const auto& f : full_->fields())  // what a copy moves: not the fields made on the device
+    if (!f.device_only) r_.batch_bytes += f.bytes() * o_.loader.batch_size;
   // The host transforms in order, a fused host tail counting as one more.
   for (const auto& t : host_steps_) r_.transform_names.push_back(t->name());
-  const bool host_tail = piped_ && host_steps_.size() < p_.steps.steps().size() && !piped_->tail_params();
-  if (host_tail) r_.transform_names.push_back(p_.steps.device_tail().to_string() + " (fused)");
+  if (piped_ && piped_->tail_on_host()) {
+    auto before = p_.steps.steps();  // the tail: before a batch op and the steps on its floats
+    if (piped_->batch_op()) before.pop_back();
+    before.resize(before.size() - piped_->float_steps().steps().size());
+    r_.transform_names.push_back(loaders::pipeline(before).device_tail().to_string() + " (fused)");
+    for (const auto& t : piped_->float_steps().steps()) r_.transform_names.push_back(t->name());
+  }
 }
 
 /// Sleeps (no spinning: the workers need the cores) until the consumer stream's work is done.

@@ -15,7 +15,17 @@ void ladder::make_batches() {
   cpu_lo.stream.reset();
   cpu_lo.trace = false;
   cpu_lo.after_copy = nullptr;
-  loader l(source_for({cache_stage::finished, 0, pool_}), cpu_lo);
+  // The batches as the consumer gets them, made on the CPU: a pipeline whose steps, tail or batch
+  // op run on the device makes them here with every step on the host (the same bits).
+  std::shared_ptr<source> made = source_for({cache_stage::finished, 0, pool_});
+  if (piped_ && (piped_->augment_path() == loaders::augment_place::device || piped_->finishes_on_device() ||
+                 piped_->decode_path() != loaders::decode_place::host)) {
+    auto options = piped_->options();
+    options.decode = loaders::decode_place::host;
+    options.augment_on = loaders::augment_place::host;
+    made = make_pooled_source(std::make_shared<loaders::pipeline_source>(piped_->reader(), piped_->steps(), options), pool_);
+  }
+  loader l(made, cpu_lo);
   r_.workers = l.workers();
   store_.layout(l.fields(), o_.loader.batch_size);
   host_batches_ = host_buffer(store_.bytes * pool_batches(), gpu_);

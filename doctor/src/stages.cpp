@@ -213,7 +213,7 @@ class cached_reader final : public image_reader {
     const entry& e = slot.entry;
     if (!e.origin.empty()) s.set_origin(e.origin);
     for (std::size_t f = 1; f < e.fields.size() && f < s.field_count(); ++f)
-      if (!s.spec(f).variable && !s.spec(f).scratch)  // a reader writes neither (decoding on the device's own)
+      if (!s.spec(f).variable && !s.spec(f).scratch && !s.spec(f).device_only)  // a reader writes none of them
         std::memcpy(s.bytes(f).data(), e.fields[f].data(), std::min(e.fields[f].size(), s.bytes(f).size()));
     return e;
   }
@@ -282,7 +282,7 @@ class pooled_source final : public source {
       if (f.variable)
         throw pinfeed::invalid_argument("pooled source: field '" + f.name + "' of '" + base_->name() +
                                         "' is variable-size; samples with such fields are not pooled");
-    for (const auto& f : fields_) sample_bytes_ += f.bytes();
+    for (const auto& f : fields_) sample_bytes_ += f.device_only ? 0 : f.bytes();
     entries_.check_up_front(sample_bytes_);
   }
   std::uint64_t size() const override { return base_->size(); }
@@ -290,15 +290,22 @@ class pooled_source final : public source {
   std::string name() const override { return base_->name() + " (a pool of " + std::to_string(entries_.size()) + " finished samples)"; }
   std::vector<memory_use> memory() const override { return with_part(base_->memory(), pool_memory()); }
   void limit_memory(std::uint64_t bytes) override { base_->limit_memory(bytes - std::min(bytes, pool_memory().bytes)); }
+  // The base's batch work runs on the pooled samples as on its own: its device steps after the
+  // copy (from the jobs the pool kept), its batch op, and what it keeps on the device.
+  std::vector<memory_use> device_memory(std::size_t batch_size) const override { return base_->device_memory(batch_size); }
+  void on_loader(const device_choice& device) override { base_->on_loader(device); }
+  void finish_batch(const slot_view& slot) override { base_->finish_batch(slot); }
+  void before_copy(const slot_view& slot) override { base_->before_copy(slot); }
+  void after_copy(const slot_view& slot) override { base_->after_copy(slot); }
   [[nodiscard]] memory_use pool_memory() const {
     return {"sample cache (a pool of " + std::to_string(entries_.size()) + " finished samples)", sample_bytes_ * entries_.size()};
   }
   void produce(sample& s) override {
     auto& slot = entries_.get(s.index(), [&](entry& e, std::uint64_t p) {
       std::vector<std::byte*> buffers;
-      for (const auto& f : fields_) {
-        e.fields.emplace_back(f.bytes());
-        buffers.push_back(e.fields.back().data());
+      for (const auto& f : fields_) {  // a device_only field: made after the copy, nothing to keep
+        e.fields.emplace_back(f.device_only ? 0 : f.bytes());
+        buffers.push_back(f.device_only ? nullptr : e.fields.back().data());
       }
       sample first(p, s.epoch(), s.seed(), fields_, buffers, s.stats(), s.trace());
       base_->produce(first);
@@ -310,7 +317,8 @@ class pooled_source final : public source {
     if (slot.error) std::rethrow_exception(slot.error);
     const entry& e = slot.entry;
     if (!e.origin.empty()) s.set_origin(e.origin);
-    for (std::size_t f = 0; f < fields_.size(); ++f) std::memcpy(s.bytes(f).data(), e.fields[f].data(), e.fields[f].size());
+    for (std::size_t f = 0; f < fields_.size(); ++f)
+      if (!fields_[f].device_only) std::memcpy(s.bytes(f).data(), e.fields[f].data(), e.fields[f].size());
   }
 
  private:

@@ -26,10 +26,10 @@ std::optional<batch_mix> pipeline_source::split_batch_op(pipeline& steps) {
 
 void pipeline_source::plan_batch_op(const batch_mix& mix) {
   const std::string op = steps_.steps().back()->name();
-  if (consumer_tail_)
-    throw pinfeed::invalid_argument("pipeline_source: " + op + " mixes each batch before the consumer's device would run the colour/scale "
-                                    "tail (device_tail): run the tail on the host");
-  if (fields_[0].type != dtype::f32)
+  // With the tail left to the consumer, the batch op needs it run before it (on the device after
+  // the device path, else the constructor moves it to the host): it mixes the tail's floats.
+  const bool chw = host_tail_ || consumer_tail_;
+  if (!consumer_tail_ && fields_[0].type != dtype::f32)
     throw pinfeed::invalid_argument("pipeline_source: " + op + " mixes float32 images: put normalize or scale before it (the image is " +
                                     std::string(dtype_name(fields_[0].type)) + ")");
   std::size_t label = 0;
@@ -48,7 +48,7 @@ void pipeline_source::plan_batch_op(const batch_mix& mix) {
                                     "' does not say how many classes its labels count; give it as num_classes=N");
   const std::int64_t h = fields_[0].shape[host_tail_ ? 1 : 0], w = fields_[0].shape[host_tail_ ? 2 : 1];
   (void)ops::draw_mix(mix.recipe, 0, 0, 0, h, w);  // the image's sides, checked once here
-  batch_ = batch_op_plan{mix, label, classes, host_tail_ ? ops::mix_layout::chw : ops::mix_layout::hwc, f.type};
+  batch_ = batch_op_plan{mix, label, classes, chw ? ops::mix_layout::chw : ops::mix_layout::hwc, f.type};
   fields_[label] = field_spec{"label", dtype::f32, {classes}};
 }
 

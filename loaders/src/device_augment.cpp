@@ -23,8 +23,10 @@ struct device_augmenter::scratch {
   device_buffer spare, counts;
 };
 
-device_augmenter::device_augmenter(pipeline steps, std::size_t first_index, const image_spec& image, std::size_t jobs_field)
-    : steps_(std::move(steps)), first_(first_index), field_(jobs_field), image_(image), image_bytes_(image.bytes()) {
+device_augmenter::device_augmenter(pipeline steps, std::size_t first_index, const image_spec& image, std::size_t jobs_field,
+                                   std::size_t pixel_field)
+    : steps_(std::move(steps)), first_(first_index), field_(jobs_field), pixel_field_(pixel_field), image_(image),
+      image_bytes_(image.bytes()) {
   rounds_ = device_rounds_of(steps_.steps());
 }
 
@@ -80,7 +82,7 @@ void device_augmenter::after_copy(const slot_view& slot) {
   }
   const auto* host_jobs = reinterpret_cast<const ops::aug_job*>(slot.host[field_]);
   const auto* device_jobs = reinterpret_cast<const ops::aug_job*>(slot.device[field_]);
-  ops::augment_batch_device(device_jobs, host_jobs, slot.count, rounds_, reinterpret_cast<std::uint8_t*>(slot.device[0]),
+  ops::augment_batch_device(device_jobs, host_jobs, slot.count, rounds_, reinterpret_cast<std::uint8_t*>(slot.device[pixel_field_]),
                             reinterpret_cast<std::uint8_t*>(sc->spare.data()), slot.count * image_bytes_, sc->counts.data(),
                             sc->counts.size(), slot.stream);
 }
@@ -88,6 +90,59 @@ void device_augmenter::after_copy(const slot_view& slot) {
 std::vector<memory_use> device_augmenter::device_memory(std::size_t batch_size) const {
   return {{"device augmentation scratch (a second image field, the counts)",
            batch_size * image_bytes_ + ops::aug_scratch_bytes(batch_size)}};
+}
+
+float_tail::float_tail(pipeline steps, std::size_t first_index, const image_spec& image)
+    : steps_(std::move(steps)), first_(first_index), rounds_(device_rounds_of(steps_.steps())), image_(image),
+      floats_(static_cast<std::uint64_t>(image.height * image.width * image.channels)) {}
+
+std::size_t float_tail::trailing(const pipeline& steps, const image_spec& in) {
+  const auto& all = steps.steps();
+  std::vector<image_spec> specs{in};  // specs[k]: what step k takes
+  for (const auto& s : all) specs.push_back(s->output_spec(specs.back()));
+  std::size_t k = all.size();
+  const auto same = [](const image_spec& a, const image_spec& b) {
+    return a.height == b.height && a.width == b.width && a.channels == b.channels && a.type == b.type;
+  };
+  while (k > 0 && specs[k - 1].type == dtype::f32 && specs[k - 1].channels == 3 && all[k - 1]->device_rounds() > 0 &&
+         same(specs[k], specs[k - 1]) && all[k - 1]->device_jobs(specs[k - 1], philox_stream(0, 0, 0, 100)).has_value())
+    --k;
+  if (k == all.size()) return 0;
+  const pipeline rest(std::vector<std::shared_ptr<transform>>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k)));
+  return !rest.device_tail().empty() && fused_tail(rest) ? all.size() - k : 0;
+}
+
+field_spec float_tail::jobs_field() const {
+  return {"tail_jobs", dtype::u8, {static_cast<std::int64_t>(rounds_ * sizeof(ops::aug_job))}, false, true};
+}
+
+std::vector<ops::aug_job> float_tail::jobs_of(sample& s) const {
+  return device_jobs_of(steps_.steps(), image_, [&](std::size_t k) { return s.rng(100 + static_cast<std::uint32_t>(first_ + k)); });
+}
+
+void float_tail::run_host(sample& s, float* chw) const {
+  for (const ops::aug_job& j : jobs_of(s)) ops::erase_float_host(&j, 1, chw, floats_, ops::mix_layout::chw);
+}
+
+void float_tail::write_jobs(sample& s) const {
+  const auto jobs = jobs_of(s);
+  std::memcpy(s.bytes(field_).data(), jobs.data(), jobs.size() * sizeof(ops::aug_job));
+}
+
+void float_tail::before_copy(const slot_view& slot) const {
+  auto& tmp = pinfeed::detail::thread_scratch<std::vector<ops::aug_job>, struct float_tail_jobs>();
+  tmp.resize(slot.count * rounds_);
+  auto* field = reinterpret_cast<ops::aug_job*>(slot.host[field_]);
+  ops::round_major_jobs(field, slot.count, rounds_, floats_, tmp.data());  // offsets in floats
+  std::memcpy(field, tmp.data(), tmp.size() * sizeof(ops::aug_job));
+}
+
+void float_tail::after_copy(const slot_view& slot, std::size_t image_field) const {
+  const auto* host_jobs = reinterpret_cast<const ops::aug_job*>(slot.host[field_]);
+  const auto* device_jobs = reinterpret_cast<const ops::aug_job*>(slot.device[field_]);
+  for (std::size_t r = 0; r < rounds_; ++r)
+    ops::erase_float_device(device_jobs + r * slot.count, host_jobs + r * slot.count, slot.count,
+                            reinterpret_cast<float*>(slot.device[image_field]), slot.count * floats_, ops::mix_layout::chw, slot.stream);
 }
 
 }  // namespace pinfeed::loaders::detail
@@ -144,10 +199,12 @@ std::vector<memory_use> pipeline_source::device_memory(std::size_t batch_size) c
 }
 
 void pipeline_source::write_device_jobs(sample& s) const {
-  if (!augmenter_) return;
+  const bool tail_jobs = device_finish_ && float_tail_;
+  if (!augmenter_ && !tail_jobs) return;
   stage_timer timer(stage::transform, s.stats(), s.trace(), s.index());
   try {
-    augmenter_->write_jobs(s);
+    if (augmenter_) augmenter_->write_jobs(s);
+    if (tail_jobs) float_tail_->write_jobs(s);
   } catch (...) {
     rethrow_as_sample_error(s.index(), "transform (the device's jobs)", s.origin());
   }
@@ -169,8 +226,9 @@ void pipeline_source::choose_augment_path() {
     } catch (const std::invalid_argument&) {  // sizes that vary after them (a resize of varied images)
       mid = image_spec{};
     }
-    if (host_tail_) augment_refusal_ = "the colour/scale tail is fused on the host (leave it to the consumer: device_tail)";
-    else if (batch_) augment_refusal_ = "the batch op " + steps_.steps().back()->name() + " mixes the host's normalized floats";
+    // A tail the host would fuse, or a batch op after it, runs on the device after the steps there.
+    if (batch_ && !finishable())
+      augment_refusal_ = "the batch op " + steps_.steps().back()->name() + " mixes floats no fused tail makes on the device";
     else if (mid.type != dtype::u8 || !mid.fixed())
       augment_refusal_ = "the steps before them (" + prefix.to_string() + ") give " + detail::shape_text(mid) +
                          ", not uint8 images of one size";
@@ -189,8 +247,9 @@ void pipeline_source::choose_augment_path() {
     moved = false;
   }
   if (!moved) return;
+  if (needs_finish()) finish_on_device();
   const std::size_t field = fields_.size();
-  augmenter_ = std::make_unique<detail::device_augmenter>(after_decode_, split, mid, field);
+  augmenter_ = std::make_unique<detail::device_augmenter>(after_decode_, split, mid, field, pixel_field_);
   fields_.push_back(detail::device_augmenter::jobs_field(augmenter_->rounds()));
 }
 

@@ -82,8 +82,8 @@ double thread_cpu_ms() {
 
 }  // namespace
 
-hybrid_decoder::hybrid_decoder(std::size_t first_field, std::size_t image_bytes, std::uint64_t bytes_per_sample, bool files)
-    : plan_(first_field), image_bytes_(image_bytes), bytes_per_sample_(bytes_per_sample), files_(files) {}
+hybrid_decoder::hybrid_decoder(std::size_t first_field, std::size_t image_bytes, std::uint64_t bytes_per_sample, bool files, std::size_t pixel_field)
+    : plan_(first_field), image_bytes_(image_bytes), bytes_per_sample_(bytes_per_sample), files_(files), pixel_field_(pixel_field) {}
 
 hybrid_decoder::~hybrid_decoder() = default;
 
@@ -100,12 +100,11 @@ std::vector<field_spec> hybrid_decoder::fields(std::uint64_t bytes_per_sample, b
   return f;
 }
 
-std::string hybrid_decoder::refusal(const pipeline& steps, const image_reader& reader, bool tail_on_host) {
+std::string hybrid_decoder::refusal(const pipeline& steps, const image_reader& reader) {
   if (!reader.stores_encoded()) return "the reader '" + reader.name() + "' does not read encoded files";
   if (reader.decoding().fast_dct) return "the reader decodes with fast_dct, which the device does not";
   if (reader.decoding().apply_exif_orientation)
     return "the reader applies EXIF orientation (apply_exif_orientation), which the device path does not";
-  if (tail_on_host) return "the colour/scale tail is fused on the host (ask for it on the device: device_tail)";
   if (steps.empty()) return "the pipeline has no steps: the device path needs a first step that decodes a window";
   const auto& all = steps.steps();
   if (!all.front()->window(4096, 4096, philox_stream(0, 0, 0, 100)))
@@ -185,7 +184,7 @@ void hybrid_decoder::before_copy(const slot_view& slot) const {
     plan_record rec;
     std::memcpy(&rec, region + j * kPlanBytes, sizeof rec);
     if (rec.device == 0) continue;
-    rec.job.out_offset = j * image_bytes_;  // the sample's place in the image field
+    rec.job.out_offset = j * image_bytes_;  // the sample's place in the pixel field
     if (rec.device == 2) {  // a whole file for nvJPEG: its window read from its RGB image, rows apart
       const file_entry e{rec.file_first, rec.file_size, rec.image.width, rec.image.height, full_bytes, rec.index};
       rec.job.in_offset = full_bytes + (std::uint64_t{rec.image.crop_y} * rec.image.width + rec.image.crop_x) * 3;
@@ -250,7 +249,7 @@ void hybrid_decoder::after_copy(const slot_view& slot) {
   };
   const auto* host_jobs = reinterpret_cast<const ops::resize_job*>(slot.host[plan_] + jobs_at(h.images));
   const auto* device_jobs = reinterpret_cast<const ops::resize_job*>(slot.device[plan_] + jobs_at(h.images));
-  auto* out = reinterpret_cast<std::uint8_t*>(slot.device[0]);
+  auto* out = reinterpret_cast<std::uint8_t*>(slot.device[pixel_field_]);
   if (h.files > 0) {  // nvJPEG's whole images, then their windows resized and flipped
     fit(sc.full, h.full_bytes);
     decode_files(slot, sc, h.files, h.full_bytes, slot.host[plan_] + files_at(h.images, h.files));
@@ -330,7 +329,7 @@ std::string decode_probe::to_string() const {
 decode_probe probe_decode_paths(const std::shared_ptr<image_reader>& reader, const pipeline& steps,
                                 std::span<const std::uint64_t> indices, std::uint64_t bytes_per_sample) {
   if (!reader) throw pinfeed::invalid_argument("probe_decode_paths: reader is null");
-  if (const std::string why = detail::hybrid_decoder::refusal(steps, *reader, false); !why.empty())
+  if (const std::string why = detail::hybrid_decoder::refusal(steps, *reader); !why.empty())
     throw pinfeed::invalid_argument("probe_decode_paths: " + why);
   std::vector<field_spec> fields{{"image", dtype::u8, {1}}};
   for (auto& f : reader->extra_fields()) fields.push_back(f);
@@ -381,8 +380,9 @@ decode_probe probe_decode_paths(const std::shared_ptr<image_reader>& reader, con
 }
 
 void pipeline_source::choose_decode_path() {
-  device_refusal_ = detail::hybrid_decoder::refusal(host_, *reader_, host_tail_.has_value());
-  if (device_refusal_.empty() && batch_)
+  // A tail the host would fuse, or a batch op after it, runs on the device after the decode there.
+  device_refusal_ = detail::hybrid_decoder::refusal(host_, *reader_);
+  if (device_refusal_.empty() && batch_ && !finishable())
     device_refusal_ = "the batch op " + steps_.steps().back()->name() + " mixes the batches the host's steps make";
   place_ = options_.decode;
   if (place_ == decode_place::automatic) {
@@ -393,10 +393,12 @@ void pipeline_source::choose_decode_path() {
   if (!device_refusal_.empty())
     throw pinfeed::invalid_argument("pipeline_source: JPEGs cannot be decoded on the device: " + device_refusal_);
   decoding_ = reader_->decoding();
+  if (needs_finish()) finish_on_device();
   const std::size_t first = fields_.size();
   const bool files = place_ == decode_place::device_inexact;
   for (auto& f : detail::hybrid_decoder::fields(options_.device_bytes_per_sample, files)) fields_.push_back(std::move(f));
-  hybrid_ = std::make_unique<detail::hybrid_decoder>(first, fields_[0].bytes(), options_.device_bytes_per_sample, files);
+  hybrid_ = std::make_unique<detail::hybrid_decoder>(first, fields_[pixel_field_].bytes(), options_.device_bytes_per_sample, files,
+                                                     pixel_field_);
 }
 
 decode_counts pipeline_source::decoded() const {
@@ -429,11 +431,19 @@ void pipeline_source::on_loader(const device_choice& device) {
 void pipeline_source::before_copy(const slot_view& slot) {
   if (hybrid_) hybrid_->before_copy(slot);
   if (augmenter_) augmenter_->before_copy(slot);
+  if (device_finish_ && float_tail_) float_tail_->before_copy(slot);
 }
 
 void pipeline_source::after_copy(const slot_view& slot) {
   if (hybrid_) hybrid_->after_copy(slot);
   if (augmenter_) augmenter_->after_copy(slot);  // on the decoded (or copied) pixels, on the same stream
+  if (device_finish_) {  // the fused tail: the pixels to the image field's float CHW
+    const auto& px = fields_[pixel_field_].shape;
+    const ops::image_batch_shape shape{slot.count, static_cast<std::size_t>(px[0]), static_cast<std::size_t>(px[1])};
+    ops::normalize_hwc_to_chw_device({reinterpret_cast<const std::uint8_t*>(slot.device[pixel_field_]), slot.device[0], shape},
+                                     *device_finish_, slot.stream);
+    if (float_tail_) float_tail_->after_copy(slot, 0);  // erasing on the tail's floats
+  }
   if (batch_) mix_batch(slot, true);  // on the copy stream, after the copy: the consumer's side
 }
 

@@ -34,15 +34,17 @@ enum class host_reason : std::uint8_t {
 
 class hybrid_decoder {
  public:
-  /// `image_bytes`: one sample's image field; `first_field`: the index of jpeg_plan (the other
-  /// three follow it, and jpeg_files after them where `files`: decode_place::device_inexact).
-  hybrid_decoder(std::size_t first_field, std::size_t image_bytes, std::uint64_t bytes_per_sample, bool files = false);
+  /// `image_bytes`: one sample's pixels in field `pixel_field` (the image field, or the pixels the
+  /// source's device tail reads); `first_field`: the index of jpeg_plan (the other three follow
+  /// it, and jpeg_files after them where `files`: decode_place::device_inexact).
+  hybrid_decoder(std::size_t first_field, std::size_t image_bytes, std::uint64_t bytes_per_sample, bool files = false,
+                 std::size_t pixel_field = 0);
   ~hybrid_decoder();
 
   /// The fields it adds to the batch (with jpeg_files where `files`).
   [[nodiscard]] static std::vector<field_spec> fields(std::uint64_t bytes_per_sample, bool files = false);
   /// Why the device path cannot take `steps` over `reader` (empty: it can).
-  [[nodiscard]] static std::string refusal(const pipeline& steps, const image_reader& reader, bool tail_on_host);
+  [[nodiscard]] static std::string refusal(const pipeline& steps, const image_reader& reader);
 
   /// Sample s (its stored bytes `bytes`, from `origin`): packed into the slot for the device, or
   /// false (counted, and s's plan record says host) when the host must decode it. Throws
@@ -76,6 +78,7 @@ class hybrid_decoder {
   std::size_t plan_, image_bytes_;
   std::uint64_t bytes_per_sample_;
   bool files_ = false;
+  std::size_t pixel_field_ = 0;
   std::atomic<std::uint64_t> device_{0}, inexact_{0};
   std::atomic<std::uint64_t> host_fallbacks_{0};  ///< nvJPEG's files it refused alone, decoded on the host then
   std::atomic<std::uint64_t> not_walked_{0};  ///< files kept from nvJPEG: their entropy-coded data does not decode

@@ -24,26 +24,6 @@
 
 namespace pinfeed::loaders {
 
-std::optional<ops::normalize_params> fused_tail(const pipeline& p) {
-  ops::normalize_params params;
-  params.scale = 1.0f;
-  int stage = 0;  // the order the fused op applies them: ycbcr, then scale, then normalize
-  const pipeline tail = p.device_tail();
-  for (const auto& t : tail.steps()) {
-    const pointwise_step step = *t->pointwise();
-    const int at = step.which == pointwise_step::kind::ycbcr ? 1 : step.which == pointwise_step::kind::scale ? 2 : 3;
-    if (at <= stage) return std::nullopt;  // repeated or out of order: not one fused op
-    stage = at;
-    if (at == 1) params.ycbcr = true;
-    if (at == 2) params.scale = step.factor;
-    if (at == 3) {
-      params.mean = step.mean;
-      params.std = step.std;
-    }
-  }
-  return params;
-}
-
 namespace {
 image_spec decode_planned(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& options,
                           const decode_planner& plan, const std::string& what, bool& window_only, decode_report& report) {
@@ -244,6 +224,7 @@ pipeline_source::pipeline_source(std::shared_ptr<image_reader> reader, pipeline 
     throw pinfeed::invalid_argument("pipeline_source: images of '" + reader_->name() +
                                 "' vary in size: give a pipeline that ends in a fixed size (a crop)");
   if (!steps.empty()) (void)steps.output_spec(in);  // validates every step
+  split_float_tail(steps, in);  // random_erasing after normalize: after the fused tail, on its CHW floats
   const auto tail = fused_tail(steps);
   if (!steps.device_tail().empty() && tail) {
     host_ = steps.host_part();
@@ -260,9 +241,18 @@ pipeline_source::pipeline_source(std::shared_ptr<image_reader> reader, pipeline 
   }
   fields_.push_back(image);
   for (auto& f : reader_->extra_fields()) fields_.push_back(f);
-  reader_fields_ = fields_;
   if (mix) plan_batch_op(*mix);
-  choose_augment_path();  // (which resolves the decode path too)
+  choose_augment_path();  // (which resolves the decode path too, and where the tail runs)
+  if ((batch_ || float_tail_) && consumer_tail_) {  // they take the tail's floats: it cannot be left to the consumer
+    require_tail_input();
+    const std::int64_t h = fields_[0].shape[0], w = fields_[0].shape[1];
+    host_tail_ = consumer_tail_;
+    consumer_tail_.reset();
+    fields_[0] = field_spec{"image", dtype::f32, {3, h, w}};
+  }
+  // What the reader and the steps see: every field, the label as the reader writes it.
+  reader_fields_ = fields_;
+  if (batch_) reader_fields_[batch_->label_field] = field_spec{"label", batch_->label_type, {}};
   validate_fields(fields_);
 }
 
@@ -270,6 +260,8 @@ std::string pipeline_source::name() const {
   std::string s = reader_->name() + " -> " + (host_.empty() ? std::string("(no host steps)") : host_.to_string());
   if (augmenter_) s += " -> on the device: " + augmenter_->steps().to_string();
   if (host_tail_) s += " -> fused tail (host, CHW float)";
+  if (device_finish_) s += " -> fused tail (device, CHW float)";
+  if (float_tail_) s += " -> " + float_tail_->steps().to_string();
   if (consumer_tail_) s += " -> tail on the consumer's device";
   return s;
 }
@@ -340,13 +332,12 @@ void pipeline_source::produce_one(sample& out, std::uint64_t index) {
   // Per-thread scratch is safe: the only TBB wait inside (the fused tail's pinfeed::parallel_for)
   // is isolated, so no other sample runs on this thread before this one is done.
   auto& t = pinfeed::detail::thread_scratch<scratch, struct pipeline_scratch>();
-  // The stand-in sample keeps the output's buffers but reads index `index` with its own stream.
-  // With a batch op the reader writes its class index aside, and the sample's row of soft labels
-  // is that class's one-hot row (the batch op mixes the rows).
+  // The stand-in sample keeps the output's buffers but reads index `index` with its own stream. A
+  // batch op's reader writes its class index aside; the soft labels' row is its one-hot row.
   t.buffers.resize(fields_.size());
-  for (std::size_t i = 0; i < fields_.size(); ++i) t.buffers[i] = fields_[i].variable ? nullptr : out.bytes(i).data();
-  if (batch_) t.buffers[batch_->label_field] = t.label;
-  sample s(index, out.epoch(), out.seed(), batch_ ? reader_fields_ : fields_, t.buffers, out.stats(), out.trace());
+  for (std::size_t i = 0; i < fields_.size(); ++i)
+    t.buffers[i] = batch_ && i == batch_->label_field ? t.label : fields_[i].variable ? nullptr : out.bytes(i).data();
+  sample s(index, out.epoch(), out.seed(), reader_fields_, t.buffers, out.stats(), out.trace());
   s.share_place(out);  // readers that fetch ahead follow the epoch's order from here
   if (hybrid_) {  // the stored bytes first: packed for the device, else decoded here
     std::span<const std::byte> stored;
@@ -363,11 +354,12 @@ void pipeline_source::produce_one(sample& out, std::uint64_t index) {
       stage_timer timer(stage::decode, s.stats(), s.trace(), index);
       return hybrid_->pack(s, stored, host_, decoding_);
     }();
-    if (!packed) {  // (a batch op takes no device decode: no soft label here)
+    if (!packed) {
       host_decodes_->fetch_add(1, std::memory_order_relaxed);
       const read_result r = reader_->decode_stored(s, stored, t.a, planner(s));
       run_steps(s, image_view{const_cast<std::byte*>(r.data != nullptr ? r.data : t.a.data()), r.spec}, r.window_only, t.a, t.b);
     }
+    if (batch_) write_soft_label(out, index, t.label, s.origin());
     return write_device_jobs(s);
   }
   if (reader_->stores_encoded()) host_decodes_->fetch_add(1, std::memory_order_relaxed);
@@ -396,7 +388,7 @@ void pipeline_source::run_steps(sample& s, image_view cur, bool window_only, std
                                 std::vector<std::byte>& b) {
   stage_timer timer(stage::transform, s.stats(), s.trace(), s.index());
   const auto& steps = host_.steps();
-  std::byte* slot_image = s.bytes(0).data();
+  std::byte* slot_image = s.bytes(pixel_field_).data();
   const auto same = [](const image_spec& x, const image_spec& y) {
     return x.height == y.height && x.width == y.width && x.channels == y.channels && x.type == y.type;
   };
@@ -439,8 +431,15 @@ void pipeline_source::run_steps(sample& s, image_view cur, bool window_only, std
   if (host_tail_) {
     const ops::image_batch_shape one{1, static_cast<std::size_t>(cur.spec.height), static_cast<std::size_t>(cur.spec.width)};
     ops::normalize_hwc_to_chw_host({cur.as<std::uint8_t>(), slot_image, one}, *host_tail_);
+    if (float_tail_) {
+      try {
+        float_tail_->run_host(s, reinterpret_cast<float*>(slot_image));
+      } catch (...) {
+        rethrow_as_sample_error(s.index(), "transform " + float_tail_->steps().to_string(), s.origin());
+      }
+    }
   } else if (steps.empty()) {
-    if (cur.spec.bytes() != fields_[0].bytes())
+    if (cur.spec.bytes() != fields_[pixel_field_].bytes())
       throw sample_error(s.index(), "read", s.origin(), "image size differs from the declared shape");
     std::memcpy(slot_image, cur.data, cur.spec.bytes());
   }

@@ -50,6 +50,13 @@ void augment_batch_device(const aug_job*, const aug_job* host_jobs, std::size_t 
   no_gpu("augment_batch_device");
 }
 
+void erase_float_device(const aug_job*, const aug_job* host_jobs, std::size_t samples, float* images, std::uint64_t floats,
+                        mix_layout, cudaStream_t) {
+  detail::check_erase_float_jobs(host_jobs, samples, images, floats);
+  if (samples == 0) return;
+  no_gpu("erase_float_device");
+}
+
 void resize_bilinear_u8_device(const resize_job*, const resize_job* host_jobs, std::size_t count, const std::uint8_t*, std::uint64_t in_bytes,
                                std::uint8_t*, std::uint64_t out_bytes, cudaStream_t) {
   check_resize_jobs(host_jobs, count, in_bytes, out_bytes);

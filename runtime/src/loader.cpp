@@ -128,9 +128,10 @@ const loader_options& loader::options() const noexcept { return impl_->core->opt
 device_choice loader::device() const noexcept { return impl_->core->dev; }
 cudaStream_t loader::stream() const noexcept { return impl_->core->consumer_stream; }
 std::size_t loader::slots() const noexcept { return impl_->core->ring.size(); }
-std::size_t loader::slot_bytes() const noexcept { return impl_->core->slot_bytes; }
+std::size_t loader::slot_bytes() const noexcept { return impl_->core->host_slot_bytes; }
+std::size_t loader::device_slot_bytes() const noexcept { return impl_->core->dev.is_cuda() ? impl_->core->slot_bytes : 0; }
 std::size_t loader::host_bytes() const noexcept { return impl_->core->allocated_bytes(); }
-std::size_t loader::device_bytes() const noexcept { return impl_->core->dev.is_cuda() ? host_bytes() : 0; }
+std::size_t loader::device_bytes() const noexcept { return impl_->core->allocated() * device_slot_bytes(); }
 std::size_t loader::workers() const noexcept {
   return impl_->pool->workers();
 }

@@ -55,6 +55,8 @@ void validate_fields(std::span<const field_spec> fields) {
       if (f.shape[d] <= 0)
         throw pinfeed::invalid_argument("field '" + f.name + "' has extent " + std::to_string(f.shape[d]) +
                                     " in dimension " + std::to_string(d) + " (must be positive)");
+    if (f.variable && f.device_only)
+      throw pinfeed::invalid_argument("field '" + f.name + "' is both variable-size and device_only: a field made on the device has a fixed size");
     if (f.variable && f.shape.size() != 1)
       throw pinfeed::invalid_argument("variable-size field '" + f.name + "' has " + std::to_string(f.shape.size()) +
                                       " dimensions; it must have one (the most elements a sample holds)");

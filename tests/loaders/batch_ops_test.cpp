@@ -96,11 +96,13 @@ TEST_CASE("batch_ops.refused_at_construction_naming_the_field_or_the_value") {
   CHECK(given->fields()[1].name == "label");
   CHECK(given->fields()[1].type == dtype::f32);
   CHECK(given->fields()[1].shape == std::vector<std::int64_t>{6});
-  // The folder says 3 classes; such a pipeline decodes on the host, and says why not on the device.
+  // The folder says 3 classes; such a pipeline decodes on the host (decode host, the default), and
+  // on the device it could: the tail and the op then run there.
   const auto folder = std::make_shared<pipeline_source>(reader, parse_pipeline("rrc(16)," + norm + ",cutmix(1)"));
   CHECK(folder->batch_op()->classes == 3);
   CHECK(folder->decode_path() == decode_place::host);
-  CHECK_FALSE(folder->device_refusal().empty());
+  CHECK(folder->device_refusal().empty());
+  CHECK_FALSE(folder->finishes_on_device());
   // A label past the classes fails its batch, naming the sample and the label.
   const auto small = std::make_shared<pipeline_source>(reader, parse_pipeline("rrc(16)," + norm + ",mixup(1,num_classes=2)"));
   loader l(small, pinfeed::test::cpu_loader(6, 1, 1));

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,19 @@ std::string refusal_of(const test::hybrid_folder& f, decode_place d, const std::
   }
   return "accepted";
 }
+
+/// A CPU loader's batch as the copy hooks see it: its fields as the host slot, no device.
+struct hook_slot {
+  std::vector<std::byte*> fields;
+  std::vector<const std::uint64_t*> extents;
+  std::vector<std::uint64_t> used;
+  explicit hook_slot(const batch& b) : fields(b.field_count()), extents(b.field_count(), nullptr), used(b.field_count(), 0) {
+    for (std::size_t i = 0; i < fields.size(); ++i) fields[i] = static_cast<std::byte*>(b.field(i).data);
+  }
+  [[nodiscard]] slot_view view(std::span<const field_spec> specs, const batch& b, std::uint64_t seed) const {
+    return {specs, fields, {}, extents, used, b.size(), b.index(), nullptr, -1, seed, b.epoch()};
+  }
+};
 
 }  // namespace
 
@@ -83,12 +97,9 @@ TEST_CASE("device_augment.pipelines_it_cannot_take_are_refused_by_name") {
         "pipeline_source: augment_on device: step gaussian_blur(3,0.8) has no device form");
   CHECK(refusal_of(f, decode_place::host, "center_crop(16),invert,grayscale(1)", augment_place::device) ==
         "pipeline_source: augment_on device: step grayscale(1) changes the image's shape, which the device's steps keep");
-  CHECK(refusal_of(f, decode_place::host, "center_crop(16),invert,normalize(0.5,0.5,0.5,0.2,0.2,0.2)", augment_place::device,
-                   false) ==
-        "pipeline_source: augment_on device: the colour/scale tail is fused on the host (leave it to the consumer: device_tail)");
-  CHECK(refusal_of(f, decode_place::host, "center_crop(16),invert,normalize(0.5,0.5,0.5,0.2,0.2,0.2),mixup(0.2,num_classes=12)",
-                   augment_place::device, false)
-            .find("augment_on device: the ") != std::string::npos);
+  // A batch op after a tail no fused op expresses (two scales): nothing makes its floats on the device.
+  CHECK(refusal_of(f, decode_place::host, "center_crop(16),invert,scale,scale,mixup(0.2,num_classes=12)", augment_place::device, false) ==
+        "pipeline_source: augment_on device: the batch op mixup(0.2,num_classes=12) mixes floats no fused tail makes on the device");
   // The tail left to the consumer stays after the device's steps.
   const auto tail = f.source(decode_place::host, "center_crop(16),invert,normalize(0.5,0.5,0.5,0.2,0.2,0.2)", augment_place::device);
   CHECK(tail->device_steps().to_string() == "invert");
@@ -125,12 +136,9 @@ TEST_CASE("device_augment.jobs_drawn_on_the_workers_give_the_host_pipelines_pixe
     while (auto want = host.next()) {
       auto got = dev.next();
       REQUIRE(got.has_value());
-      const std::size_t n = got->field_count();
-      std::vector<std::byte*> fields(n);
-      for (std::size_t i = 0; i < n; ++i) fields[i] = static_cast<std::byte*>(got->field(i).data);
-      std::vector<const std::uint64_t*> extents(n, nullptr);
-      std::vector<std::uint64_t> used(n, 0);
-      inner->before_copy(slot_view{specs, fields, {}, extents, used, got->size(), got->index(), nullptr, -1});
+      const hook_slot slot(*got);
+      const auto& fields = slot.fields;
+      inner->before_copy(slot.view(specs, *got, 11));
       const auto image = got->field("image");
       std::vector<std::uint8_t> spare(image.bytes());
       auto* px = static_cast<std::uint8_t*>(image.data);
@@ -198,4 +206,134 @@ TEST_CASE("device_augment.erasing_jobs_on_float_images_give_the_steps_pixels_in_
   std::vector<float> img(48);
   CHECK_THROWS_WITH_AS(ops::erase_float_host(&warp, 1, img.data(), 48, ops::mix_layout::hwc),
                        "erase job of sample 0: a warp job, where float images take erase or copy", pinfeed::invalid_argument);
+}
+
+TEST_CASE("device_augment.the_tail_and_the_batch_op_run_on_the_device_after_its_steps") {
+  const test::hybrid_folder f;
+  // The float CHW images the host's fused tail would make: made on the device from the copied
+  // pixels (device_only), and the batch op after them there too.
+  const auto owed = f.source(decode_place::host, "center_crop(16),invert,normalize(0.5,0.5,0.5,0.2,0.2,0.2)", augment_place::device, false);
+  CHECK(owed->finishes_on_device());
+  CHECK_FALSE(owed->tail_on_host());
+  CHECK_FALSE(owed->tail_params().has_value());
+  REQUIRE(owed->device_tail_params().has_value());
+  CHECK(owed->device_tail_params()->std[0] == 0.2f);
+  CHECK(owed->name().find("-> on the device: invert -> fused tail (device, CHW float)") != std::string::npos);
+  const auto fields = owed->fields();
+  REQUIRE(fields.size() == 4);  // image, label, pixels, aug_jobs
+  CHECK((fields[0].name == "image" && fields[0].device_only && fields[0].type == dtype::f32 &&
+         fields[0].shape == std::vector<std::int64_t>{3, 16, 16}));
+  CHECK((fields[2].name == "pixels" && fields[2].scratch && !fields[2].device_only && fields[2].type == dtype::u8 &&
+         fields[2].shape == std::vector<std::int64_t>{16, 16, 3}));
+  CHECK(fields[3].name == "aug_jobs");
+  // A CPU loader is refused: the image is made on the GPU.
+  CHECK_THROWS_AS((void)loader(owed, test::cpu_loader(4, 1, 11)), pinfeed::invalid_argument);
+  // The tail left to the consumer, with a batch op: run on the device before the op.
+  const auto mixed = f.source(decode_place::host, "center_crop(16),invert,normalize(0.5,0.5,0.5,0.2,0.2,0.2),mixup(0.2,num_classes=12)",
+                              augment_place::device, true);
+  CHECK(mixed->finishes_on_device());
+  REQUIRE(mixed->batch_op().has_value());
+  CHECK(mixed->batch_op()->layout == ops::mix_layout::chw);
+  // ... and on the host where the steps stay there: the tail cannot be left to the consumer.
+  const auto host = f.source(decode_place::host, "center_crop(16),invert,normalize(0.5,0.5,0.5,0.2,0.2,0.2),mixup(0.2,num_classes=12)",
+                             augment_place::host, true);
+  CHECK_FALSE(host->finishes_on_device());
+  CHECK(host->tail_on_host());
+  CHECK(host->fields()[0].shape == std::vector<std::int64_t>{3, 16, 16});
+  // No tail owed and no batch op: the consumer's tail, as before.
+  const auto consumer = f.source(decode_place::host, "center_crop(16),invert,normalize(0.5,0.5,0.5,0.2,0.2,0.2)", augment_place::device, true);
+  CHECK_FALSE(consumer->finishes_on_device());
+  CHECK(consumer->tail_params().has_value());
+}
+
+TEST_CASE("device_augment.a_cpu_oracle_of_the_device_tail_and_batch_op_gives_the_host_pipelines_batches") {
+  // The slot a CPU loader fills on the device path (pixels, jobs), put in rounds as before the
+  // copy, then what after_copy runs, by the host twins: the jobs, the fused tail into the image
+  // field, the batch op (finish_batch on the host slot). Its checksum lines must be the host
+  // pipeline's: the same images and soft labels, bit for bit.
+  const test::hybrid_folder f;
+  int compared = 0;
+  for (const auto& [steps, device_tail] : std::vector<std::pair<const char*, bool>>{
+           {"random_resized_crop(16),hflip,trivial_augment,normalize(0.485,0.456,0.406,0.229,0.224,0.225)", false},
+           {"random_resized_crop(16),rand_augment(2,9),random_erasing(0.8,value=random),scale,mixup_cutmix(0.8,1,num_classes=12)", true},
+           {"random_resized_crop(16),equalize,ycbcr,normalize(0.5,0.4,0.3,0.2,0.25,0.3),cutmix(0.7,num_classes=12)", false},
+           {"random_resized_crop(16),trivial_augment,normalize(0.485,0.456,0.406,0.229,0.224,0.225),random_erasing(0.9,value=random),"
+            "random_erasing(0.9,0.1,0.2,value=3)",
+            true}}) {
+    CAPTURE(steps);
+    loader host(f.source(decode_place::host, steps, augment_place::host, device_tail), test::cpu_loader(4, 2, 11));
+    const auto inner = f.source(decode_place::host, steps, augment_place::device, device_tail);
+    REQUIRE(inner->finishes_on_device());
+    loader dev(std::make_shared<test::any_loader>(inner), test::cpu_loader(4, 2, 11));
+    const auto specs = dev.fields();
+    std::size_t pixels = 0, jobs = 0, tail_jobs = 0;
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      if (specs[i].name == "pixels") pixels = i;
+      if (specs[i].name == "aug_jobs") jobs = i;
+      if (specs[i].name == "tail_jobs") tail_jobs = i;
+    }
+    CHECK((tail_jobs > 0) == !inner->float_steps().empty());
+    REQUIRE((pixels > 0 && jobs > 0));
+    const std::size_t rounds = specs[jobs].bytes() / sizeof(ops::aug_job);
+    while (auto want = host.next()) {
+      auto got = dev.next();
+      REQUIRE(got.has_value());
+      const hook_slot slot(*got);
+      const auto& fields = slot.fields;
+      const slot_view view = slot.view(specs, *got, 11);
+      inner->before_copy(view);
+      const auto px = got->field(pixels);
+      auto* p = static_cast<std::uint8_t*>(px.data);
+      std::vector<std::uint8_t> spare(px.bytes());
+      ops::augment_batch_host(reinterpret_cast<const ops::aug_job*>(fields[jobs]), got->size(), rounds, p, spare.data(), px.bytes());
+      ops::normalize_hwc_to_chw_host({p, fields[0], {got->size(), 16, 16}}, *inner->device_tail_params());
+      if (tail_jobs > 0)  // erasing on the tail's floats, round by round
+        for (std::size_t r = 0; r < specs[tail_jobs].bytes() / sizeof(ops::aug_job); ++r)
+          ops::erase_float_host(reinterpret_cast<const ops::aug_job*>(fields[tail_jobs]) + r * got->size(), got->size(),
+                                reinterpret_cast<float*>(fields[0]), got->size() * 3 * 16 * 16, ops::mix_layout::chw);
+      inner->finish_batch(view);  // the batch op, on the host slot
+      CHECK(checksum_line(*got) == checksum_line(*want));
+      ++compared;
+    }
+    CHECK(!dev.next().has_value());
+  }
+  CHECK(compared == 4 * 3);
+}
+
+TEST_CASE("device_augment.erasing_after_normalize_runs_after_the_fused_tail_on_its_chw_floats") {
+  // On the host: the fused tail, then the erasing on its CHW images (what torchvision's recipes
+  // erase), each sample's box and noise as the step draws them on the step's HWC floats.
+  const test::hybrid_folder f;
+  const std::string tail = "random_resized_crop(16),hflip,normalize(0.485,0.456,0.406,0.229,0.224,0.225)";
+  const auto src = f.source(decode_place::host, tail + ",random_erasing(1,value=random)", augment_place::host, false);
+  CHECK(src->tail_on_host());
+  CHECK(src->float_steps().to_string() == "random_erasing(1,0.02,0.33,0.3,3.3,value=random)");
+  CHECK(src->fields()[0].shape == std::vector<std::int64_t>{3, 16, 16});
+  CHECK(src->name().find("-> fused tail (host, CHW float) -> random_erasing(1,0.02,0.33,0.3,3.3,value=random)") != std::string::npos);
+  loader with(src, test::cpu_loader(4, 2, 11));
+  loader without(f.source(decode_place::host, tail, augment_place::host, false), test::cpu_loader(4, 2, 11));
+  const auto step = loaders::parse_pipeline("random_erasing(1,value=random)").steps()[0];
+  int erased = 0;
+  while (auto a = without.next()) {
+    auto b = with.next();
+    REQUIRE(b.has_value());
+    const auto* plain = static_cast<const float*>(a->field("image").data);
+    const auto* got = static_cast<const float*>(b->field("image").data);
+    for (std::size_t j = 0; j < a->size(); ++j) {
+      // The step itself on the sample's HWC floats, from its own stream (step 3 of the pipeline).
+      std::vector<float> hwc(16 * 16 * 3), want(16 * 16 * 3);
+      for (int k = 0; k < 3; ++k)
+        for (int p = 0; p < 256; ++p) hwc[static_cast<std::size_t>(p * 3 + k)] = plain[j * 768 + static_cast<std::size_t>(k * 256 + p)];
+      const loaders::image_spec spec{16, 16, 3, dtype::f32};
+      step->apply({reinterpret_cast<std::byte*>(hwc.data()), spec}, {reinterpret_cast<std::byte*>(want.data()), spec},
+                  philox_stream(11, b->epoch(), b->indices()[j], 103));
+      for (int k = 0; k < 3; ++k)
+        for (int p = 0; p < 256; ++p)
+          CHECK(std::memcmp(&got[j * 768 + static_cast<std::size_t>(k * 256 + p)], &want[static_cast<std::size_t>(p * 3 + k)], 4) == 0);
+      erased += std::memcmp(got + j * 768, plain + j * 768, 768 * 4) != 0 ? 1 : 0;
+    }
+  }
+  CHECK(erased == 12);  // p = 1: every sample
+  // With the tail left to the consumer and the steps on the host: the tail runs on the host.
+  CHECK(f.source(decode_place::host, tail + ",random_erasing(0.5)", augment_place::host, true)->tail_on_host());
 }

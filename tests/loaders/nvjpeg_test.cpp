@@ -167,8 +167,11 @@ TEST_CASE("nvjpeg.device_inexact_keeps_the_device_paths_rules") {
   CHECK(fields.back().scratch);
   CHECK(src->decoded().nvjpeg.empty());  // no loader yet
   CHECK_THROWS_WITH_AS(loader(src, test::cpu_loader(4, 1, 3)), doctest::Contains("use decode host"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(loaders::pipeline_source(loaders::make_image_files_reader(f.files), loaders::parse_pipeline("center_crop(16),normalize(0.5,0.5,0.5,0.2,0.2,0.2)"), o),
+  CHECK_THROWS_WITH_AS(loaders::pipeline_source(loaders::make_image_files_reader(f.files), loaders::parse_pipeline("center_crop(16),gaussian_blur(3)"), o),
                        doctest::Contains("JPEGs cannot be decoded on the device"), std::invalid_argument);
+  // A tail the host would fuse runs on the device after nvJPEG's decode, as after the exact one's.
+  CHECK(loaders::pipeline_source(loaders::make_image_files_reader(f.files), loaders::parse_pipeline("center_crop(16),normalize(0.5,0.5,0.5,0.2,0.2,0.2)"), o)
+            .finishes_on_device());
 }
 
 TEST_CASE("nvjpeg.the_real_library_loads_and_says_why_it_cannot_start") {

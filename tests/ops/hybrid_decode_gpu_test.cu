@@ -188,3 +188,36 @@ TEST_CASE("gpu.augment.loader_runs_the_steps_after_the_decode_on_the_device_as_t
   }
 }
 
+
+TEST_CASE("gpu.augment.the_tail_and_the_batch_op_run_on_the_device_after_the_decode_as_on_the_host" * doctest::test_suite("gpu")) {
+  if (!test::gpu_available("the tail and a batch op on the device in a loader")) return;
+  // decode device, the steps, erasing's noise, the fused tail, erasing on its floats and
+  // MixUp/CutMix all on the GPU
+  // (the image field made there, device_only), and the tail left to the consumer with augment
+  // device (the CLI's way): the host pipeline's checksum lines, images and soft labels alike.
+  const test::hybrid_folder f;
+  const std::string steps = "random_resized_crop(16),hflip,trivial_augment,random_erasing(0.8,value=random),"
+                            "normalize(0.485,0.456,0.406,0.229,0.224,0.225),random_erasing(0.7,value=random),"
+                            "mixup_cutmix(0.8,1,num_classes=12)";
+  // One worker: its thread fills and launches every batch's work (the simulator analyses a kernel
+  // at each launch, and two threads launching the same kernel at once crash it).
+  auto one = on_gpu(6);
+  one.workers = 1;
+  std::vector<std::string> host_lines;
+  {
+    loader host(f.source(decode_place::host, steps, loaders::augment_place::host, false), one);
+    (void)images_of(host, host_lines);
+  }
+  REQUIRE(host_lines.size() == 2);
+  for (const auto d : {decode_place::device, decode_place::host}) {
+    CAPTURE(static_cast<int>(d));
+    const auto src = f.source(d, steps, d == decode_place::host ? loaders::augment_place::device : loaders::augment_place::automatic,
+                              d == decode_place::host);
+    REQUIRE(src->finishes_on_device());
+    std::vector<std::string> lines;
+    loader l(src, one);
+    CHECK(l.device_slot_bytes() > l.slot_bytes());  // the float images live on the device alone
+    (void)images_of(l, lines);
+    CHECK(lines == host_lines);
+  }
+}

@@ -215,7 +215,7 @@ check "augment host: why the steps could not move anyway" grep -q "^augment: on 
 check "augment host: the json says where and why" python3 -c "
 import json, sys
 a = json.load(open(sys.argv[1]))['augment']
-assert a == {'path': 'host', 'device_steps': '', 'not_on_device': 'step gaussian_blur(3,0.8) has no device form'}, a
+assert a == {'path': 'host', 'device_steps': '', 'tail_on_device': False, 'not_on_device': 'step gaussian_blur(3,0.8) has no device form'}, a
 " "$work/augment.json"
 check "folder: the run header counts the folder's 10 samples, not the synthetic default" grep -q "^run: .*, 10 samples," "$work/folder.err"
 check "folder: the PNGs opened the imgcodecs module" bash -c "LD_DEBUG=files '$pf' run --source 'folder:$work/folder' --batch 4 --device cpu --limit 1 --transforms 'center_crop(8)' 2>&1 | grep -q 'libpinfeed_imgcodecs.so'"

@@ -102,8 +102,14 @@ void print_decoded(const loaders::pipeline_source& counted) {
 
 /// Where the steps after the decode ran, and why not on the device where they could not.
 void print_augmented(const loaders::pipeline_source& counted) {
-  if (counted.augment_path() == loaders::augment_place::device) {
-    std::fprintf(stderr, "augment: on the device: %s\n", counted.device_steps().to_string().c_str());
+  if (counted.augment_path() == loaders::augment_place::device || counted.finishes_on_device()) {
+    std::string what = counted.device_steps().to_string();
+    if (counted.finishes_on_device()) {  // the fused tail and the batch op after the device's decode or steps
+      what += std::string(what.empty() ? "" : ", then ") + "the fused tail";
+      if (!counted.float_steps().empty()) what += ", " + counted.float_steps().to_string();
+      if (counted.batch_op()) what += " and " + counted.steps().steps().back()->name();
+    }
+    std::fprintf(stderr, "augment: on the device: %s\n", what.c_str());
   } else if (!counted.augment_refusal().empty() &&  // (auto over a host decode keeps them there: no news)
              (counted.options().augment_on != loaders::augment_place::automatic ||
               counted.decode_path() != loaders::decode_place::host)) {
@@ -132,7 +138,9 @@ void write_json(const run_args& a, const loader& l, const stats_snapshot& st, co
     if (!d.nvjpeg.empty()) j["decode"]["nvjpeg"] = d.nvjpeg;
     for (const auto& [reason, n] : d.host_by_reason) j["decode"]["host_by_reason"][reason] = n;
   }
-  j["augment"] = {{"path", to_string(counted.augment_path())}, {"device_steps", counted.device_steps().to_string()}};
+  j["augment"] = {{"path", to_string(counted.augment_path())},
+                  {"device_steps", counted.device_steps().to_string()},
+                  {"tail_on_device", counted.finishes_on_device()}};
   if (!counted.augment_refusal().empty()) j["augment"]["not_on_device"] = counted.augment_refusal();
   pinfeed::detail::write_whole_file(a.json, j.dump(2) + "\n", "cannot write '" + a.json + "'");
 }

@@ -77,7 +77,8 @@ struct slot_meta {
 struct slot_plan {
   std::vector<std::size_t> field_offset;  // per field, within a slot (a variable-size field's extents)
   std::vector<std::size_t> arena_offset;  // per variable-size field, its arena within a slot (0: fixed)
-  std::size_t slot_bytes = 0;
+  std::size_t slot_bytes = 0;             // a device slot (with a GPU): every field
+  std::size_t host_slot_bytes = 0;        // a host slot: all but the device_only fields, laid out last
   std::size_t prefetch_most = 0;  // the ring has prefetch_most + max_batches_in_use slots
   std::size_t prefetch = 0;       // the prefetch to start with (its slots are allocated at once)
   std::string options_used;       // the options that sized them, for messages
@@ -126,8 +127,9 @@ struct loader_core {
   void allocate_slots(std::size_t n);
   /// Slots allocated so far.
   [[nodiscard]] std::size_t allocated() const noexcept { return allocated_.load(std::memory_order_acquire); }
-  /// Host bytes of the slots allocated so far (as many on the device with a GPU).
-  [[nodiscard]] std::size_t allocated_bytes() const noexcept { return allocated() * slot_bytes; }
+  /// Host bytes of the slots allocated so far (with a GPU as many on the device, and the
+  /// device_only fields' there too).
+  [[nodiscard]] std::size_t allocated_bytes() const noexcept { return allocated() * host_slot_bytes; }
   /// The most prefetch the ring has slots for.
   [[nodiscard]] std::size_t prefetch_most() const noexcept { return ring.size() - options.max_batches_in_use; }
   /// Bytes of a slot holding `n` samples that must reach the device in its first piece (up to the
@@ -179,7 +181,8 @@ struct loader_core {
   std::vector<field_spec> fields;
   std::vector<std::size_t> field_offset;  // per field, within a slot
   std::vector<std::size_t> arena_offset;  // per variable-size field, within a slot
-  std::size_t slot_bytes = 0;
+  std::size_t slot_bytes = 0;       // a device slot's
+  std::size_t host_slot_bytes = 0;  // a host slot's (the device_only fields lie past it)
   std::string options_used;
   device_choice dev;
   std::optional<unsigned> numa_node;  // where host slots are allocated (nullopt: as the kernel places them)

@@ -132,7 +132,7 @@ void loader::impl::produce_chunk(std::size_t slot, std::size_t begin, std::size_
   std::byte* base = c.host_slot(slot);
   for (std::size_t j = begin; j < end; ++j) {
     for (std::size_t f = 0; f < c.fields.size(); ++f)
-      buffers[f] = c.fields[f].variable ? nullptr : base + c.field_offset[f] + j * c.fields[f].bytes();
+      buffers[f] = c.fields[f].variable || c.fields[f].device_only ? nullptr : base + c.field_offset[f] + j * c.fields[f].bytes();
     sample s(m.indices[j], m.epoch, c.options.seed, c.fields, buffers, &c.stats, c.trace.get());
     detail::sample_access::place(s, &*order, m.batch * c.options.batch_size + j, pass);
     detail::sample_access::lend(s, m.arenas.data(), j);

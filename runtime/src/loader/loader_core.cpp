@@ -18,6 +18,7 @@ loader_core::loader_core(const loader_options& o, std::vector<field_spec> f, dev
       field_offset(std::move(plan.field_offset)),
       arena_offset(std::move(plan.arena_offset)),
       slot_bytes(plan.slot_bytes),
+      host_slot_bytes(plan.host_slot_bytes),
       options_used(std::move(plan.options_used)),
       dev(d),
       numa_node(numa),
@@ -64,8 +65,8 @@ void loader_core::allocate_slots(std::size_t n) {
   n = std::min(n, ring.size());
   std::size_t s = allocated();
   if (s >= n) return;
-  auto allocation_failed = [&](const char* where, const std::exception& e) {
-    throw pinfeed::runtime_error("loader: allocating " + std::to_string(slot_bytes) + " bytes of " + where + " for slot " +
+  auto allocation_failed = [&](std::size_t bytes, const std::string& where, const std::exception& e) {
+    throw pinfeed::runtime_error("loader: allocating " + std::to_string(bytes) + " bytes of " + where + " for slot " +
                              std::to_string(s) + " of " + std::to_string(ring.size()) + " failed (" + options_used +
                              "): " + e.what());
   };
@@ -74,15 +75,15 @@ void loader_core::allocate_slots(std::size_t n) {
   const relaxed_capture_scope relaxed(dev.is_cuda());  // next() may run beside (or inside) a user's capture
   for (; s < n; ++s) {
     try {
-      host[s] = host_buffer(slot_bytes, /*pinned=*/dev.is_cuda(), numa_node);
+      host[s] = host_buffer(host_slot_bytes, /*pinned=*/dev.is_cuda(), numa_node);
     } catch (const std::exception& e) {
-      allocation_failed(dev.is_cuda() ? "pinned host memory" : "host memory", e);
+      allocation_failed(host_slot_bytes, dev.is_cuda() ? "pinned host memory" : "host memory", e);
     }
     if (dev.is_cuda()) {
       try {
         device[s] = device_buffer(slot_bytes);
       } catch (const std::exception& e) {
-        allocation_failed(("memory on " + dev.to_string()).c_str(), e);
+        allocation_failed(slot_bytes, "memory on " + dev.to_string(), e);
       }
     }
     allocated_.store(s + 1, std::memory_order_release);
@@ -154,7 +155,7 @@ void loader_core::release_cuda() noexcept {
 std::size_t loader_core::used_bytes(std::size_t n) const {
   std::size_t end = 0;
   for (std::size_t i = 0; i < fields.size(); ++i)
-    end = std::max(end, field_offset[i] + (fields[i].variable ? 16 : fields[i].bytes()) * n);
+    if (!fields[i].device_only) end = std::max(end, field_offset[i] + (fields[i].variable ? 16 : fields[i].bytes()) * n);
   return end;
 }
 
@@ -191,7 +192,7 @@ void loader_core::view_slot(std::size_t s, hook_view& out) const {
   out.used.assign(n, 0);
   for (std::size_t f = 0; f < n; ++f) {
     const std::size_t at = fields[f].variable ? arena_offset[f] : field_offset[f];
-    out.host[f] = host_slot(s) + at;
+    out.host[f] = fields[f].device_only ? nullptr : host_slot(s) + at;
     if (dev.is_cuda()) out.device[f] = device_slot(s) + at;
     if (!fields[f].variable) continue;
     out.extents[f] = reinterpret_cast<const std::uint64_t*>(host_slot(s) + field_offset[f]);

@@ -31,7 +31,7 @@ std::string memory_list(const std::vector<memory_use>& parts) {
 /// The memory `slots` slots take: their data (on the host, and as much on the device with a GPU)
 /// and their batches' dataset indices (8 bytes a sample, host).
 struct slot_need {
-  std::size_t data, host;
+  std::size_t data, host;  ///< a device slot's bytes (with a GPU), and the host's with the indices
 };
 
 /// plan_slots() step by step. Sizes driven by the options are checked before anything is
@@ -48,8 +48,14 @@ class plan_builder {
   /// The fields' offsets in a slot, and the slot's size (whole pages). A variable-size field has
   /// its extents (16 bytes a sample) where a fixed one has its data, and its arena (its most per
   /// sample for every sample) after every field: the copy then takes the fields and extents in one
-  /// piece and each arena's used part.
+  /// piece and each arena's used part. The device_only fields come last, past the host slot's end
+  /// (host_slot_bytes): only a device slot has them.
   void lay_out(const std::vector<field_spec>& fields) {
+    for (const auto& field : fields)
+      if (field.device_only && !cuda_)
+        throw pinfeed::invalid_argument("loader: field '" + field.name +
+                                        "' is made on the GPU after the copy (device_only), and this loader's batches stay on the "
+                                        "CPU: give it a CUDA device");
     std::size_t offset = 0;
     const auto place = [&](const field_spec& field, std::size_t per_sample) {
       offset = round_up(offset, kFieldAlign);
@@ -60,8 +66,13 @@ class plan_builder {
         too_big("field '" + field.name + "' of " + std::to_string(per_sample) + " bytes per sample overflows a slot");
       return at;
     };
-    for (const auto& field : fields) p_.field_offset.push_back(place(field, field.variable ? 16 : field.bytes()));
+    p_.field_offset.assign(fields.size(), 0);
+    for (std::size_t f = 0; f < fields.size(); ++f)
+      if (!fields[f].device_only) p_.field_offset[f] = place(fields[f], fields[f].variable ? 16 : fields[f].bytes());
     for (const auto& field : fields) p_.arena_offset.push_back(field.variable ? place(field, field.bytes()) : 0);
+    p_.host_slot_bytes = round_up(std::max<std::size_t>(offset, 1), page_size());
+    for (std::size_t f = 0; f < fields.size(); ++f)
+      if (fields[f].device_only) p_.field_offset[f] = place(fields[f], fields[f].bytes());
     p_.slot_bytes = round_up(std::max<std::size_t>(offset, 1), page_size());
   }
 
@@ -116,7 +127,7 @@ class plan_builder {
     } else if (rank_memory_ > 0 && memory_total(host_parts(*n)) > rank_memory_) {
       too_big("the host memory needed, " + memory_list(host_parts(*n)) + " (" +
               format_bytes(memory_total(host_parts(*n))) + " in all; " + std::to_string(slots) + " slots of " +
-              format_bytes(p_.slot_bytes) + "), is more than " + rank_memory_text());
+              format_bytes(p_.host_slot_bytes) + "), is more than " + rank_memory_text());
     }
   }
 
@@ -135,10 +146,10 @@ class plan_builder {
   /// Nullopt when it overflows.
   std::optional<slot_need> need_for(std::size_t slots) const {
     slot_need n{};
-    std::size_t index_bytes = 0;
-    if (__builtin_mul_overflow(slots, p_.slot_bytes, &n.data) ||
+    std::size_t index_bytes = 0, host_data = 0;
+    if (__builtin_mul_overflow(slots, p_.slot_bytes, &n.data) || __builtin_mul_overflow(slots, p_.host_slot_bytes, &host_data) ||
         __builtin_mul_overflow(slots * sizeof(std::uint64_t), o_.batch_size, &index_bytes) ||
-        __builtin_add_overflow(n.data, index_bytes, &n.host))
+        __builtin_add_overflow(host_data, index_bytes, &n.host))
       return std::nullopt;
     return n;
   }

@@ -73,7 +73,8 @@ void loader::impl::check_held() const {
           std::to_string(pf) + ", " + std::to_string(core->ring.usable()) + " slots): with more held, the loader " +
           "could run out of slots to fill and next() would wait forever. Release a batch before asking for the " +
           "next (batch::release(), or let it go out of scope), or set max_batches_in_use to the most batches you " +
-          "keep at a call of next() (each adds a slot of " + format_bytes(core->slot_bytes) + ")");
+          "keep at a call of next() (each adds a slot of " + format_bytes(core->host_slot_bytes) +
+          (core->dev.is_cuda() ? " and one of " + format_bytes(core->slot_bytes) + " on the GPU" : std::string()) + ")");
 }
 
 }  // namespace pinfeed

@@ -174,3 +174,42 @@ TEST_CASE("loader.without_a_budget_the_node_plans_memory_bounds_the_slots") {
   o.memory_budget = plan.memory + 1;
   CHECK_THROWS_WITH_AS(loader(src, o), doctest::Contains("more than the memory this process may use"), std::invalid_argument);
 }
+
+TEST_CASE("slot_plan.device_only_fields_lie_past_the_host_slot_and_count_on_the_device_alone") {
+  // A field made on the GPU after the copy: laid out after every host field (and arena), so the
+  // host slot and the copy stop before it; the budget counts it in the device slots only.
+  struct device_made : budgeted_source {
+    std::vector<field_spec> fields() const override {
+      field_spec made{"made", dtype::f32, {3, 64, 64}};
+      made.device_only = true;
+      return {made, {"x", dtype::u8, {100}}, {"y", dtype::i64, {}}};
+    }
+  } src;
+  loader_options o = cpu_options(4, 1, 3);
+  CHECK_THROWS_WITH_AS((void)detail::plan_slots(o, src.fields(), /*cuda=*/false, src),
+                       doctest::Contains("field 'made' is made on the GPU after the copy (device_only), and this loader's batches stay on "
+                                         "the CPU"),
+                       pinfeed::invalid_argument);
+  const auto p = detail::plan_slots(o, src.fields(), /*cuda=*/true, src);
+  CHECK(p.field_offset[1] == 0);    // x first, as if `made` were not there
+  CHECK(p.field_offset[2] == 512);  // y
+  CHECK(p.host_slot_bytes == page_size());
+  CHECK(p.field_offset[0] >= 512 + 32);  // made: past the host fields
+  CHECK(p.field_offset[0] % 256 == 0);
+  CHECK(p.slot_bytes >= p.field_offset[0] + 4 * 3 * 64 * 64 * sizeof(float));
+  CHECK(p.slot_bytes % page_size() == 0);
+  // A budget between the host's need and the device's: the device slots are what it refuses.
+  o.memory_budget = 4 * p.host_slot_bytes + 4096;
+  try {
+    (void)detail::plan_slots(o, src.fields(), /*cuda=*/true, src);
+    FAIL("a budget below the device slots was accepted");
+  } catch (const pinfeed::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("device slots " + format_bytes(4 * p.slot_bytes)) != std::string::npos);
+  }
+  // Variable-size and device_only at once: refused by name.
+  field_spec both{"both", dtype::u8, {10}, true};
+  both.device_only = true;
+  CHECK_THROWS_WITH_AS(validate_fields(std::vector<field_spec>{both}),
+                       "field 'both' is both variable-size and device_only: a field made on the device has a fixed size",
+                       pinfeed::invalid_argument);
+}

@@ -156,8 +156,9 @@ enum class augment_place {
   /// on the loader's GPU, after the copy: every step after the first one (the decode's window or
   /// crop) and the flips after it, each with a device form (transform::device_rounds: the policies,
   /// the colour, histogram and geometry steps, color_jitter, random_grayscale, random_rotation,
-  /// random_affine, random_erasing on uint8), bit for bit the host's pixels; the colour/scale tail then runs on the consumer
-  /// (device_tail), and no batch op may follow
+  /// random_affine, random_erasing on uint8), bit for bit the host's pixels; the colour/scale tail
+  /// then runs on the consumer (device_tail), or where the source owes float images or a batch op
+  /// follows, on the device after the steps (finishes_on_device)
   device,
   /// device where the JPEGs are decoded on the device and every such step has a device form, else host
   automatic,
@@ -200,11 +201,14 @@ struct decode_probe {
 };
 
 struct pipeline_source_options {
-  /// Leave the trailing pointwise steps to the consumer's device (the slot keeps uint8).
+  /// Leave the trailing pointwise steps to the consumer's device (the slot keeps uint8). Not with a
+  /// batch op, which mixes the tail's floats: the tail then runs on the device after the device's
+  /// decode or steps (finishes_on_device), or else on the host.
   bool device_tail = false;
   /// Where JPEGs are decoded. The device path needs a reader of encoded files, a first step that
-  /// decodes a window (random_resized_crop, center_crop) followed only by flips, no colour/scale
-  /// tail fused on the host (device_tail, or none), and a loader on a CUDA device; the batch then
+  /// decodes a window (random_resized_crop, center_crop) followed only by flips (or steps with a
+  /// device form, which augment_on moves there), and a loader on a CUDA device (a colour/scale
+  /// tail then runs on the consumer with device_tail, else on the device after it); the batch then
   /// has four more fields (jpeg_plan, jpeg_bytes, jpeg_starts, jpeg_quant: the packed samples).
   /// Files it cannot take (not JPEG, progressive ones are taken, CMYK, 12-bit, arithmetic-coded,
   /// corrupt, past the slot's bytes) are decoded on the host, and counted. Windows the host path
@@ -233,6 +237,7 @@ namespace detail {
 class bad_samples;
 class hybrid_decoder;
 class device_augmenter;
+class float_tail;
 }
 
 /// Decodes the samples `indices` of `reader` both ways on this thread, timing each with its CPU
@@ -291,6 +296,19 @@ class pipeline_source final : public source {
   [[nodiscard]] augment_place augment_path() const noexcept;
   /// The steps the GPU runs (empty on the host path).
   [[nodiscard]] pipeline device_steps() const;
+  /// Whether the colour/scale tail (and the batch op after it) run on the loader's GPU after the
+  /// device's decode or steps: where the source owes float CHW images (no device_tail) or a batch
+  /// op follows, and the device path is taken. Field 0, "image", is then made there (device_only:
+  /// float32 CHW, the fused tail's arithmetic, bit for bit the host's), from the copied pixels in
+  /// field "pixels" (uint8 HWC, scratch).
+  [[nodiscard]] bool finishes_on_device() const noexcept { return device_finish_.has_value(); }
+  /// The tail the source runs on the device (finishes_on_device; nullopt otherwise).
+  [[nodiscard]] const std::optional<ops::normalize_params>& device_tail_params() const noexcept { return device_finish_; }
+  /// The steps after the colour/scale tail, on its float CHW images (random_erasing after
+  /// normalize: they run after the fused tail, on the host or the device; empty where there are none).
+  [[nodiscard]] pipeline float_steps() const;
+  /// Whether the workers run the colour/scale tail, fused (float CHW into the slot).
+  [[nodiscard]] bool tail_on_host() const noexcept { return host_tail_.has_value(); }
   /// Why the steps after the decode cannot run on the device (empty: they can, or there are none).
   [[nodiscard]] const std::string& augment_refusal() const noexcept { return augment_refusal_; }
   /// The steps after the decode's window (or crop) and its flips, before the tail: those augment_on
@@ -337,6 +355,20 @@ class pipeline_source final : public source {
   pipeline_source_options options_;
   pipeline steps_, host_;
   std::optional<ops::normalize_params> host_tail_, consumer_tail_;
+  std::optional<ops::normalize_params> device_finish_;  ///< the tail the source runs on the device (finishes_on_device)
+  std::size_t pixel_field_ = 0;  ///< where the host's steps, the device decode and the device steps put the pixels
+  /// Whether the tail could run on the device after the device path (a fused tail), and whether it
+  /// must to take that path (the source owes float CHW images, or a batch op follows the tail).
+  [[nodiscard]] bool finishable() const noexcept { return host_tail_.has_value() || consumer_tail_.has_value(); }
+  [[nodiscard]] bool needs_finish() const noexcept { return host_tail_.has_value() || batch_.has_value() || float_tail_ != nullptr; }
+  /// The steps after the tail on its float images (random_erasing after normalize), or none.
+  std::unique_ptr<detail::float_tail> float_tail_;
+  /// Moves the tail to the device: field 0 made there (device_only), the pixels into a scratch field.
+  void finish_on_device();
+  /// Throws where the image before the tail is not uint8 RGB (what the fused tail takes).
+  void require_tail_input() const;
+  /// Takes the steps after a fused tail on its float images off the end of `steps` into float_tail_.
+  void split_float_tail(pipeline& steps, const image_spec& in);
   std::vector<field_spec> fields_;
   /// What the reader writes: fields_, but the label as the reader gives it when a batch op turns
   /// fields_'s label into soft labels.

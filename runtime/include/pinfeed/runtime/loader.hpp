@@ -223,10 +223,14 @@ class loader {
   /// The consumer stream (null on the CPU path).
   [[nodiscard]] cudaStream_t stream() const noexcept;
   [[nodiscard]] std::size_t slots() const noexcept;
+  /// A host slot's bytes.
   [[nodiscard]] std::size_t slot_bytes() const noexcept;
+  /// A device slot's bytes (0 on the CPU): slot_bytes() and the source's device_only fields.
+  [[nodiscard]] std::size_t device_slot_bytes() const noexcept;
   /// Host memory held by the slots allocated so far: slot_bytes() each; all slots() of them unless
   /// prefetch is auto (then as many as prefetch has needed).
   [[nodiscard]] std::size_t host_bytes() const noexcept;
+  /// The same on the GPU: device_slot_bytes() each.
   [[nodiscard]] std::size_t device_bytes() const noexcept;
   /// The worker threads that run now (see loader_options::workers).
   [[nodiscard]] std::size_t workers() const noexcept;

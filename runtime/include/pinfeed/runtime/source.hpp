@@ -114,10 +114,11 @@ class sample {
 
   [[nodiscard]] std::size_t field_count() const noexcept { return specs_.size(); }
   [[nodiscard]] const field_spec& spec(std::size_t i) const { return specs_[checked(i)]; }
-  /// The output bytes of field i (exactly spec(i).bytes() long). Throws std::invalid_argument
-  /// for a variable-size field (claim() its bytes).
+  /// The output bytes of field i (exactly spec(i).bytes() long; empty for a device_only field).
+  /// Throws std::invalid_argument for a variable-size field (claim() its bytes).
   [[nodiscard]] std::span<std::byte> bytes(std::size_t i) const {
     if (specs_[checked(i)].variable) variable_field(i);
+    if (specs_[i].device_only) return {};  // made on the device after the copy: nothing here
     return {buffers_[i], specs_[i].bytes()};
   }
   /// Claims `n` elements of variable-size field i (field_spec::variable) for this sample: its

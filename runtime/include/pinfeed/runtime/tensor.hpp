@@ -103,6 +103,11 @@ struct field_spec {
   /// batch like any other, but not part of the sample, so checksum_line() leaves it out and a
   /// batch's line does not depend on how the source made it.
   bool scratch = false;
+  /// Made on the loader's GPU after the copy, by the source (source::after_copy: the float images
+  /// its own device steps make from copied pixels, say): it has no host memory and is not copied,
+  /// so a sample's bytes() of it are empty and slot_view::host has null for it. A loader on the CPU
+  /// refuses a source with such a field. Fixed-size only.
+  bool device_only = false;
 
   [[nodiscard]] std::size_t elements() const noexcept;
   [[nodiscard]] std::size_t bytes() const noexcept { return elements() * dtype_size(type); }

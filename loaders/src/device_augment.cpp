@@ -50,19 +50,28 @@ std::string device_augmenter::refusal(const pipeline& steps, std::size_t first, 
   return {};
 }
 
-void device_augmenter::write_jobs(sample& s) const {
-  const auto jobs = device_jobs_of(steps_.steps(), image_, [&](std::size_t k) { return s.rng(100 + static_cast<std::uint32_t>(first_ + k)); });
-  std::memcpy(s.bytes(field_).data(), jobs.data(), jobs.size() * sizeof(ops::aug_job));
+namespace {
+std::vector<ops::aug_job> sample_jobs(sample& s, const pipeline& steps, std::size_t first, const image_spec& image) {
+  return device_jobs_of(steps.steps(), image, [&](std::size_t k) { return s.rng(100 + static_cast<std::uint32_t>(first + k)); });
+}
+}  // namespace
+
+void write_sample_jobs(sample& s, std::size_t field, const pipeline& steps, std::size_t first, const image_spec& image) {
+  const auto jobs = sample_jobs(s, steps, first, image);
+  std::memcpy(s.bytes(field).data(), jobs.data(), jobs.size() * sizeof(ops::aug_job));
 }
 
-void device_augmenter::before_copy(const slot_view& slot) const {
-  // Sample-major (what the workers wrote) to round-major, each job with its sample's place.
-  auto& tmp = pinfeed::detail::thread_scratch<std::vector<ops::aug_job>, struct device_augment_jobs>();
-  tmp.resize(slot.count * rounds_);
-  auto* field = reinterpret_cast<ops::aug_job*>(slot.host[field_]);
-  ops::round_major_jobs(field, slot.count, rounds_, image_bytes_, tmp.data());
-  std::memcpy(field, tmp.data(), tmp.size() * sizeof(ops::aug_job));
+void jobs_in_rounds(const slot_view& slot, std::size_t field, std::size_t rounds, std::uint64_t per_image) {
+  auto& tmp = pinfeed::detail::thread_scratch<std::vector<ops::aug_job>, struct jobs_in_rounds_scratch>();
+  tmp.resize(slot.count * rounds);
+  auto* jobs = reinterpret_cast<ops::aug_job*>(slot.host[field]);
+  ops::round_major_jobs(jobs, slot.count, rounds, per_image, tmp.data());
+  std::memcpy(jobs, tmp.data(), tmp.size() * sizeof(ops::aug_job));
 }
+
+void device_augmenter::write_jobs(sample& s) const { write_sample_jobs(s, field_, steps_, first_, image_); }
+
+void device_augmenter::before_copy(const slot_view& slot) const { jobs_in_rounds(slot, field_, rounds_, image_bytes_); }
 
 void device_augmenter::after_copy(const slot_view& slot) {
   if (slot.count == 0) return;
@@ -116,26 +125,13 @@ field_spec float_tail::jobs_field() const {
   return {"tail_jobs", dtype::u8, {static_cast<std::int64_t>(rounds_ * sizeof(ops::aug_job))}, false, true};
 }
 
-std::vector<ops::aug_job> float_tail::jobs_of(sample& s) const {
-  return device_jobs_of(steps_.steps(), image_, [&](std::size_t k) { return s.rng(100 + static_cast<std::uint32_t>(first_ + k)); });
-}
-
 void float_tail::run_host(sample& s, float* chw) const {
-  for (const ops::aug_job& j : jobs_of(s)) ops::erase_float_host(&j, 1, chw, floats_, ops::mix_layout::chw);
+  for (const ops::aug_job& j : sample_jobs(s, steps_, first_, image_)) ops::erase_float_host(&j, 1, chw, floats_, ops::mix_layout::chw);
 }
 
-void float_tail::write_jobs(sample& s) const {
-  const auto jobs = jobs_of(s);
-  std::memcpy(s.bytes(field_).data(), jobs.data(), jobs.size() * sizeof(ops::aug_job));
-}
+void float_tail::write_jobs(sample& s) const { write_sample_jobs(s, field_, steps_, first_, image_); }
 
-void float_tail::before_copy(const slot_view& slot) const {
-  auto& tmp = pinfeed::detail::thread_scratch<std::vector<ops::aug_job>, struct float_tail_jobs>();
-  tmp.resize(slot.count * rounds_);
-  auto* field = reinterpret_cast<ops::aug_job*>(slot.host[field_]);
-  ops::round_major_jobs(field, slot.count, rounds_, floats_, tmp.data());  // offsets in floats
-  std::memcpy(field, tmp.data(), tmp.size() * sizeof(ops::aug_job));
-}
+void float_tail::before_copy(const slot_view& slot) const { jobs_in_rounds(slot, field_, rounds_, floats_); }  // offsets in floats
 
 void float_tail::after_copy(const slot_view& slot, std::size_t image_field) const {
   const auto* host_jobs = reinterpret_cast<const ops::aug_job*>(slot.host[field_]);

@@ -20,6 +20,13 @@
 
 namespace pinfeed::loaders::detail {
 
+/// Sample s's jobs for `steps` (the first being step `first` of the whole pipeline: its stream is
+/// rng(100 + first)) on images shaped `image`, into its field `field` (device_jobs_of's, padded).
+void write_sample_jobs(sample& s, std::size_t field, const pipeline& steps, std::size_t first, const image_spec& image);
+/// Before the copy: the jobs of slot field `field`, sample-major as the workers wrote them, put in
+/// rounds in place (ops::round_major_jobs), sample j's image at j * per_image of the batch.
+void jobs_in_rounds(const slot_view& slot, std::size_t field, std::size_t rounds, std::uint64_t per_image);
+
 class device_augmenter {
  public:
   /// `steps`: those the device runs, in order, the first being step `first_index` of the whole
@@ -84,7 +91,6 @@ class float_tail {
   void after_copy(const slot_view& slot, std::size_t image_field) const;
 
  private:
-  [[nodiscard]] std::vector<ops::aug_job> jobs_of(sample& s) const;
   pipeline steps_;
   std::size_t first_, field_ = 0, rounds_;
   image_spec image_;

@@ -209,7 +209,7 @@ std::vector<std::string> default_augment_ops() {
   return {"brightness(1.3)",      "contrast(1.3)",         "saturation(1.3)",
           "hue(0.1)",             "sharpness(1.5)",        "posterize(4)",
           "solarize(128)",        "autocontrast",          "equalize",
-          "invert",               "grayscale(3)",          "gaussian_blur(9,2)",
+          "invert",               "grayscale(3)",          "gaussian_blur(9,2)",    "gaussian_blur(23,2)",
           "rotate(30)",           "rotate(30,interpolation=bilinear)", "affine(10,5,-5,1.1,8,0)",
           "affine(10,5,-5,1.1,8,0,interpolation=bilinear)",  "shear_x(0.3)", "translate_x(20)",
           "trivial_augment",      "rand_augment(2,9)",     "auto_augment(imagenet)",

@@ -93,8 +93,8 @@ TEST_CASE("device_augment.places_parse_and_the_steps_after_the_decode_move") {
 
 TEST_CASE("device_augment.pipelines_it_cannot_take_are_refused_by_name") {
   const test::hybrid_folder f;
-  CHECK(refusal_of(f, decode_place::host, "random_resized_crop(16),gaussian_blur(3),invert", augment_place::device) ==
-        "pipeline_source: augment_on device: step gaussian_blur(3,0.8) has no device form");
+  CHECK(refusal_of(f, decode_place::host, "random_resized_crop(16),mask(0.25),invert", augment_place::device) ==
+        "pipeline_source: augment_on device: step mask(0.25) has no device form");
   CHECK(refusal_of(f, decode_place::host, "center_crop(16),invert,grayscale(1)", augment_place::device) ==
         "pipeline_source: augment_on device: step grayscale(1) changes the image's shape, which the device's steps keep");
   // A batch op after a tail no fused op expresses (two scales): nothing makes its floats on the device.
@@ -105,26 +105,26 @@ TEST_CASE("device_augment.pipelines_it_cannot_take_are_refused_by_name") {
   CHECK(tail->device_steps().to_string() == "invert");
   CHECK(tail->tail_params().has_value());
   // auto with decode device and a step without a device form: the decode refuses, saying what would move.
-  CHECK(refusal_of(f, decode_place::device, "random_resized_crop(16),gaussian_blur(3)", augment_place::automatic)
-            .find("step gaussian_blur(3,0.8) runs after the window: only flips may follow it in the decode (augment_on device or "
+  CHECK(refusal_of(f, decode_place::device, "random_resized_crop(16),mask(0.25)", augment_place::automatic)
+            .find("step mask(0.25) runs after the window: only flips may follow it in the decode (augment_on device or "
                   "auto moves the steps with a device form after them to the GPU)") != std::string::npos);
   // auto with decode host and the same steps: on the host, and why not the device is kept.
-  const auto kept = f.source(decode_place::host, "random_resized_crop(16),gaussian_blur(3)", augment_place::automatic);
+  const auto kept = f.source(decode_place::host, "random_resized_crop(16),mask(0.25)", augment_place::automatic);
   CHECK(kept->augment_path() == augment_place::host);
-  CHECK(kept->augment_refusal() == "step gaussian_blur(3,0.8) has no device form");
+  CHECK(kept->augment_refusal() == "step mask(0.25) has no device form");
 }
 
 TEST_CASE("device_augment.jobs_drawn_on_the_workers_give_the_host_pipelines_pixels") {
-  // Policies, the deterministic steps, the random ones, both interpolations, a fill; a sample whose
+  // Policies, the deterministic steps, the random ones (blurs too), both interpolations, a fill; a sample whose
   // ops are fewer than the rounds gets copies after them.
   const test::hybrid_folder f;
   int compared = 0;
   for (const char* steps :
-       {"random_resized_crop(16),hflip,trivial_augment", "random_resized_crop(16),rand_augment(2,9),equalize,solarize(100)",
+       {"random_resized_crop(16),hflip,trivial_augment", "random_resized_crop(16),rand_augment(2,9),equalize,solarize(100),gaussian_blur(5,1.3),random_gaussian_blur(3,0.1,2)",
         "random_resized_crop(16),auto_augment(imagenet),color_jitter(0.4,0.4,0.4,0.1),random_grayscale(0.5)",
         "random_resized_crop(16),hflip,trivial_augment(interpolation=bilinear,fill=77),random_rotation(45),"
         "random_affine(30,0.2,0.1,0.8,1.2,10),autocontrast,sharpness(1.7),posterize(3),hue(0.2),brightness(1.3),contrast(0.6),"
-        "saturation(1.4),invert,shear_x(0.2),translate_y(3),affine(10,1,2,1.1,5,3,128,interpolation=bilinear)",
+        "saturation(1.4),invert,shear_x(0.2),translate_y(3),affine(10,1,2,1.1,5,3,128,interpolation=bilinear),gaussian_blur(3,0.8,7,2.5)",
         "random_resized_crop(16),trivial_augment,random_erasing(0.9,0.05,0.5,value=random),random_erasing(0.8,value=200)"}) {
     CAPTURE(steps);
     loader host(f.source(decode_place::host, steps, augment_place::host), test::cpu_loader(4, 2, 11));

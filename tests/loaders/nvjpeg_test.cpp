@@ -167,7 +167,7 @@ TEST_CASE("nvjpeg.device_inexact_keeps_the_device_paths_rules") {
   CHECK(fields.back().scratch);
   CHECK(src->decoded().nvjpeg.empty());  // no loader yet
   CHECK_THROWS_WITH_AS(loader(src, test::cpu_loader(4, 1, 3)), doctest::Contains("use decode host"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(loaders::pipeline_source(loaders::make_image_files_reader(f.files), loaders::parse_pipeline("center_crop(16),gaussian_blur(3)"), o),
+  CHECK_THROWS_WITH_AS(loaders::pipeline_source(loaders::make_image_files_reader(f.files), loaders::parse_pipeline("center_crop(16),mask(0.25)"), o),
                        doctest::Contains("JPEGs cannot be decoded on the device"), std::invalid_argument);
   // A tail the host would fuse runs on the device after nvJPEG's decode, as after the exact one's.
   CHECK(loaders::pipeline_source(loaders::make_image_files_reader(f.files), loaders::parse_pipeline("center_crop(16),normalize(0.5,0.5,0.5,0.2,0.2,0.2)"), o)

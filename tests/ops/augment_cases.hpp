@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "pinfeed/ops/augment.hpp"
+#include "pinfeed/ops/blur.hpp"
 #include "pinfeed/ops/colour.hpp"
 #include "pinfeed/runtime/philox.hpp"
 
@@ -79,6 +80,20 @@ inline std::vector<aug_case> aug_cases(std::uint32_t h, std::uint32_t w, int c) 
                      [=](const std::uint8_t* in, std::uint8_t* o) { hue_u8(in, H * W, c, f, o); }});
   out.push_back({"grayscale", grayscale_job(h, w, c),
                  [=](const std::uint8_t* in, std::uint8_t* o) { grayscale_u8(in, H * W, c, o, c); }});
+  // blur: square and not, sigmas small and large (a near-delta and a near-box kernel), the
+  // default sigma, 1 tap (a copy through the float sums) and 23 taps (SimCLR's); where they fit
+  // (the reflected border is narrower than the image)
+  const struct {
+    int kx, ky;
+    double sx, sy;
+  } blurs[] = {{3, 3, 0.8, 0.8}, {5, 3, 1.1, 0.4}, {7, 7, 1.4, 1.4}, {1, 9, 0.5, 3.7}, {9, 5, 0.2, 20.0}, {1, 1, 1.0, 1.0}, {23, 23, 1.9, 0.7}};
+  for (const auto& b : blurs)
+    if (b.kx / 2 < W && b.ky / 2 < H)
+      out.push_back({"gaussian_blur(" + std::to_string(b.kx) + "," + std::to_string(b.sx) + "," + std::to_string(b.ky) + "," +
+                         std::to_string(b.sy) + ")",
+                     blur_job(b.kx, b.ky, b.sx, b.sy, h, w, c), [=](const std::uint8_t* in, std::uint8_t* o) {
+                       gaussian_blur_u8(in, H, W, c, b.kx, b.ky, b.sx, b.sy, o);
+                     }});
   // erase: boxes at a corner, in the middle, the whole image and none, with a value a channel or
   // noise from a stream read from an odd word on (the reference reads it word by word)
   const std::uint32_t boxes[4][4] = {{0, 0, (h + 1) / 2, (w + 2) / 3}, {h / 3, w / 2, h - h / 3 - h / 4, w - w / 2}, {0, 0, h, w}, {h / 2, w / 2, 0, w - w / 2}};

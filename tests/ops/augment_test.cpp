@@ -12,6 +12,7 @@
 
 #include "ops/augment_cases.hpp"
 #include "pinfeed/ops/augment.hpp"
+#include "pinfeed/ops/blur.hpp"
 #include "pinfeed/runtime/exception.hpp"
 
 using namespace pinfeed;
@@ -43,7 +44,7 @@ TEST_CASE("augment.each_job_gives_its_host_op") {
       changed += got != image ? 1 : 0;
     }
   }
-  // Every size, every op (15), both tables, several bins and signs: the comparisons are many, and
+  // Every size, every op (16), both tables, several bins and signs: the comparisons are many, and
   // most jobs change their image (not the identity, a turn by 0 or 360, a 1x1 image) (a job that wrote nothing would pass where its op does nothing).
   CHECK(compared > 1500);
   CHECK(changed > compared * 2 / 3);
@@ -99,7 +100,7 @@ TEST_CASE("augment.bad_jobs_are_refused_naming_the_sample_and_the_value") {
   const aug_job ok = aug_job_for(aug_op::invert, 0, 4, 4, 3, interpolation::nearest, std::nullopt, 0);
   aug_job k = ok;
   k.kind = aug_kind::count_;
-  refused({k}, 1, 1, 48, "sample 0, round 0 (?): kind 15 is past the last");
+  refused({k}, 1, 1, 48, "sample 0, round 0 (?): kind 16 is past the last");
   k = ok;
   k.channels = 2;
   refused({k}, 1, 1, 48, "images of 1 or 3 channels, not 2");
@@ -151,6 +152,22 @@ TEST_CASE("augment.bad_jobs_are_refused_naming_the_sample_and_the_value") {
   k.noise_first = (std::uint64_t{1} << 34) - 96;  // the last 96: accepted
   std::vector<std::uint8_t> a4(48), b4(48);
   CHECK_NOTHROW(augment_batch_host(&k, 1, 1, a4.data(), b4.data(), 48));
+  // blur: the job's kernel checked as the host op checks it, its sigmas and its reach.
+  builder([] { return blur_job(4, 3, 1.0, 1.0, 8, 8, 3); }, "gaussian_blur: the kernel size must be odd and at least 1, not 4");
+  builder([] { return blur_job(3, 3, 0.0, 1.0, 8, 8, 3); }, "gaussian_blur: sigma must be finite and greater than 0");
+  builder([] { return blur_job(1025, 3, 1.0, 1.0, 8, 2000, 3); }, "gaussian_blur: kernels of at most 1023 taps, not 1025");
+  builder([] { return blur_job(3, 9, 1.0, 1.0, 4, 8, 3); }, "gaussian_blur: a 3x9 kernel needs an image wider than 1 and taller than 4 pixels, not 8x4");
+  builder([] { return blur_job(3, 3, 1.0, 1.0, 8, 8, 2); }, "gaussian_blur: images of 1 or 3 channels, not 2");
+  k = blur_job(3, 3, 1.0, 1.0, 4, 4, 3);
+  k.box[1] = 4;
+  refused({k}, 1, 1, 48, "sample 0, round 0 (blur): a 3x4 kernel (sizes odd, 1 to 1023)");
+  k.box[1] = 1025;
+  refused({k}, 1, 1, 48, "a 3x1025 kernel (sizes odd, 1 to 1023)");
+  k.box[1] = 9;
+  refused({k}, 1, 1, 48, "a 3x9 kernel reaches past the 4x4 image");
+  k = blur_job(3, 3, 1.0, 1.0, 4, 4, 3);
+  k.rest = 0.0f;
+  refused({k}, 1, 1, 48, "a sigma not greater than 0");
   // The buffers must be two.
   std::vector<std::uint8_t> a(96);
   CHECK_THROWS_WITH_AS(augment_batch_host(&ok, 1, 1, a.data(), a.data() + 40, 48), doctest::Contains("the buffers overlap"),
@@ -192,4 +209,39 @@ TEST_CASE("augment.normal_noise_is_box_muller_within_float_rounding_and_standard
   const double n = static_cast<double>(words.size()), mean = sum / n;
   CHECK(std::fabs(mean) < 0.01);
   CHECK(std::fabs(squares / n - mean * mean - 1.0) < 0.01);
+}
+
+TEST_CASE("augment.the_blur_taps_own_exp_is_the_c_librarys_within_an_ulp") {
+  // The taps take pinfeed's own exp (double steps rounded to float, so that the GPU computes the
+  // same bits): against the same steps with the C library's expf, every tap within an ulp and
+  // nearly all equal, over sizes 1 to 1023 and sigmas from a near-delta to a near-box.
+  int taps = 0, equal = 0;
+  for (const int k : {1, 3, 5, 7, 9, 11, 23, 31, 63, 101, 255, 511, 1023})
+    for (const double sigma : {0.05, 0.3, 0.8, 0.15 * k + 0.35, 2.5, 7.0, 40.0, 1e4}) {
+      CAPTURE(k);
+      CAPTURE(sigma);
+      const auto got = ops::gaussian_kernel1d(k, sigma);
+      std::vector<float> v(static_cast<std::size_t>(k));
+      const double lim = (k - 1) / (2.0 * std::sqrt(2.0));
+      const float a = static_cast<float>(-lim), b = static_cast<float>(lim), s = static_cast<float>(sigma);
+      const float step = k > 1 ? (b - a) / static_cast<float>(k - 1) : 0.0f;
+      float top = -INFINITY, sum = 0.0f;
+      for (int i = 0; i < k; ++i) {
+        const float x = i < k / 2 ? a + step * static_cast<float>(i) : b - step * static_cast<float>(k - 1 - i);
+        const float t = x / s;
+        v[static_cast<std::size_t>(i)] = -(t * t);
+        top = std::max(top, v[static_cast<std::size_t>(i)]);
+      }
+      for (auto& e : v) sum += (e = std::exp(e - top));
+      for (int i = 0; i < k; ++i) {
+        const float want = v[static_cast<std::size_t>(i)] / sum, have = got[static_cast<std::size_t>(i)];
+        const float ulp = std::nextafter(std::max(want, have), INFINITY) - std::max(want, have);
+        CHECK(std::fabs(have - want) <= 2 * ulp);  // a tap's ulp, and the sum's
+        equal += have == want ? 1 : 0;
+        ++taps;
+      }
+    }
+  CHECK(taps > 15000);
+  CHECK(equal > taps * 9 / 10);
+  MESSAGE(equal << " of " << taps << " taps equal to the C library's");
 }

@@ -143,12 +143,13 @@ TEST_CASE("gpu.jpeg.device_inexact_is_nvjpeg_near_the_host_path_or_the_exact_pat
 
 TEST_CASE("gpu.augment.loader_runs_the_steps_after_the_decode_on_the_device_as_the_host_and_keeps_its_contracts" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("augmentations on the device in a loader")) return;
-  // decode device with a policy and the counting ops after the window and flip (auto moves them to
+  // decode device with a policy, the counting ops and a blur after the window and flip (auto moves them to
   // the GPU), and decode host with augment device: the same checksum lines and images as the host
   // pipeline's. The rounds run on the copy stream after the decode, with no host synchronisation.
   // Then the contracts: resume, and the scratch in the memory budget.
   const test::hybrid_folder f;
-  const std::string steps = "random_resized_crop(16),hflip,trivial_augment(interpolation=bilinear,fill=77),equalize,contrast(0.6)";
+  const std::string steps =
+      "random_resized_crop(16),hflip,trivial_augment(interpolation=bilinear,fill=77),equalize,contrast(0.6),random_gaussian_blur(5,0.1,2)";
   std::vector<std::string> host_lines;
   loader host(f.source(decode_place::host, steps, loaders::augment_place::host), on_gpu(6));
   const auto want = images_of(host, host_lines);

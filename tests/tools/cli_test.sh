@@ -209,13 +209,13 @@ expect_error "decode takes host, device, auto or device-inexact" "--decode" run 
 expect_error "augment-on device needs the batches on a GPU" "--augment-on device runs the steps on the GPU, but the batches stay on the cpu (--device): use --augment-on host or auto" \
   run --source "folder:$work/folder" --transforms "center_crop(8),trivial_augment" --batch 4 --device cpu --augment-on device
 expect_error "augment-on takes host, device or auto" "--augment-on" run --augment-on gpu --device cpu
-"$pf" run --source "folder:$work/folder" --transforms "center_crop(8),gaussian_blur(3)" --batch 4 --device cpu --augment-on host \
+"$pf" run --source "folder:$work/folder" --transforms "center_crop(8),mask(0.25)" --batch 4 --device cpu --augment-on host \
   --json "$work/augment.json" 2>"$work/augment.err" >/dev/null
-check "augment host: why the steps could not move anyway" grep -q "^augment: on the host (not the device: step gaussian_blur(3,0.8) has no device form)$" "$work/augment.err"
+check "augment host: why the steps could not move anyway" grep -q "^augment: on the host (not the device: step mask(0.25) has no device form)$" "$work/augment.err"
 check "augment host: the json says where and why" python3 -c "
 import json, sys
 a = json.load(open(sys.argv[1]))['augment']
-assert a == {'path': 'host', 'device_steps': '', 'tail_on_device': False, 'not_on_device': 'step gaussian_blur(3,0.8) has no device form'}, a
+assert a == {'path': 'host', 'device_steps': '', 'tail_on_device': False, 'not_on_device': 'step mask(0.25) has no device form'}, a
 " "$work/augment.json"
 check "folder: the run header counts the folder's 10 samples, not the synthetic default" grep -q "^run: .*, 10 samples," "$work/folder.err"
 check "folder: the PNGs opened the imgcodecs module" bash -c "LD_DEBUG=files '$pf' run --source 'folder:$work/folder' --batch 4 --device cpu --limit 1 --transforms 'center_crop(8)' 2>&1 | grep -q 'libpinfeed_imgcodecs.so'"

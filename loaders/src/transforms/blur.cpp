@@ -4,6 +4,7 @@
 
 #include "common.hpp"
 #include "kinds.hpp"
+#include "pinfeed/ops/augment.hpp"
 #include "pinfeed/ops/blur.hpp"
 
 namespace pinfeed::loaders {
@@ -26,6 +27,13 @@ double sigma_for(double s, int k, std::size_t index) {
   return s > 0.0 ? s : k * 0.15 + 0.35;
 }
 
+/// The blur's device job on a uint8 image (none for other types).
+std::optional<std::vector<ops::aug_job>> blur_jobs(const image_spec& in, int kx, int ky, double sx, double sy) {
+  if (in.type != dtype::u8) return std::nullopt;
+  return std::vector<ops::aug_job>{ops::blur_job(kx, ky, sx, sy, static_cast<std::uint32_t>(in.height),
+                                                 static_cast<std::uint32_t>(in.width), static_cast<int>(in.channels))};
+}
+
 class gaussian_blur_transform final : public transform {
  public:
   gaussian_blur_transform(int kx, int ky, double sx, double sy) : kx_(kx), ky_(ky), sx_(sx), sy_(sy) {}
@@ -43,6 +51,10 @@ class gaussian_blur_transform final : public transform {
     return in;
   }
   bool in_place() const override { return true; }
+  int device_rounds() const override { return 1; }
+  std::optional<std::vector<ops::aug_job>> device_jobs(const image_spec& in, philox_stream) const override {
+    return blur_jobs(in, kx_, ky_, sx_, sy_);
+  }
   void apply(const image_view& in, const image_view& out, philox_stream) const override {
     ops::gaussian_blur_u8(in.as<std::uint8_t>(), in.spec.height, in.spec.width, in.spec.channels, kx_, ky_, sx_, sy_,
                           out.as<std::uint8_t>());
@@ -64,6 +76,11 @@ class random_gaussian_blur_transform final : public transform {
     return gaussian_blur_transform(k_, k_, smin_, smin_).output_spec(in);
   }
   bool in_place() const override { return true; }
+  int device_rounds() const override { return 1; }
+  std::optional<std::vector<ops::aug_job>> device_jobs(const image_spec& in, philox_stream rng) const override {
+    const double sigma = uniform_between(rng, smin_, smax_);
+    return blur_jobs(in, k_, k_, sigma, sigma);
+  }
   std::string explain(const image_spec&, philox_stream rng) const override {
     return "gaussian_blur(" + std::to_string(k_) + "," + format_double(uniform_between(rng, smin_, smax_)) + ")";
   }

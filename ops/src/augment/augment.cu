@@ -1,14 +1,16 @@
-// augment.hpp's batch on the device. A round is up to three launches: the counts of the images
+// augment.hpp's batch on the device. A round is up to four launches: the counts of the images
 // whose op needs them (blocks of an image add their shared-memory counts into the image's with
 // atomic additions: sums and counts are the same in any order), the tables (a thread an image,
 // aug_math.hpp's make_tables), and the pixels (an image a blockIdx.y, threads striding over its
-// pixels, aug_math.hpp's apply_pixel). Nothing is allocated and nothing waits on the host: the
+// pixels, aug_math.hpp's apply_pixel; the blur jobs' pixels by a kernel of their own, which
+// computes the taps first, blur_math.hpp's). Nothing is allocated and nothing waits on the host: the
 // scratch is the caller's, cleared by cudaMemsetAsync on the stream.
 #include <algorithm>
 #include <string>
 
 #include "pinfeed/ops/detail/job_launch.hpp"
 #include "aug_math.hpp"
+#include "blur_math.hpp"
 #include "pinfeed/ops/augment.hpp"
 #include "pinfeed/runtime/device.hpp"
 #include "pinfeed/runtime/error.hpp"
@@ -62,6 +64,7 @@ __global__ void apply_kernel(const aug_job* __restrict__ jobs, std::size_t first
   // Read where it is (global memory), not copied to a local: the simulator's PTX loses what the
   // inlined functions read through a generic pointer into a thread's local copy.
   const aug_job& j = jobs[first + blockIdx.y];
+  if (!copy_only && j.kind == aug_kind::blur) return;  // blur_kernel's (the whole block)
   __shared__ aug::image_tables t;
   if (!copy_only && aug::needs_counts(j.kind)) {  // the whole block: the barrier stays uniform
     const auto* src = reinterpret_cast<const std::uint32_t*>(tables + first + blockIdx.y);
@@ -79,6 +82,39 @@ __global__ void apply_kernel(const aug_job* __restrict__ jobs, std::size_t first
       continue;
     }
     aug::apply_pixel(j, in, t, p, out);
+  }
+}
+
+/// The blur jobs of a round (blockIdx.y: the job; others leave at once, the whole block): each
+/// block computes its job's taps into shared memory step by step as blur_math.hpp's blur_taps
+/// does (the exponents and exps a tap a thread, the largest and the sum in order by one thread),
+/// then its threads stride over the image's pixels, each from its window (blur_pixel).
+__global__ void blur_kernel(const aug_job* __restrict__ jobs, std::size_t first, const std::uint8_t* __restrict__ from,
+                            std::uint8_t* __restrict__ to) {
+  const aug_job& j = jobs[first + blockIdx.y];
+  if (j.kind != aug_kind::blur) return;  // the whole block: the barriers below stay uniform
+  __shared__ float taps[2 * aug::kMostBlurTaps];
+  __shared__ float top[2], sum[2];
+  const int kx = aug::blur_kx(j), n = kx + aug::blur_ky(j);
+  const auto axis = [&](int i) { return i < kx ? 0 : 1; };  // the tap's kernel: 0 across, 1 down
+  for (int i = threadIdx.x; i < n; i += blockDim.x)
+    taps[i] = i < kx ? aug::tap_exponent(i, kx, j.r) : aug::tap_exponent(i - kx, n - kx, j.rest);
+  __syncthreads();
+  if (threadIdx.x < 2) top[threadIdx.x] = threadIdx.x == 0 ? aug::largest(taps, kx) : aug::largest(taps + kx, n - kx);
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) taps[i] = aug::exp_float(aug::sub(taps[i], top[axis(i)]));
+  __syncthreads();
+  if (threadIdx.x < 2) sum[threadIdx.x] = threadIdx.x == 0 ? aug::sum_in_order(taps, kx) : aug::sum_in_order(taps + kx, n - kx);
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) taps[i] = aug::quo(taps[i], sum[axis(i)]);
+  __syncthreads();
+  const std::uint64_t pixels = std::uint64_t{j.height} * j.width;
+  const std::uint8_t* in = from + j.offset;
+  std::uint8_t* out = to + j.offset;
+  for (std::uint64_t p = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; p < pixels;
+       p += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    const auto y = static_cast<std::int64_t>(p / j.width), x = static_cast<std::int64_t>(p % j.width);
+    aug::blur_pixel(j, in, taps, taps + kx, y, x, out + p * j.channels);
   }
 }
 
@@ -110,10 +146,21 @@ void augment_batch_device(const aug_job* device_jobs, const aug_job* host_jobs, 
                                     std::to_string(samples) + " images need " + std::to_string(aug_scratch_bytes(samples)));
   auto* counts = static_cast<aug::image_counts*>(scratch);
   auto* tables = reinterpret_cast<aug::image_tables*>(counts + samples);
+  // The pixels of a round: the blur jobs' by blur_kernel, the others' by apply_kernel (each leaves
+  // the other's jobs, and a launch without jobs of its own is left out).
   const auto pixels = [&](const aug_job* d_round, const aug_job* h_round, const std::uint8_t* from, std::uint8_t* to, bool copy_only) {
-    detail::launch_over_jobs(
-        samples, kThreads, [&](std::size_t i) { return std::uint64_t{h_round[i].height} * h_round[i].width; },
-        [&](dim3 grid, std::size_t first) { apply_kernel<<<grid, kThreads, 0, stream>>>(d_round, first, from, to, tables, copy_only); });
+    const auto units = [&](bool blur) {
+      return [=](std::size_t i) {
+        const bool is_blur = !copy_only && h_round[i].kind == aug_kind::blur;
+        return is_blur == blur ? std::uint64_t{h_round[i].height} * h_round[i].width : std::uint64_t{0};
+      };
+    };
+    detail::launch_over_jobs(samples, kThreads, units(false), [&](dim3 grid, std::size_t first) {
+      apply_kernel<<<grid, kThreads, 0, stream>>>(d_round, first, from, to, tables, copy_only);
+    });
+    detail::launch_over_jobs(samples, kThreads, units(true), [&](dim3 grid, std::size_t first) {
+      blur_kernel<<<grid, kThreads, 0, stream>>>(d_round, first, from, to);
+    });
   };
   for (std::size_t r = 0; r < rounds; ++r) {
     const aug_job* h_round = host_jobs + r * samples;

@@ -11,6 +11,8 @@
 #include "../colour/samples.hpp"
 #include "../geometry/warp_plan.hpp"
 #include "aug_math.hpp"
+#include "blur_math.hpp"
+#include "pinfeed/ops/blur.hpp"
 #include "pinfeed/runtime/exception.hpp"
 
 namespace pinfeed::ops {
@@ -18,7 +20,7 @@ namespace {
 
 constexpr const char* kKindNames[] = {"copy",     "warp",       "turn",   "brightness", "saturation", "contrast", "sharpness",
                                       "posterize", "solarize", "autocontrast", "equalize", "invert", "hue", "grayscale",
-                                      "erase"};
+                                      "erase", "blur"};
 static_assert(std::size(kKindNames) == static_cast<std::size_t>(aug_kind::count_));
 
 aug_job base(aug_kind kind, std::uint32_t height, std::uint32_t width, int channels, std::uint64_t offset, const char* op) {
@@ -159,6 +161,24 @@ aug_job grayscale_job(std::uint32_t height, std::uint32_t width, int channels, s
   return base(aug_kind::grayscale, height, width, channels, offset, "grayscale");
 }
 
+aug_job blur_job(int kx, int ky, double sx, double sy, std::uint32_t height, std::uint32_t width, int channels, std::uint64_t offset) {
+  aug_job j = base(aug_kind::blur, height, width, channels, offset, "gaussian_blur");
+  (void)gaussian_kernel1d(kx, sx);  // its checks of the sizes and sigmas
+  (void)gaussian_kernel1d(ky, sy);
+  if (kx > aug::kMostBlurTaps || ky > aug::kMostBlurTaps)
+    throw pinfeed::invalid_argument("gaussian_blur: kernels of at most " + std::to_string(aug::kMostBlurTaps) + " taps, not " +
+                                    std::to_string(std::max(kx, ky)));
+  if (kx / 2 >= static_cast<std::int64_t>(width) || ky / 2 >= static_cast<std::int64_t>(height))
+    throw pinfeed::invalid_argument("gaussian_blur: a " + std::to_string(kx) + "x" + std::to_string(ky) +
+                                    " kernel needs an image wider than " + std::to_string(kx / 2) + " and taller than " +
+                                    std::to_string(ky / 2) + " pixels, not " + std::to_string(width) + "x" + std::to_string(height));
+  j.box[0] = static_cast<std::uint32_t>(kx);
+  j.box[1] = static_cast<std::uint32_t>(ky);
+  j.r = static_cast<float>(sx);
+  j.rest = static_cast<float>(sy);
+  return j;
+}
+
 float normal_noise(std::uint32_t a, std::uint32_t b) noexcept { return aug::box_muller(a, b); }
 
 namespace {
@@ -235,6 +255,16 @@ void check_aug_jobs(const aug_job* jobs, std::size_t samples, std::size_t rounds
         if (!j.has_fill && j.noise_first + 2 * std::uint64_t{j.box[2]} * j.box[3] * j.channels > (std::uint64_t{1} << 34))
           bad(r, s, "the noise runs past its stream's 2^34 words (from word " + std::to_string(j.noise_first) + ")");
       }
+      if (j.kind == aug_kind::blur) {
+        const std::uint32_t kx = j.box[0], ky = j.box[1];
+        if (kx % 2 == 0 || ky % 2 == 0 || kx > aug::kMostBlurTaps || ky > aug::kMostBlurTaps)
+          bad(r, s, "a " + std::to_string(kx) + "x" + std::to_string(ky) + " kernel (sizes odd, 1 to " +
+                        std::to_string(aug::kMostBlurTaps) + ")");
+        if (kx / 2 >= j.width || ky / 2 >= j.height)
+          bad(r, s, "a " + std::to_string(kx) + "x" + std::to_string(ky) + " kernel reaches past the " + std::to_string(j.height) +
+                        "x" + std::to_string(j.width) + " image");
+        if (!(j.r > 0.0f) || !(j.rest > 0.0f)) bad(r, s, "a sigma not greater than 0");
+      }
       for (const float v : j.grid)
         if (!std::isfinite(v)) bad(r, s, "a grid factor is not finite");
       if (!std::isfinite(j.fill) || !std::isfinite(j.r) || !std::isfinite(j.rest)) bad(r, s, "a parameter is not finite");
@@ -281,6 +311,18 @@ std::uint64_t aug_scratch_bytes(std::size_t samples) {
   return samples * (sizeof(aug::image_counts) + sizeof(aug::image_tables));
 }
 
+namespace {
+/// A blur job on the host as its kernel computes it: the taps, then each output pixel from its window.
+void blur_host(const aug_job& j, const std::uint8_t* in, std::uint8_t* out) {
+  float taps[2 * aug::kMostBlurTaps];
+  aug::blur_taps(aug::blur_kx(j), j.r, taps);
+  aug::blur_taps(aug::blur_ky(j), j.rest, taps + aug::blur_kx(j));
+  for (std::int64_t y = 0; y < j.height; ++y)
+    for (std::int64_t x = 0; x < j.width; ++x)
+      aug::blur_pixel(j, in, taps, taps + aug::blur_kx(j), y, x, out + (static_cast<std::uint64_t>(y) * j.width + x) * j.channels);
+}
+}  // namespace
+
 void augment_batch_host(const aug_job* jobs, std::size_t samples, std::size_t rounds, std::uint8_t* images, std::uint8_t* spare,
                         std::uint64_t bytes) {
   check_aug_jobs(jobs, samples, rounds, bytes);
@@ -306,6 +348,10 @@ void augment_batch_host(const aug_job* jobs, std::size_t samples, std::size_t ro
             for (int c = 0; c < j.channels; ++c) ++counts.hist[c][px[c]];
         }
         aug::make_tables(j, counts, tables);
+      }
+      if (j.kind == aug_kind::blur) {
+        blur_host(j, in, to + j.offset);
+        continue;
       }
       for (std::uint64_t p = 0; p < pixels; ++p) aug::apply_pixel(j, in, tables, p, to + j.offset);
     }

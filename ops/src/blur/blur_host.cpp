@@ -2,6 +2,8 @@
 // image (grown, never shrunk: no allocation per image once a worker has seen its largest).
 #include "pinfeed/ops/blur.hpp"
 
+#include "../augment/blur_math.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -19,29 +21,11 @@ void check_kernel(int size, double sigma) {
     throw pinfeed::invalid_argument("gaussian_blur: sigma must be finite and greater than 0, not " + std::to_string(sigma));
 }
 
-/// The reflected index of p in [0, n): -1 -> 1, n -> n - 2 (n > the reach, checked by the caller).
-PINFEED_INLINE std::int64_t reflect(std::int64_t p, std::int64_t n) { return p < 0 ? -p : p >= n ? 2 * (n - 1) - p : p; }
+using aug::reflect;
 
-}  // namespace
-
-namespace {
-
-/// The kernel of blur.hpp into v[0, size) (checked by the caller).
-void fill_kernel1d(int size, double sigma, float* v) {
-  const double lim = (size - 1) / (2.0 * std::sqrt(2.0));
-  const float a = static_cast<float>(-lim), b = static_cast<float>(lim);
-  const float step = size > 1 ? (b - a) / static_cast<float>(size - 1) : 0.0f;
-  const float s = static_cast<float>(sigma);
-  for (int i = 0; i < size; ++i) {
-    const float x = i < size / 2 ? a + step * static_cast<float>(i) : b - step * static_cast<float>(size - 1 - i);
-    const float t = x / s;
-    v[i] = -(t * t);
-  }
-  const float top = *std::max_element(v, v + size);
-  float sum = 0.0f;
-  for (int i = 0; i < size; ++i) sum += (v[i] = std::exp(v[i] - top));
-  for (int i = 0; i < size; ++i) v[i] /= sum;
-}
+/// The kernel of blur.hpp into v[0, size) (checked by the caller): blur_math.hpp's taps, which
+/// the device's blur jobs compute alike.
+void fill_kernel1d(int size, double sigma, float* v) { aug::blur_taps(size, static_cast<float>(sigma), v); }
 
 }  // namespace
 

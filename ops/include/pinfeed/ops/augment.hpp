@@ -13,7 +13,9 @@
 /// other; the result is left in `images` (copied back after an odd number of rounds). Per round,
 /// the images whose op needs a whole-image figure (contrast's mean, autocontrast's extremes,
 /// equalize's histogram) are counted first, then each output pixel is computed from the input, the
-/// job and those figures by one function (src/augment/aug_math.hpp) the host and the kernels share.
+/// job and those figures by one function (src/augment/aug_math.hpp) the host and the kernels share;
+/// a blur job's taps are computed from its sizes and sigmas, and each of its output samples from
+/// its window, by the functions of src/augment/blur_math.hpp.
 ///
 /// The result of each job is that of the host op it stands for (colour.hpp and the others state
 /// the arithmetic); tests/ops/augment_test.cpp checks it op by op, and the GPU tests the device
@@ -34,7 +36,7 @@ namespace pinfeed::ops {
 
 enum class aug_kind : std::uint8_t {
   copy, warp, turn, brightness, saturation, contrast, sharpness, posterize, solarize, autocontrast, equalize, invert, hue,
-  grayscale, erase,
+  grayscale, erase, blur,
   count_
 };
 /// Its name ("warp", "contrast", ...), for messages.
@@ -59,7 +61,8 @@ struct aug_job {
   /// brightness: r the factor; saturation, contrast: blend's f32(r) and f32(1 - r); sharpness:
   /// rest = f32(1 - r); solarize: r the threshold; hue: r the shift.
   float r = 0, rest = 0;
-  /// erase: the box, {top, left, height, width} (rows top .. top + height - 1).
+  /// erase: the box, {top, left, height, width} (rows top .. top + height - 1); blur: box[0] and
+  /// box[1] the kernel's sizes across and down (odd, 1 to 1023), r and rest its float sigmas.
   std::uint32_t box[4] = {};
   /// erase with noise: the Philox stream (pinfeed/runtime/philox.hpp) of the sample, its key (lo,
   /// hi) and its counter's last three words, and the first word the box takes: value n of the box
@@ -81,6 +84,11 @@ struct aug_job {
                                 std::uint32_t width, int channels, std::uint64_t offset = 0);
 [[nodiscard]] aug_job erase_noise_job(const std::uint32_t (&box)[4], const philox_stream& noise, std::uint32_t height,
                                       std::uint32_t width, int channels, std::uint64_t offset = 0);
+
+/// gaussian_blur_u8's job (pinfeed/ops/blur.hpp; its arguments, the sigmas rounded to float as it
+/// rounds them). Throws std::invalid_argument as gaussian_blur_u8 would, naming the value.
+[[nodiscard]] aug_job blur_job(int kx, int ky, double sx, double sy, std::uint32_t height, std::uint32_t width, int channels,
+                               std::uint64_t offset = 0);
 
 /// The job that applies `op` at magnitude `m` (apply_aug_op_u8's arguments) to an image of height
 /// x width x channels at `offset`. Throws std::invalid_argument as apply_aug_op_u8 would, naming
@@ -124,7 +132,8 @@ void check_erase_float_jobs(const aug_job* jobs, std::size_t samples, const floa
 
 /// Throws std::invalid_argument naming the job (its index) and what is wrong: a kind past the
 /// last, channels not 1 or 3, an image past `bytes`, a quarter turn of a non-square image, a
-/// non-finite parameter, or images of one sample that differ from round to round.
+/// non-finite parameter, a blur kernel that is not odd from 1 to 1023 or reaches past its image,
+/// or images of one sample that differ from round to round.
 void check_aug_jobs(const aug_job* jobs, std::size_t samples, std::size_t rounds, std::uint64_t bytes);
 
 /// The device scratch augment_batch_device needs for `samples` images: their counts and tables.

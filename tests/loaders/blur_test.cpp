@@ -82,6 +82,11 @@ TEST_CASE("blur.bad_values_are_refused_with_a_caret_under_the_value") {
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS((void)parse_pipeline("gaussian_blur(3,-0.5)"), doctest::Contains("sigma must be greater than 0"),
                        std::invalid_argument);
+  // A sigma is computed with as a float32: one that rounds to 0 or past its range is refused.
+  CHECK_THROWS_WITH_AS((void)parse_pipeline("gaussian_blur(3,1e-50)"), doctest::Contains("greater than 0 and a float32's"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS((void)parse_pipeline("random_gaussian_blur(3,0.5,1e39)"), doctest::Contains("sigma's greatest must be finite"),
+                       std::invalid_argument);
   CHECK_THROWS_WITH_AS((void)make_gaussian_blur(3, 2), doctest::Contains("got 2"), bad_transform_argument);
   // An image not larger than the reflected border, a float image and 4 channels: refused by name.
   CHECK_THROWS_WITH_AS((void)parse_pipeline("gaussian_blur(9)").steps()[0]->output_spec({4, 20, 3, dtype::u8}),

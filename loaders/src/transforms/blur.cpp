@@ -19,10 +19,13 @@ int kernel_size(double k, std::size_t index) {
   return static_cast<int>(k);
 }
 
+/// Whether a sigma > 0 stays so as the float32 the kernel is computed with (neither 0 nor past float's range).
+bool float_sigma(double s) { return static_cast<float>(s) > 0.0f && std::isfinite(static_cast<float>(s)); }
+
 /// A sigma from the text (> 0, or 0 for torchvision's default 0.15 k + 0.35, in double).
 double sigma_for(double s, int k, std::size_t index) {
-  if (!std::isfinite(s) || s < 0.0 || (s == 0.0 && std::signbit(s)))
-    throw bad_transform_argument(index, "gaussian_blur: sigma must be greater than 0 (or 0 for torchvision's default "
+  if (!std::isfinite(s) || s < 0.0 || (s == 0.0 && std::signbit(s)) || (s > 0.0 && !float_sigma(s)))
+    throw bad_transform_argument(index, "gaussian_blur: sigma must be greater than 0 and a float32's (or 0 for torchvision's default "
                                         "0.15 k + 0.35), got " + format_number(s));
   return s > 0.0 ? s : k * 0.15 + 0.35;
 }
@@ -99,9 +102,9 @@ class random_gaussian_blur_transform final : public transform {
 
 std::shared_ptr<transform> make_random_gaussian_blur(int kernel, double sigma_min, double sigma_max) {
   const int k = kernel_size(kernel, 0);
-  if (!(sigma_min > 0.0) || !std::isfinite(sigma_min))
-    throw bad_transform_argument(1, "random_gaussian_blur: sigma's least must be greater than 0, got " + format_number(sigma_min));
-  if (!(sigma_max >= sigma_min) || !std::isfinite(sigma_max))
+  if (!(sigma_min > 0.0) || !float_sigma(sigma_min))
+    throw bad_transform_argument(1, "random_gaussian_blur: sigma's least must be greater than 0 and a float32's, got " + format_number(sigma_min));
+  if (!(sigma_max >= sigma_min) || !float_sigma(sigma_max))
     throw bad_transform_argument(2, "random_gaussian_blur: sigma's greatest must be finite and at least its least, got " +
                                         format_number(sigma_max));
   return std::make_shared<random_gaussian_blur_transform>(k, sigma_min, sigma_max);

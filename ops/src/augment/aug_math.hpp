@@ -9,6 +9,10 @@
 
 #include "pinfeed/ops/augment.hpp"
 
+#if defined(__USE_FAST_MATH__)
+#error "the augmentations' arithmetic must be IEEE (no --use_fast_math): the device must give the host's bits"
+#endif
+
 #if defined(__CUDACC__)
 #define PINFEED_AUG_HD __host__ __device__ __forceinline__
 #else

@@ -19,6 +19,11 @@ namespace pinfeed::ops {
 namespace {
 
 constexpr int kThreads = 256;
+
+/// A thread's first unit of its block's job (the x blocks stride over the job's units together),
+/// and the stride.
+__device__ __forceinline__ std::uint64_t first_unit() { return blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; }
+__device__ __forceinline__ std::uint64_t unit_stride() { return static_cast<std::uint64_t>(gridDim.x) * blockDim.x; }
 constexpr int kTableWords = static_cast<int>((sizeof(aug::image_tables) + 3) / 4);
 
 __global__ void counts_kernel(const aug_job* __restrict__ jobs, std::size_t first, const std::uint8_t* __restrict__ from,
@@ -34,8 +39,7 @@ __global__ void counts_kernel(const aug_job* __restrict__ jobs, std::size_t firs
   const std::uint64_t pixels = std::uint64_t{j.height} * j.width;
   const std::uint8_t* in = from + j.offset;
   unsigned long long sum = 0;
-  for (std::uint64_t p = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; p < pixels;
-       p += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+  for (std::uint64_t p = first_unit(); p < pixels; p += unit_stride()) {
     const std::uint8_t* px = in + p * static_cast<std::uint64_t>(c);
     if (histogram)
       for (int k = 0; k < c; ++k) atomicAdd(&local.hist[k][px[k]], 1u);
@@ -75,8 +79,7 @@ __global__ void apply_kernel(const aug_job* __restrict__ jobs, std::size_t first
   const std::uint64_t pixels = std::uint64_t{j.height} * j.width;
   const std::uint8_t* in = from + j.offset;
   std::uint8_t* out = to + j.offset;
-  for (std::uint64_t p = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; p < pixels;
-       p += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+  for (std::uint64_t p = first_unit(); p < pixels; p += unit_stride()) {
     if (copy_only) {
       for (int k = 0; k < j.channels; ++k) out[p * j.channels + k] = in[p * j.channels + k];
       continue;
@@ -106,16 +109,11 @@ __global__ void blur_kernel(const aug_job* __restrict__ jobs, std::size_t first,
   __syncthreads();
   if (threadIdx.x < 2) sum[threadIdx.x] = threadIdx.x == 0 ? aug::sum_in_order(taps, kx) : aug::sum_in_order(taps + kx, n - kx);
   __syncthreads();
-  for (int i = threadIdx.x; i < n; i += blockDim.x) taps[i] = aug::quo(taps[i], sum[axis(i)]);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) taps[i] = aug::normal_or_zero(aug::quo(taps[i], sum[axis(i)]));
   __syncthreads();
-  const std::uint64_t pixels = std::uint64_t{j.height} * j.width;
-  const std::uint8_t* in = from + j.offset;
-  std::uint8_t* out = to + j.offset;
-  for (std::uint64_t p = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; p < pixels;
-       p += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
-    const auto y = static_cast<std::int64_t>(p / j.width), x = static_cast<std::int64_t>(p % j.width);
-    aug::blur_pixel(j, in, taps, taps + kx, y, x, out + p * j.channels);
-  }
+  for (std::uint64_t p = first_unit(); p < std::uint64_t{j.height} * j.width; p += unit_stride())
+    aug::blur_pixel(j, from + j.offset, taps, taps + kx, static_cast<std::int64_t>(p / j.width), static_cast<std::int64_t>(p % j.width),
+                    to + j.offset + p * j.channels);
 }
 
 /// Each thread a value of its sample's box (blockIdx.y: the sample; the box's values strided over
@@ -124,8 +122,7 @@ __global__ void erase_float_kernel(const aug_job* __restrict__ jobs, std::size_t
   const aug_job& j = jobs[first + blockIdx.y];
   if (j.kind != aug_kind::erase) return;
   const std::uint64_t values = std::uint64_t{j.box[2]} * j.box[3] * j.channels;
-  for (std::uint64_t n = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; n < values;
-       n += static_cast<std::uint64_t>(gridDim.x) * blockDim.x)
+  for (std::uint64_t n = first_unit(); n < values; n += unit_stride())
     aug::erase_float_value(j, n, chw, images + j.offset);
 }
 

@@ -163,11 +163,11 @@ aug_job grayscale_job(std::uint32_t height, std::uint32_t width, int channels, s
 
 aug_job blur_job(int kx, int ky, double sx, double sy, std::uint32_t height, std::uint32_t width, int channels, std::uint64_t offset) {
   aug_job j = base(aug_kind::blur, height, width, channels, offset, "gaussian_blur");
-  (void)gaussian_kernel1d(kx, sx);  // its checks of the sizes and sigmas
-  (void)gaussian_kernel1d(ky, sy);
   if (kx > aug::kMostBlurTaps || ky > aug::kMostBlurTaps)
     throw pinfeed::invalid_argument("gaussian_blur: kernels of at most " + std::to_string(aug::kMostBlurTaps) + " taps, not " +
                                     std::to_string(std::max(kx, ky)));
+  (void)gaussian_kernel1d(kx, sx);  // its checks of the sizes and sigmas
+  (void)gaussian_kernel1d(ky, sy);
   if (kx / 2 >= static_cast<std::int64_t>(width) || ky / 2 >= static_cast<std::int64_t>(height))
     throw pinfeed::invalid_argument("gaussian_blur: a " + std::to_string(kx) + "x" + std::to_string(ky) +
                                     " kernel needs an image wider than " + std::to_string(kx / 2) + " and taller than " +

@@ -21,9 +21,14 @@ PINFEED_AUG_HD double drne(double v) { return rint(v); }
 PINFEED_AUG_HD double drne(double v) { return std::nearbyint(v); }
 #endif
 
+/// A float below float's least normal (2^-126) as 0: no tap is subnormal, so a process that
+/// flushes subnormals (a framework's flush-denormal mode) computes the same taps and sums.
+PINFEED_AUG_HD float normal_or_zero(float v) { return v < 1.17549435e-38f && v > -1.17549435e-38f ? 0.0f : v; }
+
 /// exp(v) for a float v <= 0, rounded to float: v = n ln 2 + r (n the nearest whole number to
 /// v / ln 2, ln 2 in two parts whose first times n is exact), e^r by its series to r^14 (|r| <
-/// 0.35: the next term is below 1e-18), times 2^n. Below -110 the float is 0; NaN stays NaN.
+/// 0.35: the next term is below 1e-18), times 2^n. A result below float's least normal is 0 (so
+/// from v below about -87.3); NaN stays NaN.
 PINFEED_AUG_HD float exp_float(float v) {
   if (v != v) return v;
   if (!(v > -110.0f)) return 0.0f;
@@ -38,7 +43,7 @@ PINFEED_AUG_HD float exp_float(float v) {
   const std::uint64_t scale_bits = static_cast<std::uint64_t>(1023 + static_cast<int>(n)) << 52;  // 2^n, n in -159..0
   double scale;
   __builtin_memcpy(&scale, &scale_bits, sizeof scale);
-  return static_cast<float>(dmul(p, scale));
+  return normal_or_zero(static_cast<float>(dmul(p, scale)));
 }
 
 /// Tap i's exponent of the kernel of `size` taps and float sigma `sigma`: -(x_i / sigma)^2, x_i
@@ -70,7 +75,7 @@ PINFEED_AUG_HD void blur_taps(int size, float sigma, float* v) {
   const float top = largest(v, size);
   for (int i = 0; i < size; ++i) v[i] = exp_float(sub(v[i], top));
   const float sum = sum_in_order(v, size);
-  for (int i = 0; i < size; ++i) v[i] = quo(v[i], sum);
+  for (int i = 0; i < size; ++i) v[i] = normal_or_zero(quo(v[i], sum));
 }
 
 /// The reflected index of p in [0, n): -1 -> 1, n -> n - 2 (n larger than the kernel's reach).

@@ -17,8 +17,10 @@ namespace {
 void check_kernel(int size, double sigma) {
   if (size < 1 || size % 2 == 0)
     throw pinfeed::invalid_argument("gaussian_blur: the kernel size must be odd and at least 1, not " + std::to_string(size));
-  if (!(sigma > 0.0) || !std::isfinite(sigma))
-    throw pinfeed::invalid_argument("gaussian_blur: sigma must be finite and greater than 0, not " + std::to_string(sigma));
+  // computed as a float32: one that rounds to 0 or past float's range is refused too
+  if (!(static_cast<float>(sigma) > 0.0f) || !std::isfinite(static_cast<float>(sigma)))
+    throw pinfeed::invalid_argument("gaussian_blur: sigma must be finite and greater than 0 as a float32, not " + std::to_string(sigma) +
+                                    (std::isfinite(sigma) && sigma > 0.0 ? " (" + std::string(sigma < 1.0 ? "0" : "inf") + " as a float32)" : ""));
 }
 
 using aug::reflect;

@@ -10,7 +10,9 @@
 ///   f32(-lim), b = f32(lim), step = f32((b - a) / (k - 1)), x[i] = a + step i for i < k / 2, else
 ///   b - step (k - 1 - i); v[i] = -(f32(x[i] / f32(s)))^2; kernel[i] = f32(e[i] / sum(e)) with
 ///   e[i] = exp(v[i] - max v) (float32 each: pinfeed's own exp in double steps rounded to float,
-///   the same on the host and the GPU; PyTorch's vectorised exp is within an ulp of it).
+///   the same on the host and the GPU; PyTorch's vectorised exp is within an ulp of it); a tap
+///   below float's least normal is 0 (so a process flushing subnormals computes the same taps).
+///   sigma is taken as a float32: one that rounds to 0 or past float's range is refused.
 /// - The 2-D kernel: K[i][j] = f32(ky[i] kx[j]); sigma by default 0.15 k + 0.35 per axis.
 /// - The image padded by reflection (no edge repeated) by kx / 2 columns and ky / 2 rows, each
 ///   output sample the float sum of K times the window, rounded to the nearest (ties to even) and

@@ -13,7 +13,6 @@ std::optional<batch> loader::impl::next() {
   if (next_batch >= batches) return std::nullopt;
   auto& c = *core;
   check_held();
-  positioned = false;
   std::uint64_t expected = 0;
   c.first_take_ns.compare_exchange_strong(expected, now_ns());
   std::optional<std::size_t> slot;
@@ -22,8 +21,12 @@ std::optional<batch> loader::impl::next() {
   const std::uint64_t wait_from = now_ns();
   {
     stage_timer t(stage::consumer_wait, &c.stats, c.trace.get(), next_batch);
-    slot = c.ring.take(seq_base + next_batch, std::chrono::milliseconds(100), [this] { pool->help_if_stalled(); });
+    slot = c.ring.take(seq_base + next_batch, std::chrono::milliseconds(100), [&] {
+      pool->help_if_stalled();
+      if (c.options.interrupt) c.options.interrupt();  // may throw: nothing is taken yet
+    });
   }
+  positioned = false;  // (an interrupt above leaves the position as it was)
   if (!slot) {
     std::exception_ptr failed;
     {

@@ -1,11 +1,14 @@
 // The consumer's take (runtime/src/loader/take.cpp): next() refuses at once a call that could
-// never be served (every slot held), and goes on once a batch is released.
+// never be served (every slot held), and goes on once a batch is released; the interrupt hook.
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pinfeed/runtime/checksum.hpp"
@@ -94,4 +97,41 @@ TEST_CASE("loader.held.a_larger_max_batches_in_use_lets_a_trainer_keep_batches")
     kept.push_back(std::move(*b));
   }
   CHECK_THROWS_WITH_AS((void)l.next(), doctest::Contains("max_batches_in_use is 3"), batches_held_error);
+}
+
+TEST_CASE("loader.interrupt.a_waiting_next_throws_what_the_hook_throws_and_consumes_nothing") {
+  // A source whose samples take 60 ms: next() waits, and the hook runs while it does (about every
+  // 100 ms). Its exception leaves next() with nothing consumed; the next call delivers the same
+  // batch, and the run's batches are those of a run without the hook.
+  const auto slow = make_source(32, {{"pixels", dtype::u8, {2, 3}}, {"label", dtype::i64, {}}}, [](sample& s) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    fill_random_bytes(s.rng(), s.bytes("pixels"));
+    s.as<std::int64_t>("label")[0] = static_cast<std::int64_t>(s.index() % 10);
+  });
+  std::vector<std::string> expected;
+  {
+    loader reference(slow, test::shuffled_small(8, 1));
+    while (auto b = reference.next()) expected.push_back(checksum_line(*b));
+  }
+  struct stop_asked : std::runtime_error {
+    using std::runtime_error::runtime_error;
+  };
+  auto o = test::shuffled_small(8, 1);
+  std::atomic<int> calls{0};
+  std::atomic<bool> armed{true};
+  const auto consumer = std::this_thread::get_id();
+  std::atomic<bool> on_consumer{true};
+  o.interrupt = [&] {
+    ++calls;
+    if (std::this_thread::get_id() != consumer) on_consumer = false;
+    if (armed.exchange(false)) throw stop_asked("Ctrl-C");
+  };
+  loader l(slow, o);
+  CHECK_THROWS_AS((void)l.next(), stop_asked);  // 8 samples of 60 ms: the hook runs before the batch
+  CHECK(l.next_batch() == 0);
+  std::vector<std::string> got;
+  while (auto b = l.next()) got.push_back(checksum_line(*b));
+  CHECK(got == expected);
+  CHECK(calls.load() >= 2);  // it ran again while the later batches were waited for
+  CHECK(on_consumer.load());
 }

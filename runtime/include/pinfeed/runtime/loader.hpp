@@ -80,6 +80,11 @@ struct loader_options {
   /// none. Only with a GPU: on the CPU path nothing is copied and the loader refuses it. An
   /// exception it throws fails that batch.
   std::function<void(std::size_t bytes, cudaStream_t copy_stream)> after_copy{};
+  /// Called on the consumer's thread about every 100 ms while next() waits for a batch that is not
+  /// produced yet (a language binding checks its signals here: Ctrl-C in a Python loop). What it
+  /// throws, next() throws, with nothing consumed: the next call waits for the same batch. Empty
+  /// (default): none.
+  std::function<void()> interrupt{};
   /// The most bytes the loader and its source may hold: the host slots (pinned with a GPU), the
   /// device slots and what the source reports (source::memory(): sample caches, a remote reader's
   /// shard cache or read-ahead). A loader that would need more fails at construction with a

@@ -181,9 +181,10 @@ void ladder::describe() {
   if (piped_ && piped_->tail_on_host()) {
     auto before = p_.steps.steps();  // the tail: before a batch op and the steps on its floats
     if (piped_->batch_op()) before.pop_back();
-    before.resize(before.size() - piped_->float_steps().steps().size());
+    const loaders::pipeline on_floats = piped_->float_steps();  // held: the loop below reads into it
+    before.resize(before.size() - on_floats.steps().size());
     r_.transform_names.push_back(loaders::pipeline(before).device_tail().to_string() + " (fused)");
-    for (const auto& t : piped_->float_steps().steps()) r_.transform_names.push_back(t->name());
+    for (const auto& t : on_floats.steps()) r_.transform_names.push_back(t->name());
   }
 }
 

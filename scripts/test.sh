@@ -4,6 +4,8 @@
 # --faults: only the allocation-failure sweeps (tests/fault), every allocation point up to 2,000
 #   and a stride past them (CI runs 500 points of each).
 # Without --sanitize it also, before the main test run:
+#   - builds the Python module (python/, with the test environment's nanobind) into build/python;
+#     its pytest files (tests/python) run in the main run as the CTest cases python.*,
 #   - builds the GPU runner's bundle and dry-runs its device checks (scripts/gpu-bundle.sh),
 #   - cross-builds for aarch64 and runs the runtime, ops and loaders tests under qemu
 #     (scripts/cross-aarch64.sh),
@@ -56,6 +58,13 @@ else
   bash "$root/scripts/install-test-env.sh"  # Chromium, moto, Pillow and torchvision for the tests
 fi
 build_dir=$root/build${build_args[1]:+-${build_args[1]}}
+if ((${#build_args[@]} == 0 && faults == 0)); then
+  # The Python module, against the test environment's Python and nanobind (fetched beside the
+  # build), into build/python; its tests (tests/python) join the main run as python.*.
+  echo "== test.sh: Python module ($(date -u +%H:%M:%S))"
+  cmake -S "$root" -B "$build_dir" -DPINFEED_PYTHON=ON -DPython_EXECUTABLE="$root/.venv-test/bin/python" >/dev/null
+  cmake --build "$build_dir" -j "$(nproc)" --target _pinfeed
+fi
 ctest_args=(--output-on-failure -j 2)
 if ((${#build_args[@]})); then
   # Sanitized runs check the host code; the package tests rebuild pinfeed and add nothing there.

@@ -21,13 +21,12 @@ import time
 import torch
 import torchvision
 from PIL import Image
-from torch.utils.data import DataLoader
 from torchvision.datasets import ImageFolder
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import InterpolationMode
 from torchvision.transforms.v2 import functional as F
 
-from common import median_of, pinfeed_rows, write_jsonl
+from common import dataloader_images_per_s, median_of, pinfeed_rows, write_jsonl
 
 BIL = InterpolationMode.BILINEAR
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
@@ -83,18 +82,7 @@ def recipe_images_per_s(data, workers, batch, epochs):
     tf = v2.Compose([v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip(), v2.TrivialAugmentWide(),
                      v2.PILToTensor(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD),
                      v2.RandomErasing(0.25)])
-    ds = ImageFolder(os.path.join(data, "jpeg"), transform=tf)
-    dl = DataLoader(ds, batch_size=batch, num_workers=workers, persistent_workers=workers > 0, shuffle=True)
-    for _ in dl:  # warm-up epoch (workers started)
-        pass
-    rates = []
-    for _ in range(epochs):  # the median of the timed epochs, as pinfeed's --repeats
-        t0 = time.perf_counter()
-        for _ in dl:
-            pass
-        rates.append(len(ds) / (time.perf_counter() - t0))
-    return median_of(rates)
-
+    return dataloader_images_per_s(ImageFolder(os.path.join(data, "jpeg"), transform=tf), workers, batch, epochs)
 
 def main():
     ap = argparse.ArgumentParser()

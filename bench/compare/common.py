@@ -39,3 +39,22 @@ def append_jsonl(path, row):
 
 
 _started = set()
+
+
+def dataloader_images_per_s(ds, workers, batch, epochs):
+    """Images/s of a torch DataLoader over `ds` (shuffled, `workers` persistent workers): one
+    warm-up epoch (the workers started), then the median of `epochs` timed epochs."""
+    import time
+
+    from torch.utils.data import DataLoader
+
+    dl = DataLoader(ds, batch_size=batch, num_workers=workers, persistent_workers=workers > 0, shuffle=True)
+    for _ in dl:
+        pass
+    rates = []
+    for _ in range(epochs):
+        t0 = time.perf_counter()
+        for _ in dl:
+            pass
+        rates.append(len(ds) / (time.perf_counter() - t0))
+    return median_of(rates)

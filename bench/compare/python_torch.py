@@ -21,18 +21,16 @@ import os
 import platform
 import subprocess
 import tempfile
-import time
 
 import torch
 import torchvision
 from PIL import Image
-from torch.utils.data import DataLoader
 from torchvision.datasets import ImageFolder
 from torchvision.transforms import v2
 
 import pinfeed
 import pinfeed.torch
-from common import median_of, write_jsonl
+from common import dataloader_images_per_s, median_of, write_jsonl
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 RECIPE = "rrc(224),hflip,normalize(0.485,0.456,0.406,0.229,0.224,0.225)"
@@ -87,21 +85,10 @@ def python_samples_per_s(folder, workers, batch, epochs):
     return rate
 
 
-def dataloader_images_per_s(folder, workers, batch, epochs):
+def folder_dataloader_images_per_s(folder, workers, batch, epochs):
     tf = v2.Compose([v2.PILToTensor(), v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip(),
                      v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)])
-    ds = ImageFolder(folder, transform=tf)
-    dl = DataLoader(ds, batch_size=batch, num_workers=workers, persistent_workers=workers > 0, shuffle=True)
-    for _ in dl:  # warm-up epoch (workers started)
-        pass
-    rates = []
-    for _ in range(epochs):
-        t0 = time.perf_counter()
-        for _ in dl:
-            pass
-        rates.append(len(ds) / (time.perf_counter() - t0))
-    return median_of(rates)
-
+    return dataloader_images_per_s(ImageFolder(folder, transform=tf), workers, batch, epochs)
 
 def main():
     ap = argparse.ArgumentParser()
@@ -123,7 +110,7 @@ def main():
         rate, cpu = cpp_samples_per_s(a.pinfeed, a.data, a.workers, a.batch, a.epochs)
         cpp.append(rate)
         py.append(python_samples_per_s(a.data, a.workers, a.batch, a.epochs))
-        dl.append(dataloader_images_per_s(a.data, a.workers, a.batch, a.epochs))
+        dl.append(folder_dataloader_images_per_s(a.data, a.workers, a.batch, a.epochs))
     c, p, d = median_of(cpp), median_of(py), median_of(dl)
     row = {"bench": "python_compare", "transforms": RECIPE, "images": a.images, "workers": a.workers, "batch": a.batch,
            "epochs": a.epochs, "rounds": a.rounds, "cpp_images_per_s": c, "python_images_per_s": p, "dataloader_images_per_s": d,

@@ -7,6 +7,8 @@
 #   - builds the Python module (python/, with the test environment's nanobind) into build/python;
 #     its pytest files (tests/python) run in the main run as the CTest cases python.*,
 #   - builds the GPU runner's bundle and dry-runs its device checks (scripts/gpu-bundle.sh),
+#   - builds the Python wheel as `pip wheel .` does and checks it installed on its own
+#     (scripts/check-wheel.sh),
 #   - cross-builds for aarch64 and runs the runtime, ops and loaders tests under qemu
 #     (scripts/cross-aarch64.sh),
 #   - compiles every CUDA translation unit with the newest CUDA 13.x from PyPI (scripts/check-cuda-newest.sh),
@@ -14,7 +16,7 @@
 #   - runs the GPU suites on the functional GPU simulator (scripts/gpu-sim-tests.sh: ctest -L gpu-sim).
 # Every test run fails a case that passed without a single assertion and recorded no skip (the
 # tests' main counts each case's assertions: tests/test_main.cpp). Each step's start is stamped.
-# PINFEED_SKIP_BUNDLE=1, PINFEED_SKIP_CROSS=1, PINFEED_SKIP_CUDA_NEWEST=1, PINFEED_SKIP_FUZZ=1 and
+# PINFEED_SKIP_BUNDLE=1, PINFEED_SKIP_WHEEL=1, PINFEED_SKIP_CROSS=1, PINFEED_SKIP_CUDA_NEWEST=1, PINFEED_SKIP_FUZZ=1 and
 # PINFEED_SKIP_GPU_SIM=1 leave one out.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -83,6 +85,12 @@ elif ((${#build_args[@]} == 0)); then
     step "GPU runner bundle and its dry run"
     bash "$root/scripts/gpu-bundle.sh" "$root/bundle"
     OUT="$root/build/device-checks-dry-run" bash "$root/bundle/run-device-checks.sh" --dry-run
+  fi
+  if [[ ${PINFEED_SKIP_WHEEL:-0} != 1 ]]; then
+    # The wheel a user's `pip wheel .` builds (its objects from the compiler cache), installed into
+    # a fresh environment and checked there without CUDA's libraries.
+    step "Python wheel: built, installed alone, imported without CUDA"
+    bash "$root/scripts/check-wheel.sh" --arch "$archs"
   fi
   if [[ ${PINFEED_SKIP_CROSS:-0} != 1 ]]; then
     step "aarch64 cross build, tests under qemu"

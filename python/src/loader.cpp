@@ -7,6 +7,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <oneapi/tbb/global_control.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <memory>
@@ -25,17 +26,27 @@
 namespace pinfeed::python {
 namespace {
 
+/// The message a loader's call gives in a process forked from the one that started it.
+std::string forked_message(pid_t owner) {
+  return "loader: this process (pid " + std::to_string(::getpid()) + ") was forked from the one that started the loader (pid " +
+         std::to_string(owner) +
+         "); its workers are threads, which a fork does not copy: make the loader in the new process (multiprocessing's "
+         "'spawn' or 'forkserver'), or fork before making it";
+}
+
 /// The loader and what must outlive it: its source (and with it a Python function, let go with
-/// the GIL held after the loader's threads have stopped).
+/// the GIL held after the loader's threads have stopped). In a process forked after it started,
+/// every call is refused, and nothing of it is torn down there (its threads, and any lock one of
+/// them held at the fork, are not in that process): the copies are left as they are.
 class py_loader {
  public:
-  py_loader(const py_source& src, loader_options o) : source_(src.source) {
+  py_loader(const py_source& src, loader_options o) : owner_(::getpid()), source_(src.source) {
     // The process is Python's, and the loader never raises TBB's thread cap (the hardware threads,
     // one of them the caller's): as the pinfeed tool does, this layer holds a cap of the workers
     // asked for (one a hardware thread for 0 or auto) plus the calling thread while it lives.
     const std::size_t hardware = std::max(1u, std::thread::hardware_concurrency());
     const std::size_t asked = o.workers == 0 || o.workers == auto_tune ? hardware : std::max(o.workers, hardware);
-    cap_.emplace(tbb::global_control::max_allowed_parallelism, asked + 1);
+    cap_ = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, asked + 1);
     // Ctrl-C while next() waits: the signal's handler runs here, on the consumer's thread, and
     // its exception (KeyboardInterrupt) leaves next() with nothing consumed.
     o.interrupt = [] {
@@ -51,14 +62,20 @@ class py_loader {
 
   /// Stops the loader (its workers may wait for the GIL: it is released meanwhile).
   void close() {
+    if (forked()) {
+      leave_copies();
+      return;
+    }
     if (!loader_) return;
     nb::gil_scoped_release release;
     loader_.reset();
   }
   loader& get() {
+    if (forked()) throw pinfeed::logic_error(forked_message(owner_));
     if (!loader_) throw pinfeed::logic_error("loader: closed");
     return *loader_;
   }
+  [[nodiscard]] bool forked() const noexcept { return ::getpid() != owner_; }
   std::optional<py_batch> next() {
     loader& l = get();
     std::optional<batch> b;
@@ -67,11 +84,25 @@ class py_loader {
       b = l.next();
     }
     if (!b) return std::nullopt;
-    return py_batch{std::make_shared<batch>(std::move(*b))};
+    // A batch (and its fields) let go in a forked process is left there: its slot's return would
+    // take the ring's lock, which a worker may have held at the fork.
+    const pid_t owner = owner_;
+    return py_batch{std::shared_ptr<batch>(new batch(std::move(*b)), [owner](batch* p) {
+      if (::getpid() == owner) delete p;
+    })};
   }
 
  private:
-  std::optional<tbb::global_control> cap_;  // outlives the loader
+  /// In a forked process: the loader, its source and the thread cap are copies whose threads
+  /// and locks are not here; they are let go without running their destructors.
+  void leave_copies() noexcept {
+    (void)loader_.release();
+    (void)cap_.release();
+    (void)new std::shared_ptr<source>(std::move(source_));
+  }
+
+  pid_t owner_;
+  std::unique_ptr<tbb::global_control> cap_;  // outlives the loader
   std::shared_ptr<source> source_;
   std::unique_ptr<loader> loader_;
 };

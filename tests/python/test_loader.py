@@ -159,6 +159,50 @@ def test_ctrl_c_during_a_wait_ends_the_loop_within_a_second(tmp_path):
             p.kill()
 
 
+def test_a_fork_after_the_loader_started_is_refused_with_a_message(tmp_path):
+    # Workers are threads: in a forked process the loader refuses every call, naming the fork,
+    # and letting it (and a field taken before the fork) go there neither hangs nor crashes; the
+    # parent's loader goes on with every batch.
+    script = tmp_path / "fork.py"
+    script.write_text(textwrap.dedent("""
+        import os, sys, warnings
+        import numpy as np
+        import pinfeed
+        warnings.simplefilter("ignore", DeprecationWarning)  # Python's warning of a fork with threads
+        loader = pinfeed.Loader(pinfeed.synthetic(samples=40, height=16, width=16), 4, workers=2, prefetch=4)
+        first = loader.next()
+        field = first["image"]
+        pid = os.fork()
+        if pid == 0:
+            try:
+                loader.next()
+                print("child: next() gave a batch", flush=True)
+                os._exit(3)
+            except pinfeed.LogicError as e:
+                print("child: " + str(e), flush=True)
+            try:
+                loader.state()
+                os._exit(4)
+            except pinfeed.LogicError:
+                pass
+            del field, first
+            loader.close()
+            sys.exit(0)  # the interpreter's shutdown lets the rest go
+        _, status = os.waitpid(pid, 0)
+        del field, first
+        rest = sum(1 for _ in loader)
+        print("parent: child status %d, %d more batches" % (os.waitstatus_to_exitcode(status), rest), flush=True)
+    """))
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert len(lines) == 2, run.stdout
+    assert lines[0].startswith("child: loader: this process (pid "), lines[0]
+    assert "was forked from the one that started the loader" in lines[0]
+    assert "'spawn'" in lines[0]
+    assert lines[1] == "parent: child status 0, 9 more batches", run.stdout + run.stderr
+
+
 def test_bad_input_raises_a_pinfeed_error_naming_the_value(photo_folder, tmp_path):
     with pytest.raises(pinfeed.InvalidArgument, match="no-such-folder") as e:
         pinfeed.image_folder(str(tmp_path / "no-such-folder"))

@@ -3,13 +3,17 @@
 # (tools/gpu-sim/build.sh), builds pinfeed's GPU test suites as PTX for compute_75 with the shared
 # CUDA runtime (PINFEED_GPU_SIM) and a DLPack 1.x header (scripts/fetch-dlpack.sh), and runs every GPU case there (ctest -L gpu-sim): each case's
 # kernels, copies, streams and events execute on the simulator and are compared with the CPU
-# reference. The mutants of the sampler, of the JPEG planes and of the augmentation jobs must fail (the step can be seen to catch bugs).
-# Usage: scripts/gpu-sim-tests.sh [--build-only] [extra ctest arguments]
+# reference. With --mutants, also the mutants of the sampler, of the JPEG planes and of the
+# augmentation jobs, each of which must fail (the suites can be seen to catch bugs in the kernels);
+# they cost CI about 2.5 minutes of building and running, so CI leaves them out: run them after a
+# change to a kernel or to its GPU test.
+# Usage: scripts/gpu-sim-tests.sh [--mutants] [--build-only] [extra ctest arguments]
 #   --build-only builds the simulator and the suites and runs nothing (scripts/flake-hunt.sh runs
 #   them itself, many times).
 # Environment: PINFEED_GPU_SIM_BUILD (default ./build-gpu-sim), and those of tools/gpu-sim/build.sh.
 set -euo pipefail
-build_only=0
+build_only=0 mutants=0
+if [[ ${1:-} == --mutants ]]; then mutants=1; shift; fi
 if [[ ${1:-} == --build-only ]]; then build_only=1; shift; fi
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${PINFEED_GPU_SIM_BUILD:-$root/build-gpu-sim}
@@ -31,11 +35,16 @@ targets=(runtime_tests ops_tests doctor_tests)
 # SIGPIPE then failed the pipeline (pipefail), so bench_tests was left out at random.
 target_list=$(cmake --build "$build" --target help)
 grep -q '^bench_tests:' <<<"$target_list" && targets+=(bench_tests)
-targets+=($(sed -n 's/^\(\(sampler\|jpeg\|augment\)_mutant_[a-z_]*\):.*/\1/p' <<<"$target_list"))
+skip=()
+if ((mutants)); then
+  targets+=($(sed -n 's/^\(\(sampler\|jpeg\|augment\)_mutant_[a-z_]*\):.*/\1/p' <<<"$target_list"))
+else
+  skip=(-E '^gpu-sim[.]mutant[.]')
+fi
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 echo "gpu-sim-tests: built ($(($(date +%s) - start)) s)"
 if ((build_only)); then exit 0; fi
 bash "$root/scripts/ctest-costs.sh" "$build"  # the longest cases first
 cd "$build"
-ctest --output-on-failure -j 2 -L gpu-sim "$@"
+ctest --output-on-failure -j 2 -L gpu-sim "${skip[@]}" "$@"
 echo "gpu-sim-tests: done in $(($(date +%s) - start)) s"

@@ -1,0 +1,293 @@
+#!/usr/bin/env python3
+"""A mutation campaign over pinfeed's C++ sources (universalmutator's regexp mutants).
+
+It works on a copy of one commit (--commit, HEAD by default) in build-mutate/COMMIT/ (the checkout
+itself is never touched): src/ (the sources), build/ (their Release build with the tests). For each
+file it makes every mutant universalmutator makes; then, folder by folder in turn, it takes the
+mutants in a seeded random order and for each one:
+  1. compiles the objects of the mutated file: a mutant that does not compile is dropped;
+  2. compares the objects with the original's: byte-identical ones are dropped (equivalent);
+  3. builds the rest of the tree and runs the CTest cases that cover the file's folder (a map
+     beside this script, scripts/mutate-map.txt), stopping at the first failure, with a timeout;
+  4. writes a row: the file, line, change, and killed (by which case), survived or timed out.
+It stops when --budget mutants have been tested (dropped ones do not count). Rows go to
+tests/mutation/COMMIT-seedS.tsv (in the checkout, to be committed) as they are made; a later run
+with the same commit and seed, in this session or another, continues where it stopped. --report
+prints the per-folder table.
+
+Usage: scripts/mutate.sh [--files GLOB]... [--budget N] [--seed S] [--commit C] [--report]
+"""
+import argparse
+import collections
+import difflib
+import glob
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORK = SRC = BUILD = RESULTS = ""  # set by main() for the campaign's commit and seed
+COLUMNS = ["id", "file", "line", "original", "mutant", "outcome", "by", "seconds"]
+# The files that carry the contracts (issue: loader rooms, epoch order, node plan, transforms and
+# pipeline source, JPEG window and walker, tar and shard indexes, remote retry and ranges, judge).
+DEFAULT_FILES = ["runtime/src/loader/*.cpp", "runtime/src/epoch_order.cpp", "runtime/src/node_plan.cpp",
+                 "runtime/src/node_sources.cpp", "loaders/src/transforms/*.cpp", "loaders/src/pipeline_source.cpp",
+                 "loaders/src/jpeg_window.cpp", "loaders/src/jpeg_walk.cpp", "loaders/src/tar.cpp",
+                 "loaders/src/shard_index.cpp", "loaders/src/remote/retry.cpp", "loaders/src/remote/range_reads.cpp",
+                 "doctor/src/rules.cpp"]
+
+
+def log(msg):
+    print("mutate: " + msg, flush=True)
+
+
+def run(cmd, cwd=None, timeout=None):
+    """(exit status, output); 124 when it ran past `timeout` seconds."""
+    try:
+        p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
+                           errors="replace")
+        return p.returncode, p.stdout
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return 124, out
+
+
+def read_map():
+    """[(folder prefix, CTest regex)], the longest prefix first."""
+    rows = []
+    for line in open(os.path.join(ROOT, "scripts", "mutate-map.txt")):
+        line = line.split("#", 1)[0].strip()
+        if line:
+            folder, regex = line.split(None, 1)
+            rows.append((folder.rstrip("/") + "/", regex.strip()))
+    return sorted(rows, key=lambda r: -len(r[0]))
+
+
+def tests_for(path, mapping):
+    for folder, regex in mapping:
+        if path.startswith(folder):
+            return regex
+    return "."  # unsure: the whole suite
+
+
+def full_commit(name):
+    p = subprocess.run(["git", "-C", ROOT, "rev-parse", "--verify", name + "^{commit}"], capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit("mutate: --commit %s is not a commit of this checkout" % name)
+    return p.stdout.strip()
+
+
+def prepare(commit):
+    """The copy of the commit and its build (made once, then reused)."""
+    stamp = os.path.join(WORK, "commit")
+    if not os.path.exists(stamp):
+        os.makedirs(SRC, exist_ok=True)
+        archive = subprocess.Popen(["git", "-C", ROOT, "archive", commit], stdout=subprocess.PIPE)
+        subprocess.run(["tar", "-x", "-C", SRC], stdin=archive.stdout, check=True)
+        if archive.wait() != 0:
+            sys.exit("mutate: git archive failed")
+        open(stamp, "w").write(commit + "\n")
+    if not os.path.exists(os.path.join(BUILD, "build.ninja")):
+        dlpack = subprocess.run(["bash", os.path.join(ROOT, "scripts", "fetch-dlpack.sh")], capture_output=True, text=True,
+                                check=True).stdout.strip()
+        rc, out = run(["cmake", "-S", SRC, "-B", BUILD, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_CUDA_ARCHITECTURES=90",
+                       "-DPINFEED_DLPACK_INCLUDE_DIR=" + dlpack, "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache",
+                       "-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache"])
+        if rc != 0:
+            sys.exit("mutate: configuring build-mutate/build failed:\n" + out[-4000:])
+    log("building the original (the first time: the whole tree)")
+    rc, out = run(["ninja", "-C", BUILD])
+    if rc != 0:
+        sys.exit("mutate: the original does not build:\n" + out[-4000:])
+
+
+def objects_of(path):
+    """The object files compiled from source `path` (relative to the tree)."""
+    rc, out = run(["ninja", "-C", BUILD, "-t", "targets", "all"])
+    want = "/" + os.path.basename(path) + ".o"
+    sub = os.path.dirname(path)
+    objs = []
+    for line in out.splitlines():
+        target = line.split(":", 1)[0]
+        if target.endswith(want) and ".dir/" in target:
+            inner = target.split(".dir/", 1)[1][: -len(".o")].replace("__/", "../")  # CMake writes ".." as "__"
+            top = target.split("/CMakeFiles/", 1)[0] if "/CMakeFiles/" in target else ""
+            if os.path.normpath(os.path.join(top, inner)) == os.path.normpath(path):
+                objs.append(target)
+    return objs
+
+
+def make_mutants(path):
+    """[(mutant file, line, original line, mutated line)] of source `path`."""
+    out_dir = os.path.join(WORK, "mutants", path.replace("/", "_"))
+    if not os.path.isdir(out_dir):
+        tmp = out_dir + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+        mutate = os.path.join(ROOT, ".venv-mutate", "bin", "mutate")
+        rc, out = run([mutate, os.path.join(SRC, path), "cpp", "--noCheck", "--mutantDir", tmp], cwd=tmp)
+        if rc != 0:
+            sys.exit("mutate: universalmutator failed on %s:\n%s" % (path, out[-2000:]))
+        os.rename(tmp, out_dir)
+    original = open(os.path.join(SRC, path)).read().splitlines()
+    mutants = []
+    for name in sorted(os.listdir(out_dir), key=lambda n: int(re.search(r"\.mutant\.(\d+)\.", n).group(1))):
+        mutated = open(os.path.join(out_dir, name)).read().splitlines()
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, original, mutated, autojunk=False).get_opcodes():
+            if tag != "equal":
+                mutants.append((os.path.join(out_dir, name), i1 + 1, " ".join(original[i1:i2]).strip(),
+                                " ".join(mutated[j1:j2]).strip()))
+                break
+    return mutants
+
+
+def failed_case(out):
+    m = re.search(r"Test +#\d+: (\S+) \.*\s*\*+(Failed|Timeout|Exception|Not Run)", out)
+    return m.group(1) if m else "?"
+
+
+def evaluate(path, mutant, objs, regex, originals):
+    """(outcome, by): no-compile, identical, killed (the case), survived, or timeout."""
+    src = os.path.join(SRC, path)
+    saved = open(src, "rb").read()
+    try:
+        shutil.copyfile(mutant, src)
+        rc, _ = run(["ninja", "-C", BUILD] + objs, timeout=900)
+        if rc != 0:
+            return "no-compile", ""
+        if all(open(os.path.join(BUILD, o), "rb").read() == originals[o] for o in objs):
+            return "identical", ""
+        rc, _ = run(["ninja", "-C", BUILD], timeout=1800)
+        if rc != 0:
+            return "no-compile", "link"
+        rc, out = run(["ctest", "--test-dir", BUILD, "-R", regex, "-E", r"^(package|python)\.", "--stop-on-failure",
+                       "--timeout", "600", "-j", "2"], timeout=3600)
+        if rc == 124:
+            return "timeout", "the whole run"
+        if rc != 0:
+            return "killed", failed_case(out)
+        if "No tests were found" in out:
+            sys.exit("mutate: no CTest case matches %r (scripts/mutate-map.txt)" % regex)
+        return "survived", ""
+    finally:
+        with open(src, "wb") as f:
+            f.write(saved)
+        run(["ninja", "-C", BUILD] + objs, timeout=900)  # the original objects again (the compiler cache has them)
+
+
+def read_results():
+    if not os.path.exists(RESULTS):
+        with open(RESULTS, "w") as f:
+            f.write("\t".join(COLUMNS) + "\n")
+        return {}
+    rows = {}
+    with open(RESULTS) as f:
+        next(f)
+        for line in f:
+            fields = line.rstrip("\n").split("\t")
+            if len(fields) == len(COLUMNS):
+                rows[fields[0]] = dict(zip(COLUMNS, fields))
+    return rows
+
+
+def candidates(files, seed):
+    """The mutants in the order they are tried: each folder's in its own seeded order, the folders in turn."""
+    by_folder = collections.OrderedDict()
+    for path in files:
+        muts = [(path, i) + m for i, m in enumerate(make_mutants(path))]
+        by_folder.setdefault(os.path.dirname(path), []).extend(muts)
+    queues = []
+    for folder, muts in by_folder.items():
+        random.Random("%s:%s" % (seed, folder)).shuffle(muts)
+        queues.append(collections.deque(muts))
+    while any(queues):
+        for q in queues:
+            if q:
+                yield q.popleft()
+
+
+def clean(text):
+    return text.replace("\t", " ").replace("\n", " ")[:160]
+
+
+def report(rows):
+    """The per-folder table (markdown): sampled, compiled, equivalent by bytes, killed, survived."""
+    tested = ("killed", "survived", "timeout")
+    per = collections.OrderedDict()
+    for r in rows.values():
+        c = per.setdefault(os.path.dirname(r["file"]), collections.Counter())
+        c[r["outcome"]] += 1
+    print("| folder | mutants tried | did not compile | identical objects | tested | killed | survived | kill rate |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    total = collections.Counter()
+    for folder, c in sorted(per.items()):
+        total.update(c)
+        n = sum(c[t] for t in tested)
+        killed = c["killed"] + c["timeout"]
+        print("| %s | %d | %d | %d | %d | %d | %d | %s |" % (folder, sum(c.values()), c["no-compile"], c["identical"], n, killed,
+                                                          c["survived"], "%.0f%%" % (100.0 * killed / n) if n else "-"))
+    n = sum(total[t] for t in tested)
+    print("| all | %d | %d | %d | %d | %d | %d | %s |" % (sum(total.values()), total["no-compile"], total["identical"], n,
+                                                         total["killed"] + total["timeout"], total["survived"],
+                                                         "%.0f%%" % (100.0 * (total["killed"] + total["timeout"]) / n) if n else "-"))
+    for r in rows.values():
+        if r["outcome"] == "survived":
+            print("survived: %s:%s  %s  ==>  %s" % (r["file"], r["line"], r["original"], r["mutant"]))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--files", action="append", help="a glob of sources under the tree (again for more); default: the contracts' files")
+    ap.add_argument("--budget", type=int, default=300, help="mutants to test (dropped ones do not count)")
+    ap.add_argument("--seed", default="1")
+    ap.add_argument("--commit", default="HEAD", help="the commit whose sources are mutated")
+    ap.add_argument("--report", action="store_true", help="print the campaign's table and stop")
+    a = ap.parse_args()
+    global WORK, SRC, BUILD, RESULTS
+    commit = full_commit(a.commit)
+    WORK = os.path.join(ROOT, "build-mutate", commit[:12])
+    SRC, BUILD = os.path.join(WORK, "src"), os.path.join(WORK, "build")
+    RESULTS = os.path.join(ROOT, "tests", "mutation", "%s-seed%s.tsv" % (commit[:12], a.seed))
+    os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
+    if a.report:
+        report(read_results())
+        return
+    prepare(commit)
+    mapping = read_map()
+    files = sorted({os.path.relpath(p, SRC) for g in (a.files or DEFAULT_FILES) for p in glob.glob(os.path.join(SRC, g))})
+    if not files:
+        sys.exit("mutate: no source matches %s" % (a.files or DEFAULT_FILES))
+    rows = read_results()
+    originals, objects = {}, {}
+    for path in files:
+        objects[path] = objects_of(path)
+        if not objects[path]:
+            sys.exit("mutate: no object file is compiled from %s" % path)
+        for o in objects[path]:
+            originals[o] = open(os.path.join(BUILD, o), "rb").read()
+    tested = sum(1 for r in rows.values() if r["outcome"] in ("killed", "survived", "timeout"))
+    log("%d files; %d mutants tested before this run; budget %d" % (len(files), tested, a.budget))
+    for path, index, mutant, line, original, changed in candidates(files, a.seed):
+        if tested >= a.budget:
+            break
+        key = "%s#%d" % (path, index)
+        if key in rows:
+            continue
+        start = time.monotonic()
+        outcome, by = evaluate(path, mutant, objects[path], tests_for(path, mapping), originals)
+        row = [key, path, str(line), clean(original), clean(changed), outcome, by, "%.0f" % (time.monotonic() - start)]
+        with open(RESULTS, "a") as f:
+            f.write("\t".join(row) + "\n")
+        rows[key] = dict(zip(COLUMNS, row))
+        if outcome in ("killed", "survived", "timeout"):
+            tested += 1
+            log("%d/%d %s:%d %s %s" % (tested, a.budget, path, line, outcome, by))
+    report(rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -25,9 +25,11 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
+import zlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORK = SRC = BUILD = RESULTS = ""  # set by main() for the campaign's commit and seed
@@ -150,7 +152,7 @@ def failed_case(out):
     return m.group(1) if m else "?"
 
 
-def evaluate(path, mutant, objs, regex, originals):
+def evaluate(path, mutant, objs, regex, originals, limit):
     """(outcome, by): no-compile, identical, killed (the case), survived, or timeout."""
     src = os.path.join(SRC, path)
     saved = open(src, "rb").read()
@@ -165,9 +167,9 @@ def evaluate(path, mutant, objs, regex, originals):
         if rc != 0:
             return "no-compile", "link"
         rc, out = run(["ctest", "--test-dir", BUILD, "-R", regex, "-E", r"^(package|python)\.", "--stop-on-failure",
-                       "--timeout", "600", "-j", "2"], timeout=3600)
+                       "--timeout", str(int(limit)), "-j", "2"], timeout=limit)
         if rc == 124:
-            return "timeout", "the whole run"
+            return "timeout", "over %d s (the original's run: %d s)" % (limit, (limit - 60) / 2)
         if rc != 0:
             return "killed", failed_case(out)
         if "No tests were found" in out:
@@ -177,6 +179,38 @@ def evaluate(path, mutant, objs, regex, originals):
         with open(src, "wb") as f:
             f.write(saved)
         run(["ninja", "-C", BUILD] + objs, timeout=900)  # the original objects again (the compiler cache has them)
+
+
+def restore_sources(commit, files):
+    """Every file to mutate as the commit has it (a run stopped hard may have left a mutant), the
+    tree rebuilt where one was."""
+    restored = False
+    for path in files:
+        want = subprocess.run(["git", "-C", ROOT, "show", "%s:%s" % (commit, path)], capture_output=True, check=True).stdout
+        if open(os.path.join(SRC, path), "rb").read() != want:
+            log("restoring %s (a mutant was left in it)" % path)
+            with open(os.path.join(SRC, path), "wb") as f:
+                f.write(want)
+            restored = True
+    if restored and run(["ninja", "-C", BUILD])[0] != 0:
+        sys.exit("mutate: the original does not build after the restore")
+
+
+def baseline_seconds(regex):
+    """The cases of `regex` on the original, all of them: they must pass; their wall time (kept)."""
+    key = os.path.join(WORK, "baseline-%08x" % zlib.crc32(regex.encode()))
+    stamp = key + ".s"
+    if os.path.exists(stamp) and open(stamp).read().split("\t", 1)[1].strip() == regex:
+        return float(open(stamp).read().split("\t", 1)[0])
+    log("the original against %s (its time sets each mutant's limit)" % regex)
+    start = time.monotonic()
+    rc, out = run(["ctest", "--test-dir", BUILD, "-R", regex, "-E", r"^(package|python)\.", "-j", "2"], timeout=7200)
+    if rc != 0:
+        sys.exit("mutate: the original fails cases of %s, so no mutant could be judged:\n%s" % (regex, out[-3000:]))
+    seconds = time.monotonic() - start
+    with open(stamp, "w") as f:
+        f.write("%.0f\t%s\n" % (seconds, regex))
+    return seconds
 
 
 def read_results():
@@ -256,12 +290,19 @@ def main():
     if a.report:
         report(read_results())
         return
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("mutate: stopped (SIGTERM); the mutated file was restored"))
     prepare(commit)
     mapping = read_map()
     files = sorted({os.path.relpath(p, SRC) for g in (a.files or DEFAULT_FILES) for p in glob.glob(os.path.join(SRC, g))})
     if not files:
         sys.exit("mutate: no source matches %s" % (a.files or DEFAULT_FILES))
+    restore_sources(commit, files)
     rows = read_results()
+    limits = {}
+    for path in files:
+        regex = tests_for(path, mapping)
+        if regex not in limits:
+            limits[regex] = 2 * baseline_seconds(regex) + 60
     originals, objects = {}, {}
     for path in files:
         objects[path] = objects_of(path)
@@ -278,7 +319,8 @@ def main():
         if key in rows:
             continue
         start = time.monotonic()
-        outcome, by = evaluate(path, mutant, objects[path], tests_for(path, mapping), originals)
+        regex = tests_for(path, mapping)
+        outcome, by = evaluate(path, mutant, objects[path], regex, originals, limits[regex])
         row = [key, path, str(line), clean(original), clean(changed), outcome, by, "%.0f" % (time.monotonic() - start)]
         with open(RESULTS, "a") as f:
             f.write("\t".join(row) + "\n")

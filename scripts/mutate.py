@@ -254,24 +254,22 @@ def clean(text):
 
 def report(rows):
     """The per-folder table (markdown): sampled, compiled, equivalent by bytes, killed, survived."""
-    tested = ("killed", "survived", "timeout")
     per = collections.OrderedDict()
     for r in rows.values():
-        c = per.setdefault(os.path.dirname(r["file"]), collections.Counter())
-        c[r["outcome"]] += 1
+        per.setdefault(os.path.dirname(r["file"]), collections.Counter())[r["outcome"]] += 1
+
+    def line(name, c):
+        tested = c["killed"] + c["timeout"] + c["survived"]
+        killed = c["killed"] + c["timeout"]  # a mutant that hangs is caught by its time limit
+        rate = "%.0f%%" % (100.0 * killed / tested) if tested else "-"
+        print("| %s | %d | %d | %d | %d | %d | %d | %s |" % (name, sum(c.values()), c["no-compile"], c["identical"], tested,
+                                                          killed, c["survived"], rate))
+
     print("| folder | mutants tried | did not compile | identical objects | tested | killed | survived | kill rate |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    total = collections.Counter()
     for folder, c in sorted(per.items()):
-        total.update(c)
-        n = sum(c[t] for t in tested)
-        killed = c["killed"] + c["timeout"]
-        print("| %s | %d | %d | %d | %d | %d | %d | %s |" % (folder, sum(c.values()), c["no-compile"], c["identical"], n, killed,
-                                                          c["survived"], "%.0f%%" % (100.0 * killed / n) if n else "-"))
-    n = sum(total[t] for t in tested)
-    print("| all | %d | %d | %d | %d | %d | %d | %s |" % (sum(total.values()), total["no-compile"], total["identical"], n,
-                                                         total["killed"] + total["timeout"], total["survived"],
-                                                         "%.0f%%" % (100.0 * (total["killed"] + total["timeout"]) / n) if n else "-"))
+        line(folder, c)
+    line("all", sum(per.values(), collections.Counter()))
     for r in rows.values():
         if r["outcome"] == "survived":
             print("survived: %s:%s  %s  ==>  %s" % (r["file"], r["line"], r["original"], r["mutant"]))

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A mutation campaign over pinfeed's C++ sources (scripts/mutate.py: universalmutator's mutants,
-# each compiled, compared and tested against the cases of its folder, on a copy of HEAD in
+# each compiled, compared and tested against the cases of its folder, on a copy of one commit in
 # build-mutate/). Hours on two cores; resumable; not part of CI.
-# Usage: scripts/mutate.sh [--files GLOB]... [--budget N] [--seed S] [--report]
+# Usage: scripts/mutate.sh [--files GLOB]... [--budget N] [--seed S] [--commit C] [--report]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv=$root/.venv-mutate

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
+#include <memory>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -39,6 +43,38 @@ double thread_cpu_seconds() {
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
+
+/// This thread's CPU cycles in user space (perf_event_open), where the kernel and the machine let a
+/// process count them (a VM often has no PMU; perf_event_paranoid above 2 refuses).
+class cycle_counter {
+ public:
+  cycle_counter() {
+    perf_event_attr a{};
+    a.type = PERF_TYPE_HARDWARE;
+    a.size = sizeof a;
+    a.config = PERF_COUNT_HW_CPU_CYCLES;
+    a.exclude_kernel = 1;
+    a.exclude_hv = 1;
+    fd_ = static_cast<int>(::syscall(SYS_perf_event_open, &a, 0, -1, -1, 0));
+    if (fd_ < 0) why_ = std::string("perf_event_open: ") + std::strerror(errno);
+  }
+  ~cycle_counter() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  cycle_counter(const cycle_counter&) = delete;
+  cycle_counter& operator=(const cycle_counter&) = delete;
+  [[nodiscard]] bool readable() const { return fd_ >= 0; }
+  [[nodiscard]] const std::string& why_not() const { return why_; }
+  [[nodiscard]] std::uint64_t read() const {
+    std::uint64_t v = 0;
+    if (fd_ >= 0 && ::read(fd_, &v, sizeof v) != static_cast<ssize_t>(sizeof v)) return 0;
+    return v;
+  }
+
+ private:
+  int fd_ = -1;
+  std::string why_;
+};
 
 struct picture {
   std::vector<std::uint8_t> rgb;
@@ -327,16 +363,53 @@ pass_result time_passes(const std::vector<sample>& samples, const packing& k, in
   return {median_of(host_t), median_of(half_t)};
 }
 
+/// The entropy decoder's own figures over the walked images: median CPU seconds (and cycles) of a
+/// pass of jpeg_entropy_probe::decode() over them all, and their blocks, symbols and bits.
+struct entropy_pass {
+  double seconds = 0, cycles = 0;
+  loaders::jpeg_entropy_counts counts;
+  std::size_t images = 0;
+};
+
+entropy_pass time_entropy(const std::vector<sample>& samples, const packing& k, int repeats, const cycle_counter& cycles) {
+  std::vector<std::unique_ptr<loaders::jpeg_entropy_probe>> probes;
+  entropy_pass r;
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    if (k.to_host[i] || !k.packed[i].walked) continue;
+    probes.push_back(std::make_unique<loaders::jpeg_entropy_probe>(samples[i].jpeg, "bench", pack_options(samples[i])));
+    const loaders::jpeg_entropy_counts n = probes.back()->count();
+    r.counts.blocks += n.blocks;
+    r.counts.symbols += n.symbols;
+    r.counts.bits += n.bits;
+  }
+  r.images = probes.size();
+  std::vector<double> t, c;
+  for (int rep = 0; rep < repeats + 1; ++rep) {  // the first pass warms the caches and is not counted
+    const std::uint64_t c0 = cycles.read();
+    const double t0 = thread_cpu_seconds();
+    for (const auto& p : probes) p->decode();
+    const double seconds = thread_cpu_seconds() - t0;
+    const std::uint64_t c1 = cycles.read();
+    if (rep > 0) t.push_back(seconds), c.push_back(static_cast<double>(c1 - c0));
+  }
+  r.seconds = median_of(t);
+  r.cycles = median_of(c);
+  return r;
+}
+
 void run_quality(const decode_bench_options& o, const std::vector<picture>& pictures, int quality, std::ostream& out) {
   std::uint64_t file_bytes = 0;
   const std::vector<sample> samples = encode_all(pictures, quality, file_bytes);
   const packing k = pack_all(samples);
   const pass_result t = time_passes(samples, k, o.repeats);
+  const cycle_counter cycles;
+  const entropy_pass e = time_entropy(samples, k, o.repeats, cycles);
   const double n = static_cast<double>(samples.size());
   const double host_us = t.host / n * 1e6, half_us = t.half / n * 1e6;
   const std::size_t device = samples.size() - k.fallbacks;
   char line[160];
-  std::snprintf(line, sizeof line, "host half: %.2fx of the host path's CPU time (q%d)", half_us / host_us, quality);
+  std::snprintf(line, sizeof line, "host half: %.2fx of the host path's CPU time (q%d); entropy decoding %.2f ns a symbol", half_us / host_us,
+                quality, e.counts.symbols ? e.seconds * 1e9 / static_cast<double>(e.counts.symbols) : 0.0);
   nlohmann::json row{{"bench", "decode"}, {"quality", quality}, {"images", samples.size()}, {"transforms", "rrc(224),hflip"},
                      {"file_bytes_mean", static_cast<double>(file_bytes) / n}, {"host_path_cpu_us", host_us},
                      {"host_half_cpu_us", half_us}, {"host_half_ratio", half_us / host_us}, {"images_per_core_gain", host_us / half_us},
@@ -345,6 +418,18 @@ void run_quality(const decode_bench_options& o, const std::vector<picture>& pict
                      {"host_images", k.fallbacks}, {"summary", line}, {"device_half_images_per_s", nullptr},
                      {"loader_host_images_per_s", nullptr}, {"loader_device_images_per_s", nullptr},
                      {"loader_same_images", nullptr}, {"loader_decoded", nullptr}};
+  // The entropy decoder alone (the walk of the host half, storing nothing), per Huffman symbol.
+  const auto symbols = static_cast<double>(e.counts.symbols);
+  row["entropy_images"] = e.images;
+  row["entropy_symbols_per_image"] = e.images ? symbols / static_cast<double>(e.images) : 0.0;
+  row["entropy_bits_per_symbol"] = symbols > 0 ? static_cast<double>(e.counts.bits) / symbols : 0.0;
+  row["entropy_ns_per_symbol"] = symbols > 0 ? e.seconds * 1e9 / symbols : 0.0;
+  row["entropy_cycles_per_symbol"] = cycles.readable() && symbols > 0 ? nlohmann::json(e.cycles / symbols) : nlohmann::json(nullptr);
+  if (!cycles.readable()) row["entropy_cycles_unreadable"] = cycles.why_not();
+  row["entropy_cpu_us"] = e.images ? e.seconds / static_cast<double>(e.images) * 1e6 : 0.0;
+  // The share of the host half's time spent outside the entropy decoder (header, tables, stores
+  // in the compact form), over the same images when none went to the host path.
+  row["half_outside_entropy_share"] = k.fallbacks == 0 && t.half > 0 ? nlohmann::json(1.0 - e.seconds / t.half) : nlohmann::json(nullptr);
 #if PINFEED_WITH_CUDA
   if (cuda_devices().usable) {
     std::vector<loaders::jpeg_packed> on_device;

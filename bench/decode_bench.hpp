@@ -22,7 +22,10 @@ struct decode_bench_options {
 /// and of the host half (pack_jpeg of the same window; the images it leaves to the host are
 /// charged the host path's time), their ratio, the bytes each image puts into a slot (mean and
 /// most), and how many images took each path. Where a GPU is usable, the device half's images/s
-/// (unpack, IDCT, upsampling, colour) for a batch of all the images. Throws std::runtime_error when
+/// (unpack, IDCT, upsampling, colour) for a batch of all the images. And the entropy decoder's own
+/// figures (loaders::jpeg_entropy_probe: the host half's walk, storing nothing): nanoseconds and,
+/// where the CPU's cycle counter is readable, cycles per Huffman symbol, bits per symbol, symbols
+/// per image, and the share of the host half spent outside the entropy decoder. Throws std::runtime_error when
 /// the photos folder holds no photo big enough.
 void run_decode_bench(const decode_bench_options& options, std::ostream& out);
 

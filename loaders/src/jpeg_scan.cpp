@@ -173,6 +173,27 @@ image_region checked_window(const jpeg_decompress_struct& c, const std::optional
   return w;
 }
 
+unsigned checked_denom(unsigned d, const std::string& what) {
+  if (d != 1 && d != 2 && d != 4 && d != 8)
+    throw pinfeed::invalid_argument(what + ": scale_denom " + std::to_string(d) + " (1, 2, 4 or 8: libjpeg's scales with reduced IDCTs)");
+  return d;
+}
+
+/// The window of `o` in the pixels of the decode at `shape`'s scale (scaled_region(), as
+/// decode_image_region() takes it); the whole image where `o` has none.
+image_region decode_window(const jpeg_decompress_struct& c, const jpeg_pack_options& o, const ops::jpeg_image& shape,
+                           const std::string& what) {
+  if (!o.window) return image_region{0, 0, ops::jpeg_scaled_height(shape), ops::jpeg_scaled_width(shape)};
+  return scaled_region(checked_window(c, o.window, what), c.image_width, c.image_height, o.scale_denom);
+}
+
+/// The blocks the walk stores for window `w` of the decode at `shape`.
+layout walk_layout(const jpeg_decompress_struct& c, const image_region& w, const ops::jpeg_image& shape) {
+  int dct[3] = {8, 8, 8};
+  for (int k = 0; k < c.num_components && k < 3; ++k) dct[k] = shape.comp[k].dct;
+  return layout_for(c, w, shape.scale, dct);
+}
+
 }  // namespace
 
 struct jpeg_scan_tag;  // the thread's walker scratch, pack_jpeg()'s and jpeg_scan_intact()'s
@@ -236,17 +257,10 @@ jpeg_pack_result pack_jpeg(std::span<const std::byte> bytes, const std::string& 
     throw pinfeed::runtime_error(what + ": " + std::to_string(c.image_width) + "x" + std::to_string(c.image_height) +
                                  " pixels, more than the limit of " + std::to_string(options.max_pixels));
   if (const jpeg_fallback f = detail::refuse_for_device(c, st->reason); f != jpeg_fallback::none) return fell_back(f, st->reason);
-  const unsigned d = options.scale_denom;
-  if (d != 1 && d != 2 && d != 4 && d != 8)
-    throw pinfeed::invalid_argument(what + ": scale_denom " + std::to_string(d) + " (1, 2, 4 or 8: libjpeg's scales with reduced IDCTs)");
-  const ops::jpeg_image shape = shape_of(c, d);
-  if (const char* why = d == 1 ? nullptr : scaled_refusal(shape)) return fell_back(jpeg_fallback::sampling, why);
-  // The window in the decode's pixels (scaled_region(), as decode_image_region() takes it).
-  const image_region w = options.window ? scaled_region(checked_window(c, options.window, what), c.image_width, c.image_height, d)
-                                        : image_region{0, 0, ops::jpeg_scaled_height(shape), ops::jpeg_scaled_width(shape)};
-  int dct[3] = {8, 8, 8};
-  for (int k = 0; k < c.num_components && k < 3; ++k) dct[k] = shape.comp[k].dct;
-  const layout l = layout_for(c, w, shape.scale, dct);
+  const ops::jpeg_image shape = shape_of(c, checked_denom(options.scale_denom, what));
+  if (const char* why = options.scale_denom == 1 ? nullptr : scaled_refusal(shape)) return fell_back(jpeg_fallback::sampling, why);
+  const image_region w = decode_window(c, options, shape, what);
+  const layout l = walk_layout(c, w, shape);
   mcu_plan plan;
   out.walked = plan_scan(c, s, plan);
   if (out.walked) {
@@ -270,6 +284,55 @@ jpeg_pack_result pack_jpeg(std::span<const std::byte> bytes, const std::string& 
     return fell_back(jpeg_fallback::too_large, std::to_string(out.slot_bytes()) + " bytes, more than the " +
                                                    std::to_string(options.max_bytes) + " allowed");
   return {};
+}
+
+/// The probe's libjpeg state, its own copy of the file and tables, and the walk to make: the MCU
+/// rows pack_jpeg() walks, no block stored.
+struct jpeg_entropy_probe::state : detail::decompress_state {
+  std::string what;
+  std::vector<std::byte> bytes;
+  scan_scratch scratch;
+  mcu_plan plan;
+  layout rows{};
+  [[noreturn]] void failed() const { throw pinfeed::runtime_error(what + ": " + err.message); }
+};
+
+jpeg_entropy_probe::jpeg_entropy_probe(std::span<const std::byte> bytes, const std::string& what, const jpeg_pack_options& options) {
+  jpeg_packed packed;
+  const jpeg_pack_result r = pack_jpeg(bytes, what, options, packed);
+  if (r.fallback != jpeg_fallback::none)
+    throw pinfeed::runtime_error(what + ": the host half does not walk it (" + to_string(r.fallback) + ": " + r.reason + ")");
+  if (!packed.walked) throw pinfeed::runtime_error(what + ": not one baseline scan of every component (libjpeg's reader reads it)");
+  s_ = std::make_unique<state>();
+  state& st = *s_;
+  st.what = what;
+  st.bytes.assign(bytes.begin(), bytes.end());
+  install_error_jump(*reinterpret_cast<jpeg_common_struct*>(&st.cinfo), st.err);
+  if (setjmp(st.err.jump)) st.failed();
+  jpeg_create_decompress(&st.cinfo);
+  st.created = true;
+  jpeg_decompress_struct& c = st.cinfo;
+  jpeg_mem_src(&c, reinterpret_cast<const unsigned char*>(st.bytes.data()), static_cast<unsigned long>(st.bytes.size()));
+  jpeg_read_header(&c, TRUE);
+  const ops::jpeg_image shape = shape_of(c, options.scale_denom);
+  st.rows = walk_layout(c, decode_window(c, options, shape, what), shape);
+  st.rows.x0 = st.rows.x1 = 0;  // no block stored; rows down to the one after the window's last
+  if (!plan_scan(c, st.scratch, st.plan)) throw pinfeed::logic_error(what + ": pack_jpeg walked a scan plan_scan refuses");
+}
+
+jpeg_entropy_probe::~jpeg_entropy_probe() = default;
+
+void jpeg_entropy_probe::decode() {
+  state& st = *s_;
+  if (setjmp(st.err.jump)) st.failed();
+  (void)walk_scan(&st.cinfo, st.plan, st.rows, st.scratch, 0);
+}
+
+jpeg_entropy_counts jpeg_entropy_probe::count() {
+  state& st = *s_;
+  if (setjmp(st.err.jump)) st.failed();
+  const walk_counts n = count_scan(&st.cinfo, st.plan, std::min(st.rows.y1 + 1, st.plan.mcus_h));
+  return {n.blocks, n.symbols, n.bits};
 }
 
 }  // namespace pinfeed::loaders

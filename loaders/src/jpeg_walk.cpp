@@ -238,4 +238,39 @@ walk_end walk_scan(j_decompress_ptr cinfo, const mcu_plan& p, const layout& l, s
   return walk_end::walked;
 }
 
+/// The blocks, symbols and scan bits of the first `rows` MCU rows, one symbol at a time (jpeg_walk.hpp).
+walk_counts count_scan(j_decompress_ptr cinfo, const mcu_plan& p, std::uint32_t rows) {
+  const JOCTET* start = cinfo->src->next_input_byte;
+  reader in{start, start + cinfo->src->bytes_in_buffer, 0, 0, 0};
+  restarts rst{};
+  rst.begin(cinfo->restart_interval);
+  walk_counts n;
+  const auto extra = [&](int s) {  // a symbol's extra bits
+    in.fill();
+    in.drop(s);
+  };
+  for (std::uint32_t my = 0; my < rows && my < p.mcus_h; ++my)
+    for (std::uint32_t mx = 0; mx < p.mcus_w; ++mx) {
+      before_mcu(cinfo, in, rst);
+      for (int b = 0; b < p.blocks; ++b, ++n.blocks) {
+        in.fill();
+        extra(decode_symbol(cinfo, in, *p.dc[b]));
+        ++n.symbols;
+        for (int k = 1; k < 64; ++n.symbols) {
+          in.fill();
+          const int sym = decode_symbol(cinfo, in, *p.ac[b]), run = sym >> 4, s = sym & 15;
+          if (s == 0 && run != 15) {
+            ++n.symbols;
+            break;
+          }
+          extra(s);
+          k += run + 1;
+        }
+        if (in.nbits < in.pad) corrupt(cinfo, JWRN_HIT_MARKER);
+      }
+    }
+  n.bits = static_cast<std::uint64_t>(in.p - start) * 8 - static_cast<std::uint64_t>(in.nbits - in.pad);
+  return n;
+}
+
 }  // namespace pinfeed::loaders::detail

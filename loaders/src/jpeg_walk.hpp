@@ -106,4 +106,12 @@ bool plan_scan(const jpeg_decompress_struct& c, scan_scratch& s, mcu_plan& p);
 /// blocks end in s.comp.
 walk_end walk_scan(j_decompress_ptr cinfo, const mcu_plan& p, const layout& l, scan_scratch& s, std::uint64_t max_bytes);
 
+/// The blocks, Huffman symbols and scan bits (stuffed bytes and restart markers included) of the
+/// scan's first `rows` MCU rows, decoded one symbol at a time with the canonical tables (a count
+/// for the bench, independent of the fast tables).
+struct walk_counts {
+  std::uint64_t blocks = 0, symbols = 0, bits = 0;
+};
+walk_counts count_scan(j_decompress_ptr cinfo, const mcu_plan& p, std::uint32_t rows);
+
 }  // namespace pinfeed::loaders::detail

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -103,6 +104,33 @@ struct jpeg_pack_result {
 /// std::invalid_argument for a window that is empty or not inside the image.
 jpeg_pack_result pack_jpeg(std::span<const std::byte> bytes, const std::string& what, const jpeg_pack_options& options,
                            jpeg_packed& out);
+
+/// The blocks, Huffman symbols and entropy-coded bits pack_jpeg()'s walk decodes for one file.
+struct jpeg_entropy_counts {
+  std::uint64_t blocks = 0, symbols = 0, bits = 0;
+};
+
+/// The entropy decoder of pack_jpeg() on its own, for benches: a file's header is read once, then
+/// decode() runs the walk pack_jpeg() makes for the same options (the MCU rows down to the row
+/// after the window's last, every block decoded) storing nothing, as often as it is called; so the
+/// time of decode() is the entropy decoder's, and pack_jpeg()'s time less it is everything else.
+class jpeg_entropy_probe {
+ public:
+  /// Throws as pack_jpeg() does for `options`, and std::runtime_error naming `what` for a file
+  /// pack_jpeg() does not walk (not one baseline scan, or a fallback: its reason).
+  jpeg_entropy_probe(std::span<const std::byte> bytes, const std::string& what, const jpeg_pack_options& options);
+  ~jpeg_entropy_probe();
+  jpeg_entropy_probe(const jpeg_entropy_probe&) = delete;
+  jpeg_entropy_probe& operator=(const jpeg_entropy_probe&) = delete;
+  /// Decodes the walk's blocks with pack_jpeg()'s decoder, storing nothing.
+  void decode();
+  /// The walk's blocks, symbols and bits, counted one symbol at a time with the canonical tables.
+  [[nodiscard]] jpeg_entropy_counts count();
+
+ private:
+  struct state;
+  std::unique_ptr<state> s_;
+};
 
 /// A batch being put together on the host: images appended one after another (their blocks,
 /// tables, outputs and planes in order), as ops::decode_jpeg_batch_* take them.

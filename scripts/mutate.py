@@ -7,8 +7,9 @@ file it makes every mutant universalmutator makes; then, folder by folder in tur
 mutants in a seeded random order and for each one:
   1. compiles the objects of the mutated file: a mutant that does not compile is dropped;
   2. compares the objects with the original's: byte-identical ones are dropped (equivalent);
-  3. builds the rest of the tree and runs the CTest cases that cover the file's folder (a map
-     beside this script, scripts/mutate-map.txt), stopping at the first failure, with a timeout;
+  3. builds the rest of the tree and runs the CTest cases that cover the file (a map beside this
+     script, scripts/mutate-map.txt), stopping at the first failure, with a timeout; a mutant the
+     narrowest cases miss meets the wider ones of its folder before it counts as survived;
   4. writes a row: the file, line, change, and killed (by which case), survived or timed out.
 It stops when --budget mutants have been tested (dropped ones do not count). Rows go to
 tests/mutation/COMMIT-seedS.tsv (in the checkout, to be committed) as they are made; a later run
@@ -59,21 +60,20 @@ def run(cmd, cwd=None, timeout=None):
 
 
 def read_map():
-    """[(folder prefix, CTest regex)], the longest prefix first."""
+    """[(path prefix, CTest regex)], the longest prefix first."""
     rows = []
     for line in open(os.path.join(ROOT, "scripts", "mutate-map.txt")):
         line = line.split("#", 1)[0].strip()
         if line:
-            folder, regex = line.split(None, 1)
-            rows.append((folder.rstrip("/") + "/", regex.strip()))
+            prefix, regex = line.split(None, 1)
+            rows.append((prefix, regex.strip()))
     return sorted(rows, key=lambda r: -len(r[0]))
 
 
 def tests_for(path, mapping):
-    for folder, regex in mapping:
-        if path.startswith(folder):
-            return regex
-    return "."  # unsure: the whole suite
+    """The regexes that cover `path`, the narrowest first; the whole suite when none does."""
+    found = [regex for prefix, regex in mapping if path.startswith(prefix)]
+    return found or ["."]
 
 
 def full_commit(name):
@@ -156,7 +156,7 @@ def failed_case(out):
     return m.group(1) if m else "?"
 
 
-def evaluate(path, mutant, objs, regex, originals, limit):
+def evaluate(path, mutant, objs, regexes, originals, limits):
     """(outcome, by): no-compile, identical, killed (the case), survived, or timeout."""
     src = os.path.join(SRC, path)
     saved = open(src, "rb").read()
@@ -170,14 +170,15 @@ def evaluate(path, mutant, objs, regex, originals, limit):
         rc, _ = run(["ninja", "-C", BUILD], timeout=1800)
         if rc != 0:
             return "no-compile", "link"
-        rc, out = run(["ctest", "--test-dir", BUILD, "-R", regex, "-E", r"^(package|python)\.", "--stop-on-failure",
-                       "--timeout", str(int(limit)), "-j", "2"], timeout=limit)
-        if rc == 124:
-            return "timeout", "over %d s (the original's run: %d s)" % (limit, (limit - 60) / 2)
-        if rc != 0:
-            return "killed", failed_case(out)
-        if "No tests were found" in out:
-            sys.exit("mutate: no CTest case matches %r (scripts/mutate-map.txt)" % regex)
+        for regex, limit in zip(regexes, limits):  # the narrowest cases first; a survivor meets the wider ones
+            rc, out = run(["ctest", "--test-dir", BUILD, "-R", regex, "-E", r"^(package|python)\.", "--stop-on-failure",
+                           "--timeout", str(int(limit)), "-j", "2"], timeout=limit)
+            if rc == 124:
+                return "timeout", "over %d s (the original's run: %d s)" % (limit, (limit - 60) / 2)
+            if rc != 0:
+                return "killed", failed_case(out)
+            if "No tests were found" in out:
+                sys.exit("mutate: no CTest case matches %r (scripts/mutate-map.txt)" % regex)
         return "survived", ""
     finally:
         with open(src, "wb") as f:
@@ -302,9 +303,9 @@ def main():
     rows = read_results()
     limits = {}
     for path in files:
-        regex = tests_for(path, mapping)
-        if regex not in limits:
-            limits[regex] = 2 * baseline_seconds(regex) + 60
+        for regex in tests_for(path, mapping):
+            if regex not in limits:
+                limits[regex] = 2 * baseline_seconds(regex) + 60
     originals, objects = {}, {}
     for path in files:
         objects[path] = objects_of(path)
@@ -321,8 +322,8 @@ def main():
         if key in rows:
             continue
         start = time.monotonic()
-        regex = tests_for(path, mapping)
-        outcome, by = evaluate(path, mutant, objects[path], regex, originals, limits[regex])
+        regexes = tests_for(path, mapping)
+        outcome, by = evaluate(path, mutant, objects[path], regexes, originals, [limits[r] for r in regexes])
         row = [key, path, str(line), clean(original), clean(changed), outcome, by, "%.0f" % (time.monotonic() - start)]
         with open(RESULTS, "a") as f:
             f.write("\t".join(row) + "\n")

@@ -778,6 +778,40 @@ TEST_CASE("doctor.own_source_ladder") {
                        std::invalid_argument);
 }
 
+TEST_CASE("doctor.prefetch_advice_covers_the_longest_stall_at_the_consumers_own_pace") {
+  // Contract: for a bursty wait, prefetch is raised to cover the longest stall at the consumer's
+  // own pace per step, and one more batch: own = seconds x (1 - wait) / steps, in ms.
+  doctor_report r;
+  r.workers = 2;
+  r.hardware_threads = 2;
+  r.prefetch = 2;
+  r.batch_size = 32;
+  r.pool = 8;
+  doctor_mode l0;
+  l0.id = l0.name = "L0";
+  l0.ran = true;
+  l0.steps = 40;
+  l0.images = 1280;
+  l0.seconds = 10;  // 250 ms a step, 30% of it waiting: 175 ms of the consumer's own work
+  l0.images_per_s = 128;
+  l0.steps_per_s = 4;
+  l0.consumer_wait = 0.3;
+  l0.cpu_utilization = 0.9;
+  l0.wait_top_share = 0.8;
+  l0.max_wait_ms = 400;  // ceil(400 / 175) = 3 steps to cover, and one more
+  r.modes = {l0};
+  analyze(r);
+  const auto advice = std::find_if(r.suggestions.begin(), r.suggestions.end(), [](const doctor_suggestion& s) { return s.setting == "prefetch"; });
+  REQUIRE(advice != r.suggestions.end());
+  CHECK(advice->what == "raise prefetch from 2 to 6");
+  CHECK(advice->value == 6);
+  CHECK(advice->evidence.find("the longest 400.0 ms, against 175.0 ms of the consumer's own work per step") != std::string::npos);
+  // A longer stall asks for more, up to 64 batches ahead.
+  r.modes[0].max_wait_ms = 100000;
+  analyze(r);
+  CHECK(suggests(r, "raise prefetch from 2 to 64"));
+}
+
 TEST_CASE("doctor.bursty_source_suggests_prefetch") {
   // One sample in 128 takes 40 ms, the rest almost nothing: on average the pipeline is far ahead of
   // a 5 ms step, but with one batch of prefetch the slow sample stalls the consumer in bursts. With

@@ -211,3 +211,28 @@ TEST_CASE("random_steps.bad_values_are_refused_with_a_caret") {
   CHECK_THROWS_WITH_AS((void)parse_pipeline("erase(5,5,10,10)").steps()[0]->output_spec({12, 12, 3, dtype::u8}),
                        doctest::Contains("the box reaches past the image"), std::invalid_argument);
 }
+
+TEST_CASE("random_steps.a_known_size_is_checked_where_the_other_is_not_known") {
+  // Contract: erase's box and gaussian_blur's reflected border are checked against each size the
+  // input spec knows (a negative size is a variable-size dataset's: not known). A spec that knows
+  // one size only is still checked on it, and never against the unknown one.
+  const auto erase = parse_pipeline("erase(5,6,3,4)").steps()[0];  // rows 5-7, columns 6-9
+  for (const image_spec in : {image_spec{8, -1, 3, dtype::u8}, image_spec{-1, 10, 3, dtype::u8}, image_spec{-1, -1, 3, dtype::u8}}) {
+    CAPTURE(in.height);
+    CAPTURE(in.width);
+    CHECK(erase->output_spec(in).height == in.height);
+  }
+  for (const image_spec in : {image_spec{7, -1, 3, dtype::u8}, image_spec{-1, 9, 3, dtype::u8}}) {
+    CAPTURE(in.height);
+    CHECK_THROWS_WITH_AS((void)erase->output_spec(in), doctest::Contains("the box reaches past the image"), std::invalid_argument);
+  }
+  const auto blur = parse_pipeline("gaussian_blur(7,1,3,1)").steps()[0];  // a border of 3 columns and 1 row
+  for (const image_spec in : {image_spec{2, -1, 3, dtype::u8}, image_spec{-1, 4, 3, dtype::u8}, image_spec{-1, -1, 3, dtype::u8}}) {
+    CAPTURE(in.height);
+    CHECK(blur->output_spec(in).width == in.width);
+  }
+  for (const image_spec in : {image_spec{1, -1, 3, dtype::u8}, image_spec{-1, 3, 3, dtype::u8}}) {
+    CAPTURE(in.height);
+    CHECK_THROWS_WITH_AS((void)blur->output_spec(in), doctest::Contains("the reflected border"), std::invalid_argument);
+  }
+}

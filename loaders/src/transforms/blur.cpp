@@ -47,7 +47,8 @@ class gaussian_blur_transform final : public transform {
   }
   image_spec output_spec(const image_spec& in) const override {
     require_grey_or_rgb(*this, in);
-    if (in.width >= 0 && in.height >= 0 && (kx_ / 2 >= in.width || ky_ / 2 >= in.height))
+    // Each size that is known (a negative one is not: a variable-size dataset) is checked.
+    if ((in.width >= 0 && kx_ / 2 >= in.width) || (in.height >= 0 && ky_ / 2 >= in.height))
       throw pinfeed::invalid_argument(name() + ": the image must be wider than " + std::to_string(kx_ / 2) +
                                       " and taller than " + std::to_string(ky_ / 2) + " pixels (the reflected border), input is " +
                                       shape_text(in));

@@ -166,7 +166,8 @@ class erase_transform final : public transform {
   }
   image_spec output_spec(const image_spec& in) const override {
     require_grey_or_rgb(*this, in, true);  // float too: what random_erasing after normalize explains itself as
-    if (in.height >= 0 && in.width >= 0 && (box_[0] + box_[2] > in.height || box_[1] + box_[3] > in.width))
+    // Each size that is known (a negative one is not: a variable-size dataset) is checked.
+    if ((in.height >= 0 && box_[0] + box_[2] > in.height) || (in.width >= 0 && box_[1] + box_[3] > in.width))
       throw pinfeed::invalid_argument(name() + ": the box reaches past the image, input is " + shape_text(in));
     if (value_.size() > 1 && static_cast<int>(value_.size()) != in.channels)
       throw pinfeed::invalid_argument(name() + ": " + std::to_string(value_.size()) + " values for " + shape_text(in));

@@ -1,6 +1,12 @@
 #include "bench_rows.hpp"
 
+#include <cerrno>
+#include <cstring>
 #include <stdexcept>
+
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "pinfeed/runtime/host_info.hpp"
 
@@ -35,6 +41,27 @@ std::vector<simd_level> simd_levels(const std::vector<std::string>& names) {
     out.push_back(l);
   }
   return out;
+}
+
+cycle_counter::cycle_counter() {
+  perf_event_attr a{};
+  a.type = PERF_TYPE_HARDWARE;
+  a.size = sizeof a;
+  a.config = PERF_COUNT_HW_CPU_CYCLES;
+  a.exclude_kernel = 1;
+  a.exclude_hv = 1;
+  fd_ = static_cast<int>(::syscall(SYS_perf_event_open, &a, 0, -1, -1, 0));
+  if (fd_ < 0) why_ = std::string("perf_event_open: ") + std::strerror(errno);
+}
+
+cycle_counter::~cycle_counter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::uint64_t cycle_counter::read() const {
+  std::uint64_t v = 0;
+  if (fd_ >= 0 && ::read(fd_, &v, sizeof v) != static_cast<ssize_t>(sizeof v)) return 0;
+  return v;
 }
 
 }  // namespace pinfeed::bench

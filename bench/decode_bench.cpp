@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <ctime>
@@ -13,8 +12,6 @@
 #include <string>
 #include <vector>
 
-#include <linux/perf_event.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -43,38 +40,6 @@ double thread_cpu_seconds() {
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
-
-/// This thread's CPU cycles in user space (perf_event_open), where the kernel and the machine let a
-/// process count them (a VM often has no PMU; perf_event_paranoid above 2 refuses).
-class cycle_counter {
- public:
-  cycle_counter() {
-    perf_event_attr a{};
-    a.type = PERF_TYPE_HARDWARE;
-    a.size = sizeof a;
-    a.config = PERF_COUNT_HW_CPU_CYCLES;
-    a.exclude_kernel = 1;
-    a.exclude_hv = 1;
-    fd_ = static_cast<int>(::syscall(SYS_perf_event_open, &a, 0, -1, -1, 0));
-    if (fd_ < 0) why_ = std::string("perf_event_open: ") + std::strerror(errno);
-  }
-  ~cycle_counter() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  cycle_counter(const cycle_counter&) = delete;
-  cycle_counter& operator=(const cycle_counter&) = delete;
-  [[nodiscard]] bool readable() const { return fd_ >= 0; }
-  [[nodiscard]] const std::string& why_not() const { return why_; }
-  [[nodiscard]] std::uint64_t read() const {
-    std::uint64_t v = 0;
-    if (fd_ >= 0 && ::read(fd_, &v, sizeof v) != static_cast<ssize_t>(sizeof v)) return 0;
-    return v;
-  }
-
- private:
-  int fd_ = -1;
-  std::string why_;
-};
 
 struct picture {
   std::vector<std::uint8_t> rgb;

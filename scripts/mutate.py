@@ -368,6 +368,7 @@ def report(rows, after):
 
 
 def main():
+    os.environ.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros")  # the suites' precompiled headers
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--files", action="append", help="a glob of sources under the tree (again for more); default: the contracts' files")
     ap.add_argument("--budget", type=int, default=300, help="mutants to test (dropped ones do not count)")

@@ -18,6 +18,7 @@
 #include "pinfeed/runtime/device.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
 #include "pinfeed/runtime/loader.hpp"
+#include "pinfeed/runtime/node_plan.hpp"
 #include "pinfeed/runtime/detail/slot_ring.hpp"
 #include "pinfeed/runtime/cuda_handles.hpp"
 #include "pinfeed/runtime/detail/capture.hpp"
@@ -102,6 +103,9 @@ struct node_place {
   std::size_t cores = 1;
 };
 [[nodiscard]] node_place place_of(const loader_options& o, const device_choice& dev);
+/// place_of() for a CUDA loader bound by `plan` (the process's own: this_node_plan()), its cores
+/// otherwise `cores`.
+[[nodiscard]] node_place place_in(const node_plan& plan, const device_choice& dev, std::size_t cores);
 
 /// The most batches prefetch auto takes.
 inline constexpr std::size_t kAutoPrefetchMost = 8;

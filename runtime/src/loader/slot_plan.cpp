@@ -187,11 +187,15 @@ class plan_builder {
 }  // namespace
 
 node_place place_of(const loader_options& o, const device_choice& dev) {
+  const std::size_t cores = this_node_plan_without_gpu().rank_cores;
+  if (o.bind != cpu_binding::plan || !dev.is_cuda()) return {{}, {}, cores};  // a CPU loader never asks CUDA
+  return place_in(this_node_plan(), dev, cores);
+}
+
+node_place place_in(const node_plan& plan, const device_choice& dev, std::size_t cores) {
   node_place place;
-  place.cores = this_node_plan_without_gpu().rank_cores;
-  if (o.bind != cpu_binding::plan || !dev.is_cuda()) return place;  // a CPU loader never asks CUDA
-  const node_plan& plan = this_node_plan();
-  if (!plan.gpu || *plan.gpu != dev.index || plan.rank_cpus.empty()) return place;
+  place.cores = cores;
+  if (!dev.is_cuda() || !plan.gpu || *plan.gpu != dev.index || plan.rank_cpus.empty()) return place;
   place.cpus = plan.rank_cpus;
   place.cores = plan.placed_cores;
   if (plan.numa_nodes >= 2) place.numa_node = plan.numa_node;  // one node: nothing to choose

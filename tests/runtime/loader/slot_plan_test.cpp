@@ -99,6 +99,43 @@ TEST_CASE("slot_plan.a_cpu_loader_is_placed_nowhere_and_works_on_the_ranks_cores
   CHECK(place.cores == this_node_plan_without_gpu().rank_cores);
 }
 
+TEST_CASE("slot_plan.a_loader_is_placed_only_on_the_plans_own_gpu") {
+  // Contract: the plan's CPUs, cores and NUMA node go to a loader on the GPU the plan was made for;
+  // a loader on any other device (another GPU of the node, the CPU) keeps the rank's cores and is
+  // bound nowhere, and so is every loader where the plan placed nothing (no GPU, no CPUs known).
+  node_plan plan;
+  plan.gpu = 1;
+  plan.rank_cpus = {4, 5, 6, 7};
+  plan.placed_cores = 3;
+  plan.numa_nodes = 2;
+  plan.numa_node = 1;
+  // (made by hand: resolving "cuda:N" asks for a usable device, and this runs without one)
+  const auto on = [&](int cuda) {
+    device_choice dev;
+    if (cuda >= 0) dev = {device_choice::kind::cuda, cuda};
+    return detail::place_in(plan, dev, 9);
+  };
+  const auto mine = on(1);
+  CHECK(mine.cpus == std::vector<unsigned>{4, 5, 6, 7});
+  CHECK(mine.cores == 3);
+  CHECK(mine.numa_node == 1u);
+  for (const int other : {0, 2, -1}) {  // -1: the CPU
+    CAPTURE(other);
+    const auto p = on(other);
+    CHECK(p.cpus.empty());
+    CHECK(p.cores == 9);
+    CHECK(!p.numa_node);
+  }
+  plan.numa_nodes = 1;  // one NUMA node: nothing to choose
+  CHECK(!on(1).numa_node);
+  plan.rank_cpus.clear();  // no CPUs known near the GPU
+  CHECK(on(1).cpus.empty());
+  CHECK(on(1).cores == 9);
+  plan.rank_cpus = {4};
+  plan.gpu.reset();  // no GPU in the plan
+  CHECK(on(1).cpus.empty());
+}
+
 TEST_CASE("loader.oversized_options_name_the_options_not_bad_alloc") {
   // 10^8 samples of 4 KiB a batch: far beyond any machine's memory. The error names the options
   // and the bytes before anything is allocated.

@@ -14,6 +14,6 @@ if [[ ${PINFEED_CCACHE:-1} != 0 ]] && command -v ccache >/dev/null 2>&1; then
   export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
   # The suites' and the tool's precompiled headers (CMake's target_precompile_headers): without
   # this ccache refuses every file compiled with one.
-  export CCACHE_SLOPPINESS=pch_defines,time_macros
+  export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:+$CCACHE_SLOPPINESS,}pch_defines,time_macros
   ccache_args=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi

@@ -32,6 +32,9 @@ import sys
 import time
 import zlib
 
+sys.modules.setdefault("mutate", sys.modules[__name__])  # one module, run as a script or imported
+import mutate_results as results  # noqa: E402 (after the line above)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORK = SRC = BUILD = RESULTS = ""  # set by main() for the campaign's commit and seed
 COLUMNS = ["id", "file", "line", "original", "mutant", "outcome", "by", "seconds"]
@@ -49,14 +52,17 @@ def log(msg):
 
 
 def run(cmd, cwd=None, timeout=None):
-    """(exit status, output); 124 when it ran past `timeout` seconds."""
+    """(exit status, output); 124 when it ran past `timeout` seconds, after which its whole process
+    group is killed (a hung test binary under ctest would otherwise spin on)."""
+    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                         start_new_session=True)
     try:
-        p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
-                           errors="replace")
-        return p.returncode, p.stdout
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-        return 124, out
+        out, _ = p.communicate(timeout=timeout)
+        return p.returncode, out
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        return 124, out or ""
 
 
 def read_map():
@@ -115,7 +121,6 @@ def objects_of(path):
     """The object files compiled from source `path` (relative to the tree)."""
     rc, out = run(["ninja", "-C", BUILD, "-t", "targets", "all"])
     want = "/" + os.path.basename(path) + ".o"
-    sub = os.path.dirname(path)
     objs = []
     for line in out.splitlines():
         target = line.split(":", 1)[0]
@@ -149,64 +154,6 @@ def make_mutants(path):
                                 " ".join(mutated[j1:j2]).strip()))
                 break
     return mutants
-
-
-def change_of(original, mutant_file):
-    """(first line index, original lines, mutated lines) of the one change `mutant_file` makes to `original`."""
-    mutated = open(mutant_file).read().splitlines()
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, original, mutated, autojunk=False).get_opcodes():
-        if tag != "equal":
-            return i1, original[i1:i2], mutated[j1:j2]
-    return None
-
-
-def recheck(base, seed, mapping):
-    """The base campaign's survivors, each applied again to this commit's sources (the same change to
-    the same lines, found nearest their old place) and tested with its cases; rows go to
-    tests/mutation/BASE-seedS-after-COMMIT.tsv. A survivor whose lines a later change rewrote is made
-    again from tests/mutation/moved.tsv (the same slip in the new line), or else is "changed"."""
-    base_work = os.path.join(ROOT, "build-mutate", base[:12])
-    base_rows = read_results(os.path.join(ROOT, "tests", "mutation", "%s-seed%s.tsv" % (base[:12], seed)))
-    survivors = [r for r in base_rows.values() if r["outcome"] == "survived"]
-    done = read_results(RESULTS)
-    # Survivors whose line a later change rewrote: id, the line now, and the same slip made in it.
-    moved_path = os.path.join(ROOT, "tests", "mutation", "moved.tsv")
-    moved = {}
-    for line in open(moved_path) if os.path.exists(moved_path) else []:
-        if line.strip() and not line.startswith("#"):
-            key, now_line, slip = line.rstrip("\n").split("\t")
-            moved[key] = (now_line, slip)
-    for r in survivors:
-        if r["id"] in done:
-            continue
-        path, index = r["file"], int(r["id"].rsplit("#", 1)[1])
-        names = sorted(os.listdir(os.path.join(base_work, "mutants", path.replace("/", "_"))),
-                       key=lambda n: int(re.search(r"\.mutant\.(\d+)\.", n).group(1)))
-        old = subprocess.run(["git", "-C", ROOT, "show", "%s:%s" % (base, path)], capture_output=True, text=True,
-                             check=True).stdout.splitlines()
-        changes = [c for c in (change_of(old, os.path.join(base_work, "mutants", path.replace("/", "_"), n)) for n in names) if c]
-        at, before, after = changes[index]
-        now = open(os.path.join(SRC, path)).read().splitlines()
-        places = [j for j in range(len(now) - len(before) + 1) if now[j:j + len(before)] == before]
-        if not places and r["id"] in moved:  # the line was rewritten: the same slip in its new form
-            before, after = [moved[r["id"]][0]], [moved[r["id"]][1]]
-            places = [j for j, text in enumerate(now) if text == before[0]]
-        start = time.monotonic()
-        if not places:
-            outcome, by = "changed", "the mutated lines are no longer in the file"
-        else:
-            j = min(places, key=lambda j: abs(j - at))
-            mutant = os.path.join(WORK, "recheck.cpp")
-            with open(mutant, "w") as f:
-                f.write("\n".join(now[:j] + after + now[j + len(before):]) + "\n")
-            objs = objects_of(path)
-            originals = {o: open(os.path.join(BUILD, o), "rb").read() for o in objs}
-            regexes = tests_for(path, mapping)
-            outcome, by = evaluate(path, mutant, objs, regexes, originals, [2 * baseline_seconds(x) + 60 for x in regexes])
-        row = [r["id"], path, r["line"], r["original"], r["mutant"], outcome, by, "%.0f" % (time.monotonic() - start)]
-        with open(RESULTS, "a") as f:
-            f.write("\t".join(row) + "\n")
-        log("recheck %s:%s %s %s" % (path, r["line"], outcome, by))
 
 
 def failed_case(out):
@@ -317,58 +264,9 @@ def clean(text):
     return text.replace("\t", " ").replace("\n", " ")[:160]
 
 
-def rechecked(campaign_rows):
-    """The rows of every recheck of a campaign (later commits' files last), by id."""
-    out = {}
-    for path in sorted(glob.glob(campaign_rows[:-len(".tsv")] + "-after-*.tsv"), key=os.path.getmtime):
-        out.update(read_results(path))
-    return out
-
-
-def equivalents():
-    """{id: why}: the survivors read twice and found equivalent (tests/mutation/equivalent.tsv)."""
-    path = os.path.join(ROOT, "tests", "mutation", "equivalent.tsv")
-    if not os.path.exists(path):
-        return {}
-    rows = (line.rstrip("\n").split("\t", 1) for line in open(path) if line.strip() and not line.startswith("#"))
-    return {r[0]: r[1] for r in rows if len(r) == 2}
-
-
-def report(rows, after):
-    """The per-folder table (markdown): mutants tried, dropped (no compile, identical objects), tested,
-    killed before, survived before, equivalent, killed after the new tests, and the kill rate after
-    over the non-equivalent ones. A hang counts as killed (its time limit catches it)."""
-    same = equivalents()
-    per = collections.OrderedDict()
-    for r in rows.values():
-        c = per.setdefault(os.path.dirname(r["file"]), collections.Counter())
-        c[r["outcome"]] += 1
-        if r["outcome"] == "survived":
-            later = after.get(r["id"], {}).get("outcome")
-            c["equivalent"] += r["id"] in same
-            c["killed after"] += later in ("killed", "timeout")
-
-    def line(name, c):
-        tested = c["killed"] + c["timeout"] + c["survived"]
-        killed = c["killed"] + c["timeout"]
-        rate = "%.0f%%" % (100.0 * (killed + c["killed after"]) / (tested - c["equivalent"])) if tested > c["equivalent"] else "-"
-        print("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s |" % (name, sum(c[k] for k in ("killed", "timeout", "survived", "no-compile",
-              "identical")), c["no-compile"], c["identical"], tested, killed, c["survived"], c["equivalent"], killed + c["killed after"], rate))
-
-    print("| folder | mutants tried | did not compile | identical objects | tested | killed | survived | equivalent | killed after | kill rate after |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for folder, c in sorted(per.items()):
-        line(folder, c)
-    line("all", sum(per.values(), collections.Counter()))
-    for r in rows.values():
-        if r["outcome"] == "survived":
-            later = after.get(r["id"], {})
-            note = same.get(r["id"]) or "%s %s" % (later.get("outcome", "not rechecked"), later.get("by", ""))
-            print("survived: %s:%s  %s  ==>  %s  [%s]" % (r["file"], r["line"], r["original"], r["mutant"], note.strip()))
-
-
 def main():
-    os.environ.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros")  # the suites' precompiled headers
+    # The suites' precompiled headers: without these ccache refuses every file compiled with one.
+    os.environ["CCACHE_SLOPPINESS"] = ",".join(filter(None, [os.environ.get("CCACHE_SLOPPINESS"), "pch_defines,time_macros"]))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--files", action="append", help="a glob of sources under the tree (again for more); default: the contracts' files")
     ap.add_argument("--budget", type=int, default=300, help="mutants to test (dropped ones do not count)")
@@ -386,13 +284,13 @@ def main():
     RESULTS = campaign_rows if not a.recheck else campaign_rows[:-len(".tsv")] + "-after-%s.tsv" % commit[:12]
     os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
     if a.report:
-        report(read_results(campaign_rows), rechecked(campaign_rows))
+        results.report(read_results(campaign_rows), results.rechecked(campaign_rows))
         return
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("mutate: stopped (SIGTERM); the mutated file was restored"))
     prepare(commit)
     if a.recheck:
-        recheck(base, a.seed, read_map())
-        report(read_results(campaign_rows), rechecked(campaign_rows))
+        results.recheck(base, a.seed, read_map())
+        results.report(read_results(campaign_rows), results.rechecked(campaign_rows))
     else:
         campaign(a)
 
@@ -435,7 +333,7 @@ def campaign(a):
         if outcome in ("killed", "survived", "timeout"):
             tested += 1
             log("%d/%d %s:%d %s %s" % (tested, a.budget, path, line, outcome, by))
-    report(rows, rechecked(RESULTS))
+    results.report(rows, results.rechecked(RESULTS))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,13 @@ namespace {
 /// The Huffman symbols a baseline encoder writes for a block (natural order): its DC difference,
 /// a ZRL for each 16 zeros before a nonzero value, the value, and an end of block unless
 /// coefficient 63 is nonzero.
-std::uint64_t symbols_of(const std::int16_t* block) {
+/// How many blocks held a run of 16 zeros or more (ZRL) and how many a nonzero coefficient 63 (no
+/// end of block): the fixtures must hold both, or the count would not test them.
+struct symbol_kinds {
+  std::uint64_t zrl = 0, full = 0;
+};
+
+std::uint64_t symbols_of(const std::int16_t* block, symbol_kinds& kinds) {
   static const int zigzag[64] = {0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33, 40, 48,
                                  41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23,
                                  30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63};
@@ -30,8 +36,10 @@ std::uint64_t symbols_of(const std::int16_t* block) {
       continue;
     }
     n += static_cast<std::uint64_t>(zeros / 16) + 1;
+    kinds.zrl += zeros >= 16 ? 1 : 0;
     zeros = 0;
   }
+  kinds.full += zeros == 0 ? 1 : 0;
   return n + (zeros > 0 ? 1 : 0);
 }
 
@@ -53,6 +61,7 @@ std::uint64_t scan_bytes(const std::vector<std::byte>& file) {
 TEST_CASE("jpeg_entropy.the_probe_counts_the_symbols_and_bits_the_encoder_wrote") {
   const int sizes[][2] = {{7, 9}, {33, 17}, {125, 94}};
   std::uint32_t seed = 500;
+  symbol_kinds kinds;
   for (const auto& layout : test::jpeg_layouts())
     for (const auto& s : sizes)
       for (int variant = 0; variant < 3; ++variant) {
@@ -65,7 +74,7 @@ TEST_CASE("jpeg_entropy.the_probe_counts_the_symbols_and_bits_the_encoder_wrote"
         REQUIRE(read.coefficients.has_value());
         const auto& blocks = read.coefficients->blocks;
         std::uint64_t symbols = 0;
-        for (std::size_t b = 0; b < blocks.size(); b += 64) symbols += symbols_of(blocks.data() + b);
+        for (std::size_t b = 0; b < blocks.size(); b += 64) symbols += symbols_of(blocks.data() + b, kinds);
         const std::uint64_t real = blocks.size() / 64;
 
         jpeg_entropy_probe probe(file, "test", {});
@@ -84,6 +93,8 @@ TEST_CASE("jpeg_entropy.the_probe_counts_the_symbols_and_bits_the_encoder_wrote"
         probe.decode();
         CHECK(probe.count().symbols == n.symbols);
       }
+  CHECK(kinds.zrl > 0);
+  CHECK(kinds.full > 0);
 }
 
 TEST_CASE("jpeg_entropy.a_window_counts_the_rows_pack_jpeg_walks") {

@@ -3,8 +3,9 @@
 (comparison only). One folder (crops of the photos scripts/fetch-photos.sh fetches, saved at
 quality 90), one recipe: a random resized crop to 224x224 and a random horizontal flip, uint8 out;
 the same worker count, batch size and epochs for all three:
-  - pinfeed: `pinfeed run --transforms rrc(224),hflip` (its samples/s; the crop's window decoded
-    with DCT scaling where the window allows, pinfeed's Huffman decoder);
+  - pinfeed: `pinfeed run --transforms rrc(224),hflip` (its samples/s over all its epochs, the
+    first and the start included: no warm-up is dropped, which counts against it; the crop's
+    window decoded with DCT scaling where the window allows, pinfeed's Huffman decoder);
   - the DataLoader: torchvision's ImageFolder with v2 RandomResizedCrop(224) + RandomHorizontalFlip
     (PIL decodes the whole image), images/s over timed epochs after a warm-up one;
   - DALI: decoders.image_random_crop on the CPU (libjpeg-turbo decodes the window only), resize,

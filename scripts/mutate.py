@@ -37,6 +37,7 @@ import mutate_results as results  # noqa: E402 (after the line above)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORK = SRC = BUILD = RESULTS = ""  # set by main() for the campaign's commit and seed
+CHILD = None  # the command running now (its process group is killed when the campaign is stopped)
 COLUMNS = ["id", "file", "line", "original", "mutant", "outcome", "by", "seconds"]
 # The files that carry the contracts (issue: loader rooms, epoch order, node plan, transforms and
 # pipeline source, JPEG window and walker, tar and shard indexes, remote retry and ranges, judge).
@@ -54,8 +55,9 @@ def log(msg):
 def run(cmd, cwd=None, timeout=None):
     """(exit status, output); 124 when it ran past `timeout` seconds, after which its whole process
     group is killed (a hung test binary under ctest would otherwise spin on)."""
-    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                         start_new_session=True)
+    global CHILD
+    p = CHILD = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                                 start_new_session=True)
     try:
         out, _ = p.communicate(timeout=timeout)
         return p.returncode, out
@@ -264,6 +266,13 @@ def clean(text):
     return text.replace("\t", " ").replace("\n", " ")[:160]
 
 
+def stopped(*_):
+    """SIGTERM: the running command's group killed; the mutated file is restored as the stack unwinds."""
+    if CHILD is not None and CHILD.poll() is None:
+        os.killpg(CHILD.pid, signal.SIGKILL)
+    sys.exit("mutate: stopped (SIGTERM); the mutated file was restored")
+
+
 def main():
     # The suites' precompiled headers: without these ccache refuses every file compiled with one.
     os.environ["CCACHE_SLOPPINESS"] = ",".join(filter(None, [os.environ.get("CCACHE_SLOPPINESS"), "pch_defines,time_macros"]))
@@ -286,7 +295,7 @@ def main():
     if a.report:
         results.report(read_results(campaign_rows), results.rechecked(campaign_rows))
         return
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit("mutate: stopped (SIGTERM); the mutated file was restored"))
+    signal.signal(signal.SIGTERM, stopped)
     prepare(commit)
     if a.recheck:
         results.recheck(base, a.seed, read_map())

@@ -277,6 +277,8 @@ TEST_CASE("node_plan.bad_inputs_are_named_and_left_out") {
     const node_plan p = v1.plan();
     CHECK(warned(p, "cpu.cfs_period_us: the quota in"));
     CHECK(p.cores == 16);
+    CHECK_FALSE(p.quota_cpus);  // left out of the plan, as the warning says: no quota at all
+    CHECK(p.quota_source.empty());
   }
   SUBCASE("no /proc/self/cgroup, a malformed line") {
     n.in.proc_self_cgroup = (n.dir.path / "missing").string();

@@ -100,6 +100,14 @@ TEST_CASE("remote.retry.short_bodies_changed_objects_and_ranges") {
   retagged.etag = "\"v2\"";
   CHECK(judge(retagged, CURLE_OK, range).why.find("ETag \"v1\" then \"v2\"") != std::string::npos);
   CHECK(judge(answer(416), CURLE_OK, range).what == verdict::kind::changed);
+  // Contract: a 416 says an object changed only against a size that was indexed; a range read of
+  // an object whose size is not known (expect_total 0) gets the HTTP status as it is.
+  remote::request unsized = range;
+  unsized.expect_total = 0;
+  const verdict past = judge(answer(416), CURLE_OK, unsized);
+  CHECK(past.what != verdict::kind::changed);
+  CHECK(past.why.find("HTTP 416") != std::string::npos);
+  CHECK(past.why.find("changed") == std::string::npos);
   // A whole object shorter than its Content-Length is retried.
   remote::response cut = answer(200, 10);
   cut.have_total = true;

@@ -64,6 +64,7 @@ if ((${#build_args[@]} == 0 && faults == 0)); then
   # The Python module, against the test environment's Python and nanobind (fetched beside the
   # build), into build/python; its tests (tests/python) join the main run as python.*.
   echo "== test.sh: Python module ($(date -u +%H:%M:%S))"
+  source "$root/scripts/ccache-env.sh"  # the build's compiler cache (build-ccache/), as build.sh set it up
   cmake -S "$root" -B "$build_dir" -DPINFEED_PYTHON=ON -DPython_EXECUTABLE="$root/.venv-test/bin/python" >/dev/null
   cmake --build "$build_dir" -j "$(nproc)" --target _pinfeed
 fi

@@ -44,6 +44,19 @@ def base_mutants(base, base_work, path):
     return folder
 
 
+def moved_lines():
+    """{id: (the line now, the same slip made in it, the file it is in now or "")}: survivors whose
+    line a later change rewrote (tests/mutation/moved.tsv; a fourth column where the line moved to
+    a header the survivor's file compiles)."""
+    path = os.path.join(m.ROOT, "tests", "mutation", "moved.tsv")
+    moved = {}
+    for line in open(path) if os.path.exists(path) else []:
+        if line.strip() and not line.startswith("#"):
+            fields = line.rstrip("\n").split("\t") + [""]
+            moved[fields[0]] = (fields[1], fields[2], fields[3])
+    return moved
+
+
 def recheck(base, seed, mapping):
     """The base campaign's survivors, each applied again to this commit's sources (the same change to
     the same lines, found nearest their old place) and tested with its cases; rows go to
@@ -53,13 +66,7 @@ def recheck(base, seed, mapping):
     base_rows = m.read_results(os.path.join(m.ROOT, "tests", "mutation", "%s-seed%s.tsv" % (base[:12], seed)))
     survivors = [r for r in base_rows.values() if r["outcome"] == "survived"]
     done = m.read_results(m.RESULTS)
-    # Survivors whose line a later change rewrote: id, the line now, and the same slip made in it.
-    moved_path = os.path.join(m.ROOT, "tests", "mutation", "moved.tsv")
-    moved = {}
-    for line in open(moved_path) if os.path.exists(moved_path) else []:
-        if line.strip() and not line.startswith("#"):
-            key, now_line, slip = line.rstrip("\n").split("\t")
-            moved[key] = (now_line, slip)
+    moved = moved_lines()
     m.restore_sources(open(os.path.join(m.WORK, "commit")).read().strip(), sorted({r["file"] for r in survivors}))
     for r in survivors:
         if r["id"] in done:
@@ -71,10 +78,12 @@ def recheck(base, seed, mapping):
         names = sorted(os.listdir(folder), key=lambda n: int(re.search(r"\.mutant\.(\d+)\.", n).group(1)))
         changes = [c for c in (change_of(old, os.path.join(folder, n)) for n in names) if c]
         at, before, after = changes[index]
-        now = open(os.path.join(m.SRC, path)).read().splitlines()
+        target = path  # the file the lines are in now
+        now = open(os.path.join(m.SRC, target)).read().splitlines()
         places = [j for j in range(len(now) - len(before) + 1) if now[j:j + len(before)] == before]
         if not places and r["id"] in moved:  # the line was rewritten: the same slip in its new form
-            before, after = [moved[r["id"]][0]], [moved[r["id"]][1]]
+            before, after, target = [moved[r["id"]][0]], [moved[r["id"]][1]], moved[r["id"]][2] or path
+            now = open(os.path.join(m.SRC, target)).read().splitlines()
             places = [j for j, text in enumerate(now) if text == before[0]]
         start = time.monotonic()
         if not places:
@@ -89,7 +98,7 @@ def recheck(base, seed, mapping):
                 sys.exit("mutate: no object file is compiled from %s" % path)
             originals = {o: open(os.path.join(m.BUILD, o), "rb").read() for o in objs}
             regexes = m.tests_for(path, mapping)
-            outcome, by = m.evaluate(path, mutant, objs, regexes, originals, [2 * m.baseline_seconds(x) + 60 for x in regexes])
+            outcome, by = m.evaluate(target, mutant, objs, regexes, originals, [2 * m.baseline_seconds(x) + 60 for x in regexes])
         row = [r["id"], path, r["line"], r["original"], r["mutant"], outcome, by, "%.0f" % (time.monotonic() - start)]
         with open(m.RESULTS, "a") as f:
             f.write("\t".join(row) + "\n")

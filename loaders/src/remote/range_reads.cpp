@@ -62,14 +62,7 @@ void range_reads::read_ahead(const order_cursor& order) {
   }
   const std::size_t depth = depth_.load(std::memory_order_relaxed);
   if (depth == 0) return;
-  if (pending_.size() >= max_pending_) {  // restarts leave other epochs' reads behind: drop those
-    const std::uint32_t epoch = order.epoch();
-    const bool no_next_epoch = epoch == ~0u;
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      const bool kept = it->second.epoch == epoch || (!no_next_epoch && it->second.epoch == epoch + 1);
-      it = kept ? std::next(it) : pending_.erase(it);
-    }
-  }
+  if (pending_.size() >= max_pending_) drop_other_epochs(pending_, order.epoch());  // restarts leave other epochs' reads behind
   walk_.step(order, depth, max_pending_, pending_.size(), [&](std::uint32_t epoch, std::uint64_t index) {
     const std::uint64_t id = key(epoch, index);
     if (index >= set_.entries().size() || pending_.count(id) != 0 || taken_.count(id) != 0) return false;

@@ -44,6 +44,17 @@ class read_ahead_walk {
   std::uint64_t next_epoch_ = 0;  ///< and positions [0, next_epoch_) of the next epoch
 };
 
+/// Drops the reads of `pending` (a map to values with an `epoch`) that belong to neither `epoch` nor
+/// the one after it (read ahead across its start; none after the last epoch number).
+template <class Map>
+void drop_other_epochs(Map& pending, std::uint32_t epoch) {
+  const bool next_epoch = epoch != ~0u;
+  for (auto it = pending.begin(); it != pending.end();) {
+    const bool kept = it->second.epoch == epoch || (next_epoch && it->second.epoch == epoch + 1);
+    it = kept ? std::next(it) : pending.erase(it);
+  }
+}
+
 class range_reads final : public fetch_strategy {
  public:
   /// With no requests_in_flight given, they follow in_flight_controller, up to what the shards' mean

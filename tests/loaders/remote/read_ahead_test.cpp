@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -150,6 +151,34 @@ TEST_CASE("remote.read_ahead.walks_the_order_then_into_the_next_epoch") {
     return i != 4;
   });
   CHECK(queued.size() == 3);
+}
+
+TEST_CASE("remote.read_ahead.full_pending_reads_keep_this_epoch_and_the_next") {
+  // Contract: when the range read-ahead's pending reads are full (restarts left other epochs'
+  // behind), those of the current epoch and of the next one (read ahead across its start) stay,
+  // every other epoch's go; after the last epoch number there is no next one.
+  struct read {
+    std::uint32_t epoch;
+  };
+  std::map<std::uint64_t, read> pending;
+  const auto fill = [&](std::vector<std::uint32_t> epochs) {
+    pending.clear();
+    for (std::size_t i = 0; i < epochs.size(); ++i) pending[i] = {epochs[i]};
+  };
+  const auto epochs_left = [&] {
+    std::vector<std::uint32_t> out;
+    for (const auto& [key, r] : pending) out.push_back(r.epoch);
+    return out;
+  };
+  fill({0, 1, 2, 3, 2, 1, 4});
+  remote::drop_other_epochs(pending, 2);
+  CHECK(epochs_left() == std::vector<std::uint32_t>{2, 3, 2});
+  fill({0, 1, 2, 3, 2, 1, 4});
+  remote::drop_other_epochs(pending, 0);
+  CHECK(epochs_left() == std::vector<std::uint32_t>{0, 1, 1});
+  fill({~0u, 0, ~0u - 1, 5});
+  remote::drop_other_epochs(pending, ~0u);
+  CHECK(epochs_left() == std::vector<std::uint32_t>{~0u});
 }
 
 TEST_CASE("remote.in_flight.grows_where_held_back_and_reverts_without_gain") {

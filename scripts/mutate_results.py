@@ -118,9 +118,9 @@ def rechecked(campaign_rows):
     return out
 
 
-def equivalents():
-    """{id: why}: the survivors read twice and found equivalent (tests/mutation/equivalent.tsv)."""
-    path = os.path.join(m.ROOT, "tests", "mutation", "equivalent.tsv")
+def notes(name):
+    """{id: why} from tests/mutation/NAME.tsv (id, then a tab, then the reason)."""
+    path = os.path.join(m.ROOT, "tests", "mutation", name + ".tsv")
     if not os.path.exists(path):
         return {}
     rows = (line.rstrip("\n").split("\t", 1) for line in open(path) if line.strip() and not line.startswith("#"))
@@ -129,9 +129,11 @@ def equivalents():
 
 def report(rows, after):
     """The per-folder table (markdown): mutants tried, dropped (no compile, identical objects), tested,
-    killed before, survived before, equivalent, killed after the new tests, and the kill rate after
-    over the non-equivalent ones. A hang counts as killed (its time limit catches it)."""
-    same = equivalents()
+    killed before, survived before, equivalent (tests/mutation/equivalent.tsv), reached only with a
+    CUDA device (gpu_only.tsv: the CPU suites cannot run them; the gpu case that covers each is
+    named there), killed after the new tests, and the kill rate after over the rest. A hang counts
+    as killed (its time limit catches it)."""
+    same, gpu = notes("equivalent"), notes("gpu_only")
     per = collections.OrderedDict()
     for r in rows.values():
         c = per.setdefault(os.path.dirname(r["file"]), collections.Counter())
@@ -139,22 +141,26 @@ def report(rows, after):
         if r["outcome"] == "survived":
             later = after.get(r["id"], {}).get("outcome")
             c["equivalent"] += r["id"] in same
-            c["killed after"] += r["id"] not in same and later in ("killed", "timeout")
+            c["gpu only"] += r["id"] in gpu and r["id"] not in same
+            c["killed after"] += r["id"] not in same and r["id"] not in gpu and later in ("killed", "timeout")
 
     def line(name, c):
         tested = c["killed"] + c["timeout"] + c["survived"]
         killed = c["killed"] + c["timeout"]
-        rate = "%.0f%%" % (100.0 * (killed + c["killed after"]) / (tested - c["equivalent"])) if tested > c["equivalent"] else "-"
-        print("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s |" % (name, sum(c[k] for k in ("killed", "timeout", "survived", "no-compile",
-              "identical")), c["no-compile"], c["identical"], tested, killed, c["survived"], c["equivalent"], killed + c["killed after"], rate))
+        judged = tested - c["equivalent"] - c["gpu only"]
+        rate = "%.0f%%" % (100.0 * (killed + c["killed after"]) / judged) if judged > 0 else "-"
+        print("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s |" % (
+            name, sum(c[k] for k in ("killed", "timeout", "survived", "no-compile", "identical")), c["no-compile"], c["identical"],
+            tested, killed, c["survived"], c["equivalent"], c["gpu only"], killed + c["killed after"], rate))
 
-    print("| folder | mutants tried | did not compile | identical objects | tested | killed | survived | equivalent | killed after | kill rate after |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| folder | mutants tried | did not compile | identical objects | tested | killed | survived | equivalent | GPU only "
+          "| killed after | kill rate after |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for folder, c in sorted(per.items()):
         line(folder, c)
     line("all", sum(per.values(), collections.Counter()))
     for r in rows.values():
         if r["outcome"] == "survived":
             later = after.get(r["id"], {})
-            note = same.get(r["id"]) or "%s %s" % (later.get("outcome", "not rechecked"), later.get("by", ""))
+            note = same.get(r["id"]) or gpu.get(r["id"]) or "%s %s" % (later.get("outcome", "not rechecked"), later.get("by", ""))
             print("survived: %s:%s  %s  ==>  %s  [%s]" % (r["file"], r["line"], r["original"], r["mutant"], note.strip()))

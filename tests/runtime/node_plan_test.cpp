@@ -124,6 +124,13 @@ TEST_CASE("node_plan.v2_container_view_reads_its_own_cgroup_not_above_the_mount"
   CHECK(p.cores == 1);  // 0.5 CPU: one core, never zero
   CHECK(p.cores_source.find("cgroup quota 0.5 CPUs") != std::string::npos);
   CHECK(p.memory == 512 * (std::uint64_t{1} << 20));
+  // A quota that is no round number reads with three significant digits: 4/3 CPUs.
+  fake_node third(128, 128, 256 * kGiB);
+  make_v2_container(third);
+  third.write("/sys/fs/cgroup/cpu.max", "400000 300000\n");
+  const node_plan q = third.plan();
+  CHECK(q.cores == 2);
+  CHECK(q.cores_source.find("cgroup quota 1.33 CPUs: ") != std::string::npos);
   CHECK(p.hardware_threads == 128);
 
   SUBCASE("no quota and no limit: max") {

@@ -268,6 +268,66 @@ TEST_CASE("remote.the_read_ahead_runs_on_into_the_next_epoch") {
   CHECK(first_batch_of_epoch_1(remote, true) == expected);
 }
 
+/// A reader of `inner`'s samples and one more: the last index is made from inner sample 0, read at
+/// the outer sample's place in the order (sample::share_place), as a source that stands in a
+/// sample for another does.
+struct one_more_reader final : image_reader {
+  std::shared_ptr<image_reader> inner;
+  explicit one_more_reader(std::shared_ptr<image_reader> r) : inner(std::move(r)) {}
+  std::uint64_t size() const override { return inner->size() + 1; }
+  image_spec image_shape() const override { return inner->image_shape(); }
+  std::vector<field_spec> extra_fields() const override { return inner->extra_fields(); }
+  std::string name() const override { return "one more than " + inner->name(); }
+  read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) override {
+    if (s.index() < inner->size()) return inner->read(s, image, plan);
+    std::vector<field_spec> specs;
+    std::vector<std::byte*> buffers;
+    for (std::size_t i = 0; i < s.field_count(); ++i) {
+      specs.push_back(s.spec(i));
+      buffers.push_back(s.bytes(i).data());
+    }
+    sample first(0, s.epoch(), s.seed(), specs, buffers);
+    first.share_place(s);
+    return inner->read(first, image, plan);
+  }
+};
+
+TEST_CASE("remote.the_read_ahead_skips_indexes_past_the_shards") {
+  // Contract: the range read-ahead walks its loader's order, which a source may make over more
+  // samples than the shards hold (it stands other samples in for the rest): an index past the
+  // shards' last is never requested (nor read out of the shard index's bounds).
+  served_shards served;
+  if (!served) return;
+  const auto& set = served.set;
+  const remote_options o = quick();  // read_ahead 8
+  const auto remote = make_remote_shard_reader(urls(served.server->url(), set), range_reads(), o);
+  const std::uint64_t n = remote->size(), indexing = remote_stats(*remote).requests;
+  REQUIRE(n > *o.read_ahead + 4);
+  loader l(std::make_shared<pipeline_source>(std::make_shared<one_more_reader>(remote), parse_pipeline("center_crop(16)")),
+           test::cpu_loader(4, 1, 7));  // in order, one worker: index n is the epoch's last sample
+  l.start_epoch(0);
+  std::uint64_t samples = 0;
+  while (auto b = l.next()) samples += b->size();
+  CHECK(samples == n + 1);
+  // Each of the n samples once, sample 0 again for the stand-in, and the next epoch's first
+  // read_ahead samples: nothing for index n. (Requests count attempts: retries are taken off.)
+  const std::uint64_t expected = indexing + n + 1 + *o.read_ahead;
+  std::uint64_t reads = 0;
+  test::run_with_timeout(std::chrono::seconds(20), [&] {
+    for (;;) {
+      const remote_counters c = remote_stats(*remote);
+      reads = c.requests - c.retries;
+      if (reads >= expected) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }, "the next epoch's read-ahead");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a request past the expected would show by now
+  const remote_counters c = remote_stats(*remote);
+  CHECK(c.requests - c.retries == expected);
+  // One worker: every position after the first was queued ahead once, index n's never.
+  CHECK(c.read_ahead == n - 1 + *o.read_ahead);
+}
+
 TEST_CASE("remote.faults_are_retried_and_batches_stay_identical") {
   served_shards served;
   if (!served) return;

@@ -55,6 +55,15 @@ TEST_CASE("remote.retry.statuses") {
   const verdict moved = judge(answer(301), CURLE_OK, {}, s3);
   CHECK(moved.what == verdict::kind::fail);
   CHECK(moved.why.find("another region than eu-north-1; set AWS_REGION") != std::string::npos);
+  // Contract: only a 3xx is called a redirect. A final 1xx (a server that switched protocols,
+  // say) fails with its status as it is, from S3 too.
+  for (const long s : {100L, 101L, 199L}) {
+    CAPTURE(s);
+    const verdict odd = judge(answer(s));
+    CHECK(odd.what == verdict::kind::fail);
+    CHECK(odd.why == "GET http://h/a.tar: HTTP " + std::to_string(s) + " (attempt 2, not retried)");
+    CHECK(judge(answer(s), CURLE_OK, {}, s3).why.find("region") == std::string::npos);
+  }
 }
 
 TEST_CASE("remote.retry.transport_errors") {

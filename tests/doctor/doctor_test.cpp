@@ -812,6 +812,56 @@ TEST_CASE("doctor.prefetch_advice_covers_the_longest_stall_at_the_consumers_own_
   CHECK(suggests(r, "raise prefetch from 2 to 64"));
 }
 
+TEST_CASE("doctor.remote_and_transform_advice_carry_their_figures") {
+  // Contract: a suggestion states its figures: the requests in flight it raises to, with the most
+  // latency following would take, and the costliest transform's milliseconds per image to three
+  // decimals.
+  const auto mode = [](std::string id, double ips) {
+    doctor_mode m;
+    m.id = m.name = std::move(id);
+    m.ran = true;
+    m.steps = 40;
+    m.images = 1000;
+    m.seconds = 1000 / ips;
+    m.images_per_s = ips;
+    m.steps_per_s = ips / 32;
+    m.consumer_wait = 0.3;
+    m.cpu_utilization = 0.2;
+    m.wait_top_share = 0.2;
+    return m;
+  };
+  doctor_report r;
+  r.encoded = true;
+  r.sharded = true;
+  r.remote = true;
+  r.workers = 2;
+  r.hardware_threads = 2;
+  r.prefetch = 2;
+  r.batch_size = 32;
+  r.pool = 8;
+  r.fetch.requests_in_flight = 4;
+  r.fetch.read_ahead_depth = 8;
+  r.modes = {mode("L0", 100), mode("L1", 1000), mode("L2", 1050), mode("L3", 1100), mode("L4", 1150), mode("L5", 1200)};
+  analyze(r);
+  REQUIRE(!r.bottleneck.empty());
+  REQUIRE(r.bottleneck[0] == "read");
+  CHECK(suggests(r, "keep more remote reads in flight: raise --requests-in-flight from 4 to 16 "
+                    "(remote_options::requests_in_flight; unset, it follows the latency up to " +
+                        std::to_string(loaders::kMaxRequestsInFlight) + ") and remote_options::read_ahead"));
+  // The transforms are the bottleneck, rrc the costliest of them: cached after it (T1) 300
+  // images/s against 100 before it (L2) and 1000 after the last (L3): 6.667 and 2.333 ms.
+  r.remote = false;
+  r.transform_names = {"rrc(224)", "hflip"};
+  r.modes = {mode("L0", 90), mode("L1", 95), mode("L2", 100), mode("T1", 300), mode("L3", 1000), mode("L4", 1050), mode("L5", 1100)};
+  analyze(r);
+  REQUIRE(!r.bottleneck.empty());
+  REQUIRE(r.bottleneck[0] == "transforms");
+  const auto cheaper = std::find_if(r.suggestions.begin(), r.suggestions.end(),
+                                    [](const doctor_suggestion& x) { return x.what == "make rrc(224) cheaper, or move it to the GPU"; });
+  REQUIRE(cheaper != r.suggestions.end());
+  CHECK(cheaper->evidence == "rrc(224) costs 6.667 ms per image, 74% of transform time");
+}
+
 TEST_CASE("doctor.bursty_source_suggests_prefetch") {
   // One sample in 128 takes 40 ms, the rest almost nothing: on average the pipeline is far ahead of
   // a 5 ms step, but with one batch of prefetch the slow sample stalls the consumer in bursts. With

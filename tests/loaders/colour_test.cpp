@@ -105,6 +105,19 @@ TEST_CASE("colour.bad_values_are_refused_at_parse_time_with_a_caret") {
     const std::string what = e.what();
     CHECK(what.find("\n  crop(8),posterize(9)\n" + std::string(20, ' ') + "^") != std::string::npos);  // under the 9
   }
+  // Under the value itself, not where the argument list opens, when spaces come before it.
+  for (const char* text : {"posterize( 9)", "solarize(  300)", "hue( 0.75)"}) {
+    CAPTURE(text);
+    const std::string s = text;
+    std::string what;
+    try {
+      (void)parse_pipeline(s);
+    } catch (const std::invalid_argument& e) {
+      what = e.what();
+    }
+    const std::size_t value_at = s.find_first_not_of(' ', s.find('(') + 1);
+    CHECK(what.find("\n  " + s + "\n" + std::string(2 + value_at, ' ') + "^") != std::string::npos);
+  }
   // A float image and a 4-channel image are refused by the step, naming it.
   CHECK_THROWS_WITH_AS((void)parse_pipeline("invert").steps()[0]->output_spec({4, 4, 3, dtype::f32}),
                        doctest::Contains("invert"), std::invalid_argument);

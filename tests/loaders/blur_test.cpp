@@ -88,6 +88,9 @@ TEST_CASE("blur.bad_values_are_refused_with_a_caret_under_the_value") {
   CHECK_THROWS_WITH_AS((void)parse_pipeline("random_gaussian_blur(3,0.5,1e39)"), doctest::Contains("sigma's greatest must be finite"),
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS((void)make_gaussian_blur(3, 2), doctest::Contains("got 2"), bad_transform_argument);
+  // Contract: random_gaussian_blur(K) draws sigma from torchvision's default range, [0.1, 2.0].
+  CHECK(parse_pipeline("random_gaussian_blur(5)").steps()[0]->name() == "random_gaussian_blur(5,0.1,2)");
+  CHECK(parse_pipeline("random_gaussian_blur(5,0.3,1.5)").steps()[0]->name() == "random_gaussian_blur(5,0.3,1.5)");
   // An image not larger than the reflected border, a float image and 4 channels: refused by name.
   CHECK_THROWS_WITH_AS((void)parse_pipeline("gaussian_blur(9)").steps()[0]->output_spec({4, 20, 3, dtype::u8}),
                        doctest::Contains("taller than 4 pixels"), std::invalid_argument);

@@ -160,6 +160,19 @@ TEST_CASE("node_plan.v2_nested_cgroups_take_the_least_on_the_way_to_the_root") {
   CHECK(p.memory == 2 * kGiB);
 }
 
+TEST_CASE("node_plan.mount_points_with_escaped_spaces_are_read") {
+  // Contract: mountinfo writes a space in a path as "\040" (octal escapes); the cgroup tree is found
+  // at the unescaped path, wherever the escape stands in it (here right after the root's '/').
+  fake_node n(64, 64, 64 * kGiB);
+  n.write("proc_cgroup", "0::/job\n");
+  n.write("proc_mountinfo", "41 1 0:31 / /\\040cg\\040v2 rw - cgroup2 cgroup2 rw\n");
+  n.write("/ cg v2/job/cpu.max", "300000 100000\n");  // 3 CPUs
+  const node_plan p = n.plan();
+  CHECK(p.warnings.empty());
+  CHECK(p.cores == 3);
+  CHECK(p.quota_source.find("/ cg v2/job/cpu.max") != std::string::npos);
+}
+
 TEST_CASE("node_plan.affinity_mask_and_local_ranks") {
   fake_node n(112, 112, 1024 * kGiB);
   n.write("proc_cgroup", "0::/\n");

@@ -164,6 +164,17 @@ TEST_CASE("remote.retry.bad_options_are_named") {
   o.stall_timeout_s = 0;
   CHECK_THROWS_AS(remote::check_options(o), std::invalid_argument);
   CHECK_NOTHROW(remote::check_options({}));
+  // The bounds themselves are allowed: no backoff at all (retry at once), or a fraction of a ms.
+  for (const double initial : {0.0, 0.25}) {
+    CAPTURE(initial);
+    o = {};
+    o.backoff_initial_ms = initial;
+    o.backoff_max_ms = initial;
+    CHECK_NOTHROW(remote::check_options(o));
+  }
+  o = {};
+  o.backoff_initial_ms = -1;
+  CHECK_THROWS_WITH_AS(remote::check_options(o), doctest::Contains("0 <= backoff_initial_ms"), std::invalid_argument);
 }
 
 TEST_CASE("remote.http.header_lines") {

@@ -69,6 +69,24 @@ doctor_options quick(std::size_t workers, std::size_t batch = 8) {
   return o;
 }
 
+/// A measured mode with given figures: 1000 images in 40 steps at `ips` images/s, the consumer
+/// waiting `wait` of the time, the CPU busy `cpu`, `top` of the wait in the slowest tenth of steps.
+doctor_mode given_mode(std::string id, double ips, double wait, double cpu, double top = 0.2) {
+  doctor_mode m;
+  m.id = std::move(id);
+  m.name = m.id;
+  m.ran = true;
+  m.steps = 40;
+  m.images = 1000;
+  m.seconds = 1000 / ips;
+  m.images_per_s = ips;
+  m.steps_per_s = ips / 32;
+  m.consumer_wait = wait;
+  m.cpu_utilization = cpu;
+  m.wait_top_share = top;
+  return m;
+}
+
 bool suggests(const doctor_report& r, const std::string& words) {
   return std::any_of(r.suggestions.begin(), r.suggestions.end(),
                      [&](const doctor_suggestion& s) { return s.what.find(words) != std::string::npos; });
@@ -503,21 +521,7 @@ TEST_CASE("doctor.bad_input_is_refused_clearly") {
 }
 
 TEST_CASE("doctor.analysis_rules_on_given_numbers") {
-  const auto mode = [](std::string id, double ips, double wait, double cpu, double top = 0.2) {
-    doctor_mode m;
-    m.id = std::move(id);
-    m.name = m.id;
-    m.ran = true;
-    m.steps = 40;
-    m.images = 1000;
-    m.seconds = 1000 / ips;
-    m.images_per_s = ips;
-    m.steps_per_s = ips / 32;
-    m.consumer_wait = wait;
-    m.cpu_utilization = cpu;
-    m.wait_top_share = top;
-    return m;
-  };
+  const auto mode = [](std::string id, double ips, double wait, double cpu, double top = 0.2) { return given_mode(std::move(id), ips, wait, cpu, top); };
   doctor_report r;
   r.gpu = true;
   r.encoded = true;
@@ -816,20 +820,7 @@ TEST_CASE("doctor.remote_and_transform_advice_carry_their_figures") {
   // Contract: a suggestion states its figures: the requests in flight it raises to, with the most
   // latency following would take, and the costliest transform's milliseconds per image to three
   // decimals.
-  const auto mode = [](std::string id, double ips) {
-    doctor_mode m;
-    m.id = m.name = std::move(id);
-    m.ran = true;
-    m.steps = 40;
-    m.images = 1000;
-    m.seconds = 1000 / ips;
-    m.images_per_s = ips;
-    m.steps_per_s = ips / 32;
-    m.consumer_wait = 0.3;
-    m.cpu_utilization = 0.2;
-    m.wait_top_share = 0.2;
-    return m;
-  };
+  const auto mode = [](std::string id, double ips) { return given_mode(std::move(id), ips, 0.3, 0.2); };
   doctor_report r;
   r.encoded = true;
   r.sharded = true;

@@ -226,6 +226,22 @@ TEST_CASE("remote.http_shards_equal_the_local_ones") {
   CHECK(std::string(to_string(stage::fetch)) == "fetch");
 }
 
+/// The requests `reader` made, less its retries (attempts after a retryable failure: a stall past
+/// the timeout on a loaded host is no second sample), once they reach `expected` (read-ahead
+/// finishes after the loop that asked for it; the wait fails the case after 20 s).
+std::uint64_t reads_once_there(const image_reader& reader, std::uint64_t expected) {
+  std::uint64_t reads = 0;
+  test::run_with_timeout(std::chrono::seconds(20), [&] {
+    for (;;) {
+      const remote_counters c = remote_stats(reader);
+      reads = c.requests - c.retries;
+      if (reads >= expected) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }, "the next epoch's read-ahead");
+  return reads;
+}
+
 TEST_CASE("remote.the_read_ahead_runs_on_into_the_next_epoch") {
   served_shards served;
   if (!served) return;
@@ -247,16 +263,7 @@ TEST_CASE("remote.the_read_ahead_runs_on_into_the_next_epoch") {
       // Requests count attempts: a retry (a stall past the timeout on a loaded host) is no second
       // sample, so the wait counts requests less retries, and the CHECK holds the value it ended on.
       const std::uint64_t expected = indexing + remote->size() + *o.read_ahead;
-      std::uint64_t reads = 0;
-      test::run_with_timeout(std::chrono::seconds(20), [&] {
-        for (;;) {
-          const remote_counters c = remote_stats(*remote);
-          reads = c.requests - c.retries;
-          if (reads >= expected) return;
-          std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        }
-      }, "the next epoch's read-ahead");
-      CHECK(reads == expected);
+      CHECK(reads_once_there(*remote, expected) == expected);
       served.server.reset();  // from here on, only what was read ahead can be delivered
     }
     l.start_epoch(1);
@@ -312,15 +319,7 @@ TEST_CASE("remote.the_read_ahead_skips_indexes_past_the_shards") {
   // Each of the n samples once, sample 0 again for the stand-in, and the next epoch's first
   // read_ahead samples: nothing for index n. (Requests count attempts: retries are taken off.)
   const std::uint64_t expected = indexing + n + 1 + *o.read_ahead;
-  std::uint64_t reads = 0;
-  test::run_with_timeout(std::chrono::seconds(20), [&] {
-    for (;;) {
-      const remote_counters c = remote_stats(*remote);
-      reads = c.requests - c.retries;
-      if (reads >= expected) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  }, "the next epoch's read-ahead");
+  reads_once_there(*remote, expected);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a request past the expected would show by now
   const remote_counters c = remote_stats(*remote);
   CHECK(c.requests - c.retries == expected);

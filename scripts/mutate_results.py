@@ -132,14 +132,17 @@ def report(rows, after):
     killed before, survived before, equivalent (tests/mutation/equivalent.tsv), reached only with a
     CUDA device (gpu_only.tsv: the CPU suites cannot run them; the gpu case that covers each is
     named there), killed after the new tests, and the kill rate after over the rest. A hang counts
-    as killed (its time limit catches it)."""
+    as killed (its time limit catches it), and so does a mutant whose recheck no longer links (a
+    test calls what it removed)."""
     same, gpu = notes("equivalent"), notes("gpu_only")
     per = collections.OrderedDict()
     for r in rows.values():
         c = per.setdefault(os.path.dirname(r["file"]), collections.Counter())
         c[r["outcome"]] += 1
         if r["outcome"] == "survived":
-            later = after.get(r["id"], {}).get("outcome")
+            row = after.get(r["id"], {})
+            # A mutant that no longer links is caught too: a test now calls what it took away.
+            later = "killed" if (row.get("outcome"), row.get("by")) == ("no-compile", "link") else row.get("outcome")
             c["equivalent"] += r["id"] in same
             c["gpu only"] += r["id"] in gpu and r["id"] not in same
             c["killed after"] += r["id"] not in same and r["id"] not in gpu and later in ("killed", "timeout")

@@ -84,6 +84,33 @@ TEST_CASE("colour.the_header_states_torchvisions_arithmetic") {
   }
 }
 
+TEST_CASE("colour.each_factory_makes_the_step_its_spelling_makes") {
+  // Contract: the C++ factories are the parser's steps: the same name, the same pixels.
+  const std::pair<std::shared_ptr<transform>, const char*> made[] = {
+      {make_brightness(1.3), "brightness(1.3)"}, {make_contrast(0.4), "contrast(0.4)"},
+      {make_saturation(1.6), "saturation(1.6)"}, {make_hue(-0.2), "hue(-0.2)"},
+      {make_sharpness(1.8), "sharpness(1.8)"},   {make_posterize(3), "posterize(3)"},
+      {make_solarize(99), "solarize(99)"},       {make_autocontrast(), "autocontrast"},
+      {make_equalize(), "equalize"},             {make_invert(), "invert"},
+      {make_grayscale(3), "grayscale(3)"},       {make_grayscale(), "grayscale"}};
+  std::vector<std::uint8_t> img(3 * 6 * 5);
+  for (std::size_t i = 0; i < img.size(); ++i) img[i] = static_cast<std::uint8_t>(i * 53 % 241);
+  for (const auto& [step, spelling] : made) {
+    CAPTURE(spelling);
+    const auto parsed = parse_pipeline(spelling).steps()[0];
+    CHECK(step->name() == parsed->name());
+    const image_spec in{6, 5, 3, dtype::u8};
+    const image_spec out = step->output_spec(in);
+    REQUIRE(out.bytes() == parsed->output_spec(in).bytes());
+    std::vector<std::uint8_t> a(out.bytes()), b(out.bytes());
+    auto src = img;
+    step->apply({reinterpret_cast<std::byte*>(src.data()), in}, {reinterpret_cast<std::byte*>(a.data()), out}, philox_stream(0, 0, 0));
+    src = img;
+    parsed->apply({reinterpret_cast<std::byte*>(src.data()), in}, {reinterpret_cast<std::byte*>(b.data()), out}, philox_stream(0, 0, 0));
+    CHECK(a == b);
+  }
+}
+
 TEST_CASE("colour.bad_values_are_refused_at_parse_time_with_a_caret") {
   for (const auto& [text, says] : std::map<std::string, std::string>{
            {"crop(8),posterize(9)", "posterize: bits must be a whole number from 1 to 8, got 9"},

@@ -281,6 +281,10 @@ TEST_CASE("loader_state.round_trips_through_json_and_names_a_field_of_the_wrong_
   expect(edited("\"drop_last\":true", "\"drop_last\":1"), "drop_last 1 is not true or false");
   expect(edited("\"order\":\"shuffle\"", "\"order\":2"), "order 2 is not a string");
   expect(edited("\"epoch\":3", "\"epoch\":4294967296"), "epoch 4294967296 is not a 32-bit unsigned number");
+  // Not a whole unsigned number at all: a fraction, a negative one, text.
+  expect(edited("\"epoch\":3", "\"epoch\":2.5"), "epoch 2.5 is not a 32-bit unsigned number");
+  expect(edited("\"epoch\":3", "\"epoch\":-3"), "epoch -3 is not a 32-bit unsigned number");
+  expect(edited("\"epoch\":3", "\"epoch\":\"3\""), "epoch \"3\" is not a 32-bit unsigned number");
   expect(edited("\"world\":4", "\"world\":16777217"), "world 16777217 is not a world size");
   expect(edited("\"next_batch\":5", "\"next_batch\":-1"), "next_batch -1 is not an unsigned number");
   // Another loader: the first field that differs is named, with both values and why.

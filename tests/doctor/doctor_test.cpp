@@ -851,6 +851,15 @@ TEST_CASE("doctor.remote_and_transform_advice_carry_their_figures") {
                                     [](const doctor_suggestion& x) { return x.what == "make rrc(224) cheaper, or move it to the GPU"; });
   REQUIRE(cheaper != r.suggestions.end());
   CHECK(cheaper->evidence == "rrc(224) costs 6.667 ms per image, 74% of transform time");
+  // A fused pointwise step moves to the device tail where there is a GPU; without one it is to be
+  // made cheaper like any other step.
+  r.transform_names = {"normalize (fused)", "hflip"};
+  analyze(r);
+  CHECK(suggests(r, "make normalize (fused) cheaper, or move it to the GPU"));
+  CHECK(!suggests(r, "on the GPU (the device tail)"));
+  r.gpu = true;
+  analyze(r);
+  CHECK(suggests(r, "run normalize (fused) on the GPU (the device tail)"));
 }
 
 TEST_CASE("doctor.bursty_source_suggests_prefetch") {

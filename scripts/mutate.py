@@ -20,7 +20,6 @@ Usage: scripts/mutate.sh [--files GLOB]... [--budget N] [--seed S] [--commit C] 
 """
 import argparse
 import collections
-import difflib
 import glob
 import os
 import random
@@ -149,12 +148,10 @@ def make_mutants(path):
     original = open(os.path.join(SRC, path)).read().splitlines()
     mutants = []
     for name in sorted(os.listdir(out_dir), key=lambda n: int(re.search(r"\.mutant\.(\d+)\.", n).group(1))):
-        mutated = open(os.path.join(out_dir, name)).read().splitlines()
-        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, original, mutated, autojunk=False).get_opcodes():
-            if tag != "equal":
-                mutants.append((os.path.join(out_dir, name), i1 + 1, " ".join(original[i1:i2]).strip(),
-                                " ".join(mutated[j1:j2]).strip()))
-                break
+        change = results.change_of(original, os.path.join(out_dir, name))
+        if change:
+            at, before, after = change
+            mutants.append((os.path.join(out_dir, name), at + 1, " ".join(before).strip(), " ".join(after).strip()))
     return mutants
 
 

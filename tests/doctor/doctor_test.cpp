@@ -92,6 +92,13 @@ bool suggests(const doctor_report& r, const std::string& words) {
                      [&](const doctor_suggestion& s) { return s.what.find(words) != std::string::npos; });
 }
 
+/// The evidence of the suggestion whose change holds `words` (empty where none does).
+std::string evidence_of(const doctor_report& r, const std::string& words) {
+  for (const doctor_suggestion& s : r.suggestions)
+    if (s.what.find(words) != std::string::npos) return s.evidence;
+  return {};
+}
+
 /// The report's JSON against its schema, and its numbers against each other.
 void check_json_and_consistency(const doctor_report& r) {
   const auto j = nlohmann::json::parse(r.to_json());
@@ -539,7 +546,20 @@ TEST_CASE("doctor.analysis_rules_on_given_numbers") {
   REQUIRE(r.bottleneck.size() == 1);
   CHECK(r.bottleneck[0] == "copy");
   CHECK(suggests(r, "keep uint8 until the GPU"));
+  // The evidence gives the batch's size to a tenth of a MiB and L4's copy rate: 32 MiB at
+  // 1040 / 32 steps/s is 1.09 GB/s.
+  CHECK(evidence_of(r, "keep uint8 until the GPU").find("4x the bytes of uint8 (32.0 MiB per batch, 1.09 GB/s)") !=
+        std::string::npos);
   CHECK(r.verdict.find("caching device batches raises throughput 5.0x") != std::string::npos);
+  // uint8 images: fewer bytes of other kinds, with a batch of 1.5 MiB (0.05 GB/s at 32.5 steps/s).
+  r.float_images = false;
+  r.batch_bytes = 3u << 19;
+  analyze(r);
+  REQUIRE(!r.bottleneck.empty());
+  CHECK(r.bottleneck[0] == "copy");
+  CHECK(!suggests(r, "keep uint8 until the GPU"));
+  CHECK(evidence_of(r, "send fewer bytes").find("(1.5 MiB per batch, 0.05 GB/s)") != std::string::npos);
+  r.batch_bytes = 32u << 20;
 
   // Reads dominate with an idle CPU and a bursty wait: shards, workers and prefetch are suggested.
   r.float_images = false;

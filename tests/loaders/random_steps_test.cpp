@@ -171,6 +171,40 @@ TEST_CASE("random_steps.draws_follow_torchvisions_distributions") {
   }
 }
 
+TEST_CASE("random_steps.random_erasing_with_a_value_per_channel_fills_each_channel_with_its_own") {
+  // Through the C++ API (the text form has no per-channel values): one value per channel of an
+  // RGB image is taken, each channel's box filled with its own; a count that is not the image's
+  // channels is refused by output_spec, naming both.
+  const auto step = make_random_erasing(1, 0.1, 0.3, 0.5, 2.0, {10, 200, 37});
+  const image_spec rgb{24, 20, 3, dtype::u8};
+  CHECK(step->output_spec(rgb).channels == 3);
+  int erased = 0;
+  for (std::uint64_t i = 0; i < 20; ++i) {
+    const philox_stream rng(5, 0, i);
+    const auto v = numbers_in(step->explain(rgb, rng));
+    if (v.size() < 4) continue;
+    ++erased;
+    const auto y0 = static_cast<std::int64_t>(v[0]), x0 = static_cast<std::int64_t>(v[1]);
+    const auto h = static_cast<std::int64_t>(v[2]), w = static_cast<std::int64_t>(v[3]);
+    const std::vector<std::uint8_t> in = textured(24, 20, 3, i);
+    std::vector<std::uint8_t> out(in.size());
+    step->apply({const_cast<std::byte*>(reinterpret_cast<const std::byte*>(in.data())), rgb},
+                {reinterpret_cast<std::byte*>(out.data()), rgb}, rng);
+    for (std::int64_t y = 0; y < 24; ++y)
+      for (std::int64_t x = 0; x < 20; ++x)
+        for (int k = 0; k < 3; ++k) {
+          const auto at = static_cast<std::size_t>((y * 20 + x) * 3 + k);
+          const bool inside = y >= y0 && y < y0 + h && x >= x0 && x < x0 + w;
+          CHECK(out[at] == (inside ? std::uint8_t{k == 0 ? 10 : k == 1 ? 200 : 37} : in[at]));
+        }
+  }
+  CHECK(erased > 10);  // p = 1: a box almost always fits
+  CHECK_THROWS_WITH_AS((void)step->output_spec({24, 20, 1, dtype::u8}), doctest::Contains("3 values for an image of 1 channels"),
+                       pinfeed::invalid_argument);
+  const auto two = make_random_erasing(1, 0.1, 0.3, 0.5, 2.0, {10, 200});
+  CHECK_THROWS_WITH_AS((void)two->output_spec(rgb), doctest::Contains("2 values for an image of 3 channels"), pinfeed::invalid_argument);
+}
+
 TEST_CASE("random_steps.bad_values_are_refused_with_a_caret") {
   for (const auto& [text, where, says] : std::vector<std::tuple<std::string, std::size_t, std::string>>{
            {"color_jitter(0.4,0.4,0.4,0.6)", 25, "hue must be in [0, 0.5], got 0.6"},

@@ -10,6 +10,14 @@ namespace pinfeed::loaders::remote {
 in_flight_controller::in_flight_controller(std::size_t most)
     : most_(std::max(most, kMinRequestsInFlight)), ceiling_(most_) {}
 
+std::optional<std::size_t> in_flight_controller::limit(std::size_t most, std::size_t cap) {
+  most_ = std::min(most_, std::max(most, kMinRequestsInFlight));
+  ceiling_ = std::min(ceiling_, most_);
+  cap_before_growth_ = std::min(cap_before_growth_, most_);
+  if (cap > most_) return most_;
+  return std::nullopt;
+}
+
 std::optional<std::size_t> in_flight_controller::on_read(clock::time_point now, double latency, std::size_t cap,
                                                          const std::function<bool()>& take_held_back) {
   using seconds = std::chrono::duration<double>;

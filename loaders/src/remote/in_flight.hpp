@@ -38,6 +38,12 @@ class in_flight_controller {
   [[nodiscard]] std::optional<std::size_t> on_read(clock::time_point now, double latency, std::size_t cap,
                                                    const std::function<bool()>& take_held_back);
 
+  /// Takes at most `most` from now on (kMinRequestsInFlight at least), keeping what it has
+  /// learned (the window under way, a ceiling a growth without gain set, a growth being judged):
+  /// a memory budget met again, by a second loader over the same reader, forgets nothing.
+  /// Returns the cap to set where the cap in use (`cap`) is now past it.
+  [[nodiscard]] std::optional<std::size_t> limit(std::size_t most, std::size_t cap);
+
   [[nodiscard]] std::size_t ceiling() const noexcept { return ceiling_; }
   /// The most it ever takes.
   [[nodiscard]] std::size_t most() const noexcept { return most_; }

@@ -123,9 +123,7 @@ void range_reads::limit_memory(std::uint64_t bytes) {
   const std::uint64_t samples = bytes / mean_image_bytes_;
   std::size_t most = adapt_->most();
   while (most > kMinRequestsInFlight && pending_for(depth_for(most)) > samples) --most;
-  if (most == adapt_->most()) return;
-  adapt_.emplace(most);
-  if (set_.loop().cap() > most) apply_cap(most);
+  if (const auto cap = adapt_->limit(most, set_.loop().cap())) apply_cap(*cap);
 }
 
 memory_use range_reads::memory() const {

@@ -209,6 +209,56 @@ TEST_CASE("remote.in_flight.grows_where_held_back_and_reverts_without_gain") {
   CHECK(c.ceiling() == before);
 }
 
+TEST_CASE("remote.in_flight.a_memory_limit_keeps_what_the_controller_learned") {
+  // A second loader over the same reader meets its memory budget again (source::limit_memory):
+  // a limit at or above the controller's most must not forget the ceiling a growth without gain
+  // set, nor the window under way; a lower one lowers both.
+  using clock = remote::in_flight_controller::clock;
+  remote::in_flight_controller c(1024);
+  const auto t0 = clock::now();
+  const auto held_back = [] { return true; };
+  std::size_t cap = 128;
+  // A read a millisecond (1000 samples/s) from `start` + `from` ms to + `to` ms, at `latency`.
+  const auto reads = [&](clock::time_point start, int from, int to, double latency) {
+    std::optional<std::size_t> out;
+    for (int i = from; i <= to; ++i)
+      if (auto n = c.on_read(start + std::chrono::milliseconds(i), latency, cap, held_back)) out = n;
+    return out;
+  };
+  auto next = reads(t0, 0, 300, 0.1);  // 2 x 1000/s x 100 ms wanted: grows...
+  REQUIRE(next);
+  CHECK(*next >= 192);
+  cap = *next;
+  next = reads(t0 + std::chrono::milliseconds(301), 0, 300, 0.1);  // ...gains nothing: back, the ceiling for now
+  REQUIRE(next);
+  CHECK(*next == 128);
+  cap = *next;
+  REQUIRE(c.ceiling() == 128);
+  // Its own most again (and more): nothing changes, nothing to set.
+  CHECK_FALSE(c.limit(1024, cap));
+  CHECK_FALSE(c.limit(4096, cap));
+  CHECK(c.most() == 1024);
+  CHECK(c.ceiling() == 128);
+  // The window under way goes on. After a pause, at 500 ms latency (a window of a second; the
+  // ceiling lifts, the latency having doubled): 600 ms of reads, the limit, and the window ends
+  // at one second, growing the cap; a controller made anew at the limit would end none by then.
+  const auto t1 = t0 + std::chrono::seconds(5);
+  CHECK_FALSE(reads(t1, 0, 600, 0.5));
+  CHECK_FALSE(c.limit(1024, cap));
+  next = reads(t1, 601, 1200, 0.5);
+  REQUIRE(next);
+  CHECK(*next == 256);
+  cap = *next;
+  // Lower: the most and the ceiling follow, and a cap past it is to be lowered.
+  CHECK(c.limit(100, cap) == std::optional<std::size_t>(100));
+  CHECK(c.most() == 100);
+  CHECK(c.ceiling() == 100);
+  CHECK_FALSE(c.limit(100, 100));
+  // Never below kMinRequestsInFlight.
+  CHECK(c.limit(0, 100) == std::optional<std::size_t>(kMinRequestsInFlight));
+  CHECK(c.most() == kMinRequestsInFlight);
+}
+
 TEST_CASE("remote.in_flight.shrinks_slowly_and_a_pause_starts_anew") {
   using clock = remote::in_flight_controller::clock;
   remote::in_flight_controller c(1024);

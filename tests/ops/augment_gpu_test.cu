@@ -15,6 +15,7 @@
 #include "pinfeed/doctor/stages.hpp"  // busy_kernel_ms: a stream kept busy
 #include "ops/augment_cases.hpp"
 #include "pinfeed/ops/augment.hpp"
+#include "pinfeed/ops/detail/job_launch.hpp"
 #include "pinfeed/runtime/cuda_handles.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/host_memory.hpp"
@@ -95,6 +96,21 @@ std::vector<std::uint8_t> on_device(const aug_batch& b, cudaStream_t stream) {
 }
 
 }  // namespace
+
+TEST_CASE("augment.a_failed_job_launch_names_its_kernel_grid_and_first_job") {
+  // The job kernels share one launch loop (detail::launch_over_jobs), so the file and line of a
+  // failed launch say nothing of which: the error names the kernel, its grid and its first job.
+  // Built here without a launch (no GPU needed): what a failed launch throws.
+  try {
+    ops::detail::throw_launch_error(cudaErrorInvalidConfiguration, "blur_kernel", dim3(5, 300), 256, 65535, "augment.cu", 160);
+    FAIL("throw_launch_error returned");
+  } catch (const cuda_error& e) {
+    CHECK(std::string(e.what()).find("blur_kernel<<<(5, 300), 256>>> (the jobs from 65535 on)") != std::string::npos);
+    CHECK(e.code() == cudaErrorInvalidConfiguration);
+    CHECK(e.file() == "augment.cu");
+    CHECK(e.line() == 160);
+  }
+}
 
 TEST_CASE("gpu.augment.every_op_on_a_mixed_batch_equals_the_host_bit_for_bit" * doctest::test_suite("gpu")) {
   if (!test::gpu_available("augmentation jobs CPU == GPU")) return;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "pinfeed/ops/mix.hpp"
@@ -152,6 +153,27 @@ TEST_CASE("mix.every_value_is_the_stated_arithmetic") {
         ++cases;
       }
   CHECK(cases == 48);
+}
+
+TEST_CASE("mix.one_value_rounds_each_product_whatever_the_callers_flags") {
+  // mix_value is public and inline; on the host it must give fl(fl(partner x w.partner) + fl(own x
+  // w.own)), the device's __fmul_rn/__fadd_rn, in any caller's translation unit: this one is built
+  // with the compiler's default contraction (GCC fuses a * b + c into an FMA where the target has
+  // one: aarch64, an x86 -march with FMA). The reference keeps each product apart through volatile.
+  philox_stream rng(17, 0, 0);
+  int fused_differs = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const float own = static_cast<float>(rng.uniform() * 4.0 - 2.0), partner = static_cast<float>(rng.uniform() * 4.0 - 2.0);
+    const mix_weights w = weights_of(rng.uniform());
+    volatile float a = partner * w.partner;
+    volatile float b = own * w.own;
+    const float want = a + b;
+    const float got = mix_value(own, partner, w);
+    CHECK(std::memcmp(&got, &want, sizeof got) == 0);
+    fused_differs += std::fmaf(partner, w.partner, own * w.own) != want || std::fmaf(own, w.own, partner * w.partner) != want;
+  }
+  // The values are ones where a fused product would give other bits: the check above has teeth.
+  CHECK(fused_differs > 1000);
 }
 
 TEST_CASE("mix.cutmix_box_and_lambda_correction_are_torchvisions") {

@@ -152,10 +152,10 @@ void augment_batch_device(const aug_job* device_jobs, const aug_job* host_jobs, 
         return is_blur == blur ? std::uint64_t{h_round[i].height} * h_round[i].width : std::uint64_t{0};
       };
     };
-    detail::launch_over_jobs(samples, kThreads, units(false), [&](dim3 grid, std::size_t first) {
+    detail::launch_over_jobs("apply_kernel", samples, kThreads, units(false), [&](dim3 grid, std::size_t first) {
       apply_kernel<<<grid, kThreads, 0, stream>>>(d_round, first, from, to, tables, copy_only);
     });
-    detail::launch_over_jobs(samples, kThreads, units(true), [&](dim3 grid, std::size_t first) {
+    detail::launch_over_jobs("blur_kernel", samples, kThreads, units(true), [&](dim3 grid, std::size_t first) {
       blur_kernel<<<grid, kThreads, 0, stream>>>(d_round, first, from, to);
     });
   };
@@ -169,7 +169,7 @@ void augment_batch_device(const aug_job* device_jobs, const aug_job* host_jobs, 
       // entries (initcheck would count the rest as unset).
       PINFEED_CUDA_TRY(cudaMemsetAsync(counts, 0, aug_scratch_bytes(samples), stream));
       detail::launch_over_jobs(
-          samples, kThreads, [&](std::size_t i) { return std::uint64_t{h_round[i].height} * h_round[i].width; },
+          "counts_kernel", samples, kThreads, [&](std::size_t i) { return std::uint64_t{h_round[i].height} * h_round[i].width; },
           [&](dim3 grid, std::size_t first) { counts_kernel<<<grid, kThreads, 0, stream>>>(d_round, first, from, counts); });
       tables_kernel<<<static_cast<unsigned>((samples + 63) / 64), 64, 0, stream>>>(d_round, samples, counts, tables);
       PINFEED_CUDA_TRY(cudaGetLastError());
@@ -186,7 +186,7 @@ void erase_float_device(const aug_job* device_jobs, const aug_job* host_jobs, st
   if (device_jobs == nullptr) throw pinfeed::invalid_argument("erase_float_device: the device jobs are null");
   const bool chw = layout == mix_layout::chw;
   detail::launch_over_jobs(
-      samples, kThreads,
+      "erase_float_kernel", samples, kThreads,
       [&](std::size_t i) {
         const aug_job& j = host_jobs[i];
         return j.kind == aug_kind::erase ? std::uint64_t{j.box[2]} * j.box[3] * j.channels : std::uint64_t{0};

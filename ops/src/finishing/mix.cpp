@@ -68,6 +68,12 @@ double beta_draw(draw_stream& r, double a) {
   return 1.0 / (1.0 + std::exp(ly - lx));
 }
 
+}  // namespace
+
+float detail::mix_value_host(float own, float partner, mix_weights w) noexcept { return partner * w.partner + own * w.own; }
+
+namespace {
+
 /// One image's worth of the batch, `own` mixed in place with `partner` (the header's arithmetic).
 void mix_one(float* own, const float* partner, std::size_t n, mix_weights w) {
   for (std::size_t e = 0; e < n; ++e) own[e] = mix_value(own[e], partner[e], w);

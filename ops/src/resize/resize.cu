@@ -56,7 +56,7 @@ void resize_bilinear_u8_device(const resize_job* device_jobs, const resize_job* 
   if (count == 0) return;
   if (device_jobs == nullptr || in == nullptr || out == nullptr) throw pinfeed::invalid_argument("resize batch: a device pointer is null");
   detail::launch_over_jobs(
-      count, kThreads, [&](std::size_t i) { return std::uint64_t{host_jobs[i].out_h} * host_jobs[i].out_w; },
+      "resize_kernel", count, kThreads, [&](std::size_t i) { return std::uint64_t{host_jobs[i].out_h} * host_jobs[i].out_w; },
       [&](dim3 grid, std::size_t first) { resize_kernel<<<grid, kThreads, 0, stream>>>(device_jobs, first, in, out); });
 }
 

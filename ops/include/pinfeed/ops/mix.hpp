@@ -106,13 +106,18 @@ struct mix_weights {
   return {static_cast<float>(lambda), static_cast<float>(1.0 - lambda)};
 }
 
-/// One mixed value: fl(fl(partner * w.partner) + fl(own * w.own)), host and device alike (the host
-/// in a translation unit built without contraction: ops/src/mix/mix_host.cpp).
+namespace detail {
+/// mix_value on the host, out of line in a translation unit built without contraction
+/// (ops/src/finishing/mix.cpp), so that no caller's compiler flags can fuse its products and sum.
+[[nodiscard]] float mix_value_host(float own, float partner, mix_weights w) noexcept;
+}  // namespace detail
+
+/// One mixed value: fl(fl(partner * w.partner) + fl(own * w.own)), host and device alike.
 PINFEED_HD float mix_value(float own, float partner, mix_weights w) {
 #if defined(__CUDA_ARCH__)
   return __fadd_rn(__fmul_rn(partner, w.partner), __fmul_rn(own, w.own));
 #else
-  return partner * w.partner + own * w.own;
+  return detail::mix_value_host(own, partner, w);
 #endif
 }
 

@@ -576,6 +576,25 @@ TEST_CASE("doctor.analysis_rules_on_given_numbers") {
   r.plan_cores = 0;
   CHECK(suggests(r, "raise prefetch from 2 to "));
   CHECK(!suggests(r, "uint8"));
+  // Remote shards read one by one for want of cache room: the cache is to hold four times what it
+  // had, in whole MiB rounded up, as --remote-cache-mb takes it (5 MiB: 20; one byte more: 21).
+  r.remote = true;
+  r.fetch.window_shards = 2;
+  r.fetch.streamed = 10;
+  r.fetch.shard_bytes = 8u << 20;
+  for (const auto& [cache, mib] : std::vector<std::pair<std::uint64_t, std::uint64_t>>{{5u << 20, 20}, {(5u << 20) + 1, 21}}) {
+    CAPTURE(cache);
+    r.fetch.cache_bytes = cache;
+    analyze(r);
+    const auto it = std::find_if(r.suggestions.begin(), r.suggestions.end(),
+                                 [](const doctor_suggestion& s) { return s.setting == "remote_cache_bytes"; });
+    REQUIRE(it != r.suggestions.end());
+    CHECK(it->value == mib << 20);
+    CHECK(it->what.find("raise --remote-cache-mb to " + std::to_string(mib) + " ") != std::string::npos);
+  }
+  r.remote = false;
+  r.fetch = {};
+  analyze(r);
   // The tuning pass settled on workers and prefetch (it measured more of each and kept its
   // choice): raising either is not suggested against that measurement.
   r.tuned = true;

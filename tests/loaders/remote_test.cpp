@@ -2,6 +2,7 @@
 // front of it that injects faults. Batches must equal the same shards read locally, bit for bit.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <sched.h>
@@ -18,6 +19,8 @@
 #include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/error.hpp"
 #include "pinfeed/runtime/loader.hpp"
+#include "pinfeed/runtime/random.hpp"
+#include "remote/range_reads.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -1090,6 +1093,49 @@ TEST_CASE("remote.a_loader_budget_counts_the_shard_cache_or_the_read_ahead") {
   CHECK(range->memory()[0].bytes > 0);
   CHECK(range->memory()[0].bytes < (1u << 20));  // read_ahead 8 of samples of about 1 KiB
   CHECK(loader_over(range, 16u << 20).next());
+}
+
+TEST_CASE("remote.adapted_range_read_ahead_holds_at_most_kReadAheadBytes_of_samples_of_their_mean_size") {
+  // Contract (kReadAheadBytes): with the requests in flight adapting, they go up to half of
+  // kReadAheadBytes in samples of the shards' mean size (kMinRequestsInFlight at least, a quarter
+  // of the open-file limit at most), the read-ahead to twice them, and memory() counts four
+  // read-aheads. Samples of 1 MiB: 128 in flight, a read-ahead of 256 samples, 1 GiB. (The
+  // suite's other shards hold samples of about 1 KiB, whose bound is the open-file one.)
+  if (!test::have_nginx()) {
+    test::skip_case("nginx is not installed (Debian: nginx-light)");
+    return;
+  }
+  const no_proxies clean;
+  temp_dir dir;
+  constexpr std::uint64_t mean = 1u << 20;
+  fs::create_directories(dir.path / "images" / "c");
+  std::vector<image_file> files;
+  for (int i = 0; i < 4; ++i) {  // what the index reads is only the members' sizes: no image needs decoding
+    const fs::path p = dir.path / "images" / "c" / (std::to_string(i) + ".jpg");
+    std::vector<std::byte> bytes(mean);
+    fill_random_bytes(philox_stream(31, 0, static_cast<std::uint64_t>(i)), bytes);
+    test::write_bytes(p, bytes);
+    files.push_back({p.string(), 0});
+  }
+  shard_set set;
+  set.www = dir.path / "www";
+  fs::create_directories(set.www);
+  set.local = write_shards(files, (set.www / "train").string(), 64u << 20);
+  for (const auto& p : set.local) set.names.push_back(fs::path(p).filename().string());
+  const test::nginx_server server(set.www, dir.path);
+  shard_options ranged;
+  ranged.window_shards = 0;
+  remote_options adaptive = quick();
+  adaptive.requests_in_flight.reset();
+  adaptive.read_ahead.reset();
+  const auto reader = make_remote_shard_reader(urls(server.url(), set), ranged, adaptive);
+  const std::size_t share = remote::open_file_share();
+  const std::size_t in_flight = std::clamp<std::size_t>(remote::kReadAheadBytes / (2 * mean), kMinRequestsInFlight, share);
+  MESSAGE("a quarter of the open-file limit: " << share << "; requests in flight at most: " << in_flight);
+  REQUIRE(reader->memory().size() == 1);
+  CHECK(reader->memory()[0].bytes == 4 * (2 * in_flight) * mean);
+  CHECK(reader->memory()[0].bytes <= 4 * remote::kReadAheadBytes);
+  if (share > in_flight) CHECK(in_flight == 128);  // the size's bound, not the open files', is the one that holds
 }
 
 TEST_CASE("remote.range_read_ahead_keeps_within_what_a_loader_budget_leaves") {

@@ -315,6 +315,65 @@ class picky_transform final : public transform {
 };
 }  // namespace
 
+namespace {
+/// A trainer's own in-place step (transform::in_place): adds `add` to every byte, and records for
+/// each call whether the pipeline ran it in place (out.data == in.data).
+class adding_transform final : public transform {
+ public:
+  adding_transform(int add, std::vector<bool>& log, std::mutex& m) : add_(add), log_(log), m_(m) {}
+  std::string name() const override { return "adding_test(" + std::to_string(add_) + ")"; }
+  image_spec output_spec(const image_spec& in) const override { return in; }
+  bool in_place() const override { return true; }
+  void apply(const image_view& in, const image_view& out, philox_stream) const override {
+    for (std::size_t i = 0; i < in.spec.bytes(); ++i) out.data[i] = static_cast<std::byte>(static_cast<int>(in.data[i]) + add_);
+    const std::lock_guard lock(m_);
+    log_.push_back(out.data == in.data);
+  }
+
+ private:
+  int add_;
+  std::vector<bool>& log_;
+  std::mutex& m_;
+};
+}  // namespace
+
+TEST_CASE("transforms.a_step_that_can_run_in_place_is_run_in_place") {
+  // transform::in_place's contract: the pipeline runs such a step in place and saves a pass over
+  // the image. After a center crop (a new image, in the worker's buffer), of three in-place steps
+  // the first runs in place there, the second writes straight into the batch's slot (the last one
+  // follows and runs in place there), the last runs in place in the slot; the pixels are the
+  // crop's plus 1 + 2 + 4.
+  std::mutex m;
+  std::vector<bool> first, second, third;
+  const pipeline p({make_center_crop(4), std::make_shared<adding_transform>(1, first, m),
+                    std::make_shared<adding_transform>(2, second, m), std::make_shared<adding_transform>(4, third, m)});
+  constexpr std::uint64_t n = 16;
+  const auto produce = [](sample& s) { fill_random_bytes(philox_stream(78, 0, s.index()), s.bytes(0)); };
+  const auto base = make_source(n, {{"image", dtype::u8, {6, 6, 3}}}, produce, "known");
+  loader_options o = pinfeed::test::cpu_loader(4, 2, 5);
+  o.order.shuffle = false;
+  loader l(std::make_shared<pipeline_source>(base, p), o);
+  std::uint64_t seen = 0;
+  while (auto b = l.next()) {
+    const auto image = b->field("image");
+    REQUIRE(image.bytes() == b->size() * 4 * 4 * 3);
+    for (std::size_t i = 0; i < b->size(); ++i) {
+      owned_image in{std::vector<std::byte>(6 * 6 * 3), {6, 6, 3, dtype::u8}};
+      fill_random_bytes(philox_stream(78, 0, b->indices()[i]), in.bytes);
+      const owned_image crop = test::run_step(*make_center_crop(4), in, philox_stream(0, 0, 0));
+      const auto* got = static_cast<const std::byte*>(image.data) + i * 4 * 4 * 3;
+      for (std::size_t k = 0; k < crop.bytes.size(); ++k)
+        CHECK(static_cast<int>(got[k]) == (static_cast<int>(crop.bytes[k]) + 7) % 256);
+      ++seen;
+    }
+  }
+  CHECK(seen == n);
+  const std::lock_guard lock(m);
+  CHECK(first == std::vector<bool>(n, true));
+  CHECK(second == std::vector<bool>(n, false));
+  CHECK(third == std::vector<bool>(n, true));
+}
+
 TEST_CASE("transforms.a_registered_transform_that_throws_reaches_the_consumer_named") {
   static std::once_flag registered;  // (doctest runs the case once per subcase)
   std::call_once(registered, [] {

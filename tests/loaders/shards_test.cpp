@@ -159,6 +159,53 @@ TEST_CASE("shards.read_gnu_tar_archives_with_long_names") {
   }
 }
 
+namespace {
+/// Writes `value` into the tar header at `header` as a GNU base-256 size (the 12-byte field at
+/// 124: 0x80, then the number big-endian over `bytes` of the 11 bytes, zeros before), and the
+/// header's checksum again.
+void base256_size(std::vector<std::byte>& tar, std::size_t header, std::uint64_t value, std::uint8_t high = 0) {
+  std::byte* h = tar.data() + header;
+  h[124] = std::byte{0x80};
+  for (int i = 11; i >= 1; --i, value >>= 8) h[124 + i] = static_cast<std::byte>(value & 0xFF);
+  h[125] = static_cast<std::byte>(static_cast<std::uint8_t>(h[125]) | high);
+  std::memset(h + 148, ' ', 8);
+  unsigned sum = 0;
+  for (int i = 0; i < 512; ++i) sum += static_cast<std::uint8_t>(h[i]);
+  char text[8];
+  std::snprintf(text, sizeof text, "%06o", sum);
+  std::memcpy(h + 148, text, 7);  // six digits and a NUL; the eighth byte stays a space
+}
+}  // namespace
+
+TEST_CASE("shards.gnu_base_256_sizes_are_read_and_an_oversized_one_is_refused") {
+  // GNU tar writes a size past the 8 GiB of 11 octal digits in base 256 (the field's high bit set),
+  // and some writers do so for every member: a member's size read that way is the octal one's.
+  temp_dir d;
+  fs::create_directories(d.path / "src");
+  write_image(d.path / "src" / "a.png", 10, 12, 1, ".png");
+  std::ofstream(d.path / "src" / "a.cls") << "7";
+  const auto tar = d.path / "s.tar";
+  REQUIRE(run("cd '" + (d.path / "src").string() + "' && tar --format=gnu -cf '" + tar.string() + "' a.png a.cls 2>&1").empty());
+  const auto octal = slurp(tar);
+  const auto want = index_tar(octal, "s.tar");
+  REQUIRE(want.size() == 2);
+  auto binary = octal;
+  base256_size(binary, want[0].offset - 512, want[0].size);
+  REQUIRE(binary != octal);
+  const auto got = index_tar(binary, "s.tar");
+  REQUIRE(got.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK(got[i].name == want[i].name);
+    CHECK(got[i].offset == want[i].offset);
+    CHECK(got[i].size == want[i].size);
+  }
+  // A base-256 size past 64 bits is refused by name, not wrapped into a small one.
+  auto huge = octal;
+  base256_size(huge, want[0].offset - 512, want[0].size, 0x01);
+  CHECK_THROWS_WITH_AS((void)index_tar(huge, "s.tar"), doctest::Contains("tar shard 's.tar': member size is not a number"),
+                       std::invalid_argument);
+}
+
 TEST_CASE("shards.patterns") {
   temp_dir d;
   for (int i = 0; i < 12; ++i) {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/epoch_order.hpp"
 #include "pinfeed/runtime/loader.hpp"
+#include "pinfeed/runtime/log.hpp"
 #include "loader/loader_state.hpp"
 #include "test_util.hpp"
 
@@ -183,6 +185,16 @@ TEST_CASE("loader.resume_on_another_world_size_delivers_the_rest_exactly_once") 
       std::multiset<std::int64_t> after;
       std::vector<std::uint64_t> batches;
       std::vector<std::string> next_epoch, uninterrupted;
+      std::vector<std::string> warnings;  // what resume() warns of, rank by rank
+      std::mutex warned;
+      const log_sink previous = set_log_sink([&](log_level level, std::string_view m) {
+        const std::lock_guard lock(warned);
+        if (level == log_level::warn) warnings.emplace_back(m);
+      });
+      struct restore {
+        const log_sink& sink;
+        ~restore() { set_log_sink(sink); }
+      } restore_sink{previous};
       for (int r = 0; r < w2; ++r) {
         loader l(id_source(n), opts(r, w2));
         l.resume(state);
@@ -198,6 +210,15 @@ TEST_CASE("loader.resume_on_another_world_size_delivers_the_rest_exactly_once") 
       CHECK(std::all_of(batches.begin(), batches.end(), [&](auto b) { return b == batches[0]; }));  // no rank waits
       CHECK(next_epoch == uninterrupted);
       const std::uint64_t kept = drop_remainder ? 100 : 103, left = kept - 56;
+      // drop_remainder on a world the rest does not divide over: each rank warns of what is dropped.
+      const std::uint64_t dropped = drop_remainder ? left % static_cast<std::uint64_t>(w2) : 0;
+      if (dropped > 0)
+        CHECK(warnings == std::vector<std::string>(static_cast<std::size_t>(w2),
+                                                   "loader: resuming epoch 0 with drop_remainder drops the " + std::to_string(dropped) +
+                                                       " of its " + std::to_string(left) + " remaining samples that do not divide over " +
+                                                       std::to_string(w2) + " ranks"));
+      else
+        CHECK(warnings.empty());
       std::set<std::int64_t> distinct(after.begin(), after.end());
       CHECK(distinct.size() == (drop_remainder ? left - left % w2 : left));
       for (auto i : distinct) CHECK(before.count(i) == 0);

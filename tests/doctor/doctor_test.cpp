@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <atomic>
@@ -789,6 +790,10 @@ TEST_CASE("doctor.own_source_ladder") {
     CHECK(r.bottleneck.front() == "produce");
     CHECK(r.mode("L3")->images_per_s > 5 * r.mode("L0")->images_per_s);
     CHECK(suggests(r, "produce() cheaper"));
+    // The evidence: the produce stage's time per sample, to the microsecond, and its share.
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%.3f", r.stages[0].ms_per_image);
+    CHECK(evidence_of(r, "produce() cheaper").rfind("producing a sample costs " + std::string(ms) + " ms, ", 0) == 0);
     check_json_and_consistency(r);
   }
   // The pool serves copies of the first `pool` samples: sample i is sample i mod pool.

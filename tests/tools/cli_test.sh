@@ -79,7 +79,14 @@ import json,sys; s=json.load(open('$work/stats.json'))
 ok = s['samples']==96 and s['batches']==6 and 0<=s['consumer_wait_fraction']<=1 and s['stages']['produce']['count']==96
 sys.exit(0 if ok else 1)"
 
-"$pf" run "${small[@]}" --workers 1 --epochs 2 --checksums >"$work/c1.txt" 2>/dev/null
+"$pf" run "${small[@]}" --workers 1 --epochs 2 --checksums --json "$work/epochs.json" >"$work/c1.txt" 2>"$work/c1.err"
+check "run --json gives each epoch's samples, time and rate, which add up to the run's" python3 -c "
+import json,sys; s=json.load(open('$work/epochs.json')); e=s['epochs']
+ok = [x['epoch'] for x in e]==[0,1] and all(x['samples']==96 and x['batches']==6 and x['seconds']>0 for x in e)
+ok = ok and all(abs(x['samples_per_s']*x['seconds']-x['samples'])<1e-6*x['samples'] for x in e)
+ok = ok and sum(x['samples'] for x in e)==s['samples'] and sum(x['seconds'] for x in e)<=s['wall_s']*1.01+0.01
+sys.exit(0 if ok else 1)"
+check "run prints each epoch's rate on a run of several" bash -c "grep -c '^epoch [01]: 96 samples in .* s, .* samples/s' '$work/c1.err' | grep -qx 2"
 "$pf" run "${small[@]}" --workers 3 --prefetch 4 --epochs 2 --checksums >"$work/c3.txt" 2>/dev/null
 check "checksums: 12 batch lines" test "$(grep -c '^batch ' "$work/c1.txt")" -eq 12
 check "checksums equal for 1 and 3 workers" diff <(grep '^batch ' "$work/c1.txt") <(grep '^batch ' "$work/c3.txt")

@@ -1,9 +1,11 @@
 // pinfeed run: a loader over the pipeline the options describe, its throughput and statistics.
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -117,8 +119,17 @@ void print_augmented(const loaders::pipeline_source& counted) {
   }
 }
 
+/// One epoch's share of a run: its batches and samples, and the time from its start to its last
+/// batch taken (the first epoch's includes the workers' first images; a cache fills in it).
+struct epoch_figures {
+  std::uint32_t epoch = 0;
+  std::uint64_t batches = 0, samples = 0;
+  double seconds = 0;
+  [[nodiscard]] double samples_per_s() const { return seconds > 0 ? static_cast<double>(samples) / seconds : 0.0; }
+};
+
 void write_json(const run_args& a, const loader& l, const stats_snapshot& st, const loaders::pipeline_source& counted,
-                const std::optional<loaders::remote_counters>& fetched) {
+                const std::optional<loaders::remote_counters>& fetched, const std::vector<epoch_figures>& epochs) {
   nlohmann::json j{{"samples_per_s", st.samples_per_s()}, {"mb_per_s", st.megabytes_per_s()},
                    {"consumer_wait_fraction", st.consumer_wait_fraction()}, {"batches", st.batches},
                    {"samples", st.samples}, {"errors", st.errors}, {"bad_samples", counted.failures()},
@@ -131,6 +142,10 @@ void write_json(const run_args& a, const loader& l, const stats_snapshot& st, co
     j["stages"][std::string(to_string(static_cast<stage>(i)))] = {
         {"count", t.count}, {"total_ms", t.total_ms()}, {"mean_ms", t.mean_ms()}, {"max_ms", t.max_ns / 1e6}};
   }
+  j["epochs"] = nlohmann::json::array();
+  for (const epoch_figures& f : epochs)
+    j["epochs"].push_back({{"epoch", f.epoch}, {"batches", f.batches}, {"samples", f.samples}, {"seconds", f.seconds},
+                           {"samples_per_s", f.samples_per_s()}});
   if (fetched) j["fetch"] = nlohmann::json::parse(loaders::to_json(*fetched));
   if (counted.reader()->stores_encoded()) {
     const auto d = counted.decoded();
@@ -167,8 +182,9 @@ void save_batch(const std::string& dir, std::uint64_t number, const batch& b, co
 }
 
 /// The batches of the epochs asked for (from a resumed state's epoch), each through the consumer;
-/// checksum and index lines printed and batches saved as asked.
-void consume_epochs(const run_args& a, loader& l, std::uint32_t first_epoch, batch_consumer& consume) {
+/// checksum and index lines printed and batches saved as asked. Returns each epoch's figures.
+std::vector<epoch_figures> consume_epochs(const run_args& a, loader& l, std::uint32_t first_epoch, batch_consumer& consume) {
+  std::vector<epoch_figures> epochs;
   std::uint64_t delivered = 0;
   const std::string save_dir = a.save_batches.empty() ? std::string() : ranked(a.save_batches, l.order().rank());
   if (!save_dir.empty()) {
@@ -178,11 +194,16 @@ void consume_epochs(const run_args& a, loader& l, std::uint32_t first_epoch, bat
       throw pinfeed::invalid_argument("--save-batches: cannot make the folder '" + save_dir + "'" + (ec ? ": " + ec.message() : ""));
   }
   for (std::uint32_t e = first_epoch; e < a.epochs && (a.limit == 0 || delivered < a.limit); ++e) {
+    const auto t0 = std::chrono::steady_clock::now();
     if (e != first_epoch || a.resume.empty()) l.start_epoch(e);
+    epoch_figures& f = epochs.emplace_back();
+    f.epoch = e;
     while (a.limit == 0 || delivered < a.limit) {
       auto b = l.next();
       if (!b) break;
       ++delivered;
+      ++f.batches;
+      f.samples += b->size();
       consume(step_view(*b));
       if (!save_dir.empty()) save_batch(save_dir, delivered - 1, *b, l);
       if (a.checksums) std::printf("%s\n", checksum_line(*b).c_str());
@@ -192,8 +213,13 @@ void consume_epochs(const run_args& a, loader& l, std::uint32_t first_epoch, bat
         std::printf("\n");
       }
     }
+    if (l.device().is_cuda()) PINFEED_CUDA_TRY(cudaStreamSynchronize(l.stream()));  // its last batch consumed
+    f.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (a.epochs - first_epoch > 1)
+      std::fprintf(stderr, "epoch %u: %llu samples in %.3f s, %.1f samples/s\n", e, static_cast<unsigned long long>(f.samples),
+                   f.seconds, f.samples_per_s());
   }
-  if (l.device().is_cuda()) PINFEED_CUDA_TRY(cudaStreamSynchronize(l.stream()));
+  return epochs;
 }
 
 int cmd_run(const run_args& a) {
@@ -228,7 +254,7 @@ int cmd_run(const run_args& a) {
   co.step_ms = a.step_ms;
   if (l.device().is_cuda()) PINFEED_CUDA_TRY(cudaSetDevice(l.device().index));
   batch_consumer consume(co, image, a.batch, l.device().is_cuda());
-  consume_epochs(a, l, resume_path.empty() ? 0 : l.epoch(), consume);
+  const std::vector<epoch_figures> epochs = consume_epochs(a, l, resume_path.empty() ? 0 : l.epoch(), consume);
   const auto st = l.stats();
   std::fprintf(stderr, "%s", st.to_string().c_str());
   std::fprintf(stderr, "settings: %s\n", l.tuning().to_string().c_str());
@@ -246,7 +272,7 @@ int cmd_run(const run_args& a) {
     l.write_trace(a.trace);
     std::fprintf(stderr, "trace: %zu spans written to %s\n", l.trace()->size(), a.trace.c_str());
   }
-  if (!a.json.empty()) write_json(a, l, st, *counted, fetched);
+  if (!a.json.empty()) write_json(a, l, st, *counted, fetched, epochs);
   return 0;
 }
 

@@ -199,6 +199,14 @@ TEST_CASE("node_plan.affinity_mask_and_local_ranks") {
     n.env = {{"OMPI_COMM_WORLD_LOCAL_SIZE", "8"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "7"}};
     CHECK(n.plan().rank_cores == 1);  // 4 cores, 8 ranks: still one core each
   }
+  SUBCASE("a mask with gaps is written as its runs") {
+    // The plan's JSON and `pinfeed info` give CPU lists as the kernel writes them: runs joined
+    // by '-', single CPUs alone, never a gap folded into a run.
+    n.in.affinity_cpus = std::vector<unsigned>{0, 1, 2, 3, 7, 9, 10, 63};
+    const auto j = nlohmann::json::parse(n.plan().to_json());
+    CHECK(j["cores"]["affinity_cpus"] == "0-3,7,9-10,63");
+    CHECK(j["cores"]["affinity"] == 8);
+  }
   SUBCASE("a launcher bound each rank to cores of its own: the mask is not divided again") {
     n.in.affinity_cpus = cpu_range(14, 14);
     n.env = {{"LOCAL_WORLD_SIZE", "8"}, {"LOCAL_RANK", "0"}};

@@ -166,7 +166,13 @@ TEST_CASE("remote.retry.bad_options_are_named") {
   CHECK_THROWS_WITH_AS(remote::check_options(o), doctest::Contains("backoff_initial_ms 20.0"), std::invalid_argument);
   o = {};
   o.stall_timeout_s = 0;
-  CHECK_THROWS_AS(remote::check_options(o), std::invalid_argument);
+  // Every value of the rule, each named (the message is the whole of what a user sees).
+  CHECK_THROWS_WITH_AS(remote::check_options(o),
+                       ("remote shards: the backoff must satisfy 0 <= backoff_initial_ms <= backoff_max_ms and the timeouts "
+                        "must be positive (got backoff_initial_ms " + std::to_string(o.backoff_initial_ms) + ", backoff_max_ms " +
+                        std::to_string(o.backoff_max_ms) + ", connect_timeout_s " + std::to_string(o.connect_timeout_s) +
+                        ", stall_timeout_s 0.000000)").c_str(),
+                       std::invalid_argument);
   CHECK_NOTHROW(remote::check_options({}));
   // The bounds themselves are allowed: no backoff at all (retry at once), or a fraction of a ms.
   for (const double initial : {0.0, 0.25}) {

@@ -25,6 +25,7 @@
 namespace pinfeed::loaders {
 
 namespace {
+
 image_spec decode_planned(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& options,
                           const decode_planner& plan, const std::string& what, bool& window_only, decode_report& report) {
   window_only = false;
@@ -108,7 +109,8 @@ class source_reader final : public image_reader {
   std::vector<memory_use> memory() const override { return base_->memory(); }
   void limit_memory(std::uint64_t bytes) override { base_->limit_memory(bytes); }
   read_result read(sample& s, std::vector<std::byte>& image, const decode_planner&) override {
-    auto& buffers = pinfeed::detail::thread_scratch<std::vector<std::byte*>, struct base_buffers>();
+    const pinfeed::detail::scratch_level<std::vector<std::byte*>, struct base_buffers> level;  // the base may be a pipeline_source
+    auto& buffers = level.get();
     image.resize(shape_.bytes());
     buffers.resize(fields_.size());
     // Output field 0 is the pipeline's; the base's other fields map to output fields 1.. in order.
@@ -329,9 +331,9 @@ void pipeline_source::produce_one(sample& out, std::uint64_t index) {
     std::vector<std::byte*> buffers;
     alignas(8) std::byte label[8];  ///< the reader's class index, where a batch op makes soft labels
   };
-  // Per-thread scratch is safe: the only TBB wait inside (the fused tail's pinfeed::parallel_for)
-  // is isolated, so no other sample runs on this thread before this one is done.
-  auto& t = pinfeed::detail::thread_scratch<scratch, struct pipeline_scratch>();
+  // Per-thread scratch, a level a nesting (a pipeline_source read from runs inside); its TBB waits are isolated.
+  const pinfeed::detail::scratch_level<scratch, struct pipeline_scratch> level;
+  auto& t = level.get();
   // The stand-in sample keeps the output's buffers but reads index `index` with its own stream. A
   // batch op's reader writes its class index aside; the soft labels' row is its one-hot row.
   t.buffers.resize(fields_.size());

@@ -374,6 +374,34 @@ TEST_CASE("transforms.a_step_that_can_run_in_place_is_run_in_place") {
   CHECK(third == std::vector<bool>(n, true));
 }
 
+TEST_CASE("transforms.a_pipeline_over_a_pipeline_gives_both_pipelines_steps") {
+  // A pipeline_source is a source, so a trainer can wrap one in another (its own steps after a
+  // library's). The inner one produces each sample on the outer one's worker thread, inside the
+  // outer one's produce: its per-thread buffers must not be the outer one's. The result is the
+  // two pipelines' steps in turn: here center_crop(8), then a flip and a crop to 6 x 6.
+  constexpr std::uint64_t n = 24;
+  const auto produce = [](sample& s) { fill_random_bytes(philox_stream(79, 0, s.index()), s.bytes(0)); };
+  const auto base = make_source(n, {{"image", dtype::u8, {12, 10, 3}}}, produce, "known");
+  const auto inner = std::make_shared<pipeline_source>(base, parse_pipeline("center_crop(8)"));
+  const auto outer = std::make_shared<pipeline_source>(inner, parse_pipeline("hflip(1),center_crop(6)"));
+  const auto whole = std::make_shared<pipeline_source>(base, parse_pipeline("center_crop(8),hflip(1),center_crop(6)"));
+  for (const std::size_t workers : {1u, 2u}) {
+    CAPTURE(workers);
+    loader_options o = pinfeed::test::cpu_loader(5, workers, 5);
+    o.order.shuffle = true;
+    loader nested(outer, o), flat(whole, o);
+    std::uint64_t batches = 0;
+    while (auto b = nested.next()) {
+      auto w = flat.next();
+      REQUIRE(w);
+      CHECK(checksum_line(*b) == checksum_line(*w));
+      ++batches;
+    }
+    CHECK_FALSE(flat.next());
+    CHECK(batches == (n + 4) / 5);
+  }
+}
+
 TEST_CASE("transforms.a_registered_transform_that_throws_reaches_the_consumer_named") {
   static std::once_flag registered;  // (doctest runs the case once per subcase)
   std::call_once(registered, [] {

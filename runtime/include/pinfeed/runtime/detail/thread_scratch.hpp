@@ -10,6 +10,8 @@
 // thread exits (a pthread key's destructor); the only thread_local is a plain pointer.
 
 #include <cstddef>
+#include <memory>
+#include <vector>
 
 namespace pinfeed::detail {
 
@@ -30,5 +32,33 @@ T& thread_scratch() {
   }
   return *mine;
 }
+
+/// This thread's T of kind `Tag` for the nesting level it is taken at, held for a scope: for code
+/// that may run inside itself on one thread (a loaders::pipeline_source over another one produces
+/// the inner sample inside the outer one's produce), where one thread_scratch would hand the outer
+/// level's buffers to the inner one.
+template <class T, class Tag>
+class scratch_level {
+ public:
+  scratch_level() : levels_(thread_scratch<levels, Tag>()) {
+    if (levels_.of.size() <= levels_.depth) levels_.of.resize(levels_.depth + 1);
+    std::unique_ptr<T>& mine = levels_.of[levels_.depth];
+    if (!mine) mine = std::make_unique<T>();
+    t_ = mine.get();  // stays where it is when a deeper level grows `of`
+    ++levels_.depth;
+  }
+  ~scratch_level() { --levels_.depth; }
+  scratch_level(const scratch_level&) = delete;
+  scratch_level& operator=(const scratch_level&) = delete;
+  [[nodiscard]] T& get() const noexcept { return *t_; }
+
+ private:
+  struct levels {
+    std::vector<std::unique_ptr<T>> of;
+    std::size_t depth = 0;
+  };
+  levels& levels_;
+  T* t_ = nullptr;
+};
 
 }  // namespace pinfeed::detail

@@ -574,6 +574,16 @@ TEST_CASE("doctor.analysis_rules_on_given_numbers") {
   r.plan_cores = 12;  // the plan's cores, not the hardware threads, are the target
   analyze(r);
   CHECK(suggests(r, "raise workers from 8 to 12"));
+  // The evidence names the cores as the plan counts them, one core in the singular.
+  CHECK(evidence_of(r, "raise workers from 8 to 12").find("of the 12 cores the node plan gives this process while") !=
+        std::string::npos);
+  for (const auto& [plan, words] : std::vector<std::pair<std::size_t, std::string>>{{1, "of the 1 core the node plan"},
+                                                                                   {2, "of the 2 cores the node plan"}}) {
+    CAPTURE(plan);
+    r.plan_cores = plan;
+    analyze(r);
+    CHECK(evidence_of(r, "raise workers beyond the core count").find(words) != std::string::npos);
+  }
   r.plan_cores = 0;
   CHECK(suggests(r, "raise prefetch from 2 to "));
   CHECK(!suggests(r, "uint8"));

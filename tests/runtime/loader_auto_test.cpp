@@ -11,6 +11,7 @@
 #include <oneapi/tbb/global_control.h>
 
 #include "pinfeed/runtime/checksum.hpp"
+#include "pinfeed/runtime/host_info.hpp"
 #include "pinfeed/runtime/loader.hpp"
 #include "pinfeed/runtime/node_plan.hpp"
 #include "pinfeed/runtime/random.hpp"
@@ -120,6 +121,33 @@ TEST_CASE("loader.auto.follows_the_tbb_cap_the_application_holds") {
   CHECK_FALSE(t.prefetch_auto);
   CHECK(t.prefetch == 2);
   CHECK(t.prefetch_most == 2);
+}
+
+TEST_CASE("loader.auto.each_window_counts_only_its_own_cpu_time") {
+  // Contract (tuning_report::window::cpu_utilization): the process's CPU time within the window,
+  // over the window's time and the place's cores. The windows lie within the run, so together
+  // they account for at most the CPU time the run spent; what the process spent before the loader
+  // (here a second of spinning) belongs to no window.
+  const double t0 = process_cpu_seconds();
+  volatile std::uint64_t spin = 0;
+  while (process_cpu_seconds() - t0 < 1.0)
+    for (int i = 0; i < 100000; ++i) spin = spin + static_cast<std::uint64_t>(i);
+  const double before = process_cpu_seconds();
+  loader l(sleeping_source(100000, 64, 1000), shuffled(8, auto_tune, auto_tune));
+  for (int b = 0; b < 4000 && l.tuning(false).windows < 4; ++b) REQUIRE(l.next());
+  const double spent = process_cpu_seconds() - before;
+  const auto t = l.tuning();
+  REQUIRE(t.path.size() >= 3);
+  const auto cores = static_cast<double>(this_node_plan().rank_cores);
+  double counted = 0;
+  for (const auto& w : t.path) {
+    CHECK(w.cpu_utilization >= 0);
+    CHECK(w.cpu_utilization <= 1);
+    counted += w.cpu_utilization * cores * w.seconds;
+  }
+  MESSAGE("the windows' CPU time " << counted << " s of the run's " << spent << " s (" << t.path.size() << " windows, "
+                                   << cores << " cores)");
+  CHECK(counted <= spent * 1.05 + 0.02);
 }
 
 TEST_CASE("loader.auto.fixed_settings_report_themselves") {

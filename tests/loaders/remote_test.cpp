@@ -37,14 +37,18 @@ struct shard_set {
   std::vector<std::string> local;  ///< full local paths
 };
 
-shard_set make_shards(const fs::path& dir, int images = 24, std::uint64_t shard_bytes = 4096) {
-  const auto files = test::jpeg_class_folder(dir / "images", images, 40, 1, 48);
+/// Shards of `files` in <dir>/www (train-000000.tar, ...), at most `shard_bytes` each.
+shard_set shards_of(const std::vector<image_file>& files, const fs::path& dir, std::uint64_t shard_bytes) {
   shard_set s;
   s.www = dir / "www";
   fs::create_directories(s.www);
   s.local = write_shards(files, (s.www / "train").string(), shard_bytes);
   for (const auto& p : s.local) s.names.push_back(fs::path(p).filename().string());
   return s;
+}
+
+shard_set make_shards(const fs::path& dir, int images = 24, std::uint64_t shard_bytes = 4096) {
+  return shards_of(test::jpeg_class_folder(dir / "images", images, 40, 1, 48), dir, shard_bytes);
 }
 
 std::vector<std::string> urls(const std::string& base, const shard_set& s) {
@@ -1117,11 +1121,7 @@ TEST_CASE("remote.adapted_range_read_ahead_holds_at_most_kReadAheadBytes_of_samp
     test::write_bytes(p, bytes);
     files.push_back({p.string(), 0});
   }
-  shard_set set;
-  set.www = dir.path / "www";
-  fs::create_directories(set.www);
-  set.local = write_shards(files, (set.www / "train").string(), 64u << 20);
-  for (const auto& p : set.local) set.names.push_back(fs::path(p).filename().string());
+  const shard_set set = shards_of(files, dir.path, 64u << 20);
   const test::nginx_server server(set.www, dir.path);
   shard_options ranged;
   ranged.window_shards = 0;

@@ -587,6 +587,20 @@ TEST_CASE("doctor.analysis_rules_on_given_numbers") {
   r.plan_cores = 0;
   CHECK(suggests(r, "raise prefetch from 2 to "));
   CHECK(!suggests(r, "uint8"));
+  // Prefetch covers bursts only: not a wait spread over the steps (the slowest tenth of them
+  // holding half of it or less), nor one judged on fewer than 10 steps.
+  for (const auto& [top, steps] : std::vector<std::pair<double, std::uint64_t>>{{0.5, 40}, {0.3, 40}, {0.8, 9}}) {
+    CAPTURE(top);
+    CAPTURE(steps);
+    r.modes[0].wait_top_share = top;
+    r.modes[0].steps = steps;
+    analyze(r);
+    CHECK(!suggests(r, "raise prefetch"));
+  }
+  r.modes[0].wait_top_share = 0.8;
+  r.modes[0].steps = 40;
+  analyze(r);
+  CHECK(suggests(r, "raise prefetch from 2 to "));
   // Remote shards read one by one for want of cache room: the cache is to hold four times what it
   // had, in whole MiB rounded up, as --remote-cache-mb takes it (5 MiB: 20; one byte more: 21).
   r.remote = true;

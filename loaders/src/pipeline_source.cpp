@@ -25,7 +25,6 @@
 namespace pinfeed::loaders {
 
 namespace {
-
 image_spec decode_planned(std::span<const std::byte> bytes, std::vector<std::byte>& out, const decode_options& options,
                           const decode_planner& plan, const std::string& what, bool& window_only, decode_report& report) {
   window_only = false;

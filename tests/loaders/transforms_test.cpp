@@ -294,6 +294,12 @@ TEST_CASE("transforms.in_place_steps_match_out_of_place") {
 
 
 namespace {
+/// Sample i of `n`: an h x w RGB image of Philox bytes (seed, 0, i) in field "image".
+std::shared_ptr<source> philox_images(std::uint64_t n, std::int64_t h, std::int64_t w, std::uint64_t seed) {
+  return make_source(n, {{"image", dtype::u8, {h, w, 3}}},
+                     [seed](sample& s) { fill_random_bytes(philox_stream(seed, 0, s.index()), s.bytes(0)); }, "known");
+}
+
 /// A registered transform of a trainer's own that refuses images whose first byte is below 16:
 /// picky_test(0) with a std::runtime_error, picky_test(1) with an int (not a std::exception).
 class picky_transform final : public transform {
@@ -348,11 +354,11 @@ TEST_CASE("transforms.a_step_that_can_run_in_place_is_run_in_place") {
   const pipeline p({make_center_crop(4), std::make_shared<adding_transform>(1, first, m),
                     std::make_shared<adding_transform>(2, second, m), std::make_shared<adding_transform>(4, third, m)});
   constexpr std::uint64_t n = 16;
-  const auto produce = [](sample& s) { fill_random_bytes(philox_stream(78, 0, s.index()), s.bytes(0)); };
-  const auto base = make_source(n, {{"image", dtype::u8, {6, 6, 3}}}, produce, "known");
+  const auto base = philox_images(n, 6, 6, 78);
   loader_options o = pinfeed::test::cpu_loader(4, 2, 5);
   o.order.shuffle = false;
   loader l(std::make_shared<pipeline_source>(base, p), o);
+  const auto crop4 = make_center_crop(4);
   std::uint64_t seen = 0;
   while (auto b = l.next()) {
     const auto image = b->field("image");
@@ -360,7 +366,7 @@ TEST_CASE("transforms.a_step_that_can_run_in_place_is_run_in_place") {
     for (std::size_t i = 0; i < b->size(); ++i) {
       owned_image in{std::vector<std::byte>(6 * 6 * 3), {6, 6, 3, dtype::u8}};
       fill_random_bytes(philox_stream(78, 0, b->indices()[i]), in.bytes);
-      const owned_image crop = test::run_step(*make_center_crop(4), in, philox_stream(0, 0, 0));
+      const owned_image crop = test::run_step(*crop4, in, philox_stream(0, 0, 0));
       const auto* got = static_cast<const std::byte*>(image.data) + i * 4 * 4 * 3;
       for (std::size_t k = 0; k < crop.bytes.size(); ++k)
         CHECK(static_cast<int>(got[k]) == (static_cast<int>(crop.bytes[k]) + 7) % 256);
@@ -380,8 +386,7 @@ TEST_CASE("transforms.a_pipeline_over_a_pipeline_gives_both_pipelines_steps") {
   // outer one's produce: its per-thread buffers must not be the outer one's. The result is the
   // two pipelines' steps in turn: here center_crop(8), then a flip and a crop to 6 x 6.
   constexpr std::uint64_t n = 24;
-  const auto produce = [](sample& s) { fill_random_bytes(philox_stream(79, 0, s.index()), s.bytes(0)); };
-  const auto base = make_source(n, {{"image", dtype::u8, {12, 10, 3}}}, produce, "known");
+  const auto base = philox_images(n, 12, 10, 79);
   const auto inner = std::make_shared<pipeline_source>(base, parse_pipeline("center_crop(8)"));
   const auto outer = std::make_shared<pipeline_source>(inner, parse_pipeline("hflip(1),center_crop(6)"));
   const auto whole = std::make_shared<pipeline_source>(base, parse_pipeline("center_crop(8),hflip(1),center_crop(6)"));
@@ -411,8 +416,7 @@ TEST_CASE("transforms.a_registered_transform_that_throws_reaches_the_consumer_na
   });
   constexpr std::uint64_t n = 96;
   constexpr std::size_t batch_size = 8;
-  const auto base = make_source(n, {{"image", dtype::u8, {6, 6, 3}}},
-                                [](sample& s) { fill_random_bytes(philox_stream(77, 0, s.index()), s.bytes(0)); }, "known");
+  const auto base = philox_images(n, 6, 6, 77);
   // The samples the transform refuses, from the images themselves.
   std::set<std::uint64_t> bad;
   for (std::uint64_t i = 0; i < n; ++i) {

@@ -4,6 +4,7 @@
 // bit; what it does not take says why.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <random>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "jpeg_fixtures.hpp"
+#include "jpeg_walk.hpp"  // detail::gain_table, kMostGain
 #include "pinfeed/loaders/decode.hpp"
 #include "pinfeed/loaders/jpeg_coefficients.hpp"
 #include "pinfeed/ops/jpeg_planes.hpp"
@@ -328,4 +330,36 @@ TEST_CASE("jpeg_pack.blocks_past_the_idct_range_are_found") {
   coef[0] = 0;
   coef[9] = 20000;  // dequantized 80000: past 16 bits
   CHECK_FALSE(ops::jpeg_block_same_on_every_host(coef, q));
+}
+
+TEST_CASE("jpeg_pack.the_range_bound_weighs_every_coefficient_by_its_step_and_idct_gain") {
+  // Contract: a block goes to the whole check (ops::jpeg_block_same_on_every_host) whenever its
+  // samples may leave [-500, 500], whichever coefficients carry it: the bound weighs each zigzag
+  // position by its step times the largest magnitude its basis function reaches in the 8 x 8 IDCT
+  // (in 1/4096ths, rounded up). A table that left a position out (the last one, say) would let a
+  // block whose energy sits there through to the device unchecked.
+  JQUANT_TBL q{};
+  for (int n = 0; n < 64; ++n) q.quantval[n] = static_cast<UINT16>(1 + (n * 37) % 255);
+  std::int64_t gain[64];
+  std::fill(std::begin(gain), std::end(gain), std::int64_t{-1});
+  loaders::detail::gain_table(q, gain);
+  const double pi = 3.14159265358979323846;
+  for (int z = 0; z < 64; ++z) {
+    const int n = loaders::detail::entropy::kNatural[static_cast<std::size_t>(z)];
+    const int u = n / 8, v = n % 8;
+    double most = 0;  // the basis function's largest sample, found by evaluating all 64
+    for (int x = 0; x < 8; ++x)
+      for (int y = 0; y < 8; ++y) {
+        const double cu = u == 0 ? 1 / std::sqrt(2.0) : 1.0, cv = v == 0 ? 1 / std::sqrt(2.0) : 1.0;
+        most = std::max(most, std::fabs(cu * cv / 4 * std::cos((2 * x + 1) * u * pi / 16) * std::cos((2 * y + 1) * v * pi / 16)));
+      }
+    CAPTURE(z);
+    const double exact = q.quantval[n] * most * 4096;
+    CHECK(static_cast<double>(gain[z]) >= exact - 1e-6);
+    CHECK(static_cast<double>(gain[z]) <= exact + q.quantval[n]);
+  }
+  // The last coefficient alone, 20 at a step of 255, reaches about 1228 in magnitude: past the bound.
+  q.quantval[63] = 255;
+  loaders::detail::gain_table(q, gain);
+  CHECK(20 * gain[63] > loaders::detail::kMostGain);
 }

@@ -65,7 +65,7 @@ void range_reads::read_ahead(const order_cursor& order) {
   if (pending_.size() >= max_pending_) drop_other_epochs(pending_, order.epoch());  // restarts leave other epochs' reads behind
   walk_.step(order, depth, max_pending_, pending_.size(), [&](std::uint32_t epoch, std::uint64_t index) {
     const std::uint64_t id = key(epoch, index);
-    if (index >= set_.entries().size() || pending_.count(id) != 0 || taken_.count(id) != 0) return false;
+    if (index >= set_.entries().size() || pending_.count(id) != 0 || taken_.contains(id)) return false;
     pending_.emplace(id, pending{epoch, set_.load(index, /*urgent=*/false)});
     set_.counters().read_ahead.fetch_add(1, std::memory_order_relaxed);
     return true;
@@ -92,7 +92,7 @@ void range_reads::apply_cap(std::size_t n) {
 std::future<std::vector<std::byte>> range_reads::take(std::uint32_t epoch, std::uint64_t index, std::uint64_t pass) {
   const std::uint64_t id = key(epoch, index);
   std::lock_guard lock(m_);
-  remember_taken(id, pass);
+  taken_.remember(id, pass, 4 * max_pending_);
   const auto it = pending_.find(id);
   if (it != pending_.end()) {
     auto f = std::move(it->second.bytes);
@@ -102,17 +102,17 @@ std::future<std::vector<std::byte>> range_reads::take(std::uint32_t epoch, std::
   return set_.load(index, /*urgent=*/true);
 }
 
-void range_reads::remember_taken(std::uint64_t id, std::uint64_t pass) {
-  if (pass != taken_pass_) {
-    taken_.clear();
-    taken_order_.clear();
-    taken_pass_ = pass;
+void taken_samples::remember(std::uint64_t id, std::uint64_t pass, std::size_t most) {
+  if (pass != pass_) {
+    ids_.clear();
+    order_.clear();
+    pass_ = pass;
   }
-  if (!taken_.insert(id).second) return;
-  taken_order_.push_back(id);
-  while (taken_order_.size() > 4 * max_pending_) {
-    taken_.erase(taken_order_.front());
-    taken_order_.pop_front();
+  if (!ids_.insert(id).second) return;
+  order_.push_back(id);
+  while (order_.size() > most) {
+    ids_.erase(order_.front());
+    order_.pop_front();
   }
 }
 

@@ -55,6 +55,20 @@ void drop_other_epochs(Map& pending, std::uint32_t epoch) {
   }
 }
 
+/// The samples taken in the current pass (sample::pass()), by id: the last `most` of them, so that a
+/// late read-ahead does not fetch them again; a new pass forgets the last one's. No lock.
+class taken_samples {
+ public:
+  void remember(std::uint64_t id, std::uint64_t pass, std::size_t most);
+  [[nodiscard]] bool contains(std::uint64_t id) const { return ids_.count(id) != 0; }
+  [[nodiscard]] std::size_t size() const noexcept { return ids_.size(); }
+
+ private:
+  std::unordered_set<std::uint64_t> ids_;
+  std::deque<std::uint64_t> order_;  ///< ids_ in the order taken
+  std::uint64_t pass_ = 0;
+};
+
 class range_reads final : public fetch_strategy {
  public:
   /// With no requests_in_flight given, they follow in_flight_controller, up to what the shards' mean
@@ -76,9 +90,6 @@ class range_reads final : public fetch_strategy {
   void read_ahead(const order_cursor& order);
   /// The bytes of (epoch, index): its read-ahead, or a request ahead of the read-ahead ones.
   std::future<std::vector<std::byte>> take(std::uint32_t epoch, std::uint64_t index, std::uint64_t pass);
-  /// Keeps the last few thousand samples taken in this pass, so that a late read-ahead does not
-  /// fetch them again; a new pass forgets the last one's. Under m_.
-  void remember_taken(std::uint64_t id, std::uint64_t pass);
   /// The read-ahead for `in_flight` requests at once: read_ahead as given, else twice them (128 at
   /// least); and the answers that may be pending, four times that. Under m_ (or before any read).
   void set_depth(std::size_t in_flight);
@@ -98,9 +109,7 @@ class range_reads final : public fetch_strategy {
   remote_options o_;
   std::mutex m_;
   std::unordered_map<std::uint64_t, pending> pending_;
-  std::unordered_set<std::uint64_t> taken_;
-  std::deque<std::uint64_t> taken_order_;
-  std::uint64_t taken_pass_ = 0;
+  taken_samples taken_;  ///< the last 4 x max_pending_ taken in this pass
   std::size_t max_pending_ = 64;
   std::atomic<std::size_t> depth_{0};  ///< samples read ahead (written under m_)
   read_ahead_walk walk_;

@@ -153,6 +153,37 @@ TEST_CASE("remote.read_ahead.walks_the_order_then_into_the_next_epoch") {
   CHECK(queued.size() == 3);
 }
 
+TEST_CASE("remote.read_ahead.samples_taken_are_remembered_for_their_pass_only") {
+  // Contract: a sample a worker took in this pass is not read ahead again (its bytes would be
+  // fetched twice and held until dropped): the reads remember every sample taken in the pass, the
+  // last `most` of them, and forget them all when the pass changes (sample::pass(): a new epoch's
+  // pass, or a loader restarted at an earlier one).
+  remote::taken_samples t;
+  t.remember(10, 1, 3);
+  t.remember(11, 1, 3);
+  t.remember(10, 1, 3);  // taken again (a retried sample): still one
+  CHECK(t.contains(10));
+  CHECK(t.contains(11));
+  CHECK(t.size() == 2);
+  t.remember(12, 1, 3);
+  t.remember(13, 1, 3);  // past the most: the oldest goes
+  CHECK_FALSE(t.contains(10));
+  CHECK(t.contains(11));
+  CHECK(t.contains(12));
+  CHECK(t.contains(13));
+  CHECK(t.size() == 3);
+  t.remember(20, 2, 3);  // a new pass
+  CHECK(t.size() == 1);
+  CHECK(t.contains(20));
+  CHECK_FALSE(t.contains(13));
+  t.remember(21, 2, 3);
+  CHECK(t.contains(20));
+  t.remember(30, 1, 3);  // an earlier pass again: forgotten too
+  CHECK(t.size() == 1);
+  CHECK(t.contains(30));
+  CHECK_FALSE(t.contains(21));
+}
+
 TEST_CASE("remote.read_ahead.full_pending_reads_keep_this_epoch_and_the_next") {
   // Contract: when the range read-ahead's pending reads are full (restarts left other epochs'
   // behind), those of the current epoch and of the next one (read ahead across its start) stay,

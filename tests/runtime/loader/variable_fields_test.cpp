@@ -185,3 +185,36 @@ TEST_CASE("variable_fields.bad_use_is_named") {
   CHECK_THROWS_WITH_AS((void)alone.claim(0, 1), doctest::Contains("sample 9: variable-size field 'tokens' has no arena"),
                        std::logic_error);
 }
+
+TEST_CASE("variable_fields.emptying_a_slots_arenas_writes_only_the_variable_fields_extents") {
+  // Contract: before a fill the feeder empties the slot's arenas (loader_core::reset_arenas) by
+  // zeroing each variable field's extents (16 bytes a sample) and nothing else. A fixed field holds
+  // only bytes() a sample, so 16 a sample written from its offset would run over what follows it
+  // (here "fit", 1 byte a sample at a batch of 512: 7.5 KiB past its end, into the arena), and in
+  // a slot without variable fields, from a small last field, past the slot's end.
+  std::vector<field_spec> fields{{"tokens", dtype::u32, {kMost}, true}, {"label", dtype::i64, {}}, {"fit", dtype::u8, {}}};
+  auto src = make_source(1024, fields, [](sample&) {});
+  const loader_options o = options(512, 1);
+  auto plan = detail::plan_slots(o, src->fields(), /*cuda=*/false, *src);
+  detail::loader_core core(o, src->fields(), device_choice{}, std::move(plan), std::nullopt);
+  REQUIRE(core.allocated() >= 1);
+  REQUIRE(core.field_offset[2] + 16 * 512 > core.arena_offset[0]);  // the overrun this would be
+  std::byte* slot = core.host_slot(0);
+  std::memset(slot, 0xAB, core.host_slot_bytes);
+  core.meta[0].arena_used[0].store(77);
+  core.reset_arenas(0);
+  std::size_t zeroed = 0, changed_elsewhere = 0;
+  for (std::size_t k = 0; k < core.host_slot_bytes; ++k) {
+    const bool extents = k >= core.field_offset[0] && k < core.field_offset[0] + 16 * 512;
+    if (extents) zeroed += slot[k] == std::byte{0};
+    else changed_elsewhere += slot[k] != std::byte{0xAB};
+  }
+  CHECK(zeroed == 16 * 512);
+  CHECK(changed_elsewhere == 0);
+  // The arena itself is emptied and lent at its own offset; the fixed fields get none.
+  CHECK(core.meta[0].arena_used[0].load() == 0);
+  CHECK(core.meta[0].arenas[0].data == slot + core.arena_offset[0]);
+  CHECK(core.meta[0].arenas[0].capacity == static_cast<std::uint64_t>(kMost) * 512);
+  CHECK(core.meta[0].arenas[1].data == nullptr);
+  CHECK(core.meta[0].arenas[2].data == nullptr);
+}

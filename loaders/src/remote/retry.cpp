@@ -2,6 +2,7 @@
 #include "remote/retry.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <stdexcept>
 
@@ -65,8 +66,9 @@ verdict classify(const endpoint& e, const request& q, int attempt, CURLcode code
 }
 
 double backoff_ms(const remote_options& o, int attempt, std::minstd_rand& jitter) {
-  const double cap =
-      std::min(o.backoff_max_ms, o.backoff_initial_ms * static_cast<double>(1ull << std::clamp(attempt - 1, 0, 30)));
+  // backoff_initial_ms x 2^(attempt - 1), up to backoff_max_ms: ldexp doubles without a shift's
+  // limit (past the largest double it gives infinity, and the minimum the most).
+  const double cap = std::min(o.backoff_max_ms, std::ldexp(o.backoff_initial_ms, std::max(attempt - 1, 0)));
   return std::uniform_real_distribution<double>(0.0, cap)(jitter);
 }
 

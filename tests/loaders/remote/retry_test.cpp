@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
 
@@ -138,7 +139,7 @@ TEST_CASE("remote.retry.backoff_is_full_jitter_within_its_bounds") {
   std::minstd_rand jitter(7);
   for (int attempt = 1; attempt <= 40; ++attempt) {
     CAPTURE(attempt);
-    const double cap = std::min(2000.0, 50.0 * static_cast<double>(1ull << std::min(attempt - 1, 30)));
+    const double cap = std::min(2000.0, 50.0 * std::ldexp(1.0, attempt - 1));
     double most = 0;
     for (int i = 0; i < 2000; ++i) {
       const double w = remote::backoff_ms(o, attempt, jitter);
@@ -150,6 +151,18 @@ TEST_CASE("remote.retry.backoff_is_full_jitter_within_its_bounds") {
   }
   o.backoff_initial_ms = o.backoff_max_ms = 0;
   CHECK(remote::backoff_ms(o, 3, jitter) == 0);
+  // The doubling goes on however many attempts it takes to reach the most (here 2^40 x the first
+  // wait): it does not stop at a shift's width, and a huge attempt count waits up to the most.
+  o.backoff_initial_ms = 1e-9;
+  o.backoff_max_ms = 1e9;
+  for (const int attempt : {31, 32, 33, 41, 60, 1 << 30}) {
+    CAPTURE(attempt);
+    const double cap = std::min(1e9, std::ldexp(1e-9, attempt - 1));
+    double most = 0;
+    for (int i = 0; i < 200; ++i) most = std::max(most, remote::backoff_ms(o, attempt, jitter));
+    CHECK(most <= cap);
+    CHECK(most > 0.9 * cap);
+  }
 }
 
 TEST_CASE("remote.retry.bad_options_are_named") {

@@ -882,6 +882,16 @@ TEST_CASE("doctor.prefetch_advice_covers_the_longest_stall_at_the_consumers_own_
   r.modes[0].max_wait_ms = 100000;
   analyze(r);
   CHECK(suggests(r, "raise prefetch from 2 to 64"));
+  // A raise at least doubles it: from 8, a stall of under one step (2 more batches) asks for 16.
+  r.prefetch = 8;
+  r.modes[0].max_wait_ms = 100;
+  analyze(r);
+  CHECK(suggests(r, "raise prefetch from 8 to 16"));
+  // Already past 64: one more batch, not fewer.
+  r.prefetch = 70;
+  r.modes[0].max_wait_ms = 100000;
+  analyze(r);
+  CHECK(suggests(r, "raise prefetch from 70 to 71"));
 }
 
 TEST_CASE("doctor.remote_and_transform_advice_carry_their_figures") {

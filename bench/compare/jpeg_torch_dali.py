@@ -3,9 +3,9 @@
 (comparison only). One folder (crops of the photos scripts/fetch-photos.sh fetches, saved at
 quality 90), one recipe: a random resized crop to 224x224 and a random horizontal flip, uint8 out;
 the same worker count, batch size and epochs for all three:
-  - pinfeed: `pinfeed run --transforms rrc(224),hflip` (its samples/s over all its epochs, the
-    first and the start included: no warm-up is dropped, which counts against it; the crop's
-    window decoded with DCT scaling where the window allows, pinfeed's Huffman decoder);
+  - pinfeed: `pinfeed run --transforms rrc(224),hflip` over one warm-up epoch and `epochs` timed
+    ones, the median of the timed epochs' samples/s (`--json`'s "epochs"); the crop's window
+    decoded with DCT scaling where the window allows, pinfeed's Huffman decoder;
   - the DataLoader: torchvision's ImageFolder with v2 RandomResizedCrop(224) + RandomHorizontalFlip
     (PIL decodes the whole image), images/s over timed epochs after a warm-up one;
   - DALI: decoders.image_random_crop on the CPU (libjpeg-turbo decodes the window only), resize,
@@ -33,11 +33,15 @@ RECIPE = "rrc(224),hflip"
 
 
 def pinfeed_images_per_s(pf, folder, workers, batch, epochs):
+    """A warm-up epoch, then the median samples/s of `epochs` timed ones, as for the other two."""
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         subprocess.run([pf, "run", "--source", "folder:" + folder, "--transforms", RECIPE, "-b", str(batch), "-w", str(workers),
-                        "--epochs", str(epochs), "--shuffle", "--device", "cpu", "--json", f.name], check=True, capture_output=True,
-                       env=dict(os.environ, PINFEED_LOG_LEVEL="warn"))
-        return json.load(open(f.name))["samples_per_s"]
+                        "--epochs", str(epochs + 1), "--shuffle", "--device", "cpu", "--json", f.name], check=True,
+                       capture_output=True, env=dict(os.environ, PINFEED_LOG_LEVEL="warn"))
+        per_epoch = json.load(open(f.name))["epochs"]
+        if len(per_epoch) != epochs + 1:
+            sys.exit("pinfeed run gave %d epochs' figures, not %d" % (len(per_epoch), epochs + 1))
+        return median_of([e["samples_per_s"] for e in per_epoch[1:]])
 
 
 def dataloader_rate(folder, workers, batch, epochs):

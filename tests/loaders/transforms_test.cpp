@@ -263,18 +263,32 @@ TEST_CASE("transforms.resize_and_random_resized_crop") {
 }
 
 TEST_CASE("transforms.in_place_steps_match_out_of_place") {
-  // hflip and mask may run in place; the result must equal the out-of-place one, for uint8 RGB and
-  // for float pixels.
-  for (const auto type : {dtype::u8, dtype::f32}) {
+  // hflip and mask may run in place; the result must equal the out-of-place one, for uint8 RGB, for
+  // float pixels, and for pixels wider than any fixed swap buffer (40 floats: 160 bytes).
+  for (const auto& [type, channels] : {std::pair{dtype::u8, 3}, std::pair{dtype::f32, 3}, std::pair{dtype::f32, 40}}) {
     CAPTURE(dtype_name(type));
+    CAPTURE(channels);
     owned_image im = random_image(9, 7, 5);
-    if (type == dtype::f32) {
+    if (type == dtype::f32 && channels == 3) {
       owned_image f{std::vector<std::byte>(9 * 7 * 3 * 4), {9, 7, 3, dtype::f32}};
       for (std::size_t i = 0; i < 9 * 7 * 3; ++i) {
         const float v = static_cast<float>(im.bytes[i]) / 7.0f;
         std::memcpy(f.bytes.data() + 4 * i, &v, 4);
       }
       im = f;
+    } else if (type == dtype::f32) {
+      owned_image f{std::vector<std::byte>(9 * 7 * 40 * 4), {9, 7, 40, dtype::f32}};
+      for (std::size_t i = 0; i < 9 * 7 * 40; ++i) {
+        const float v = static_cast<float>(i * 37 % 251) / 7.0f;
+        std::memcpy(f.bytes.data() + 4 * i, &v, 4);
+      }
+      im = f;
+      // The out-of-place flip itself, against each row's pixels taken in reverse.
+      const owned_image flipped = run_step(*make_random_hflip(1.0), im, philox_stream(8, 0, 0, 100));
+      const std::size_t px = 40 * 4;
+      for (std::size_t y = 0; y < 9; ++y)
+        for (std::size_t x = 0; x < 7; ++x)
+          CHECK(std::memcmp(flipped.bytes.data() + (y * 7 + x) * px, im.bytes.data() + (y * 7 + 6 - x) * px, px) == 0);
     }
     for (const auto& t : {make_random_hflip(1.0), make_random_hflip(0.0), make_random_mask(0.3)}) {
       CAPTURE(t->name());

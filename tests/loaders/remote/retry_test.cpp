@@ -187,6 +187,16 @@ TEST_CASE("remote.retry.bad_options_are_named") {
                         ", stall_timeout_s 0.000000)").c_str(),
                        std::invalid_argument);
   CHECK_NOTHROW(remote::check_options({}));
+  // A timeout below zero, or not a number, is no timeout either.
+  for (const double bad : {-1.0, -1e-9, std::nan("")}) {
+    CAPTURE(bad);
+    o = {};
+    o.stall_timeout_s = bad;
+    CHECK_THROWS_WITH_AS(remote::check_options(o), doctest::Contains("the timeouts must be positive"), std::invalid_argument);
+    o = {};
+    o.connect_timeout_s = bad;
+    CHECK_THROWS_WITH_AS(remote::check_options(o), doctest::Contains("the timeouts must be positive"), std::invalid_argument);
+  }
   // The bounds themselves are allowed: no backoff at all (retry at once), or a fraction of a ms.
   for (const double initial : {0.0, 0.25}) {
     CAPTURE(initial);

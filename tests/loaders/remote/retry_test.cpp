@@ -187,8 +187,8 @@ TEST_CASE("remote.retry.bad_options_are_named") {
                         ", stall_timeout_s 0.000000)").c_str(),
                        std::invalid_argument);
   CHECK_NOTHROW(remote::check_options({}));
-  // A timeout below zero, or not a number, is no timeout either.
-  for (const double bad : {-1.0, -1e-9, std::nan("")}) {
+  // A timeout of zero or below, or not a number, is no timeout.
+  for (const double bad : {0.0, -1.0, -1e-9, std::nan("")}) {
     CAPTURE(bad);
     o = {};
     o.stall_timeout_s = bad;

@@ -3,11 +3,13 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <filesystem>
 #include <map>
 #include <sched.h>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -332,6 +334,58 @@ TEST_CASE("remote.the_read_ahead_skips_indexes_past_the_shards") {
   CHECK(c.requests - c.retries == expected);
   // One worker: every position after the first was queued ahead once, index n's never.
   CHECK(c.read_ahead == n - 1 + *o.read_ahead);
+}
+
+/// `inner`'s samples, sample 0's read held until sample 1's has returned (at most 20 s): a worker
+/// that takes a sample after another worker has read past it.
+struct late_first_reader final : image_reader {
+  std::shared_ptr<image_reader> inner;
+  std::mutex m;
+  std::condition_variable cv;
+  bool second_read = false, held = false;
+  explicit late_first_reader(std::shared_ptr<image_reader> r) : inner(std::move(r)) {}
+  std::uint64_t size() const override { return inner->size(); }
+  image_spec image_shape() const override { return inner->image_shape(); }
+  std::vector<field_spec> extra_fields() const override { return inner->extra_fields(); }
+  std::string name() const override { return "late first " + inner->name(); }
+  read_result read(sample& s, std::vector<std::byte>& image, const decode_planner& plan) override {
+    if (s.index() == 0 && s.epoch() == 0) {
+      std::unique_lock lock(m);
+      held = cv.wait_for(lock, std::chrono::seconds(20), [&] { return second_read; });
+    }
+    read_result r = inner->read(s, image, plan);
+    if (s.index() == 1 && s.epoch() == 0) {
+      const std::lock_guard lock(m);
+      second_read = true;
+      cv.notify_all();
+    }
+    return r;
+  }
+};
+
+TEST_CASE("remote.a_sample_a_worker_took_is_not_read_ahead_again") {
+  // Contract: each sample is requested once a pass. Here one worker reads sample 1 (the read-ahead
+  // then walks from it) before the other takes sample 0, behind where the walk began: the walk goes
+  // back over the positions between, and sample 1, taken already, must not be requested again.
+  served_shards served;
+  if (!served) return;
+  const auto& set = served.set;
+  const remote_options o = quick();  // read_ahead 8
+  const auto remote = make_remote_shard_reader(urls(served.server->url(), set), range_reads(), o);
+  const std::uint64_t n = remote->size(), indexing = remote_stats(*remote).requests;
+  auto late = std::make_shared<late_first_reader>(remote);
+  loader l(std::make_shared<pipeline_source>(late, parse_pipeline("center_crop(16)")), test::cpu_loader(4, 2, 7));
+  l.start_epoch(0);  // in order
+  std::uint64_t samples = 0;
+  while (auto b = l.next()) samples += b->size();
+  CHECK(samples == n);
+  REQUIRE(late->held);  // sample 0 was read after sample 1
+  // Each sample once, and the next epoch's first read_ahead samples.
+  const std::uint64_t expected = indexing + n + *o.read_ahead;
+  reads_once_there(*remote, expected);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a request past the expected would show by now
+  const remote_counters c = remote_stats(*remote);
+  CHECK(c.requests - c.retries == expected);
 }
 
 TEST_CASE("remote.faults_are_retried_and_batches_stay_identical") {

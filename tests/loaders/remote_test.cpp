@@ -251,6 +251,16 @@ std::uint64_t reads_once_there(const image_reader& reader, std::uint64_t expecte
   return reads;
 }
 
+/// Waits for `expected` requests (less retries), then a little longer: exactly `expected` were made,
+/// not one more. The counters then.
+remote_counters requested_exactly(const image_reader& reader, std::uint64_t expected) {
+  reads_once_there(reader, expected);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a request past the expected would show by now
+  const remote_counters c = remote_stats(reader);
+  CHECK(c.requests - c.retries == expected);
+  return c;
+}
+
 TEST_CASE("remote.the_read_ahead_runs_on_into_the_next_epoch") {
   served_shards served;
   if (!served) return;
@@ -328,10 +338,7 @@ TEST_CASE("remote.the_read_ahead_skips_indexes_past_the_shards") {
   // Each of the n samples once, sample 0 again for the stand-in, and the next epoch's first
   // read_ahead samples: nothing for index n. (Requests count attempts: retries are taken off.)
   const std::uint64_t expected = indexing + n + 1 + *o.read_ahead;
-  reads_once_there(*remote, expected);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a request past the expected would show by now
-  const remote_counters c = remote_stats(*remote);
-  CHECK(c.requests - c.retries == expected);
+  const remote_counters c = requested_exactly(*remote, expected);
   // One worker: every position after the first was queued ahead once, index n's never.
   CHECK(c.read_ahead == n - 1 + *o.read_ahead);
 }
@@ -382,10 +389,7 @@ TEST_CASE("remote.a_sample_a_worker_took_is_not_read_ahead_again") {
   REQUIRE(late->held);  // sample 0 was read after sample 1
   // Each sample once, and the next epoch's first read_ahead samples.
   const std::uint64_t expected = indexing + n + *o.read_ahead;
-  reads_once_there(*remote, expected);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a request past the expected would show by now
-  const remote_counters c = remote_stats(*remote);
-  CHECK(c.requests - c.retries == expected);
+  requested_exactly(*remote, expected);
 }
 
 TEST_CASE("remote.faults_are_retried_and_batches_stay_identical") {

@@ -917,6 +917,13 @@ TEST_CASE("doctor.remote_and_transform_advice_carry_their_figures") {
   CHECK(suggests(r, "keep more remote reads in flight: raise --requests-in-flight from 4 to 16 "
                     "(remote_options::requests_in_flight; unset, it follows the latency up to " +
                         std::to_string(loaders::kMaxRequestsInFlight) + ") and remote_options::read_ahead"));
+  // ... and names the setting it changes, with its value: what --write-config writes and the
+  // doctor's own trial of the advice runs with.
+  const auto raise = std::find_if(r.suggestions.begin(), r.suggestions.end(),
+                                  [](const doctor_suggestion& s) { return s.what.rfind("keep more remote reads", 0) == 0; });
+  REQUIRE(raise != r.suggestions.end());
+  CHECK(raise->setting == "requests_in_flight");
+  CHECK(raise->value == 16);
   // The transforms are the bottleneck, rrc the costliest of them: cached after it (T1) 300
   // images/s against 100 before it (L2) and 1000 after the last (L3): 6.667 and 2.333 ms.
   r.remote = false;

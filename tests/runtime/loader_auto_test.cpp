@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "pinfeed/runtime/checksum.hpp"
 #include "pinfeed/runtime/host_info.hpp"
 #include "pinfeed/runtime/loader.hpp"
+#include "pinfeed/runtime/log.hpp"
 #include "pinfeed/runtime/node_plan.hpp"
 #include "pinfeed/runtime/random.hpp"
 #include "test_util.hpp"
@@ -41,6 +44,28 @@ loader_options shuffled(std::size_t batch, std::size_t workers, std::size_t pref
   return o;
 }
 
+/// The debug messages logged while it lives that start with `prefix` (the level and sink before
+/// it restored after).
+struct debug_messages {
+  std::string prefix;
+  std::mutex m;
+  std::vector<std::string> got;
+  log_level level_before = get_log_level();
+  log_sink sink_before;
+  explicit debug_messages(std::string p) : prefix(std::move(p)) {
+    sink_before = set_log_sink([this](log_level level, std::string_view message) {
+      if (level != log_level::debug || message.substr(0, prefix.size()) != prefix) return;
+      const std::lock_guard lock(m);
+      got.emplace_back(message);
+    });
+    set_log_level(log_level::debug);
+  }
+  ~debug_messages() {
+    set_log_level(level_before);
+    set_log_sink(sink_before);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("loader.auto.batches_equal_a_fixed_setting_while_the_tuner_moves") {
@@ -59,6 +84,7 @@ TEST_CASE("loader.auto.batches_equal_a_fixed_setting_while_the_tuner_moves") {
   const auto src = sleeping_source(samples, 64, 1000);
   loader fixed(sleeping_source(samples, 64, 0), shuffled(16, 1, 2));
   const auto expected = test::epoch_checksums(fixed, 0, 2);
+  debug_messages decisions("loader: auto_tune: ");
   loader tuned(src, shuffled(16, auto_tune, auto_tune));
   CHECK(tuned.workers() == ceiling);  // the ceiling to start
   CHECK(tuned.prefetch() == 2);
@@ -98,6 +124,14 @@ TEST_CASE("loader.auto.batches_equal_a_fixed_setting_while_the_tuner_moves") {
     changed += w.changed ? 1 : 0;
   }
   CHECK(changed == t.changes);
+  // Each change is logged at debug level with its window's reason, in order.
+  std::vector<std::string> changes;
+  for (const auto& w : t.path)
+    if (w.changed) changes.push_back("loader: auto_tune: " + w.reason);
+  {
+    const std::lock_guard lock(decisions.m);
+    CHECK(decisions.got == changes);
+  }
   CHECK(t.path.back().workers == t.workers);
   CHECK(t.path.back().prefetch == t.prefetch);
   CHECK(t.to_json().find("\"path\":[{") != std::string::npos);

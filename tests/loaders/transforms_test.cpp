@@ -259,6 +259,9 @@ TEST_CASE("transforms.resize_and_random_resized_crop") {
   CHECK(shrinkable > 40);
   CHECK(make_random_resized_crop(512)->min_short_side(300, 400, philox_stream(0, 0, 0)) == 0);
   CHECK_THROWS_WITH_AS(make_random_resized_crop(16, 0.5, 0.2), doctest::Contains("scale range"), std::invalid_argument);
+  // The C++ API checks the size too (the pipeline's parser refuses it before): no 0 x 0 output.
+  CHECK_THROWS_WITH_AS(make_random_resized_crop(0), "rrc: size must be positive, got 0", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(make_random_resized_crop(-224), "rrc: size must be positive, got -224", std::invalid_argument);
   CHECK_THROWS_WITH_AS(parse_pipeline("rrc(16,0.5)"), doctest::Contains("takes 1, 3 or 5 arguments"), std::invalid_argument);
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <regex>
 #include <string>
@@ -224,6 +225,25 @@ TEST_CASE("random_steps.bad_values_are_refused_with_a_caret") {
            {"erase(1,2,3.5,4)", 10, "whole numbers, got 3.5"}}) {
     test::check_refused_at(text, says, where);
   }
+  // The C++ API takes what the parser would refuse: a negative angle is an empty range [d, -d],
+  // refused however small (down to the least negative double), as is a negative shear.
+  for (const double d : {-3.0, -std::numeric_limits<double>::denorm_min()}) {
+    CAPTURE(d);
+    CHECK_THROWS_WITH_AS((void)make_random_rotation(d), doctest::Contains("random_rotation: the degrees' range is empty"),
+                         pinfeed::invalid_argument);
+    CHECK_THROWS_WITH_AS((void)make_random_affine(d, 0, 0, 1, 1, 0), doctest::Contains("random_affine: the degrees' range is empty"),
+                         pinfeed::invalid_argument);
+    CHECK_THROWS_WITH_AS((void)make_random_affine(0, 0, 0, 1, 1, d), doctest::Contains("random_affine: the shear's range is empty"),
+                         pinfeed::invalid_argument);
+  }
+  CHECK_NOTHROW((void)make_random_rotation(0.0));
+  CHECK_NOTHROW((void)make_random_affine(0, 0, 0, 1, 1, 0));
+  // Numbers past the double's normal range read as strtod reads them: below it as they are (a name
+  // with one reads back as the same step), past the largest refused as not finite.
+  const std::string tiny = parse_pipeline("random_rotation(5e-324)").steps()[0]->name();
+  CHECK(parse_pipeline(tiny).steps()[0]->name() == tiny);
+  test::check_refused_at("random_rotation(1e999)", "expected a finite number", 16);
+  test::check_refused_at("random_erasing(0.5,value=1e999)", "value must be a finite number", 25);
   // Names read back as the same step.
   for (const char* s : {"color_jitter(0.4,0.4,0.4,0.1)", "random_grayscale(0.1)", "random_rotation(30,0)",
                         "random_affine(10,0.1,0.2,0.9,1.1,5,0,interpolation=bilinear)", "random_gaussian_blur(5,0.1,2)",

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -37,13 +38,25 @@ inline void require_grey_or_rgb(const transform& t, const image_spec& in, bool a
     throw pinfeed::invalid_argument(t.name() + ": needs 1 or 3 channels, input is " + shape_text(in));
 }
 
+/// The number `text` starts with (after spaces), as strtod reads it, and in `used` the characters
+/// it took (0: no number). Unlike std::stod it does not throw for a value past the double's range:
+/// below the least normal double it gives that value (or 0), past the largest an infinity.
+inline double read_number(const std::string& text, std::size_t& used) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  used = static_cast<std::size_t>(end - text.c_str());
+  return v;
+}
+
 /// Shortest text that reads back as the same float (names must round-trip through the parser).
 inline std::string format_number(double v) {
   for (int precision = 6; precision <= 17; ++precision) {
     std::ostringstream os;
     os.precision(precision);
     os << v;
-    if (std::stod(os.str()) == v || static_cast<float>(std::stod(os.str())) == static_cast<float>(v)) return os.str();
+    std::size_t used = 0;
+    const double back = read_number(os.str(), used);
+    if (back == v || static_cast<float>(back) == static_cast<float>(v)) return os.str();
   }
   return std::to_string(v);
 }
@@ -54,7 +67,8 @@ inline std::string format_double(double v) {
     std::ostringstream os;
     os.precision(precision);
     os << v;
-    if (std::stod(os.str()) == v) return os.str();
+    std::size_t used = 0;
+    if (read_number(os.str(), used) == v) return os.str();
   }
   return std::to_string(v);
 }

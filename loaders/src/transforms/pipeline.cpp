@@ -157,12 +157,8 @@ void read_argument(cursor& c, step_args& a) {
   }
   if (!a.named.empty()) parse_error(c.text, starts, "a positional argument after NAME=VALUE");
   std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(std::string(c.text.substr(c.i)), &used);
-  } catch (const std::exception&) {
-    parse_error(c.text, starts, "expected a number");
-  }
+  const double v = detail::read_number(std::string(c.text.substr(c.i)), used);
+  if (used == 0) parse_error(c.text, starts, "expected a number");
   if (!std::isfinite(v)) parse_error(c.text, starts, "expected a finite number");
   a.values.push_back(v);
   a.at.push_back(starts);
@@ -232,11 +228,7 @@ void resolve_options(std::string_view text, const std::string& name, const trans
       }
     }
     std::size_t used = 0;
-    try {
-      a.values[slot] = std::stod(n.value, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
+    a.values[slot] = detail::read_number(n.value, used);
     if (used != n.value.size() || !std::isfinite(a.values[slot]))
       parse_error(text, n.value_at, name + ": " + n.name + " must be a finite number" +
                                         (option.words.empty() ? "" : " or one of " + listed(option.words)) + ", not '" + n.value + "'");

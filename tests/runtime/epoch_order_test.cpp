@@ -125,6 +125,16 @@ TEST_CASE("epoch_order.bad_input_and_environment") {
     scoped_env r("RANK", "1");
     CHECK_THROWS_WITH_AS((void)distributed_from_env(), doctest::Contains("incomplete"), std::invalid_argument);
   }
+  {  // a world size alone, even 0, is a launcher's environment left half set: named, not passed over
+    scoped_env w("WORLD_SIZE", "0");
+    CHECK_THROWS_WITH_AS((void)distributed_from_env(),
+                         "torchrun environment is incomplete: RANK and WORLD_SIZE must both be set (world >= 1)",
+                         std::invalid_argument);
+  }
+  {
+    scoped_env r("RANK", "0"), w("WORLD_SIZE", "0");
+    CHECK_THROWS_WITH_AS((void)distributed_from_env(), doctest::Contains("incomplete"), std::invalid_argument);
+  }
 }
 
 

@@ -661,7 +661,16 @@ TEST_CASE("doctor.analysis_rules_on_given_numbers") {
   r.workers = 4;
   analyze(r);
   CHECK(!suggests(r, "lower workers"));
+  // Busy is 90% of the cores or more: at exactly 90% the workers oversubscribe them.
   r.workers = 8;
+  const double busy = r.modes[0].cpu_utilization;
+  r.modes[0].cpu_utilization = 0.9;
+  analyze(r);
+  CHECK(suggests(r, "lower workers from 8 to 4"));
+  r.modes[0].cpu_utilization = 0.89;
+  analyze(r);
+  CHECK(!suggests(r, "lower workers"));
+  r.modes[0].cpu_utilization = busy;
   r.plan_cores = 0;
 
   // A pipeline at the ceiling: no bottleneck, no suggestion.
@@ -924,6 +933,19 @@ TEST_CASE("doctor.remote_and_transform_advice_carry_their_figures") {
   REQUIRE(raise != r.suggestions.end());
   CHECK(raise->setting == "requests_in_flight");
   CHECK(raise->value == 16);
+  // Whole shards fetched ahead (a shard window): twice the requests in flight.
+  r.fetch.window_shards = 4;
+  analyze(r);
+  CHECK(suggests(r, "fetch more shards at once: raise --requests-in-flight from 4 to 8 (remote_options::requests_in_flight)"));
+  // At the most, or past it (a report's own figure), there is nothing more to ask for.
+  for (const std::uint64_t at : {std::uint64_t{loaders::kMaxRequestsInFlight}, std::uint64_t{2 * loaders::kMaxRequestsInFlight}}) {
+    CAPTURE(at);
+    r.fetch.requests_in_flight = at;
+    analyze(r);
+    CHECK_FALSE(suggests(r, "requests-in-flight"));
+  }
+  r.fetch.window_shards = 0;
+  r.fetch.requests_in_flight = 4;
   // The transforms are the bottleneck, rrc the costliest of them: cached after it (T1) 300
   // images/s against 100 before it (L2) and 1000 after the last (L3): 6.667 and 2.333 ms.
   r.remote = false;

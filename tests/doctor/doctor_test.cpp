@@ -672,6 +672,12 @@ TEST_CASE("doctor.analysis_rules_on_given_numbers") {
   CHECK(!suggests(r, "lower workers"));
   r.modes[0].cpu_utilization = busy;
   r.plan_cores = 0;
+  // Without a node plan the workers are held to the hardware threads, and the evidence says so.
+  const std::size_t threads = r.hardware_threads;
+  r.hardware_threads = 4;
+  analyze(r);
+  CHECK(evidence_of(r, "lower workers from 8 to 4").find("8 workers share the 4 cores (hardware threads), busy") != std::string::npos);
+  r.hardware_threads = threads;
 
   // A pipeline at the ceiling: no bottleneck, no suggestion.
   r.modes = {mode("L0", 990, 0.01, 0.5), mode("L1", 1000, 0.0, 0.5), mode("L2", 1000, 0.0, 0.5),

@@ -98,6 +98,23 @@ TEST_CASE("random_steps.draws_follow_torchvisions_distributions") {
     }
     test::check_uniform("random_rotation(40): angle in 16 bins", bins);
   }
+  {  // random_affine(30, 0.2, 0.1, 0.8, 1.2, 10): each parameter within its own range, the scale
+     // uniform over [0.8, 1.2); the translations whole pixels within 0.2 x 200 and 0.1 x 224.
+    std::vector<double> scales(8);
+    for (int i = 0; i < samples; ++i) {
+      const auto d = numbers_in(explain("random_affine(30,0.2,0.1,0.8,1.2,10)", static_cast<std::uint64_t>(i)));
+      REQUIRE(d.size() >= 5);
+      REQUIRE(std::abs(d[0]) <= 30.0);
+      REQUIRE(std::abs(d[1]) <= 40.0);
+      REQUIRE(std::abs(d[2]) <= 22.0);
+      REQUIRE(d[1] == std::nearbyint(d[1]));
+      REQUIRE(d[3] >= 0.8);
+      REQUIRE(d[3] < 1.2);
+      REQUIRE(std::abs(d[4]) <= 10.0);
+      scales[static_cast<std::size_t>((d[3] - 0.8) / 0.05)] += 1;
+    }
+    test::check_uniform("random_affine: the scale in 8 bins", scales);
+  }
   {  // color_jitter(0.5, 0.5, 0.5, 0.2): each order of the four equally likely; the factors in range.
     std::map<std::string, double> orders;
     std::vector<double> brightness(10);

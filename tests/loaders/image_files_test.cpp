@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
 #include <new>
 #include <type_traits>
@@ -291,6 +292,99 @@ TEST_CASE("image_files.oversized_image_under_both_policies") {
   skip.on_error = error_policy::skip;
   check_one_skipped(std::make_shared<pipeline_source>(make_image_files_reader(files, limit), parse_pipeline("center_crop(16)"), skip),
                     o, 3, "1.jpg");
+}
+
+namespace {
+/// A first step that records every size the decode planner asks it about (window(),
+/// min_short_side()) and otherwise crops the image's top-left 4 x 4.
+class size_recording_crop final : public transform {
+ public:
+  std::string name() const override { return "size_recording_crop"; }
+  image_spec output_spec(const image_spec& in) const override { return {4, 4, in.channels, in.type}; }
+  void apply(const image_view& in, const image_view& out, philox_stream) const override {
+    const std::size_t px = static_cast<std::size_t>(in.spec.channels) * dtype_size(in.spec.type);
+    for (std::int64_t y = 0; y < 4; ++y)
+      std::memcpy(out.data + static_cast<std::size_t>(y) * 4 * px, in.data + static_cast<std::size_t>(y * in.spec.width) * px, 4 * px);
+  }
+  std::int64_t min_short_side(std::int64_t height, std::int64_t width, philox_stream) const override {
+    record(height, width);
+    return 0;
+  }
+  std::optional<window_plan> window(std::int64_t height, std::int64_t width, philox_stream) const override {
+    record(height, width);
+    return window_plan{{0, 0, 4, 4}, 4, 4};
+  }
+  void record(std::int64_t height, std::int64_t width) const {
+    const std::lock_guard lock(m_);
+    asked_.emplace_back(height, width);
+  }
+  std::vector<std::pair<std::int64_t, std::int64_t>> asked() const {
+    const std::lock_guard lock(m_);
+    return asked_;
+  }
+
+ private:
+  mutable std::mutex m_;
+  mutable std::vector<std::pair<std::int64_t, std::int64_t>> asked_;
+};
+}  // namespace
+
+TEST_CASE("image_files.a_header_of_zero_width_or_height_is_the_decoders_to_refuse") {
+  // Contract: a file whose header gives a size of 0 by either side has no window to plan (a random
+  // crop of 0 pixels): it goes to the decoder whole, which refuses it naming the file, as without
+  // a crop; a first step's window() and min_short_side() are asked about real sizes only.
+  temp_dir d;
+  fs::create_directories(d.path / "c");
+  // A PNG whose IHDR says w x h (its CRC made again, so that the header itself reads as sound).
+  const auto png = [](std::uint32_t w, std::uint32_t h) {
+    auto bytes = encode(picture(10, 10, 4), ".png");
+    for (int k = 0; k < 4; ++k) {
+      bytes[16 + static_cast<std::size_t>(k)] = static_cast<std::byte>(w >> (24 - 8 * k));
+      bytes[20 + static_cast<std::size_t>(k)] = static_cast<std::byte>(h >> (24 - 8 * k));
+    }
+    std::uint32_t crc = 0xFFFFFFFFu;
+    for (std::size_t i = 12; i < 29; ++i) {  // "IHDR" and its 13 bytes
+      crc ^= static_cast<std::uint32_t>(bytes[i]);
+      for (int b = 0; b < 8; ++b) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+    }
+    crc = ~crc;
+    for (int k = 0; k < 4; ++k) bytes[29 + static_cast<std::size_t>(k)] = static_cast<std::byte>(crc >> (24 - 8 * k));
+    return bytes;
+  };
+  REQUIRE(peek_size(png(0, 10)).width == 0);
+  REQUIRE(peek_size(png(0, 10)).height == 10);
+  write_bytes(d.path / "c" / "0.png", png(0, 10));
+  write_bytes(d.path / "c" / "1.png", png(10, 0));
+  const auto files = list_image_folder(d.path.string()).files;
+  REQUIRE(files.size() == 2);
+  loader_options o;
+  o.batch_size = 1;
+  o.workers = 1;
+  o.device = "cpu";
+  const auto recording = std::make_shared<size_recording_crop>();
+  for (const char* steps : {"rrc(16)", "center_crop(16)", "recording"}) {
+    CAPTURE(steps);
+    const pipeline p = std::string(steps) == "recording" ? pipeline({recording}) : parse_pipeline(steps);
+    loader l(std::make_shared<pipeline_source>(make_image_files_reader(files), p), o);
+    for (std::uint64_t k = 0; k < 2; ++k) {
+      CAPTURE(k);
+      try {
+        (void)l.next();
+        FAIL("a zero-sized image must fail its batch");
+      } catch (const sample_error& e) {
+        CHECK(e.index() == k);
+        CHECK(e.stage() == "decode");
+        CHECK(e.path().find(std::to_string(k) + ".png") != std::string::npos);
+        CHECK(e.message().find("a PNG image whose header gives no size") != std::string::npos);
+      }
+    }
+  }
+  for (const auto& [h, w] : recording->asked()) {  // (a probe of the step at a made-up size is no image's)
+    CAPTURE(h);
+    CAPTURE(w);
+    CHECK(h > 0);
+    CHECK(w > 0);
+  }
 }
 
 TEST_CASE("image_files.shuffled_skip_takes_a_drawn_stand_in_and_runs_are_deterministic") {

@@ -1219,6 +1219,12 @@ TEST_CASE("remote.range_read_ahead_keeps_within_what_a_loader_budget_leaves") {
   CHECK(least <= most);
   CHECK(least % (8 * kMinRequestsInFlight) == 0);
   const std::uint64_t mean = least / (8 * kMinRequestsInFlight);
+  // Unlimited, the requests in flight may go up to a quarter of the open-file limit (samples of
+  // about 1 KiB would allow far more): the most is that many read-aheads' worth, the least the
+  // floor's, whatever the first requests in flight were.
+  const std::size_t share = remote::open_file_share();
+  REQUIRE(remote::kReadAheadBytes / (2 * mean) >= share);
+  CHECK(most == 8 * share * mean);
   if (most > least) {
     const auto between = make();
     const std::uint64_t room = 8 * (kMinRequestsInFlight + 10) * mean + mean / 2;

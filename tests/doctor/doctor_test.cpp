@@ -909,6 +909,32 @@ TEST_CASE("doctor.prefetch_advice_covers_the_longest_stall_at_the_consumers_own_
   CHECK(suggests(r, "raise prefetch from 70 to 71"));
 }
 
+TEST_CASE("doctor.a_busy_own_source_is_told_it_may_take_more_cores") {
+  // Contract: when a trainer's own source is the bottleneck, the advice is to make produce()
+  // cheaper, and where the CPU was busy (75% or more at L0) also to give it more cores.
+  doctor_report r;
+  r.own_source = true;
+  r.workers = 2;
+  r.hardware_threads = 2;
+  r.prefetch = 2;
+  r.batch_size = 32;
+  r.pool = 8;
+  for (const auto& [cpu, words] : {std::pair{0.9, "make the source's produce() cheaper, or give it more cores"},
+                                   std::pair{0.75, "make the source's produce() cheaper, or give it more cores"},
+                                   std::pair{0.5, "make the source's produce() cheaper"}}) {
+    CAPTURE(cpu);
+    r.modes = {given_mode("L0", 100, 0.3, cpu), given_mode("L3", 1000, 0.0, cpu), given_mode("L4", 1050, 0.0, cpu),
+               given_mode("L5", 1100, 0.0, cpu)};
+    analyze(r);
+    REQUIRE(!r.bottleneck.empty());
+    CHECK(r.bottleneck[0] == "produce");
+    const auto advice = std::find_if(r.suggestions.begin(), r.suggestions.end(),
+                                     [](const doctor_suggestion& s) { return s.what.rfind("make the source's", 0) == 0; });
+    REQUIRE(advice != r.suggestions.end());
+    CHECK(advice->what == words);
+  }
+}
+
 TEST_CASE("doctor.remote_and_transform_advice_carry_their_figures") {
   // Contract: a suggestion states its figures: the requests in flight it raises to, with the most
   // latency following would take, and the costliest transform's milliseconds per image to three

@@ -163,11 +163,17 @@ namespace {
 /// Writes `value` into the tar header at `header` as a GNU base-256 size (the 12-byte field at
 /// 124: 0x80, then the number big-endian over `bytes` of the 11 bytes, zeros before), and the
 /// header's checksum again.
+void write_checksum(std::byte* h);
 void base256_size(std::vector<std::byte>& tar, std::size_t header, std::uint64_t value, std::uint8_t high = 0) {
   std::byte* h = tar.data() + header;
   h[124] = std::byte{0x80};
   for (int i = 11; i >= 1; --i, value >>= 8) h[124 + i] = static_cast<std::byte>(value & 0xFF);
   h[125] = static_cast<std::byte>(static_cast<std::uint8_t>(h[125]) | high);
+  write_checksum(h);
+}
+
+/// The header's checksum made again after a change to it.
+void write_checksum(std::byte* h) {
   std::memset(h + 148, ' ', 8);
   unsigned sum = 0;
   for (int i = 0; i < 512; ++i) sum += static_cast<std::uint8_t>(h[i]);
@@ -204,6 +210,17 @@ TEST_CASE("shards.gnu_base_256_sizes_are_read_and_an_oversized_one_is_refused") 
   base256_size(huge, want[0].offset - 512, want[0].size, 0x01);
   CHECK_THROWS_WITH_AS((void)index_tar(huge, "s.tar"), doctest::Contains("tar shard 's.tar': member size is not a number"),
                        std::invalid_argument);
+  // An octal size ends in NULs or spaces: anything else after its digits makes it no number.
+  for (const char junk : {'x', '8', '\x7f'}) {
+    CAPTURE(static_cast<int>(junk));
+    auto trailing = octal;
+    std::byte* h = trailing.data() + (want[0].offset - 512);
+    REQUIRE(h[135] == std::byte{0});  // the 12-byte field: 11 digits and a NUL
+    h[135] = static_cast<std::byte>(junk);
+    write_checksum(h);
+    CHECK_THROWS_WITH_AS((void)index_tar(trailing, "s.tar"), doctest::Contains("tar shard 's.tar': member size is not a number"),
+                         std::invalid_argument);
+  }
 }
 
 TEST_CASE("shards.patterns") {

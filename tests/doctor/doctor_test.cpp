@@ -897,6 +897,11 @@ TEST_CASE("doctor.prefetch_advice_covers_the_longest_stall_at_the_consumers_own_
   r.modes[0].max_wait_ms = 100000;
   analyze(r);
   CHECK(suggests(r, "raise prefetch from 2 to 64"));
+  // A wait under 2% of the time is no stall worth a deeper prefetch, however bursty.
+  r.modes[0].consumer_wait = 0.015;
+  analyze(r);
+  CHECK_FALSE(suggests(r, "raise prefetch"));
+  r.modes[0].consumer_wait = 0.3;
   // A raise at least doubles it: from 8, a stall of under one step (2 more batches) asks for 16.
   r.prefetch = 8;
   r.modes[0].max_wait_ms = 100;

@@ -88,6 +88,18 @@ doctor_mode given_mode(std::string id, double ips, double wait, double cpu, doub
   return m;
 }
 
+/// A report of 2 workers on 2 hardware threads, prefetch 2, batches of 32, a pool of 8: the
+/// settings the cases on given numbers start from.
+doctor_report two_worker_report() {
+  doctor_report r;
+  r.workers = 2;
+  r.hardware_threads = 2;
+  r.prefetch = 2;
+  r.batch_size = 32;
+  r.pool = 8;
+  return r;
+}
+
 bool suggests(const doctor_report& r, const std::string& words) {
   return std::any_of(r.suggestions.begin(), r.suggestions.end(),
                      [&](const doctor_suggestion& s) { return s.what.find(words) != std::string::npos; });
@@ -868,12 +880,7 @@ TEST_CASE("doctor.own_source_ladder") {
 TEST_CASE("doctor.prefetch_advice_covers_the_longest_stall_at_the_consumers_own_pace") {
   // Contract: for a bursty wait, prefetch is raised to cover the longest stall at the consumer's
   // own pace per step, and one more batch: own = seconds x (1 - wait) / steps, in ms.
-  doctor_report r;
-  r.workers = 2;
-  r.hardware_threads = 2;
-  r.prefetch = 2;
-  r.batch_size = 32;
-  r.pool = 8;
+  doctor_report r = two_worker_report();
   doctor_mode l0;
   l0.id = l0.name = "L0";
   l0.ran = true;
@@ -917,13 +924,8 @@ TEST_CASE("doctor.prefetch_advice_covers_the_longest_stall_at_the_consumers_own_
 TEST_CASE("doctor.a_busy_own_source_is_told_it_may_take_more_cores") {
   // Contract: when a trainer's own source is the bottleneck, the advice is to make produce()
   // cheaper, and where the CPU was busy (75% or more at L0) also to give it more cores.
-  doctor_report r;
+  doctor_report r = two_worker_report();
   r.own_source = true;
-  r.workers = 2;
-  r.hardware_threads = 2;
-  r.prefetch = 2;
-  r.batch_size = 32;
-  r.pool = 8;
   for (const auto& [cpu, words] : {std::pair{0.9, "make the source's produce() cheaper, or give it more cores"},
                                    std::pair{0.75, "make the source's produce() cheaper, or give it more cores"},
                                    std::pair{0.5, "make the source's produce() cheaper"}}) {
@@ -945,15 +947,10 @@ TEST_CASE("doctor.remote_and_transform_advice_carry_their_figures") {
   // latency following would take, and the costliest transform's milliseconds per image to three
   // decimals.
   const auto mode = [](std::string id, double ips) { return given_mode(std::move(id), ips, 0.3, 0.2); };
-  doctor_report r;
+  doctor_report r = two_worker_report();
   r.encoded = true;
   r.sharded = true;
   r.remote = true;
-  r.workers = 2;
-  r.hardware_threads = 2;
-  r.prefetch = 2;
-  r.batch_size = 32;
-  r.pool = 8;
   r.fetch.requests_in_flight = 4;
   r.fetch.read_ahead_depth = 8;
   r.modes = {mode("L0", 100), mode("L1", 1000), mode("L2", 1050), mode("L3", 1100), mode("L4", 1150), mode("L5", 1200)};

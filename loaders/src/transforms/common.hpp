@@ -47,6 +47,11 @@ inline double read_number(const std::string& text, std::size_t& used) {
   used = static_cast<std::size_t>(end - text.c_str());
   return v;
 }
+/// read_number() where only the value counts.
+inline double read_number(const std::string& text) {
+  std::size_t used = 0;
+  return read_number(text, used);
+}
 
 /// Shortest text that reads back as the same float (names must round-trip through the parser).
 inline std::string format_number(double v) {
@@ -54,8 +59,7 @@ inline std::string format_number(double v) {
     std::ostringstream os;
     os.precision(precision);
     os << v;
-    std::size_t used = 0;
-    const double back = read_number(os.str(), used);
+    const double back = read_number(os.str());
     if (back == v || static_cast<float>(back) == static_cast<float>(v)) return os.str();
   }
   return std::to_string(v);
@@ -67,8 +71,7 @@ inline std::string format_double(double v) {
     std::ostringstream os;
     os.precision(precision);
     os << v;
-    std::size_t used = 0;
-    if (read_number(os.str(), used) == v) return os.str();
+    if (read_number(os.str()) == v) return os.str();
   }
   return std::to_string(v);
 }

@@ -11,6 +11,7 @@
 #include "pinfeed/loaders/transforms.hpp"
 #include "pinfeed/runtime/loader.hpp"
 #include "pinfeed/runtime/npy.hpp"
+#include "pinfeed/runtime/random.hpp"
 #include "targets.hpp"
 #if PINFEED_FUZZ_REMOTE
 #include "pinfeed/loaders/remote.hpp"
@@ -121,6 +122,35 @@ void explanations_parse(std::string_view name, const loaders::pipeline& p) {
   }
 }
 
+namespace {
+/// Applies each host step of `p` to an image of shape `in` (pixels from a fixed stream), out of
+/// place into exactly sized buffers; a step with no fixed shape, or an output over 8 MiB, ends it.
+void run_steps(std::string_view name, const loaders::pipeline& p, loaders::image_spec in) {
+  std::vector<std::byte> cur(in.bytes());
+  fill_random_bytes(philox_stream(5, 0, 0), cur);
+  for (std::size_t k = 0; k < p.steps().size(); ++k) {
+    const auto& step = *p.steps()[k];
+    if (step.batch_op()) return;  // a batch op mixes a batch's samples: not a step of one image
+    loaders::image_spec next;
+    try {
+      next = step.output_spec(in);
+    } catch (const std::invalid_argument&) {
+      return;
+    }
+    if (next.height <= 0 || next.width <= 0 || next.bytes() > (std::size_t{8} << 20)) return;
+    std::vector<std::byte> out(next.bytes());
+    try {
+      step.apply(loaders::image_view{cur.data(), in}, loaders::image_view{out.data(), next}, philox_stream(7, 0, 0, static_cast<std::uint32_t>(100 + k)));
+    } catch (const std::invalid_argument& e) {
+      broken(name, "step " + step.name() + " accepted shape " + std::to_string(in.height) + "x" + std::to_string(in.width) +
+                       "x" + std::to_string(in.channels) + " and then refused it: " + e.what());
+    }
+    cur = std::move(out);
+    in = next;
+  }
+}
+}  // namespace
+
 outcome pipeline(bytes input) {
   constexpr std::string_view name = "pipeline";
   const auto text = text_of(input);
@@ -148,6 +178,10 @@ outcome pipeline(bytes input) {
     }
   }
   explanations_parse(name, p);
+  // Run, each step into a buffer of exactly its output's size (so that the sanitizers see a
+  // step that reads or writes past an image), on small images whose shape the pipeline accepts.
+  for (const loaders::image_spec in : {loaders::image_spec{300, 260, 3}, loaders::image_spec{13, 7, 3}, loaders::image_spec{1, 1, 3}})
+    run_steps(name, p, in);
   return outcome::accepted;
 }
 

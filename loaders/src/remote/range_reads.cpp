@@ -15,6 +15,14 @@ std::size_t open_file_share() noexcept {
   return std::clamp<std::size_t>(static_cast<std::size_t>(files.rlim_cur / 4), kMinRequestsInFlight, kMaxRequestsInFlight);
 }
 
+std::size_t in_flight_most(std::uint64_t mean_image_bytes, std::optional<std::size_t> read_ahead,
+                           std::size_t open_files) noexcept {
+  std::uint64_t most = std::clamp<std::uint64_t>(kReadAheadBytes / (2 * std::max<std::uint64_t>(1, mean_image_bytes)),
+                                                 kMinRequestsInFlight, std::max(kMinRequestsInFlight, open_files));
+  if (read_ahead) most = std::min<std::uint64_t>(most, std::max(kMinRequestsInFlight, *read_ahead));
+  return static_cast<std::size_t>(most);
+}
+
 namespace {
 
 std::uint64_t mean_image_bytes(const std::vector<detail::shard_sample>& entries) {
@@ -29,8 +37,7 @@ range_reads::range_reads(shard_set& set, const remote_options& o)
     : set_(set), o_(o), mean_image_bytes_(mean_image_bytes(set.entries())) {
   set_depth(set_.loop().cap());
   if (o_.requests_in_flight) return;
-  adapt_.emplace(std::clamp<std::uint64_t>(kReadAheadBytes / (2 * mean_image_bytes_), kMinRequestsInFlight,
-                                           open_file_share()));
+  adapt_.emplace(in_flight_most(mean_image_bytes_, o_.read_ahead, open_file_share()));
 }
 
 std::span<const std::byte> range_reads::fetch(sample& s, const detail::shard_sample&, std::vector<std::byte>& storage,
@@ -83,9 +90,7 @@ void range_reads::set_depth(std::size_t in_flight) {
 }
 
 void range_reads::apply_cap(std::size_t n) {
-  // With read_ahead given, more in flight than it (and the workers' own requests) is no use.
-  if (o_.read_ahead) n = std::min(n, std::max(kMinRequestsInFlight, *o_.read_ahead));
-  set_.loop().set_cap(n);
+  set_.loop().set_cap(n);  // (within in_flight_most(): the controller takes no more)
   set_depth(n);
 }
 

@@ -28,6 +28,14 @@ inline constexpr std::uint64_t kReadAheadBytes = std::uint64_t{256} << 20;
 /// many again are kept for reuse.
 [[nodiscard]] std::size_t open_file_share() noexcept;
 
+/// The most requests in flight the adaptation takes (in_flight_controller's most): as many as
+/// keep kReadAheadBytes of samples of `mean_image_bytes` read ahead (twice as many samples as
+/// requests), within [kMinRequestsInFlight, `open_files` (open_file_share())]; with a read_ahead
+/// given, no more than it (and the workers' own requests) can use: max(kMinRequestsInFlight,
+/// read_ahead) at most.
+[[nodiscard]] std::size_t in_flight_most(std::uint64_t mean_image_bytes, std::optional<std::size_t> read_ahead,
+                                         std::size_t open_files) noexcept;
+
 /// Which samples of the order to request ahead: the positions walked, and what is pending or was
 /// taken, by (epoch, index). No I/O and no lock (range_reads holds one around every call).
 class read_ahead_walk {

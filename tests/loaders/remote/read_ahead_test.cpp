@@ -2,12 +2,15 @@
 // range read-ahead's walk, and the requests-in-flight controller. Pure bookkeeping: no network.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
 #include <vector>
+
+#include <sys/resource.h>
 
 #include "remote/in_flight.hpp"
 #include "remote/range_reads.hpp"
@@ -308,6 +311,66 @@ TEST_CASE("remote.in_flight.shrinks_slowly_and_a_pause_starts_anew") {
   CHECK_FALSE(paused.on_read(t0 + std::chrono::seconds(3), 0.01, cap, never));
   for (int i = 1; i < 40; ++i)
     CHECK_FALSE(paused.on_read(t0 + std::chrono::seconds(3) + std::chrono::milliseconds(10 * i), 0.01, cap, never));
+}
+
+TEST_CASE("remote.in_flight.most_is_the_read_ahead_bytes_share_within_open_files_and_a_given_read_ahead") {
+  // The contract of the adapted requests in flight: never more than keep kReadAheadBytes of
+  // samples read ahead (two samples a request), than a quarter of the open files allow, or than
+  // a given read_ahead can use; never fewer than kMinRequestsInFlight.
+  using remote::in_flight_most;
+  constexpr std::uint64_t KiB = 1024;
+  CHECK(in_flight_most(1 * KiB, std::nullopt, 1024) == 1024);         // 128 Ki samples would fit: the open files bound
+  CHECK(in_flight_most(1 * KiB, std::nullopt, 300) == 300);
+  CHECK(in_flight_most(1024 * KiB, std::nullopt, 1024) == 128);      // 1 MiB samples: 256 MiB holds 256, 2 a request
+  CHECK(in_flight_most(1024 * KiB + 1, std::nullopt, 1024) == 127);  // (rounded down)
+  CHECK(in_flight_most(64u << 20, std::nullopt, 1024) == kMinRequestsInFlight);  // 64 MiB samples: the floor
+  CHECK(in_flight_most(0, std::nullopt, 1024) == 1024);              // (no mean size yet: no division by zero)
+  CHECK(in_flight_most(1 * KiB, std::nullopt, 10) == kMinRequestsInFlight);  // the floor holds over the open files
+  // A read_ahead given: more requests at once than it (and the workers' own) is no use.
+  CHECK(in_flight_most(1 * KiB, std::size_t{100}, 1024) == 100);
+  CHECK(in_flight_most(1 * KiB, std::size_t{8}, 1024) == kMinRequestsInFlight);
+  CHECK(in_flight_most(1 * KiB, std::size_t{65}, 1024) == 65);
+  CHECK(in_flight_most(1 * KiB, std::size_t{4096}, 1024) == 1024);
+  CHECK(in_flight_most(1024 * KiB, std::size_t{200}, 1024) == 128);
+  // What the controller then takes: growing where held back, it stops at that most.
+  using clock = remote::in_flight_controller::clock;
+  remote::in_flight_controller c(in_flight_most(1 * KiB, std::size_t{100}, 1024));
+  auto t = clock::now();
+  const auto held = [] { return true; };
+  std::size_t cap = kMinRequestsInFlight, highest = cap;
+  for (int i = 0; i < 4000; ++i) {
+    // A link-bound reader at 300 ms a request: cap / 0.3 s samples a second, each growth a gain.
+    t += std::chrono::microseconds(300'000 / cap);
+    if (auto n = c.on_read(t, 0.3, cap, held)) cap = *n;
+    highest = std::max(highest, cap);
+  }
+  CHECK(highest == 100);
+  CHECK(cap == 100);
+}
+
+TEST_CASE("remote.in_flight.open_file_share_is_a_quarter_of_the_soft_open_file_limit") {
+  // Requests in flight hold a connection each and as many are kept for reuse: a quarter of the
+  // open files, within [kMinRequestsInFlight, kMaxRequestsInFlight]. Set here by lowering the
+  // soft limit (allowed unprivileged) and put back after.
+  rlimit was{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &was) == 0);
+  const auto share_at = [&](rlim_t soft) -> std::optional<std::size_t> {
+    if (was.rlim_max != RLIM_INFINITY && soft > was.rlim_max) return std::nullopt;
+    rlimit now = was;
+    now.rlim_cur = soft;
+    REQUIRE(setrlimit(RLIMIT_NOFILE, &now) == 0);
+    const std::size_t share = remote::open_file_share();
+    REQUIRE(setrlimit(RLIMIT_NOFILE, &was) == 0);
+    return share;
+  };
+  CHECK(share_at(1000) == std::optional<std::size_t>(250));
+  CHECK(share_at(1203) == std::optional<std::size_t>(300));
+  CHECK(share_at(256) == std::optional<std::size_t>(kMinRequestsInFlight));
+  CHECK(share_at(100) == std::optional<std::size_t>(kMinRequestsInFlight));
+  if (const auto high = share_at(8000)) CHECK(*high == kMaxRequestsInFlight);
+  else MESSAGE("the hard open-file limit is under 8000: the upper bound is not checked");
+  CHECK(remote::open_file_share() == std::clamp<std::size_t>(static_cast<std::size_t>(was.rlim_cur == RLIM_INFINITY ? ~rlim_t{0} : was.rlim_cur / 4),
+                                                              kMinRequestsInFlight, kMaxRequestsInFlight));
 }
 
 TEST_CASE("remote.task_thread.runs_tasks_in_order_then_inline_after_shutdown") {

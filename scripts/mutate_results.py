@@ -133,8 +133,10 @@ def report(rows, after):
     CUDA device (gpu_only.tsv: the CPU suites cannot run them; the gpu case that covers each is
     named there), killed after the new tests, and the kill rate after over the rest. A hang counts
     as killed (its time limit catches it), and so does a mutant whose recheck no longer links (a
-    test calls what it removed)."""
-    same, gpu = notes("equivalent"), notes("gpu_only")
+    test calls what it removed). A survivor the recheck cannot judge (its line rewritten past
+    moved.tsv, or caught only under a sanitizer by a fuzz target) counts as killed after where
+    tests/mutation/hand_checked.tsv names the case that fails with it applied by hand."""
+    same, gpu, hand = notes("equivalent"), notes("gpu_only"), notes("hand_checked")
     per = collections.OrderedDict()
     for r in rows.values():
         c = per.setdefault(os.path.dirname(r["file"]), collections.Counter())
@@ -145,7 +147,7 @@ def report(rows, after):
             later = "killed" if (row.get("outcome"), row.get("by")) == ("no-compile", "link") else row.get("outcome")
             c["equivalent"] += r["id"] in same
             c["gpu only"] += r["id"] in gpu and r["id"] not in same
-            c["killed after"] += r["id"] not in same and r["id"] not in gpu and later in ("killed", "timeout")
+            c["killed after"] += r["id"] not in same and r["id"] not in gpu and (later in ("killed", "timeout") or r["id"] in hand)
 
     def line(name, c):
         tested = c["killed"] + c["timeout"] + c["survived"]
@@ -166,4 +168,6 @@ def report(rows, after):
         if r["outcome"] == "survived":
             later = after.get(r["id"], {})
             note = same.get(r["id"]) or gpu.get(r["id"]) or "%s %s" % (later.get("outcome", "not rechecked"), later.get("by", ""))
+            if r["id"] in hand and later.get("outcome") not in ("killed", "timeout"):
+                note += "; by hand: " + hand[r["id"]].split("\t")[-1]
             print("survived: %s:%s  %s  ==>  %s  [%s]" % (r["file"], r["line"], r["original"], r["mutant"], note.strip()))

@@ -119,6 +119,8 @@ TEST_CASE("colour.bad_values_are_refused_at_parse_time_with_a_caret") {
            {"solarize(256)", "solarize: the threshold must be in [0, 255], got 256"},
            {"brightness(-1)", "brightness: the factor must be finite and not negative, got -1"},
            {"sharpness(-0.5)", "sharpness: the factor must be finite and not negative"},
+           {"contrast(-0.1)", "contrast: the factor must be finite and not negative, got -0.1"},
+           {"saturation(-2)", "saturation: the factor must be finite and not negative, got -2"},
            {"grayscale(2)", "grayscale: 1 or 3 output channels, got 2"},
            {"hue(0.6)", "hue: the factor must be in [-0.5, 0.5], got 0.6"},
            {"invert(1)", "invert"},

@@ -978,7 +978,14 @@ TEST_CASE("doctor.remote_and_transform_advice_carry_their_figures") {
     analyze(r);
     CHECK_FALSE(suggests(r, "requests-in-flight"));
   }
+  // A report that gives no requests in flight (0: a counter never set) is read as one at a time,
+  // not as none: raising nothing to nothing is no advice.
+  r.fetch.requests_in_flight = 0;
+  analyze(r);
+  CHECK(suggests(r, "fetch more shards at once: raise --requests-in-flight from 1 to 2 (remote_options::requests_in_flight)"));
   r.fetch.window_shards = 0;
+  analyze(r);
+  CHECK(suggests(r, "keep more remote reads in flight: raise --requests-in-flight from 1 to 8 "));
   r.fetch.requests_in_flight = 4;
   // The transforms are the bottleneck, rrc the costliest of them: cached after it (T1) 300
   // images/s against 100 before it (L2) and 1000 after the last (L3): 6.667 and 2.333 ms.

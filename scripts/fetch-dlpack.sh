@@ -11,16 +11,26 @@ header_sha256=62052bef24bd69bb7b52e95428f9e99bd7951783850c36c5f2a41e71fd63c2fc  
 cache=${PINFEED_DLPACK_CACHE:-/var/cache/pinfeed-dlpack}
 dir=$cache/dlpack-1.3/include
 header=$dir/dlpack/dlpack.h
-if [[ -f $header ]] && echo "$header_sha256  $header" | sha256sum -c --status; then
+have_header() { [[ -f $header ]] && echo "$header_sha256  $header" | sha256sum -c --status; }
+if have_header; then
   echo "$dir"
   exit 0
 fi
 mkdir -p "$cache/wheels"
+# Two builds starting at once (a CI runner's parallel jobs) fetch one at a time: the second finds
+# the first's header. The header is written beside its place and renamed into it, so that no
+# reader ever sees half of it.
+exec 9>"$cache/.lock"
+flock 9
+if have_header; then
+  echo "$dir"
+  exit 0
+fi
 # The header is the same in every platform's wheel; one platform's is enough.
 python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: --python-version 3.11 \
   --platform manylinux_2_28_x86_64 -d "$cache/wheels" "$wheel_pin" >&2
 wheel=$(ls "$cache"/wheels/apache_tvm_ffi-0.1.15.post2-*.whl | head -n 1)
-tmp=$(mktemp -d)
+tmp=$(mktemp -d "$cache/fetch.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 python3 - "$wheel" "$tmp/dlpack.h" <<'EOF'
 import sys, zipfile

@@ -70,6 +70,8 @@ TEST_CASE("geometry.bad_values_are_refused_with_a_caret_under_the_value") {
   for (const auto& [text, where] : std::map<std::string, std::size_t>{{"rotate(30,300)", 10},
                                                                       {"affine(1,2,3,0,5,6)", 13},
                                                                       {"affine(1,2,3,-1,5,6,7)", 13},
+                                                                      {"affine(0,0,0,1e-320,0,0)", 13},
+                                                                      {"affine(0,1e308,1e308,0.5,0,0)", 21},
                                                                       {"rotate(30,interpolation=cubic)", 24},
                                                                       {"rotate(30,interp=bilinear)", 10},
                                                                       {"shear_x(0.3,interpolation=nearest,interpolation=bilinear)", 34},
@@ -78,6 +80,15 @@ TEST_CASE("geometry.bad_values_are_refused_with_a_caret_under_the_value") {
     test::check_refused_at(text, "", where);
   }
 
+  // A warp whose inverse overflows would fail every sample at run time: refused when parsed, and
+  // one just inside the doubles' range is taken.
+  CHECK_THROWS_WITH_AS((void)parse_pipeline("affine(0,0,0,1e-320,0,0)"),
+                       doctest::Contains("with translation (0, 0) has no finite inverse warp"),
+                       std::invalid_argument);
+  CHECK_NOTHROW((void)parse_pipeline("affine(0,0,0,1e-300,0,0)"));
+  CHECK_THROWS_WITH_AS((void)parse_pipeline("random_affine(10,0.5,0,1e-320,1e-320,0)"),
+                       doctest::Contains("random_affine: the least scale 9.99989e-321 has no finite inverse warp"), std::invalid_argument);
+  CHECK_NOTHROW((void)parse_pipeline("random_affine(10,0.5,0,1e-200,1,0)"));
   CHECK_THROWS_WITH_AS((void)parse_pipeline("rotate(30,interpolation=cubic)"),
                        doctest::Contains("interpolation must be one of nearest, bilinear, not 'cubic'"), std::invalid_argument);
   CHECK_THROWS_WITH_AS((void)parse_pipeline("rotate(30,interp=bilinear)"), doctest::Contains("its options: interpolation"),

@@ -263,6 +263,24 @@ TEST_CASE("transforms.resize_and_random_resized_crop") {
   CHECK_THROWS_WITH_AS(make_random_resized_crop(0), "rrc: size must be positive, got 0", std::invalid_argument);
   CHECK_THROWS_WITH_AS(make_random_resized_crop(-224), "rrc: size must be positive, got -224", std::invalid_argument);
   CHECK_THROWS_WITH_AS(parse_pipeline("rrc(16,0.5)"), doctest::Contains("takes 1, 3 or 5 arguments"), std::invalid_argument);
+  // A ratio range no crop of the image can meet: torchvision's fallback, the whole width (or
+  // height) at the nearest ratio in range, rounds the other side to 0 here; it is kept at one
+  // pixel: a one-row strip (every output row the same), a one-column strip (every row one value).
+  for (const bool wide : {true, false}) {
+    CAPTURE(wide);
+    const auto strip = wide ? make_random_resized_crop(8, 1, 1, 1000, 1000) : make_random_resized_crop(8, 1, 1, 0.001, 0.001);
+    const auto out = run_step(*strip, im, philox_stream(2, 0, 0, 100));
+    REQUIRE(out.spec.height == 8);
+    REQUIRE(out.spec.width == 8);
+    bool flat = true;
+    for (std::size_t y = 0; y < 8; ++y)
+      for (std::size_t x = 0; x < 8; ++x)
+        for (std::size_t c = 0; c < 3; ++c) {
+          const std::size_t other = wide ? (0 * 8 + x) * 3 + c : (y * 8 + 0) * 3 + c;
+          flat = flat && out.bytes[(y * 8 + x) * 3 + c] == out.bytes[other];
+        }
+    CHECK(flat);
+  }
 }
 
 TEST_CASE("transforms.in_place_steps_match_out_of_place") {

@@ -1,6 +1,7 @@
 // The geometry steps: rotate, affine, shear_x, shear_y, translate_x, translate_y (pinfeed/ops/geometry.hpp
 // states their arithmetic, torchvision v2's on uint8 tensors). Each takes an optional fill after its
 // numbers and interpolation=nearest|bilinear (nearest by default, as torchvision's).
+#include <algorithm>
 #include <array>
 #include <string>
 
@@ -42,6 +43,15 @@ class geometry_transform final : public transform {
       if (!std::isfinite(values_[k])) throw bad_transform_argument(k, what + "every value must be finite, got " + format_number(values_[k]));
     if (op == geometry_op::affine && !(values_[3] > 0.0))
       throw bad_transform_argument(3, what + "the scale must be greater than 0, got " + format_number(values_[3]));
+    if (op == geometry_op::affine) {
+      // The warp samples through the inverse matrix, which (about the image's middle) depends on
+      // the parameters alone: one that overflows (a scale near 0, a translation near the largest
+      // double) would fail every sample, so it is refused here.
+      const auto m = ops::inverse_affine_matrix(0.0, 0.0, values_[0], values_[1], values_[2], values_[3], values_[4], values_[5]);
+      if (!std::all_of(m.begin(), m.end(), [](double x) { return std::isfinite(x); }))
+        throw bad_transform_argument(3, what + "scale " + format_double(values_[3]) + " with translation (" + format_double(values_[1]) +
+                                            ", " + format_double(values_[2]) + ") has no finite inverse warp");
+    }
     if (fill_ && !(*fill_ >= 0.0 && *fill_ <= 255.0))
       throw bad_transform_argument(values_.size(), what + "the fill must be in [0, 255], got " + format_number(*fill_));
   }
@@ -121,6 +131,15 @@ class random_warp_transform final : public transform {
       if (!(r_[4] > 0.0 && r_[4] <= r_[5]))
         throw bad_transform_argument(3, what + "the scale range must be positive and increasing, got " + format_number(r_[4]) + ", " + format_number(r_[5]));
       if (r_[6] > r_[7]) throw bad_transform_argument(5, what + "the shear's range is empty");
+      // The least scale, the widest shears and translations of an image of 2^31 pixels a side:
+      // where even that warp's inverse is finite, every drawn one is.
+      const double far = 2147483648.0;
+      for (const double shear : {r_[6], r_[7]})
+        for (const double sign : {-1.0, 1.0}) {
+          const auto m = ops::inverse_affine_matrix(far, far, 0.0, sign * r_[2] * far, sign * r_[3] * far, r_[4], shear, 0.0);
+          if (!std::all_of(m.begin(), m.end(), [](double x) { return std::isfinite(x); }))
+            throw bad_transform_argument(3, what + "the least scale " + format_double(r_[4]) + " has no finite inverse warp");
+        }
     }
     if (fill_ && !(*fill_ >= 0.0 && *fill_ <= 255.0))
       throw bad_transform_argument(affine ? 6 : 1, what + "the fill must be in [0, 255], got " + format_number(*fill_));

@@ -1,4 +1,5 @@
 // RandomResizedCrop, drawn as torchvision draws it.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -69,6 +70,10 @@ class rrc_transform final : public transform {
     std::int64_t w = width, h = height;
     if (in_ratio < rmin_) h = std::lround(static_cast<double>(w) / rmin_);
     else if (in_ratio > rmax_) w = std::lround(static_cast<double>(h) * rmax_);
+    // A ratio range far from the image's rounds a side to 0 (torchvision's crop is then empty and
+    // its resize fails): one pixel at least.
+    h = std::max<std::int64_t>(h, 1);
+    w = std::max<std::int64_t>(w, 1);
     return {(height - h) / 2, (width - w) / 2, h, w};
   }
   std::int64_t size_;

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include <sys/resource.h>
@@ -363,12 +364,13 @@ TEST_CASE("remote.in_flight.open_file_share_is_a_quarter_of_the_soft_open_file_l
     REQUIRE(setrlimit(RLIMIT_NOFILE, &was) == 0);
     return share;
   };
-  CHECK(share_at(1000) == std::optional<std::size_t>(250));
-  CHECK(share_at(1203) == std::optional<std::size_t>(300));
-  CHECK(share_at(256) == std::optional<std::size_t>(kMinRequestsInFlight));
-  CHECK(share_at(100) == std::optional<std::size_t>(kMinRequestsInFlight));
-  if (const auto high = share_at(8000)) CHECK(*high == kMaxRequestsInFlight);
-  else MESSAGE("the hard open-file limit is under 8000: the upper bound is not checked");
+  // (Each limit the hard limit allows: a soft limit may not go above it.)
+  for (const auto& [soft, share] : std::vector<std::pair<rlim_t, std::size_t>>{
+           {100, kMinRequestsInFlight}, {256, kMinRequestsInFlight}, {1000, 250}, {1203, 300}, {8000, kMaxRequestsInFlight}}) {
+    CAPTURE(soft);
+    if (const auto got = share_at(soft)) CHECK(*got == share);
+    else MESSAGE("the hard open-file limit " << was.rlim_max << " is under " << soft << ": not checked there");
+  }
   CHECK(remote::open_file_share() == std::clamp<std::size_t>(static_cast<std::size_t>(was.rlim_cur == RLIM_INFINITY ? ~rlim_t{0} : was.rlim_cur / 4),
                                                               kMinRequestsInFlight, kMaxRequestsInFlight));
 }

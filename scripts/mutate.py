@@ -279,6 +279,9 @@ def main():
     ap.add_argument("--seed", default="1")
     ap.add_argument("--commit", default="HEAD", help="the commit whose sources are mutated")
     ap.add_argument("--recheck", metavar="BASE", help="retest the survivors of BASE's campaign (same seed) at --commit")
+    ap.add_argument("--open-only", action="store_true",
+                    help="with --recheck: only the survivors no earlier recheck killed and no file of tests/mutation answers "
+                         "(equivalent, gpu_only, hand_checked)")
     ap.add_argument("--report", action="store_true", help="print the campaign's table (with its rechecks) and stop")
     a = ap.parse_args()
     global WORK, SRC, BUILD, RESULTS
@@ -295,7 +298,7 @@ def main():
     signal.signal(signal.SIGTERM, stopped)
     prepare(commit)
     if a.recheck:
-        results.recheck(base, a.seed, read_map())
+        results.recheck(base, a.seed, read_map(), open_only=a.open_only)
         results.report(read_results(campaign_rows), results.rechecked(campaign_rows))
     else:
         campaign(a)

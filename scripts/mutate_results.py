@@ -57,14 +57,23 @@ def moved_lines():
     return moved
 
 
-def recheck(base, seed, mapping):
+def recheck(base, seed, mapping, open_only=False):
     """The base campaign's survivors, each applied again to this commit's sources (the same change to
     the same lines, found nearest their old place) and tested with its cases; rows go to
     tests/mutation/BASE-seedS-after-COMMIT.tsv. A survivor whose lines a later change rewrote is made
-    again from tests/mutation/moved.tsv (the same slip in the new line), or else is "changed"."""
+    again from tests/mutation/moved.tsv (the same slip in the new line), or else is "changed".
+    open_only: leave out the survivors already answered (killed by an earlier recheck, or named in
+    equivalent.tsv, gpu_only.tsv or hand_checked.tsv)."""
     base_work = os.path.join(m.ROOT, "build-mutate", base[:12])
     base_rows = m.read_results(os.path.join(m.ROOT, "tests", "mutation", "%s-seed%s.tsv" % (base[:12], seed)))
     survivors = [r for r in base_rows.values() if r["outcome"] == "survived"]
+    if open_only:
+        base_file = os.path.join(m.ROOT, "tests", "mutation", "%s-seed%s.tsv" % (base[:12], seed))
+        earlier = rechecked(base_file)
+        answered = set(notes("equivalent")) | set(notes("gpu_only")) | set(notes("hand_checked"))
+        answered |= {i for i, r in earlier.items() if r["outcome"] in ("killed", "timeout")}
+        survivors = [r for r in survivors if r["id"] not in answered]
+        m.log("recheck: %d survivors not yet answered" % len(survivors))
     done = m.read_results(m.RESULTS)
     moved = moved_lines()
     m.restore_sources(open(os.path.join(m.WORK, "commit")).read().strip(), sorted({r["file"] for r in survivors}))

@@ -270,6 +270,9 @@ TEST_CASE("policies.same_batches_for_any_worker_count_and_across_resume") {
 TEST_CASE("policies.bad_values_are_refused_with_a_caret") {
   for (const auto& [text, where, says] : std::vector<std::tuple<std::string, std::size_t, std::string>>{
            {"auto_augment(imagenet2)", 13, "'imagenet2' is not one of imagenet, cifar10, svhn"},
+           {"auto_augment(63)", 13, "the policy must be imagenet, cifar10 or svhn, got 63"},
+           {"auto_augment(0.5)", 13, "the policy must be imagenet, cifar10 or svhn, got 0.5"},
+           {"auto_augment(-1,fill=3)", 13, "the policy must be imagenet, cifar10 or svhn, got -1"},
            {"rand_augment(2,31)", 15, "the magnitude must be a bin from 0 to 30, got 31"},
            {"rand_augment(2,9,31,fill=300)", 25, "the fill must be in [0, 255], got 300"},
            {"rand_augment(-1,9)", 13, "ops a sample from 0 to 64, got -1"},
@@ -280,6 +283,10 @@ TEST_CASE("policies.bad_values_are_refused_with_a_caret") {
            {"rotate(imagenet)", 7, "rotate: expected a number, not 'imagenet'"}}) {
     test::check_refused_at(text, says, where);
   }
+  // The C++ API too: an enum value outside the three policies is refused, not read past the table.
+  CHECK_THROWS_WITH_AS((void)make_auto_augment(static_cast<auto_augment_policy>(3)),
+                       doctest::Contains("the policy must be imagenet, cifar10 or svhn, got 3"), std::invalid_argument);
+  CHECK_THROWS_AS((void)auto_augment_subpolicies(static_cast<auto_augment_policy>(-1)), std::invalid_argument);
   // Names read back as the same step.
   for (const char* s : {"trivial_augment", "trivial_augment(15)", "rand_augment(2,9,31)", "auto_augment(cifar10)",
                         "auto_augment(svhn,interpolation=bilinear,fill=128)", "trivial_augment(interpolation=bilinear)"}) {

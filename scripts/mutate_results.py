@@ -65,10 +65,10 @@ def recheck(base, seed, mapping, open_only=False):
     open_only: leave out the survivors already answered (killed by an earlier recheck, or named in
     equivalent.tsv, gpu_only.tsv or hand_checked.tsv)."""
     base_work = os.path.join(m.ROOT, "build-mutate", base[:12])
-    base_rows = m.read_results(os.path.join(m.ROOT, "tests", "mutation", "%s-seed%s.tsv" % (base[:12], seed)))
+    base_file = os.path.join(m.ROOT, "tests", "mutation", "%s-seed%s.tsv" % (base[:12], seed))
+    base_rows = m.read_results(base_file)
     survivors = [r for r in base_rows.values() if r["outcome"] == "survived"]
     if open_only:
-        base_file = os.path.join(m.ROOT, "tests", "mutation", "%s-seed%s.tsv" % (base[:12], seed))
         earlier = rechecked(base_file)
         answered = set(notes("equivalent")) | set(notes("gpu_only")) | set(notes("hand_checked"))
         answered |= {i for i, r in earlier.items() if r["outcome"] in ("killed", "timeout")}

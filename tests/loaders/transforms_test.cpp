@@ -276,7 +276,7 @@ TEST_CASE("transforms.resize_and_random_resized_crop") {
     for (std::size_t y = 0; y < 8; ++y)
       for (std::size_t x = 0; x < 8; ++x)
         for (std::size_t c = 0; c < 3; ++c) {
-          const std::size_t other = wide ? (0 * 8 + x) * 3 + c : (y * 8 + 0) * 3 + c;
+          const std::size_t other = wide ? x * 3 + c : y * 8 * 3 + c;  // row 0's pixel, or column 0's
           flat = flat && out.bytes[(y * 8 + x) * 3 + c] == out.bytes[other];
         }
     CHECK(flat);

@@ -34,6 +34,11 @@ geometry_info info(geometry_op op) {
   return {"?", 0, "?"};
 }
 
+/// Whether a warp's matrix can be sampled through: every entry finite.
+bool finite(const std::array<double, 6>& m) {
+  return std::all_of(m.begin(), m.end(), [](double x) { return std::isfinite(x); });
+}
+
 class geometry_transform final : public transform {
  public:
   geometry_transform(geometry_op op, std::vector<double> values, std::optional<double> fill, ops::interpolation mode)
@@ -47,8 +52,7 @@ class geometry_transform final : public transform {
       // The warp samples through the inverse matrix, which (about the image's middle) depends on
       // the parameters alone: one that overflows (a scale near 0, a translation near the largest
       // double) would fail every sample, so it is refused here.
-      const auto m = ops::inverse_affine_matrix(0.0, 0.0, values_[0], values_[1], values_[2], values_[3], values_[4], values_[5]);
-      if (!std::all_of(m.begin(), m.end(), [](double x) { return std::isfinite(x); }))
+      if (!finite(ops::inverse_affine_matrix(0.0, 0.0, values_[0], values_[1], values_[2], values_[3], values_[4], values_[5])))
         throw bad_transform_argument(3, what + "scale " + format_double(values_[3]) + " with translation (" + format_double(values_[1]) +
                                             ", " + format_double(values_[2]) + ") has no finite inverse warp");
     }
@@ -136,8 +140,7 @@ class random_warp_transform final : public transform {
       const double far = 2147483648.0;
       for (const double shear : {r_[6], r_[7]})
         for (const double sign : {-1.0, 1.0}) {
-          const auto m = ops::inverse_affine_matrix(far, far, 0.0, sign * r_[2] * far, sign * r_[3] * far, r_[4], shear, 0.0);
-          if (!std::all_of(m.begin(), m.end(), [](double x) { return std::isfinite(x); }))
+          if (!finite(ops::inverse_affine_matrix(far, far, 0.0, sign * r_[2] * far, sign * r_[3] * far, r_[4], shear, 0.0)))
             throw bad_transform_argument(3, what + "the least scale " + format_double(r_[4]) + " has no finite inverse warp");
         }
     }

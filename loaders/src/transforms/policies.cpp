@@ -255,15 +255,15 @@ std::shared_ptr<augment_policy> make_rand_augment(int num_ops, int magnitude, in
 }
 
 namespace {
-void check_policy(auto_augment_policy policy, const char* what) {
-  const int p = static_cast<int>(policy);
-  if (p < 0 || p > static_cast<int>(auto_augment_policy::svhn))
-    throw bad_transform_argument(0, std::string(what) + ": the policy must be imagenet, cifar10 or svhn, got " + std::to_string(p));
+/// A policy's number (the enum's value, or the parser's index of the word): 0, 1 or 2.
+void check_policy(double p, const char* what) {
+  if (!(p == 0.0 || p == 1.0 || p == 2.0))
+    throw bad_transform_argument(0, std::string(what) + ": the policy must be imagenet, cifar10 or svhn, got " + format_number(p));
 }
 }  // namespace
 
 std::shared_ptr<augment_policy> make_auto_augment(auto_augment_policy policy, ops::interpolation mode, std::optional<double> fill) {
-  check_policy(policy, "auto_augment");
+  check_policy(static_cast<int>(policy), "auto_augment");
   check_fill(fill, 1, "auto_augment");
   const auto* subs = policy == auto_augment_policy::imagenet ? &kImageNet : policy == auto_augment_policy::cifar10 ? &kCifar10 : &kSvhn;
   return std::make_shared<policy_transform>("auto_augment", kAutoAugmentNames[static_cast<int>(policy)],
@@ -271,7 +271,7 @@ std::shared_ptr<augment_policy> make_auto_augment(auto_augment_policy policy, op
 }
 
 std::vector<std::array<std::tuple<ops::aug_op, float, int>, 2>> auto_augment_subpolicies(auto_augment_policy policy) {
-  check_policy(policy, "auto_augment_subpolicies");
+  check_policy(static_cast<int>(policy), "auto_augment_subpolicies");
   const auto& subs = policy == auto_augment_policy::imagenet ? kImageNet : policy == auto_augment_policy::cifar10 ? kCifar10 : kSvhn;
   std::vector<std::array<std::tuple<ops::aug_op, float, int>, 2>> out;
   for (const aa_pair& p : subs) out.push_back({{{p[0].op, p[0].probability, p[0].bin}, {p[1].op, p[1].probability, p[1].bin}}});
@@ -320,9 +320,7 @@ void add_policy_kinds(std::vector<transform_kind>& kinds) {
   kinds.push_back({{"auto_augment"}, 0, 1, "auto_augment[(imagenet|cifar10|svhn)][, interpolation=nearest|bilinear, fill=F]",
                    [=](std::span<const double> a) -> std::shared_ptr<transform> {
                      const std::size_t given = a.size() - 2;
-                     // A word arrives as its index; a number in its place must name one too.
-                     if (given > 0 && !(a[0] == 0.0 || a[0] == 1.0 || a[0] == 2.0))
-                       throw bad_transform_argument(0, "auto_augment: the policy must be imagenet, cifar10 or svhn, got " + format_number(a[0]));
+                     if (given > 0) check_policy(a[0], "auto_augment");  // (before the try: its caret under the policy)
                      const auto policy = static_cast<auto_augment_policy>(given > 0 ? static_cast<int>(a[0]) : 0);
                      try {
                        return make_auto_augment(policy, mode_of(a), fill_of(a));
